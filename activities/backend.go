@@ -1,0 +1,90 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// Backend runs a gang: every replica of one attempt of a job, somewhere. The local backend
+// runs processes; the kubernetes backend runs pods. Every method is idempotent, so an
+// activity that is retried after a worker crash never duplicates a replica.
+type Backend interface {
+	// Name is "local" or "kubernetes".
+	Name() string
+	// Launch creates every replica of the gang that does not exist yet. A replica that
+	// already exists (same name) counts as created.
+	Launch(ctx context.Context, gang GangSpec) error
+	// Observe returns the state of every replica of the gang, in GangSpec order. A gang
+	// the backend has never seen returns ErrGangNotFound.
+	Observe(ctx context.Context, ref GangRef) (GangStatus, error)
+	// Stop kills every replica of the gang. Stopping a finished or unknown gang is not
+	// an error.
+	Stop(ctx context.Context, ref GangRef) error
+	// Cleanup removes whatever the gang left behind (pods, services, files). Logs
+	// already forwarded are kept elsewhere.
+	Cleanup(ctx context.Context, ref GangRef) error
+	// FollowLogs calls fn for each log line of one replica, starting after line number
+	// afterSeq (0: from the start), in order, and returns when the replica has finished
+	// and its output is drained, or when ctx ends.
+	FollowLogs(ctx context.Context, ref GangRef, replica string, afterSeq int64, fn func(LogLine) error) error
+}
+
+// ErrGangNotFound is returned by Observe for a gang the backend does not know.
+var ErrGangNotFound = fmt.Errorf("activities: gang not found")
+
+// GangRef names one attempt of one job.
+type GangRef struct {
+	Workspace string `json:"workspace"`
+	Job       string `json:"job"`
+	Attempt   int    `json:"attempt"`
+}
+
+// ID is the gang's deterministic identifier: <workspace>.<job>.a<attempt>.
+func (r GangRef) ID() string { return fmt.Sprintf("%s.%s.a%d", r.Workspace, r.Job, r.Attempt) }
+
+// ReplicaName is the deterministic name of a replica: <job>-<role>-<index>-a<attempt>.
+func (r GangRef) ReplicaName(role string, index int) string {
+	return fmt.Sprintf("%s-%s-%d-a%d", r.Job, role, index, r.Attempt)
+}
+
+// GangSpec is everything a backend needs to create a gang. The activity layer fills in
+// the framework-agnostic DLC_* environment; the backend adds the framework's rendezvous
+// environment, because only it knows the replicas' addresses.
+type GangSpec struct {
+	GangRef
+	Framework schemas.Framework `json:"framework"`
+	Image     string            `json:"image,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Replicas  []ReplicaSpec     `json:"replicas"`
+}
+
+// ReplicaSpec is one process or pod of a gang.
+type ReplicaSpec struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	Index int    `json:"index"`
+	// Command is the full argv (command then args).
+	Command      []string             `json:"command"`
+	Env          []schemas.EnvVar     `json:"env,omitempty"`
+	WorkingDir   string               `json:"workingDir,omitempty"`
+	Resources    schemas.Resources    `json:"resources,omitempty"`
+	NodeSelector map[string]string    `json:"nodeSelector,omitempty"`
+	Tolerations  []schemas.Toleration `json:"tolerations,omitempty"`
+}
+
+// GangStatus is a snapshot of a gang's replicas.
+type GangStatus struct {
+	Replicas []schemas.ReplicaStatus `json:"replicas"`
+}
+
+// LogLine is one line a replica wrote.
+type LogLine struct {
+	Replica string    `json:"replica"`
+	Stream  string    `json:"stream"` // stdout or stderr
+	Seq     int64     `json:"seq"`    // 1-based, per replica, over both streams
+	Time    time.Time `json:"time"`
+	Line    string    `json:"line"`
+}

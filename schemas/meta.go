@@ -1,0 +1,123 @@
+// Package schemas is OpenDLC's domain: the documents users submit (TrainingJob, and later
+// Experiment, Schedule, Trigger, Pipeline), their validation, and the status the system
+// reports. It does no I/O.
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/invopop/jsonschema"
+)
+
+// APIVersion is the only accepted apiVersion.
+const APIVersion = "opendlc.io/v1alpha1"
+
+// Kind names a document kind.
+type Kind string
+
+// Document kinds.
+const (
+	KindTrainingJob Kind = "TrainingJob"
+)
+
+// ObjectMeta names a document. Name and workspace are DNS labels so that they can be used
+// in Kubernetes names, NATS subjects and Temporal workflow ids unchanged.
+type ObjectMeta struct {
+	// Name is unique within the workspace for the kind.
+	Name string `json:"name" jsonschema:"maxLength=50,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// Workspace owns the document; default "default".
+	Workspace string `json:"workspace,omitempty" jsonschema:"maxLength=40,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// Labels are free key/value pairs used for filtering and notification rules.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are free key/value pairs the system does not interpret.
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// DefaultWorkspace is used when metadata.workspace is empty.
+const DefaultWorkspace = "default"
+
+// Framework selects a job's rendezvous environment and success rule.
+type Framework string
+
+// Frameworks.
+const (
+	FrameworkPyTorch    Framework = "pytorch"
+	FrameworkDeepSpeed  Framework = "deepspeed"
+	FrameworkMegatron   Framework = "megatron"
+	FrameworkTensorFlow Framework = "tensorflow"
+	FrameworkMPI        Framework = "mpi"
+	FrameworkXGBoost    Framework = "xgboost"
+	FrameworkRay        Framework = "ray"
+	FrameworkCustom     Framework = "custom"
+)
+
+// Frameworks lists every framework in a stable order.
+var Frameworks = []Framework{FrameworkPyTorch, FrameworkDeepSpeed, FrameworkMegatron,
+	FrameworkTensorFlow, FrameworkMPI, FrameworkXGBoost, FrameworkRay, FrameworkCustom}
+
+// JSONSchema lists the frameworks as an enum.
+func (Framework) JSONSchema() *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "string"}
+	for _, f := range Frameworks {
+		s.Enum = append(s.Enum, string(f))
+	}
+	return s
+}
+
+// Pool is a resource pool.
+type Pool string
+
+// Resource pools.
+const (
+	PoolQuota  Pool = "quota"
+	PoolPublic Pool = "public"
+	PoolSpot   Pool = "spot"
+)
+
+// Pools lists every pool in a stable order.
+var Pools = []Pool{PoolQuota, PoolPublic, PoolSpot}
+
+// JSONSchema lists the pools as an enum.
+func (Pool) JSONSchema() *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "string"}
+	for _, p := range Pools {
+		s.Enum = append(s.Enum, string(p))
+	}
+	return s
+}
+
+// Duration is a time.Duration written as a Go duration string ("90s", "10m", "72h").
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("must be a duration string such as \"10m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: must look like \"90s\", \"10m\" or \"72h\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// JSONSchema describes the duration string.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:        "string",
+		Pattern:     `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`,
+		Description: "a duration such as 90s, 10m or 72h",
+	}
+}

@@ -1,0 +1,138 @@
+package schemas
+
+import "time"
+
+// JobPhase is where a TrainingJob is in its life cycle.
+type JobPhase string
+
+// Job phases. Succeeded, Failed and Stopped are terminal.
+const (
+	JobPending     JobPhase = "Pending"
+	JobQueued      JobPhase = "Queued"
+	JobHealthCheck JobPhase = "HealthCheck"
+	JobLaunching   JobPhase = "Launching"
+	JobRunning     JobPhase = "Running"
+	JobRestarting  JobPhase = "Restarting"
+	JobSucceeded   JobPhase = "Succeeded"
+	JobFailed      JobPhase = "Failed"
+	JobStopped     JobPhase = "Stopped"
+)
+
+// Terminal reports whether the phase is final.
+func (p JobPhase) Terminal() bool {
+	return p == JobSucceeded || p == JobFailed || p == JobStopped
+}
+
+// ReplicaPhase is the state of one replica (a process or a pod).
+type ReplicaPhase string
+
+// Replica phases.
+const (
+	ReplicaPending   ReplicaPhase = "Pending"
+	ReplicaRunning   ReplicaPhase = "Running"
+	ReplicaSucceeded ReplicaPhase = "Succeeded"
+	ReplicaFailed    ReplicaPhase = "Failed"
+	ReplicaStopped   ReplicaPhase = "Stopped"
+)
+
+// Terminal reports whether the replica has finished.
+func (p ReplicaPhase) Terminal() bool {
+	return p == ReplicaSucceeded || p == ReplicaFailed || p == ReplicaStopped
+}
+
+// ConditionType names a condition of a job.
+type ConditionType string
+
+// Job conditions, in the order a healthy job gains them.
+const (
+	// ConditionAccepted: the spec was validated and the job's workflow started.
+	ConditionAccepted ConditionType = "Accepted"
+	// ConditionLaunched: every replica of the current attempt was created.
+	ConditionLaunched ConditionType = "Launched"
+	// ConditionRunning: every replica of the current attempt is running.
+	ConditionRunning ConditionType = "Running"
+	// ConditionCompleted: the job reached a terminal phase; Reason says which.
+	ConditionCompleted ConditionType = "Completed"
+)
+
+// ConditionStatus is True, False or Unknown, as in Kubernetes.
+type ConditionStatus string
+
+// Condition statuses.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// Condition is one observed aspect of a job.
+type Condition struct {
+	Type               ConditionType   `json:"type"`
+	Status             ConditionStatus `json:"status"`
+	Reason             string          `json:"reason,omitempty"`
+	Message            string          `json:"message,omitempty"`
+	LastTransitionTime time.Time       `json:"lastTransitionTime"`
+}
+
+// ReplicaStatus is the observed state of one replica of the current attempt.
+type ReplicaStatus struct {
+	// Name is the replica's deterministic name: <job>-<role>-<index>-a<attempt>.
+	Name     string       `json:"name"`
+	Role     string       `json:"role"`
+	Index    int          `json:"index"`
+	Phase    ReplicaPhase `json:"phase"`
+	ExitCode *int32       `json:"exitCode,omitempty"`
+	// Node is where the replica runs: a Kubernetes node, or the worker host for local.
+	Node       string     `json:"node,omitempty"`
+	Message    string     `json:"message,omitempty"`
+	StartTime  *time.Time `json:"startTime,omitempty"`
+	FinishTime *time.Time `json:"finishTime,omitempty"`
+}
+
+// TimelineEntry records one phase transition.
+type TimelineEntry struct {
+	Time    time.Time `json:"time"`
+	Phase   JobPhase  `json:"phase"`
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// JobStatus is what the TrainingJob workflow reports through its status query.
+type JobStatus struct {
+	Phase      JobPhase        `json:"phase"`
+	Reason     string          `json:"reason,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	Attempt    int             `json:"attempt"`
+	Conditions []Condition     `json:"conditions,omitempty"`
+	Replicas   []ReplicaStatus `json:"replicas,omitempty"`
+	Timeline   []TimelineEntry `json:"timeline,omitempty"`
+	// ExitCode is the exit code that decided a Failed job.
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// LastCheckpoint is the newest complete checkpoint seen, s3://bucket/prefix/<step>.
+	LastCheckpoint string     `json:"lastCheckpoint,omitempty"`
+	StartTime      *time.Time `json:"startTime,omitempty"`
+	FinishTime     *time.Time `json:"finishTime,omitempty"`
+}
+
+// Condition returns the condition of the given type, or nil.
+func (s *JobStatus) Condition(t ConditionType) *Condition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// SetCondition adds or updates a condition; LastTransitionTime changes only when the
+// status does.
+func (s *JobStatus) SetCondition(c Condition) {
+	if old := s.Condition(c.Type); old != nil {
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		*old = c
+		return
+	}
+	s.Conditions = append(s.Conditions, c)
+}

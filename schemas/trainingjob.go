@@ -1,0 +1,154 @@
+package schemas
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// TrainingJob is a training (or preprocessing, or offline inference) job: a gang of
+// replicas, grouped in roles, that run one framework's program to completion.
+type TrainingJob struct {
+	// APIVersion must be opendlc.io/v1alpha1.
+	APIVersion string `json:"apiVersion"`
+	// Kind must be TrainingJob.
+	Kind Kind `json:"kind"`
+	// Metadata names the job and its workspace.
+	Metadata ObjectMeta `json:"metadata"`
+	// Spec is what the user asks to run.
+	Spec TrainingJobSpec `json:"spec"`
+}
+
+// TrainingJobSpec describes what a TrainingJob runs and how it is kept alive.
+type TrainingJobSpec struct {
+	// Framework selects the rendezvous environment and the success rule.
+	Framework Framework `json:"framework"`
+	// Image is the container image (kubernetes backend). The local backend ignores it.
+	Image string `json:"image,omitempty" jsonschema:"maxLength=512"`
+	// Command is the entrypoint run in every replica. "${params.NAME}" is replaced by a
+	// hyper-parameter value for HPO trials.
+	Command []string `json:"command" jsonschema:"minItems=1,maxItems=256"`
+	// Args are appended to Command.
+	Args []string `json:"args,omitempty" jsonschema:"maxItems=256"`
+	// Env is added to every replica's environment.
+	Env []EnvVar `json:"env,omitempty" jsonschema:"maxItems=128"`
+	// WorkingDir is the replica's working directory. The local backend resolves a relative
+	// path against the worker's working directory.
+	WorkingDir string `json:"workingDir,omitempty" jsonschema:"maxLength=1024"`
+	// Roles maps a role name (master, worker, chief, ps, launcher, head...) to its replicas.
+	Roles map[string]RoleSpec `json:"roles"`
+	// Resources selects the resource pool and priority.
+	Resources PoolSpec `json:"resources,omitempty"`
+	// FaultTolerance says how failures are retried.
+	FaultTolerance FaultTolerance `json:"faultTolerance,omitempty"`
+	// HealthCheck configures the pre-flight node health check.
+	HealthCheck HealthCheck `json:"healthCheck,omitempty"`
+	// Checkpoint is where the job's checkpoints live.
+	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
+	// Data are data sets mounted or made known to every replica.
+	Data []DataSource `json:"data,omitempty" jsonschema:"maxItems=32"`
+	// Logs configures log forwarding.
+	Logs LogSpec `json:"logs,omitempty"`
+	// Timeout bounds the job's whole run time; zero means no limit.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// RoleSpec is one role of a job: how many replicas and what each gets.
+type RoleSpec struct {
+	// Replicas is the number of processes or pods of this role.
+	Replicas int32 `json:"replicas"`
+	// Resources each replica requests.
+	Resources Resources `json:"resources,omitempty"`
+	// Command overrides the job's command for this role.
+	Command []string `json:"command,omitempty" jsonschema:"maxItems=256"`
+	// Args overrides the job's args for this role.
+	Args []string `json:"args,omitempty" jsonschema:"maxItems=256"`
+	// Env is added to (and overrides) the job's env for this role.
+	Env []EnvVar `json:"env,omitempty" jsonschema:"maxItems=128"`
+	// NodeSelector constrains where this role's pods run (kubernetes backend).
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let this role's pods run on tainted nodes (kubernetes backend).
+	Tolerations []Toleration `json:"tolerations,omitempty" jsonschema:"maxItems=32"`
+}
+
+// Resources are what one replica requests. CPU and Memory are Kubernetes quantities
+// ("8", "500m", "64Gi").
+type Resources struct {
+	CPU    *resource.Quantity `json:"cpu,omitempty"`
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// GPU is the number of whole GPUs (nvidia.com/gpu).
+	GPU int32 `json:"gpu,omitempty"`
+}
+
+// EnvVar is one environment variable.
+type EnvVar struct {
+	Name  string `json:"name" jsonschema:"maxLength=256"`
+	Value string `json:"value" jsonschema:"maxLength=32768"`
+}
+
+// Toleration mirrors a Kubernetes pod toleration.
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty" jsonschema:"enum=Exists,enum=Equal"`
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty" jsonschema:"enum=NoSchedule,enum=PreferNoSchedule,enum=NoExecute"`
+}
+
+// PoolSpec selects where and how urgently a job runs.
+type PoolSpec struct {
+	// Pool is quota (the workspace's reserved capacity), public (shared) or spot
+	// (preemptible). Default quota.
+	Pool Pool `json:"pool,omitempty"`
+	// Priority orders queued jobs; higher runs first.
+	Priority int32 `json:"priority,omitempty"`
+}
+
+// FaultTolerance says how a job survives failures.
+type FaultTolerance struct {
+	// MaxRestarts is how many times a failed attempt is restarted.
+	MaxRestarts int32 `json:"maxRestarts,omitempty"`
+	// HangTimeout restarts an attempt whose replicas print nothing for this long.
+	HangTimeout Duration `json:"hangTimeout,omitempty"`
+	// ExcludeFailedNodes keeps restarted replicas off nodes that failed.
+	ExcludeFailedNodes bool `json:"excludeFailedNodes,omitempty"`
+}
+
+// HealthCheck configures pre-flight node checks.
+type HealthCheck struct {
+	Enabled bool     `json:"enabled,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// CheckpointSpec is where and how often a job checkpoints. The training code writes
+// <uri>/<step>/... and <uri>/<step>/MANIFEST.json last.
+type CheckpointSpec struct {
+	// URI is s3://bucket/prefix.
+	URI string `json:"uri" jsonschema:"maxLength=1024"`
+	// Every is the checkpoint interval the training code is told (DLC_CHECKPOINT_EVERY).
+	Every Duration `json:"every,omitempty"`
+	// Keep is how many complete checkpoints to retain; zero keeps all.
+	Keep int32 `json:"keep,omitempty"`
+}
+
+// DataSource is a data set a job reads.
+type DataSource struct {
+	Name      string `json:"name" jsonschema:"maxLength=63"`
+	URI       string `json:"uri" jsonschema:"maxLength=1024"`
+	MountPath string `json:"mountPath,omitempty" jsonschema:"maxLength=1024"`
+}
+
+// LogSpec configures log forwarding.
+type LogSpec struct {
+	// Forward publishes every log line to NATS. Default true.
+	Forward *bool `json:"forward,omitempty"`
+}
+
+// ForwardLogs reports whether log lines are forwarded (the default).
+func (l LogSpec) ForwardLogs() bool { return l.Forward == nil || *l.Forward }
+
+// TotalReplicas is the number of replicas over all roles.
+func (s *TrainingJobSpec) TotalReplicas() int {
+	n := 0
+	for _, r := range s.Roles {
+		n += int(r.Replicas)
+	}
+	return n
+}
