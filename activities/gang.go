@@ -1,0 +1,169 @@
+package activities
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// GangParams are the per-attempt facts that, with the job spec, define a gang.
+type GangParams struct {
+	Ref GangRef `json:"ref"`
+	// UID identifies this job among jobs that ever had the same name.
+	UID string `json:"uid"`
+	// ResumeFrom is the checkpoint the attempt resumes from; empty on a fresh start.
+	ResumeFrom string `json:"resumeFrom,omitempty"`
+	// Params are hyper-parameters (HPO trials) substituted for ${params.NAME} and
+	// passed as DLC_PARAMS.
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// BuildGang expands a job spec into the gang of one attempt: roles in name order,
+// replicas in index order, deterministic names, and the DLC_* environment of the
+// training-code contract. The framework's rendezvous environment is added by the
+// backend.
+func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
+	spec := &job.Spec
+	paramsJSON := ""
+	if len(p.Params) > 0 {
+		b, err := json.Marshal(p.Params)
+		if err != nil {
+			return GangSpec{}, fmt.Errorf("params: %w", err)
+		}
+		paramsJSON = string(b)
+	}
+	roles := make([]string, 0, len(spec.Roles))
+	for name := range spec.Roles {
+		roles = append(roles, name)
+	}
+	sort.Strings(roles)
+
+	g := GangSpec{
+		GangRef:   p.Ref,
+		Framework: spec.Framework,
+		Image:     spec.Image,
+		Labels:    job.Metadata.Labels,
+	}
+	for _, role := range roles {
+		rs := spec.Roles[role]
+		command, args := spec.Command, spec.Args
+		if len(rs.Command) > 0 {
+			command, args = rs.Command, nil
+		}
+		if len(rs.Args) > 0 {
+			args = rs.Args
+		}
+		argv := make([]string, 0, len(command)+len(args))
+		for _, a := range append(append([]string{}, command...), args...) {
+			s, err := substituteParams(a, p.Params)
+			if err != nil {
+				return GangSpec{}, err
+			}
+			argv = append(argv, s)
+		}
+		if len(argv) == 0 {
+			return GangSpec{}, fmt.Errorf("spec.roles.%s.command: no command for this role", role)
+		}
+		for i := 0; i < int(rs.Replicas); i++ {
+			env := mergeEnv(spec.Env, rs.Env)
+			env = append(env,
+				schemas.EnvVar{Name: "DLC_JOB", Value: p.Ref.Job},
+				schemas.EnvVar{Name: "DLC_JOB_UID", Value: p.UID},
+				schemas.EnvVar{Name: "DLC_WORKSPACE", Value: p.Ref.Workspace},
+				schemas.EnvVar{Name: "DLC_ATTEMPT", Value: strconv.Itoa(p.Ref.Attempt)},
+				schemas.EnvVar{Name: "DLC_ROLE", Value: role},
+				schemas.EnvVar{Name: "DLC_REPLICA", Value: strconv.Itoa(i)},
+				schemas.EnvVar{Name: "DLC_REPLICA_NAME", Value: p.Ref.ReplicaName(role, i)},
+				schemas.EnvVar{Name: "DLC_RESUME_FROM", Value: p.ResumeFrom},
+				schemas.EnvVar{Name: "DLC_PARAMS", Value: paramsJSON},
+			)
+			if ck := spec.Checkpoint; ck != nil {
+				env = append(env,
+					schemas.EnvVar{Name: "DLC_CHECKPOINT_URI", Value: ck.URI},
+					schemas.EnvVar{Name: "DLC_CHECKPOINT_KEEP", Value: strconv.Itoa(int(ck.Keep))},
+				)
+				if ck.Every > 0 {
+					env = append(env, schemas.EnvVar{Name: "DLC_CHECKPOINT_EVERY", Value: ck.Every.D().String()})
+				}
+			}
+			for _, d := range spec.Data {
+				env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + envName(d.Name), Value: d.URI})
+			}
+			g.Replicas = append(g.Replicas, ReplicaSpec{
+				Name:         p.Ref.ReplicaName(role, i),
+				Role:         role,
+				Index:        i,
+				Command:      argv,
+				Env:          env,
+				WorkingDir:   spec.WorkingDir,
+				Resources:    rs.Resources,
+				NodeSelector: rs.NodeSelector,
+				Tolerations:  rs.Tolerations,
+			})
+		}
+	}
+	return g, nil
+}
+
+// mergeEnv returns base with overrides applied, keeping base's order and appending new
+// names in override order.
+func mergeEnv(base, override []schemas.EnvVar) []schemas.EnvVar {
+	out := append([]schemas.EnvVar{}, base...)
+	for _, o := range override {
+		replaced := false
+		for i := range out {
+			if out[i].Name == o.Name {
+				out[i].Value, replaced = o.Value, true
+			}
+		}
+		if !replaced {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func envName(s string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(s))
+}
+
+// substituteParams replaces ${params.NAME} with the parameter's value.
+func substituteParams(s string, params map[string]any) (string, error) {
+	const open = "${params."
+	var b strings.Builder
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		j := strings.Index(s[i:], "}")
+		if j < 0 {
+			return "", fmt.Errorf("unterminated %q in %q", open, s)
+		}
+		name := s[i+len(open) : i+j]
+		v, ok := params[name]
+		if !ok {
+			return "", fmt.Errorf("parameter %q is not defined", name)
+		}
+		b.WriteString(s[:i])
+		b.WriteString(formatParam(v))
+		s = s[i+j+1:]
+	}
+}
+
+func formatParam(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+}

@@ -1,0 +1,381 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// Publisher sends messages to the event streams. Publish must be idempotent for equal
+// message ids (JetStream deduplicates on Nats-Msg-Id).
+type Publisher interface {
+	Publish(ctx context.Context, msgs ...events.Msg) error
+	// LastMsg returns the newest message on subject in stream, nil if none.
+	LastMsg(ctx context.Context, stream, subject string) ([]byte, error)
+}
+
+// CheckpointFinder finds a job's newest complete checkpoint.
+type CheckpointFinder interface {
+	// Latest returns the ref (s3://bucket/prefix/<step>) of the newest complete
+	// checkpoint under uri, or "" when there is none.
+	Latest(ctx context.Context, uri string) (string, error)
+}
+
+// JobActivities are the activities of the TrainingJob workflow. They hold the clients
+// and are safe for concurrent use; workflows refer to them by the names in
+// workflows/names.go.
+type JobActivities struct {
+	Backend     Backend
+	Publisher   Publisher
+	Checkpoints CheckpointFinder
+	// LogStream is the JetStream stream holding log records, used to find where a
+	// restarted forwarder resumes.
+	LogStream string
+	// PollInterval is how often WatchGang observes the backend. Default 200ms.
+	PollInterval time.Duration
+	// LogBatch is the most log records published in one batch. Default 256.
+	LogBatch int
+	// LogFlushInterval bounds how long a log line waits for its batch. Default 200ms.
+	LogFlushInterval time.Duration
+}
+
+func (a *JobActivities) pollInterval() time.Duration {
+	if a.PollInterval > 0 {
+		return a.PollInterval
+	}
+	return 200 * time.Millisecond
+}
+
+// PublishEventsInput carries messages to publish, in order.
+type PublishEventsInput struct {
+	Msgs []events.Msg `json:"msgs"`
+}
+
+// PublishEvents publishes status events. Run as a local activity; a retry republishes
+// the same ids, which JetStream drops as duplicates.
+func (a *JobActivities) PublishEvents(ctx context.Context, in PublishEventsInput) error {
+	return a.Publisher.Publish(ctx, in.Msgs...)
+}
+
+// LaunchGangInput is the job and the attempt to launch.
+type LaunchGangInput struct {
+	Job    schemas.TrainingJob `json:"job"`
+	Params GangParams          `json:"params"`
+}
+
+// LaunchGangResult lists the replicas created.
+type LaunchGangResult struct {
+	Replicas []schemas.ReplicaStatus `json:"replicas"`
+}
+
+// LaunchGang creates every replica of an attempt. It is idempotent: a replica that
+// exists already is left alone, so a retry after a worker crash creates nothing twice.
+func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (LaunchGangResult, error) {
+	gang, err := BuildGang(&in.Job, in.Params)
+	if err != nil {
+		return LaunchGangResult{}, invalidSpec(err)
+	}
+	if err := a.Backend.Launch(ctx, gang); err != nil {
+		if ErrorType(err) != "" {
+			return LaunchGangResult{}, err
+		}
+		return LaunchGangResult{}, fmt.Errorf("launch %s: %w", gang.ID(), err)
+	}
+	st, err := a.Backend.Observe(ctx, gang.GangRef)
+	if err != nil {
+		return LaunchGangResult{}, fmt.Errorf("observe %s: %w", gang.ID(), err)
+	}
+	return LaunchGangResult{Replicas: st.Replicas}, nil
+}
+
+// WatchGangInput names the gang and the replica states the workflow knows.
+type WatchGangInput struct {
+	Ref   GangRef                 `json:"ref"`
+	Known []schemas.ReplicaStatus `json:"known"`
+	// MaxWait bounds the call: when nothing changed by then, it returns the current
+	// state anyway, so the workflow's history grows slowly during long runs.
+	MaxWait time.Duration `json:"maxWait"`
+}
+
+// WatchGangResult is the first observed state that differs from the known one.
+type WatchGangResult struct {
+	Replicas []schemas.ReplicaStatus `json:"replicas"`
+}
+
+// WatchGang blocks until a replica's phase, exit code or node differs from what the
+// workflow knows (or MaxWait passes), heartbeating while it waits, and returns the
+// current state.
+func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (WatchGangResult, error) {
+	t := time.NewTicker(a.pollInterval())
+	defer t.Stop()
+	deadline := time.Now().Add(in.MaxWait)
+	for {
+		st, err := a.Backend.Observe(ctx, in.Ref)
+		if errors.Is(err, ErrGangNotFound) {
+			return WatchGangResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("gang %s is unknown to the %s backend", in.Ref.ID(), a.Backend.Name()), ErrTypeGangLost, err)
+		}
+		if err != nil {
+			return WatchGangResult{}, fmt.Errorf("observe %s: %w", in.Ref.ID(), err)
+		}
+		if ReplicasChanged(in.Known, st.Replicas) || !time.Now().Before(deadline) {
+			return WatchGangResult{Replicas: st.Replicas}, nil
+		}
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return WatchGangResult{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// ReplicasChanged reports whether any replica's phase, exit code or node differs.
+func ReplicasChanged(old, cur []schemas.ReplicaStatus) bool {
+	if len(old) != len(cur) {
+		return true
+	}
+	for i := range old {
+		o, c := old[i], cur[i]
+		if o.Name != c.Name || o.Phase != c.Phase || o.Node != c.Node || !equalCode(o.ExitCode, c.ExitCode) {
+			return true
+		}
+	}
+	return false
+}
+
+func equalCode(a, b *int32) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// StopGang kills every replica of an attempt.
+func (a *JobActivities) StopGang(ctx context.Context, ref GangRef) error {
+	return a.Backend.Stop(ctx, ref)
+}
+
+// CleanupGang removes what an attempt left behind.
+func (a *JobActivities) CleanupGang(ctx context.Context, ref GangRef) error {
+	return a.Backend.Cleanup(ctx, ref)
+}
+
+// LatestCheckpointInput names a checkpoint location.
+type LatestCheckpointInput struct {
+	URI string `json:"uri"`
+}
+
+// LatestCheckpoint returns the newest complete checkpoint under a URI ("" if none).
+func (a *JobActivities) LatestCheckpoint(ctx context.Context, in LatestCheckpointInput) (string, error) {
+	if a.Checkpoints == nil || in.URI == "" {
+		return "", nil
+	}
+	return a.Checkpoints.Latest(ctx, in.URI)
+}
+
+// ForwardLogsInput names the gang whose logs to forward.
+type ForwardLogsInput struct {
+	Ref      GangRef                 `json:"ref"`
+	UID      string                  `json:"uid"`
+	Replicas []schemas.ReplicaStatus `json:"replicas"`
+}
+
+// ForwardLogs publishes every log line of every replica of an attempt to the log
+// stream, in order per replica, and each metric line also as a metric event. It returns
+// once every replica has finished and its output is drained. A retried forwarder (a
+// worker restart) resumes after the last record the stream holds for each replica, so
+// lines are neither lost nor repeated.
+func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		progress = make(map[string]int64, len(in.Replicas))
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+	}
+	for _, r := range in.Replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := &logForwarder{a: a, in: in, replica: r, onProgress: func(seq int64) {
+				mu.Lock()
+				progress[r.Name] = seq
+				mu.Unlock()
+			}}
+			if err := f.run(ctx); err != nil {
+				fail(fmt.Errorf("forward logs of %s: %w", r.Name, err))
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	hb := time.NewTicker(time.Second)
+	defer hb.Stop()
+	for {
+		select {
+		case <-done:
+			return firstErr
+		case <-hb.C:
+			mu.Lock()
+			snapshot := make(map[string]int64, len(progress))
+			for k, v := range progress {
+				snapshot[k] = v
+			}
+			mu.Unlock()
+			activity.RecordHeartbeat(ctx, snapshot)
+		}
+	}
+}
+
+// logForwarder forwards one replica's log.
+type logForwarder struct {
+	a          *JobActivities
+	in         ForwardLogsInput
+	replica    schemas.ReplicaStatus
+	onProgress func(seq int64)
+
+	mu      sync.Mutex
+	batch   []events.Msg
+	lastSeq int64
+}
+
+func (f *logForwarder) run(ctx context.Context) error {
+	subject := events.JobLogSubject(f.in.Ref.Workspace, f.in.Ref.Job, f.replica.Role, f.replica.Index)
+	after, err := f.resumePoint(ctx, subject)
+	if err != nil {
+		return err
+	}
+	flushEvery := f.a.LogFlushInterval
+	if flushEvery <= 0 {
+		flushEvery = 200 * time.Millisecond
+	}
+	maxBatch := f.a.LogBatch
+	if maxBatch <= 0 {
+		maxBatch = 256
+	}
+	stopFlusher := make(chan struct{})
+	flusherDone := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(flushEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopFlusher:
+				flusherDone <- nil
+				return
+			case <-t.C:
+				if err := f.flush(ctx); err != nil {
+					flusherDone <- err
+					return
+				}
+			}
+		}
+	}()
+	err = f.a.Backend.FollowLogs(ctx, f.in.Ref, f.replica.Name, after, func(l LogLine) error {
+		rec := events.LogRecord{
+			Workspace: f.in.Ref.Workspace, Job: f.in.Ref.Job, UID: f.in.UID, Attempt: f.in.Ref.Attempt,
+			Role: f.replica.Role, Index: f.replica.Index, Replica: f.replica.Name, Node: f.replica.Node,
+			Stream: l.Stream, Seq: l.Seq, Time: l.Time, Line: l.Line,
+		}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.batch = append(f.batch, events.Msg{Subject: subject, ID: logMsgID(f.in, f.replica.Name, l.Seq), Data: data})
+		if vals, ok := events.ParseMetricLine(l.Line); ok {
+			m, err := f.metricMsg(l, vals)
+			if err != nil {
+				f.mu.Unlock()
+				return err
+			}
+			f.batch = append(f.batch, m)
+		}
+		f.lastSeq = l.Seq
+		full := len(f.batch) >= maxBatch
+		f.mu.Unlock()
+		if full {
+			return f.flush(ctx)
+		}
+		return nil
+	})
+	close(stopFlusher)
+	if ferr := <-flusherDone; err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	return f.flush(ctx)
+}
+
+// resumePoint reads the newest record of this replica's subject: if it belongs to this
+// job and attempt, forwarding resumes after its sequence number.
+func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, error) {
+	data, err := f.a.Publisher.LastMsg(ctx, f.a.LogStream, subject)
+	if err != nil || data == nil {
+		return 0, err
+	}
+	var last events.LogRecord
+	if err := json.Unmarshal(data, &last); err != nil {
+		return 0, nil
+	}
+	if last.UID == f.in.UID && last.Attempt == f.in.Ref.Attempt {
+		return last.Seq, nil
+	}
+	return 0, nil
+}
+
+func (f *logForwarder) metricMsg(l LogLine, vals map[string]float64) (events.Msg, error) {
+	id := fmt.Sprintf("%s:a%d:%s:m%d", f.in.UID, f.in.Ref.Attempt, f.replica.Name, l.Seq)
+	ev, err := events.New(id, events.TypeJobMetric, f.in.Ref.Workspace,
+		events.JobSource(f.in.Ref.Workspace, f.in.Ref.Job), f.in.Ref.Job, l.Time,
+		events.MetricData{Job: f.in.Ref.Job, UID: f.in.UID, Attempt: f.in.Ref.Attempt, Replica: f.replica.Name, Seq: l.Seq, Values: vals})
+	if err != nil {
+		return events.Msg{}, err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return events.Msg{}, err
+	}
+	return events.Msg{Subject: events.JobMetricsSubject(f.in.Ref.Workspace, f.in.Ref.Job), ID: id, Data: data}, nil
+}
+
+// flush publishes the pending batch. Publishing holds the lock so batches leave in
+// order.
+func (f *logForwarder) flush(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.batch) == 0 {
+		return nil
+	}
+	if err := f.a.Publisher.Publish(ctx, f.batch...); err != nil {
+		return err
+	}
+	f.batch = f.batch[:0]
+	f.onProgress(f.lastSeq)
+	return nil
+}
+
+func logMsgID(in ForwardLogsInput, replica string, seq int64) string {
+	return fmt.Sprintf("%s:a%d:%s:%d", in.UID, in.Ref.Attempt, replica, seq)
+}

@@ -1,0 +1,271 @@
+// Package client is the Go SDK of OpenDLC's HTTP API. The dlc CLI uses it for every
+// call; programs can too.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/events"
+)
+
+// Client calls one OpenDLC API server.
+type Client struct {
+	base  *url.URL
+	http  *http.Client
+	token string
+}
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithHTTPClient sets the HTTP client. Default: a client with no overall timeout (log
+// follows are long), relying on contexts for deadlines.
+func WithHTTPClient(h *http.Client) Option {
+	return func(c *Client) error { c.http = h; return nil }
+}
+
+// WithToken sends a bearer token with every request. Default: none.
+func WithToken(token string) Option {
+	return func(c *Client) error { c.token = token; return nil }
+}
+
+// New returns a client for the server at baseURL, such as http://127.0.0.1:8480.
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("client: invalid server address %q: want http(s)://host:port", baseURL)
+	}
+	c := &Client{base: u, http: &http.Client{}}
+	for _, opt := range opts {
+		if err := opt(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Error is an error answered by the server.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// API is the error body: a code, a message and field-path details.
+	API api.Error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.API.Message)
+	for _, d := range e.API.Details {
+		b.WriteString("\n  ")
+		b.WriteString(d.Error())
+	}
+	return b.String()
+}
+
+// IsNotFound reports whether err is the server's "not found".
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	resp, err := c.send(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("client: decode %s %s response: %w", method, path, err)
+	}
+	return nil
+}
+
+// send performs a request and turns non-2xx answers into *Error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte) (*http.Response, error) {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, u.Redacted(), err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	var eb api.ErrorBody
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
+		eb.Error = api.Error{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+	}
+	return nil, &Error{Status: resp.StatusCode, API: eb.Error}
+}
+
+// Health checks that the server answers.
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+}
+
+// Validate checks a spec (YAML or JSON) without creating anything.
+func (c *Client) Validate(ctx context.Context, spec []byte) error {
+	return c.do(ctx, http.MethodPost, "/v1/validate", nil, spec, nil)
+}
+
+// SubmitJob creates a job from a spec (YAML or JSON).
+func (c *Client) SubmitJob(ctx context.Context, spec []byte) (*api.Job, error) {
+	var j api.Job
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, spec, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// GetJob returns a job's spec and status.
+func (c *Client) GetJob(ctx context.Context, workspace, name string) (*api.Job, error) {
+	var j api.Job
+	if err := c.do(ctx, http.MethodGet, jobPath(workspace, name), nil, nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// ListOptions filter and page a list.
+type ListOptions struct {
+	Phase     string
+	Limit     int
+	PageToken string
+}
+
+// ListJobs lists a workspace's jobs, newest first.
+func (c *Client) ListJobs(ctx context.Context, workspace string, opts ListOptions) (*api.JobList, error) {
+	q := url.Values{}
+	if opts.Phase != "" {
+		q.Set("phase", opts.Phase)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", fmt.Sprint(opts.Limit))
+	}
+	if opts.PageToken != "" {
+		q.Set("pageToken", opts.PageToken)
+	}
+	var l api.JobList
+	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/jobs", q, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// StopJob stops a job and returns once it is terminal.
+func (c *Client) StopJob(ctx context.Context, workspace, name, reason string) (*api.StopResult, error) {
+	body, _ := json.Marshal(map[string]string{"reason": reason})
+	var r api.StopResult
+	if err := c.do(ctx, http.MethodPost, jobPath(workspace, name)+"/stop", nil, body, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// DeleteJob stops a job if it runs and deletes it.
+func (c *Client) DeleteJob(ctx context.Context, workspace, name string) error {
+	return c.do(ctx, http.MethodDelete, jobPath(workspace, name), nil, nil, nil)
+}
+
+// LogOptions select log records.
+type LogOptions struct {
+	// Follow keeps streaming until the job is terminal.
+	Follow bool
+	// Replica limits the records to one replica ("worker-0").
+	Replica string
+}
+
+// Logs calls fn for every log record of a job, in order per replica.
+func (c *Client) Logs(ctx context.Context, workspace, name string, opts LogOptions, fn func(events.LogRecord) error) error {
+	q := url.Values{}
+	if opts.Follow {
+		q.Set("follow", "true")
+	}
+	if opts.Replica != "" {
+		q.Set("replica", opts.Replica)
+	}
+	resp, err := c.send(ctx, http.MethodGet, jobPath(workspace, name)+"/logs", q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var rec events.LogRecord
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return fmt.Errorf("client: decode log record: %w", err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("client: read logs: %w", err)
+	}
+	return ctx.Err()
+}
+
+// WaitJob polls a job until it is terminal, calling onChange (if not nil) whenever its
+// phase or replicas change.
+func (c *Client) WaitJob(ctx context.Context, workspace, name string, interval time.Duration, onChange func(*api.Job)) (*api.Job, error) {
+	var lastKey string
+	for {
+		j, err := c.GetJob(ctx, workspace, name)
+		if err != nil {
+			return nil, err
+		}
+		key := string(j.Status.Phase)
+		for _, r := range j.Status.Replicas {
+			key += "|" + string(r.Phase)
+		}
+		if key != lastKey && onChange != nil {
+			onChange(j)
+		}
+		lastKey = key
+		if j.Status.Phase.Terminal() {
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+func jobPath(workspace, name string) string {
+	return "/v1/workspaces/" + url.PathEscape(workspace) + "/jobs/" + url.PathEscape(name)
+}

@@ -1,0 +1,36 @@
+// Package workers wires OpenDLC's workflows and activities into Temporal workers.
+package workers
+
+import (
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// Registry is what both a worker.Worker and the test environment offer.
+type Registry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
+}
+
+// RegisterWorkflows registers every workflow under its wire name.
+func RegisterWorkflows(r Registry) {
+	r.RegisterWorkflowWithOptions(workflows.TrainingJobWorkflow, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
+}
+
+// RegisterActivities registers the job activities under their wire names.
+func RegisterActivities(r Registry, a *activities.JobActivities) {
+	for name, fn := range map[string]any{
+		workflows.ActivityPublishEvents:    a.PublishEvents,
+		workflows.ActivityLaunchGang:       a.LaunchGang,
+		workflows.ActivityWatchGang:        a.WatchGang,
+		workflows.ActivityStopGang:         a.StopGang,
+		workflows.ActivityCleanupGang:      a.CleanupGang,
+		workflows.ActivityForwardLogs:      a.ForwardLogs,
+		workflows.ActivityLatestCheckpoint: a.LatestCheckpoint,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}

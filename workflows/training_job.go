@@ -1,0 +1,453 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// TrainingJobInput starts a TrainingJob workflow.
+type TrainingJobInput struct {
+	// Job is the validated, defaulted spec.
+	Job schemas.TrainingJob `json:"job"`
+	// Params are hyper-parameters for an HPO trial; nil for a plain job.
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// TrainingJobResult is the job's final status.
+type TrainingJobResult struct {
+	Status schemas.JobStatus `json:"status"`
+}
+
+// JobView is what the status query returns: the spec as submitted and the live status.
+type JobView struct {
+	UID    string              `json:"uid"`
+	Job    schemas.TrainingJob `json:"job"`
+	Status schemas.JobStatus   `json:"status"`
+}
+
+// StopRequest asks a job to stop.
+type StopRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// StopResult is the job's phase once the stop has been handled.
+type StopResult struct {
+	Phase schemas.JobPhase `json:"phase"`
+}
+
+// Timeouts used by the TrainingJob workflow's activities.
+const (
+	// heartbeatTimeout bounds how long a dead worker holds a long activity.
+	heartbeatTimeout = 20 * time.Second
+	// watchMaxWait bounds one WatchGang call, so history grows by one activity per
+	// watchMaxWait at most while nothing changes.
+	watchMaxWait = 10 * time.Minute
+	// logDrainTimeout bounds how long a finished job waits for its last log lines.
+	logDrainTimeout = 2 * time.Minute
+)
+
+// TrainingJobWorkflow runs one training job: Pending → Launching → Running →
+// Succeeded | Failed | Stopped. Each transition is recorded in the status timeline and
+// published once, in order, as an opendlc.job.phase.v1 event.
+func TrainingJobWorkflow(ctx workflow.Context, in TrainingJobInput) (TrainingJobResult, error) {
+	w := &jobWorkflow{in: in, logger: workflow.GetLogger(ctx)}
+	if err := w.setup(ctx); err != nil {
+		return TrainingJobResult{}, err
+	}
+	return w.run(ctx)
+}
+
+// jobWorkflow is the TrainingJob state machine's state.
+type jobWorkflow struct {
+	in     TrainingJobInput
+	logger log.Logger
+	uid    string
+	status schemas.JobStatus
+
+	// stopCh receives one value when a stop is requested.
+	stopCh     workflow.Channel
+	stopReason string
+
+	// outbox holds status events not yet published; the publisher goroutine drains it
+	// in order.
+	outbox     []events.Msg
+	eventSeq   int
+	publishing bool
+	closing    bool
+}
+
+func (w *jobWorkflow) setup(ctx workflow.Context) error {
+	w.uid = workflow.GetInfo(ctx).FirstRunID
+	w.stopCh = workflow.NewBufferedChannel(ctx, 1)
+	w.status = schemas.JobStatus{Phase: schemas.JobPending}
+
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (JobView, error) {
+		return JobView{UID: w.uid, Job: w.in.Job, Status: w.status}, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
+		func(ctx workflow.Context, req StopRequest) (StopResult, error) {
+			if !w.status.Phase.Terminal() && w.stopReason == "" {
+				w.stopReason = req.Reason
+				if w.stopReason == "" {
+					w.stopReason = "stopped by request"
+				}
+				w.stopCh.SendAsync(true)
+			}
+			if err := workflow.Await(ctx, func() bool { return w.status.Phase.Terminal() }); err != nil {
+				return StopResult{}, err
+			}
+			return StopResult{Phase: w.status.Phase}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(req StopRequest) error {
+			if len(req.Reason) > 1024 {
+				return errors.New("reason: must be at most 1024 characters")
+			}
+			return nil
+		}},
+	); err != nil {
+		return err
+	}
+	workflow.Go(ctx, w.publishLoop)
+	return nil
+}
+
+func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
+	job := &w.in.Job
+	now := workflow.Now(ctx)
+	w.status.StartTime = &now
+	w.setCondition(ctx, schemas.ConditionAccepted, schemas.ConditionTrue, "Validated", "spec accepted")
+	w.transition(ctx, schemas.JobPending, "Accepted", "job accepted")
+
+	ref := activities.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
+	phase, reason, msg := w.runAttempt(ctx, ref)
+
+	w.finish(ctx, ref, phase, reason, msg)
+	return TrainingJobResult{Status: w.status}, nil
+}
+
+// runAttempt launches one attempt and follows it to its end. It returns the job's
+// terminal phase with a reason and message.
+func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (schemas.JobPhase, string, string) {
+	job := &w.in.Job
+	if w.stopRequested(ctx) {
+		return schemas.JobStopped, "StopRequested", w.stopReason
+	}
+	w.status.Attempt = ref.Attempt
+	w.transition(ctx, schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", job.Spec.TotalReplicas()))
+
+	var launched activities.LaunchGangResult
+	err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLaunchGang, activities.LaunchGangInput{
+		Job:    *job,
+		Params: activities.GangParams{Ref: ref, UID: w.uid, Params: w.in.Params},
+	}).Get(ctx, &launched)
+	if err != nil {
+		return schemas.JobFailed, "LaunchFailed", rootMessage(err)
+	}
+	w.status.Replicas = launched.Replicas
+	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionTrue, "ReplicasCreated",
+		fmt.Sprintf("%d replicas created", len(launched.Replicas)))
+
+	var logs workflow.Future
+	if job.Spec.Logs.ForwardLogs() {
+		logs = workflow.ExecuteActivity(withLongActivity(ctx), ActivityForwardLogs, activities.ForwardLogsInput{
+			Ref: ref, UID: w.uid, Replicas: launched.Replicas,
+		})
+	}
+
+	var timeout workflow.Future
+	if d := job.Spec.Timeout.D(); d > 0 {
+		left := d - workflow.Now(ctx).Sub(*w.status.StartTime)
+		timeout = workflow.NewTimer(ctx, max(left, time.Millisecond))
+	}
+
+	phase, reason, msg := w.follow(ctx, ref, timeout)
+	if phase != schemas.JobSucceeded {
+		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
+		// them on stop or timeout.
+		if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityStopGang, ref).Get(ctx, nil); err != nil {
+			w.logger.Error("stop gang failed", "gang", ref.ID(), "error", err)
+		}
+		w.refreshReplicas(ctx, ref)
+	}
+	if logs != nil {
+		w.waitLogs(ctx, logs)
+	}
+	return phase, reason, msg
+}
+
+// follow watches the gang until it ends, a stop is requested or the timeout fires.
+func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeout workflow.Future) (schemas.JobPhase, string, string) {
+	for {
+		if phase, reason, msg, done := w.evaluate(ctx); done {
+			return phase, reason, msg
+		}
+		watchCtx, cancelWatch := workflow.WithCancel(ctx)
+		watch := workflow.ExecuteActivity(withWatchActivity(watchCtx), ActivityWatchGang, activities.WatchGangInput{
+			Ref: ref, Known: w.status.Replicas, MaxWait: watchMaxWait,
+		})
+		var (
+			result   activities.WatchGangResult
+			watchErr error
+			stopped  bool
+			timedOut bool
+		)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(watch, func(f workflow.Future) { watchErr = f.Get(ctx, &result) })
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil); stopped = true })
+		if timeout != nil {
+			sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
+		}
+		sel.Select(ctx)
+		if stopped || timedOut {
+			cancelWatch()
+			if stopped {
+				return schemas.JobStopped, "StopRequested", w.stopReason
+			}
+			return schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())
+		}
+		cancelWatch()
+		if watchErr != nil {
+			return schemas.JobFailed, "WatchFailed", rootMessage(watchErr)
+		}
+		w.status.Replicas = result.Replicas
+	}
+}
+
+// evaluate applies the success rule to the replicas: any failed replica fails the job,
+// all succeeded replicas succeed it, all running ones make it Running.
+func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, string, bool) {
+	reps := w.status.Replicas
+	if len(reps) == 0 {
+		return "", "", "", false
+	}
+	running, succeeded := 0, 0
+	for _, r := range reps {
+		switch r.Phase {
+		case schemas.ReplicaFailed:
+			w.status.ExitCode = r.ExitCode
+			msg := fmt.Sprintf("replica %s failed", r.Name)
+			if r.ExitCode != nil {
+				msg += fmt.Sprintf(" with exit code %d", *r.ExitCode)
+			}
+			if r.Message != "" {
+				msg += ": " + r.Message
+			}
+			return schemas.JobFailed, "ReplicaFailed", msg, true
+		case schemas.ReplicaStopped:
+			return schemas.JobFailed, "ReplicaStopped", fmt.Sprintf("replica %s was stopped outside the job", r.Name), true
+		case schemas.ReplicaSucceeded:
+			succeeded++
+		case schemas.ReplicaRunning:
+			running++
+		}
+	}
+	if succeeded == len(reps) {
+		return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
+	}
+	if running+succeeded == len(reps) && w.status.Phase == schemas.JobLaunching {
+		w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRunning",
+			fmt.Sprintf("%d replicas running", running))
+		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
+	}
+	return "", "", "", false
+}
+
+// refreshReplicas records the replicas' final state after a stop.
+func (w *jobWorkflow) refreshReplicas(ctx workflow.Context, ref activities.GangRef) {
+	var result activities.WatchGangResult
+	err := workflow.ExecuteActivity(withWatchActivity(ctx), ActivityWatchGang, activities.WatchGangInput{
+		Ref: ref, Known: w.status.Replicas, MaxWait: time.Nanosecond,
+	}).Get(ctx, &result)
+	if err == nil {
+		w.status.Replicas = result.Replicas
+	}
+}
+
+// waitLogs waits, for a bounded time, until every log line has been forwarded.
+func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs workflow.Future) {
+	timer := workflow.NewTimer(ctx, logDrainTimeout)
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(logs, func(f workflow.Future) {
+		if err := f.Get(ctx, nil); err != nil {
+			w.logger.Warn("log forwarding failed", "error", err)
+		}
+	})
+	sel.AddFuture(timer, func(workflow.Future) { w.logger.Warn("log forwarding did not finish in time") })
+	sel.Select(ctx)
+}
+
+// finish records the last checkpoint, enters the terminal phase, cleans up and waits
+// until every event is published and every update handled.
+func (w *jobWorkflow) finish(ctx workflow.Context, ref activities.GangRef, phase schemas.JobPhase, reason, msg string) {
+	if ck := w.in.Job.Spec.Checkpoint; ck != nil {
+		var latest string
+		err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLatestCheckpoint,
+			activities.LatestCheckpointInput{URI: ck.URI}).Get(ctx, &latest)
+		if err != nil {
+			w.logger.Warn("could not list checkpoints", "error", err)
+		}
+		w.status.LastCheckpoint = latest
+	}
+	now := workflow.Now(ctx)
+	w.status.FinishTime = &now
+	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionTrue, string(phase), msg)
+	w.transition(ctx, phase, reason, msg)
+
+	if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
+		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
+	}
+	w.closing = true
+	_ = workflow.Await(ctx, func() bool { return len(w.outbox) == 0 && !w.publishing })
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// stopRequested reports, without blocking, whether a stop is pending.
+func (w *jobWorkflow) stopRequested(ctx workflow.Context) bool {
+	return w.stopCh.ReceiveAsync(nil)
+}
+
+// transition moves the job to a phase: timeline, search attribute, status event.
+func (w *jobWorkflow) transition(ctx workflow.Context, phase schemas.JobPhase, reason, msg string) {
+	prev := w.status.Phase
+	now := workflow.Now(ctx)
+	w.status.Phase, w.status.Reason, w.status.Message = phase, reason, msg
+	w.status.Timeline = append(w.status.Timeline, schemas.TimelineEntry{Time: now, Phase: phase, Reason: reason, Message: msg})
+	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(phase))); err != nil {
+		w.logger.Warn("upsert phase search attribute failed", "error", err)
+	}
+
+	job := &w.in.Job
+	w.eventSeq++
+	id := fmt.Sprintf("%s:status:%d", w.uid, w.eventSeq)
+	data := events.JobPhaseData{
+		Job: job.Metadata.Name, UID: w.uid, Seq: w.eventSeq, Phase: string(phase), Reason: reason, Message: msg,
+		Attempt: w.status.Attempt, Labels: job.Metadata.Labels, Framework: string(job.Spec.Framework),
+	}
+	if w.eventSeq > 1 {
+		data.Previous = string(prev)
+	}
+	if phase == schemas.JobFailed {
+		data.ExitCode = w.status.ExitCode
+	}
+	ev, err := events.New(id, events.TypeJobPhase, job.Metadata.Workspace,
+		events.JobSource(job.Metadata.Workspace, job.Metadata.Name), job.Metadata.Name, now, data)
+	if err == nil {
+		var b []byte
+		if b, err = json.Marshal(ev); err == nil {
+			w.outbox = append(w.outbox, events.Msg{
+				Subject: events.JobStatusSubject(job.Metadata.Workspace, job.Metadata.Name), ID: id, Data: b,
+			})
+		}
+	}
+	if err != nil {
+		w.logger.Error("could not encode status event", "error", err)
+	}
+}
+
+func (w *jobWorkflow) setCondition(ctx workflow.Context, t schemas.ConditionType, s schemas.ConditionStatus, reason, msg string) {
+	w.status.SetCondition(schemas.Condition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: workflow.Now(ctx)})
+}
+
+// publishLoop publishes the outbox in order, one batch at a time, until the workflow
+// closes. Publishing never blocks the state machine: if NATS is down, events queue up
+// and the local activity retries until it is back.
+func (w *jobWorkflow) publishLoop(ctx workflow.Context) {
+	lao := workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 7 * 24 * time.Hour,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+		},
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, lao)
+	for {
+		_ = workflow.Await(ctx, func() bool { return len(w.outbox) > 0 || w.closing })
+		if len(w.outbox) == 0 {
+			return
+		}
+		batch := w.outbox
+		w.outbox = nil
+		w.publishing = true
+		err := workflow.ExecuteLocalActivity(lctx, ActivityPublishEvents, activities.PublishEventsInput{Msgs: batch}).Get(ctx, nil)
+		w.publishing = false
+		if err != nil {
+			w.logger.Error("status events not published", "count", len(batch), "error", err)
+		}
+	}
+}
+
+// PhaseKey and the other typed search attribute keys.
+var (
+	WorkspaceKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkspace)
+	KindKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrKind)
+	PhaseKey     = temporal.NewSearchAttributeKeyKeyword(SearchAttrPhase)
+	NameKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrName)
+)
+
+func withShortActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidSpec},
+		},
+	})
+}
+
+func withWatchActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: watchMaxWait + time.Minute,
+		HeartbeatTimeout:    heartbeatTimeout,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeGangLost},
+		},
+	})
+}
+
+func withLongActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * 24 * time.Hour,
+		HeartbeatTimeout:    heartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+		},
+	})
+}
+
+// rootMessage is the innermost error's message, without Temporal's wrapping.
+func rootMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}

@@ -1,0 +1,236 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workers"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+func testJob() schemas.TrainingJob {
+	return schemas.TrainingJob{
+		APIVersion: schemas.APIVersion,
+		Kind:       schemas.KindTrainingJob,
+		Metadata:   schemas.ObjectMeta{Name: "wf", Workspace: "team"},
+		Spec: schemas.TrainingJobSpec{
+			Framework:  schemas.FrameworkPyTorch,
+			Command:    []string{"train"},
+			Roles:      map[string]schemas.RoleSpec{"worker": {Replicas: 2}},
+			Checkpoint: &schemas.CheckpointSpec{URI: "s3://ckpt/wf"},
+		},
+	}
+}
+
+func replicas(phases ...schemas.ReplicaPhase) []schemas.ReplicaStatus {
+	out := make([]schemas.ReplicaStatus, len(phases))
+	for i, p := range phases {
+		out[i] = schemas.ReplicaStatus{Name: activities.GangRef{Job: "wf"}.ReplicaName("worker", i), Role: "worker", Index: i, Phase: p}
+	}
+	return out
+}
+
+func code(c int32) *int32 { return &c }
+
+// harness sets up a test workflow environment with every activity registered and the
+// published events recorded.
+type harness struct {
+	env    *testsuite.TestWorkflowEnvironment
+	phases []string
+	ids    []string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	h := &harness{env: s.NewTestWorkflowEnvironment()}
+	workers.RegisterWorkflows(h.env)
+	workers.RegisterActivities(h.env, &activities.JobActivities{})
+	h.env.OnActivity(workflows.ActivityPublishEvents, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.PublishEventsInput) error {
+			for _, m := range in.Msgs {
+				var ev events.Event
+				if err := json.Unmarshal(m.Data, &ev); err != nil {
+					return err
+				}
+				var d events.JobPhaseData
+				if err := json.Unmarshal(ev.Data, &d); err != nil {
+					return err
+				}
+				h.phases = append(h.phases, d.Phase)
+				h.ids = append(h.ids, m.ID)
+			}
+			return nil
+		})
+	h.env.OnActivity(workflows.ActivityForwardLogs, mock.Anything, mock.Anything).Return(nil)
+	h.env.OnActivity(workflows.ActivityCleanupGang, mock.Anything, mock.Anything).Return(nil)
+	h.env.OnActivity(workflows.ActivityLatestCheckpoint, mock.Anything, mock.Anything).Return("s3://ckpt/wf/000000000010", nil)
+	return h
+}
+
+// watchSequence makes WatchGang return each state in turn, then, like the real
+// activity, return the known state unchanged after MaxWait on the workflow clock.
+func (h *harness) watchSequence(states ...[]schemas.ReplicaStatus) {
+	for _, st := range states {
+		h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).
+			Return(activities.WatchGangResult{Replicas: st}, nil).Once()
+	}
+	h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
+			return activities.WatchGangResult{Replicas: in.Known}, nil
+		}).After(time.Minute)
+}
+
+func (h *harness) result(t *testing.T) schemas.JobStatus {
+	t.Helper()
+	if !h.env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	var res workflows.TrainingJobResult
+	if err := h.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Status
+}
+
+func TestTrainingJobSucceeds(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	h.watchSequence(
+		replicas(schemas.ReplicaRunning, schemas.ReplicaPending),
+		replicas(schemas.ReplicaRunning, schemas.ReplicaRunning),
+		replicas(schemas.ReplicaSucceeded, schemas.ReplicaRunning),
+		replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded),
+	)
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
+	st := h.result(t)
+
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+	if st.Phase != schemas.JobSucceeded || st.LastCheckpoint != "s3://ckpt/wf/000000000010" {
+		t.Errorf("status = %s, checkpoint %q", st.Phase, st.LastCheckpoint)
+	}
+	var timeline []schemas.JobPhase
+	for _, e := range st.Timeline {
+		timeline = append(timeline, e.Phase)
+	}
+	if diff := cmp.Diff([]schemas.JobPhase{"Pending", "Launching", "Running", "Succeeded"}, timeline); diff != "" {
+		t.Errorf("timeline (-want +got):\n%s", diff)
+	}
+	seen := map[string]bool{}
+	for _, id := range h.ids {
+		if seen[id] {
+			t.Errorf("duplicate message id %s", id)
+		}
+		seen[id] = true
+	}
+	for _, c := range []schemas.ConditionType{schemas.ConditionAccepted, schemas.ConditionLaunched, schemas.ConditionRunning, schemas.ConditionCompleted} {
+		if cond := st.Condition(c); cond == nil || cond.Status != schemas.ConditionTrue {
+			t.Errorf("condition %s = %+v, want True", c, cond)
+		}
+	}
+}
+
+func TestTrainingJobFailsWithExitCode(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	failed := replicas(schemas.ReplicaFailed, schemas.ReplicaRunning)
+	failed[0].ExitCode = code(3)
+	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning), failed)
+	stopped := false
+	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.GangRef) error { stopped = true; return nil })
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
+	st := h.result(t)
+
+	if st.Phase != schemas.JobFailed || st.ExitCode == nil || *st.ExitCode != 3 || st.Reason != "ReplicaFailed" {
+		t.Errorf("status = %s/%s exit %v, want Failed/ReplicaFailed exit 3", st.Phase, st.Reason, st.ExitCode)
+	}
+	if !stopped {
+		t.Error("the rest of the gang was not stopped")
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Failed"}, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+}
+
+func TestTrainingJobStop(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning))
+	stopped := false
+	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.GangRef) error { stopped = true; return nil })
+
+	var stopResult workflows.StopResult
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(workflows.UpdateStop, "stop-1", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("stop rejected: %v", err) },
+			OnAccept:   func() {},
+			OnComplete: func(r interface{}, err error) { stopResult = r.(workflows.StopResult) },
+		}, workflows.StopRequest{Reason: "user asked"})
+	}, time.Minute)
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
+	st := h.result(t)
+
+	if st.Phase != schemas.JobStopped || st.Message != "user asked" {
+		t.Errorf("status = %s %q, want Stopped", st.Phase, st.Message)
+	}
+	if stopResult.Phase != schemas.JobStopped {
+		t.Errorf("stop update returned %q", stopResult.Phase)
+	}
+	if !stopped {
+		t.Error("StopGang not called")
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Stopped"}, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+}
+
+func TestTrainingJobInvalidSpecFailsWithoutRetry(t *testing.T) {
+	h := newHarness(t)
+	calls := 0
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.LaunchGangInput) (activities.LaunchGangResult, error) {
+			calls++
+			return activities.LaunchGangResult{}, temporal.NewNonRetryableApplicationError("no command", activities.ErrTypeInvalidSpec, nil)
+		})
+	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
+	st := h.result(t)
+	if st.Phase != schemas.JobFailed || st.Reason != "LaunchFailed" || st.Message != "no command" || calls != 1 {
+		t.Errorf("status = %s/%s %q after %d calls", st.Phase, st.Reason, st.Message, calls)
+	}
+}
+
+func TestTrainingJobTimeout(t *testing.T) {
+	h := newHarness(t)
+	job := testJob()
+	job.Spec.Timeout = schemas.Duration(time.Hour)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning))
+	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
+	st := h.result(t)
+	if st.Phase != schemas.JobFailed || st.Reason != "Timeout" {
+		t.Errorf("status = %s/%s, want Failed/Timeout", st.Phase, st.Reason)
+	}
+}
