@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/opendlc/opendlc/activities/local"
+	"github.com/opendlc/opendlc/api/server"
+	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workers"
+)
+
+func newUpCmd() *cobra.Command {
+	var opts embedded.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Logger = newLogger(verbose)
+			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
+			e, err := embedded.Start(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			printBanner(cmd.OutOrStdout(), e)
+			select {
+			case <-cmd.Context().Done():
+				fmt.Fprintln(cmd.ErrOrStderr(), "shutting down...")
+				return nil
+			case err := <-e.Err():
+				return err
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Dir, "dir", embedded.DefaultDir(), "state directory")
+	f.StringVar(&opts.APIAddr, "addr", embedded.DefaultAPIAddr, "API listen address")
+	f.BoolVar(&opts.UI, "ui", true, "serve the Temporal Web UI")
+	f.StringVar(&opts.WorkDir, "workdir", "", "base directory of local replicas (default: the current directory)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	return cmd
+}
+
+func printBanner(w io.Writer, e *embedded.Embedded) {
+	s := e.Stack
+	fmt.Fprintf(w, "OpenDLC is up.\n")
+	fmt.Fprintf(w, "  API          %s\n", e.APIURL)
+	fmt.Fprintf(w, "  Temporal     %s (namespace %s)\n", s.Temporal.Address, s.Temporal.Namespace)
+	if s.Temporal.UIAddress != "" {
+		fmt.Fprintf(w, "  Temporal UI  http://%s\n", s.Temporal.UIAddress)
+	}
+	fmt.Fprintf(w, "  NATS         %s\n", s.NATS.URL)
+	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
+	fmt.Fprintf(w, "  State        %s\n", e.Dir)
+	fmt.Fprintf(w, "Submit a job:  dlc run -f examples/trainer/job.yaml    (Ctrl-C stops the stack)\n")
+}
+
+func newLogger(verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// componentFlags are the addresses of separately running components.
+type componentFlags struct {
+	temporal  string
+	namespace string
+	nats      string
+}
+
+func (c *componentFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&c.temporal, "temporal", envOr("DLC_TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
+	f.StringVar(&c.namespace, "namespace", envOr("DLC_TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	f.StringVar(&c.nats, "nats", envOr("DLC_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newServerCmd() *cobra.Command {
+	var c componentFlags
+	var addr string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run only the HTTP API, in front of an existing Temporal and NATS",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			logger := newLogger(verbose)
+			tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace, Logger: sdklog.NewStructuredLogger(logger)})
+			if err != nil {
+				return fmt.Errorf("dial temporal: %w", err)
+			}
+			defer tc.Close()
+			ev, err := jetstream.Connect(c.nats)
+			if err != nil {
+				return err
+			}
+			defer ev.Close()
+			if err := ev.EnsureStreams(ctx); err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: server.New(tc, ev, server.WithNamespace(c.namespace), server.WithLogger(logger)).Handler(),
+				ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(cmd.OutOrStdout(), "API listening on http://%s\n", ln.Addr())
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(sctx)
+			}()
+			if err := srv.Serve(ln); err != http.ErrServerClosed {
+				return err
+			}
+			return nil
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().StringVar(&addr, "addr", embedded.DefaultAPIAddr, "listen address")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	return cmd
+}
+
+func newWorkerCmd() *cobra.Command {
+	var c componentFlags
+	var stateDir, workDir string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run only a worker with the local backend, against an existing Temporal, NATS and S3",
+		Long: "Run only a worker with the local backend. S3 settings come from DLC_S3_ENDPOINT, AWS_REGION,\n" +
+			"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which replicas also receive.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			s3 := checkpoint.ConfigFromEnv()
+			var env []schemas.EnvVar
+			for _, name := range []string{"DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+				if v := os.Getenv(name); v != "" {
+					env = append(env, schemas.EnvVar{Name: name, Value: v})
+				}
+			}
+			opts := []local.Option{local.WithEnv(env...)}
+			if stateDir != "" {
+				opts = append(opts, local.WithStateDir(stateDir))
+			}
+			if workDir != "" {
+				opts = append(opts, local.WithBaseDir(workDir))
+			}
+			backend, err := local.New(opts...)
+			if err != nil {
+				return err
+			}
+			m, err := workers.Start(ctx, workers.Config{
+				TemporalAddress: c.temporal, Namespace: c.namespace, NATSURL: c.nats,
+				S3: s3, Backend: backend, Logger: newLogger(verbose),
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "worker started")
+			<-ctx.Done()
+			m.Close()
+			return nil
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "local backend state directory")
+	cmd.Flags().StringVar(&workDir, "workdir", "", "base directory of local replicas")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	return cmd
+}

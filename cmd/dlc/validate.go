@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opendlc/opendlc/schemas"
+)
+
+func newValidateCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "validate -f FILE",
+		Short: "Check a spec file and print every problem with its field path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := readSpecFile(file)
+			if err != nil {
+				return err
+			}
+			if _, err := decodeAndValidate(data); err != nil {
+				printSpecErrors(cmd, file, err)
+				return exitError{1}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", file)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (YAML or JSON); - for stdin")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func readSpecFile(file string) ([]byte, error) {
+	if file == "-" {
+		return readAll(os.Stdin)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	return data, nil
+}
+
+// decodeAndValidate reads a job spec the way the API server does.
+func decodeAndValidate(data []byte) (*schemas.TrainingJob, error) {
+	job, err := schemas.DecodeTrainingJob(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := job.Validate().Err(); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+func printSpecErrors(cmd *cobra.Command, file string, err error) {
+	w := cmd.ErrOrStderr()
+	var list schemas.ErrorList
+	if errors.As(err, &list) {
+		fmt.Fprintf(w, "%s: %d error(s)\n", file, len(list))
+		for _, fe := range list {
+			fmt.Fprintf(w, "  %s\n", fe.Error())
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", file, err)
+}

@@ -1,0 +1,216 @@
+// Package embedded runs the whole of OpenDLC in one process on loopback: the Temporal dev
+// server, NATS JetStream, an S3 gateway, a worker with the local backend, and the HTTP
+// API. `dlc up` and `dlc run` use it, and so do the integration tests.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/activities/local"
+	"github.com/opendlc/opendlc/api/server"
+	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workers"
+)
+
+// DefaultAPIAddr is where `dlc up` serves the API and where the CLI looks for it.
+const DefaultAPIAddr = "127.0.0.1:8480"
+
+// DefaultBucket is created in the embedded S3 for checkpoints and artifacts.
+const DefaultBucket = "dlc"
+
+// Options configure Start.
+type Options struct {
+	// Dir holds all state (Temporal's SQLite file, the JetStream store, S3 objects,
+	// local replicas' logs). Default DefaultDir().
+	Dir string
+	// APIAddr is the API's listen address; default DefaultAPIAddr. Use 127.0.0.1:0 for
+	// a free port.
+	APIAddr string
+	// UI serves the Temporal Web UI.
+	UI bool
+	// WorkDir is the local backend's base directory for relative working dirs; default
+	// the current directory.
+	WorkDir string
+	// Buckets to create besides DefaultBucket.
+	Buckets []string
+	// NoWorker starts everything but the worker (tests run workers of their own).
+	NoWorker bool
+	// Logger; default a text logger on stderr at warn level.
+	Logger *slog.Logger
+}
+
+// DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
+// ~/.local/state/opendlc.
+func DefaultDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "opendlc")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "opendlc")
+	}
+	return filepath.Join(home, ".local", "state", "opendlc")
+}
+
+// Embedded is a running stack.
+type Embedded struct {
+	Stack  *devstack.Stack
+	Worker *workers.Main
+	// APIURL is the API's base URL, http://127.0.0.1:port.
+	APIURL string
+	// Dir is the state directory.
+	Dir string
+
+	opts     Options
+	temporal client.Client
+	events   *jetstream.Client
+	http     *http.Server
+	serveErr chan error
+}
+
+// Start starts every component and returns once the API answers.
+func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
+	if opts.Dir == "" {
+		opts.Dir = DefaultDir()
+	}
+	if opts.APIAddr == "" {
+		opts.APIAddr = DefaultAPIAddr
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if opts.WorkDir == "" {
+		if opts.WorkDir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	// Listen first: a busy API port should fail before minutes of start-up.
+	ln, err := net.Listen("tcp", opts.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: listen on %s: %w", opts.APIAddr, err)
+	}
+	e := &Embedded{Dir: opts.Dir, opts: opts, serveErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			ln.Close()
+			e.Close()
+		}
+	}()
+	e.Stack, err = devstack.Start(ctx, devstack.Options{
+		Dir:     opts.Dir,
+		UI:      opts.UI,
+		Buckets: append([]string{DefaultBucket}, opts.Buckets...),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !opts.NoWorker {
+		backend, err := e.LocalBackend()
+		if err != nil {
+			return nil, err
+		}
+		e.Worker, err = workers.Start(ctx, workers.Config{
+			TemporalAddress: e.Stack.Temporal.Address,
+			Namespace:       e.Stack.Temporal.Namespace,
+			NATSURL:         e.Stack.NATS.URL,
+			S3:              e.S3Config(),
+			Backend:         backend,
+			Logger:          opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	e.temporal, err = client.DialContext(ctx, client.Options{
+		HostPort:  e.Stack.Temporal.Address,
+		Namespace: e.Stack.Temporal.Namespace,
+		Logger:    sdklog.NewStructuredLogger(opts.Logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: dial temporal: %w", err)
+	}
+	e.events, err = jetstream.Connect(e.Stack.NATS.URL)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.events.EnsureStreams(ctx); err != nil {
+		return nil, err
+	}
+	api := server.New(e.temporal, e.events, server.WithNamespace(e.Stack.Temporal.Namespace), server.WithLogger(opts.Logger))
+	e.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	e.APIURL = "http://" + ln.Addr().String()
+	go func() { e.serveErr <- e.http.Serve(ln) }()
+	return e, nil
+}
+
+// S3Config is how the control plane and replicas reach the embedded S3.
+func (e *Embedded) S3Config() checkpoint.Config {
+	s := e.Stack.S3
+	return checkpoint.Config{Endpoint: s.Endpoint, Region: s.Region, AccessKey: s.AccessKey, SecretKey: s.SecretKey, PathStyle: true}
+}
+
+// ReplicaEnv is the S3 environment every replica gets, following the training-code
+// contract (checkpoint.ConfigFromEnv reads it).
+func (e *Embedded) ReplicaEnv() []schemas.EnvVar {
+	s := e.Stack.S3
+	return []schemas.EnvVar{
+		{Name: "DLC_S3_ENDPOINT", Value: s.Endpoint},
+		{Name: "AWS_REGION", Value: s.Region},
+		{Name: "AWS_ACCESS_KEY_ID", Value: s.AccessKey},
+		{Name: "AWS_SECRET_ACCESS_KEY", Value: s.SecretKey},
+	}
+}
+
+// LocalBackend returns a local backend keeping its state under the stack's Dir.
+func (e *Embedded) LocalBackend(opts ...local.Option) (activities.Backend, error) {
+	return local.New(append([]local.Option{
+		local.WithStateDir(filepath.Join(e.Dir, "local")),
+		local.WithBaseDir(e.opts.WorkDir),
+		local.WithEnv(e.ReplicaEnv()...),
+	}, opts...)...)
+}
+
+// Err returns a channel that receives the API server's error if it stops serving.
+func (e *Embedded) Err() <-chan error { return e.serveErr }
+
+// Close stops the API, the worker and every server, in that order.
+func (e *Embedded) Close() error {
+	var errs []error
+	if e.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := e.http.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if e.Worker != nil {
+		e.Worker.Close()
+	}
+	if e.events != nil {
+		e.events.Close()
+	}
+	if e.temporal != nil {
+		e.temporal.Close()
+	}
+	if e.Stack != nil {
+		if err := e.Stack.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

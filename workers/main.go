@@ -1,0 +1,119 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// Config is what a worker needs to reach Temporal, NATS, S3 and its backend.
+type Config struct {
+	// TemporalAddress is host:port of the Temporal frontend.
+	TemporalAddress string
+	// Namespace is the Temporal namespace; default "default".
+	Namespace string
+	// TaskQueue; default workflows.TaskQueue.
+	TaskQueue string
+	// NATSURL is the NATS server URL.
+	NATSURL string
+	// S3 is how the control plane reads checkpoints.
+	S3 checkpoint.Config
+	// Backend runs the gangs.
+	Backend activities.Backend
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Main is a running worker: a Temporal worker with the workflows and activities
+// registered, and the clients it holds. Close stops it.
+type Main struct {
+	Temporal client.Client
+	Events   *jetstream.Client
+	worker   worker.Worker
+}
+
+// Start connects to Temporal and NATS, makes sure the event streams exist, and starts
+// polling the task queue.
+func Start(ctx context.Context, cfg Config) (*Main, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("workers: Config.Backend is required")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = workflows.TaskQueue
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.Namespace,
+		Logger:    sdklog.NewStructuredLogger(cfg.Logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workers: dial temporal %s: %w", cfg.TemporalAddress, err)
+	}
+	ev, err := jetstream.Connect(cfg.NATSURL)
+	if err != nil {
+		tc.Close()
+		return nil, err
+	}
+	if err := ev.EnsureStreams(ctx); err != nil {
+		ev.Close()
+		tc.Close()
+		return nil, err
+	}
+	store, err := checkpoint.NewStore(cfg.S3)
+	if err != nil {
+		ev.Close()
+		tc.Close()
+		return nil, fmt.Errorf("workers: checkpoint store: %w", err)
+	}
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{})
+	RegisterWorkflows(w)
+	RegisterActivities(w, &activities.JobActivities{
+		Backend:     cfg.Backend,
+		Publisher:   ev,
+		Checkpoints: checkpointFinder{store},
+		LogStream:   jetstream.LogsStream,
+	})
+	if err := w.Start(); err != nil {
+		ev.Close()
+		tc.Close()
+		return nil, fmt.Errorf("workers: start: %w", err)
+	}
+	return &Main{Temporal: tc, Events: ev, worker: w}, nil
+}
+
+// Close stops polling, waits for running activities to return, and closes the clients.
+func (m *Main) Close() {
+	m.worker.Stop()
+	m.Events.Close()
+	m.Temporal.Close()
+}
+
+// checkpointFinder adapts the checkpoint store to activities.CheckpointFinder.
+type checkpointFinder struct{ s *checkpoint.Store }
+
+func (f checkpointFinder) Latest(ctx context.Context, uri string) (string, error) {
+	m, err := f.s.Latest(ctx, uri)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return m.Ref, nil
+}
