@@ -141,6 +141,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		TaskQueue:                s.opts.TaskQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK answers a duplicate with the existing run instead of an
+		// error.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.WorkspaceKey.ValueSet(ws),
 			workflows.KindKey.ValueSet(string(schemas.KindTrainingJob)),
@@ -340,7 +343,30 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, "delete job", err)
 		return
 	}
+	// Temporal deletes asynchronously; answer once the job is really gone so that a
+	// get or a new submit with the same name right after behaves as the user expects.
+	if err := s.waitDeleted(r.Context(), id); err != nil {
+		s.internal(w, "delete job", err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// waitDeleted polls until the execution is gone, for at most 30 seconds.
+func (s *Server) waitDeleted(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
+		if isNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("job %s still exists after delete: %w", id, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // jobLogs streams a job's log records as JSON lines, read back from JetStream so logs

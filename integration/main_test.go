@@ -1,0 +1,200 @@
+// Package integration tests OpenDLC end to end on the real components: the Temporal dev
+// server, NATS JetStream and the versitygw S3 gateway, all started by TestMain on
+// loopback, with a worker running the local backend. Each test uses its own workspace.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/checkpoint"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// env is the stack shared by every test of the package.
+var env struct {
+	e        *embedded.Embedded
+	api      *dlc.Client
+	temporal client.Client
+	events   *jetstream.Client
+	store    *checkpoint.Store
+	trainer  string // path of the built example trainer
+	dir      string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "opendlc-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	env.dir = dir
+	if err := setup(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "integration setup:", err)
+		return 1
+	}
+	defer env.e.Close()
+	defer env.temporal.Close()
+	defer env.events.Close()
+	return m.Run()
+}
+
+func setup(ctx context.Context, dir string) error {
+	env.trainer = filepath.Join(dir, "trainer")
+	build := exec.CommandContext(ctx, "go", "build", "-o", env.trainer, "./examples/trainer")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build trainer: %v\n%s", err, out)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, err := embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	env.e = e
+	if env.api, err = dlc.New(e.APIURL); err != nil {
+		return err
+	}
+	if env.temporal, err = client.DialContext(ctx, client.Options{
+		HostPort: e.Stack.Temporal.Address, Namespace: e.Stack.Temporal.Namespace,
+	}); err != nil {
+		return err
+	}
+	if env.events, err = jetstream.Connect(e.Stack.NATS.URL); err != nil {
+		return err
+	}
+	env.store, err = checkpoint.NewStore(e.S3Config())
+	return err
+}
+
+// workspace derives a workspace name (a DNS label) from the test name.
+func workspace(t *testing.T) string {
+	s := strings.ToLower(t.Name())
+	s = regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(s, "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 40 {
+		s = strings.Trim(s[len(s)-40:], "-")
+	}
+	return s
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func submit(t *testing.T, ctx context.Context, spec string) *api.Job {
+	t.Helper()
+	j, err := env.api.SubmitJob(ctx, []byte(spec))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return j
+}
+
+// waitFor polls a job until cond holds, failing the test at ctx's deadline.
+func waitFor(t *testing.T, ctx context.Context, ws, name string, what string, cond func(*api.Job) bool) *api.Job {
+	t.Helper()
+	var last *api.Job
+	for {
+		j, err := env.api.GetJob(ctx, ws, name)
+		if err == nil {
+			last = j
+			if cond(j) {
+				return j
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s/%s never became %s; last status: %+v (err %v)", ws, name, what, last, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func waitTerminal(t *testing.T, ctx context.Context, ws, name string) *api.Job {
+	t.Helper()
+	return waitFor(t, ctx, ws, name, "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
+}
+
+// statusEvents reads every status event of a job back from JetStream.
+func statusEvents(t *testing.T, ctx context.Context, ws, name string) []events.JobPhaseData {
+	t.Helper()
+	var out []events.JobPhaseData
+	err := env.events.ReadUntil(ctx, jetstream.EventsStream, events.JobStatusSubject(ws, name), nil,
+		func(_ string, data []byte) error {
+			var ev events.Event
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return err
+			}
+			if ev.Type != events.TypeJobPhase {
+				return fmt.Errorf("unexpected event type %q", ev.Type)
+			}
+			var d events.JobPhaseData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	if err != nil {
+		t.Fatalf("read status events: %v", err)
+	}
+	return out
+}
+
+func phasesOf(evs []events.JobPhaseData) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Phase
+	}
+	return out
+}
+
+// jobLogs returns every forwarded log record of a job.
+func jobLogs(t *testing.T, ctx context.Context, ws, name string) []events.LogRecord {
+	t.Helper()
+	var recs []events.LogRecord
+	if err := env.api.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
+		recs = append(recs, r)
+		return nil
+	}); err != nil {
+		t.Fatalf("logs: %v", err)
+	}
+	return recs
+}
+
+// phaseList is the phases of a job's timeline.
+func phaseList(st schemas.JobStatus) []string {
+	out := make([]string, len(st.Timeline))
+	for i, e := range st.Timeline {
+		out[i] = string(e.Phase)
+	}
+	return out
+}

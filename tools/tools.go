@@ -1,0 +1,2 @@
+// Package tools pins developer tools as `tool` directives in tools/go.mod.
+package tools
