@@ -98,6 +98,7 @@ spec:
 			t.Errorf("event %d: seq %d uid %s", i, e.Seq, e.UID)
 		}
 	}
+	recordHistory(t, ctx, ws, "logreg", "training_job_succeeded.json")
 }
 
 // A replica that exits non-zero fails the job, with the exit code in status and in the
@@ -127,6 +128,7 @@ spec:
 	if last.Phase != "Failed" || last.ExitCode == nil || *last.ExitCode != 3 {
 		t.Errorf("last event = %+v, want Failed with exit code 3", last)
 	}
+	recordHistory(t, ctx, ws, "crash", "training_job_failed.json")
 }
 
 // Stop mid-run kills every process of the gang and ends the job Stopped.
@@ -196,6 +198,7 @@ spec:
 	if res, err := env.api.StopJob(ctx, ws, "sleeper", ""); err != nil || res.Phase != schemas.JobStopped {
 		t.Errorf("second stop = %+v, %v", res, err)
 	}
+	recordHistory(t, ctx, ws, "sleeper", "training_job_stopped.json")
 }
 
 // A spec with five mistakes is refused by the API with the same five field-path errors

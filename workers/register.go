@@ -9,19 +9,23 @@ import (
 	"github.com/opendlc/opendlc/workflows"
 )
 
-// Registry is what both a worker.Worker and the test environment offer.
-type Registry interface {
+// WorkflowRegistry is what a worker.Worker, a replayer and the test environment offer.
+type WorkflowRegistry interface {
 	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}
+
+// ActivityRegistry is what a worker.Worker and the test environment offer.
+type ActivityRegistry interface {
 	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
 }
 
 // RegisterWorkflows registers every workflow under its wire name.
-func RegisterWorkflows(r Registry) {
+func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.TrainingJobWorkflow, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
 }
 
 // RegisterActivities registers the job activities under their wire names.
-func RegisterActivities(r Registry, a *activities.JobActivities) {
+func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 	for name, fn := range map[string]any{
 		workflows.ActivityPublishEvents:    a.PublishEvents,
 		workflows.ActivityLaunchGang:       a.LaunchGang,
