@@ -29,9 +29,11 @@ type ObjectMeta struct {
 	Name string `json:"name" jsonschema:"maxLength=50,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
 	// Workspace owns the document; default "default".
 	Workspace string `json:"workspace,omitempty" jsonschema:"maxLength=40,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
-	// Labels are free key/value pairs used for filtering and notification rules.
+	// Labels are key/value pairs used for filtering and notification rules, with
+	// Kubernetes label syntax: at most 64, keys [prefix/]name, values up to 63 characters.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations are free key/value pairs the system does not interpret.
+	// Annotations are key/value pairs the system does not interpret: at most 64, keys
+	// [prefix/]name, values up to 4096 characters.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
@@ -99,8 +101,12 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads a duration string.
+// UnmarshalJSON reads a duration string. null leaves the duration unchanged, as
+// encoding/json does for other types.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("must be a duration string such as \"10m\"")

@@ -23,11 +23,11 @@ type TrainingJobSpec struct {
 	Framework Framework `json:"framework"`
 	// Image is the container image (kubernetes backend). The local backend ignores it.
 	Image string `json:"image,omitempty" jsonschema:"maxLength=512"`
-	// Command is the entrypoint run in every replica. "${params.NAME}" is replaced by a
-	// hyper-parameter value for HPO trials.
-	Command []string `json:"command" jsonschema:"minItems=1,maxItems=256"`
+	// Command is the entrypoint run in every replica; required unless every role sets its
+	// own. "${params.NAME}" is replaced by a hyper-parameter value for HPO trials.
+	Command []string `json:"command,omitempty" jsonschema:"maxItems=256,maxLength=4096"`
 	// Args are appended to Command.
-	Args []string `json:"args,omitempty" jsonschema:"maxItems=256"`
+	Args []string `json:"args,omitempty" jsonschema:"maxItems=256,maxLength=4096"`
 	// Env is added to every replica's environment.
 	Env []EnvVar `json:"env,omitempty" jsonschema:"maxItems=128"`
 	// WorkingDir is the replica's working directory. The local backend resolves a relative
@@ -36,17 +36,17 @@ type TrainingJobSpec struct {
 	// Roles maps a role name (master, worker, chief, ps, launcher, head...) to its replicas.
 	Roles map[string]RoleSpec `json:"roles"`
 	// Resources selects the resource pool and priority.
-	Resources PoolSpec `json:"resources,omitempty"`
+	Resources PoolSpec `json:"resources,omitempty,omitzero"`
 	// FaultTolerance says how failures are retried.
-	FaultTolerance FaultTolerance `json:"faultTolerance,omitempty"`
+	FaultTolerance FaultTolerance `json:"faultTolerance,omitempty,omitzero"`
 	// HealthCheck configures the pre-flight node health check.
-	HealthCheck HealthCheck `json:"healthCheck,omitempty"`
+	HealthCheck HealthCheck `json:"healthCheck,omitempty,omitzero"`
 	// Checkpoint is where the job's checkpoints live.
 	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
 	// Data are data sets mounted or made known to every replica.
 	Data []DataSource `json:"data,omitempty" jsonschema:"maxItems=32"`
 	// Logs configures log forwarding.
-	Logs LogSpec `json:"logs,omitempty"`
+	Logs LogSpec `json:"logs,omitempty,omitzero"`
 	// Timeout bounds the job's whole run time; zero means no limit.
 	Timeout Duration `json:"timeout,omitempty"`
 }
@@ -54,13 +54,13 @@ type TrainingJobSpec struct {
 // RoleSpec is one role of a job: how many replicas and what each gets.
 type RoleSpec struct {
 	// Replicas is the number of processes or pods of this role.
-	Replicas int32 `json:"replicas"`
+	Replicas int32 `json:"replicas" jsonschema:"minimum=1,maximum=1024"`
 	// Resources each replica requests.
-	Resources Resources `json:"resources,omitempty"`
+	Resources Resources `json:"resources,omitempty,omitzero"`
 	// Command overrides the job's command for this role.
-	Command []string `json:"command,omitempty" jsonschema:"maxItems=256"`
+	Command []string `json:"command,omitempty" jsonschema:"maxItems=256,maxLength=4096"`
 	// Args overrides the job's args for this role.
-	Args []string `json:"args,omitempty" jsonschema:"maxItems=256"`
+	Args []string `json:"args,omitempty" jsonschema:"maxItems=256,maxLength=4096"`
 	// Env is added to (and overrides) the job's env for this role.
 	Env []EnvVar `json:"env,omitempty" jsonschema:"maxItems=128"`
 	// NodeSelector constrains where this role's pods run (kubernetes backend).
@@ -72,24 +72,32 @@ type RoleSpec struct {
 // Resources are what one replica requests. CPU and Memory are Kubernetes quantities
 // ("8", "500m", "64Gi").
 type Resources struct {
-	CPU    *resource.Quantity `json:"cpu,omitempty"`
+	// CPU is the number of cores, such as "8" or "500m".
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// Memory is bytes, such as "64Gi".
 	Memory *resource.Quantity `json:"memory,omitempty"`
 	// GPU is the number of whole GPUs (nvidia.com/gpu).
-	GPU int32 `json:"gpu,omitempty"`
+	GPU int32 `json:"gpu,omitempty" jsonschema:"minimum=0,maximum=64"`
 }
 
 // EnvVar is one environment variable.
 type EnvVar struct {
-	Name  string `json:"name" jsonschema:"maxLength=256"`
-	Value string `json:"value" jsonschema:"maxLength=32768"`
+	// Name is a C identifier, unique within its list.
+	Name string `json:"name" jsonschema:"maxLength=256,pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
+	// Value may be empty.
+	Value string `json:"value,omitempty" jsonschema:"maxLength=32768"`
 }
 
 // Toleration mirrors a Kubernetes pod toleration.
 type Toleration struct {
-	Key      string `json:"key,omitempty"`
+	// Key is the taint key; empty matches every key and needs operator Exists.
+	Key string `json:"key,omitempty" jsonschema:"maxLength=317"`
+	// Operator is Equal (the default) or Exists.
 	Operator string `json:"operator,omitempty" jsonschema:"enum=Exists,enum=Equal"`
-	Value    string `json:"value,omitempty"`
-	Effect   string `json:"effect,omitempty" jsonschema:"enum=NoSchedule,enum=PreferNoSchedule,enum=NoExecute"`
+	// Value is the taint value; empty for operator Exists.
+	Value string `json:"value,omitempty" jsonschema:"maxLength=63"`
+	// Effect is the taint effect to tolerate; empty tolerates every effect.
+	Effect string `json:"effect,omitempty" jsonschema:"enum=NoSchedule,enum=PreferNoSchedule,enum=NoExecute"`
 }
 
 // PoolSpec selects where and how urgently a job runs.
@@ -98,13 +106,13 @@ type PoolSpec struct {
 	// (preemptible). Default quota.
 	Pool Pool `json:"pool,omitempty"`
 	// Priority orders queued jobs; higher runs first.
-	Priority int32 `json:"priority,omitempty"`
+	Priority int32 `json:"priority,omitempty" jsonschema:"minimum=-1000,maximum=1000"`
 }
 
 // FaultTolerance says how a job survives failures.
 type FaultTolerance struct {
 	// MaxRestarts is how many times a failed attempt is restarted.
-	MaxRestarts int32 `json:"maxRestarts,omitempty"`
+	MaxRestarts int32 `json:"maxRestarts,omitempty" jsonschema:"minimum=0,maximum=100"`
 	// HangTimeout restarts an attempt whose replicas print nothing for this long.
 	HangTimeout Duration `json:"hangTimeout,omitempty"`
 	// ExcludeFailedNodes keeps restarted replicas off nodes that failed.
@@ -113,7 +121,9 @@ type FaultTolerance struct {
 
 // HealthCheck configures pre-flight node checks.
 type HealthCheck struct {
-	Enabled bool     `json:"enabled,omitempty"`
+	// Enabled runs the check before every attempt.
+	Enabled bool `json:"enabled,omitempty"`
+	// Timeout bounds the check; default 5m when enabled.
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
@@ -121,17 +131,20 @@ type HealthCheck struct {
 // <uri>/<step>/... and <uri>/<step>/MANIFEST.json last.
 type CheckpointSpec struct {
 	// URI is s3://bucket/prefix.
-	URI string `json:"uri" jsonschema:"maxLength=1024"`
+	URI string `json:"uri" jsonschema:"maxLength=1024,pattern=^s3://[a-z0-9][-a-z0-9.]{1\\,61}[a-z0-9]/.+$"`
 	// Every is the checkpoint interval the training code is told (DLC_CHECKPOINT_EVERY).
 	Every Duration `json:"every,omitempty"`
 	// Keep is how many complete checkpoints to retain; zero keeps all.
-	Keep int32 `json:"keep,omitempty"`
+	Keep int32 `json:"keep,omitempty" jsonschema:"minimum=0"`
 }
 
 // DataSource is a data set a job reads.
 type DataSource struct {
-	Name      string `json:"name" jsonschema:"maxLength=63"`
-	URI       string `json:"uri" jsonschema:"maxLength=1024"`
+	// Name is a DNS label, unique within the job.
+	Name string `json:"name" jsonschema:"maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// URI is s3://bucket/prefix, or a local path (local backend).
+	URI string `json:"uri" jsonschema:"maxLength=1024"`
+	// MountPath is the absolute path where the data appears in each replica.
 	MountPath string `json:"mountPath,omitempty" jsonschema:"maxLength=1024"`
 }
 

@@ -1,0 +1,191 @@
+// Command bench measures OpenDLC's per-job overhead on the embedded stack: for a trivial
+// 1-replica job, the time from submit to the process starting and from the process
+// exiting to the job being Succeeded, as p50/p99 over many jobs, next to the time it
+// takes to start the same process directly (the floor), and the worker's peak memory.
+// The worker runs as its own process (`dlc worker`) so its memory is its own.
+//
+//	go tool -modfile=tools/go.mod task bench     # or: go run ./integration/bench -dlc bin/dlc
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+func main() {
+	jobs := flag.Int("jobs", 50, "number of jobs (run one after another)")
+	dlcBin := flag.String("dlc", "bin/dlc", "dlc binary, for the worker process")
+	flag.Parse()
+	if err := run(*jobs, *dlcBin); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// probe prints the wall clock in nanoseconds as soon as the process starts, then exits.
+var probe = []string{"sh", "-c", "date +%s%N"}
+
+func run(n int, dlcBin string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "opendlc-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	floor, err := measureFloor(ctx, n)
+	if err != nil {
+		return err
+	}
+
+	e, err := embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	worker := exec.CommandContext(ctx, dlcBin, "worker",
+		"--temporal", e.Stack.Temporal.Address, "--namespace", e.Stack.Temporal.Namespace,
+		"--nats", e.Stack.NATS.URL, "--state-dir", filepath.Join(dir, "local"), "--workdir", dir)
+	worker.Env = os.Environ()
+	for _, v := range e.ReplicaEnv() {
+		worker.Env = append(worker.Env, v.Name+"="+v.Value)
+	}
+	worker.Stderr = os.Stderr
+	if err := worker.Start(); err != nil {
+		return fmt.Errorf("start worker %s: %w", dlcBin, err)
+	}
+	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
+
+	c, err := client.New(e.APIURL)
+	if err != nil {
+		return err
+	}
+	var toStart, toDone, total []time.Duration
+	for i := 0; i < n; i++ {
+		s, d, t, err := oneJob(ctx, c, i)
+		if err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+		toStart, toDone, total = append(toStart, s), append(toDone, d), append(total, t)
+	}
+	peak, err := peakRSS(worker.Process.Pid)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("OpenDLC job overhead, embedded stack, local backend, %d sequential 1-replica jobs\n\n", n)
+	fmt.Printf("%-38s %10s %10s %12s\n", "measure", "p50", "p99", "p50 / floor")
+	row := func(name string, xs []time.Duration) {
+		fmt.Printf("%-38s %10s %10s %11.1fx\n", name, pct(xs, 50), pct(xs, 99), float64(pct(xs, 50))/float64(pct(floor, 50)))
+	}
+	row("floor: start the process directly", floor)
+	row("submit -> process started", toStart)
+	row("process exited -> job Succeeded", toDone)
+	row("submit -> Succeeded seen by client", total)
+	fmt.Printf("\nworker peak memory (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
+	return nil
+}
+
+// measureFloor starts the probe directly n times: the time from exec to its first line.
+func measureFloor(ctx context.Context, n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		b, err := exec.CommandContext(ctx, probe[0], probe[1:]...).Output()
+		if err != nil {
+			return nil, err
+		}
+		ts, err := parseNanos(string(b))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts.Sub(t0))
+	}
+	return out, nil
+}
+
+func oneJob(ctx context.Context, c *client.Client, i int) (toStart, toDone, total time.Duration, err error) {
+	name := fmt.Sprintf("bench-%d", i)
+	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":%q,"workspace":"bench"},
+"spec":{"framework":"custom","command":[%q,%q,%q],"roles":{"worker":{"replicas":1}}}}`, name, probe[0], probe[1], probe[2])
+	t0 := time.Now()
+	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
+		return 0, 0, 0, err
+	}
+	var j *api.Job
+	for {
+		if j, err = c.GetJob(ctx, "bench", name); err != nil {
+			return 0, 0, 0, err
+		}
+		if j.Status.Phase.Terminal() {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	total = time.Since(t0)
+	if j.Status.Phase != schemas.JobSucceeded {
+		return 0, 0, 0, fmt.Errorf("job ended %s: %s", j.Status.Phase, j.Status.Message)
+	}
+	var started time.Time
+	err = c.Logs(ctx, "bench", name, client.LogOptions{}, func(r events.LogRecord) error {
+		started, err = parseNanos(r.Line)
+		return err
+	})
+	if err != nil || started.IsZero() {
+		return 0, 0, 0, fmt.Errorf("probe output not found in logs: %v", err)
+	}
+	done := j.Status.Timeline[len(j.Status.Timeline)-1].Time
+	return started.Sub(t0), done.Sub(started), total, nil
+}
+
+func parseNanos(s string) (time.Time, error) {
+	ns, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("probe printed %q: %w", s, err)
+	}
+	return time.Unix(0, ns), nil
+}
+
+func pct(xs []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i < 1 {
+		i = 1
+	}
+	return s[i-1].Round(10 * time.Microsecond)
+}
+
+// peakRSS reads a process's peak resident set size from /proc.
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}

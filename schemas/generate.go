@@ -1,0 +1,3 @@
+package schemas
+
+//go:generate go run ./cmd/gen-jsonschema -src . -out jsonschema

@@ -1,0 +1,227 @@
+package schemas
+
+import (
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultHealthCheckTimeout is the health check timeout Default sets when the check is
+// enabled without one.
+const DefaultHealthCheckTimeout = Duration(5 * time.Minute)
+
+// Bounds of a TrainingJob that its struct tags cannot express.
+const (
+	maxRoles = 16
+	// maxReplicas matches the maximum of RoleSpec.Replicas' tag.
+	maxReplicas = 1024
+)
+
+// roleRule is what a framework allows of one of its roles.
+type roleRule struct {
+	name string
+	// maxReplicas, when not zero, is the most replicas the role may have.
+	maxReplicas int32
+	// required roles must be present (with exactly maxReplicas replicas when set).
+	required bool
+}
+
+// frameworkRoles lists each framework's roles in the order messages name them. A
+// framework that is not listed (custom) accepts any role names.
+var frameworkRoles = map[Framework][]roleRule{
+	FrameworkPyTorch:    {{name: "master", maxReplicas: 1}, {name: "worker"}},
+	FrameworkDeepSpeed:  {{name: "master", maxReplicas: 1}, {name: "worker"}},
+	FrameworkMegatron:   {{name: "master", maxReplicas: 1}, {name: "worker"}},
+	FrameworkTensorFlow: {{name: "chief", maxReplicas: 1}, {name: "ps"}, {name: "worker"}, {name: "evaluator", maxReplicas: 1}},
+	FrameworkMPI:        {{name: "launcher", maxReplicas: 1, required: true}, {name: "worker"}},
+	FrameworkXGBoost:    {{name: "master", maxReplicas: 1}, {name: "worker"}},
+	FrameworkRay:        {{name: "head", maxReplicas: 1, required: true}, {name: "worker"}},
+}
+
+// GetKind returns KindTrainingJob.
+func (j *TrainingJob) GetKind() Kind { return KindTrainingJob }
+
+// GetMeta returns the job's metadata.
+func (j *TrainingJob) GetMeta() *ObjectMeta { return &j.Metadata }
+
+// Default fills in what the user may leave out: the workspace, the pool, log forwarding
+// and the health check timeout.
+func (j *TrainingJob) Default() {
+	if j.Metadata.Workspace == "" {
+		j.Metadata.Workspace = DefaultWorkspace
+	}
+	if j.Spec.Resources.Pool == "" {
+		j.Spec.Resources.Pool = PoolQuota
+	}
+	if j.Spec.Logs.Forward == nil {
+		forward := true
+		j.Spec.Logs.Forward = &forward
+	}
+	if j.Spec.HealthCheck.Enabled && j.Spec.HealthCheck.Timeout == 0 {
+		j.Spec.HealthCheck.Timeout = DefaultHealthCheckTimeout
+	}
+}
+
+// Validate returns every problem with the job, sorted by field path, or nil. It does not
+// apply defaults, and accepts the empty values that Default would fill in.
+func (j *TrainingJob) Validate() ErrorList {
+	var errs ErrorList
+	validateTags(reflect.ValueOf(j), "", &errs)
+
+	if j.APIVersion != "" && j.APIVersion != APIVersion {
+		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
+	}
+	if j.Kind != "" && j.Kind != KindTrainingJob {
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindTrainingJob))
+	}
+	validateMeta(&j.Metadata, NewPath("metadata"), &errs)
+	j.Spec.validate(NewPath("spec"), &errs)
+
+	errs.Sort()
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func (s *TrainingJobSpec) validate(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+
+	if s.Framework != "" && !slices.Contains(Frameworks, s.Framework) {
+		add(NotSupported(p.Child("framework"), Frameworks))
+	}
+	if len(s.Command) == 0 {
+		for _, name := range sortedKeys(s.Roles) {
+			if len(s.Roles[name].Command) == 0 {
+				add(Invalid(p.Child("command"), "required unless every role sets its own command"))
+				break
+			}
+		}
+	}
+	validateEnv(s.Env, p.Child("env"), errs)
+	s.validateRoles(p.Child("roles"), errs)
+
+	if s.Resources.Pool != "" && !slices.Contains(Pools, s.Resources.Pool) {
+		add(NotSupported(p.Child("resources", "pool"), Pools))
+	}
+	validateData(s.Data, p.Child("data"), errs)
+}
+
+func (s *TrainingJobSpec) validateRoles(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	switch {
+	case len(s.Roles) == 0:
+		add(Invalid(p, "must have at least 1 role"))
+	case len(s.Roles) > maxRoles:
+		add(Invalid(p, "must have at most %d roles", maxRoles))
+	}
+
+	rules, byFramework := frameworkRoles[s.Framework]
+	for _, name := range sortedKeys(s.Roles) {
+		role, rp := s.Roles[name], p.Key(name)
+		if len(name) > maxQualifiedNameLen || !dnsLabelRE.MatchString(name) {
+			add(Invalid(rp, "role name must be a DNS label of at most %d characters: lowercase letters, "+
+				"digits and '-', starting and ending with a letter or digit", maxQualifiedNameLen))
+		}
+		if byFramework {
+			s.validateFrameworkRole(name, role, rules, rp, errs)
+		}
+		validateEnv(role.Env, rp.Child("env"), errs)
+		validateLabels(role.NodeSelector, rp.Child("nodeSelector"), errs)
+		res := rp.Child("resources")
+		if role.Resources.CPU != nil && role.Resources.CPU.Sign() <= 0 {
+			add(Invalid(res.Child("cpu"), "must be > 0"))
+		}
+		if role.Resources.Memory != nil && role.Resources.Memory.Sign() <= 0 {
+			add(Invalid(res.Child("memory"), "must be > 0"))
+		}
+		for i, t := range role.Tolerations {
+			validateToleration(t, rp.Child("tolerations").Index(i), errs)
+		}
+	}
+	if byFramework {
+		for _, r := range rules {
+			if _, ok := s.Roles[r.name]; r.required && !ok {
+				add(Invalid(p.Key(r.name), "required for framework %s, with %d replica", s.Framework, r.maxReplicas))
+			}
+		}
+	}
+}
+
+// validateFrameworkRole checks a role against what its framework allows.
+func (s *TrainingJobSpec) validateFrameworkRole(name string, role RoleSpec, rules []roleRule, p Path, errs *ErrorList) {
+	names := make([]string, len(rules))
+	var rule *roleRule
+	for i := range rules {
+		names[i] = rules[i].name
+		if rules[i].name == name {
+			rule = &rules[i]
+		}
+	}
+	if rule == nil {
+		*errs = append(*errs, Invalid(p, "not a role of framework %s; must be one of %s",
+			s.Framework, strings.Join(names, ", ")))
+		return
+	}
+	if rule.maxReplicas == 0 || role.Replicas < 1 || role.Replicas > maxReplicas {
+		return // the general bounds have already been reported
+	}
+	switch {
+	case rule.required && role.Replicas != rule.maxReplicas:
+		*errs = append(*errs, Invalid(p.Child("replicas"), "must be %d for framework %s", rule.maxReplicas, s.Framework))
+	case role.Replicas > rule.maxReplicas:
+		*errs = append(*errs, Invalid(p.Child("replicas"), "must be <= %d for framework %s", rule.maxReplicas, s.Framework))
+	}
+}
+
+func validateToleration(t Toleration, p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	if t.Key != "" {
+		if msg := validateQualifiedName(t.Key); msg != "" {
+			add(Invalid(p.Child("key"), "%s", strings.TrimPrefix(msg, "key ")))
+		}
+	} else if t.Operator != "Exists" {
+		add(Invalid(p.Child("operator"), "must be Exists when key is empty"))
+	}
+	if t.Operator == "Exists" && t.Value != "" {
+		add(Invalid(p.Child("value"), "must be empty when operator is Exists"))
+	} else if msg := validateLabelValue(t.Value); msg != "" {
+		add(Invalid(p.Child("value"), "%s", strings.TrimPrefix(msg, "value ")))
+	}
+}
+
+func validateData(data []DataSource, p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	names, mounts := map[string]int{}, map[string]int{}
+	for i, d := range data {
+		dp := p.Index(i)
+		if d.Name != "" {
+			if j, ok := names[d.Name]; ok {
+				add(Invalid(dp.Child("name"), "duplicate name %q (first at %s)", d.Name, p.Index(j)))
+			} else {
+				names[d.Name] = i
+			}
+		}
+		switch {
+		case d.URI == "":
+		case strings.HasPrefix(d.URI, "s3://"):
+			if msg := validateS3URI(d.URI); msg != "" {
+				add(Invalid(dp.Child("uri"), "%s", msg))
+			}
+		case schemeRE.MatchString(d.URI) && strings.Contains(d.URI, "://"):
+			add(Invalid(dp.Child("uri"), "must be s3://bucket/prefix or a local path"))
+		}
+		if d.MountPath != "" {
+			mp := path.Clean(d.MountPath)
+			if !path.IsAbs(d.MountPath) {
+				add(Invalid(dp.Child("mountPath"), "must be an absolute path"))
+			} else if j, ok := mounts[mp]; ok {
+				add(Invalid(dp.Child("mountPath"), "duplicate mount path %q (first at %s)", d.MountPath, p.Index(j)))
+			} else {
+				mounts[mp] = i
+			}
+		}
+	}
+}
