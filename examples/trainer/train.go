@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/opendlc/opendlc/checkpoint"
+)
+
+// Checkpoint file names.
+const (
+	modelFile = "model.json"
+	stateFile = "state.json"
+)
+
+// modelCheckpoint is model.json: the weights, with the feature names they belong to.
+type modelCheckpoint struct {
+	Features []string `json:"features"`
+	Model
+}
+
+// stateCheckpoint is state.json: where training stood, and how it was configured.
+type stateCheckpoint struct {
+	Epoch     int    `json:"epoch"`
+	Step      int64  `json:"step"`
+	Params    Params `json:"params"`
+	WorldSize int    `json:"world_size"`
+	Seed      uint64 `json:"seed"`
+}
+
+// exitError ends the program with a chosen exit code (--fail-at-epoch).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// trainer runs one rank's training loop.
+type trainer struct {
+	cfg         config
+	train, test *Dataset
+	group       Group
+	store       *checkpoint.Store // nil unless checkpointing or resuming
+	out, log    io.Writer         // metrics and checkpoint lines; plain log lines
+}
+
+// result is where a run ended.
+type result struct {
+	syncState
+	Loss, Accuracy float64
+}
+
+// run trains from the start, or from DLC_RESUME_FROM, to the last epoch.
+func (t *trainer) run(ctx context.Context) (result, error) {
+	rank := t.group.Rank()
+	st := syncState{Model: NewModel(len(t.train.Features))}
+	if rank == 0 && t.cfg.ResumeFrom != "" {
+		var err error
+		if st, err = t.resume(ctx); err != nil {
+			return result{}, err
+		}
+	}
+	if err := t.group.Start(ctx, &st); err != nil {
+		return result{}, err
+	}
+	if rank != 0 && st.Epoch > 0 {
+		fmt.Fprintf(t.log, "rank %d: starting after epoch %d, step %d, as rank 0 resumed\n", rank, st.Epoch, st.Step)
+	}
+	if err := st.Model.Check(len(t.train.Features)); err != nil {
+		return result{}, err
+	}
+
+	shard := t.train.Shard(rank, t.group.Size())
+	hyper := Hyper{LR: t.cfg.LR, BatchSize: t.cfg.BatchSize, L2: t.cfg.L2}
+	if st.Epoch >= t.cfg.Epochs {
+		fmt.Fprintf(t.log, "rank %d: nothing to do: already trained %d epochs of %d\n", rank, st.Epoch, t.cfg.Epochs)
+	}
+	for epoch := st.Epoch + 1; epoch <= t.cfg.Epochs; epoch++ {
+		if t.cfg.FailAtEpoch == epoch && (t.cfg.FailAttempt == "" || t.cfg.FailAttempt == t.cfg.Attempt) {
+			return result{}, &exitError{code: t.cfg.ExitCode,
+				msg: fmt.Sprintf("rank %d: failing at epoch %d with exit code %d, as --fail-at-epoch asks", rank, epoch, t.cfg.ExitCode)}
+		}
+		// The order of rows depends only on the seed, the epoch and the rank, so a resumed
+		// run trains exactly as an uninterrupted one would.
+		rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(epoch)<<16|uint64(rank)))
+		st.Step += int64(st.Model.TrainEpoch(shard, hyper, rng))
+		st.Epoch = epoch
+		if err := t.group.Average(ctx, &st, shard.Len()); err != nil {
+			return result{}, err
+		}
+		if err := st.Model.Check(len(t.train.Features)); err != nil {
+			return result{}, fmt.Errorf("epoch %d: %w", epoch, err)
+		}
+		if rank == 0 {
+			res := t.evaluate(st)
+			fmt.Fprintf(t.out, "dlc:metric epoch=%d step=%d loss=%.4f accuracy=%.4f\n", epoch, st.Step, res.Loss, res.Accuracy)
+			if t.cfg.CheckpointURI != "" && (epoch%t.cfg.CheckpointEvery == 0 || epoch == t.cfg.Epochs) {
+				if err := t.save(ctx, res); err != nil {
+					return result{}, err
+				}
+			}
+		} else {
+			fmt.Fprintf(t.log, "rank %d: epoch %d done, step %d\n", rank, epoch, st.Step)
+		}
+		if t.cfg.EpochSleep > 0 && epoch < t.cfg.Epochs {
+			select {
+			case <-ctx.Done():
+				return result{}, context.Cause(ctx)
+			case <-time.After(t.cfg.EpochSleep):
+			}
+		}
+	}
+	return t.evaluate(st), nil
+}
+
+// evaluate measures st's model: the log-loss on the whole training set, the accuracy on
+// the test set.
+func (t *trainer) evaluate(st syncState) result {
+	return result{syncState: st, Loss: st.Model.Loss(t.train), Accuracy: st.Model.Accuracy(t.test)}
+}
+
+// save writes a checkpoint of res, then prunes to DLC_CHECKPOINT_KEEP.
+func (t *trainer) save(ctx context.Context, res result) error {
+	mj, err := json.Marshal(modelCheckpoint{Features: t.train.Features, Model: res.Model})
+	if err != nil {
+		return err
+	}
+	sj, err := json.Marshal(stateCheckpoint{Epoch: res.Epoch, Step: res.Step, Params: t.cfg.Params, WorldSize: t.group.Size(), Seed: t.cfg.Seed})
+	if err != nil {
+		return err
+	}
+	metrics := map[string]float64{"epoch": float64(res.Epoch), "loss": res.Loss, "accuracy": res.Accuracy}
+	m, err := t.store.Save(ctx, t.cfg.CheckpointURI, res.Step, map[string][]byte{modelFile: mj, stateFile: sj}, metrics)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(t.out, "dlc:checkpoint step=%d uri=%s\n", m.Step, m.Ref)
+	if t.cfg.CheckpointKeep > 0 {
+		pruned, err := t.store.Prune(ctx, t.cfg.CheckpointURI, t.cfg.CheckpointKeep)
+		if err != nil {
+			return err
+		}
+		if len(pruned) > 0 {
+			fmt.Fprintf(t.log, "pruned checkpoints at steps %v (keeping %d)\n", pruned, t.cfg.CheckpointKeep)
+		}
+	}
+	return nil
+}
+
+// resume loads DLC_RESUME_FROM.
+func (t *trainer) resume(ctx context.Context) (syncState, error) {
+	m, files, err := t.store.Load(ctx, t.cfg.ResumeFrom)
+	if err != nil {
+		return syncState{}, fmt.Errorf("resume: %w", err)
+	}
+	var mc modelCheckpoint
+	var sc stateCheckpoint
+	for name, v := range map[string]any{modelFile: &mc, stateFile: &sc} {
+		data, ok := files[name]
+		if !ok {
+			return syncState{}, fmt.Errorf("resume from %s: the checkpoint has no %s", m.Ref, name)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			return syncState{}, fmt.Errorf("resume from %s: %s: %w", m.Ref, name, err)
+		}
+	}
+	if !slices.Equal(mc.Features, t.train.Features) {
+		return syncState{}, fmt.Errorf("resume from %s: the checkpoint's features %q differ from the data's %q", m.Ref, mc.Features, t.train.Features)
+	}
+	if sc.Step != m.Step {
+		return syncState{}, errors.New("resume from " + m.Ref + ": state.json disagrees with the manifest on the step")
+	}
+	fmt.Fprintf(t.log, "resumed from %s: epoch %d, step %d\n", m.Ref, sc.Epoch, sc.Step)
+	return syncState{Epoch: sc.Epoch, Step: sc.Step, Model: mc.Model}, nil
+}
