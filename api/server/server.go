@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -294,26 +293,13 @@ func (s *Server) stop(ctx context.Context, ws, name string, req workflows.StopRe
 			return api.StopResult{Phase: res.Phase}, nil
 		}
 	}
-	if isNotFound(err) && !isWorkflowClosed(err) {
-		// The execution may exist but be closed: report its final phase.
-		view, qerr := s.queryJob(ctx, ws, name)
-		if qerr == nil {
-			return api.StopResult{Phase: view.Status.Phase}, nil
-		}
-		return api.StopResult{}, err
-	}
-	if isWorkflowClosed(err) {
-		view, qerr := s.queryJob(ctx, ws, name)
-		if qerr != nil {
-			return api.StopResult{}, qerr
-		}
+	// A job that has already finished (or is finishing) cannot take the update: answer
+	// with its final phase.
+	view, qerr := s.queryJob(ctx, ws, name)
+	if qerr == nil && view.Status.Phase.Terminal() {
 		return api.StopResult{Phase: view.Status.Phase}, nil
 	}
 	return api.StopResult{}, err
-}
-
-func isWorkflowClosed(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "workflow execution already completed")
 }
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
