@@ -1,0 +1,129 @@
+// Package devstack starts the real components OpenDLC runs on (Temporal,
+// NATS JetStream and an S3 gateway) on the loopback interface, with their
+// state in a directory so that it survives a restart. `dlc up` and the
+// integration tests use it; nothing here is meant for production.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// Options configures Start.
+type Options struct {
+	// Dir holds every component's state: Dir/temporal, Dir/nats, Dir/s3.
+	Dir string
+	// UI serves the Temporal Web UI.
+	UI bool
+	// Namespace is the Temporal namespace to create; default "default".
+	Namespace string
+	// Buckets are created in S3 at start.
+	Buckets []string
+	// EventSubject is the NATS subject for S3 bucket notifications; default DefaultEventSubject.
+	EventSubject string
+	// Ports; 0 picks a free port.
+	TemporalPort, TemporalUIPort, NATSPort, S3Port int
+}
+
+// Stack is a running set of all three components.
+type Stack struct {
+	Temporal *Temporal
+	NATS     *NATS
+	S3       *S3
+}
+
+// Start starts NATS, then S3 (publishing bucket notifications to NATS), and
+// Temporal alongside them. On error, whatever had started is closed again.
+// ctx bounds the start only; the servers run until Close.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("devstack: Options.Dir is required")
+	}
+	type temporalResult struct {
+		t   *Temporal
+		err error
+	}
+	temporalDone := make(chan temporalResult, 1)
+	go func() {
+		t, err := StartTemporal(ctx, TemporalOptions{
+			Dir:       filepath.Join(opts.Dir, "temporal"),
+			UI:        opts.UI,
+			Namespace: opts.Namespace,
+			Port:      opts.TemporalPort,
+			UIPort:    opts.TemporalUIPort,
+		})
+		temporalDone <- temporalResult{t, err}
+	}()
+
+	s := &Stack{}
+	n, err := StartNATS(ctx, NATSOptions{Dir: filepath.Join(opts.Dir, "nats"), Port: opts.NATSPort})
+	if err == nil {
+		s.NATS = n
+		s.S3, err = StartS3(ctx, S3Options{
+			Dir:          filepath.Join(opts.Dir, "s3"),
+			Port:         opts.S3Port,
+			NATSURL:      n.URL,
+			EventSubject: opts.EventSubject,
+			Buckets:      opts.Buckets,
+		})
+	}
+	tr := <-temporalDone
+	s.Temporal = tr.t
+	if err = errors.Join(err, tr.err); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// Close stops the components in the reverse order of their dependencies:
+// Temporal, S3, then NATS.
+func (s *Stack) Close() error {
+	var errs []error
+	if s.Temporal != nil {
+		errs = append(errs, s.Temporal.Close())
+	}
+	if s.S3 != nil {
+		errs = append(errs, s.S3.Close())
+	}
+	if s.NATS != nil {
+		errs = append(errs, s.NATS.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// freePort asks the kernel for a free TCP port on 127.0.0.1. Another process
+// can take it before our server binds it; callers retry once on that.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("devstack: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portOr returns port, or a free port when it is 0.
+func portOr(port int) (int, error) {
+	if port != 0 {
+		return port, nil
+	}
+	return freePort()
+}
+
+func mkdir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("devstack: a state directory is required")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("devstack: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("devstack: %w", err)
+	}
+	return abs, nil
+}

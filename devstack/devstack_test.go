@@ -1,0 +1,394 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+)
+
+// eventually polls check until it returns nil or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testContext(t *testing.T, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func startTestTemporal(t *testing.T, ctx context.Context, opts TemporalOptions) (*Temporal, client.Client) {
+	t.Helper()
+	start := time.Now()
+	srv, err := StartTemporal(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("temporal ready at %s in %s", srv.Address, time.Since(start).Round(time.Millisecond))
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address, Namespace: srv.Namespace})
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+func TestTemporalRestartKeepsState(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 3*time.Minute)
+	dir := t.TempDir()
+	opts := TemporalOptions{Dir: dir, UI: true, Namespace: "devstack-test"}
+	srv, c := startTestTemporal(t, ctx, opts)
+	if srv.UIAddress == "" || srv.Namespace != "devstack-test" {
+		t.Errorf("got %+v, want a UI address and namespace devstack-test", srv)
+	}
+
+	// The custom search attributes are registered in the namespace.
+	sas, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: srv.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range SearchAttributes {
+		if got := sas.GetCustomAttributes()[name]; got != typ {
+			t.Errorf("search attribute %s: got %v, want %v", name, got, typ)
+		}
+	}
+
+	// A workflow nobody polls for stays running: it is the state to keep.
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        "devstack-wf",
+		TaskQueue: "devstack-tq",
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkspace).ValueSet("vision"),
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrKind).ValueSet("TrainingJob"),
+		),
+	}, "NoSuchWorkflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listByWorkspace := func(c client.Client) error {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: srv.Namespace,
+			Query:     fmt.Sprintf("%s = 'vision' AND %s = 'TrainingJob'", SearchAttrWorkspace, SearchAttrKind),
+		})
+		if err != nil {
+			return err
+		}
+		if len(resp.Executions) != 1 || resp.Executions[0].Execution.WorkflowId != "devstack-wf" {
+			return fmt.Errorf("visibility query returned %d executions", len(resp.Executions))
+		}
+		return nil
+	}
+	eventually(t, 10*time.Second, "workflow visible by search attribute", func() error { return listByWorkspace(c) })
+	c.Close()
+	if err := srv.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	srv, c = startTestTemporal(t, ctx, opts)
+	defer func() {
+		c.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	desc, err := c.DescribeWorkflowExecution(ctx, "devstack-wf", run.GetRunID())
+	if err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if got := desc.WorkflowExecutionInfo.Status; got != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("after restart the workflow is %v, want running", got)
+	}
+	eventually(t, 10*time.Second, "workflow visible by search attribute after restart", func() error { return listByWorkspace(c) })
+}
+
+func TestNATSRestartKeepsStream(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, time.Minute)
+	dir := t.TempDir()
+	publish := func() {
+		n, err := StartNATS(ctx, NATSOptions{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		nc, err := nats.Connect(n.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}, Storage: jetstream.FileStorage}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"a", "b", "a"} { // the second "a" is a duplicate
+			if _, err := js.Publish(ctx, "events.job", []byte("event "+id), jetstream.WithMsgID(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
+
+	n, err := StartNATS(ctx, NATSOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	nc, err := nats.Connect(n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "EVENTS")
+	if err != nil {
+		t.Fatalf("stream after restart: %v", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("after restart the stream holds %d messages, want 2", info.State.Msgs)
+	}
+	msg, err := stream.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Data) != "event b" {
+		t.Errorf("message 2 = %q, want %q", msg.Data, "event b")
+	}
+}
+
+// s3Event is the part of the AWS event notification JSON the test reads.
+type s3Event struct {
+	Records []struct {
+		EventName string `json:"eventName"`
+		S3        struct {
+			Bucket struct {
+				Name string `json:"name"`
+			} `json:"bucket"`
+			Object struct {
+				Key  string `json:"key"`
+				Size int64  `json:"size"`
+			} `json:"object"`
+		} `json:"s3"`
+	} `json:"Records"`
+}
+
+func TestS3ObjectsBucketsAndEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 2*time.Minute)
+	dir := t.TempDir()
+	n, err := StartNATS(ctx, NATSOptions{Dir: dir + "/nats"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	nc, err := nats.Connect(n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msgs := make(chan *nats.Msg, 64)
+	if _, err := nc.ChanSubscribe(DefaultEventSubject, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := S3Options{Dir: dir + "/s3", NATSURL: n.URL, Buckets: []string{"datasets", "ckpt"}}
+	start := time.Now()
+	srv, err := StartS3(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("s3 ready at %s in %s", srv.Endpoint, time.Since(start).Round(time.Millisecond))
+	defer srv.Close()
+	c := srv.Client()
+
+	body := []byte(`{"clicks": 42}`)
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String("datasets"), Key: aws.String("clicks/2026-11-30/part-0001.json"), Body: bytes.NewReader(body),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	getObject := func(c *s3.Client) []byte {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("datasets"), Key: aws.String("clicks/2026-11-30/part-0001.json")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Body.Close()
+		got, err := io.ReadAll(out.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := getObject(c); !bytes.Equal(got, body) {
+		t.Errorf("GetObject = %q, want %q", got, body)
+	}
+
+	// The PutObject is announced on NATS. The gateway also sends an
+	// s3:TestEvent when it connects; skip anything but ours.
+	deadline := time.After(10 * time.Second)
+	for found := false; !found; {
+		select {
+		case m := <-msgs:
+			var ev s3Event
+			if json.Unmarshal(m.Data, &ev) != nil || len(ev.Records) != 1 {
+				continue
+			}
+			r := ev.Records[0]
+			found = r.EventName == "s3:ObjectCreated:Put" && r.S3.Bucket.Name == "datasets" &&
+				r.S3.Object.Key == "clicks/2026-11-30/part-0001.json" && r.S3.Object.Size == int64(len(body))
+		case <-deadline:
+			t.Fatal("no s3:ObjectCreated:Put event on " + DefaultEventSubject + " within 10s")
+		}
+	}
+
+	// Creating buckets again, by hand or by a restart on the same Dir, is fine
+	// and keeps their objects.
+	if err := srv.CreateBuckets(ctx, "datasets", "ckpt", "models"); err != nil {
+		t.Fatalf("CreateBuckets again: %v", err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = StartS3(ctx, opts)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer srv.Close()
+	c = srv.Client()
+	if got := getObject(c); !bytes.Equal(got, body) {
+		t.Errorf("after restart GetObject = %q, want %q", got, body)
+	}
+	out, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range out.Buckets {
+		names = append(names, aws.ToString(b.Name))
+	}
+	slices.Sort(names)
+	if want := []string{"ckpt", "datasets", "models"}; !slices.Equal(names, want) {
+		t.Errorf("buckets = %v, want %v", names, want)
+	}
+}
+
+func TestStartStack(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 3*time.Minute)
+	start := time.Now()
+	s, err := Start(ctx, Options{Dir: t.TempDir(), Buckets: []string{"artifacts"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stack ready in %s", time.Since(start).Round(time.Millisecond))
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	for name, addr := range map[string]string{"temporal": s.Temporal.Address, "nats": s.NATS.URL, "s3": s.S3.Endpoint} {
+		if !strings.Contains(addr, "127.0.0.1:") {
+			t.Errorf("%s listens on %q, want loopback", name, addr)
+		}
+	}
+	if s.Temporal.UIAddress != "" {
+		t.Errorf("UI address %q without Options.UI", s.Temporal.UIAddress)
+	}
+	if s.S3.EventSubject != DefaultEventSubject {
+		t.Errorf("S3 events go to %q, want %q", s.S3.EventSubject, DefaultEventSubject)
+	}
+	if _, err := s.S3.Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("artifacts")}); err != nil {
+		t.Errorf("bucket artifacts: %v", err)
+	}
+
+	// A namespace of one's own, with the search attributes, usable at once.
+	start = time.Now()
+	for range 2 { // the second call finds it there
+		if err := s.Temporal.CreateNamespace(ctx, "team-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("namespace ready in %s", time.Since(start).Round(time.Millisecond))
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Temporal.Address, Namespace: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        "in-team-a",
+		TaskQueue: "devstack-tq",
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrOwner).ValueSet("alice"),
+		),
+	}, "NoSuchWorkflow"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartFailures checks that a component that cannot start returns an
+// error quoting its log, instead of hanging or taking the caller down.
+func TestStartFailures(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, time.Minute)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+
+	if _, err := StartNATS(ctx, NATSOptions{Dir: t.TempDir(), Port: port}); err == nil {
+		t.Error("StartNATS on a taken port succeeded")
+	}
+	if _, err := StartTemporal(ctx, TemporalOptions{Dir: t.TempDir(), Port: port}); err == nil || !strings.Contains(err.Error(), "temporal exited") {
+		t.Errorf("StartTemporal on a taken port: got %v, want the exit and its log", err)
+	}
+	if _, err := StartS3(ctx, S3Options{Dir: t.TempDir() + "/s3", NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port)}); err == nil || !strings.Contains(err.Error(), "versitygw exited") {
+		t.Errorf("StartS3 with an unreachable NATS: got %v, want the exit and its log", err)
+	}
+}

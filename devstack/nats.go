@@ -1,0 +1,124 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// natsReadyTimeout bounds how long StartNATS waits for the server.
+const natsReadyTimeout = 10 * time.Second
+
+// NATSOptions configures StartNATS.
+type NATSOptions struct {
+	// Dir is the JetStream file store directory; nats.log goes here too.
+	Dir string
+	// Port is the client port; 0 lets the server pick a free one.
+	Port int
+}
+
+// NATS is an embedded NATS server with JetStream enabled.
+type NATS struct {
+	// URL is the client URL, nats://127.0.0.1:port.
+	URL string
+	// Server is the embedded server, for tests that need to reach inside.
+	Server *server.Server
+
+	log       *os.File
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartNATS starts an embedded NATS server with JetStream storing to Dir, so
+// that streams and their messages survive a restart on the same Dir.
+func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
+	dir, err := mkdir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	port := opts.Port
+	if port == 0 {
+		port = server.RANDOM_PORT // the server binds :0 itself, so no race for the port
+	}
+	s, err := server.NewServer(&server.Options{
+		ServerName: "opendlc-dev", // JetStream keys its state by server name: keep it stable
+		Host:       "127.0.0.1",
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   dir,
+		NoSigs:     true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devstack: nats: %w", err)
+	}
+	logPath := filepath.Join(dir, "nats.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: nats log: %w", err)
+	}
+	logger := &natsLogger{Logger: log.New(logFile, "", log.LstdFlags|log.Lmicroseconds), fatal: make(chan string, 1)}
+	s.SetLoggerV2(logger, false, false, false)
+	n := &NATS{Server: s, log: logFile}
+
+	s.Start()
+	ctx, cancel := context.WithTimeout(ctx, natsReadyTimeout)
+	defer cancel()
+	for !s.ReadyForConnections(100 * time.Millisecond) {
+		select {
+		case msg := <-logger.fatal:
+			n.Close()
+			return nil, fmt.Errorf("devstack: nats: %s", msg)
+		case <-ctx.Done():
+			n.Close()
+			return nil, fmt.Errorf("devstack: nats not ready: %w; see %s", ctx.Err(), logPath)
+		default:
+		}
+	}
+	if !s.JetStreamEnabled() {
+		n.Close()
+		return nil, fmt.Errorf("devstack: nats started without JetStream; see %s", logPath)
+	}
+	n.URL = s.ClientURL()
+	return n, nil
+}
+
+// Close shuts the server down, flushing JetStream to Dir.
+func (n *NATS) Close() error {
+	if n == nil || n.Server == nil {
+		return nil
+	}
+	n.closeOnce.Do(func() {
+		n.Server.Shutdown()
+		n.Server.WaitForShutdown()
+		n.closeErr = n.log.Close()
+	})
+	return n.closeErr
+}
+
+// natsLogger writes the embedded server's log to a file. Unlike the
+// server's own loggers, Fatalf does not exit: a fatal server error (a port
+// in use, an unusable store dir) must not end the process that embeds it.
+type natsLogger struct {
+	*log.Logger
+	fatal chan string // receives the first fatal error
+}
+
+func (l *natsLogger) Noticef(format string, v ...any) { l.Printf("[INF] "+format, v...) }
+func (l *natsLogger) Warnf(format string, v ...any)   { l.Printf("[WRN] "+format, v...) }
+func (l *natsLogger) Errorf(format string, v ...any)  { l.Printf("[ERR] "+format, v...) }
+func (l *natsLogger) Debugf(string, ...any)           {}
+func (l *natsLogger) Tracef(string, ...any)           {}
+
+func (l *natsLogger) Fatalf(format string, v ...any) {
+	l.Printf("[FTL] "+format, v...)
+	select {
+	case l.fatal <- fmt.Sprintf(format, v...):
+	default:
+	}
+}

@@ -1,0 +1,169 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/opendlc/opendlc/internal/tools"
+)
+
+// Fixed development credentials of the S3 gateway's root account. They
+// guard nothing: the gateway listens on loopback only.
+const (
+	DevAccessKey = "dlcdev"
+	DevSecretKey = "dlcdev-secret-key"
+	DevRegion    = "us-east-1"
+)
+
+// DefaultEventSubject is the NATS subject S3 bucket notifications go to
+// when S3Options.EventSubject is empty.
+const DefaultEventSubject = "dlc.s3.events"
+
+// s3ReadyTimeout bounds how long StartS3 waits for the gateway.
+const s3ReadyTimeout = 30 * time.Second
+
+// S3Options configures StartS3.
+type S3Options struct {
+	// Dir is the posix backend's root: each directory in it is a bucket. The
+	// gateway's log goes next to it, to <Dir>.log.
+	Dir string
+	// Port is the S3 API port; 0 picks a free port.
+	Port int
+	// NATSURL, when set, makes the gateway publish bucket notifications
+	// (AWS event JSON, e.g. s3:ObjectCreated:Put) to NATS.
+	NATSURL string
+	// EventSubject is the NATS subject for notifications; default DefaultEventSubject.
+	EventSubject string
+	// Buckets are created at start; existing ones are kept as they are.
+	Buckets []string
+}
+
+// S3 is a running versitygw S3 gateway over a local directory.
+type S3 struct {
+	// Endpoint is the base URL, http://127.0.0.1:port; use path-style addressing.
+	Endpoint string
+	// AccessKey, SecretKey and Region are what clients sign requests with.
+	AccessKey, SecretKey, Region string
+	// EventSubject is the NATS subject notifications go to, or "" when they are off.
+	EventSubject string
+
+	proc *process
+}
+
+// StartS3 builds (once) and starts versitygw with its posix backend on Dir,
+// waits until it answers ListBuckets, and creates opts.Buckets.
+func StartS3(ctx context.Context, opts S3Options) (*S3, error) {
+	dir, err := mkdir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.NATSURL != "" && opts.EventSubject == "" {
+		opts.EventSubject = DefaultEventSubject
+	}
+	bin, err := tools.Ensure(ctx, "versitygw")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s3ReadyTimeout)
+	defer cancel()
+
+	s, err := startS3(ctx, bin, dir, opts)
+	if s != nil && s.proc.addrInUse() && opts.Port == 0 {
+		// The free port we found was taken before the gateway bound it.
+		s, err = startS3(ctx, bin, dir, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.CreateBuckets(ctx, opts.Buckets...); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// startS3 makes one attempt. On failure it returns the stopped S3 too, so
+// the caller can look at why it failed.
+func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) {
+	port, err := portOr(opts.Port)
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := []string{
+		"--access", DevAccessKey,
+		"--secret", DevSecretKey,
+		"--region", DevRegion,
+		"--port", addr,
+		"--quiet", // no per-request lines in the log
+	}
+	if opts.NATSURL != "" {
+		args = append(args, "--event-nats-url", opts.NATSURL, "--event-nats-topic", opts.EventSubject)
+	}
+	args = append(args, "posix", dir)
+
+	s := &S3{
+		Endpoint:     "http://" + addr,
+		AccessKey:    DevAccessKey,
+		SecretKey:    DevSecretKey,
+		Region:       DevRegion,
+		EventSubject: opts.EventSubject,
+	}
+	// Drop the gateway's own environment variables so a developer's shell
+	// cannot add backends, IAM or listeners behind our flags.
+	env := childEnv("VGW_", "ROOT_ACCESS_KEY", "ROOT_SECRET", "LOGFILE=", "WEBHOOK=")
+	s.proc, err = startProcess("versitygw", bin, args, dir+".log", env)
+	if err != nil {
+		return nil, err
+	}
+	noRetry := s.Client(func(o *s3.Options) { o.Retryer = aws.NopRetryer{} })
+	err = s.proc.poll(ctx, func(ctx context.Context) error {
+		_, err := noRetry.ListBuckets(ctx, &s3.ListBucketsInput{})
+		return err
+	})
+	if err != nil {
+		return s, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// Client returns an S3 client for the gateway: static credentials,
+// path-style addressing, no shared AWS config read from the environment.
+func (s *S3) Client(optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{
+		BaseEndpoint: aws.String(s.Endpoint),
+		Region:       s.Region,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		UsePathStyle: true,
+	}, optFns...)
+}
+
+// CreateBuckets creates each bucket that does not exist yet.
+func (s *S3) CreateBuckets(ctx context.Context, names ...string) error {
+	c := s.Client()
+	for _, name := range names {
+		_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
+		var owned *types.BucketAlreadyOwnedByYou
+		if err != nil && !errors.As(err, &owned) {
+			return fmt.Errorf("devstack: create bucket %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Close stops the gateway (SIGTERM, then SIGKILL after 5s). Objects stay in
+// Dir.
+func (s *S3) Close() error {
+	if s == nil || s.proc == nil {
+		return nil
+	}
+	return s.proc.stop()
+}

@@ -1,0 +1,252 @@
+package frameworks
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// fakeEndpoints names each replica <role>-<index>.gang and serves fixed ports.
+type fakeEndpoints map[string]int
+
+func (fakeEndpoints) Host(role string, index int) string {
+	return fmt.Sprintf("%s-%d.gang", role, index)
+}
+func (p fakeEndpoints) Port(name string) int { return p[name] }
+
+var ports = fakeEndpoints{PortRendezvous: 29500}
+
+// gangBuilder builds fixture gangs: gang(fw).role("worker", 2).obj().
+type gangBuilder struct{ g activities.GangSpec }
+
+func gang(f schemas.Framework) *gangBuilder {
+	return &gangBuilder{g: activities.GangSpec{
+		GangRef:   activities.GangRef{Workspace: "ws", Job: "j", Attempt: 1},
+		Framework: f,
+	}}
+}
+
+// role adds n replicas of role, each with gpus GPUs.
+func (b *gangBuilder) role(name string, n int, gpus int32) *gangBuilder {
+	for i := 0; i < n; i++ {
+		b.g.Replicas = append(b.g.Replicas, activities.ReplicaSpec{
+			Name:      b.g.ReplicaName(name, i),
+			Role:      name,
+			Index:     i,
+			Command:   []string{"train"},
+			Resources: schemas.Resources{GPU: gpus},
+		})
+	}
+	return b
+}
+
+func (b *gangBuilder) obj() activities.GangSpec { return b.g }
+
+func replica(g activities.GangSpec, role string, index int) activities.ReplicaSpec {
+	for _, r := range g.Replicas {
+		if r.Role == role && r.Index == index {
+			return r
+		}
+	}
+	panic(fmt.Sprintf("no replica %s-%d", role, index))
+}
+
+// torch is the expected torch.distributed environment.
+func torch(addr string, world, rank, perNode int) []schemas.EnvVar {
+	s := func(i int) string { return fmt.Sprint(i) }
+	return []schemas.EnvVar{
+		{Name: "MASTER_ADDR", Value: addr},
+		{Name: "MASTER_PORT", Value: "29500"},
+		{Name: "WORLD_SIZE", Value: s(world)},
+		{Name: "RANK", Value: s(rank)},
+		{Name: "NODE_RANK", Value: s(rank)},
+		{Name: "LOCAL_RANK", Value: "0"},
+		{Name: "LOCAL_WORLD_SIZE", Value: s(perNode)},
+		{Name: "PET_MASTER_ADDR", Value: addr},
+		{Name: "PET_MASTER_PORT", Value: "29500"},
+		{Name: "PET_NNODES", Value: s(world)},
+		{Name: "PET_NODE_RANK", Value: s(rank)},
+		{Name: "PET_NPROC_PER_NODE", Value: s(perNode)},
+	}
+}
+
+func TestEnvFor(t *testing.T) {
+	masterWorkers := gang(schemas.FrameworkPyTorch).role("worker", 3, 8).role("master", 1, 8).obj()
+	workersOnly := gang(schemas.FrameworkPyTorch).role("worker", 2, 0).obj()
+	// No master: the worker role leads even though "evaluator" sorts first, so that rank
+	// 0 is the replica at MASTER_ADDR.
+	evalWorkers := gang(schemas.FrameworkPyTorch).role("worker", 2, 1).role("evaluator", 1, 0).obj()
+	// Neither master nor worker: the first role by name leads.
+	chiefPS := gang(schemas.FrameworkPyTorch).role("ps", 1, 0).role("chief", 1, 0).obj()
+	ds := gang(schemas.FrameworkDeepSpeed).role("worker", 2, 4).obj()
+	mg := gang(schemas.FrameworkMegatron).role("master", 1, 2).role("worker", 1, 2).obj()
+	custom := gang(schemas.FrameworkCustom).role("worker", 2, 0).role("master", 1, 0).role("aux", 1, 0).obj()
+
+	tests := map[string]struct {
+		gang    activities.GangSpec
+		replica activities.ReplicaSpec
+		want    []schemas.EnvVar
+	}{
+		"pytorch master is rank 0": {
+			gang: masterWorkers, replica: replica(masterWorkers, "master", 0),
+			want: torch("master-0.gang", 4, 0, 8),
+		},
+		"pytorch workers follow master by index": {
+			gang: masterWorkers, replica: replica(masterWorkers, "worker", 2),
+			want: torch("master-0.gang", 4, 3, 8),
+		},
+		"pytorch worker 0 leads without master": {
+			gang: workersOnly, replica: replica(workersOnly, "worker", 1),
+			want: torch("worker-0.gang", 2, 1, 1),
+		},
+		"pytorch worker leads before roles sorting earlier": {
+			gang: evalWorkers, replica: replica(evalWorkers, "evaluator", 0),
+			want: torch("worker-0.gang", 3, 2, 1),
+		},
+		"pytorch worker 0 is rank 0 before evaluator": {
+			gang: evalWorkers, replica: replica(evalWorkers, "worker", 0),
+			want: torch("worker-0.gang", 3, 0, 1),
+		},
+		"pytorch first role by name leads otherwise": {
+			gang: chiefPS, replica: replica(chiefPS, "ps", 0),
+			want: torch("chief-0.gang", 2, 1, 1),
+		},
+		"deepspeed uses the pytorch rendezvous": {
+			gang: ds, replica: replica(ds, "worker", 1),
+			want: torch("worker-0.gang", 2, 1, 4),
+		},
+		"megatron uses the pytorch rendezvous": {
+			gang: mg, replica: replica(mg, "worker", 0),
+			want: torch("master-0.gang", 2, 1, 2),
+		},
+		"custom lists hosts in rank order": {
+			gang: custom, replica: replica(custom, "worker", 1),
+			want: []schemas.EnvVar{
+				{Name: "DLC_HOSTS", Value: "master-0=master-0.gang,aux-0=aux-0.gang,worker-0=worker-0.gang,worker-1=worker-1.gang"},
+				{Name: "DLC_WORLD_SIZE", Value: "4"},
+				{Name: "DLC_RANK", Value: "3"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := EnvFor(tc.gang, tc.replica, ports)
+			if err != nil {
+				t.Fatalf("EnvFor: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEnvForIsDeterministic checks that the order of the gang's replicas does not change
+// anything, since backends may list replicas in any order.
+func TestEnvForIsDeterministic(t *testing.T) {
+	g := gang(schemas.FrameworkPyTorch).role("worker", 3, 0).role("master", 1, 0).role("aux", 2, 0).obj()
+	reversed := g
+	reversed.Replicas = nil
+	for i := len(g.Replicas) - 1; i >= 0; i-- {
+		reversed.Replicas = append(reversed.Replicas, g.Replicas[i])
+	}
+	for _, r := range g.Replicas {
+		a, err := EnvFor(g, r, ports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := EnvFor(reversed, r, ports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("%s: env depends on replica order (-sorted +reversed):\n%s", r.Name, diff)
+		}
+	}
+}
+
+func TestRankOrder(t *testing.T) {
+	tests := map[string]struct {
+		gang activities.GangSpec
+		want []string
+	}{
+		"master then roles by name": {
+			gang: gang(schemas.FrameworkPyTorch).role("worker", 2, 0).role("aux", 1, 0).role("master", 1, 0).obj(),
+			want: []string{"master-0", "aux-0", "worker-0", "worker-1"},
+		},
+		"worker leads without master": {
+			gang: gang(schemas.FrameworkPyTorch).role("worker", 1, 0).role("aux", 1, 0).obj(),
+			want: []string{"worker-0", "aux-0"},
+		},
+		"indexes numerically, not as text": {
+			gang: gang(schemas.FrameworkPyTorch).role("worker", 12, 0).obj(),
+			want: []string{"worker-0", "worker-1", "worker-2", "worker-3", "worker-4", "worker-5",
+				"worker-6", "worker-7", "worker-8", "worker-9", "worker-10", "worker-11"},
+		},
+		"empty gang": {gang: gang(schemas.FrameworkPyTorch).obj(), want: nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, r := range RankOrder(tc.gang) {
+				got = append(got, fmt.Sprintf("%s-%d", r.Role, r.Index))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("RankOrder mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEnvForErrors(t *testing.T) {
+	g := gang(schemas.FrameworkPyTorch).role("worker", 2, 0).obj()
+	tf := gang(schemas.FrameworkTensorFlow).role("worker", 1, 0).obj()
+	tests := map[string]struct {
+		gang    activities.GangSpec
+		replica activities.ReplicaSpec
+		ep      Endpoints
+		want    error
+	}{
+		"unregistered framework": {gang: tf, replica: tf.Replicas[0], ep: ports, want: ErrUnknownFramework},
+		"replica not in gang": {
+			gang: g, replica: activities.ReplicaSpec{Role: "worker", Index: 5}, ep: ports, want: ErrReplicaNotInGang,
+		},
+		"port not allocated": {gang: g, replica: g.Replicas[0], ep: fakeEndpoints{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := EnvFor(tc.gang, tc.replica, tc.ep)
+			if err == nil {
+				t.Fatal("EnvFor succeeded, want an error")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("EnvFor error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGet(t *testing.T) {
+	for _, f := range Supported() {
+		fw, err := Get(f)
+		if err != nil {
+			t.Fatalf("Get(%q): %v", f, err)
+		}
+		if fw.Name() != f {
+			t.Errorf("Get(%q).Name() = %q", f, fw.Name())
+		}
+	}
+	want := []schemas.Framework{schemas.FrameworkPyTorch, schemas.FrameworkDeepSpeed,
+		schemas.FrameworkMegatron, schemas.FrameworkCustom}
+	if diff := cmp.Diff(want, Supported()); diff != "" {
+		t.Errorf("Supported mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := Get("nope"); !errors.Is(err, ErrUnknownFramework) {
+		t.Errorf("Get(nope) error = %v, want ErrUnknownFramework", err)
+	}
+}

@@ -1,0 +1,21 @@
+package frameworks
+
+import (
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// Megatron runs Megatron-LM programs, which are started by torchrun and initialise
+// torch.distributed from its environment.
+type Megatron struct{}
+
+// Name returns "megatron".
+func (Megatron) Name() schemas.Framework { return schemas.FrameworkMegatron }
+
+// PortNames returns the rendezvous port.
+func (Megatron) PortNames() []string { return []string{PortRendezvous} }
+
+// Env returns the same environment as PyTorch.
+func (Megatron) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+	return torchEnv(g, r, ep)
+}

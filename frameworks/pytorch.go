@@ -1,0 +1,63 @@
+package frameworks
+
+import (
+	"strconv"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// PyTorch is torch.distributed's static rendezvous, in the form torchrun and
+// torch.distributed.init_process_group("env://") read it: one node per replica, rank 0
+// (the leader role's replica 0) serving the TCPStore at MASTER_ADDR:MASTER_PORT.
+//
+// Both spellings are set: the bare names for programs that call init_process_group
+// themselves, and the PET_* names for torchrun, which reads its flags from them (as
+// Kubeflow's PyTorchJob does). When torchrun runs, it overwrites WORLD_SIZE, RANK,
+// LOCAL_RANK and LOCAL_WORLD_SIZE for the processes it spawns, counting processes rather
+// than nodes.
+type PyTorch struct{}
+
+// Name returns "pytorch".
+func (PyTorch) Name() schemas.Framework { return schemas.FrameworkPyTorch }
+
+// PortNames returns the rendezvous port.
+func (PyTorch) PortNames() []string { return []string{PortRendezvous} }
+
+// Env returns MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK,
+// LOCAL_WORLD_SIZE and their PET_* twins.
+func (PyTorch) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+	return torchEnv(g, r, ep)
+}
+
+// torchEnv is shared by every framework built on torch.distributed.
+func torchEnv(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+	order := RankOrder(g)
+	masterAddr := ""
+	if len(order) > 0 {
+		masterAddr = ep.Host(order[0].Role, order[0].Index)
+	}
+	masterPort := strconv.Itoa(ep.Port(PortRendezvous))
+	worldSize := strconv.Itoa(len(order))
+	rank := strconv.Itoa(rankOf(g, r))
+	// One process per replica unless the replica has GPUs, in which case torchrun starts
+	// one process per GPU.
+	perNode := "1"
+	if r.Resources.GPU > 0 {
+		perNode = strconv.Itoa(int(r.Resources.GPU))
+	}
+	return []schemas.EnvVar{
+		{Name: "MASTER_ADDR", Value: masterAddr},
+		{Name: "MASTER_PORT", Value: masterPort},
+		{Name: "WORLD_SIZE", Value: worldSize},
+		{Name: "RANK", Value: rank},
+		{Name: "NODE_RANK", Value: rank},
+		{Name: "LOCAL_RANK", Value: "0"},
+		{Name: "LOCAL_WORLD_SIZE", Value: perNode},
+		{Name: "PET_MASTER_ADDR", Value: masterAddr},
+		{Name: "PET_MASTER_PORT", Value: masterPort},
+		{Name: "PET_NNODES", Value: worldSize},
+		{Name: "PET_NODE_RANK", Value: rank},
+		{Name: "PET_NPROC_PER_NODE", Value: perNode},
+	}
+}

@@ -1,0 +1,131 @@
+// Command dlc-tools builds and locates the pinned tool binaries for the
+// Taskfile and for humans:
+//
+//	dlc-tools install [NAME...]   build the named tools (default: all) and print their paths
+//	dlc-tools path NAME           print the path of one tool, building it if needed
+//	dlc-tools run NAME [ARG...]   run a tool, building it if needed
+//	dlc-tools list                print every pinned tool, its version and whether it is built
+//	dlc-tools dir                 print the cache directory
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opendlc/opendlc/internal/tools"
+)
+
+const usage = `usage:
+  dlc-tools install [NAME...]   build the named tools (default: all) and print their paths
+  dlc-tools path NAME           print the path of one tool, building it if needed
+  dlc-tools run NAME [ARG...]   run a tool, building it if needed
+  dlc-tools list                print every pinned tool and whether it is built
+  dlc-tools dir                 print the cache directory ($` + tools.EnvDir + `)
+`
+
+var errUsage = errors.New("bad usage")
+
+// exitCode passes on the exit status of a tool run with "run".
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if errors.Is(err, errUsage) {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		os.Exit(int(code))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlc-tools:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	switch cmd, args := args[0], args[1:]; cmd {
+	case "install":
+		names := args
+		if len(names) == 0 {
+			for _, t := range tools.List() {
+				names = append(names, t.Name)
+			}
+		}
+		for _, name := range names {
+			start := time.Now()
+			path, err := tools.Ensure(ctx, name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\t%s\t(%s)\n", name, path, time.Since(start).Round(time.Millisecond))
+		}
+		return nil
+	case "path":
+		if len(args) != 1 {
+			return errUsage
+		}
+		path, err := tools.Ensure(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, path)
+		return nil
+	case "run":
+		if len(args) == 0 {
+			return errUsage
+		}
+		path, err := tools.Ensure(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, path, args[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				return exitCode(exit.ExitCode())
+			}
+			return err
+		}
+		return nil
+	case "list":
+		if len(args) != 0 {
+			return errUsage
+		}
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tVERSION\tPACKAGE\tBUILT")
+		for _, t := range tools.List() {
+			_, err := os.Stat(t.Path(tools.Dir()))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%t\n", t.Name, t.Version, t.Package, err == nil)
+		}
+		return w.Flush()
+	case "dir":
+		if len(args) != 0 {
+			return errUsage
+		}
+		fmt.Fprintln(stdout, tools.Dir())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return errUsage
+	}
+}
