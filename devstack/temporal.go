@@ -118,6 +118,10 @@ func startTemporal(ctx context.Context, bin, dir string, opts TemporalOptions) (
 		"--log-level", "warn",
 		"--sqlite-pragma", "journal_mode=wal",
 		"--sqlite-pragma", "synchronous=normal",
+		// Deleting a just-closed workflow waits until the transfer queue's ack level
+		// passes its close task; the default 30s update interval makes `dlc delete`
+		// (and `dlc run` replacing a finished job) wait that long on the dev server.
+		"--dynamic-config-value", `history.transferProcessorUpdateAckInterval="1s"`,
 	}
 	if opts.Namespace != DefaultNamespace { // "default" always exists
 		args = append(args, "--namespace", opts.Namespace)

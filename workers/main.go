@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -81,7 +82,12 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		tc.Close()
 		return nil, fmt.Errorf("workers: checkpoint store: %w", err)
 	}
-	w := worker.New(tc, cfg.TaskQueue, worker.Options{})
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+		// A cancelled activity learns of it from a heartbeat response, and the SDK sends
+		// heartbeats at most once per throttle interval (by default 80% of the heartbeat
+		// timeout). A short interval makes `dlc stop` take about a second, not 16.
+		MaxHeartbeatThrottleInterval: time.Second,
+	})
 	RegisterWorkflows(w)
 	RegisterActivities(w, &activities.JobActivities{
 		Backend:     cfg.Backend,

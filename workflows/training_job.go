@@ -211,7 +211,10 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeo
 		}
 		sel.Select(ctx)
 		if stopped || timedOut {
+			// Wait for the watch to acknowledge the cancellation, so it is not still
+			// observing the gang while it is stopped and cleaned up.
 			cancelWatch()
+			_ = watch.Get(ctx, nil)
 			if stopped {
 				return schemas.JobStopped, "StopRequested", w.stopReason
 			}

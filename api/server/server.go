@@ -25,6 +25,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -102,11 +103,22 @@ func (s *Server) readSpec(w http.ResponseWriter, r *http.Request) *schemas.Train
 	if err == nil {
 		err = job.Validate().Err()
 	}
+	if err == nil {
+		err = supported(job)
+	}
 	if err != nil {
 		writeSpecError(w, err)
 		return nil
 	}
 	return job
+}
+
+// supported checks what the schema allows but this server cannot run yet.
+func supported(job *schemas.TrainingJob) error {
+	if _, err := frameworks.Get(job.Spec.Framework); err != nil {
+		return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "framework"), frameworks.Supported())}
+	}
+	return nil
 }
 
 func writeSpecError(w http.ResponseWriter, err error) {
