@@ -190,8 +190,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (api.Job, bool) 
 	view, err := s.queryJob(r.Context(), ws, name)
 	if err != nil {
 		if isNotFound(err) {
-			writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-				Message: fmt.Sprintf("job %s not found in workspace %s", name, ws)})
+			jobNotFound(w, ws, name)
 			return api.Job{}, false
 		}
 		s.internal(w, "query job", err)
@@ -279,8 +278,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
 	res, err := s.stop(r.Context(), ws, name, req)
 	if err != nil {
 		if isNotFound(err) {
-			writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-				Message: fmt.Sprintf("job %s not found in workspace %s", name, ws)})
+			jobNotFound(w, ws, name)
 			return
 		}
 		s.internal(w, "stop job", err)
@@ -320,8 +318,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	desc, err := s.tc.DescribeWorkflowExecution(r.Context(), id, "")
 	if err != nil {
 		if isNotFound(err) {
-			writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-				Message: fmt.Sprintf("job %s not found in workspace %s", name, ws)})
+			jobNotFound(w, ws, name)
 			return
 		}
 		s.internal(w, "describe job", err)
@@ -460,6 +457,11 @@ func (s *Server) internal(w http.ResponseWriter, what string, err error) {
 		code, status = api.CodeUnavailable, http.StatusServiceUnavailable
 	}
 	writeError(w, status, api.Error{Code: code, Message: what + ": " + err.Error()})
+}
+
+func jobNotFound(w http.ResponseWriter, ws, name string) {
+	writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
+		Message: fmt.Sprintf("job %s not found in workspace %s", name, ws)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
