@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The CLI end to end: `dlc up` in the foreground prints its banner, then `dlc run`
+// against it streams progress and exits 0, and describe, logs, list, get -o yaml (whose
+// output re-submits as is), stop and delete all work through the API.
+func TestCLIAgainstDlcUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(env.dir, "dlc")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/dlc").CombinedOutput(); err != nil {
+		t.Fatalf("build dlc: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	server := "http://" + addr
+
+	up := exec.CommandContext(ctx, bin, "up", "--dir", filepath.Join(dir, "state"), "--addr", addr, "--ui=false", "--workdir", dir)
+	up.Cancel = func() error { return up.Process.Signal(syscall.SIGTERM) }
+	stdout, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upErr bytes.Buffer
+	up.Stderr = &upErr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = up.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-stopped:
+		case <-time.After(20 * time.Second):
+			t.Errorf("dlc up did not stop on SIGTERM")
+			_ = up.Process.Kill()
+		}
+	})
+	banner := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "Submit a job") {
+				banner <- b.String()
+			}
+		}
+		stopped <- up.Wait()
+	}()
+	var text string
+	select {
+	case text = <-banner:
+	case err := <-stopped:
+		t.Fatalf("dlc up exited: %v\n%s", err, upErr.String())
+	case <-ctx.Done():
+		t.Fatalf("no banner from dlc up:\n%s", upErr.String())
+	}
+	for _, want := range []string{"API          " + server, "Temporal     127.0.0.1:", "NATS         nats://127.0.0.1:", "S3           http://127.0.0.1:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("banner lacks %q:\n%s", want, text)
+		}
+	}
+
+	dlc := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", server}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	spec := filepath.Join(dir, "job.yaml")
+	writeFile(t, spec, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: cli, workspace: cli}
+spec:
+  framework: pytorch
+  command: [%q, --epochs, "3"]
+  roles: {worker: {replicas: 2}}
+  checkpoint: {uri: s3://dlc/cli/ckpt}
+`, env.trainer))
+
+	out, err := dlc("run", "-f", spec)
+	if err != nil {
+		t.Fatalf("dlc run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Pending", "Launching", "Running", "Succeeded", "[worker-0] metric  accuracy=", "last checkpoint: s3://dlc/cli/ckpt/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dlc run output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, err = dlc("-w", "cli", "describe", "cli")
+	if err != nil || !strings.Contains(out, "Phase:       Succeeded") || !strings.Contains(out, "cli-worker-1-a0") {
+		t.Errorf("describe: %v\n%s", err, out)
+	}
+	out, err = dlc("-w", "cli", "logs", "cli", "--replica", "worker-1")
+	if err != nil || !strings.Contains(out, "[worker-1]") || strings.Contains(out, "[worker-0]") {
+		t.Errorf("logs --replica worker-1: %v\n%s", err, out)
+	}
+
+	// The exported spec re-submits as is (after the original is deleted).
+	exported, err := dlc("-w", "cli", "get", "job", "cli", "-o", "yaml")
+	if err != nil {
+		t.Fatalf("get -o yaml: %v\n%s", err, exported)
+	}
+	if out, err := dlc("-w", "cli", "delete", "cli"); err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	writeFile(t, spec, exported)
+	if out, err := dlc("submit", "-f", spec); err != nil {
+		t.Fatalf("re-submit exported spec: %v\n%s", err, out)
+	}
+
+	// A long job: listed while running, then stopped.
+	writeFile(t, spec, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: long, workspace: cli}
+spec:
+  framework: custom
+  command: [sleep, "600"]
+  roles: {worker: {replicas: 1}}
+`)
+	if out, err := dlc("apply", "-f", spec); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	for {
+		out, _ = dlc("-w", "cli", "list")
+		if strings.Contains(out, "long") && strings.Contains(out, "Running") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("long job never listed as Running:\n%s", out)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if out, err := dlc("-w", "cli", "stop", "long"); err != nil || !strings.Contains(out, "Stopped") {
+		t.Errorf("stop: %v\n%s", err, out)
+	}
+
+	// A spec with mistakes: dlc run prints them and exits 1 without submitting.
+	mistakes, err := filepath.Abs("../schemas/testdata/five-mistakes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = dlc("run", "-f", mistakes)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "5 error(s)") {
+		t.Errorf("run of an invalid spec: %v\n%s", err, out)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
