@@ -238,6 +238,55 @@ func (c *Client) Logs(ctx context.Context, workspace, name string, opts LogOptio
 	return ctx.Err()
 }
 
+// EventOptions select events.
+type EventOptions struct {
+	// Type keeps only events of this type, such as opendlc.job.phase.v1.
+	Type string
+	// Job keeps only this job's events.
+	Job string
+	// Since is how far back to start; default one hour.
+	Since time.Duration
+	// Follow keeps streaming new events until ctx ends.
+	Follow bool
+}
+
+// Events calls fn for every event of a workspace, in order.
+func (c *Client) Events(ctx context.Context, workspace string, opts EventOptions, fn func(events.Event) error) error {
+	q := url.Values{}
+	if opts.Type != "" {
+		q.Set("type", opts.Type)
+	}
+	if opts.Job != "" {
+		q.Set("job", opts.Job)
+	}
+	if opts.Since > 0 {
+		q.Set("since", opts.Since.String())
+	}
+	if opts.Follow {
+		q.Set("follow", "true")
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/events", q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var ev events.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("client: decode event: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("client: read events: %w", err)
+	}
+	return ctx.Err()
+}
+
 // WaitJob polls a job until it is terminal, calling onChange (if not nil) whenever its
 // phase or replicas change.
 func (c *Client) WaitJob(ctx context.Context, workspace, name string, interval time.Duration, onChange func(*api.Job)) (*api.Job, error) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/opendlc/opendlc/activities"
@@ -52,6 +53,8 @@ type Options struct {
 	NoWorker bool
 	// Logger; default a text logger on stderr at warn level.
 	Logger *slog.Logger
+	// Interceptors are passed to the worker.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -131,6 +134,7 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 			S3:              e.S3Config(),
 			Backend:         backend,
 			Logger:          opts.Logger,
+			Interceptors:    opts.Interceptors,
 		})
 		if err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/checkpoint"
@@ -36,6 +37,7 @@ var env struct {
 	store    *checkpoint.Store
 	trainer  string // path of the built example trainer
 	dir      string
+	faults   *faults
 }
 
 func TestMain(m *testing.M) {
@@ -70,8 +72,10 @@ func setup(ctx context.Context, dir string) error {
 		return fmt.Errorf("build trainer: %v\n%s", err, out)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env.faults = newFaults()
 	e, err := embedded.Start(ctx, embedded.Options{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: logger,
+		Interceptors: []interceptor.WorkerInterceptor{env.faults},
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
@@ -33,6 +34,9 @@ type Config struct {
 	Backend activities.Backend
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Interceptors wrap workflow and activity calls (tracing, metrics, fault injection
+	// in tests). Default none.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Main is a running worker: a Temporal worker with the workflows and activities
@@ -87,6 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		// heartbeats at most once per throttle interval (by default 80% of the heartbeat
 		// timeout). A short interval makes `dlc stop` take about a second, not 16.
 		MaxHeartbeatThrottleInterval: time.Second,
+		Interceptors:                 cfg.Interceptors,
 	})
 	RegisterWorkflows(w)
 	RegisterActivities(w, &activities.JobActivities{

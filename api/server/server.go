@@ -82,6 +82,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/workspaces/{ws}/jobs/{name}/stop", s.stopJob)
 	mux.HandleFunc("DELETE /v1/workspaces/{ws}/jobs/{name}", s.deleteJob)
 	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs/{name}/logs", s.jobLogs)
+	mux.HandleFunc("GET /v1/workspaces/{ws}/events", s.workspaceEvents)
 	return mux
 }
 
@@ -429,6 +430,54 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil && ctx.Err() == nil {
 		s.opts.Logger.Warn("log stream ended with an error", "job", name, "error", err)
+	}
+}
+
+// workspaceEvents streams a workspace's events (status and metrics) as JSON lines, from
+// `since` ago (default 1h). Filters: type (an event type), job (a job name). With
+// follow=true it keeps streaming until the client goes away.
+func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) {
+	ws := r.PathValue("ws")
+	q := r.URL.Query()
+	since := time.Hour
+	if v := q.Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid since",
+				Details: []schemas.FieldError{{Field: "since", Detail: "must be a duration such as 10m or 24h"}}})
+			return
+		}
+		since = d
+	}
+	job := q.Get("job")
+	if job == "" {
+		job = "*"
+	}
+	typ := q.Get("type")
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	var done func() bool
+	if q.Get("follow") == "true" || q.Get("follow") == "1" {
+		done = func() bool { return false }
+	}
+	filter := fmt.Sprintf("dlc.%s.job.%s.*", ws, job)
+	err := s.ev.ReadSince(r.Context(), jetstream.EventsStream, filter, time.Now().Add(-since), done,
+		func(_ string, data []byte) error {
+			var ev events.Event
+			if err := json.Unmarshal(data, &ev); err != nil || (typ != "" && ev.Type != typ) {
+				return nil
+			}
+			if _, err := w.Write(append(data, '\n')); err != nil {
+				return err
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return nil
+		})
+	if err != nil && r.Context().Err() == nil {
+		s.opts.Logger.Warn("event stream ended with an error", "workspace", ws, "error", err)
 	}
 }
 

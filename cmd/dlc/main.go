@@ -83,6 +83,7 @@ func newRoot() *cobra.Command {
 		newLogsCmd(g),
 		newStopCmd(g),
 		newDeleteCmd(g),
+		newEventsCmd(g),
 	)
 	return root
 }

@@ -195,16 +195,29 @@ func (c *Client) LastMsg(ctx context.Context, stream, subject string) ([]byte, e
 // caught up and no message has arrived for a moment; ctx ends it early. fn may return
 // ErrStop to end the read without error.
 func (c *Client) ReadUntil(ctx context.Context, stream, filter string, done func() bool, fn func(subject string, data []byte) error) error {
+	return c.read(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}, done, fn)
+}
+
+// ReadSince is ReadUntil for the messages stored at or after since.
+func (c *Client) ReadSince(ctx context.Context, stream, filter string, since time.Time, done func() bool, fn func(subject string, data []byte) error) error {
+	return c.read(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &since,
+	}, done, fn)
+}
+
+func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig, done func() bool, fn func(subject string, data []byte) error) error {
 	s, err := c.js.Stream(ctx, stream)
 	if err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", stream, err)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	cons, err := s.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("jetstream: consumer on %s: %w", filter, err)
+		return fmt.Errorf("jetstream: consumer on %v: %w", cfg.FilterSubjects, err)
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/events"
+)
+
+func newEventsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "events", Short: "Read the event stream"}
+	var opts client.EventOptions
+	tail := &cobra.Command{
+		Use:   "tail",
+		Short: "Print the workspace's events (status, metrics); -f keeps following",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			err = c.Events(cmd.Context(), g.workspace, opts, func(ev events.Event) error {
+				return printEvent(out, g.output, ev)
+			})
+			if cmd.Context().Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	f := tail.Flags()
+	f.StringVar(&opts.Type, "type", "", "only this event type, such as "+events.TypeJobPhase)
+	f.StringVar(&opts.Job, "job", "", "only this job's events")
+	f.DurationVar(&opts.Since, "since", time.Hour, "start this far back")
+	f.BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new events")
+	cmd.AddCommand(tail)
+	return cmd
+}
+
+func printEvent(w io.Writer, format string, ev events.Event) error {
+	if format == "json" {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	}
+	summary := string(ev.Data)
+	switch ev.Type {
+	case events.TypeJobPhase:
+		var d events.JobPhaseData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			summary = fmt.Sprintf("%s -> %s  %s", d.Previous, d.Phase, d.Message)
+			if d.Previous == "" {
+				summary = fmt.Sprintf("%s  %s", d.Phase, d.Message)
+			}
+		}
+	case events.TypeJobMetric:
+		var d events.MetricData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			summary = fmt.Sprintf("%s %v", d.Replica, d.Values)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%s  %-22s %-20s %s\n", ev.Time.Local().Format("15:04:05.000"), ev.Type, ev.Subject, summary)
+	return err
+}
