@@ -21,6 +21,16 @@ type NATSOptions struct {
 	Dir string
 	// Port is the client port; 0 lets the server pick a free one.
 	Port int
+	// Users, when set, turn on authentication: only these users may connect, each with
+	// its own permissions (nil: everything).
+	Users []NATSUser
+}
+
+// NATSUser is a user of the embedded server.
+type NATSUser struct {
+	Name, Password string
+	// Publish and Subscribe list the allowed subjects; both nil allow everything.
+	Publish, Subscribe []string
 }
 
 // NATS is an embedded NATS server with JetStream enabled.
@@ -46,14 +56,25 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT // the server binds :0 itself, so no race for the port
 	}
-	s, err := server.NewServer(&server.Options{
+	sopts := &server.Options{
 		ServerName: "opendlc-dev", // JetStream keys its state by server name: keep it stable
 		Host:       "127.0.0.1",
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   dir,
 		NoSigs:     true,
-	})
+	}
+	for _, u := range opts.Users {
+		user := &server.User{Username: u.Name, Password: u.Password}
+		if u.Publish != nil || u.Subscribe != nil {
+			user.Permissions = &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: u.Publish},
+				Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
+			}
+		}
+		sopts.Users = append(sopts.Users, user)
+	}
+	s, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("devstack: nats: %w", err)
 	}

@@ -1,0 +1,119 @@
+package jetstream_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
+)
+
+// A user of workspace B reads B's events and logs, and is refused A's: JetStream
+// consumers filtered on A's subjects, and live subscriptions to them.
+func TestWorkspaceUsersReadOnlyTheirSubjects(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	user := func(name, ws string) devstack.NATSUser {
+		p := jetstream.WorkspacePermissions(ws)
+		return devstack.NATSUser{Name: name, Password: name + "-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow}
+	}
+	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir(), Users: []devstack.NATSUser{
+		{Name: "system", Password: "system-pw"}, user("alice", "a"), user("bob", "b"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	if _, err := jetstream.Connect(srv.URL); err == nil {
+		t.Fatal("an anonymous client connected")
+	}
+	sys, err := jetstream.Connect(srv.URL, nats.UserInfo("system", "system-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if err := sys.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, ws := range []string{"a", "b"} {
+		if err := sys.Publish(ctx,
+			events.Msg{Subject: events.JobStatusSubject(ws, "j"), ID: ws + "-status", Data: []byte(`{"ws":"` + ws + `"}`)},
+			events.Msg{Subject: events.JobLogSubject(ws, "j", "worker", 0), ID: ws + "-log", Data: []byte(`{"ws":"` + ws + `"}`)},
+		); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	bob, err := jetstream.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+
+	// A refused consumer request gets no answer: the read ends at its deadline.
+	read := func(c *jetstream.Client, stream, filter string) ([]string, error) {
+		var got []string
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		err := c.ReadUntil(rctx, stream, filter, nil, func(_ string, data []byte) error {
+			got = append(got, string(data))
+			return nil
+		})
+		return got, err
+	}
+	got, err := read(bob, jetstream.EventsStream, events.JobStatusSubject("b", "j"))
+	if err != nil || len(got) != 1 || !strings.Contains(got[0], `"b"`) {
+		t.Errorf("bob reading b's events: %v, %v", got, err)
+	}
+	if got, err := read(bob, jetstream.LogsStream, events.JobLogsFilter("b", "j")); err != nil || len(got) != 1 {
+		t.Errorf("bob reading b's logs: %v, %v", got, err)
+	}
+	if got, err := read(bob, jetstream.EventsStream, events.JobStatusSubject("a", "j")); err == nil {
+		t.Errorf("bob read a's events: %v", got)
+	}
+	if got, err := read(bob, jetstream.LogsStream, events.JobLogsFilter("a", "j")); err == nil {
+		t.Errorf("bob read a's logs: %v", got)
+	}
+
+	// A live subscription to a's subjects is refused by the server.
+	violations := make(chan error, 10)
+	nc, err := nats.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("dlc.a.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-violations:
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Errorf("async error %v, want a permissions violation", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no permissions violation reported for a subscription to dlc.a.>")
+	}
+	if err := sys.Publish(ctx, events.Msg{Subject: events.JobStatusSubject("a", "j"), ID: "a-status-2", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(500 * time.Millisecond); err == nil {
+		t.Fatalf("bob received %s on a's subject", m.Subject)
+	}
+
+	alice, err := jetstream.Connect(srv.URL, nats.UserInfo("alice", "alice-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if got, err := read(alice, jetstream.EventsStream, events.JobStatusSubject("a", "j")); err != nil || len(got) != 2 {
+		t.Errorf("alice reading a's events: %v, %v", got, err)
+	}
+}
