@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -28,6 +29,9 @@ type Config struct {
 	TaskQueue string
 	// NATSURL is the NATS server URL.
 	NATSURL string
+	// NATSOptions carry credentials and TLS settings (nats.UserCredentials,
+	// nats.UserInfo, nats.RootCAs...). Default none.
+	NATSOptions []nats.Option
 	// S3 is how the control plane reads checkpoints.
 	S3 checkpoint.Config
 	// Backend runs the gangs.
@@ -70,7 +74,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: dial temporal %s: %w", cfg.TemporalAddress, err)
 	}
-	ev, err := jetstream.Connect(cfg.NATSURL)
+	ev, err := jetstream.Connect(cfg.NATSURL, cfg.NATSOptions...)
 	if err != nil {
 		tc.Close()
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
 )
 
 func newEventsCmd(g *globals) *cobra.Command {
@@ -39,7 +40,22 @@ func newEventsCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Job, "job", "", "only this job's events")
 	f.DurationVar(&opts.Since, "since", time.Hour, "start this far back")
 	f.BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new events")
-	cmd.AddCommand(tail)
+	perms := &cobra.Command{
+		Use:   "permissions",
+		Short: "Print the NATS permissions of a workspace's users (nats-server authorization block)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := jetstream.WorkspacePermissions(g.workspace)
+			return printObject(cmd.OutOrStdout(), "json", map[string]any{
+				"permissions": map[string]any{
+					"publish":   map[string]any{"allow": p.PublishAllow},
+					"subscribe": map[string]any{"allow": p.SubscribeAllow},
+				},
+				"inbox_prefix": jetstream.InboxPrefix(g.workspace),
+			})
+		},
+	}
+	cmd.AddCommand(tail, perms)
 	return cmd
 }
 

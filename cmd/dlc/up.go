@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -84,6 +85,25 @@ type componentFlags struct {
 	temporal  string
 	namespace string
 	nats      string
+	natsCreds string
+	natsCA    string
+}
+
+// natsOptions turns the NATS flags and environment into connection options: a
+// credentials file, or user and password from DLC_NATS_USER and DLC_NATS_PASSWORD (never
+// from flags, which other users can read in the process list), and a CA for TLS.
+func (c *componentFlags) natsOptions() []nats.Option {
+	var opts []nats.Option
+	if c.natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(c.natsCreds))
+	}
+	if u := os.Getenv("DLC_NATS_USER"); u != "" {
+		opts = append(opts, nats.UserInfo(u, os.Getenv("DLC_NATS_PASSWORD")))
+	}
+	if c.natsCA != "" {
+		opts = append(opts, nats.RootCAs(c.natsCA))
+	}
+	return opts
 }
 
 func (c *componentFlags) register(cmd *cobra.Command) {
@@ -91,6 +111,8 @@ func (c *componentFlags) register(cmd *cobra.Command) {
 	f.StringVar(&c.temporal, "temporal", envOr("DLC_TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	f.StringVar(&c.namespace, "namespace", envOr("DLC_TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	f.StringVar(&c.nats, "nats", envOr("DLC_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL")
+	f.StringVar(&c.natsCreds, "nats-creds", os.Getenv("DLC_NATS_CREDS"), "NATS credentials file (or DLC_NATS_USER / DLC_NATS_PASSWORD)")
+	f.StringVar(&c.natsCA, "nats-ca", os.Getenv("DLC_NATS_CA"), "CA certificate file for NATS over TLS")
 }
 
 func envOr(name, def string) string {
@@ -116,7 +138,7 @@ func newServerCmd() *cobra.Command {
 				return fmt.Errorf("dial temporal: %w", err)
 			}
 			defer tc.Close()
-			ev, err := jetstream.Connect(c.nats)
+			ev, err := jetstream.Connect(c.nats, c.natsOptions()...)
 			if err != nil {
 				return err
 			}
@@ -180,7 +202,7 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			m, err := workers.Start(ctx, workers.Config{
-				TemporalAddress: c.temporal, Namespace: c.namespace, NATSURL: c.nats,
+				TemporalAddress: c.temporal, Namespace: c.namespace, NATSURL: c.nats, NATSOptions: c.natsOptions(),
 				S3: s3, Backend: backend, Logger: newLogger(verbose),
 			})
 			if err != nil {
