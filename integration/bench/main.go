@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -18,12 +19,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -79,6 +84,27 @@ func run(n int, dlcBin string) error {
 	if err != nil {
 		return err
 	}
+	// Every status event as a live subscriber receives it: phase change → delivery.
+	nc, err := nats.Connect(e.Stack.NATS.URL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var latMu sync.Mutex
+	var eventLatency []time.Duration
+	sub, err := nc.Subscribe("dlc.bench.job.*.status", func(m *nats.Msg) {
+		var ev events.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			latMu.Lock()
+			eventLatency = append(eventLatency, time.Since(ev.Time))
+			latMu.Unlock()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+
 	var toStart, toDone, total []time.Duration
 	for i := 0; i < n; i++ {
 		s, d, t, err := oneJob(ctx, c, i)
@@ -87,10 +113,17 @@ func run(n int, dlcBin string) error {
 		}
 		toStart, toDone, total = append(toStart, s), append(toDone, d), append(total, t)
 	}
+	logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS.URL, logLines)
+	if err != nil {
+		return err
+	}
 	peak, err := peakRSS(worker.Process.Pid)
 	if err != nil {
 		return err
 	}
+	latMu.Lock()
+	lat := append([]time.Duration(nil), eventLatency...)
+	latMu.Unlock()
 
 	fmt.Printf("OpenDLC job overhead, embedded stack, local backend, %d sequential 1-replica jobs\n\n", n)
 	fmt.Printf("%-38s %10s %10s %12s\n", "measure", "p50", "p99", "p50 / floor")
@@ -101,8 +134,75 @@ func run(n int, dlcBin string) error {
 	row("submit -> process started", toStart)
 	row("process exited -> job Succeeded", toDone)
 	row("submit -> Succeeded seen by client", total)
+	fmt.Printf("\nstatus event: phase change -> live subscriber, %d events: p50 %s, p99 %s\n", len(lat), pct(lat, 50), pct(lat, 99))
+	fmt.Printf("log forwarding: %d lines from 4 replicas: %.0f lines/s end to end; raw JetStream publish of the same records: %.0f msg/s; ratio %.2f\n",
+		logLines, logRate, rawRate, logRate/rawRate)
 	fmt.Printf("\nworker peak memory (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
 	return nil
+}
+
+// logLines is how many lines the log-forwarding measure sends (4 replicas).
+const logLines = 100000
+
+// measureLogs runs a 4-replica job that prints logLines lines as fast as it can and
+// times the records reaching a live subscriber of its log subjects (first to last), then
+// publishes the same number of records straight to JetStream, in the same batches the
+// forwarder uses, for the baseline.
+func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url string, n int) (forwarded, raw float64, err error) {
+	per := n / 4
+	var mu sync.Mutex
+	var first, last time.Time
+	got := 0
+	done := make(chan struct{})
+	sub, err := nc.Subscribe("dlc.bench.job.loglines.logs.>", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if got == 0 {
+			first = now
+		}
+		got++
+		last = now
+		if got == n {
+			close(done)
+		}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sub.Unsubscribe()
+	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"loglines","workspace":"bench"},
+"spec":{"framework":"custom","command":["sh","-c","seq 1 %d | sed 's/^/log line number /'"],"roles":{"worker":{"replicas":4}}}}`, per)
+	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("only %d of %d log lines arrived", got, n)
+	}
+	forwarded = float64(n) / last.Sub(first).Seconds()
+
+	js, err := jetstream.Connect(url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer js.Close()
+	rec, _ := json.Marshal(events.LogRecord{Workspace: "bench", Job: "raw", UID: "01a22e0b-0dc1-798f-86b5-3b6f224da20b",
+		Role: "worker", Replica: "raw-worker-0-a0", Stream: "stdout", Time: time.Now(), Line: "log line number 12345"})
+	batch := make([]events.Msg, 0, 256)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		batch = append(batch, events.Msg{Subject: "dlc.bench.job.raw.logs.worker.0", ID: fmt.Sprintf("raw-%d", i), Data: rec})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := js.Publish(ctx, batch...); err != nil {
+				return 0, 0, err
+			}
+			batch = batch[:0]
+		}
+	}
+	raw = float64(n) / time.Since(start).Seconds()
+	return forwarded, raw, nil
 }
 
 // measureFloor starts the probe directly n times: the time from exec to its first line.
