@@ -40,7 +40,8 @@ var _ Object = (*TrainingJob)(nil)
 // kinds maps each kind to a constructor of its empty document. A new kind is one entry
 // here.
 var kinds = map[Kind]func() Object{
-	KindTrainingJob: func() Object { return new(TrainingJob) },
+	KindTrainingJob:      func() Object { return new(TrainingJob) },
+	KindNotificationRule: func() Object { return new(NotificationRule) },
 }
 
 // Kinds returns every document kind, sorted.

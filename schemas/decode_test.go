@@ -305,15 +305,15 @@ spec:
 		},
 		"missing kind": {
 			doc:  "apiVersion: opendlc.io/v1alpha1\nmetadata: {name: a}\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of TrainingJob"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of NotificationRule, TrainingJob"}},
 		},
 		"null kind": {
 			doc:  "kind: null\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of TrainingJob"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of NotificationRule, TrainingJob"}},
 		},
 		"unknown kind": {
 			doc:  "apiVersion: opendlc.io/v1alpha1\nkind: Experimen\nmetadata: {name: a}\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "must be one of TrainingJob"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "must be one of NotificationRule, TrainingJob"}},
 		},
 		"kind is not a string": {
 			doc:  "kind: {name: TrainingJob}\n",

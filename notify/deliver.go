@@ -1,0 +1,411 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// Target kinds, as written in dead letters and message ids.
+const (
+	targetWebhook = "webhook"
+	targetSubject = "subject"
+)
+
+// publishTimeout bounds one publish to NATS.
+const publishTimeout = 10 * time.Second
+
+// userAgent is sent with webhook requests unless a rule sets its own.
+const userAgent = "OpenDLC-Notify/1"
+
+// DeadLetter is what a rule's dead-letter subject receives for a delivery that failed
+// every attempt. Its Nats-Msg-Id is "<event id>:<rule>:<target>:deadletter".
+type DeadLetter struct {
+	// Event is the CloudEvent, exactly as it was published.
+	Event json.RawMessage `json:"event"`
+	// EventID is the event's id.
+	EventID string `json:"eventId"`
+	// StreamSequence is the event's sequence in DLC_EVENTS.
+	StreamSequence uint64 `json:"streamSequence"`
+	// Workspace and Rule name the rule that matched the event.
+	Workspace string `json:"workspace"`
+	// Rule is the rule's name.
+	Rule string `json:"rule"`
+	// Target is "webhook" or "subject".
+	Target string `json:"target"`
+	// Destination is the webhook URL or the subject.
+	Destination string `json:"destination"`
+	// Attempts is how many times delivery was tried.
+	Attempts int `json:"attempts"`
+	// Error is what went wrong with the last attempt.
+	Error string `json:"error"`
+	// FirstAttempt and LastAttempt are when delivery was first and last tried.
+	FirstAttempt time.Time `json:"firstAttempt"`
+	// LastAttempt is when the last attempt ended.
+	LastAttempt time.Time `json:"lastAttempt"`
+}
+
+// event is what a delivery needs of one event.
+type event struct {
+	raw       []byte // the CloudEvent as published: the webhook body, the signed bytes
+	id        string
+	workspace string
+	facts     schemas.EventFacts
+	seq       uint64
+}
+
+// parseEvent reads an event from DLC_EVENTS. The workspace is the subject's
+// (dlc.<workspace>....), which NATS permissions protect; an envelope that claims another
+// workspace is refused.
+func parseEvent(subject string, data []byte) (*event, error) {
+	tokens := strings.Split(subject, ".")
+	if len(tokens) < 3 || tokens[0] != "dlc" || !dnsLabelRE.MatchString(tokens[1]) {
+		return nil, fmt.Errorf("subject %q is not dlc.<workspace>....", subject)
+	}
+	ws := tokens[1]
+	var env events.Event
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("not a CloudEvent: %w", err)
+	}
+	if env.ID == "" {
+		return nil, errors.New("event without an id")
+	}
+	if env.Workspace != "" && env.Workspace != ws {
+		return nil, fmt.Errorf("event of workspace %q published on %s", env.Workspace, subject)
+	}
+	var d struct {
+		Job    string            `json:"job"`
+		Phase  string            `json:"phase"`
+		Labels map[string]string `json:"labels"`
+	}
+	// Data that is not an object has no phase, job or labels to match.
+	_ = json.Unmarshal(env.Data, &d)
+	job := d.Job
+	if job == "" {
+		job = env.Subject
+	}
+	return &event{
+		raw:       data,
+		id:        env.ID,
+		workspace: ws,
+		facts:     schemas.EventFacts{Type: env.Type, Job: job, Phase: d.Phase, Labels: d.Labels},
+	}, nil
+}
+
+// task is the delivery of one event to one target of one rule.
+type task struct {
+	ev     *event
+	rule   string
+	target string
+	p      *pending
+}
+
+// laneKey names an ordered sequence of deliveries: one rule's target, one job.
+type laneKey struct {
+	workspace, rule, target, job string
+}
+
+// lane delivers its tasks one at a time, in the order they were queued.
+type lane struct {
+	key     laneKey
+	queue   []*task
+	running bool
+}
+
+// enqueueLocked appends t to its lane, starting the lane's goroutine when idle.
+// d.mu is held.
+func (d *Dispatcher) enqueueLocked(t *task) {
+	k := laneKey{t.ev.workspace, t.rule, t.target, t.ev.facts.Job}
+	l := d.lanes[k]
+	if l == nil {
+		l = &lane{key: k}
+		d.lanes[k] = l
+	}
+	l.queue = append(l.queue, t)
+	if !l.running {
+		l.running = true
+		d.lanesWG.Add(1)
+		go d.runLane(l)
+	}
+}
+
+func (d *Dispatcher) runLane(l *lane) {
+	defer d.lanesWG.Done()
+	for {
+		d.mu.Lock()
+		if len(l.queue) == 0 || d.ctx.Err() != nil {
+			l.running = false
+			if len(l.queue) == 0 {
+				delete(d.lanes, l.key)
+			}
+			d.mu.Unlock()
+			return
+		}
+		t := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		d.mu.Unlock()
+		if d.deliver(t) {
+			d.finish(t.p)
+		}
+	}
+}
+
+// deliver tries t until it is delivered or dead-lettered, and reports true; or until
+// the dispatcher abandons it, and reports false. A rule that is deleted (or loses the
+// target) meanwhile drops the delivery; a rule that changes takes effect at the next
+// attempt, which starts at once.
+func (d *Dispatcher) deliver(t *task) bool {
+	first := time.Now()
+	for attempt := 1; ; attempt++ {
+		if t.p.w.retired.Load() {
+			return true
+		}
+		e := d.ruleEntry(t.ev.workspace, t.rule)
+		if e == nil || !hasTarget(e.rule, t.target) {
+			d.log.Info("rule deleted or its target removed; delivery dropped", "workspace", t.ev.workspace, "rule", t.rule,
+				"target", t.target, "event", t.ev.id)
+			return true
+		}
+		err := d.attempt(t, e.rule, attempt)
+		if err == nil {
+			return true
+		}
+		if d.ctx.Err() != nil {
+			return false
+		}
+		if attempt >= int(e.rule.Spec.Delivery.MaxAttempts) {
+			return d.deadLetter(t, e.rule, attempt, first, err)
+		}
+		d.log.Debug("delivery failed; retrying", "workspace", t.ev.workspace, "rule", t.rule,
+			"target", t.target, "event", t.ev.id, "attempt", attempt, "err", err)
+		if !d.backoff(t, e, e.rule.Spec.Delivery.Backoff.Delay(attempt)) {
+			return false
+		}
+	}
+}
+
+// backoff waits delay before the next attempt, or less when the rule changes. It
+// reports false when the dispatcher abandons deliveries.
+func (d *Dispatcher) backoff(t *task, e *ruleEntry, delay time.Duration) bool {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		changed := d.rulesChanged()
+		if cur := d.ruleEntry(t.ev.workspace, t.rule); cur == nil || cur.rev != e.rev {
+			return true
+		}
+		select {
+		case <-timer.C:
+			return true
+		case <-d.ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+func hasTarget(r *schemas.NotificationRule, target string) bool {
+	switch target {
+	case targetWebhook:
+		return r.Spec.Webhook != nil
+	case targetSubject:
+		return r.Spec.Subject != ""
+	}
+	return false
+}
+
+// attempt makes one delivery attempt, within the concurrency bounds.
+func (d *Dispatcher) attempt(t *task, r *schemas.NotificationRule, n int) error {
+	release, err := d.acquire(t.ev.workspace)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if t.target == targetWebhook {
+		return d.post(t, r, n)
+	}
+	return d.forward(t, r)
+}
+
+// acquire takes a delivery slot of the workspace, then one of the dispatcher.
+func (d *Dispatcher) acquire(ws string) (release func(), err error) {
+	d.mu.Lock()
+	s := d.wsSlots[ws]
+	if s == nil {
+		s = make(chan struct{}, d.o.WorkspaceConcurrency)
+		d.wsSlots[ws] = s
+	}
+	d.mu.Unlock()
+	select {
+	case s <- struct{}{}:
+	case <-d.ctx.Done():
+		return nil, d.ctx.Err()
+	}
+	select {
+	case d.global <- struct{}{}:
+	case <-d.ctx.Done():
+		<-s
+		return nil, d.ctx.Err()
+	}
+	return func() { <-d.global; <-s }, nil
+}
+
+// post sends the event to the rule's webhook.
+func (d *Dispatcher) post(t *task, r *schemas.NotificationRule, n int) error {
+	w := r.Spec.Webhook
+	secret, err := d.secret(t.ev.workspace, w)
+	if err != nil {
+		return err
+	}
+	timeout := w.Timeout.D()
+	if timeout <= 0 {
+		timeout = schemas.DefaultWebhookTimeout.D()
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(t.ev.raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", userAgent)
+	for k, v := range w.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", ContentType)
+	req.Header.Set(HeaderSignature, Sign(secret, t.ev.raw))
+	req.Header.Set(HeaderEventID, t.ev.id)
+	req.Header.Set(HeaderAttempt, strconv.Itoa(n))
+	req.Header.Set(HeaderRule, t.ev.workspace+"/"+t.rule)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection is reused
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	msg := fmt.Sprintf("HTTP %d", resp.StatusCode)
+	if body := strings.TrimSpace(strings.ToValidUTF8(string(head), "")); body != "" {
+		msg += ": " + body
+	}
+	return errors.New(msg)
+}
+
+// secret returns the HMAC key of a webhook.
+func (d *Dispatcher) secret(ws string, w *schemas.WebhookTarget) ([]byte, error) {
+	if w.SecretRef == nil {
+		return []byte(w.Secret), nil
+	}
+	if d.o.Secrets == nil {
+		return nil, fmt.Errorf("secretRef %q: no secret source is configured", w.SecretRef.Name)
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, publishTimeout)
+	defer cancel()
+	key, err := d.o.Secrets.Secret(ctx, ws, *w.SecretRef)
+	if err != nil {
+		return nil, fmt.Errorf("secretRef %q: %w", w.SecretRef.Name, err)
+	}
+	return key, nil
+}
+
+// forward publishes the event on the rule's subject, with Nats-Msg-Id "<event id>:<rule>"
+// so that a stream holding the subject drops a repeat. A subject no stream holds gets a
+// plain NATS message, seen by the subscribers of the moment.
+func (d *Dispatcher) forward(t *task, r *schemas.NotificationRule) error {
+	ctx, cancel := context.WithTimeout(d.ctx, publishTimeout)
+	defer cancel()
+	m := nats.NewMsg(r.Spec.Subject)
+	m.Data = t.ev.raw
+	m.Header.Set("Content-Type", ContentType)
+	m.Header.Set(HeaderEventID, t.ev.id)
+	m.Header.Set(HeaderRule, t.ev.workspace+"/"+t.rule)
+	id := t.ev.id + ":" + t.rule
+	_, err := d.js.StreamNameBySubject(ctx, m.Subject)
+	switch {
+	case err == nil:
+		_, err = d.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
+		return err
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		nc := d.js.Conn()
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		return nc.FlushWithContext(ctx)
+	default:
+		return err
+	}
+}
+
+// deadLetter publishes a failed delivery to the rule's dead-letter subject, retrying
+// until it is stored. It reports false when the dispatcher abandons it first.
+func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts int, first time.Time, last error) bool {
+	dest := r.Spec.Subject
+	if t.target == targetWebhook {
+		dest = r.Spec.Webhook.URL
+	}
+	dl := DeadLetter{
+		Event:          t.ev.raw,
+		EventID:        t.ev.id,
+		StreamSequence: t.ev.seq,
+		Workspace:      t.ev.workspace,
+		Rule:           t.rule,
+		Target:         t.target,
+		Destination:    dest,
+		Attempts:       attempts,
+		Error:          last.Error(),
+		FirstAttempt:   first.UTC(),
+		LastAttempt:    time.Now().UTC(),
+	}
+	data, err := json.Marshal(dl)
+	if err != nil {
+		// The event was read as JSON, so this cannot happen; keep the event anyway.
+		d.log.Error("encoding a dead letter", "err", err)
+		return true
+	}
+	subject := r.Spec.DeadLetterSubject
+	if subject == "" {
+		subject = schemas.DefaultDeadLetterSubject(t.ev.workspace)
+	}
+	id := fmt.Sprintf("%s:%s:%s:deadletter", t.ev.id, t.rule, t.target)
+	backoff := 100 * time.Millisecond
+	for {
+		m := nats.NewMsg(subject)
+		m.Data = data
+		m.Header.Set("Content-Type", "application/json")
+		m.Header.Set(HeaderEventID, t.ev.id)
+		m.Header.Set(HeaderRule, t.ev.workspace+"/"+t.rule)
+		ctx, cancel := context.WithTimeout(d.ctx, publishTimeout)
+		_, err := d.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
+		cancel()
+		if err == nil {
+			d.log.Warn("delivery dead-lettered", "workspace", t.ev.workspace, "rule", t.rule, "target", t.target,
+				"event", t.ev.id, "attempts", attempts, "err", last, "subject", subject)
+			return true
+		}
+		if d.ctx.Err() != nil {
+			return false
+		}
+		d.log.Error("publishing a dead letter", "subject", subject, "event", t.ev.id, "err", err)
+		if !sleepCtx(d.ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}

@@ -1,0 +1,345 @@
+package notify_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/events"
+	dlcjs "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// testSecret signs the webhooks of the rules built by webhookRule.
+const testSecret = "s3cret-for-tests-0123"
+
+// env is one test's NATS server with OpenDLC's streams and the rule store.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	events *dlcjs.Client
+	js     jetstream.JetStream
+	store  *notify.Store
+
+	mu      sync.Mutex
+	lastSeq map[string]uint64 // the newest DLC_EVENTS sequence of each workspace
+}
+
+// newEnv starts an embedded NATS server in a temporary directory, creates every
+// stream, and opens the rule store.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	start := time.Now()
+	n, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	c, err := dlcjs.Connect(n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := notify.EnsureStreams(ctx, c.JetStream()); err != nil {
+		t.Fatal(err)
+	}
+	store, err := notify.OpenStore(ctx, c.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NATS with streams ready in %v", time.Since(start).Round(time.Millisecond))
+	return &env{t: t, ctx: ctx, events: c, js: c.JetStream(), store: store, lastSeq: map[string]uint64{}}
+}
+
+// start starts a dispatcher that the test's cleanup closes.
+func (e *env) start(opts ...notify.Option) *notify.Dispatcher {
+	e.t.Helper()
+	opts = append([]notify.Option{notify.WithLogger(testLogger(e.t))}, opts...)
+	d, err := notify.StartDispatcher(e.ctx, e.js, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	return d
+}
+
+// put stores a rule and waits until d applies it.
+func (e *env) put(d *notify.Dispatcher, r *schemas.NotificationRule) {
+	e.t.Helper()
+	rev, err := e.store.Put(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("Put %s: %v", r.Metadata.Name, err)
+	}
+	if d != nil {
+		waitFor(e.t, fmt.Sprintf("revision %d applied", rev), func() bool { return d.AppliedRevision() >= rev })
+	}
+}
+
+// phase publishes a phase event of job in ws, as the TrainingJob workflow does, and
+// returns it with its encoding.
+func (e *env) phase(ws, job string, seq int, phase schemas.JobPhase, labels map[string]string) published {
+	e.t.Helper()
+	uid := ws + "-" + job + "-uid"
+	ev, err := events.New(fmt.Sprintf("%s:status:%d", uid, seq), events.TypeJobPhase, ws,
+		events.JobSource(ws, job), job, time.Now(),
+		events.JobPhaseData{Job: job, UID: uid, Seq: seq, Phase: string(phase), Labels: labels, Framework: "pytorch"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.publish(ws, events.JobStatusSubject(ws, job), ev)
+}
+
+// metric publishes a metric event of job in ws.
+func (e *env) metric(ws, job string, seq int64) published {
+	e.t.Helper()
+	uid := ws + "-" + job + "-uid"
+	ev, err := events.New(fmt.Sprintf("%s:a0:worker-0:m%d", uid, seq), events.TypeJobMetric, ws,
+		events.JobSource(ws, job), job, time.Now(),
+		events.MetricData{Job: job, UID: uid, Replica: "worker-0", Seq: seq, Values: map[string]float64{"loss": 0.5}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.publish(ws, events.JobMetricsSubject(ws, job), ev)
+}
+
+// publish publishes as events/jetstream.Client.Publish does, noting the sequence.
+func (e *env) publish(ws, subject string, ev events.Event) published {
+	e.t.Helper()
+	data, err := json.Marshal(ev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ack, err := e.js.Publish(e.ctx, subject, data, jetstream.WithMsgID(ev.ID))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.lastSeq[ws] = max(e.lastSeq[ws], ack.Sequence)
+	e.mu.Unlock()
+	return published{id: ev.ID, data: data}
+}
+
+// published is an event as it was published.
+type published struct {
+	id   string
+	data []byte
+}
+
+func ids(ps ...published) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.id
+	}
+	return out
+}
+
+// waitProcessed waits until the dispatcher has acknowledged every event of workspace
+// ws published so far: then every delivery of those events is done.
+func (e *env) waitProcessed(ws string) {
+	e.t.Helper()
+	e.mu.Lock()
+	seq := e.lastSeq[ws]
+	e.mu.Unlock()
+	var last string
+	waitFor(e.t, fmt.Sprintf("events of %s up to #%d acknowledged", ws, seq), func() bool {
+		c, err := e.js.Consumer(e.ctx, dlcjs.EventsStream, notify.DefaultConsumerPrefix+"-"+ws)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		info := c.CachedInfo()
+		last = fmt.Sprintf("ack floor #%d, %d pending, %d unacknowledged", info.AckFloor.Stream, info.NumPending, info.NumAckPending)
+		return info.AckFloor.Stream >= seq && info.NumAckPending == 0
+	}, func() string { return last })
+}
+
+// notifyMsgs returns every message of DLC_NOTIFY on subject, in order.
+func (e *env) notifyMsgs(subject string) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	s, err := e.js.Stream(e.ctx, notify.NotifyStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := s.GetMsg(e.ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if m.Subject == subject {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 10ms until it holds, failing the test after 30s. detail,
+// when given, says what was seen last.
+func waitFor(t *testing.T, what string, cond func() bool, detail ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := ""
+			for _, d := range detail {
+				msg += "; " + d()
+			}
+			t.Fatalf("timed out waiting for %s%s", what, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// webhookRule returns a rule of ws that posts every phase event to url, signed with
+// testSecret, retrying quickly.
+func webhookRule(ws, name, url string, mutate ...func(*schemas.NotificationRule)) *schemas.NotificationRule {
+	r := &schemas.NotificationRule{
+		APIVersion: schemas.APIVersion,
+		Kind:       schemas.KindNotificationRule,
+		Metadata:   schemas.ObjectMeta{Name: name, Workspace: ws},
+		Spec: schemas.NotificationRuleSpec{
+			Match:   schemas.NotificationMatch{Types: []string{events.TypeJobPhase}},
+			Webhook: &schemas.WebhookTarget{URL: url, Secret: testSecret, Timeout: schemas.Duration(10 * time.Second)},
+			Delivery: schemas.DeliveryPolicy{Backoff: schemas.Backoff{
+				Initial: schemas.Duration(10 * time.Millisecond), Max: schemas.Duration(40 * time.Millisecond)}},
+		},
+	}
+	for _, m := range mutate {
+		m(r)
+	}
+	return r
+}
+
+// request is one webhook request a receiver got.
+type request struct {
+	body    []byte
+	header  http.Header
+	eventID string
+	attempt int
+	status  int // what the receiver answered
+	phase   events.JobPhaseData
+}
+
+// receiver is a webhook endpoint on 127.0.0.1. respond decides each answer from the
+// request and how many requests for the same event came before it.
+type receiver struct {
+	t       *testing.T
+	srv     *httptest.Server
+	respond atomic.Pointer[func(r *http.Request, prior int) int]
+
+	mu   sync.Mutex
+	reqs []request
+}
+
+func newReceiver(t *testing.T, respond func(r *http.Request, prior int) int) *receiver {
+	rc := &receiver{t: t}
+	rc.setRespond(respond)
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func ok(*http.Request, int) int { return http.StatusOK }
+
+func (rc *receiver) setRespond(f func(r *http.Request, prior int) int) { rc.respond.Store(&f) }
+
+func (rc *receiver) url() string { return rc.srv.URL + "/hook" }
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	req := request{body: body, header: r.Header.Clone(), eventID: r.Header.Get(notify.HeaderEventID)}
+	req.attempt, _ = strconv.Atoi(r.Header.Get(notify.HeaderAttempt))
+	var ev events.Event
+	if json.Unmarshal(body, &ev) == nil {
+		_ = json.Unmarshal(ev.Data, &req.phase)
+	}
+	rc.mu.Lock()
+	prior := 0
+	for _, q := range rc.reqs {
+		if q.eventID == req.eventID {
+			prior++
+		}
+	}
+	idx := len(rc.reqs)
+	rc.reqs = append(rc.reqs, req)
+	rc.mu.Unlock()
+
+	status := (*rc.respond.Load())(r, prior)
+	rc.mu.Lock()
+	rc.reqs[idx].status = status
+	rc.mu.Unlock()
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, http.StatusText(status))
+}
+
+// all returns every request so far.
+func (rc *receiver) all() []request {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.reqs)
+}
+
+// delivered returns the event ids of the requests answered 2xx, in arrival order.
+func (rc *receiver) delivered() []string {
+	var out []string
+	for _, r := range rc.all() {
+		if r.status >= 200 && r.status < 300 {
+			out = append(out, r.eventID)
+		}
+	}
+	return out
+}
+
+// waitDelivered waits until n requests were answered 2xx.
+func (rc *receiver) waitDelivered(n int) {
+	rc.t.Helper()
+	waitFor(rc.t, fmt.Sprintf("%d deliveries", n), func() bool { return len(rc.delivered()) >= n },
+		func() string { return fmt.Sprintf("delivered %q", rc.delivered()) })
+}
+
+// testLogger writes the dispatcher's log to the test's log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p[:len(p)-1]))
+	return len(p), nil
+}

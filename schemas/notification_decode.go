@@ -1,0 +1,71 @@
+package schemas
+
+import "github.com/invopop/jsonschema"
+
+var _ Object = (*NotificationRule)(nil)
+
+// DecodeNotificationRule is Decode for a document that must be a NotificationRule.
+func DecodeNotificationRule(data []byte) (*NotificationRule, error) {
+	doc, jsonData, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	var errs ErrorList
+	if k, ok := doc["kind"]; !ok || k == nil {
+		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindNotificationRule))
+	} else if ks, ok := k.(string); ok && ks != string(KindNotificationRule) {
+		// A kind that is not a string is reported by checkTypes.
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindNotificationRule))
+	}
+	rule := new(NotificationRule)
+	if err := decodeInto(doc, jsonData, rule, errs); err != nil {
+		return nil, err
+	}
+	return rule, nil
+}
+
+// JSONSchemaExtend pins apiVersion and kind.
+func (NotificationRule) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("apiVersion"); ok {
+		p.Const = APIVersion
+	}
+	if p, ok := s.Properties.Get("kind"); ok {
+		p.Const = string(KindNotificationRule)
+	}
+}
+
+// JSONSchemaExtend bounds the labels a rule matches.
+func (NotificationMatch) JSONSchemaExtend(s *jsonschema.Schema) {
+	labels, _ := s.Properties.Get("labels")
+	labelMapSchema(labels, maxLabelValueLength, labelValuePattern)
+}
+
+// JSONSchemaExtend bounds the headers and says that one of secret and secretRef is
+// required.
+func (WebhookTarget) JSONSchemaExtend(s *jsonschema.Schema) {
+	if h, ok := s.Properties.Get("headers"); ok {
+		h.MaxProperties = uint64p(maxWebhookHeaders)
+		h.PropertyNames = &jsonschema.Schema{
+			Type:      "string",
+			MaxLength: uint64p(maxHeaderNameLength),
+			Pattern:   headerNamePattern,
+		}
+		h.AdditionalProperties = &jsonschema.Schema{
+			Type:      "string",
+			MaxLength: uint64p(maxHeaderValueLength),
+			Pattern:   headerValuePattern,
+		}
+	}
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"secret"}},
+		{Required: []string{"secretRef"}},
+	}
+}
+
+// JSONSchemaExtend says that at least one of webhook and subject is required.
+func (NotificationRuleSpec) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.AnyOf = []*jsonschema.Schema{
+		{Required: []string{"webhook"}},
+		{Required: []string{"subject"}},
+	}
+}

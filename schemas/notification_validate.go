@@ -1,0 +1,229 @@
+package schemas
+
+import (
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Patterns of a NotificationRule's jsonschema tags; TestNotificationPatternTags keeps the
+// tags and these constants in step.
+const (
+	natsSubjectPattern = `^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`
+	eventTypePattern   = `^opendlc(\.[a-z0-9]+)+\.v[0-9]+$`
+	headerNamePattern  = `^[A-Za-z0-9-]+$`
+	headerValuePattern = `^[^\x00-\x1f\x7f]*$`
+)
+
+func init() {
+	patternMessages[natsSubjectPattern] = "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"
+	patternMessages[eventTypePattern] = "must be an OpenDLC event type such as opendlc.job.phase.v1"
+}
+
+var (
+	headerNameRE  = regexp.MustCompile(headerNamePattern)
+	headerValueRE = regexp.MustCompile(headerValuePattern)
+)
+
+// Bounds of a NotificationRule that its struct tags cannot express.
+const (
+	maxWebhookHeaders    = 16
+	maxHeaderNameLength  = 128
+	maxHeaderValueLength = 1024
+	maxWebhookTimeout    = Duration(5 * time.Minute)
+	maxBackoff           = Duration(time.Hour)
+	reservedHeaderPrefix = "x-opendlc-"
+)
+
+// reservedHeaders are set by the dispatcher on every webhook request.
+var reservedHeaders = []string{"connection", "content-length", "content-type", "host", "transfer-encoding"}
+
+// GetKind returns KindNotificationRule.
+func (r *NotificationRule) GetKind() Kind { return KindNotificationRule }
+
+// GetMeta returns the rule's metadata.
+func (r *NotificationRule) GetMeta() *ObjectMeta { return &r.Metadata }
+
+// Default fills in the workspace, the delivery policy, the webhook timeout and the
+// dead-letter subject.
+func (r *NotificationRule) Default() {
+	if r.Metadata.Workspace == "" {
+		r.Metadata.Workspace = DefaultWorkspace
+	}
+	d := &r.Spec.Delivery
+	if d.MaxAttempts == 0 {
+		d.MaxAttempts = DefaultMaxAttempts
+	}
+	if d.Backoff.Initial == 0 {
+		d.Backoff.Initial = DefaultBackoffInitial
+		if d.Backoff.Max > 0 && d.Backoff.Max < d.Backoff.Initial {
+			d.Backoff.Initial = d.Backoff.Max
+		}
+	}
+	if d.Backoff.Max == 0 {
+		d.Backoff.Max = max(DefaultBackoffMax, d.Backoff.Initial)
+	}
+	if w := r.Spec.Webhook; w != nil && w.Timeout == 0 {
+		w.Timeout = DefaultWebhookTimeout
+	}
+	if r.Spec.DeadLetterSubject == "" {
+		r.Spec.DeadLetterSubject = DefaultDeadLetterSubject(r.Metadata.Workspace)
+	}
+}
+
+// Validate returns every problem with the rule, sorted by field path, or nil. It does
+// not apply defaults, and accepts the empty values that Default would fill in.
+func (r *NotificationRule) Validate() ErrorList {
+	var errs ErrorList
+	validateTags(reflect.ValueOf(r), "", &errs)
+
+	if r.APIVersion != "" && r.APIVersion != APIVersion {
+		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
+	}
+	if r.Kind != "" && r.Kind != KindNotificationRule {
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindNotificationRule))
+	}
+	validateMeta(&r.Metadata, NewPath("metadata"), &errs)
+	workspace := r.Metadata.Workspace
+	if workspace == "" {
+		workspace = DefaultWorkspace
+	}
+	r.Spec.validate(workspace, NewPath("spec"), &errs)
+
+	errs.Sort()
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func (s *NotificationRuleSpec) validate(workspace string, p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+
+	if s.Webhook == nil && s.Subject == "" {
+		add(Invalid(p, "must set webhook, subject or both"))
+	}
+	validateLabels(s.Match.Labels, p.Child("match", "labels"), errs)
+	validateUnique(s.Match.Types, p.Child("match", "types"), errs)
+	validateUnique(s.Match.Phases, p.Child("match", "phases"), errs)
+	validateUnique(s.Match.Jobs, p.Child("match", "jobs"), errs)
+	if s.Webhook != nil {
+		s.Webhook.validate(p.Child("webhook"), errs)
+	}
+	if s.Subject != "" && natsSubjectRE.MatchString(s.Subject) {
+		validateOutSubject(s.Subject, workspace, p.Child("subject"), errs)
+	}
+	if s.DeadLetterSubject != "" && natsSubjectRE.MatchString(s.DeadLetterSubject) &&
+		!strings.HasPrefix(s.DeadLetterSubject, NotifySubjectPrefix(workspace)) {
+		add(Invalid(p.Child("deadLetterSubject"), "must be under %s", NotifySubjectPrefix(workspace)))
+	}
+
+	b, bp := s.Delivery.Backoff, p.Child("delivery", "backoff")
+	if b.Initial > maxBackoff {
+		add(Invalid(bp.Child("initial"), "must be at most %s", maxBackoff.D()))
+	}
+	if b.Max > maxBackoff {
+		add(Invalid(bp.Child("max"), "must be at most %s", maxBackoff.D()))
+	}
+	if b.Initial > 0 && b.Max > 0 && b.Initial > b.Max {
+		add(Invalid(bp.Child("initial"), "must not be greater than max (%s)", b.Max.D()))
+	}
+}
+
+var natsSubjectRE = regexp.MustCompile(natsSubjectPattern)
+
+// validateOutSubject keeps a forwarding subject out of other workspaces and out of the
+// streams the system itself reads, so a rule can neither forge another workspace's
+// events nor loop.
+func validateOutSubject(subject, workspace string, p Path, errs *ErrorList) {
+	if strings.HasPrefix(subject, "_") {
+		// _INBOX.> and the like carry replies to other clients' requests.
+		*errs = append(*errs, Invalid(p, "must not start with '_': such subjects are reserved by NATS clients"))
+		return
+	}
+	if subject != "dlc" && !strings.HasPrefix(subject, "dlc.") {
+		return
+	}
+	prefix := NotifySubjectPrefix(workspace)
+	if !strings.HasPrefix(subject, prefix) {
+		*errs = append(*errs, Invalid(p, "a subject in the dlc namespace must be under %s", prefix))
+	}
+}
+
+func (w *WebhookTarget) validate(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+
+	if w.URL != "" && utf8.RuneCountInString(w.URL) <= 2048 {
+		if msg := validateWebhookURL(w.URL); msg != "" {
+			add(Invalid(p.Child("url"), "%s", msg))
+		}
+	}
+	switch {
+	case w.Secret == "" && w.SecretRef == nil:
+		add(Invalid(p.Child("secret"), "required unless secretRef is set: every webhook request is signed"))
+	case w.Secret != "" && w.SecretRef != nil:
+		add(Invalid(p.Child("secretRef"), "must not be set together with secret"))
+	}
+	hp := p.Child("headers")
+	if len(w.Headers) > maxWebhookHeaders {
+		add(Invalid(hp, "must have at most %d entries", maxWebhookHeaders))
+	}
+	for _, k := range sortedKeys(w.Headers) {
+		kp := hp.Key(k)
+		lower := strings.ToLower(k)
+		switch {
+		case len(k) > maxHeaderNameLength || !headerNameRE.MatchString(k):
+			add(Invalid(kp, "header name must be at most %d letters, digits and '-'", maxHeaderNameLength))
+		case strings.HasPrefix(lower, reservedHeaderPrefix) || slices.Contains(reservedHeaders, lower):
+			add(Invalid(kp, "header is set by OpenDLC and cannot be given"))
+		}
+		v := w.Headers[k]
+		if utf8.RuneCountInString(v) > maxHeaderValueLength {
+			add(Invalid(kp, "value must be at most %d characters", maxHeaderValueLength))
+		} else if !headerValueRE.MatchString(v) {
+			add(Invalid(kp, "value must not contain control characters"))
+		}
+	}
+	if w.Timeout > maxWebhookTimeout {
+		add(Invalid(p.Child("timeout"), "must be at most %s", maxWebhookTimeout.D()))
+	}
+}
+
+// validateWebhookURL says what is wrong with a webhook URL, or returns "".
+func validateWebhookURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "must be a valid URL"
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an http or https URL"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not contain credentials; use headers or the signature instead"
+	case u.Fragment != "":
+		return "must not contain a fragment"
+	}
+	return ""
+}
+
+// validateUnique reports entries of a list that are empty or repeated.
+func validateUnique[T ~string](list []T, p Path, errs *ErrorList) {
+	first := map[T]int{}
+	for i, v := range list {
+		if v == "" {
+			*errs = append(*errs, Invalid(p.Index(i), "must not be empty"))
+			continue
+		}
+		if j, ok := first[v]; ok {
+			*errs = append(*errs, Invalid(p.Index(i), "duplicate %q (first at %s)", v, p.Index(j)))
+			continue
+		}
+		first[v] = i
+	}
+}
