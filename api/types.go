@@ -66,3 +66,8 @@ type Error struct {
 type ErrorBody struct {
 	Error Error `json:"error"`
 }
+
+// RuleList is a workspace's notification rules (secrets redacted).
+type RuleList struct {
+	Items []schemas.NotificationRule `json:"items"`
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // Client calls one OpenDLC API server.
@@ -317,4 +318,40 @@ func (c *Client) WaitJob(ctx context.Context, workspace, name string, interval t
 
 func jobPath(workspace, name string) string {
 	return "/v1/workspaces/" + url.PathEscape(workspace) + "/jobs/" + url.PathEscape(name)
+}
+
+// ApplyRule creates or replaces a notification rule from a spec (YAML or JSON).
+func (c *Client) ApplyRule(ctx context.Context, spec []byte) (*schemas.NotificationRule, error) {
+	var r schemas.NotificationRule
+	if err := c.do(ctx, http.MethodPost, "/v1/notificationrules", nil, spec, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// GetRule returns a notification rule, its secrets redacted.
+func (c *Client) GetRule(ctx context.Context, workspace, name string) (*schemas.NotificationRule, error) {
+	var r schemas.NotificationRule
+	if err := c.do(ctx, http.MethodGet, rulePath(workspace, name), nil, nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ListRules lists a workspace's notification rules, their secrets redacted.
+func (c *Client) ListRules(ctx context.Context, workspace string) (*api.RuleList, error) {
+	var l api.RuleList
+	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/notificationrules", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// DeleteRule deletes a notification rule.
+func (c *Client) DeleteRule(ctx context.Context, workspace, name string) error {
+	return c.do(ctx, http.MethodDelete, rulePath(workspace, name), nil, nil, nil)
+}
+
+func rulePath(workspace, name string) string {
+	return "/v1/workspaces/" + url.PathEscape(workspace) + "/notificationrules/" + url.PathEscape(name)
 }

@@ -17,13 +17,16 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/activities/local"
 	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workers"
 )
@@ -55,6 +58,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Interceptors are passed to the worker.
 	Interceptors []interceptor.WorkerInterceptor
+	// Kubeconfig, when set, makes the worker run jobs as pods on that cluster (the
+	// kubernetes backend) instead of local processes. "in-cluster" uses the pod's
+	// service account.
+	Kubeconfig string
+	// KubeOptions configure the kubernetes backend.
+	KubeOptions []kube.Option
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -80,6 +89,8 @@ type Embedded struct {
 	Dir string
 
 	opts     Options
+	closers  []func() error
+	notifier *notify.Dispatcher
 	temporal client.Client
 	events   *jetstream.Client
 	http     *http.Server
@@ -123,7 +134,7 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 		return nil, err
 	}
 	if !opts.NoWorker {
-		backend, err := e.LocalBackend()
+		backend, err := e.backend()
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +166,19 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 	if err := e.events.EnsureStreams(ctx); err != nil {
 		return nil, err
 	}
-	api := server.New(e.temporal, e.events, server.WithNamespace(e.Stack.Temporal.Namespace), server.WithLogger(opts.Logger))
+	js := e.events.JetStream()
+	if err := notify.EnsureStreams(ctx, js); err != nil {
+		return nil, err
+	}
+	rules, err := notify.OpenStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	if e.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(opts.Logger)); err != nil {
+		return nil, err
+	}
+	api := server.New(e.temporal, e.events, server.WithNamespace(e.Stack.Temporal.Namespace),
+		server.WithLogger(opts.Logger), server.WithRules(rules))
 	e.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	e.APIURL = "http://" + ln.Addr().String()
 	go func() { e.serveErr <- e.http.Serve(ln) }()
@@ -180,6 +203,37 @@ func (e *Embedded) ReplicaEnv() []schemas.EnvVar {
 	}
 }
 
+// backend is the worker's backend: kubernetes when a kubeconfig is given, else local.
+func (e *Embedded) backend() (activities.Backend, error) {
+	if e.opts.Kubeconfig == "" {
+		return e.LocalBackend()
+	}
+	path := e.opts.Kubeconfig
+	if path == "in-cluster" {
+		path = ""
+	}
+	kb, err := NewKubeBackend(path, e.opts.KubeOptions...)
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, kb.Close)
+	return kb, nil
+}
+
+// NewKubeBackend returns a kubernetes backend for the cluster of a kubeconfig file (""
+// for in-cluster configuration).
+func NewKubeBackend(kubeconfig string, opts ...kube.Option) (*kube.Backend, error) {
+	cfg, err := kube.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: kubernetes client: %w", err)
+	}
+	return kube.New(cs, opts...)
+}
+
 // LocalBackend returns a local backend keeping its state under the stack's Dir.
 func (e *Embedded) LocalBackend(opts ...local.Option) (activities.Backend, error) {
 	return local.New(append([]local.Option{
@@ -202,8 +256,20 @@ func (e *Embedded) Close() error {
 		}
 		cancel()
 	}
+	if e.notifier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := e.notifier.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
 	if e.Worker != nil {
 		e.Worker.Close()
+	}
+	for _, c := range e.closers {
+		if err := c(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if e.events != nil {
 		e.events.Close()

@@ -26,6 +26,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -36,6 +37,7 @@ type Options struct {
 	TaskQueue   string
 	MaxBodySize int64
 	Logger      *slog.Logger
+	Rules       *notify.Store
 }
 
 // Option changes Options.
@@ -49,6 +51,9 @@ func WithTaskQueue(q string) Option { return func(o *Options) { o.TaskQueue = q 
 
 // WithMaxBodySize bounds request bodies. Default 1 MiB.
 func WithMaxBodySize(n int64) Option { return func(o *Options) { o.MaxBodySize = n } }
+
+// WithRules serves notification rules from store. Default: no rule routes.
+func WithRules(store *notify.Store) Option { return func(o *Options) { o.Rules = store } }
 
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
@@ -83,6 +88,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/workspaces/{ws}/jobs/{name}", s.deleteJob)
 	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs/{name}/logs", s.jobLogs)
 	mux.HandleFunc("GET /v1/workspaces/{ws}/events", s.workspaceEvents)
+	if s.opts.Rules != nil {
+		mux.HandleFunc("POST /v1/notificationrules", s.applyRule)
+		mux.HandleFunc("GET /v1/workspaces/{ws}/notificationrules", s.listRules)
+		mux.HandleFunc("GET /v1/workspaces/{ws}/notificationrules/{name}", s.getRule)
+		mux.HandleFunc("DELETE /v1/workspaces/{ws}/notificationrules/{name}", s.deleteRule)
+	}
 	return mux
 }
 

@@ -84,6 +84,7 @@ func newRoot() *cobra.Command {
 		newStopCmd(g),
 		newDeleteCmd(g),
 		newEventsCmd(g),
+		newRulesCmd(g),
 	)
 	return root
 }

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/activities/local"
 	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/checkpoint"
@@ -54,6 +56,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.APIAddr, "addr", embedded.DefaultAPIAddr, "API listen address")
 	f.BoolVar(&opts.UI, "ui", true, "serve the Temporal Web UI")
 	f.StringVar(&opts.WorkDir, "workdir", "", "base directory of local replicas (default: the current directory)")
+	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account) instead of local processes")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
@@ -173,33 +176,60 @@ func newServerCmd() *cobra.Command {
 
 func newWorkerCmd() *cobra.Command {
 	var c componentFlags
-	var stateDir, workDir string
+	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run only a worker with the local backend, against an existing Temporal, NATS and S3",
-		Long: "Run only a worker with the local backend. S3 settings come from DLC_S3_ENDPOINT, AWS_REGION,\n" +
-			"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which replicas also receive.",
+		Short: "Run only a worker, against an existing Temporal, NATS and S3",
+		Long: "Run only a worker: local processes by default, pods with --kubeconfig.\n" +
+			"S3 settings come from DLC_S3_ENDPOINT, AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.\n" +
+			"Local replicas receive them; pods receive the endpoint and region, and the credentials from\n" +
+			"the Secret named by --s3-secret in their namespace.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			s3 := checkpoint.ConfigFromEnv()
-			var env []schemas.EnvVar
-			for _, name := range []string{"DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
-				if v := os.Getenv(name); v != "" {
-					env = append(env, schemas.EnvVar{Name: name, Value: v})
+			var backend activities.Backend
+			if kubeconfig != "" {
+				path := kubeconfig
+				if path == "in-cluster" {
+					path = ""
 				}
-			}
-			opts := []local.Option{local.WithEnv(env...)}
-			if stateDir != "" {
-				opts = append(opts, local.WithStateDir(stateDir))
-			}
-			if workDir != "" {
-				opts = append(opts, local.WithBaseDir(workDir))
-			}
-			backend, err := local.New(opts...)
-			if err != nil {
-				return err
+				var env []schemas.EnvVar
+				for _, name := range []string{"DLC_S3_ENDPOINT", "AWS_REGION"} {
+					if v := os.Getenv(name); v != "" {
+						env = append(env, schemas.EnvVar{Name: name, Value: v})
+					}
+				}
+				opts := []kube.Option{kube.WithEnv(env...), kube.WithNamespacePrefix(nsPrefix)}
+				if s3Secret != "" {
+					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
+				}
+				kb, err := embedded.NewKubeBackend(path, opts...)
+				if err != nil {
+					return err
+				}
+				defer kb.Close()
+				backend = kb
+			} else {
+				var env []schemas.EnvVar
+				for _, name := range []string{"DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+					if v := os.Getenv(name); v != "" {
+						env = append(env, schemas.EnvVar{Name: name, Value: v})
+					}
+				}
+				opts := []local.Option{local.WithEnv(env...)}
+				if stateDir != "" {
+					opts = append(opts, local.WithStateDir(stateDir))
+				}
+				if workDir != "" {
+					opts = append(opts, local.WithBaseDir(workDir))
+				}
+				lb, err := local.New(opts...)
+				if err != nil {
+					return err
+				}
+				backend = lb
 			}
 			m, err := workers.Start(ctx, workers.Config{
 				TemporalAddress: c.temporal, Namespace: c.namespace, NATSURL: c.nats, NATSOptions: c.natsOptions(),
@@ -208,15 +238,19 @@ func newWorkerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "worker started")
+			fmt.Fprintf(cmd.OutOrStdout(), "worker started (%s backend)\n", backend.Name())
 			<-ctx.Done()
 			m.Close()
 			return nil
 		},
 	}
 	c.register(cmd)
-	cmd.Flags().StringVar(&stateDir, "state-dir", "", "local backend state directory")
-	cmd.Flags().StringVar(&workDir, "workdir", "", "base directory of local replicas")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	f := cmd.Flags()
+	f.StringVar(&stateDir, "state-dir", "", "local backend state directory")
+	f.StringVar(&workDir, "workdir", "", "base directory of local replicas")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account)")
+	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
+	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

@@ -1,0 +1,36 @@
+package kube
+
+import rbacv1 "k8s.io/api/rbac/v1"
+
+// Names of the worker's RBAC objects in deploy/rbac.yaml.
+const (
+	// WorkerServiceAccount is the service account the worker runs as.
+	WorkerServiceAccount = "opendlc-worker"
+	// WorkerNamespace is the namespace of WorkerServiceAccount.
+	WorkerNamespace = "opendlc-system"
+	// WorkerClusterRole is the cluster role bound to WorkerServiceAccount.
+	WorkerClusterRole = "opendlc-worker"
+)
+
+// PolicyRules are every permission the backend uses, and no more: the rules of
+// deploy/rbac.yaml's ClusterRole (a test keeps the two equal, and another checks that
+// every request the backend makes is allowed by them). Cluster-wide, because workspaces
+// map to namespaces created on demand, and the informers watch all of them at once.
+//
+// Not granted, because not used: patch on pods (the stopped mark lives on the Service),
+// get on namespaces (Launch creates and treats AlreadyExists as success), nodes, events,
+// secrets (the kubelet, not the worker, reads the Secret named by WithEnvFromSecret),
+// and deletecollection.
+func PolicyRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "delete", "patch"}},
+		// Pods name their Service as owner with blockOwnerDeletion, which clusters
+		// running the OwnerReferencesPermissionEnforcement admission plugin allow only
+		// to those who may update the owner's finalizers.
+		{APIGroups: []string{""}, Resources: []string{"services/finalizers"}, Verbs: []string{"update"}},
+		// Only with WithCreateNamespaces(true), the default.
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}},
+	}
+}

@@ -1,0 +1,163 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opendlc/opendlc/activities"
+)
+
+// forceAfter is how long past the grace period Stop waits for a deleted pod to go before
+// deleting it with no grace. A pod outlives its grace period when nobody confirms its
+// end: its node is down, so only a forced delete frees its name and quota.
+const forceAfter = 15 * time.Second
+
+// Stop marks the gang stopped, deletes every pod that has not finished, and waits (as
+// long as ctx allows) until they are gone. Pods that finished on their own are kept
+// until Cleanup, so their phase, exit code and logs outlive the stop. The mark is set
+// on the Service before any pod is deleted: Observe then reports Stopped, and a Launch
+// retried later (by any worker) creates nothing. Stopping an unknown or finished gang
+// does nothing.
+func (b *Backend) Stop(ctx context.Context, ref activities.GangRef) error {
+	b.cache.start()
+	id := ref.ID()
+	l := b.lockGang(id)
+	defer l.Unlock()
+	b.markStopped(id)
+
+	ns := b.namespace(ref.Workspace)
+	if _, err := b.annotateService(ctx, ns, serviceName(ref), AnnotationStopped); err != nil {
+		return err
+	}
+	start := b.clock.Now()
+	forced := false
+	for {
+		// Watch for changes before reading, so a change between the read and the wait
+		// is not missed.
+		changed := b.cache.changes()
+		grace := b.grace
+		if !forced && b.clock.Since(start) >= b.grace+forceAfter {
+			grace, forced = 0, true
+		}
+		left, err := b.deleteRunning(ctx, ns, ref, grace)
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		// Wait on the cache, which costs nothing to read, and go back to the server
+		// (which also deletes any pod a racing Launch created) once the cache sees
+		// every pod gone, or when it is time to force.
+		for {
+			if err := b.wait(ctx, changed, b.poll); err != nil {
+				return fmt.Errorf("kube: stop %s: %d pods still terminating: %w", id, left, err)
+			}
+			changed = b.cache.changes()
+			pods, ok := b.cache.cachedGangPods(ns, ref)
+			if !ok || countRunning(pods) == 0 || (!forced && b.clock.Since(start) >= b.grace+forceAfter) {
+				break
+			}
+		}
+	}
+}
+
+// countRunning counts the pods Stop waits for: those not finished on their own, and
+// those being deleted.
+func countRunning(pods []*corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+			n++
+		}
+	}
+	return n
+}
+
+// deleteRunning deletes the gang's pods that have not finished (with the given grace
+// period unless one is being deleted already) and returns how many of those, and of the
+// pods already being deleted, still exist.
+func (b *Backend) deleteRunning(ctx context.Context, ns string, ref activities.GangRef, grace time.Duration) (int, error) {
+	pods, err := listGangPods(ctx, b.client, ns, ref)
+	if err != nil {
+		return 0, err
+	}
+	left := 0
+	for _, p := range pods {
+		switch {
+		case p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed):
+			continue // ended on its own: keep it for Observe and FollowLogs
+		case p.DeletionTimestamp != nil && grace > 0:
+			left++ // already going; deleting again changes nothing
+			continue
+		}
+		left++
+		if err := b.deletePod(ctx, p, grace); err != nil {
+			return 0, err
+		}
+	}
+	return left, nil
+}
+
+// deletePod deletes a pod with a grace period, NotFound counting as done. The UID
+// precondition makes sure a pod recreated under the same name is never hit.
+func (b *Backend) deletePod(ctx context.Context, p *corev1.Pod, grace time.Duration) error {
+	secs := int64(grace.Seconds())
+	err := b.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &secs,
+		Preconditions:      metav1.NewUIDPreconditions(string(p.UID)),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: delete pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// Cleanup deletes the gang's Service and its pods. Background propagation: the call
+// returns at once and the garbage collector deletes whatever the Service owns; the pods
+// are deleted directly too, so nothing is left even where the garbage collector is slow
+// or absent. It does not wait for the pods to go. The namespace stays: it is the
+// workspace's, shared with its other jobs.
+func (b *Backend) Cleanup(ctx context.Context, ref activities.GangRef) error {
+	id := ref.ID()
+	l := b.lockGang(id)
+	defer l.Unlock()
+	ns := b.namespace(ref.Workspace)
+	policy := metav1.DeletePropagationBackground
+	err := b.client.CoreV1().Services(ns).Delete(ctx, serviceName(ref), metav1.DeleteOptions{PropagationPolicy: &policy})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: delete service %s/%s: %w", ns, serviceName(ref), err)
+	}
+	pods, err := listGangPods(ctx, b.client, ns, ref)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := b.deletePod(ctx, p, b.grace); err != nil {
+			return err
+		}
+	}
+	b.forgetGang(id)
+	return nil
+}
+
+// wait returns when changed closes, d passes or ctx ends (with its error).
+func (b *Backend) wait(ctx context.Context, changed <-chan struct{}, d time.Duration) error {
+	t := b.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-t.C():
+	}
+	return nil
+}
