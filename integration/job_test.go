@@ -322,3 +322,34 @@ spec:
 		t.Errorf("second delete = %v, want not found", err)
 	}
 }
+
+// Replicas that finish before the worker first observes them still take the job
+// through Running to Succeeded, in the timeline and in the event stream. The launch's
+// first result is lost, so the retried (idempotent) launch, a second later, launches
+// nothing and first sees the replicas already finished.
+func TestFastReplicasPassThroughRunning(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	env.faults.failAfter("/"+ws+"/", workflows.ActivityLaunchGang, 1)
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: quick, workspace: %s}
+spec:
+  framework: custom
+  command: ["true"]
+  roles: {worker: {replicas: 2}}
+`, ws))
+	st := waitTerminal(t, ctx, ws, "quick").Status
+	want := []string{"Pending", "Launching", "Running", "Succeeded"}
+	if diff := cmp.Diff(want, phaseList(st)); diff != "" {
+		t.Errorf("timeline (-want +got):\n%s", diff)
+	}
+	if st.Timeline[2].Reason != "AllReplicasRan" {
+		t.Errorf("Running reason %q, want AllReplicasRan (the replicas were first seen finished)", st.Timeline[2].Reason)
+	}
+	if diff := cmp.Diff(want, phasesOf(statusEvents(t, ctx, ws, "quick"))); diff != "" {
+		t.Errorf("status events (-want +got):\n%s", diff)
+	}
+	recordHistory(t, ctx, ws, "quick", "training_job_fast_replicas.json")
+}

@@ -56,6 +56,13 @@ const (
 	logDrainTimeout = 2 * time.Minute
 )
 
+// Change ids of workflow.GetVersion branches (see docs/architecture.md).
+const (
+	// changeRunningBeforeSucceeded: a gang first seen already succeeded passes
+	// through Running.
+	changeRunningBeforeSucceeded = "running-before-succeeded"
+)
+
 // TrainingJobWorkflow runs one training job: Pending → Launching → Running →
 // Succeeded | Failed | Stopped. Each transition is recorded in the status timeline and
 // published once, in order, as an opendlc.job.phase.v1 event.
@@ -257,6 +264,14 @@ func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, 
 		}
 	}
 	if succeeded == len(reps) {
+		// Replicas that finished between two observations did run: record Running so
+		// that every successful job's timeline reads the same.
+		if w.status.Phase == schemas.JobLaunching &&
+			workflow.GetVersion(ctx, changeRunningBeforeSucceeded, workflow.DefaultVersion, 1) == 1 {
+			w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
+				fmt.Sprintf("%d replicas ran to completion between two observations", succeeded))
+			w.transition(ctx, schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", succeeded))
+		}
 		return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
 	}
 	if running+succeeded == len(reps) && w.status.Phase == schemas.JobLaunching {

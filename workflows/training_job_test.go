@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/events"
@@ -232,5 +233,37 @@ func TestTrainingJobTimeout(t *testing.T) {
 	st := h.result(t)
 	if st.Phase != schemas.JobFailed || st.Reason != "Timeout" {
 		t.Errorf("status = %s/%s, want Failed/Timeout", st.Phase, st.Reason)
+	}
+}
+
+// Replicas that finish before the first observation still pass the job through Running
+// (change running-before-succeeded).
+func TestTrainingJobFastReplicasPassThroughRunning(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	h.watchSequence(replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded))
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
+	st := h.result(t)
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+	if st.Phase != schemas.JobSucceeded {
+		t.Errorf("phase %s", st.Phase)
+	}
+}
+
+// The branch before change running-before-succeeded: histories of jobs that started
+// before it keep going straight from Launching to Succeeded.
+func TestTrainingJobFastReplicasBeforeTheChange(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnGetVersion("running-before-succeeded", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	h.watchSequence(replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded))
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
+	h.result(t)
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Succeeded"}, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
 	}
 }

@@ -3,14 +3,19 @@
 package local
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,32 +146,22 @@ func alive(pid int) bool {
 	return len(f) > 0 && string(f[0]) != "Z"
 }
 
-// replicaProcs lists the live processes whose environment marks them as started for a
-// state directory under stateDir, by marker value.
-func replicaProcs(t *testing.T, stateDir string) map[string][]int {
+// replicaSessions lists, by marker value, the sessions of the live processes whose
+// environment marks them as started for a state directory under stateDir. A replica
+// started once is one session: its supervisor's.
+func replicaSessions(t *testing.T, stateDir string) map[string][]int {
 	t.Helper()
 	out := map[string][]int{}
-	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range paths {
-		env, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			v, ok := bytes.CutPrefix(kv, []byte(replicaMarker+"="))
-			if ok && strings.HasPrefix(string(v), stateDir+string(filepath.Separator)) {
-				var pid int
-				fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
-				if alive(pid) {
-					out[string(v)] = append(out[string(v)], pid)
-				}
-			}
+	for _, p := range liveProcs() {
+		v := markerDir(p.pid)
+		if strings.HasPrefix(v, stateDir+string(filepath.Separator)) && !slices.Contains(out[v], p.sid) {
+			out[v] = append(out[v], p.sid)
 		}
 	}
 	return out
 }
 
-// pidOf reads a replica's pid file.
+// pidOf reads a replica's pid file: its supervisor's pid.
 func pidOf(t *testing.T, b *Backend, g activities.GangSpec, replica string) int {
 	t.Helper()
 	pid := readPid(filepath.Join(b.gangDir(g.ID()), replica))
@@ -174,4 +169,117 @@ func pidOf(t *testing.T, b *Backend, g activities.GangSpec, replica string) int 
 		t.Fatalf("no pid recorded for %s", replica)
 	}
 	return pid
+}
+
+// workerEnv, when set, makes a test re-executed by startWorker act as a worker process
+// (see actAsWorker). It holds a workerSpec as JSON.
+const workerEnv = "OPENDLC_LOCAL_TEST_WORKER"
+
+// workerSpec is what a worker process does: launch Gang on Dir, and follow the first
+// Follow lines of each replica.
+type workerSpec struct {
+	Dir    string              `json:"dir"`
+	Gang   activities.GangSpec `json:"gang"`
+	Follow int                 `json:"follow"`
+}
+
+// actAsWorker, called first thing by a test that uses startWorker, turns this test
+// binary into the worker process when it was re-executed for that: it launches the
+// gang, prints "seen <replica> <seq> <line>" for each line it followed, then "ready",
+// and waits to be killed. It never returns then; otherwise it does nothing.
+func actAsWorker(t *testing.T) {
+	spec := os.Getenv(workerEnv)
+	if spec == "" {
+		return
+	}
+	var w workerSpec
+	if err := json.Unmarshal([]byte(spec), &w); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(WithStateDir(w.Dir), WithNode("test-node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Launch(context.Background(), w.Gang); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range w.Gang.Replicas {
+		if w.Follow > 0 {
+			for _, l := range firstLines(t, b, w.Gang.GangRef, r.Name, w.Follow) {
+				fmt.Printf("seen %s %d %s\n", r.Name, l.Seq, l.Line)
+			}
+		}
+	}
+	fmt.Println("ready")
+	select {} // until killed
+}
+
+// startWorker re-executes the running test as a worker process (actAsWorker) that
+// launches g on dir, and returns once it is ready, with the lines it followed by replica
+// (index = seq-1). The process is killed when the test ends.
+func startWorker(t *testing.T, dir string, g activities.GangSpec, follow int) (*exec.Cmd, map[string][]string) {
+	t.Helper()
+	spec, err := json.Marshal(workerSpec{Dir: dir, Gang: g, Follow: follow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	seen := map[string][]string{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "ready" {
+			return cmd, seen
+		}
+		var name string
+		var seq int
+		if _, err := fmt.Sscanf(line, "seen %s %d", &name, &seq); err == nil {
+			_, text, _ := strings.Cut(strings.SplitN(line, " ", 3)[2], " ")
+			if seq != len(seen[name])+1 {
+				t.Fatalf("worker saw seq %d of %s after %d lines", seq, name, len(seen[name]))
+			}
+			seen[name] = append(seen[name], text)
+		}
+	}
+	t.Fatalf("the worker process ended before it was ready: %v", sc.Err())
+	return nil, nil
+}
+
+// killWorker kills a worker process with SIGKILL, as a crash would, and reaps it.
+func killWorker(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// stopOnCleanup stops the gang with a Backend on dir when the test ends, so that no
+// process outlives a test, whichever Backend started it.
+func stopOnCleanup(t *testing.T, dir string, ref activities.GangRef) {
+	t.Cleanup(func() {
+		if b, err := New(WithStateDir(dir)); err == nil {
+			_ = b.Stop(context.Background(), ref)
+		}
+	})
+}
+
+// newBackendOn returns a new Backend on an existing state directory: a restarted worker.
+func newBackendOn(t *testing.T, dir string) *Backend {
+	t.Helper()
+	b, err := New(WithStateDir(dir), WithNode("test-node"))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
 }

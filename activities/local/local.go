@@ -2,31 +2,63 @@
 // worker's host, with the same environment contract as a pod, its output captured to
 // disk and its exit observed. It makes `dlc run -f job.yaml` work on a laptop.
 //
-// State lives under one directory per gang, so that a worker that restarts can tell which
-// replicas were started before it and never starts one twice:
+// # Replicas outlive the worker
+//
+// A worker may crash or restart at any moment, and a training run must not notice: a
+// crash or restart of any process loses nothing and duplicates nothing. So no replica
+// depends on the worker process. Each runs under a small supervisor, a /bin/sh script
+// (supervisorScript) that the worker starts in a session of its own and without a
+// parent-death signal. The supervisor runs the replica's argv, passed as positional
+// parameters and never interpolated, with stdout and stderr appended to one file; when
+// the replica has ended it writes the exit status to a file, atomically (exit.tmp
+// renamed to exit). The worker holds no pipe and no handle a replica needs: pid, output
+// and exit status are files, which any worker process on the same state directory can
+// read. A restarted worker builds a new Backend on the same state directory and
+// re-adopts what runs: Observe reports it Running, FollowLogs streams it, Stop stops it,
+// and its exit status is read from the file when it ends.
+//
+// State lives under one directory per gang:
 //
 //	<stateDir>/<workspace>.<job>.a<attempt>/
-//	    gang.json          the spec and the ports allocated for it
-//	    stopped            present once Stop was called
-//	    <replica>/         created just before the process starts: "this replica is claimed"
-//	        pid            the process id (its modification time is the start time)
-//	        output.log     stdout and stderr, one JSON record per line
-//	        exit.json      written once the process is reaped and its output drained
+//	    gang.json        the spec and the ports allocated for it
+//	    .lock            flock'd by Launch, Stop and Cleanup, across worker processes
+//	    stopped          present once Stop was called
+//	    <replica>/       created (mkdir) just before its supervisor starts: the claim
+//	        pid          the supervisor's pid, also its session and process group id;
+//	                     its modification time is the replica's start time
+//	        output.log   stdout and stderr, merged, as the replica wrote them
+//	        output.idx   byte offsets of every 1024th record, for fast resumes
+//	        exit         how it ended, {"exitCode":N,"term":bool}; its modification time
+//	                     is the finish time
 //
-// Each replica runs in its own process group. When its main process ends, whatever is
-// left of the group is killed, as a container runtime does when a container's main
-// process ends; Stop signals the whole group.
+// Launch is idempotent: a replica directory is created once, so a replica is never
+// started twice, whichever worker retries the Launch.
 //
-// Replicas die with the worker (Linux's parent-death signal), so a replica that a
-// previous worker process started and that has no exit.json is reported lost rather than
-// re-adopted: nobody is left to read its output or reap it. The processes such a replica
-// had started itself do not get that signal; Stop finds them by the
-// OPENDLC_LOCAL_REPLICA_DIR variable every replica's environment carries, and kills
-// them. One state directory belongs to one worker process at a time.
+// A replica runs while its supervisor does. The supervisor is recognised by its pid
+// and, on Linux, by the replica's marker, OPENDLC_LOCAL_REPLICA_DIR=<replica dir>, in
+// its environment (every process of the replica inherits it), so a reused pid is never
+// mistaken for it. Once it has ended, the exit file says how the replica did; a
+// supervisor gone without one (the host rebooted, someone killed it) leaves its replica
+// Failed with LostMessage.
+//
+// The exit status is the shell's: 128+N for a replica killed by signal N, reported as
+// killed ("stopped", when Stop sent the signal) by that signal. When the replica's main
+// process ends, the supervisor kills what is left of its process group, as a container
+// runtime does when a container's main process ends. Stop sends SIGTERM to the process
+// group (the supervisor traps it and waits on), and after the grace period SIGKILL to
+// every other process of the supervisor's session or carrying the marker; the
+// supervisor then records the status and ends.
+//
+// Logs: stdout and stderr are one stream, as on Kubernetes, and every LogLine's Stream
+// is "stdout". A record is a line of output.log (long lines are split, see nextRecord);
+// its Seq is its 1-based number in the file, the same for every reader, so a forwarder
+// resuming after seq N in another worker process neither repeats nor skips a line.
 //
 // Replicas inherit the worker's whole environment, then WithEnv's, then their own, then
-// the framework's rendezvous variables. Only Linux gets the parent-death signal and the
-// leftover search; on other Unix systems replicas outlive a worker that dies.
+// the framework's rendezvous variables, then the marker. The environment passes through
+// /bin/sh, which drops variables whose names are not shell identifiers. On Unix systems
+// other than Linux there is no /proc: a supervisor is recognised by its pid alone, and
+// Stop reaches only its process group.
 package local
 
 import (
@@ -36,8 +68,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -49,11 +84,17 @@ import (
 
 var _ activities.Backend = (*Backend)(nil)
 
-// LostMessage is the message of a replica that a previous worker process started and
-// that died with it.
-const LostMessage = "lost: the worker restarted while the process ran"
+// LostMessage is the message of a replica whose supervisor is gone without having
+// recorded how the replica ended: the host rebooted, someone killed the supervisor, or
+// the worker that claimed the replica died before starting it.
+const LostMessage = "lost: its supervisor is gone and recorded no exit status"
 
-// Backend runs gangs as local processes. It is safe for concurrent use.
+// killTimeout bounds each wait of Stop for processes to end after SIGKILL (a process in
+// uninterruptible sleep, on a hung NFS mount say, may take long).
+const killTimeout = 5 * time.Second
+
+// Backend runs gangs as local processes. It is safe for concurrent use, and several
+// Backends, in one process or several, may share a state directory.
 type Backend struct {
 	stateDir string
 	baseDir  string
@@ -61,22 +102,10 @@ type Backend struct {
 	env      []schemas.EnvVar
 	grace    time.Duration
 	poll     time.Duration
+	mv       string // the mv(1) supervisors rename the exit file with
 
-	mu    sync.Mutex
-	gangs map[string]*gangProcs // by gang ID; the gangs this Backend has touched
-}
-
-// gangProcs is what this Backend holds in memory about one gang.
-type gangProcs struct {
-	// op serialises Launch, Stop and Cleanup of the gang, so Stop never misses a process
-	// that a concurrent Launch is starting.
-	op sync.Mutex
-	// procs are the replicas this Backend started, by name; guarded by Backend.mu.
-	procs map[string]*proc
-	// claimed are the replicas whose directory this Backend created, so that one being
-	// started (claimed, no process yet) is not mistaken for a lost one; guarded by
-	// Backend.mu.
-	claimed map[string]bool
+	mu       sync.Mutex
+	children map[string]*child // by replica directory
 }
 
 // Option configures a Backend.
@@ -137,13 +166,15 @@ func WithStopGracePeriod(d time.Duration) Option {
 	}
 }
 
-// New returns a Backend. It creates the state directory.
+// New returns a Backend. It creates the state directory. A Backend on the state
+// directory of a previous worker process re-adopts that worker's replicas.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{
 		stateDir: filepath.Join(os.TempDir(), "opendlc-local"),
 		grace:    5 * time.Second,
 		poll:     50 * time.Millisecond,
-		gangs:    map[string]*gangProcs{},
+		mv:       "mv",
+		children: map[string]*child{},
 	}
 	for _, o := range opts {
 		if err := o(b); err != nil {
@@ -162,7 +193,7 @@ func New(opts ...Option) (*Backend, error) {
 		}
 	}
 	// Absolute paths: replicas run in other directories and the marker in their
-	// environment (see replicaMarker) must name their state unambiguously.
+	// environment must name their state unambiguously.
 	if b.stateDir, err = filepath.Abs(b.stateDir); err != nil {
 		return nil, fmt.Errorf("local: state dir: %w", err)
 	}
@@ -172,6 +203,10 @@ func New(opts ...Option) (*Backend, error) {
 	if err := os.MkdirAll(b.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	// Resolved with the worker's PATH: a job may set a PATH without one.
+	if mv, err := exec.LookPath("mv"); err == nil && filepath.IsAbs(mv) {
+		b.mv = mv
+	}
 	return b, nil
 }
 
@@ -179,9 +214,10 @@ func New(opts ...Option) (*Backend, error) {
 func (b *Backend) Name() string { return "local" }
 
 // Launch starts every replica of the gang that was not started before, by this Backend
-// or by a previous worker process on the same state directory. A replica whose command
-// cannot be started (not found, not executable) is not a Launch error: it is recorded
-// and Observe reports it Failed, as a pod whose container cannot run would be.
+// or by any other on the same state directory. It returns once every supervisor it
+// started is ready. A replica whose command cannot be started (not found, not
+// executable) is not a Launch error: it is recorded and Observe reports it Failed, as a
+// pod whose container cannot run would be.
 func (b *Backend) Launch(ctx context.Context, spec activities.GangSpec) error {
 	fw, err := frameworks.Get(spec.Framework)
 	if err != nil {
@@ -190,11 +226,19 @@ func (b *Backend) Launch(ctx context.Context, spec activities.GangSpec) error {
 	if err := validate(spec); err != nil {
 		return invalidSpec(err)
 	}
-	id := spec.ID()
-	gp := b.lockGang(id)
-	defer gp.op.Unlock()
+	dir := b.gangDir(spec.ID())
+	var unlock func()
+	for unlock == nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("local: %w", err)
+		}
+		unlock, err = lockGang(ctx, dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // not: a Cleanup removed it
+			return fmt.Errorf("local: launch %s: %w", spec.ID(), err)
+		}
+	}
+	defer unlock()
 
-	dir := b.gangDir(id)
 	st, err := b.loadOrInitState(dir, spec, fw.PortNames())
 	if err != nil {
 		return err
@@ -209,43 +253,39 @@ func (b *Backend) Launch(ctx context.Context, spec activities.GangSpec) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if b.proc(id, r.Name) != nil {
-			continue
-		}
 		fwEnv, err := frameworks.EnvFor(spec, r, ep)
 		if err != nil {
 			return invalidSpec(err)
 		}
 		rdir := filepath.Join(dir, r.Name)
+		env := b.environ(r, fwEnv, rdir)
+		argv0, notFound := lookPath(r.Command[0], b.workingDir(r.WorkingDir), env)
 		// Mkdir, not MkdirAll: the directory is the claim, so a replica that a previous
-		// worker started is never started again, even if that worker died before
-		// writing its pid.
-		b.setClaimed(gp, r.Name, true)
+		// worker started is never started again, even if that worker died before its
+		// supervisor was ready. As little as possible happens between the claim and the
+		// start: a worker that dies in between leaves the replica lost.
 		if err := os.Mkdir(rdir, 0o700); err != nil {
-			b.setClaimed(gp, r.Name, false)
 			if errors.Is(err, os.ErrExist) {
 				continue
 			}
 			return fmt.Errorf("local: %w", err)
 		}
-		p, err := b.start(rdir, r, b.environ(r, fwEnv, rdir))
-		if err != nil {
+		if notFound != nil {
+			if err := cannotStart(rdir, notFound); err != nil {
+				return fmt.Errorf("local: %s: %w", r.Name, err)
+			}
+			continue
+		}
+		if err := b.start(ctx, rdir, r, argv0, env); err != nil {
 			return err
-		}
-		if p == nil {
-			continue // could not start; recorded in exit.json
-		}
-		b.mu.Lock()
-		gp.procs[r.Name] = p
-		b.mu.Unlock()
-		if err := writeFileAtomic(filepath.Join(rdir, pidFile), fmt.Appendf(nil, "%d\n", p.pid)); err != nil {
-			return fmt.Errorf("local: %s: %w", r.Name, err)
 		}
 	}
 	return nil
 }
 
-// Observe reports every replica of the gang, in GangSpec order.
+// Observe reports every replica of the gang, in GangSpec order, from the state
+// directory alone: it sees the replicas of previous worker processes as well as this
+// one's.
 func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activities.GangStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return activities.GangStatus{}, err
@@ -258,7 +298,7 @@ func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activiti
 	stopped := exists(filepath.Join(dir, stoppedFile))
 	out := activities.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(st.Spec.Replicas))}
 	for _, r := range st.Spec.Replicas {
-		s, err := b.replicaStatus(ref.ID(), dir, r, stopped)
+		s, err := b.replicaStatus(dir, r, stopped)
 		if err != nil {
 			return activities.GangStatus{}, err
 		}
@@ -267,195 +307,255 @@ func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activiti
 	return out, nil
 }
 
-// replicaStatus derives one replica's state from disk, and from memory for the
-// processes this Backend started.
-func (b *Backend) replicaStatus(id, dir string, r activities.ReplicaSpec, gangStopped bool) (schemas.ReplicaStatus, error) {
+// replicaStatus derives one replica's state from its directory and its supervisor.
+func (b *Backend) replicaStatus(dir string, r activities.ReplicaSpec, gangStopped bool) (schemas.ReplicaStatus, error) {
 	s := schemas.ReplicaStatus{Name: r.Name, Role: r.Role, Index: r.Index, Phase: schemas.ReplicaPending}
 	rdir := filepath.Join(dir, r.Name)
-	ex, err := readExit(rdir)
-	if err != nil {
-		return s, err
-	}
-	// Disk before memory: Launch marks a replica claimed in memory before creating its
-	// directory, so a directory seen here is never mistaken for another worker's.
-	dirExists := exists(rdir)
-	p, claimedHere := b.inMemory(id, r.Name)
-	switch {
-	case ex == nil && p == nil && claimedHere:
-		return s, nil // a concurrent Launch is starting it
-	case ex == nil && p == nil && !dirExists:
+	if !exists(rdir) {
 		if gangStopped {
 			s.Phase, s.Message = schemas.ReplicaStopped, "stopped before it started"
 		}
 		return s, nil
 	}
+	pid := readPid(rdir)
+	if pid == 0 && !exists(filepath.Join(rdir, exitFile)) {
+		if gangLocked(dir) {
+			return s, nil // claimed, and a Launch is starting it
+		}
+		pid = readPid(rdir) // a Launch may have finished since
+	}
+	// A replica runs until its supervisor has ended (for a supervisor this Backend
+	// started: until it is reaped), even once the exit file is there: the supervisor
+	// is still ending what is left of the replica. The supervisor before the exit file:
+	// it writes the file before it ends, so a supervisor seen gone has written it by the
+	// time the file is read.
+	alive := b.supervising(rdir, pid)
+	ex, finished, err := readExit(rdir)
+	if err != nil {
+		return s, err
+	}
 	s.Node = b.node
-	if p != nil {
-		s.StartTime = ptr(p.start)
-	} else if fi, err := os.Stat(filepath.Join(rdir, pidFile)); err == nil {
-		s.StartTime = ptr(fi.ModTime().UTC())
+	if pid > 0 {
+		s.StartTime = pidTime(rdir)
 	}
 	switch {
-	case ex != nil:
-		s.Phase, s.ExitCode, s.Message = ex.phase()
-		s.FinishTime = ptr(ex.Time)
-	case p != nil:
+	case alive:
 		s.Phase = schemas.ReplicaRunning
+	case ex != nil:
+		s.Phase, s.ExitCode, s.Message = ex.phase(gangStopped)
+		s.FinishTime = &finished
+	case pid == 0 && gangStopped:
+		// Claimed by a Launch that died before starting it; Stop makes that final.
+		s.Phase, s.Message = schemas.ReplicaStopped, "stopped before it started"
 	default:
-		// Claimed by a previous worker process and never finished: it died with that
-		// worker (parent-death signal), and nobody is left to reap it or read its output.
 		s.Phase, s.Message = schemas.ReplicaFailed, LostMessage
 	}
 	return s, nil
 }
 
-// Stop sends SIGTERM to the process group of every running replica, SIGKILL to those
-// still running after the grace period, and returns once all are reaped. Replicas not
-// started yet never will be. Stopping an unknown or finished gang does nothing.
+// Stop stops every replica of the gang, whichever worker process started it: SIGTERM to
+// each running replica's process group, then, after the grace period, SIGKILL to what
+// still runs. It returns once every supervisor has recorded how its replica ended and
+// every process of the gang is gone. Replicas not started yet never will be. Stopping an
+// unknown or finished gang does nothing.
 func (b *Backend) Stop(ctx context.Context, ref activities.GangRef) error {
-	id := ref.ID()
-	if !exists(filepath.Join(b.gangDir(id), stateFile)) && b.lookupGangProcs(id) == nil {
+	dir := b.gangDir(ref.ID())
+	if !exists(dir) {
 		return nil
 	}
-	gp := b.lockGang(id)
-	defer gp.op.Unlock()
-	return b.stopLocked(ctx, id, gp)
+	unlock, err := lockGang(ctx, dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("local: stop %s: %w", ref.ID(), err)
+	}
+	defer unlock()
+	return b.stopLocked(ctx, dir)
 }
 
-// stopLocked is Stop with gp.op held.
-func (b *Backend) stopLocked(ctx context.Context, id string, gp *gangProcs) error {
-	dir := b.gangDir(id)
-	if exists(filepath.Join(dir, stateFile)) {
-		if err := writeFileAtomic(filepath.Join(dir, stoppedFile), []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n")); err != nil {
-			return fmt.Errorf("local: stop %s: %w", id, err)
-		}
-		// Replicas a previous worker started died with it, but what they started in turn
-		// may not have (the parent-death signal reaches only the direct child).
-		b.killLeftovers(id, dir)
-	}
+// supervising reports whether the supervisor pid of the replica in rdir has not ended:
+// it runs, or it is a child of this Backend not reaped yet.
+func (b *Backend) supervising(rdir string, pid int) bool {
+	return pid > 0 && (b.child(rdir) != nil || supervisorAlive(pid, replicaMarker+"="+rdir))
+}
 
-	b.mu.Lock()
-	procs := make([]*proc, 0, len(gp.procs))
-	for _, p := range gp.procs {
-		procs = append(procs, p)
-	}
-	b.mu.Unlock()
+// supervised is a replica with a recorded supervisor.
+type supervised struct {
+	rdir string
+	pid  int
+}
 
-	for _, p := range procs {
-		p.signal(sigTerm)
+// stopLocked is Stop with the gang's lock held.
+func (b *Backend) stopLocked(ctx context.Context, dir string) error {
+	st, err := readState(dir)
+	if errors.Is(err, activities.ErrGangNotFound) {
+		return nil
 	}
-	grace := time.NewTimer(b.grace)
-	defer grace.Stop()
-	if done, err := waitDone(ctx, procs, grace.C); err != nil {
+	if err != nil {
 		return err
-	} else if done {
-		return nil
 	}
-	for _, p := range procs {
-		p.signal(sigKill)
+	if err := writeFileAtomic(filepath.Join(dir, stoppedFile), []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n")); err != nil {
+		return fmt.Errorf("local: stop %s: %w", filepath.Base(dir), err)
 	}
-	_, err := waitDone(ctx, procs, nil)
-	return err
-}
-
-// waitDone waits until every process is reaped (true), timeout fires (false) or ctx
-// ends (its error).
-func waitDone(ctx context.Context, procs []*proc, timeout <-chan time.Time) (bool, error) {
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-timeout:
-			return false, nil
-		case <-ctx.Done():
-			return false, ctx.Err()
+	var running []supervised
+	for _, r := range st.Spec.Replicas {
+		rdir := filepath.Join(dir, r.Name)
+		s := supervised{rdir: rdir, pid: readPid(rdir)}
+		if b.supervising(s.rdir, s.pid) {
+			running = append(running, s)
 		}
 	}
-	return true, nil
+
+	for _, s := range running {
+		b.signalGroup(s, syscall.SIGTERM)
+	}
+	if running, err = b.waitSupervisors(ctx, running, time.Now().Add(b.grace)); err != nil {
+		return err
+	}
+	if len(running) > 0 {
+		if canScanProcs {
+			// Every process of theirs but the supervisors, which then record the status
+			// and end.
+			sups := map[int]string{}
+			for _, s := range running {
+				sups[s.pid] = s.rdir
+			}
+			if err := killGangProcs(ctx, dir, sups); err != nil {
+				return err
+			}
+			if running, err = b.waitSupervisors(ctx, running, time.Now().Add(killTimeout)); err != nil {
+				return err
+			}
+		}
+		// A supervisor that does not end (or, without /proc, every one): kill its
+		// group, itself included, and record the status in its stead.
+		for _, s := range running {
+			b.signalGroup(s, syscall.SIGKILL)
+		}
+		if _, err := b.waitSupervisors(ctx, running, time.Now().Add(killTimeout)); err != nil {
+			return err
+		}
+		for _, s := range running {
+			if !exists(filepath.Join(s.rdir, exitFile)) {
+				code := int32(128 + syscall.SIGKILL)
+				if err := writeExit(s.rdir, exitRecord{ExitCode: &code, Term: true}); err != nil {
+					return fmt.Errorf("local: stop %s: %w", filepath.Base(dir), err)
+				}
+			}
+		}
+	}
+	// Whatever is left: processes of the replicas that left their session, and those of
+	// replicas whose supervisor was lost.
+	return killGangProcs(ctx, dir, nil)
+}
+
+// signalGroup sends sig to a supervisor's process group, if the supervisor has not
+// ended: until it has (until it is reaped, for a child of this Backend) the group id
+// names its group and no other.
+func (b *Backend) signalGroup(s supervised, sig syscall.Signal) {
+	if b.supervising(s.rdir, s.pid) {
+		_ = syscall.Kill(-s.pid, sig)
+	}
+}
+
+// waitSupervisors waits until none of the supervisors runs (and those this Backend
+// started are reaped) or the deadline passes, and returns those still running.
+func (b *Backend) waitSupervisors(ctx context.Context, sups []supervised, deadline time.Time) ([]supervised, error) {
+	for {
+		var left []supervised
+		for _, s := range sups {
+			if b.supervising(s.rdir, s.pid) {
+				left = append(left, s)
+			}
+		}
+		if len(left) == 0 || !time.Now().Before(deadline) {
+			return left, nil
+		}
+		sups = left
+		if err := pause(ctx, 5*time.Millisecond); err != nil {
+			return left, err
+		}
+	}
+}
+
+// killGangProcs sends SIGKILL to every process of the gang, until none is left or
+// killTimeout passes: those that carry the marker of one of its replicas, and the other
+// members of the session of a running supervisor in sups (pid to replica directory).
+// The supervisors are spared, and so is what one runs once its replica has ended
+// (mv(1), which would carry the marker until it execs): it is recording the exit
+// status, and kills its group itself next.
+func killGangProcs(ctx context.Context, dir string, sups map[int]string) error {
+	recording := func(sup int) bool {
+		rdir, ok := sups[sup]
+		return ok && (exists(filepath.Join(rdir, exitTmpFile)) || exists(filepath.Join(rdir, exitFile)))
+	}
+	ofGang := func(p procInfo) bool {
+		switch _, sup := sups[p.pid]; {
+		case sup || recording(p.ppid):
+			return false
+		case filepath.Dir(markerDir(p.pid)) == dir:
+			return true
+		}
+		_, inSession := sups[p.sid]
+		return inSession
+	}
+	deadline := time.Now().Add(killTimeout)
+	for {
+		var victims []procInfo
+		for _, p := range liveProcs() {
+			if ofGang(p) {
+				victims = append(victims, p)
+			}
+		}
+		if len(victims) == 0 || !time.Now().Before(deadline) {
+			return nil
+		}
+		for _, p := range victims {
+			signalIf(p.pid, syscall.SIGKILL, func() bool {
+				q, ok := procStat(p.pid)
+				return ok && ofGang(q)
+			})
+		}
+		if err := pause(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Cleanup stops the gang and removes its state directory, logs included.
 func (b *Backend) Cleanup(ctx context.Context, ref activities.GangRef) error {
-	id := ref.ID()
-	if !exists(filepath.Join(b.gangDir(id), stateFile)) && b.lookupGangProcs(id) == nil {
+	dir := b.gangDir(ref.ID())
+	if !exists(dir) {
 		return nil
 	}
-	gp := b.lockGang(id)
-	defer gp.op.Unlock()
-	if err := b.stopLocked(ctx, id, gp); err != nil {
+	unlock, err := lockGang(ctx, dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
+	}
+	defer unlock()
+	if err := b.stopLocked(ctx, dir); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(b.gangDir(id)); err != nil {
-		return fmt.Errorf("local: cleanup %s: %w", id, err)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
 	}
-	// Forget the gang; lockGang makes anyone already waiting for gp start over.
-	b.mu.Lock()
-	delete(b.gangs, id)
-	b.mu.Unlock()
 	return nil
-}
-
-// lockGang returns gang id's in-memory record with its op lock held. It retries when
-// Cleanup dropped the record while we waited for the lock, so processes are never
-// recorded in a record nobody can find.
-func (b *Backend) lockGang(id string) *gangProcs {
-	for {
-		gp := b.gangProcs(id)
-		gp.op.Lock()
-		b.mu.Lock()
-		current := b.gangs[id] == gp
-		b.mu.Unlock()
-		if current {
-			return gp
-		}
-		gp.op.Unlock()
-	}
-}
-
-// gangProcs returns the in-memory record of gang id, creating it.
-func (b *Backend) gangProcs(id string) *gangProcs {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	gp := b.gangs[id]
-	if gp == nil {
-		gp = &gangProcs{procs: map[string]*proc{}, claimed: map[string]bool{}}
-		b.gangs[id] = gp
-	}
-	return gp
-}
-
-// lookupGangProcs returns the in-memory record of gang id, or nil.
-func (b *Backend) lookupGangProcs(id string) *gangProcs {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.gangs[id]
-}
-
-// proc returns the process this Backend started for a replica, or nil.
-func (b *Backend) proc(id, name string) *proc {
-	p, _ := b.inMemory(id, name)
-	return p
-}
-
-// inMemory returns the process this Backend started for a replica (or nil), and whether
-// this Backend claimed the replica.
-func (b *Backend) inMemory(id, name string) (*proc, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if gp := b.gangs[id]; gp != nil {
-		return gp.procs[name], gp.claimed[name]
-	}
-	return nil, false
-}
-
-// setClaimed records whether this Backend claimed a replica of gp.
-func (b *Backend) setClaimed(gp *gangProcs, name string, claimed bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if claimed {
-		gp.claimed[name] = true
-	} else {
-		delete(gp.claimed, name)
-	}
 }
 
 // gangDir is the gang's state directory. IDs that are not a single path element (which
@@ -469,7 +569,7 @@ func (b *Backend) gangDir(id string) string {
 
 // environ is a replica's environment. Later entries win (os/exec keeps the last of
 // duplicate names): the worker's, then PWD, then WithEnv's, then the replica's, then the
-// framework's, then the marker Stop uses to find leftovers.
+// framework's, then the marker that tells the replica's processes from any other.
 func (b *Backend) environ(r activities.ReplicaSpec, fwEnv []schemas.EnvVar, rdir string) []string {
 	// os/exec sets PWD to the command's Dir only when it builds the environment itself;
 	// the worker's PWD would tell the replica it runs where the worker does.
@@ -573,6 +673,8 @@ func validate(spec activities.GangSpec) error {
 		switch {
 		case !isPathElem(r.Name):
 			return fmt.Errorf("local: replicas[%d].name %q is not a valid directory name", i, r.Name)
+		case strings.HasPrefix(r.Name, ".") || r.Name == stateFile || r.Name == stoppedFile:
+			return fmt.Errorf("local: replicas[%d].name %q is reserved", i, r.Name)
 		case names[r.Name]:
 			return fmt.Errorf("local: replicas[%d].name %q is used twice", i, r.Name)
 		case len(r.Command) == 0 || r.Command[0] == "":
@@ -594,26 +696,3 @@ func invalidSpec(err error) error {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// killLeftovers kills what remains of replicas that a previous worker process started:
-// the parent-death signal killed each replica's main process, not the processes it
-// started (torchrun's workers, for one). A group is killed only if one of its live
-// members carries the replica's marker, so a reused process group id is never hit.
-func (b *Backend) killLeftovers(id, dir string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() || b.proc(id, e.Name()) != nil {
-			continue
-		}
-		rdir := filepath.Join(dir, e.Name())
-		if exists(filepath.Join(rdir, exitFile)) {
-			continue
-		}
-		if pgid := readPid(rdir); pgid > 0 && groupHasMarker(pgid, replicaMarker+"="+rdir) {
-			killGroup(pgid)
-		}
-	}
-}

@@ -3,22 +3,18 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -95,13 +91,16 @@ func TestExitCodes(t *testing.T) {
 		code    *int32
 		message string
 	}{
-		"true":          {argv: []string{"/bin/true"}, want: schemas.ReplicaSucceeded, code: ptr[int32](0)},
-		"false":         {argv: []string{"/bin/false"}, want: schemas.ReplicaFailed, code: ptr[int32](1), message: "exited with code 1"},
-		"exit 3":        {argv: []string{"sh", "-c", "exit 3"}, want: schemas.ReplicaFailed, code: ptr[int32](3), message: "exited with code 3"},
-		"killed":        {argv: []string{"sh", "-c", "kill -KILL $$"}, want: schemas.ReplicaFailed, code: ptr[int32](137), message: "killed by SIGKILL"},
-		"not found":     {argv: []string{"/nonexistent/train"}, want: schemas.ReplicaFailed, message: "cannot start: fork/exec /nonexistent/train: no such file or directory"},
-		"not on PATH":   {argv: []string{"opendlc-no-such-command"}, want: schemas.ReplicaFailed, message: `cannot start: exec: "opendlc-no-such-command": executable file not found in $PATH`},
-		"stdout closed": {argv: []string{"sh", "-c", "exec >&- 2>&-; exit 0"}, want: schemas.ReplicaSucceeded, code: ptr[int32](0)},
+		"true":           {argv: []string{"/bin/true"}, want: schemas.ReplicaSucceeded, code: ptr[int32](0)},
+		"false":          {argv: []string{"/bin/false"}, want: schemas.ReplicaFailed, code: ptr[int32](1), message: "exited with code 1"},
+		"exit 3":         {argv: []string{"sh", "-c", "exit 3"}, want: schemas.ReplicaFailed, code: ptr[int32](3), message: "exited with code 3"},
+		"killed":         {argv: []string{"sh", "-c", "kill -KILL $$"}, want: schemas.ReplicaFailed, code: ptr[int32](137), message: "killed by SIGKILL"},
+		"terminated":     {argv: []string{"sh", "-c", "kill -TERM $$"}, want: schemas.ReplicaFailed, code: ptr[int32](143), message: "killed by SIGTERM"},
+		"not found":      {argv: []string{"/nonexistent/train"}, want: schemas.ReplicaFailed, message: "cannot start: /nonexistent/train: no such file or directory"},
+		"not executable": {argv: []string{"/dev/null"}, want: schemas.ReplicaFailed, message: "cannot start: /dev/null: permission denied"},
+		"directory":      {argv: []string{"/"}, want: schemas.ReplicaFailed, message: "cannot start: /: is a directory"},
+		"not on PATH":    {argv: []string{"opendlc-no-such-command"}, want: schemas.ReplicaFailed, message: `cannot start: exec: "opendlc-no-such-command": executable file not found in $PATH`},
+		"stdout closed":  {argv: []string{"sh", "-c", "exec >&- 2>&-; exit 0"}, want: schemas.ReplicaSucceeded, code: ptr[int32](0)},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -237,14 +236,21 @@ func TestStopBeforeStartAndUnknown(t *testing.T) {
 	}
 }
 
+// TestLaunchIsIdempotent launches one gang concurrently from two Backends on the same
+// state directory (two workers) and checks that every replica started once.
 func TestLaunchIsIdempotent(t *testing.T) {
 	b := newBackend(t)
+	other, err := New(WithStateDir(b.stateDir), WithNode("test-node"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	g := gangOf(t, schemas.FrameworkPyTorch, rep("master", 0, "sleep", "600"), rep("worker", 0, "sleep", "600"))
 	t.Cleanup(func() { _ = b.Stop(context.Background(), g.GangRef) })
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 8)
 	for range 4 {
 		wg.Go(func() { errs <- b.Launch(context.Background(), g) })
+		wg.Go(func() { errs <- other.Launch(context.Background(), g) })
 	}
 	wg.Wait()
 	close(errs)
@@ -262,9 +268,9 @@ func TestLaunchIsIdempotent(t *testing.T) {
 		t.Fatalf("Launch again: %v", err)
 	}
 
-	// Every process Launch started has exec'd by the time Launch returns, so any
-	// duplicate is visible now.
-	procs := replicaProcs(t, b.stateDir)
+	// Every supervisor Launch started is running by the time Launch returns, so any
+	// duplicate is visible now: a second session for the same replica.
+	procs := replicaSessions(t, b.stateDir)
 	want := map[string][]int{}
 	for _, r := range g.Replicas {
 		want[filepath.Join(b.gangDir(g.ID()), r.Name)] = []int{before[r.Name]}
@@ -273,7 +279,7 @@ func TestLaunchIsIdempotent(t *testing.T) {
 		}
 	}
 	if diff := cmp.Diff(want, procs); diff != "" {
-		t.Errorf("replica processes (-want +got):\n%s", diff)
+		t.Errorf("replica sessions (-want +got):\n%s", diff)
 	}
 }
 
@@ -349,20 +355,22 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 	}
 }
 
-func TestNewBackendReportsLostReplicas(t *testing.T) {
+// TestNewBackendAdoptsReplicas: a second Backend on the same state directory (a
+// restarted worker) sees the first one's replica running, never starts it again,
+// follows its output and stops it.
+func TestNewBackendAdoptsReplicas(t *testing.T) {
 	dir := t.TempDir()
 	first, err := New(WithStateDir(dir), WithNode("test-node"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gangOf(t, schemas.FrameworkPyTorch, rep("worker", 0, "sh", "-c", "echo hello; exec sleep 600"))
+	name := g.Replicas[0].Name
 	launch(t, first, g)
 	waitFor(t, first, g.GangRef, "the replica to run", running)
-	firstLines(t, first, g.GangRef, g.Replicas[0].Name, 1)
-	pid := pidOf(t, first, g, g.Replicas[0].Name)
+	firstLines(t, first, g.GangRef, name, 1)
+	pid := pidOf(t, first, g, name)
 
-	// A second Backend on the same state directory stands for a restarted worker: it did
-	// not start the process, so it reports it lost and never starts it again.
 	second, err := New(WithStateDir(dir), WithNode("test-node"))
 	if err != nil {
 		t.Fatal(err)
@@ -374,147 +382,297 @@ func TestNewBackendReportsLostReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []schemas.ReplicaStatus{{Name: g.Replicas[0].Name, Role: "worker", Phase: schemas.ReplicaFailed, Message: LostMessage, Node: "test-node"}}
+	want := []schemas.ReplicaStatus{{Name: name, Role: "worker", Phase: schemas.ReplicaRunning, Node: "test-node"}}
 	if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime")); diff != "" {
 		t.Errorf("status mismatch (-want +got):\n%s", diff)
 	}
 	if st.Replicas[0].StartTime == nil {
-		t.Error("no start time for the lost replica")
+		t.Error("no start time for the adopted replica")
 	}
-	if got := replicaProcs(t, dir); len(got) != 1 || len(got[filepath.Join(second.gangDir(g.ID()), g.Replicas[0].Name)]) != 1 {
-		t.Errorf("replica processes after the second Launch: %v, want only pid %d", got, pid)
+	if diff := cmp.Diff(map[string][]int{filepath.Join(second.gangDir(g.ID()), name): {pid}}, replicaSessions(t, dir)); diff != "" {
+		t.Errorf("replica sessions after the second Launch (-want +got):\n%s", diff)
 	}
-	// Its logs are what was written, and following them ends at once.
-	lines := logs(t, second, g.GangRef, g.Replicas[0].Name, 0)
-	if len(lines) != 1 || lines[0].Line != "hello" {
-		t.Errorf("logs of the lost replica: %+v", lines)
+	if l := firstLines(t, second, g.GangRef, name, 1); l[0].Line != "hello" || l[0].Seq != 1 {
+		t.Errorf("second Backend's first line: %+v", l[0])
 	}
-}
 
-// TestWorkerDeathKillsReplicas kills a real worker process (this test binary, re-run as a
-// helper) while its replicas run: the replicas die with it, and the next worker reports
-// them lost and, on Stop, kills what they had started.
-func TestWorkerDeathKillsReplicas(t *testing.T) {
-	if dir := os.Getenv("OPENDLC_LOCAL_TEST_HELPER"); dir != "" {
-		helperWorker(t, dir)
+	if err := second.Stop(context.Background(), g.GangRef); err != nil {
+		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	helper := exec.Command(os.Args[0], "-test.run=^TestWorkerDeathKillsReplicas$", "-test.v")
-	helper.Env = append(os.Environ(), "OPENDLC_LOCAL_TEST_HELPER="+dir)
-	out, err := helper.StdoutPipe()
+	if alive(pid) {
+		t.Errorf("supervisor %d survived Stop", pid)
+	}
+	st, err = first.Observe(context.Background(), g.GangRef)
 	if err != nil {
 		t.Fatal(err)
 	}
-	helper.Stderr = os.Stderr
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
+	if r := st.Replicas[0]; r.Phase != schemas.ReplicaStopped || r.Message != "stopped by SIGTERM" || r.ExitCode == nil || *r.ExitCode != 143 {
+		t.Errorf("after Stop: %s %q exit %v, want Stopped by SIGTERM (143)", r.Phase, r.Message, r.ExitCode)
 	}
-	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
-	var leader, child int
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if _, err := fmt.Sscanf(sc.Text(), "ready %d %d", &leader, &child); err == nil {
-			break
-		}
+	if lines := logs(t, second, g.GangRef, name, 0); len(lines) != 1 || lines[0].Line != "hello" {
+		t.Errorf("logs after Stop: %+v", lines)
 	}
-	if leader == 0 {
-		t.Fatalf("helper did not get ready: %v", sc.Err())
-	}
-	if !alive(leader) || !alive(child) {
-		t.Fatalf("replica %d or its child %d is not running", leader, child)
-	}
+}
 
-	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+// followAll follows a replica's log after afterSeq to its end in the background.
+func followAll(ctx context.Context, b *Backend, ref activities.GangRef, replica string, afterSeq int64) <-chan []activities.LogLine {
+	out := make(chan []activities.LogLine, 1)
+	go func() {
+		var lines []activities.LogLine
+		err := b.FollowLogs(ctx, ref, replica, afterSeq, func(l activities.LogLine) error {
+			lines = append(lines, l)
+			return nil
+		})
+		if err != nil {
+			lines = append(lines, activities.LogLine{Seq: -1, Line: err.Error()})
+		}
+		out <- lines
+	}()
+	return out
+}
+
+// TestWorkerRestart kills a real worker process (this test binary, re-executed) with
+// SIGKILL while its gang runs. The replicas go on, and a new Backend on the same state
+// directory re-adopts them: it reports them Running, resumes their logs where the dead
+// worker's forwarder left off with no gap and no repeat, and observes their exit codes.
+func TestWorkerRestart(t *testing.T) {
+	actAsWorker(t)
+	dir := t.TempDir()
+	gate := filepath.Join(t.TempDir(), "gate")
+	// Five lines, then the gate (the worker is killed meanwhile), then 35 lines, slowly,
+	// then the exit code given.
+	const script = `for i in 1 2 3 4 5; do echo "line $i"; done
+while [ ! -e "$1" ]; do sleep 0.01; done
+i=6; while [ $i -le 40 ]; do echo "line $i"; sleep 0.01; i=$((i+1)); done
+exit $2`
+	g := gangOf(t, schemas.FrameworkCustom,
+		rep("worker", 0, "sh", "-c", script, "sh", gate, "0"),
+		rep("worker", 1, "sh", "-c", script, "sh", gate, "3"))
+	stopOnCleanup(t, dir, g.GangRef)
+	const forwarded = 3 // lines the dead worker followed
+	worker, seen := startWorker(t, dir, g, forwarded)
+	sups := map[string][]int{}
+	for _, r := range g.Replicas {
+		rdir := filepath.Join(dir, g.ID(), r.Name)
+		sups[rdir] = []int{readPid(rdir)}
 	}
-	_ = helper.Wait()
-	eventually(t, 10*time.Second, "the replica to die with the worker", func() bool { return !alive(leader) })
-	if !alive(child) {
-		t.Fatalf("the replica's child %d died too; this test no longer covers leftovers", child)
+	killWorker(t, worker)
+	for rdir, pid := range sups {
+		if !alive(pid[0]) {
+			t.Fatalf("the supervisor of %s died with the worker", filepath.Base(rdir))
+		}
 	}
 
 	b, err := New(WithStateDir(dir), WithNode("test-node"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := helperGang()
 	st, err := b.Observe(context.Background(), g.GangRef)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := st.Replicas[0]; r.Phase != schemas.ReplicaFailed || r.Message != LostMessage {
-		t.Errorf("after the worker died: %+v, want Failed and lost", r)
+	for _, r := range st.Replicas {
+		if r.Phase != schemas.ReplicaRunning {
+			t.Errorf("%s is %s (%s) after the worker died, want Running", r.Name, r.Phase, r.Message)
+		}
 	}
-	if err := b.Stop(context.Background(), g.GangRef); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "Stop to kill the lost replica's child", func() bool { return !alive(child) })
-}
-
-func helperGang() activities.GangSpec {
-	return activities.GangSpec{
-		GangRef:   activities.GangRef{Workspace: "test", Job: "helper", Attempt: 1},
-		Framework: schemas.FrameworkCustom,
-		Replicas: []activities.ReplicaSpec{{Name: "helper-worker-0-a1", Role: "worker",
-			Command: []string{"sh", "-c", "sleep 600 & echo $!; wait"}}},
-	}
-}
-
-// helperWorker is the worker process of TestWorkerDeathKillsReplicas: the test binary
-// re-executed with OPENDLC_LOCAL_TEST_HELPER set. It never returns.
-func helperWorker(t *testing.T, dir string) {
-	b, err := New(WithStateDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := helperGang()
+	// A retried Launch starts nothing.
 	if err := b.Launch(context.Background(), g); err != nil {
 		t.Fatal(err)
 	}
-	child := firstLines(t, b, g.GangRef, g.Replicas[0].Name, 1)[0].Line
-	fmt.Printf("ready %d %s\n", pidOf(t, b, g, g.Replicas[0].Name), child)
-	select {} // until killed
+	if diff := cmp.Diff(sups, replicaSessions(t, dir)); diff != "" {
+		t.Errorf("replica sessions after a new worker's Launch (-want +got):\n%s", diff)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	follows := map[string]<-chan []activities.LogLine{}
+	for _, r := range g.Replicas {
+		follows[r.Name] = followAll(ctx, b, g.GangRef, r.Name, forwarded)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range g.Replicas {
+		var want, got []string
+		for i := 1; i <= 40; i++ {
+			want = append(want, fmt.Sprintf("%d line %d", i, i))
+		}
+		for i, l := range seen[r.Name] {
+			got = append(got, fmt.Sprintf("%d %s", i+1, l))
+		}
+		for _, l := range <-follows[r.Name] {
+			got = append(got, fmt.Sprintf("%d %s", l.Seq, l.Line))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: lines seen by the dead worker, then resumed by the new one (-want +got):\n%s", r.Name, diff)
+		}
+	}
+
+	st = waitFor(t, b, g.GangRef, "replicas to finish", terminal)
+	want := []schemas.ReplicaStatus{
+		{Name: g.Replicas[0].Name, Role: "worker", Index: 0, Phase: schemas.ReplicaSucceeded, ExitCode: ptr[int32](0), Node: "test-node"},
+		{Name: g.Replicas[1].Name, Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, ExitCode: ptr[int32](3), Node: "test-node", Message: "exited with code 3"},
+	}
+	if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime", "FinishTime")); diff != "" {
+		t.Errorf("final status (-want +got):\n%s", diff)
+	}
+	for _, r := range st.Replicas {
+		if r.StartTime == nil || r.FinishTime == nil || r.FinishTime.Before(*r.StartTime) {
+			t.Errorf("%s: start %v, finish %v", r.Name, r.StartTime, r.FinishTime)
+		}
+	}
 }
 
-// TestReplicaOutlivesLaunchingThread: the parent-death signal fires when the thread that
-// forked a child ends, and the Go runtime ends a thread whose locked goroutine returns.
-// Launching from such a goroutine must not kill the replica.
-func TestReplicaOutlivesLaunchingThread(t *testing.T) {
-	b := newBackend(t)
-	g := gangOf(t, schemas.FrameworkCustom, rep("worker", 0, "sleep", "600"))
-	t.Cleanup(func() { _ = b.Stop(context.Background(), g.GangRef) })
-	// The goroutine must not run on the main thread, which the runtime never ends.
-	var tid int
-	errs := make(chan error, 1)
-	for tid == 0 {
-		tids := make(chan int)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-			if unix.Gettid() == unix.Getpid() {
-				runtime.UnlockOSThread()
-				tids <- 0
-				return
-			}
-			tids <- unix.Gettid()
-			errs <- b.Launch(context.Background(), g)
-		}()
-		tid = <-tids
+// TestStopReadoptedGang: a new worker stops the gang of a worker that was killed, and
+// every process of it is gone when Stop returns: supervisors, replicas, their children,
+// one that ignores SIGTERM, and one that left the replica's session.
+func TestStopReadoptedGang(t *testing.T) {
+	actAsWorker(t)
+	dir := t.TempDir()
+	escape := "sleep 600 & echo $!" // stands in when there is no setsid(1)
+	if _, err := exec.LookPath("setsid"); err == nil {
+		escape = "setsid sleep 600 & echo $!"
 	}
-	eventually(t, 10*time.Second, "the launching thread to end", func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
-		return errors.Is(err, os.ErrNotExist)
-	})
-	// Had the replica been forked on that thread, SIGKILL would be pending for it by
-	// now, and it would end killed rather than stopped by SIGTERM.
-	if err := b.Stop(context.Background(), g.GangRef); err != nil {
+	g := gangOf(t, schemas.FrameworkPyTorch,
+		rep("master", 0, "sh", "-c", "echo $$; sleep 600 & echo $!; "+escape+"; wait"),
+		rep("worker", 0, "sh", "-c", `trap "" TERM; echo $$; sleep 600 & echo $!; sleep 600 & echo $!; wait`))
+	stopOnCleanup(t, dir, g.GangRef)
+	worker, seen := startWorker(t, dir, g, 3)
+	var pids []int
+	for _, r := range g.Replicas {
+		pids = append(pids, readPid(filepath.Join(dir, g.ID(), r.Name)))
+		for _, l := range seen[r.Name] {
+			pid, err := strconv.Atoi(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	killWorker(t, worker)
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("pid %d is not running after the worker died", pid)
+		}
+	}
+
+	b, err := New(WithStateDir(dir), WithNode("test-node"), WithStopGracePeriod(300*time.Millisecond))
+	if err != nil {
 		t.Fatal(err)
+	}
+	waitFor(t, b, g.GangRef, "replicas to run", running)
+	start := time.Now()
+	if err := b.Stop(context.Background(), g.GangRef); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	t.Logf("Stop took %v", time.Since(start))
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d still runs after Stop returned", pid)
+		}
+	}
+	if left := replicaSessions(t, dir); len(left) != 0 {
+		t.Errorf("replica processes left: %v", left)
 	}
 	st, err := b.Observe(context.Background(), g.GangRef)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := st.Replicas[0]; r.Phase != schemas.ReplicaStopped || r.ExitCode == nil || *r.ExitCode != 143 {
-		t.Errorf("replica %s %q, want Stopped by SIGTERM (143): the thread's end killed it", r.Phase, r.Message)
+	want := []schemas.ReplicaStatus{
+		{Name: g.Replicas[0].Name, Role: "master", Phase: schemas.ReplicaStopped, ExitCode: ptr[int32](143), Message: "stopped by SIGTERM", Node: "test-node"},
+		{Name: g.Replicas[1].Name, Role: "worker", Phase: schemas.ReplicaStopped, ExitCode: ptr[int32](137), Message: "stopped by SIGKILL", Node: "test-node"},
+	}
+	if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime", "FinishTime")); diff != "" {
+		t.Errorf("status mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestLostSupervisor: a replica whose supervisor was killed from outside, so that it
+// never wrote the exit file, is reported Failed and lost, by a new worker as by the one
+// that started it; its log ends, and Stop kills what is left of it.
+func TestLostSupervisor(t *testing.T) {
+	tests := map[string]struct {
+		kill     func(supervisor int) error
+		leftover bool // the replica outlives its supervisor
+	}{
+		"supervisor killed": {kill: func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }, leftover: true},
+		"group killed":      {kill: func(pid int) error { return syscall.Kill(-pid, syscall.SIGKILL) }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			first, err := New(WithStateDir(dir), WithNode("test-node"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := gangOf(t, schemas.FrameworkCustom, rep("worker", 0, "sh", "-c", "echo $$; exec sleep 600"))
+			launch(t, first, g)
+			name := g.Replicas[0].Name
+			replica, err := strconv.Atoi(firstLines(t, first, g.GangRef, name, 1)[0].Line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.kill(pidOf(t, first, g, name)); err != nil {
+				t.Fatal(err)
+			}
+
+			for _, b := range []*Backend{newBackendOn(t, dir), first} {
+				st := waitFor(t, b, g.GangRef, "the replica to be lost", terminal)
+				want := []schemas.ReplicaStatus{{Name: name, Role: "worker", Phase: schemas.ReplicaFailed, Message: LostMessage, Node: "test-node"}}
+				if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime")); diff != "" {
+					t.Errorf("status mismatch (-want +got):\n%s", diff)
+				}
+				if lines := logs(t, b, g.GangRef, name, 0); len(lines) != 1 || lines[0].Line != strconv.Itoa(replica) {
+					t.Errorf("logs of the lost replica: %+v", lines)
+				}
+			}
+			if alive(replica) != tc.leftover {
+				t.Fatalf("replica %d alive: %v, want %v", replica, alive(replica), tc.leftover)
+			}
+			b := newBackendOn(t, dir)
+			if err := b.Stop(context.Background(), g.GangRef); err != nil {
+				t.Fatal(err)
+			}
+			if alive(replica) {
+				t.Errorf("replica %d survived Stop", replica)
+			}
+			st, err := b.Observe(context.Background(), g.GangRef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := st.Replicas[0]; r.Phase != schemas.ReplicaFailed || r.Message != LostMessage {
+				t.Errorf("after Stop: %s %q, want it still lost", r.Phase, r.Message)
+			}
+		})
+	}
+}
+
+// TestArgvPassedVerbatim: the supervisor passes the argv through as positional
+// parameters, never through the shell's parser, and runs a program, never a builtin.
+func TestArgvPassedVerbatim(t *testing.T) {
+	b := newBackend(t)
+	args := []string{"$HOME", "`id`", "$(echo no)", "a b", "'q'", `"d"`, `back\slash`, "", "-n", "*", "; exit 9"}
+	g := gangOf(t, schemas.FrameworkCustom,
+		rep("worker", 0, append([]string{"printf", `%s\n`}, args...)...),
+		// The shell's echo would turn \t into a tab.
+		rep("worker", 1, "echo", `a\tb`))
+	launch(t, b, g)
+	st := waitFor(t, b, g.GangRef, "replicas to finish", terminal)
+	for _, r := range st.Replicas {
+		if r.Phase != schemas.ReplicaSucceeded {
+			t.Errorf("%s: %s %q", r.Name, r.Phase, r.Message)
+		}
+	}
+	for i, want := range [][]string{args, {`a\tb`}} {
+		var got []string
+		for _, l := range logs(t, b, g.GangRef, g.Replicas[i].Name, 0) {
+			got = append(got, l.Line)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("replica %d output (-want +got):\n%s", i, diff)
+		}
 	}
 }
 

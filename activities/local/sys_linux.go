@@ -4,131 +4,133 @@ package local
 
 import (
 	"bytes"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// sysProcAttr puts each replica in its own process group, so that signals reach
-// everything it started, and has the kernel kill it when the worker dies, so that a
-// replica never outlives the only process able to observe it.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
+// canScanProcs: Linux's /proc lists every process with its group, session and
+// environment.
+const canScanProcs = true
 
-// forker is one OS thread, locked and never released, on which every replica is
-// started. The parent-death signal fires when the *thread* that forked the child exits,
-// not the process, and the Go runtime ends a thread when a goroutine locked to it
-// returns; forking from this thread makes the signal mean "the worker died".
-var forker struct {
-	once sync.Once
-	reqs chan forkRequest
-}
+// procInfo is a live process.
+type procInfo struct{ pid, ppid, pgid, sid int }
 
-type forkRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// startCmd starts cmd on the forker thread.
-func startCmd(cmd *exec.Cmd) error {
-	forker.once.Do(func() {
-		forker.reqs = make(chan forkRequest)
-		go func() {
-			runtime.LockOSThread() // never unlocked: see forker
-			for r := range forker.reqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	forker.reqs <- forkRequest{cmd: cmd, done: done}
-	return <-done
-}
-
-// reap waits until cmd's process has ended, calls exited, kills what remains of its
-// process group, waits for that to be gone, and reaps the process. The group is killed
-// before reaping, while the zombie still holds the pid, so the group id cannot have been
-// reused by then.
-func reap(cmd *exec.Cmd, exited func()) error {
-	pid := cmd.Process.Pid
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			break // on any other error, Wait below reports what happened
-		}
+// procStat reads a process's parent, group and session from /proc/<pid>/stat. ok is false
+// when the process is gone or has ended (a zombie runs nothing, and its environment
+// reads empty).
+func procStat(pid int) (procInfo, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
 	}
-	exited()
-	killGroup(pid)
-	return cmd.Wait()
+	// "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 4 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		return procInfo{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgid, err2 := strconv.Atoi(string(f[2]))
+	sid, err3 := strconv.Atoi(string(f[3]))
+	if err1 != nil || err2 != nil || err3 != nil {
+		return procInfo{}, false
+	}
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid}, true
 }
 
-// killGroup sends SIGKILL to process group pgid and waits, for a bounded time, until
-// none of its members runs any more. They are not our children, so there is nothing to
-// reap, but a caller of Stop expects them gone when it returns.
-func killGroup(pgid int) {
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
-		return // no such group
+// liveProcs lists every live process.
+func liveProcs() []procInfo {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
 	}
-	deadline := time.Now().Add(groupExitTimeout)
-	for len(groupMembers(pgid)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// groupHasMarker reports whether a live process in process group pgid carries marker
-// (NAME=VALUE) in its environment. While that process lives the group id cannot be
-// reused, so signalling -pgid reaches only the replica's own processes.
-func groupHasMarker(pgid int, marker string) bool {
-	want := append([]byte(marker), 0)
-	for _, pid := range groupMembers(pgid) {
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	var out []procInfo
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			continue // gone, or not ours to read
+			continue
 		}
-		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
+		if p, ok := procStat(pid); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// hasMarker reports whether the environment pid was started with holds marker
+// (NAME=VALUE) as an entry.
+func hasMarker(pid int, marker string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false // gone, or not ours to read
+	}
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if string(kv) == marker {
 			return true
 		}
 	}
 	return false
 }
 
-// groupMembers lists the processes of group pgid that have not ended (zombies excluded:
-// they run nothing, and init may be slow to reap them).
-func groupMembers(pgid int) []int {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+// supervisorAlive reports whether pid is a replica's running supervisor: the process
+// exists (kill 0), has not ended, leads its own session, and carries the replica's
+// marker, so that a reused pid is never mistaken for it.
+func supervisorAlive(pid int, marker string) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	p, ok := procStat(pid)
+	return ok && p.sid == pid && hasMarker(pid, marker)
+}
+
+// groupHasMarker reports whether a live process in process group pgid carries marker.
+// While that process lives the group id cannot be reused.
+func groupHasMarker(pgid int, marker string) bool {
+	for _, p := range liveProcs() {
+		if p.pgid == pgid && hasMarker(p.pid, marker) {
+			return true
+		}
+	}
+	return false
+}
+
+// signalIf sends sig to pid if still() holds once the process is held by a pidfd, so
+// that a process that ends and whose pid is reused in between is never signalled.
+func signalIf(pid int, sig syscall.Signal, still func() bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ENOSYS) { // before Linux 5.3
+		if still() {
+			_ = syscall.Kill(pid, sig)
+		}
+		return
+	}
 	if err != nil {
-		return nil
+		return // gone
 	}
-	var pids []int
-	for _, statPath := range stats {
-		stat, err := os.ReadFile(statPath)
-		if err != nil {
-			continue // gone
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := bytes.Fields(stat[i+1:])
-		if len(fields) < 3 || string(fields[0]) == "Z" || string(fields[0]) == "X" {
-			continue
-		}
-		if pg, err := strconv.Atoi(string(fields[2])); err != nil || pg != pgid {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(statPath))); err == nil {
-			pids = append(pids, pid)
+	defer unix.Close(fd)
+	if still() {
+		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+	}
+}
+
+// markerDir returns the replica directory a process's marker names, or "".
+func markerDir(pid int) string {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return ""
+	}
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(replicaMarker+"=")); ok {
+			return filepath.Clean(string(v))
 		}
 	}
-	return pids
+	return ""
 }

@@ -2,33 +2,34 @@
 
 package local
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "syscall"
 
-// sysProcAttr puts each replica in its own process group, so that signals reach
-// everything it started. Without Linux's parent-death signal, replicas outlive a worker
-// that dies; they are still reported lost.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// canScanProcs: without Linux's /proc, processes cannot be listed with their
+// environment. Replicas are still supervised and re-adopted, but a supervisor is
+// recognised by its pid alone (a reused pid can be mistaken for it), and Stop reaches
+// only the supervisor's process group.
+const canScanProcs = false
+
+type procInfo struct{ pid, ppid, pgid, sid int }
+
+func procStat(pid int) (procInfo, bool) { return procInfo{}, false }
+
+func liveProcs() []procInfo { return nil }
+
+func hasMarker(pid int, marker string) bool { return false }
+
+func markerDir(pid int) string { return "" }
+
+// supervisorAlive reports whether pid exists.
+func supervisorAlive(pid int, marker string) bool {
+	return pid > 0 && syscall.Kill(pid, 0) == nil
 }
 
-// startCmd starts cmd.
-func startCmd(cmd *exec.Cmd) error { return cmd.Start() }
-
-// reap reaps cmd's process, calls exited and kills what remains of its process group.
-// Without waitid(WNOWAIT) the group is signalled after reaping, which leaves a short
-// window in which the group id could be reused.
-func reap(cmd *exec.Cmd, exited func()) error {
-	err := cmd.Wait()
-	exited()
-	killGroup(cmd.Process.Pid)
-	return err
-}
-
-// killGroup sends SIGKILL to process group pgid.
-func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
-
-// groupHasMarker reports false: leftovers are only found through Linux's /proc.
 func groupHasMarker(pgid int, marker string) bool { return false }
+
+// signalIf sends sig to pid if still() holds.
+func signalIf(pid int, sig syscall.Signal, still func() bool) {
+	if still() {
+		_ = syscall.Kill(pid, sig)
+	}
+}
