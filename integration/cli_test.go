@@ -22,9 +22,9 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin := filepath.Join(env.dir, "dlc")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/dlc").CombinedOutput(); err != nil {
-		t.Fatalf("build dlc: %v\n%s", err, out)
+	bin, err := buildDLC()
+	if err != nil {
+		t.Fatal(err)
 	}
 	addr := freeAddr(t)
 	server := "http://" + addr

@@ -1,0 +1,194 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+var buildDLC = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(env.dir, "dlc")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/dlc").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build dlc: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// workerProc is a `dlc worker` process with the local backend.
+type workerProc struct {
+	cmd *exec.Cmd
+	log *os.File
+}
+
+func startWorker(t *testing.T, e *embedded.Embedded, stateDir string) *workerProc {
+	t.Helper()
+	bin, err := buildDLC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.CreateTemp(t.TempDir(), "worker-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "worker", "--temporal", e.Stack.Temporal.Address, "--namespace", e.Stack.Temporal.Namespace,
+		"--nats", e.Stack.NATS.URL, "--state-dir", stateDir, "--workdir", env.dir)
+	cmd.Env = os.Environ()
+	for _, v := range e.ReplicaEnv() {
+		cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProc{cmd: cmd, log: logf}
+	t.Cleanup(func() { w.kill() })
+	return w
+}
+
+func (w *workerProc) kill() {
+	if w.cmd.ProcessState == nil {
+		_ = w.cmd.Process.Signal(syscall.SIGKILL)
+		_ = w.cmd.Wait()
+	}
+}
+
+// A worker SIGKILLed in the middle of a 4-replica job that prints 100,000 lines: the
+// replicas keep running, a new worker carries on, the job succeeds, the stream holds
+// exactly one status event per transition in order, and every line arrives exactly
+// once, in order per replica.
+func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// Its own stack, so that no other worker polls its task queue.
+	e, err := embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(t.TempDir(), "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, WorkDir: env.dir,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c, err := dlc.New(e.APIURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(t.TempDir(), "local")
+	first := startWorker(t, e, stateDir)
+
+	const perReplica = 25000
+	ws, name := "restart", "lines"
+	if _, err := c.SubmitJob(ctx, []byte(fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: %s, workspace: %s}
+spec:
+  framework: custom
+  command: [sh, -c, 'i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i of $DLC_REPLICA"; if [ $((i %% 5000)) -eq 0 ]; then sleep 0.5; fi; done']
+  roles: {worker: {replicas: 4}}
+`, name, ws, perReplica))); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kill the worker once the job runs and some lines are forwarded, long before all.
+	js, err := jetstream.Connect(e.Stack.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	for {
+		j, err := c.GetJob(ctx, ws, name)
+		if err == nil && j.Status.Phase == schemas.JobRunning {
+			if last, _ := js.LastMsg(ctx, jetstream.LogsStream, events.JobLogSubject(ws, name, "worker", 0)); last != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the job never ran with forwarded lines")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	first.kill()
+	t.Logf("worker killed at %s", time.Now().Format(time.StampMilli))
+	startWorker(t, e, stateDir)
+
+	var final *api.Job
+	for {
+		final, err = c.GetJob(ctx, ws, name)
+		if err == nil && final.Status.Phase.Terminal() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job not finished after the worker restart: %+v", final)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if final.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("job %s: %s", final.Status.Phase, final.Status.Message)
+	}
+
+	// Exactly one event per transition, in order.
+	var phases []string
+	err = js.ReadUntil(ctx, jetstream.EventsStream, events.JobStatusSubject(ws, name), nil, func(_ string, data []byte) error {
+		phases = append(phases, phaseOf(t, data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, phases); diff != "" {
+		t.Errorf("status events (-want +got):\n%s", diff)
+	}
+
+	// Every line exactly once, in order per replica.
+	next := map[int]int{} // replica index → next expected line number
+	total := 0
+	err = c.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
+		total++
+		n := next[r.Index] + 1
+		want := fmt.Sprintf("line %d of %d", n, r.Index)
+		if r.Line != want || r.Seq != int64(n) {
+			return fmt.Errorf("replica %d: got seq %d %q, want seq %d %q", r.Index, r.Seq, r.Line, n, want)
+		}
+		next[r.Index] = n
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 4*perReplica {
+		t.Errorf("%d lines forwarded, want %d (per replica: %v)", total, 4*perReplica, next)
+	}
+}
+
+func phaseOf(t *testing.T, data []byte) string {
+	t.Helper()
+	var ev events.Event
+	var d events.JobPhaseData
+	if err := json.Unmarshal(data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Phase
+}
