@@ -1,7 +1,18 @@
 // Package tools builds the external programs OpenDLC runs (the Temporal dev
-// server, the versitygw S3 gateway, workflowcheck) from pinned Go module
-// versions and caches the binaries by version, so every developer and every
-// test run uses exactly the same build without a separate install step.
+// server, the versitygw S3 gateway, workflowcheck, and the Kubernetes test
+// control plane: etcd, kube-apiserver, kube-scheduler, kube-controller-manager
+// and kwok) from pinned Go module versions and caches the binaries by version,
+// so every developer and every test run uses exactly the same build without a
+// separate install step.
+//
+// Most tools are built with `go install package@version`. The Kubernetes
+// control plane cannot be: k8s.io/kubernetes refers to its staging modules
+// through local replace directives, which go install refuses. Those tools are
+// built from a nested module in the OpenDLC source tree (Tool.Module,
+// tools/kube) that pins k8s.io/kubernetes and replaces each staging module
+// with its published twin; they are cached under a version that includes a
+// hash of that module's go.mod, go.sum and Go files, so a version bump
+// rebuilds them once.
 package tools
 
 import (
@@ -31,8 +42,25 @@ type Tool struct {
 	Name string
 	// Package is the import path of the main package, e.g. "github.com/temporalio/cli/cmd/temporal".
 	Package string
-	// Version is the module version given to go install, e.g. "v1.5.1".
+	// Version is the module version given to go install, e.g. "v1.5.1". For a
+	// tool built from a Module, the table holds the version of the module that
+	// provides Package, and Lookup and List append "+src.<hash>" of the Module's
+	// sources, which is what the cache is keyed by.
 	Version string
+	// Module, when set, is the directory (relative to the root of the OpenDLC
+	// source tree, slash-separated) of the nested Go module that pins the
+	// tool's dependencies. Every tool with the same Module is built by one
+	// `go build` in that directory, under one lock, so they share compilation.
+	Module string
+	// LDFlags are passed to the go command's -ldflags. A Module build joins the
+	// distinct LDFlags of all its tools.
+	LDFlags string
+	// Group names a set of tools installed together, e.g. "kube" for the
+	// Kubernetes test control plane; see Expand.
+	Group string
+
+	// srcDir is the absolute path of Module, set by resolve.
+	srcDir string
 }
 
 // String returns the argument given to go install, package@version.
@@ -51,24 +79,101 @@ func (t Tool) binaryName() string {
 	return t.Name
 }
 
+// Versions of the Kubernetes control plane built from the tools/kube module.
+// They must agree with tools/kube/go.mod (a test checks).
+const (
+	kubeVersion = "v1.36.3" // k8s.io/kubernetes
+	etcdVersion = "v3.6.8"  // go.etcd.io/etcd/server/v3, as k8s.io/kubernetes v1.36.3 requires
+	kubeModule  = "tools/kube"
+	kubeGroup   = "kube"
+)
+
+// kubeLDFlags stamps the Kubernetes version into the binaries, as the
+// project's own release build does (otherwise they report v0.0.0-master),
+// and drops the symbol tables to shorten the link.
+func kubeLDFlags(version string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	const pkg = "k8s.io/component-base/version"
+	return fmt.Sprintf("-s -w -X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s -X %[1]s.gitTreeState=clean",
+		pkg, version, major, minor)
+}
+
 // pinned is the table of tools; change a version here and every caller
 // rebuilds it once, into a new cache entry.
 var pinned = []Tool{
 	{Name: "temporal", Package: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"},
 	{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"},
 	{Name: "workflowcheck", Package: "go.temporal.io/sdk/contrib/tools/workflowcheck", Version: "v0.6.0"},
+	{Name: "etcd", Package: "github.com/opendlc/opendlc/tools/kube/etcd", Version: etcdVersion,
+		Module: kubeModule, Group: kubeGroup},
+	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver", Version: kubeVersion,
+		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
+	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", Version: kubeVersion,
+		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
+	{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler", Version: kubeVersion,
+		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
+	// kwok has no local replaces, so go install builds it in its own module graph.
+	{Name: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", Version: "v0.8.0", Group: kubeGroup},
 }
 
-// List returns the pinned tools, in a stable order.
-func List() []Tool { return slices.Clone(pinned) }
+// List returns the pinned tools, in a stable order. The versions of tools
+// built from a Module carry the hash of its sources when the source tree can
+// be found (see Lookup).
+func List() []Tool {
+	out := slices.Clone(pinned)
+	for i := range out {
+		if t, err := resolve(out[i]); err == nil {
+			out[i] = t
+		}
+	}
+	return out
+}
 
-// Lookup returns the pinned tool called name.
+// Lookup returns the pinned tool called name. For a tool built from a Module
+// its Version ends in "+src.<hash>" when the OpenDLC source tree is found;
+// Ensure reports why when it is not.
 func Lookup(name string) (Tool, bool) {
-	i := slices.IndexFunc(pinned, func(t Tool) bool { return t.Name == name })
+	t, ok := lookupPinned(pinned, name)
+	if !ok {
+		return Tool{}, false
+	}
+	if r, err := resolve(t); err == nil {
+		t = r
+	}
+	return t, true
+}
+
+func lookupPinned(table []Tool, name string) (Tool, bool) {
+	i := slices.IndexFunc(table, func(t Tool) bool { return t.Name == name })
 	if i < 0 {
 		return Tool{}, false
 	}
-	return pinned[i], true
+	return table[i], true
+}
+
+// Expand replaces each group name in names (e.g. "kube") by the names of its
+// tools, keeps tool names as they are, and drops repeats. A name that is
+// neither is an ErrUnknownTool.
+func Expand(names ...string) ([]string, error) {
+	var out []string
+	for _, name := range names {
+		var members []string
+		for _, t := range pinned {
+			if t.Name == name || (t.Group != "" && t.Group == name) {
+				members = append(members, t.Name)
+			}
+		}
+		if len(members) == 0 {
+			return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+		}
+		for _, m := range members {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Dir returns the cache directory: $OPENDLC_TOOLS_DIR when set, otherwise
@@ -88,19 +193,32 @@ func Dir() string {
 // `go install` first when the cache does not hold it yet. It is safe to call
 // from many processes at once: one builds while the others wait on a file
 // lock, and nobody ever sees a partly written binary.
+//
+// The tools of one Module (the Kubernetes control plane) are built together:
+// asking for any of them builds and caches all of them, which takes about ten
+// minutes on two cores the first time.
 func Ensure(ctx context.Context, name string) (string, error) {
-	t, ok := Lookup(name)
+	t, ok := lookupPinned(pinned, name)
 	if !ok {
 		return "", fmt.Errorf("%w %q", ErrUnknownTool, name)
 	}
-	return installer{dir: Dir(), build: goInstall}.ensure(ctx, t)
+	t, err := resolve(t)
+	if err != nil {
+		return "", err
+	}
+	return installer{dir: Dir(), build: goInstall, buildModule: goBuildModule}.ensure(ctx, t)
 }
 
-// installer holds what ensure needs, so tests can swap the build step.
+// installer holds what ensure needs, so tests can swap the build steps.
 type installer struct {
 	dir string
 	// build installs t into the empty directory gobin.
 	build func(ctx context.Context, t Tool, gobin string) error
+	// buildModule builds every tool in ts (all from the same Module) into the
+	// empty directory gobin.
+	buildModule func(ctx context.Context, ts []Tool, gobin string) error
+	// table is the pinned table a Module's tools are taken from; nil means pinned.
+	table []Tool
 }
 
 func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
@@ -111,7 +229,14 @@ func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
 	if err := os.MkdirAll(in.dir, 0o755); err != nil {
 		return "", fmt.Errorf("tools: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(in.dir, t.Name+"@"+t.Version+".lock"))
+	// One lock per build: per tool, or per Module for the tools built together.
+	unit := t.Name + "@" + t.Version
+	batch := []Tool{t}
+	if t.Module != "" {
+		unit = "module-" + strings.ReplaceAll(t.Module, "/", "-") + "@" + t.sourceHash()
+		batch = in.siblings(t)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(in.dir, unit+".lock"))
 	if err != nil {
 		return "", fmt.Errorf("tools: lock %s: %w", t.Name, err)
 	}
@@ -121,7 +246,7 @@ func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
 		return final, nil
 	}
 
-	tmpPrefix := ".build-" + t.Name + "@" + t.Version + "-"
+	tmpPrefix := ".build-" + unit + "-"
 	removeStale(in.dir, tmpPrefix) // leftovers of a build that crashed; we hold the lock
 	gobin, err := os.MkdirTemp(in.dir, tmpPrefix)
 	if err != nil {
@@ -129,16 +254,51 @@ func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
 	}
 	defer os.RemoveAll(gobin)
 
-	if err := in.build(ctx, t, gobin); err != nil {
+	if t.Module == "" {
+		err = in.build(ctx, t, gobin)
+	} else {
+		err = in.buildModule(ctx, batch, gobin)
+	}
+	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return "", fmt.Errorf("tools: %w", err)
-	}
-	if err := os.Rename(filepath.Join(gobin, t.binaryName()), final); err != nil {
-		return "", fmt.Errorf("tools: install %s: %w", t.Name, err)
+	for _, b := range batch {
+		dst := b.Path(in.dir)
+		if isFile(dst) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", fmt.Errorf("tools: %w", err)
+		}
+		if err := os.Rename(filepath.Join(gobin, b.binaryName()), dst); err != nil {
+			return "", fmt.Errorf("tools: install %s: %w", b.Name, err)
+		}
 	}
 	return final, nil
+}
+
+// siblings returns every tool built from t's Module, t included, resolved
+// to the same sources as t.
+func (in installer) siblings(t Tool) []Tool {
+	table := in.table
+	if table == nil {
+		table = pinned
+	}
+	_, suffix, _ := strings.Cut(t.Version, "+")
+	var out []Tool
+	for _, s := range table {
+		if s.Module != t.Module {
+			continue
+		}
+		if s.Name == t.Name {
+			out = append(out, t)
+			continue
+		}
+		s.Version += "+" + suffix
+		s.srcDir = t.srcDir
+		out = append(out, s)
+	}
+	return out
 }
 
 // goInstall runs `go install package@version` with GOBIN=gobin. The build
@@ -148,7 +308,11 @@ func goInstall(ctx context.Context, t Tool, gobin string) error {
 	if err != nil {
 		return fmt.Errorf("tools: building %s needs the go command: %w", t.Name, err)
 	}
-	cmd := exec.CommandContext(ctx, goBin, "install", t.String())
+	args := []string{"install"}
+	if t.LDFlags != "" {
+		args = append(args, "-ldflags", t.LDFlags)
+	}
+	cmd := exec.CommandContext(ctx, goBin, append(args, t.String())...)
 	cmd.Dir = gobin // outside any module or workspace of the caller
 	// The binary must run here, whatever GOOS/GOARCH the caller exported.
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)

@@ -1,7 +1,7 @@
 // Command dlc-tools builds and locates the pinned tool binaries for the
 // Taskfile and for humans:
 //
-//	dlc-tools install [NAME...]   build the named tools (default: all) and print their paths
+//	dlc-tools install [NAME...]   build the named tools or groups (default: all) and print their paths
 //	dlc-tools path NAME           print the path of one tool, building it if needed
 //	dlc-tools run NAME [ARG...]   run a tool, building it if needed
 //	dlc-tools list                print every pinned tool, its version and whether it is built
@@ -24,7 +24,9 @@ import (
 )
 
 const usage = `usage:
-  dlc-tools install [NAME...]   build the named tools (default: all) and print their paths
+  dlc-tools install [NAME...]   build the named tools (default: all) and print their paths;
+                                a group name stands for its tools ("kube": etcd, kube-apiserver,
+                                kube-controller-manager, kube-scheduler, kwok)
   dlc-tools path NAME           print the path of one tool, building it if needed
   dlc-tools run NAME [ARG...]   run a tool, building it if needed
   dlc-tools list                print every pinned tool and whether it is built
@@ -62,7 +64,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	switch cmd, args := args[0], args[1:]; cmd {
 	case "install":
-		names := args
+		names, err := tools.Expand(args...)
+		if err != nil {
+			return err
+		}
 		if len(names) == 0 {
 			for _, t := range tools.List() {
 				names = append(names, t.Name)

@@ -1,0 +1,77 @@
+package kubestack
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCrashedParentLeavesNoComponents starts a cluster from a helper
+// process, kills that process with SIGKILL (no Close runs), and checks that
+// the kernel ends every component too.
+func TestCrashedParentLeavesNoComponents(t *testing.T) {
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), crashHelperEnv+"="+t.TempDir())
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.HasPrefix(line, "error:") {
+		helper.Process.Kill()
+		helper.Wait()
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	pids := map[string]int{}
+	for _, f := range strings.Fields(line) {
+		name, pid, _ := strings.Cut(f, "=")
+		var n int
+		fmt.Sscan(pid, &n)
+		pids[name] = n
+	}
+	t.Cleanup(func() { // a failing test must not leave the components behind either
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if len(pids) != 5 {
+		t.Errorf("helper reported %v, want 5 components", pids)
+	}
+	for name, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("%s (pid %d) not running before the helper was killed", name, pid)
+		}
+	}
+	helper.Process.Kill()
+	helper.Wait()
+
+	eventually(t, 10*time.Second, "components gone after their parent was killed", func() error {
+		for name, pid := range pids {
+			if alive(pid) {
+				return fmt.Errorf("%s (pid %d) still running", name, pid)
+			}
+		}
+		return nil
+	})
+}
+
+// alive reports whether pid runs; a zombie that nobody has reaped yet
+// counts as gone.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}

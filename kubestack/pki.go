@@ -1,0 +1,217 @@
+package kubestack
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// certValidity is long enough that a state directory kept between runs
+// never sees its certificates expire.
+const certValidity = 10 * 365 * 24 * time.Hour
+
+// Identities of the control-plane clients. The scheduler and controller
+// manager use the user names the built-in RBAC roles are bound to; the admin
+// and kwok are in system:masters.
+const (
+	adminUser             = "kubestack-admin"
+	kwokUser              = "kubestack-kwok"
+	schedulerUser         = "system:kube-scheduler"
+	controllerManagerUser = "system:kube-controller-manager"
+	mastersGroup          = "system:masters"
+	// frontProxyUser is the API server's identity towards aggregated API
+	// servers (and the scheduler's and controller manager's delegated
+	// authentication, which reads the request-header CA); its CA is the
+	// cluster CA and the API server accepts only this name from it.
+	frontProxyUser = "front-proxy-client"
+)
+
+// pki holds the paths of the cluster's keys and certificates, all PEM.
+type pki struct {
+	dir string
+	// CA signs the serving and client certificates; the controller manager
+	// also signs CSRs with it.
+	caCert, caKey string
+	// apiserver serving certificate.
+	servingCert, servingKey string
+	// Service-account token signing key pair.
+	saKey, saPub string
+}
+
+// clientCert is a client certificate and its key, PEM.
+type clientCert struct {
+	cert, key string
+}
+
+func (p pki) client(user string) clientCert {
+	base := filepath.Join(p.dir, "client-"+sanitize(user))
+	return clientCert{cert: base + ".crt", key: base + ".key"}
+}
+
+// loadOrCreatePKI reuses the files in dir when they are all there, so a
+// restart on the same state directory keeps trusting the tokens and
+// certificates handed out before; otherwise it generates a fresh set.
+func loadOrCreatePKI(dir string) (pki, error) {
+	p := pki{
+		dir:    dir,
+		caCert: filepath.Join(dir, "ca.crt"), caKey: filepath.Join(dir, "ca.key"),
+		servingCert: filepath.Join(dir, "apiserver.crt"), servingKey: filepath.Join(dir, "apiserver.key"),
+		saKey: filepath.Join(dir, "sa.key"), saPub: filepath.Join(dir, "sa.pub"),
+	}
+	users := []struct {
+		name   string
+		groups []string
+	}{
+		{adminUser, []string{mastersGroup}},
+		{kwokUser, []string{mastersGroup}},
+		{schedulerUser, nil},
+		{controllerManagerUser, nil},
+		{frontProxyUser, nil},
+	}
+	all := []string{p.caCert, p.caKey, p.servingCert, p.servingKey, p.saKey, p.saPub}
+	for _, u := range users {
+		c := p.client(u.name)
+		all = append(all, c.cert, c.key)
+	}
+	complete := true
+	for _, f := range all {
+		if _, err := os.Stat(f); err != nil {
+			complete = false
+			break
+		}
+	}
+	if complete {
+		return p, nil
+	}
+
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return p, fmt.Errorf("kubestack: %w", err)
+	}
+	caKey, err := newKey()
+	if err != nil {
+		return p, err
+	}
+	caTmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: "kubestack-ca"},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+	}
+	caDER, err := sign(caTmpl, caKey.Public(), caTmpl, caKey)
+	if err != nil {
+		return p, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return p, fmt.Errorf("kubestack: %w", err)
+	}
+	errs := []error{writeCert(p.caCert, caDER), writeKey(p.caKey, caKey)}
+
+	servingKey, err := newKey()
+	if err != nil {
+		return p, err
+	}
+	servingDER, err := sign(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "kube-apiserver"},
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+			"kubernetes.default.svc.cluster.local"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(kubernetesServiceIP)},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, servingKey.Public(), ca, caKey)
+	if err != nil {
+		return p, err
+	}
+	errs = append(errs, writeCert(p.servingCert, servingDER), writeKey(p.servingKey, servingKey))
+
+	for _, u := range users {
+		key, err := newKey()
+		if err != nil {
+			return p, err
+		}
+		der, err := sign(&x509.Certificate{
+			Subject:     pkix.Name{CommonName: u.name, Organization: u.groups},
+			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}, key.Public(), ca, caKey)
+		if err != nil {
+			return p, err
+		}
+		c := p.client(u.name)
+		errs = append(errs, writeCert(c.cert, der), writeKey(c.key, key))
+	}
+
+	saKey, err := newKey()
+	if err != nil {
+		return p, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(saKey.Public())
+	if err != nil {
+		return p, fmt.Errorf("kubestack: %w", err)
+	}
+	errs = append(errs, writeKey(p.saKey, saKey),
+		os.WriteFile(p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644))
+	if err := errors.Join(errs...); err != nil {
+		return p, fmt.Errorf("kubestack: writing keys: %w", err)
+	}
+	return p, nil
+}
+
+// newKey makes an ECDSA P-256 key: quick to generate, and accepted by the
+// API server for TLS and for signing service-account tokens (ES256).
+func newKey() (*ecdsa.PrivateKey, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("kubestack: generate key: %w", err)
+	}
+	return k, nil
+}
+
+func sign(tmpl *x509.Certificate, pub crypto.PublicKey, parent *x509.Certificate, parentKey crypto.Signer) ([]byte, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("kubestack: %w", err)
+	}
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = time.Now().Add(-time.Hour) // tolerate a little clock skew
+	tmpl.NotAfter = tmpl.NotBefore.Add(certValidity)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
+	if err != nil {
+		return nil, fmt.Errorf("kubestack: sign certificate for %q: %w", tmpl.Subject.CommonName, err)
+	}
+	return der, nil
+}
+
+func writeCert(path string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+func writeKey(path string, key *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// sanitize makes a user name usable in a file name.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

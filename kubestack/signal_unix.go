@@ -1,0 +1,10 @@
+//go:build unix
+
+package kubestack
+
+import "syscall"
+
+// signalGroup signals the process group led by pid.
+func signalGroup(pid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pid, sig)
+}
