@@ -58,7 +58,9 @@ type GangSpec struct {
 	Framework schemas.Framework `json:"framework"`
 	Image     string            `json:"image,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
-	Replicas  []ReplicaSpec     `json:"replicas"`
+	// Annotations are the job's annotations; the kubernetes backend puts them on pods.
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Replicas    []ReplicaSpec     `json:"replicas"`
 }
 
 // ReplicaSpec is one process or pod of a gang.

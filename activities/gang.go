@@ -43,10 +43,11 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 	sort.Strings(roles)
 
 	g := GangSpec{
-		GangRef:   p.Ref,
-		Framework: spec.Framework,
-		Image:     spec.Image,
-		Labels:    job.Metadata.Labels,
+		GangRef:     p.Ref,
+		Framework:   spec.Framework,
+		Image:       spec.Image,
+		Labels:      job.Metadata.Labels,
+		Annotations: job.Metadata.Annotations,
 	}
 	for _, role := range roles {
 		rs := spec.Roles[role]

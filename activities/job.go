@@ -80,6 +80,7 @@ type LaunchGangResult struct {
 // LaunchGang creates every replica of an attempt. It is idempotent: a replica that
 // exists already is left alone, so a retry after a worker crash creates nothing twice.
 func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (LaunchGangResult, error) {
+	defer keepAlive(ctx)()
 	gang, err := BuildGang(&in.Job, in.Params)
 	if err != nil {
 		return LaunchGangResult{}, invalidSpec(err)
@@ -162,12 +163,37 @@ func equalCode(a, b *int32) bool {
 
 // StopGang kills every replica of an attempt.
 func (a *JobActivities) StopGang(ctx context.Context, ref GangRef) error {
+	defer keepAlive(ctx)()
 	return a.Backend.Stop(ctx, ref)
 }
 
 // CleanupGang removes what an attempt left behind.
 func (a *JobActivities) CleanupGang(ctx context.Context, ref GangRef) error {
+	defer keepAlive(ctx)()
 	return a.Backend.Cleanup(ctx, ref)
+}
+
+// keepAlive heartbeats every second until the returned func is called, so that an
+// activity that does not report progress (creating a large gang, waiting for pods to
+// go) still has a short heartbeat timeout: a worker that dies in the middle is noticed
+// in seconds, not at the activity's start-to-close timeout.
+func keepAlive(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // LatestCheckpointInput names a checkpoint location.
@@ -177,6 +203,7 @@ type LatestCheckpointInput struct {
 
 // LatestCheckpoint returns the newest complete checkpoint under a URI ("" if none).
 func (a *JobActivities) LatestCheckpoint(ctx context.Context, in LatestCheckpointInput) (string, error) {
+	defer keepAlive(ctx)()
 	if a.Checkpoints == nil || in.URI == "" {
 		return "", nil
 	}

@@ -48,7 +48,7 @@ type StopResult struct {
 // Timeouts used by the TrainingJob workflow's activities.
 const (
 	// heartbeatTimeout bounds how long a dead worker holds a long activity.
-	heartbeatTimeout = 20 * time.Second
+	heartbeatTimeout = 10 * time.Second
 	// watchMaxWait bounds one WatchGang call, so history grows by one activity per
 	// watchMaxWait at most while nothing changes.
 	watchMaxWait = 10 * time.Minute
@@ -416,9 +416,12 @@ var (
 	NameKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrName)
 )
 
+// withShortActivity is for activities that finish in seconds to minutes (launch, stop,
+// cleanup, checkpoint lookup); they heartbeat, so a dead worker is noticed quickly.
 func withShortActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,

@@ -297,9 +297,15 @@ func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *c
 	labels := gangLabels(g)
 	labels[LabelRole] = r.Role
 	labels[LabelReplicaIndex] = strconv.Itoa(r.Index)
+	// The job's annotations reach its pods (sidecar injection, schedulers, kwok
+	// stages in tests); the backend's own annotations win.
 	var annotations map[string]string
-	if len(b.podAnnotations) > 0 {
-		annotations = maps.Clone(b.podAnnotations)
+	if len(g.Annotations)+len(b.podAnnotations) > 0 {
+		annotations = maps.Clone(g.Annotations)
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		maps.Copy(annotations, b.podAnnotations)
 	}
 	grace := int64(b.grace.Seconds())
 

@@ -177,6 +177,7 @@ func newServerCmd() *cobra.Command {
 func newWorkerCmd() *cobra.Command {
 	var c componentFlags
 	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix string
+	var podAnnotations map[string]string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -201,7 +202,7 @@ func newWorkerCmd() *cobra.Command {
 						env = append(env, schemas.EnvVar{Name: name, Value: v})
 					}
 				}
-				opts := []kube.Option{kube.WithEnv(env...), kube.WithNamespacePrefix(nsPrefix)}
+				opts := []kube.Option{kube.WithEnv(env...), kube.WithNamespacePrefix(nsPrefix), kube.WithPodAnnotations(podAnnotations)}
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
@@ -251,6 +252,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account)")
 	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
+	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

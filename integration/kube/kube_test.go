@@ -1,0 +1,240 @@
+package kube
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+func envOf(c corev1.Container) map[string]string {
+	m := map[string]string{}
+	for _, e := range c.Env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// A 4-replica job gets exactly 4 pods with the rendezvous env and GPU limits, and a
+// headless Service; kwok runs them then completes them; the job succeeds and every
+// object is cleaned up.
+func TestFourReplicaJobRunsAndIsCleanedUp(t *testing.T) {
+	ctx := testContext(t)
+	submit(t, ctx, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: ddp
+  workspace: kube-ddp
+  annotations: {kwok.opendlc.io/complete-after: 4s}
+spec:
+  framework: pytorch
+  image: registry.local/train:1.4
+  command: [torchrun, train.py]
+  roles:
+    worker: {replicas: 4, resources: {cpu: "4", memory: 16Gi, gpu: 4}}
+`)
+	j := waitJob(t, ctx, "kube-ddp", "ddp", "Running", func(j *api.Job) bool {
+		return j.Status.Phase == schemas.JobRunning || j.Status.Phase.Terminal()
+	})
+	if j.Status.Phase != schemas.JobRunning {
+		t.Fatalf("phase %s (%s), want Running", j.Status.Phase, j.Status.Message)
+	}
+	pods := jobPods(t, ctx, "kube-ddp", "ddp")
+	if len(pods) != 4 {
+		t.Fatalf("%d pods, want 4", len(pods))
+	}
+	svc, err := env.cluster.Client.CoreV1().Services("kube-ddp").Get(ctx, "ddp-a0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("headless service: %v", err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("service clusterIP %q, want None", svc.Spec.ClusterIP)
+	}
+	var names, ranks []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+		c := p.Spec.Containers[0]
+		e := envOf(c)
+		ranks = append(ranks, e["RANK"])
+		if e["WORLD_SIZE"] != "4" || e["MASTER_ADDR"] != "worker-0.ddp-a0.kube-ddp.svc" || e["MASTER_PORT"] == "" {
+			t.Errorf("pod %s env: WORLD_SIZE=%s MASTER_ADDR=%s MASTER_PORT=%s", p.Name, e["WORLD_SIZE"], e["MASTER_ADDR"], e["MASTER_PORT"])
+		}
+		if e["DLC_JOB"] != "ddp" || e["DLC_WORKSPACE"] != "kube-ddp" || e["DLC_S3_ENDPOINT"] == "" {
+			t.Errorf("pod %s DLC env: %v", p.Name, e)
+		}
+		if q := c.Resources.Limits["nvidia.com/gpu"]; q.Value() != 4 {
+			t.Errorf("pod %s gpu limit %v, want 4", p.Name, q.String())
+		}
+		if p.Spec.NodeName == "" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != svc.UID {
+			t.Errorf("pod %s: node %q owners %+v", p.Name, p.Spec.NodeName, p.OwnerReferences)
+		}
+		if p.Spec.Hostname != p.Labels["opendlc.io/role"]+"-"+p.Labels["opendlc.io/replica-index"] || p.Spec.Subdomain != "ddp-a0" {
+			t.Errorf("pod %s hostname %q subdomain %q", p.Name, p.Spec.Hostname, p.Spec.Subdomain)
+		}
+	}
+	sort.Strings(names)
+	sort.Strings(ranks)
+	if diff := cmp.Diff([]string{"ddp-worker-0-a0", "ddp-worker-1-a0", "ddp-worker-2-a0", "ddp-worker-3-a0"}, names); diff != "" {
+		t.Errorf("pod names (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"0", "1", "2", "3"}, ranks); diff != "" {
+		t.Errorf("ranks (-want +got):\n%s", diff)
+	}
+
+	j = waitJob(t, ctx, "kube-ddp", "ddp", "terminal", terminal)
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("phase %s: %s", j.Status.Phase, j.Status.Message)
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, timeline(j.Status)); diff != "" {
+		t.Errorf("timeline (-want +got):\n%s", diff)
+	}
+	for _, r := range j.Status.Replicas {
+		if r.Node == "" || r.ExitCode == nil || *r.ExitCode != 0 {
+			t.Errorf("replica %s: node %q exit %v", r.Name, r.Node, r.ExitCode)
+		}
+	}
+	eventually(t, ctx, "pods and service deleted", func() bool {
+		_, err := env.cluster.Client.CoreV1().Services("kube-ddp").Get(ctx, "ddp-a0", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && len(jobPods(t, ctx, "kube-ddp", "ddp")) == 0
+	})
+}
+
+// A pod failed by the kwok chaos stage fails the job with the container's exit code.
+func TestChaosFailedPodFailsJobWithExitCode(t *testing.T) {
+	ctx := testContext(t)
+	submit(t, ctx, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: chaos, workspace: kube-chaos}
+spec:
+  framework: pytorch
+  image: registry.local/train:1.4
+  command: [torchrun, train.py]
+  roles:
+    master: {replicas: 1}
+    worker: {replicas: 2, resources: {gpu: 8}}
+`)
+	waitJob(t, ctx, "kube-chaos", "chaos", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	if err := env.cluster.FailPod(ctx, "kube-chaos", "chaos-worker-1-a0", 42); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ctx, "kube-chaos", "chaos", "terminal", terminal)
+	if j.Status.Phase != schemas.JobFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 42 {
+		t.Fatalf("status %s exit %v (%s), want Failed with exit code 42", j.Status.Phase, j.Status.ExitCode, j.Status.Message)
+	}
+	eventually(t, ctx, "every pod deleted", func() bool { return len(jobPods(t, ctx, "kube-chaos", "chaos")) == 0 })
+}
+
+// Stop mid-run deletes every pod.
+func TestStopDeletesEveryPod(t *testing.T) {
+	ctx := testContext(t)
+	submit(t, ctx, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: stopme, workspace: kube-stop}
+spec:
+  framework: custom
+  image: registry.local/train:1.4
+  command: [sleep, infinity]
+  roles: {worker: {replicas: 3}}
+`)
+	waitJob(t, ctx, "kube-stop", "stopme", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	if n := len(jobPods(t, ctx, "kube-stop", "stopme")); n != 3 {
+		t.Fatalf("%d pods before stop, want 3", n)
+	}
+	res, err := env.api.StopJob(ctx, "kube-stop", "stopme", "test")
+	if err != nil || res.Phase != schemas.JobStopped {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+	eventually(t, ctx, "every pod deleted after stop", func() bool { return len(jobPods(t, ctx, "kube-stop", "stopme")) == 0 })
+	j, err := env.api.GetJob(ctx, "kube-stop", "stopme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range j.Status.Replicas {
+		if r.Phase != schemas.ReplicaStopped {
+			t.Errorf("replica %s %s, want Stopped", r.Name, r.Phase)
+		}
+	}
+}
+
+// The worker SIGKILLed while it creates a gang's pods: the restarted worker's retried
+// launch leaves exactly one pod per replica, and the job completes.
+func TestWorkerKilledWhileCreatingPods(t *testing.T) {
+	ctx := testContext(t)
+	const replicas = 24
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: many
+  workspace: kube-restart
+  annotations: {kwok.opendlc.io/complete-after: 3s}
+spec:
+  framework: pytorch
+  image: registry.local/train:1.4
+  command: [torchrun, train.py]
+  roles: {worker: {replicas: %d}}
+`, replicas))
+	seen := 0
+	eventually(t, ctx, "the first pods created", func() bool {
+		seen = len(jobPods(t, ctx, "kube-restart", "many"))
+		return seen > 0
+	})
+	stopWorker()
+	t.Logf("worker killed with %d of %d pods created", seen, replicas)
+	if err := startWorker(); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ctx, "kube-restart", "many", "Running or terminal", func(j *api.Job) bool {
+		return j.Status.Phase == schemas.JobRunning || j.Status.Phase.Terminal()
+	})
+	pods := jobPods(t, ctx, "kube-restart", "many")
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	if len(pods) != replicas || len(names) != replicas {
+		t.Errorf("%d pods (%d names) after the restart, want exactly %d", len(pods), len(names), replicas)
+	}
+	for i := 0; i < replicas; i++ {
+		if !names["many-worker-"+strconv.Itoa(i)+"-a0"] {
+			t.Errorf("pod of replica %d missing", i)
+		}
+	}
+	j = waitJob(t, ctx, "kube-restart", "many", "terminal", terminal)
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Errorf("phase %s: %s", j.Status.Phase, j.Status.Message)
+	}
+}
+
+// The worker's identity can do what deploy/rbac.yaml grants and nothing more.
+func TestWorkerHasOnlyItsRole(t *testing.T) {
+	ctx := testContext(t)
+	cs, err := kubernetes.NewForConfig(env.workerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		t.Errorf("the worker cannot list pods: %v", err)
+	}
+	if _, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{Limit: 1}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing secrets: %v, want forbidden", err)
+	}
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing nodes: %v, want forbidden", err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "default", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("deleting a namespace: %v, want forbidden", err)
+	}
+}

@@ -1,0 +1,238 @@
+// Package kube tests the kubernetes backend end to end on a real control plane: etcd,
+// kube-apiserver, kube-scheduler and kube-controller-manager built from Go modules, kwok
+// simulating three nodes with eight GPUs each, the Temporal dev server, NATS JetStream
+// and S3 — and a `dlc worker` process authenticated as the service account of
+// deploy/rbac.yaml, with exactly that role.
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/kubestack"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+var env struct {
+	cluster    *kubestack.Cluster
+	stack      *embedded.Embedded
+	api        *dlc.Client
+	dlcBin     string
+	workerKube string        // the worker's kubeconfig: the opendlc-worker service account
+	workerCfg  *rest.Config  // the same identity, for checking what it may do
+	worker     *exec.Cmd     // the running worker process
+	dir        string
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "opendlc-kube-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	env.dir = dir
+	if err := setup(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "kube integration setup:", err)
+		teardown()
+		return 1
+	}
+	defer teardown()
+	return m.Run()
+}
+
+func teardown() {
+	stopWorker()
+	if env.stack != nil {
+		env.stack.Close()
+	}
+	if env.cluster != nil {
+		env.cluster.Close()
+	}
+}
+
+func setup(ctx context.Context, dir string) error {
+	env.dlcBin = filepath.Join(dir, "dlc")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", env.dlcBin, "../../cmd/dlc").CombinedOutput(); err != nil {
+		return fmt.Errorf("build dlc: %v\n%s", err, out)
+	}
+	var err error
+	if env.cluster, err = kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster")}); err != nil {
+		return err
+	}
+	if err := applyManifest(ctx, env.cluster.Client, "../../deploy/rbac.yaml"); err != nil {
+		return err
+	}
+	if env.workerKube, env.workerCfg, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour); err != nil {
+		return err
+	}
+	env.stack, err = embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		return err
+	}
+	if env.api, err = dlc.New(env.stack.APIURL); err != nil {
+		return err
+	}
+	return startWorker()
+}
+
+// startWorker runs `dlc worker --kubeconfig` as the opendlc-worker service account.
+func startWorker() error {
+	s := env.stack.Stack
+	cmd := exec.Command(env.dlcBin, "worker", "--kubeconfig", env.workerKube,
+		"--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace, "--nats", s.NATS.URL)
+	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region)
+	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	env.worker = cmd
+	return nil
+}
+
+// stopWorker SIGKILLs the worker: no chance to clean anything up.
+func stopWorker() {
+	if env.worker != nil && env.worker.ProcessState == nil {
+		_ = env.worker.Process.Signal(syscall.SIGKILL)
+		_ = env.worker.Wait()
+	}
+}
+
+// applyManifest creates every object of a multi-document YAML file.
+func applyManifest(ctx context.Context, cs kubernetes.Interface, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			_, err = cs.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.ServiceAccount:
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			return fmt.Errorf("%s: unexpected kind %T", path, obj)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func submit(t *testing.T, ctx context.Context, spec string) {
+	t.Helper()
+	if _, err := env.api.SubmitJob(ctx, []byte(spec)); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+}
+
+// waitJob polls a job until cond holds.
+func waitJob(t *testing.T, ctx context.Context, ws, name, what string, cond func(*api.Job) bool) *api.Job {
+	t.Helper()
+	var last *api.Job
+	for {
+		j, err := env.api.GetJob(ctx, ws, name)
+		if err == nil {
+			last = j
+			if cond(j) {
+				return j
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s/%s never %s; last: %+v", ws, name, what, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func terminal(j *api.Job) bool { return j.Status.Phase.Terminal() }
+
+// jobPods lists a job's pods.
+func jobPods(t *testing.T, ctx context.Context, ns, job string) []corev1.Pod {
+	t.Helper()
+	l, err := env.cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "opendlc.io/job=" + job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// eventually polls cond until it holds or ctx ends.
+func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never: %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func timeline(st schemas.JobStatus) []string {
+	out := make([]string, len(st.Timeline))
+	for i, e := range st.Timeline {
+		out[i] = string(e.Phase)
+	}
+	return out
+}
