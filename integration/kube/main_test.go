@@ -41,9 +41,9 @@ var env struct {
 	stack      *embedded.Embedded
 	api        *dlc.Client
 	dlcBin     string
-	workerKube string        // the worker's kubeconfig: the opendlc-worker service account
-	workerCfg  *rest.Config  // the same identity, for checking what it may do
-	worker     *exec.Cmd     // the running worker process
+	workerKube string       // the worker's kubeconfig: the opendlc-worker service account
+	workerCfg  *rest.Config // the same identity, for checking what it may do
+	worker     *exec.Cmd    // the running worker process
 	dir        string
 }
 
