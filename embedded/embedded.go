@@ -64,6 +64,8 @@ type Options struct {
 	Kubeconfig string
 	// KubeOptions configure the kubernetes backend.
 	KubeOptions []kube.Option
+	// Streams set the event and log streams' retention, like an SLS logstore's TTL.
+	Streams []jetstream.Option
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -146,6 +148,7 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 			Backend:         backend,
 			Logger:          opts.Logger,
 			Interceptors:    opts.Interceptors,
+			Streams:         opts.Streams,
 		})
 		if err != nil {
 			return nil, err
@@ -163,7 +166,7 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.events.EnsureStreams(ctx); err != nil {
+	if err := e.events.EnsureStreams(ctx, opts.Streams...); err != nil {
 		return nil, err
 	}
 	js := e.events.JetStream()

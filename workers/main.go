@@ -29,6 +29,9 @@ type Config struct {
 	TaskQueue string
 	// NATSURL is the NATS server URL.
 	NATSURL string
+	// Streams configure the event and log streams' retention (the worker creates or
+	// updates them at start). Default: jetstream's defaults.
+	Streams []jetstream.Option
 	// NATSOptions carry credentials and TLS settings (nats.UserCredentials,
 	// nats.UserInfo, nats.RootCAs...). Default none.
 	NATSOptions []nats.Option
@@ -79,7 +82,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		tc.Close()
 		return nil, err
 	}
-	if err := ev.EnsureStreams(ctx); err != nil {
+	if err := ev.EnsureStreams(ctx, cfg.Streams...); err != nil {
 		ev.Close()
 		tc.Close()
 		return nil, err

@@ -460,9 +460,9 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		since = d
 	}
-	job := q.Get("job")
-	if job == "" {
-		job = "*"
+	filter := fmt.Sprintf("dlc.%s.>", ws)
+	if job := q.Get("job"); job != "" {
+		filter = fmt.Sprintf("dlc.%s.job.%s.*", ws, job)
 	}
 	typ := q.Get("type")
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -472,7 +472,6 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) {
 	if q.Get("follow") == "true" || q.Get("follow") == "1" {
 		done = func() bool { return false }
 	}
-	filter := fmt.Sprintf("dlc.%s.job.%s.*", ws, job)
 	err := s.ev.ReadSince(r.Context(), jetstream.EventsStream, filter, time.Now().Add(-since), done,
 		func(_ string, data []byte) error {
 			var ev events.Event

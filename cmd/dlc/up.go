@@ -29,12 +29,14 @@ import (
 func newUpCmd() *cobra.Command {
 	var opts embedded.Options
 	var verbose bool
+	var ret retentionFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = newLogger(verbose)
+			opts.Streams = ret.options()
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
 			e, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
@@ -58,7 +60,31 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.WorkDir, "workdir", "", "base directory of local replicas (default: the current directory)")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account) instead of local processes")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	ret.register(cmd)
 	return cmd
+}
+
+// retentionFlags set the streams' retention, like an SLS logstore's TTL and quota.
+type retentionFlags struct {
+	eventAge, logAge     time.Duration
+	eventBytes, logBytes int64
+	logPerSubject        int64
+}
+
+func (r *retentionFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.DurationVar(&r.eventAge, "event-max-age", 30*24*time.Hour, "keep status and metric events this long")
+	f.Int64Var(&r.eventBytes, "event-max-bytes", 1<<30, "bound the event stream's size")
+	f.DurationVar(&r.logAge, "log-max-age", 7*24*time.Hour, "keep log lines this long")
+	f.Int64Var(&r.logBytes, "log-max-bytes", 4<<30, "bound the log stream's size")
+	f.Int64Var(&r.logPerSubject, "log-max-lines-per-replica", 0, "keep at most this many lines per replica (0: no limit)")
+}
+
+func (r *retentionFlags) options() []jetstream.Option {
+	return []jetstream.Option{
+		jetstream.WithEventRetention(jetstream.Retention{MaxAge: r.eventAge, MaxBytes: r.eventBytes, Duplicates: time.Hour}),
+		jetstream.WithLogRetention(jetstream.Retention{MaxAge: r.logAge, MaxBytes: r.logBytes, MaxMsgsPerSubject: r.logPerSubject, Duplicates: time.Hour}),
+	}
 }
 
 func printBanner(w io.Writer, e *embedded.Embedded) {

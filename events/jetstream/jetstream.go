@@ -16,6 +16,12 @@ import (
 	"github.com/opendlc/opendlc/events"
 )
 
+// EventSubjects are the subjects the events stream captures.
+var EventSubjects = []string{
+	"dlc.*.job.*.status", "dlc.*.job.*.metrics", "dlc.*.experiment.*.trial",
+	"dlc.*.schedule.*.run", "dlc.*.node.*.health", "dlc.*.trigger.*.fired",
+}
+
 // Stream names.
 const (
 	EventsStream = "DLC_EVENTS"
@@ -111,7 +117,7 @@ func (c *Client) EnsureStreams(ctx context.Context, opts ...Option) error {
 		subjects []string
 		r        Retention
 	}{
-		{EventsStream, []string{"dlc.*.job.*.status", "dlc.*.job.*.metrics"}, o.Events},
+		{EventsStream, EventSubjects, o.Events},
 		{LogsStream, []string{"dlc.*.job.*.logs.>"}, o.Logs},
 	}
 	for _, s := range streams {
