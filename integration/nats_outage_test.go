@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// NATS goes down while a job runs: the job carries on and its status stays readable
+// (Temporal is the source of truth); when NATS is back, the queued status events and
+// the log lines are published, each exactly once and in order.
+func TestNATSOutageLosesNoEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	e, err := embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: env.dir,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c, err := dlc.New(e.APIURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubmitJob(ctx, []byte(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: outage, workspace: outage}
+spec:
+  framework: custom
+  command: [sh, -c, 'echo before; sleep 1; echo after']
+  roles: {worker: {replicas: 1}}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(what string, cond func(*api.Job) bool) *api.Job {
+		t.Helper()
+		for {
+			j, err := c.GetJob(ctx, "outage", "outage")
+			if err == nil && cond(j) {
+				return j
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("never %s (last error %v)", what, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	poll("Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+
+	u, err := url.Parse(e.Stack.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	if err := e.Stack.NATS.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// While NATS is down the replica finishes, and status is still served from Temporal.
+	poll("its replica finished while NATS is down", func(j *api.Job) bool {
+		return len(j.Status.Replicas) == 1 && j.Status.Replicas[0].Phase == schemas.ReplicaSucceeded
+	})
+	restarted, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: filepath.Join(dir, "stack", "nats"), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Stack.NATS = restarted
+	j := poll("terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("phase %s: %s", j.Status.Phase, j.Status.Message)
+	}
+
+	js, err := jetstream.Connect(restarted.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	var phases []string
+	for len(phases) < 4 {
+		phases = nil
+		if err := js.ReadUntil(ctx, jetstream.EventsStream, events.JobStatusSubject("outage", "outage"), nil, func(_ string, data []byte) error {
+			phases = append(phases, phaseOf(t, data))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("events after the outage: %v", phases)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, phases); diff != "" {
+		t.Errorf("status events (-want +got):\n%s", diff)
+	}
+	var lines []string
+	if err := c.Logs(ctx, "outage", "outage", dlc.LogOptions{}, func(r events.LogRecord) error {
+		lines = append(lines, r.Line)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"before", "after"}, lines); diff != "" {
+		t.Errorf("log lines (-want +got):\n%s", diff)
+	}
+}
