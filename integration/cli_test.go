@@ -133,7 +133,7 @@ kind: TrainingJob
 metadata: {name: long, workspace: cli}
 spec:
   framework: custom
-  command: [sleep, "600"]
+  command: [sh, -c, 'for i in 1 2 3; do echo tick $i; done; exec sleep 600']
   roles: {worker: {replicas: 1}}
 `)
 	if out, err := dlc("apply", "-f", spec); err != nil {
@@ -150,8 +150,21 @@ spec:
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// dlc logs -f follows the live job and ends when the job does.
+	follow := exec.CommandContext(ctx, bin, "--server", server, "-w", "cli", "logs", "long", "-f")
+	var followed bytes.Buffer
+	follow.Stdout = &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := dlc("-w", "cli", "stop", "long"); err != nil || !strings.Contains(out, "Stopped") {
 		t.Errorf("stop: %v\n%s", err, out)
+	}
+	if err := follow.Wait(); err != nil {
+		t.Errorf("dlc logs -f: %v", err)
+	}
+	if want := "[worker-0] tick 1\n[worker-0] tick 2\n[worker-0] tick 3\n"; followed.String() != want {
+		t.Errorf("dlc logs -f printed %q, want %q", followed.String(), want)
 	}
 
 	// A spec with mistakes: dlc run prints them and exits 1 without submitting.
