@@ -27,7 +27,7 @@ func TestCrashedParentLeavesNoServers(t *testing.T) {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
-		fmt.Println(s3.proc.cmd.Process.Pid, tp.proc.cmd.Process.Pid)
+		fmt.Println(s3.proc.Pid(), tp.proc.Pid())
 		select {} // until killed
 	}
 	t.Parallel()

@@ -77,7 +77,7 @@ func StartS3(ctx context.Context, opts S3Options) (*S3, error) {
 	defer cancel()
 
 	s, err := startS3(ctx, bin, dir, opts)
-	if s != nil && s.proc.addrInUse() && opts.Port == 0 {
+	if s != nil && s.proc.AddrInUse() && opts.Port == 0 {
 		// The free port we found was taken before the gateway bound it.
 		s, err = startS3(ctx, bin, dir, opts)
 	}
@@ -125,7 +125,7 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 		return nil, err
 	}
 	noRetry := s.Client(func(o *s3.Options) { o.Retryer = aws.NopRetryer{} })
-	err = s.proc.poll(ctx, func(ctx context.Context) error {
+	err = s.proc.Poll(ctx, func(ctx context.Context) error {
 		_, err := noRetry.ListBuckets(ctx, &s3.ListBucketsInput{})
 		return err
 	})
@@ -165,5 +165,5 @@ func (s *S3) Close() error {
 	if s == nil || s.proc == nil {
 		return nil
 	}
-	return s.proc.stop()
+	return s.proc.Stop()
 }

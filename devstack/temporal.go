@@ -93,7 +93,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	defer cancel()
 
 	t, err := startTemporal(ctx, bin, dir, opts)
-	if t != nil && t.proc.addrInUse() {
+	if t != nil && t.proc.AddrInUse() {
 		// A port we (or the server, for its internal services) found free
 		// was taken before it was bound. A second try picks new ones.
 		t, err = startTemporal(ctx, bin, dir, opts)
@@ -145,7 +145,7 @@ func startTemporal(ctx context.Context, bin, dir string, opts TemporalOptions) (
 	if err != nil {
 		return nil, err
 	}
-	if err := t.proc.poll(ctx, t.ready); err != nil {
+	if err := t.proc.Poll(ctx, t.ready); err != nil {
 		return t, errors.Join(err, t.Close())
 	}
 	return t, nil
@@ -268,5 +268,5 @@ func (t *Temporal) Close() error {
 	if t == nil || t.proc == nil {
 		return nil
 	}
-	return t.proc.stop()
+	return t.proc.Stop()
 }

@@ -236,7 +236,7 @@ func (c *Cluster) Close() error {
 	// other: stop them together, then the API server, then etcd.
 	var clients, servers []*process
 	for _, p := range procs {
-		switch p.name {
+		switch p.Name() {
 		case "etcd", "kube-apiserver":
 			servers = append(servers, p)
 		default:
@@ -245,7 +245,7 @@ func (c *Cluster) Close() error {
 	}
 	errs = append(errs, stopAll(clients))
 	for i := len(servers) - 1; i >= 0; i-- {
-		errs = append(errs, servers[i].stop())
+		errs = append(errs, servers[i].Stop())
 	}
 	return errors.Join(errs...)
 }
@@ -254,7 +254,7 @@ func stopAll(ps []*process) error {
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
-		wg.Go(func() { errs[i] = p.stop() })
+		wg.Go(func() { errs[i] = p.Stop() })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -275,13 +275,13 @@ func (c *Cluster) launch(ctx context.Context, attempt func() (*process, func(con
 		if err != nil {
 			return err
 		}
-		err = p.poll(ctx, ready)
+		err = p.Poll(ctx, ready)
 		if err == nil {
 			c.track(p)
 			return nil
 		}
-		stopErr := p.stop()
-		if try == 0 && p.addrInUse() {
+		stopErr := p.Stop()
+		if try == 0 && p.AddrInUse() {
 			continue
 		}
 		return errors.Join(err, stopErr)
@@ -359,7 +359,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 			return nil, nil, err
 		}
 		if err := c.writeAdmin(); err != nil {
-			return p, nil, errors.Join(err, p.stop())
+			return p, nil, errors.Join(err, p.Stop())
 		}
 		return p, func(ctx context.Context) error {
 			_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)

@@ -46,7 +46,7 @@ func crashHelper(dir string) {
 	}
 	var pids []string
 	for _, p := range c.procs {
-		pids = append(pids, fmt.Sprintf("%s=%d", p.name, p.cmd.Process.Pid))
+		pids = append(pids, fmt.Sprintf("%s=%d", p.Name(), p.Pid()))
 	}
 	fmt.Println(strings.Join(pids, " "))
 	select {} // until killed

@@ -134,7 +134,7 @@ func (c *Cluster) pollUntil(ctx context.Context, what string, check func(context
 		procs := c.procs
 		c.mu.Unlock()
 		for _, p := range procs {
-			if ok, err := p.exited(); ok {
+			if ok, err := p.Exited(); ok {
 				return fmt.Errorf("kubestack: waiting for %s: %w", what, err)
 			}
 		}

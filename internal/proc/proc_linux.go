@@ -1,4 +1,4 @@
-package kubestack
+package proc
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package kubestack
+package proc
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package kubestack
+package proc
 
 import "syscall"
 
