@@ -217,26 +217,7 @@ func (c *Client) Logs(ctx context.Context, workspace, name string, opts LogOptio
 	if opts.Replica != "" {
 		q.Set("replica", opts.Replica)
 	}
-	resp, err := c.send(ctx, http.MethodGet, jobPath(workspace, name)+"/logs", q, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	for sc.Scan() {
-		var rec events.LogRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return fmt.Errorf("client: decode log record: %w", err)
-		}
-		if err := fn(rec); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("client: read logs: %w", err)
-	}
-	return ctx.Err()
+	return streamJSONLines(ctx, c, jobPath(workspace, name)+"/logs", q, "log record", fn)
 }
 
 // EventOptions select events.
@@ -266,7 +247,12 @@ func (c *Client) Events(ctx context.Context, workspace string, opts EventOptions
 	if opts.Follow {
 		q.Set("follow", "true")
 	}
-	resp, err := c.send(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/events", q, nil)
+	return streamJSONLines(ctx, c, "/v1/workspaces/"+url.PathEscape(workspace)+"/events", q, "event", fn)
+}
+
+// streamJSONLines GETs path and calls fn with each JSON line of the answer, decoded.
+func streamJSONLines[T any](ctx context.Context, c *Client, path string, q url.Values, what string, fn func(T) error) error {
+	resp, err := c.send(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return err
 	}
@@ -274,16 +260,16 @@ func (c *Client) Events(ctx context.Context, workspace string, opts EventOptions
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	for sc.Scan() {
-		var ev events.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return fmt.Errorf("client: decode event: %w", err)
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return fmt.Errorf("client: decode %s: %w", what, err)
 		}
-		if err := fn(ev); err != nil {
+		if err := fn(v); err != nil {
 			return err
 		}
 	}
 	if err := sc.Err(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("client: read events: %w", err)
+		return fmt.Errorf("client: read %ss: %w", what, err)
 	}
 	return ctx.Err()
 }
