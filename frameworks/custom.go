@@ -32,3 +32,8 @@ func (Custom) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints)
 		{Name: "DLC_RANK", Value: strconv.Itoa(rankOf(g, r))},
 	}
 }
+
+// Outcome fails the job when any replica fails and succeeds it when all have.
+func (Custom) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
+	return allSucceed(replicas)
+}

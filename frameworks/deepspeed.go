@@ -20,3 +20,8 @@ func (DeepSpeed) PortNames() []string { return []string{PortRendezvous} }
 func (DeepSpeed) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	return torchEnv(g, r, ep)
 }
+
+// Outcome fails the job when any replica fails and succeeds it when all have.
+func (DeepSpeed) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
+	return allSucceed(replicas)
+}

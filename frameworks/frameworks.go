@@ -45,6 +45,9 @@ type Framework interface {
 	// Env returns the rendezvous environment of replica r of gang g, in a stable order.
 	// r must be one of g's replicas; EnvFor checks that.
 	Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar
+	// Outcome applies the framework's success rule to a snapshot of the replicas of one
+	// attempt (see the package function Outcome).
+	Outcome(replicas []schemas.ReplicaStatus) (phase schemas.JobPhase, decidedBy string)
 }
 
 // registered lists every framework with rendezvous rules. A fixed list rather than
@@ -54,6 +57,13 @@ var registered = []Framework{
 	PyTorch{},
 	DeepSpeed{},
 	Megatron{},
+	TensorFlow{},
+	MPI{},
+	XGBoost{},
+	Ray{},
+	Slurm{},
+	Preprocess{},
+	Inference{},
 	Custom{},
 }
 
@@ -149,4 +159,24 @@ func rankOf(g activities.GangSpec, r activities.ReplicaSpec) int {
 		}
 	}
 	return -1
+}
+
+// roleReplicas returns the gang's replicas of role, by index.
+func roleReplicas(g activities.GangSpec, role string) []activities.ReplicaSpec {
+	var out []activities.ReplicaSpec
+	for _, r := range g.Replicas {
+		if r.Role == role {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}
+
+// slots is how many processes a replica runs: one per GPU, or one without GPUs.
+func slots(r activities.ReplicaSpec) int {
+	if r.Resources.GPU > 0 {
+		return int(r.Resources.GPU)
+	}
+	return 1
 }

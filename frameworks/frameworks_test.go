@@ -19,7 +19,7 @@ func (fakeEndpoints) Host(role string, index int) string {
 }
 func (p fakeEndpoints) Port(name string) int { return p[name] }
 
-var ports = fakeEndpoints{PortRendezvous: 29500}
+var ports = fakeEndpoints{PortRendezvous: 29500, PortRayGCS: 6379}
 
 // gangBuilder builds fixture gangs: gang(fw).role("worker", 2).obj().
 type gangBuilder struct{ g activities.GangSpec }
@@ -147,25 +147,48 @@ func TestEnvFor(t *testing.T) {
 }
 
 // TestEnvForIsDeterministic checks that the order of the gang's replicas does not change
-// anything, since backends may list replicas in any order.
+// anything, for any framework, since backends may list replicas in any order.
 func TestEnvForIsDeterministic(t *testing.T) {
-	g := gang(schemas.FrameworkPyTorch).role("worker", 3, 0).role("master", 1, 0).role("aux", 2, 0).obj()
-	reversed := g
-	reversed.Replicas = nil
-	for i := len(g.Replicas) - 1; i >= 0; i-- {
-		reversed.Replicas = append(reversed.Replicas, g.Replicas[i])
+	gangs := []activities.GangSpec{
+		gang(schemas.FrameworkPyTorch).role("worker", 3, 0).role("master", 1, 0).role("aux", 2, 0).obj(),
+		gang(schemas.FrameworkDeepSpeed).role("worker", 3, 2).role("master", 1, 2).obj(),
+		gang(schemas.FrameworkMegatron).role("worker", 3, 2).obj(),
+		gang(schemas.FrameworkTensorFlow).role("worker", 3, 1).role("ps", 2, 0).role("chief", 1, 0).role("evaluator", 1, 0).obj(),
+		gang(schemas.FrameworkMPI).role("worker", 3, 4).role("launcher", 1, 0).obj(),
+		gang(schemas.FrameworkXGBoost).role("worker", 3, 0).role("master", 1, 0).obj(),
+		gang(schemas.FrameworkRay).role("worker", 3, 0).role("head", 1, 0).obj(),
+		gang(schemas.FrameworkSlurm).role("worker", 3, 8).role("launcher", 1, 0).obj(),
+		gang(schemas.FrameworkPreprocess).role("worker", 4, 0).obj(),
+		gang(schemas.FrameworkInference).role("worker", 4, 1).obj(),
+		gang(schemas.FrameworkCustom).role("worker", 3, 0).role("master", 1, 0).role("aux", 2, 0).obj(),
 	}
-	for _, r := range g.Replicas {
-		a, err := EnvFor(g, r, ports)
-		if err != nil {
-			t.Fatal(err)
+	covered := map[schemas.Framework]bool{}
+	for _, g := range gangs {
+		covered[g.Framework] = true
+		reversed := g
+		reversed.Replicas = nil
+		for i := len(g.Replicas) - 1; i >= 0; i-- {
+			reversed.Replicas = append(reversed.Replicas, g.Replicas[i])
 		}
-		b, err := EnvFor(reversed, r, ports)
-		if err != nil {
-			t.Fatal(err)
+		for _, ep := range []Endpoints{ports, sharedEndpoints{ports}} {
+			for _, r := range g.Replicas {
+				a, err := EnvFor(g, r, ep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := EnvFor(reversed, r, ep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(a, b); diff != "" {
+					t.Errorf("%s %s: env depends on replica order (-sorted +reversed):\n%s", g.Framework, r.Name, diff)
+				}
+			}
 		}
-		if diff := cmp.Diff(a, b); diff != "" {
-			t.Errorf("%s: env depends on replica order (-sorted +reversed):\n%s", r.Name, diff)
+	}
+	for _, f := range Supported() {
+		if !covered[f] {
+			t.Errorf("framework %s is not covered", f)
 		}
 	}
 }
@@ -205,18 +228,22 @@ func TestRankOrder(t *testing.T) {
 
 func TestEnvForErrors(t *testing.T) {
 	g := gang(schemas.FrameworkPyTorch).role("worker", 2, 0).obj()
-	tf := gang(schemas.FrameworkTensorFlow).role("worker", 1, 0).obj()
+	ray := gang(schemas.FrameworkRay).role("head", 1, 0).obj()
+	jax := gang("jax").role("worker", 1, 0).obj()
 	tests := map[string]struct {
 		gang    activities.GangSpec
 		replica activities.ReplicaSpec
 		ep      Endpoints
 		want    error
 	}{
-		"unregistered framework": {gang: tf, replica: tf.Replicas[0], ep: ports, want: ErrUnknownFramework},
+		"unregistered framework": {gang: jax, replica: jax.Replicas[0], ep: ports, want: ErrUnknownFramework},
 		"replica not in gang": {
 			gang: g, replica: activities.ReplicaSpec{Role: "worker", Index: 5}, ep: ports, want: ErrReplicaNotInGang,
 		},
 		"port not allocated": {gang: g, replica: g.Replicas[0], ep: fakeEndpoints{}},
+		"ray port not allocated": {
+			gang: ray, replica: ray.Replicas[0], ep: fakeEndpoints{PortRendezvous: 29500},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -241,8 +268,8 @@ func TestGet(t *testing.T) {
 			t.Errorf("Get(%q).Name() = %q", f, fw.Name())
 		}
 	}
-	want := []schemas.Framework{schemas.FrameworkPyTorch, schemas.FrameworkDeepSpeed,
-		schemas.FrameworkMegatron, schemas.FrameworkCustom}
+	// Every framework a job may name has rules.
+	want := schemas.Frameworks
 	if diff := cmp.Diff(want, Supported()); diff != "" {
 		t.Errorf("Supported mismatch (-want +got):\n%s", diff)
 	}
@@ -250,3 +277,5 @@ func TestGet(t *testing.T) {
 		t.Errorf("Get(nope) error = %v, want ErrUnknownFramework", err)
 	}
 }
+
+func itoa(i int) string { return fmt.Sprint(i) }

@@ -19,3 +19,8 @@ func (Megatron) PortNames() []string { return []string{PortRendezvous} }
 func (Megatron) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	return torchEnv(g, r, ep)
 }
+
+// Outcome fails the job when any replica fails and succeeds it when all have.
+func (Megatron) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
+	return allSucceed(replicas)
+}

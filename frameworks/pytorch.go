@@ -61,3 +61,8 @@ func torchEnv(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []s
 		{Name: "PET_NPROC_PER_NODE", Value: perNode},
 	}
 }
+
+// Outcome fails the job when any replica fails and succeeds it when all have.
+func (PyTorch) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
+	return allSucceed(replicas)
+}

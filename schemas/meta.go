@@ -52,12 +52,16 @@ const (
 	FrameworkMPI        Framework = "mpi"
 	FrameworkXGBoost    Framework = "xgboost"
 	FrameworkRay        Framework = "ray"
+	FrameworkSlurm      Framework = "slurm"
+	FrameworkPreprocess Framework = "preprocess"
+	FrameworkInference  Framework = "inference"
 	FrameworkCustom     Framework = "custom"
 )
 
 // Frameworks lists every framework in a stable order.
 var Frameworks = []Framework{FrameworkPyTorch, FrameworkDeepSpeed, FrameworkMegatron,
-	FrameworkTensorFlow, FrameworkMPI, FrameworkXGBoost, FrameworkRay, FrameworkCustom}
+	FrameworkTensorFlow, FrameworkMPI, FrameworkXGBoost, FrameworkRay, FrameworkSlurm,
+	FrameworkPreprocess, FrameworkInference, FrameworkCustom}
 
 // JSONSchema lists the frameworks as an enum.
 func (Framework) JSONSchema() *jsonschema.Schema {

@@ -38,6 +38,9 @@ var frameworkRoles = map[Framework][]roleRule{
 	FrameworkMPI:        {{name: "launcher", maxReplicas: 1, required: true}, {name: "worker"}},
 	FrameworkXGBoost:    {{name: "master", maxReplicas: 1}, {name: "worker"}},
 	FrameworkRay:        {{name: "head", maxReplicas: 1, required: true}, {name: "worker"}},
+	FrameworkSlurm:      {{name: "launcher", maxReplicas: 1, required: true}, {name: "worker"}},
+	FrameworkPreprocess: {{name: "worker"}},
+	FrameworkInference:  {{name: "worker"}},
 }
 
 // GetKind returns KindTrainingJob.

@@ -19,7 +19,7 @@ const (
 	roleNameMsg   = "role name must be a DNS label of at most 63 characters: lowercase letters, digits and '-', starting and ending with a letter or digit"
 	labelKeyMsg   = "key must be [prefix/]name, where name is at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 	labelValueMsg = "value must be at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
-	frameworksMsg = "must be one of pytorch, deepspeed, megatron, tensorflow, mpi, xgboost, ray, custom"
+	frameworksMsg = "must be one of pytorch, deepspeed, megatron, tensorflow, mpi, xgboost, ray, slurm, preprocess, inference, custom"
 )
 
 func job() *schemastest.JobBuilder { return schemastest.Job("j") }
@@ -45,6 +45,10 @@ func TestValidate(t *testing.T) {
 		"mpi launcher and workers":   {job: job().Framework(schemas.FrameworkMPI).Role("launcher", 1).Role("worker", 4).Obj()},
 		"xgboost master and workers": {job: job().Framework(schemas.FrameworkXGBoost).Role("master", 1).Role("worker", 3).Obj()},
 		"ray head alone":             {job: job().Framework(schemas.FrameworkRay).WithoutRoles().Role("head", 1).Obj()},
+		"slurm launcher and workers": {job: job().Framework(schemas.FrameworkSlurm).Role("launcher", 1).Role("worker", 4).Obj()},
+		"slurm launcher alone":       {job: job().Framework(schemas.FrameworkSlurm).WithoutRoles().Role("launcher", 1).Obj()},
+		"preprocess shards":          {job: job().Framework(schemas.FrameworkPreprocess).Role("worker", 16).Obj()},
+		"inference shards":           {job: job().Framework(schemas.FrameworkInference).Role("worker", 1024).Obj()},
 		"custom with any role names": {job: job().Framework(schemas.FrameworkCustom).Role("server", 2).Role("client", 16).Obj()},
 		"no job command, every role has one": {
 			job: job().Command().Role("master", 1).RoleCommand("python", "master.py").Role("worker", 2).RoleCommand("python", "worker.py").Obj(),
@@ -256,6 +260,25 @@ func TestValidate(t *testing.T) {
 				{Field: "spec.roles.head.replicas", Detail: "must be 1 for framework ray"},
 				{Field: "spec.roles.master", Detail: "not a role of framework ray; must be one of head, worker"},
 			},
+		},
+		"slurm: missing launcher": {
+			job:  job().Framework(schemas.FrameworkSlurm).Obj(),
+			want: schemas.ErrorList{{Field: "spec.roles.launcher", Detail: "required for framework slurm, with 1 replica"}},
+		},
+		"slurm: two launchers and a master": {
+			job: job().Framework(schemas.FrameworkSlurm).Role("launcher", 2).Role("master", 1).Obj(),
+			want: schemas.ErrorList{
+				{Field: "spec.roles.launcher.replicas", Detail: "must be 1 for framework slurm"},
+				{Field: "spec.roles.master", Detail: "not a role of framework slurm; must be one of launcher, worker"},
+			},
+		},
+		"preprocess: worker only": {
+			job:  job().Framework(schemas.FrameworkPreprocess).Role("master", 1).Obj(),
+			want: schemas.ErrorList{{Field: "spec.roles.master", Detail: "not a role of framework preprocess; must be one of worker"}},
+		},
+		"inference: worker only": {
+			job:  job().Framework(schemas.FrameworkInference).WithoutRoles().Role("server", 2).Obj(),
+			want: schemas.ErrorList{{Field: "spec.roles.server", Detail: "not a role of framework inference; must be one of worker"}},
 		},
 		"unknown framework skips role checks": {
 			job:  job().Framework("jax").Role("anything", 1).Obj(),

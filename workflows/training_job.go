@@ -12,6 +12,7 @@ import (
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -61,6 +62,9 @@ const (
 	// changeRunningBeforeSucceeded: a gang first seen already succeeded passes
 	// through Running.
 	changeRunningBeforeSucceeded = "running-before-succeeded"
+	// changeFrameworkOutcome: each framework's success rule decides (frameworks.Outcome)
+	// instead of "any failure fails, all successes succeed".
+	changeFrameworkOutcome = "framework-outcome"
 )
 
 // TrainingJobWorkflow runs one training job: Pending → Launching → Running →
@@ -180,7 +184,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 	}
 
 	phase, reason, msg := w.follow(ctx, ref, timeout)
-	if phase != schemas.JobSucceeded {
+	if phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
 		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
 		// them on stop or timeout.
 		if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityStopGang, ref).Get(ctx, nil); err != nil {
@@ -242,6 +246,9 @@ func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, 
 	if len(reps) == 0 {
 		return "", "", "", false
 	}
+	if workflow.GetVersion(ctx, changeFrameworkOutcome, workflow.DefaultVersion, 1) == 1 {
+		return w.evaluateByFramework(ctx)
+	}
 	running, succeeded := 0, 0
 	for _, r := range reps {
 		switch r.Phase {
@@ -280,6 +287,72 @@ func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, 
 		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
 	}
 	return "", "", "", false
+}
+
+// evaluateByFramework applies the framework's success rule (frameworks.Outcome): for
+// example TensorFlow's chief, MPI's launcher or Ray's head decides, while PyTorch needs
+// every replica to succeed.
+func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhase, string, string, bool) {
+	reps := w.status.Replicas
+	fw := w.in.Job.Spec.Framework
+	running, succeeded := 0, 0
+	for _, r := range reps {
+		switch r.Phase {
+		case schemas.ReplicaRunning:
+			running++
+		case schemas.ReplicaSucceeded:
+			succeeded++
+		}
+	}
+	phase, by := frameworks.Outcome(fw, reps)
+	switch phase {
+	case schemas.JobFailed:
+		for _, r := range reps {
+			if r.Name != by {
+				continue
+			}
+			if r.Phase == schemas.ReplicaStopped {
+				return schemas.JobFailed, "ReplicaStopped", fmt.Sprintf("replica %s was stopped outside the job", r.Name), true
+			}
+			w.status.ExitCode = r.ExitCode
+			msg := fmt.Sprintf("replica %s failed", r.Name)
+			if r.ExitCode != nil {
+				msg += fmt.Sprintf(" with exit code %d", *r.ExitCode)
+			}
+			if r.Message != "" {
+				msg += ": " + r.Message
+			}
+			return schemas.JobFailed, "ReplicaFailed", msg, true
+		}
+		return schemas.JobFailed, "ReplicaFailed", fmt.Sprintf("replica %s failed", by), true
+	case schemas.JobSucceeded:
+		if w.status.Phase == schemas.JobLaunching {
+			w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
+				fmt.Sprintf("%d replicas ran to completion between two observations", succeeded))
+			w.transition(ctx, schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", succeeded))
+		}
+		if succeeded == len(reps) {
+			return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
+		}
+		return schemas.JobSucceeded, "LeaderSucceeded",
+			fmt.Sprintf("replica %s succeeded, which decides a %s job; the other replicas are stopped", by, fw), true
+	}
+	if running+succeeded == len(reps) && w.status.Phase == schemas.JobLaunching {
+		w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRunning",
+			fmt.Sprintf("%d replicas running", running))
+		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
+	}
+	return "", "", "", false
+}
+
+// anyReplicaLive reports whether a replica has not finished.
+func anyReplicaLive(reps []schemas.ReplicaStatus) bool {
+	for _, r := range reps {
+		if !r.Phase.Terminal() {
+			return true
+		}
+	}
+	return false
 }
 
 // refreshReplicas records the replicas' final state after a stop.

@@ -257,6 +257,7 @@ func TestTrainingJobFastReplicasPassThroughRunning(t *testing.T) {
 // before it keep going straight from Launching to Succeeded.
 func TestTrainingJobFastReplicasBeforeTheChange(t *testing.T) {
 	h := newHarness(t)
+	h.env.OnGetVersion("framework-outcome", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	h.env.OnGetVersion("running-before-succeeded", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
 		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
@@ -265,5 +266,34 @@ func TestTrainingJobFastReplicasBeforeTheChange(t *testing.T) {
 	h.result(t)
 	if diff := cmp.Diff([]string{"Pending", "Launching", "Succeeded"}, h.phases); diff != "" {
 		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+}
+
+// TensorFlow's chief decides (change framework-outcome): the chief succeeding ends the
+// job while the parameter server still runs, and the rest of the gang is stopped.
+func TestTrainingJobTensorFlowChiefDecides(t *testing.T) {
+	h := newHarness(t)
+	job := testJob()
+	job.Spec.Framework = schemas.FrameworkTensorFlow
+	job.Spec.Roles = map[string]schemas.RoleSpec{"chief": {Replicas: 1}, "ps": {Replicas: 1}}
+	rep := func(role string, p schemas.ReplicaPhase) schemas.ReplicaStatus {
+		return schemas.ReplicaStatus{Name: "wf-" + role + "-0-a0", Role: role, Phase: p}
+	}
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: []schemas.ReplicaStatus{rep("chief", schemas.ReplicaPending), rep("ps", schemas.ReplicaPending)}}, nil)
+	h.watchSequence(
+		[]schemas.ReplicaStatus{rep("chief", schemas.ReplicaRunning), rep("ps", schemas.ReplicaRunning)},
+		[]schemas.ReplicaStatus{rep("chief", schemas.ReplicaSucceeded), rep("ps", schemas.ReplicaRunning)},
+	)
+	stopped := false
+	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.GangRef) error { stopped = true; return nil })
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
+	st := h.result(t)
+	if st.Phase != schemas.JobSucceeded || st.Reason != "LeaderSucceeded" {
+		t.Errorf("status %s/%s %q, want Succeeded/LeaderSucceeded", st.Phase, st.Reason, st.Message)
+	}
+	if !stopped {
+		t.Error("the parameter server was not stopped")
 	}
 }

@@ -334,7 +334,7 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 	empty.Replicas = []activities.ReplicaSpec{{Name: "x", Role: "worker"}}
 	tf := good
 	tf.Job += "-tf"
-	tf.Framework = schemas.FrameworkTensorFlow
+	tf.Framework = "caffe"
 	slash := good
 	slash.Workspace = "a/b"
 

@@ -1,0 +1,38 @@
+package frameworks
+
+import (
+	"strconv"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// Preprocess runs N independent shards of a data-processing program (role "worker"):
+// no rendezvous, each shard takes its slice of the input by DLC_SHARD_INDEX and
+// DLC_SHARD_COUNT. The job succeeds when every shard has.
+type Preprocess struct{}
+
+// Name returns "preprocess".
+func (Preprocess) Name() schemas.Framework { return schemas.FrameworkPreprocess }
+
+// PortNames returns nil: shards do not talk to each other.
+func (Preprocess) PortNames() []string { return nil }
+
+// Env returns DLC_SHARD_INDEX and DLC_SHARD_COUNT.
+func (Preprocess) Env(g activities.GangSpec, r activities.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
+	return shardEnv(g, r)
+}
+
+// Outcome fails the job when any shard fails and succeeds it when all have.
+func (Preprocess) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
+	return allSucceed(replicas)
+}
+
+// shardEnv numbers the replicas in RankOrder, which for the single "worker" role is
+// their index.
+func shardEnv(g activities.GangSpec, r activities.ReplicaSpec) []schemas.EnvVar {
+	return []schemas.EnvVar{
+		{Name: "DLC_SHARD_INDEX", Value: strconv.Itoa(rankOf(g, r))},
+		{Name: "DLC_SHARD_COUNT", Value: strconv.Itoa(len(g.Replicas))},
+	}
+}

@@ -1,0 +1,28 @@
+package frameworks
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/schemas"
+)
+
+func TestShardEnv(t *testing.T) {
+	for _, f := range []schemas.Framework{schemas.FrameworkPreprocess, schemas.FrameworkInference} {
+		g := gang(f).role("worker", 12, 1).obj()
+		for _, i := range []int{0, 3, 11} {
+			got, err := EnvFor(g, replica(g, "worker", i), fakeEndpoints{})
+			if err != nil {
+				t.Fatalf("%s: EnvFor: %v", f, err)
+			}
+			want := []schemas.EnvVar{
+				{Name: "DLC_SHARD_INDEX", Value: itoa(i)},
+				{Name: "DLC_SHARD_COUNT", Value: "12"},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s worker-%d: EnvFor mismatch (-want +got):\n%s", f, i, diff)
+			}
+		}
+	}
+}

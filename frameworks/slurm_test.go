@@ -1,0 +1,88 @@
+package frameworks
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+func TestSlurmEnv(t *testing.T) {
+	// Workers 0 and 1 have 8 GPUs, worker 2 has 4.
+	g := gang(schemas.FrameworkSlurm).role("launcher", 1, 0).role("worker", 2, 8).obj()
+	g.Replicas = append(g.Replicas, activities.ReplicaSpec{
+		Name: g.ReplicaName("worker", 2), Role: "worker", Index: 2, Command: []string{"train"},
+		Resources: schemas.Resources{GPU: 4}, WorkingDir: "/work/run",
+	})
+	alone := gang(schemas.FrameworkSlurm).role("launcher", 1, 0).obj()
+	const nodes = "worker-0.gang,worker-1.gang,worker-2.gang"
+	slurm := func(nodelist string, nnodes, ntasks int, perNode string, nodeID, procID int, dir string) []schemas.EnvVar {
+		env := []schemas.EnvVar{
+			{Name: "SLURM_JOB_ID", Value: "ws.j.a1"},
+			{Name: "SLURM_JOB_NAME", Value: "j"},
+			{Name: "SLURM_JOB_NODELIST", Value: nodelist},
+			{Name: "SLURM_NODELIST", Value: nodelist},
+			{Name: "SLURM_NNODES", Value: itoa(nnodes)},
+			{Name: "SLURM_JOB_NUM_NODES", Value: itoa(nnodes)},
+			{Name: "SLURM_NTASKS", Value: itoa(ntasks)},
+			{Name: "SLURM_NPROCS", Value: itoa(ntasks)},
+			{Name: "SLURM_TASKS_PER_NODE", Value: perNode},
+			{Name: "SLURM_NODEID", Value: itoa(nodeID)},
+			{Name: "SLURM_PROCID", Value: itoa(procID)},
+			{Name: "SLURM_LOCALID", Value: "0"},
+		}
+		if dir != "" {
+			env = append(env, schemas.EnvVar{Name: "SLURM_SUBMIT_DIR", Value: dir})
+		}
+		return env
+	}
+	tests := map[string]struct {
+		gang    activities.GangSpec
+		replica activities.ReplicaSpec
+		want    []schemas.EnvVar
+	}{
+		"launcher plays the batch step on node 0": {
+			gang: g, replica: replica(g, "launcher", 0), want: slurm(nodes, 3, 20, "8(x2),4", 0, 0, ""),
+		},
+		"worker 1 starts at task 8": {
+			gang: g, replica: replica(g, "worker", 1), want: slurm(nodes, 3, 20, "8(x2),4", 1, 8, ""),
+		},
+		"worker 2 with its working directory": {
+			gang: g, replica: replica(g, "worker", 2), want: slurm(nodes, 3, 20, "8(x2),4", 2, 16, "/work/run"),
+		},
+		"launcher alone is the only node": {
+			gang: alone, replica: replica(alone, "launcher", 0), want: slurm("launcher-0.gang", 1, 1, "1", 0, 0, ""),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := EnvFor(tc.gang, tc.replica, ports)
+			if err != nil {
+				t.Fatalf("EnvFor: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCompressCounts(t *testing.T) {
+	tests := map[string]struct {
+		in   []int
+		want string
+	}{
+		"none":       {nil, ""},
+		"one":        {[]int{4}, "4"},
+		"run":        {[]int{2, 2, 2}, "2(x3)"},
+		"runs":       {[]int{8, 8, 4, 1, 1}, "8(x2),4,1(x2)"},
+		"alternates": {[]int{1, 2, 1}, "1,2,1"},
+	}
+	for name, tc := range tests {
+		if got := compressCounts(tc.in); got != tc.want {
+			t.Errorf("%s: compressCounts(%v) = %q, want %q", name, tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package frameworks
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// TensorFlow gives each replica the TF_CONFIG that tf.distribute's cluster resolvers
+// read: the cluster (role → host:port in index order) and the replica's own task.
+//
+// Every role is in the cluster except "evaluator": TensorFlow's evaluator is a side task
+// that reads checkpoints and never joins the training cluster, so, as Kubeflow's TFJob
+// does, it is left out of "cluster" and only appears as its own "task".
+//
+// Each replica's server listens on the rendezvous port. Where the backend puts several
+// replicas on one address (the local backend: all on 127.0.0.1), replica k in RankOrder
+// uses rendezvous port + k instead; only the rendezvous port itself is reserved by the
+// backend, so the others may in rare cases be taken.
+type TensorFlow struct{}
+
+// Name returns "tensorflow".
+func (TensorFlow) Name() schemas.Framework { return schemas.FrameworkTensorFlow }
+
+// PortNames returns the rendezvous port, on which every replica's server listens.
+func (TensorFlow) PortNames() []string { return []string{PortRendezvous} }
+
+// tfRoleEvaluator is not part of the cluster spec.
+const tfRoleEvaluator = "evaluator"
+
+type tfConfig struct {
+	Cluster map[string][]string `json:"cluster"`
+	Task    tfTask              `json:"task"`
+}
+
+type tfTask struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+}
+
+// Env returns TF_CONFIG.
+func (TensorFlow) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+	order := RankOrder(g)
+	port := ep.Port(PortRendezvous)
+	hosts := map[string]bool{}
+	for _, x := range order {
+		hosts[ep.Host(x.Role, x.Index)] = true
+	}
+	shared := len(hosts) < len(order)
+	cluster := map[string][]string{}
+	for rank, x := range order {
+		if x.Role == tfRoleEvaluator {
+			continue
+		}
+		p := port
+		if shared {
+			p += rank
+		}
+		cluster[x.Role] = append(cluster[x.Role], ep.Host(x.Role, x.Index)+":"+strconv.Itoa(p))
+	}
+	// Marshal sorts the map's keys, so the JSON is the same for every replica order; it
+	// cannot fail on strings and ints.
+	b, _ := json.Marshal(tfConfig{Cluster: cluster, Task: tfTask{Type: r.Role, Index: r.Index}})
+	return []schemas.EnvVar{{Name: "TF_CONFIG", Value: string(b)}}
+}
+
+// Outcome lets the chief decide: the job succeeds when the chief does, even if workers
+// still run. Without a chief, worker 0 decides. Any failed replica fails the job, as in
+// Kubeflow's TFJob, because TensorFlow's cluster does not survive a lost member. Parameter
+// servers never finish by themselves; they are stopped when the job ends.
+func (TensorFlow) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
+	switch {
+	case hasRole(replicas, "chief"):
+		return leaderDecides(replicas, "chief", 0, true)
+	case hasRole(replicas, "worker"):
+		return leaderDecides(replicas, "worker", 0, true)
+	}
+	// Neither chief nor worker: every replica but the parameter servers must succeed.
+	var rest []schemas.ReplicaStatus
+	for _, r := range replicas {
+		if r.Role != "ps" {
+			rest = append(rest, r)
+		}
+	}
+	if f := firstFailure(replicas); f != nil {
+		return schemas.JobFailed, f.Name
+	}
+	return allSucceed(rest)
+}
