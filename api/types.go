@@ -71,3 +71,12 @@ type ErrorBody struct {
 type RuleList struct {
 	Items []schemas.NotificationRule `json:"items"`
 }
+
+// CloneRequest creates a new job from an existing one.
+type CloneRequest struct {
+	// Name is the new job's name (same workspace).
+	Name string `json:"name"`
+	// Overrides is a JSON merge patch (RFC 7386) applied to the spec document, e.g.
+	// {"spec": {"roles": {"worker": {"replicas": 8}}}}.
+	Overrides map[string]any `json:"overrides,omitempty"`
+}

@@ -162,6 +162,9 @@ func (c *Client) GetJob(ctx context.Context, workspace, name string) (*api.Job, 
 // ListOptions filter and page a list.
 type ListOptions struct {
 	Phase     string
+	Framework string
+	// Labels keeps jobs with every one of these labels ("key=value").
+	Labels    []string
 	Limit     int
 	PageToken string
 }
@@ -171,6 +174,12 @@ func (c *Client) ListJobs(ctx context.Context, workspace string, opts ListOption
 	q := url.Values{}
 	if opts.Phase != "" {
 		q.Set("phase", opts.Phase)
+	}
+	if opts.Framework != "" {
+		q.Set("framework", opts.Framework)
+	}
+	for _, l := range opts.Labels {
+		q.Add("label", l)
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", fmt.Sprint(opts.Limit))
@@ -340,4 +349,18 @@ func (c *Client) DeleteRule(ctx context.Context, workspace, name string) error {
 
 func rulePath(workspace, name string) string {
 	return "/v1/workspaces/" + url.PathEscape(workspace) + "/notificationrules/" + url.PathEscape(name)
+}
+
+// CloneJob starts a new job, name, from an existing one's spec with overrides (a JSON
+// merge patch of the spec document; nil for none).
+func (c *Client) CloneJob(ctx context.Context, workspace, from, name string, overrides map[string]any) (*api.Job, error) {
+	body, err := json.Marshal(api.CloneRequest{Name: name, Overrides: overrides})
+	if err != nil {
+		return nil, err
+	}
+	var j api.Job
+	if err := c.do(ctx, http.MethodPost, jobPath(workspace, from)+"/clone", nil, body, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
 }

@@ -32,6 +32,9 @@ const (
 	SearchAttrPhase     = "DlcPhase"
 	SearchAttrOwner     = "DlcOwner"
 	SearchAttrName      = "DlcName"
+	SearchAttrFramework = "DlcFramework"
+	// SearchAttrLabels holds a job's labels as "key=value" keywords.
+	SearchAttrLabels = "DlcLabels"
 )
 
 // SearchAttributes maps every custom search attribute to its type; the dev
@@ -42,6 +45,8 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 	SearchAttrPhase:     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	SearchAttrOwner:     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	SearchAttrName:      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrFramework: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrLabels:    enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
 
 // DefaultNamespace is the Temporal namespace used when none is given.

@@ -43,6 +43,9 @@ const (
 	SearchAttrPhase     = "DlcPhase"
 	SearchAttrName      = "DlcName"
 	SearchAttrOwner     = "DlcOwner"
+	SearchAttrFramework = "DlcFramework"
+	// SearchAttrLabels (KeywordList) holds a job's labels as "key=value".
+	SearchAttrLabels = "DlcLabels"
 )
 
 // JobWorkflowID is the workflow id of a job: unique per workspace and name.

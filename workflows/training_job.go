@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"go.temporal.io/sdk/log"
@@ -487,7 +488,20 @@ var (
 	KindKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrKind)
 	PhaseKey     = temporal.NewSearchAttributeKeyKeyword(SearchAttrPhase)
 	NameKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrName)
+	FrameworkKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrFramework)
+	LabelsKey    = temporal.NewSearchAttributeKeyKeywordList(SearchAttrLabels)
 )
+
+// LabelKeywords are a job's labels as sorted "key=value" keywords (the DlcLabels search
+// attribute).
+func LabelKeywords(labels map[string]string) []string {
+	out := make([]string, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // withShortActivity is for activities that finish in seconds to minutes (launch, stop,
 // cleanup, checkpoint lookup); they heartbeat, so a dead worker is noticed quickly.

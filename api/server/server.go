@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +87,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs/{name}", s.getJob)
 	mux.HandleFunc("POST /v1/workspaces/{ws}/jobs/{name}/stop", s.stopJob)
 	mux.HandleFunc("DELETE /v1/workspaces/{ws}/jobs/{name}", s.deleteJob)
+	mux.HandleFunc("POST /v1/workspaces/{ws}/jobs/{name}/clone", s.cloneJob)
 	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs/{name}/logs", s.jobLogs)
 	mux.HandleFunc("GET /v1/workspaces/{ws}/events", s.workspaceEvents)
 	if s.opts.Rules != nil {
@@ -154,10 +156,13 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
-	job := s.readSpec(w, r)
-	if job == nil {
-		return
+	if job := s.readSpec(w, r); job != nil {
+		s.start(w, r, job)
 	}
+}
+
+// start starts a validated job's workflow and answers 201 with the job.
+func (s *Server) start(w http.ResponseWriter, r *http.Request, job *schemas.TrainingJob) {
 	ws, name := job.Metadata.Workspace, job.Metadata.Name
 	run, err := s.tc.ExecuteWorkflow(r.Context(), client.StartWorkflowOptions{
 		ID:                       workflows.JobWorkflowID(ws, name),
@@ -172,6 +177,8 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 			workflows.KindKey.ValueSet(string(schemas.KindTrainingJob)),
 			workflows.NameKey.ValueSet(name),
 			workflows.PhaseKey.ValueSet(string(schemas.JobPending)),
+			workflows.FrameworkKey.ValueSet(string(job.Spec.Framework)),
+			workflows.LabelsKey.ValueSet(workflows.LabelKeywords(job.Metadata.Labels)),
 		),
 	}, workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: *job})
 	if err != nil {
@@ -245,6 +252,17 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		workflows.SearchAttrWorkspace, ws)
 	if phase := r.URL.Query().Get("phase"); phase != "" {
 		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrPhase, phase)
+	}
+	if fw := r.URL.Query().Get("framework"); fw != "" {
+		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrFramework, fw)
+	}
+	for _, l := range r.URL.Query()["label"] {
+		if !strings.Contains(l, "=") {
+			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid label filter",
+				Details: []schemas.FieldError{{Field: "label", Detail: "must be key=value"}}})
+			return
+		}
+		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l)
 	}
 	resp, err := s.tc.ListWorkflow(r.Context(), &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     s.opts.Namespace,

@@ -54,7 +54,7 @@ func newGetCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 1 && (args[0] == "jobs" || args[0] == "job"):
-				return listJobs(cmd, g, "")
+				return listJobs(cmd, g, client.ListOptions{})
 			case len(args) == 2 && (args[0] == "job" || args[0] == "jobs"):
 				c, err := g.client()
 				if err != nil {
@@ -77,25 +77,26 @@ func newGetCmd(g *globals) *cobra.Command {
 }
 
 func newListCmd(g *globals) *cobra.Command {
-	var phase string
+	var opts client.ListOptions
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the workspace's jobs",
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return listJobs(cmd, g, phase) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return listJobs(cmd, g, opts) },
 	}
-	cmd.Flags().StringVar(&phase, "phase", "", "only jobs in this phase")
+	cmd.Flags().StringVar(&opts.Phase, "phase", "", "only jobs in this phase")
+	cmd.Flags().StringVar(&opts.Framework, "framework", "", "only jobs of this framework")
+	cmd.Flags().StringArrayVarP(&opts.Labels, "label", "l", nil, "only jobs with this label KEY=VALUE; repeatable")
 	return cmd
 }
 
-func listJobs(cmd *cobra.Command, g *globals, phase string) error {
+func listJobs(cmd *cobra.Command, g *globals, opts client.ListOptions) error {
 	c, err := g.client()
 	if err != nil {
 		return err
 	}
 	var all []api.JobSummary
-	opts := client.ListOptions{Phase: phase}
 	for {
 		l, err := c.ListJobs(cmd.Context(), g.workspace, opts)
 		if err != nil {

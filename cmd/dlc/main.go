@@ -85,6 +85,7 @@ func newRoot() *cobra.Command {
 		newDeleteCmd(g),
 		newEventsCmd(g),
 		newRulesCmd(g),
+		newCloneCmd(g),
 	)
 	return root
 }
