@@ -35,7 +35,15 @@ import (
 func main() {
 	jobs := flag.Int("jobs", 50, "number of jobs (run one after another)")
 	dlcBin := flag.String("dlc", "bin/dlc", "dlc binary, for the worker process")
+	kubeMode := flag.Bool("kube", false, "measure submit -> all pods Running on the Kubernetes test control plane instead")
 	flag.Parse()
+	if *kubeMode {
+		if err := runKube([]int{1, 8, 64}); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*jobs, *dlcBin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
