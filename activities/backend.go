@@ -58,6 +58,11 @@ type GangSpec struct {
 	Framework schemas.Framework `json:"framework"`
 	Image     string            `json:"image,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// Pool and Priority are the job's resource pool and priority
+	// (spec.resources); the kubernetes backend maps pools to node selectors,
+	// tolerations and priority classes.
+	Pool     schemas.Pool `json:"pool,omitempty"`
+	Priority int32        `json:"priority,omitempty"`
 	// Annotations are the job's annotations; the kubernetes backend puts them on pods.
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Replicas    []ReplicaSpec     `json:"replicas"`

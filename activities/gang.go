@@ -48,6 +48,8 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		Image:       spec.Image,
 		Labels:      job.Metadata.Labels,
 		Annotations: job.Metadata.Annotations,
+		Pool:        spec.Resources.Pool,
+		Priority:    spec.Resources.Priority,
 	}
 	for _, role := range roles {
 		rs := spec.Roles[role]

@@ -75,6 +75,7 @@ type Backend struct {
 	serviceAccount   string
 	runAsUser        *int64
 	podAnnotations   map[string]string
+	pools            map[schemas.Pool]PoolConfig
 	grace            time.Duration
 	resync           time.Duration
 	clock            clock.WithTicker
@@ -199,6 +200,26 @@ func WithRunAsUser(uid int64) Option {
 			return fmt.Errorf("kube: run-as user %d: must be a non-root user id", uid)
 		}
 		b.runAsUser = &uid
+		return nil
+	}
+}
+
+// PoolConfig is where a resource pool's pods go: quota, public and spot map to node
+// selectors, tolerations and a priority class of the cluster.
+type PoolConfig struct {
+	NodeSelector      map[string]string
+	Tolerations       []corev1.Toleration
+	PriorityClassName string
+}
+
+// WithPool configures a resource pool. Default: no pool configured, so the pool
+// changes nothing about where pods go.
+func WithPool(pool schemas.Pool, c PoolConfig) Option {
+	return func(b *Backend) error {
+		if b.pools == nil {
+			b.pools = map[schemas.Pool]PoolConfig{}
+		}
+		b.pools[pool] = c
 		return nil
 	}
 }

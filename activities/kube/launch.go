@@ -351,6 +351,16 @@ func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *c
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	// The job's resource pool adds its node selector (which wins over the replica's:
+	// a spot job must land on spot nodes), its tolerations and its priority class.
+	if pc, ok := b.pools[g.Pool]; ok {
+		if len(pc.NodeSelector) > 0 && spec.NodeSelector == nil {
+			spec.NodeSelector = map[string]string{}
+		}
+		maps.Copy(spec.NodeSelector, pc.NodeSelector)
+		spec.Tolerations = append(spec.Tolerations, pc.Tolerations...)
+		spec.PriorityClassName = pc.PriorityClassName
+	}
 	if b.serviceAccount != "" {
 		spec.ServiceAccountName = b.serviceAccount
 	} else {

@@ -204,6 +204,7 @@ func newWorkerCmd() *cobra.Command {
 	var c componentFlags
 	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix string
 	var podAnnotations map[string]string
+	var pools poolFlags
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -229,6 +230,11 @@ func newWorkerCmd() *cobra.Command {
 					}
 				}
 				opts := []kube.Option{kube.WithEnv(env...), kube.WithNamespacePrefix(nsPrefix), kube.WithPodAnnotations(podAnnotations)}
+				poolOpts, err := pools.options()
+				if err != nil {
+					return err
+				}
+				opts = append(opts, poolOpts...)
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
@@ -279,6 +285,9 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
+	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "kubernetes: POOL=KEY=VALUE node selector of a resource pool (quota, public, spot); repeatable")
+	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "kubernetes: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
+	f.StringArrayVar(&pools.priorities, "pool-priority-class", nil, "kubernetes: POOL=PRIORITYCLASS of a resource pool")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

@@ -238,3 +238,41 @@ func TestWorkerHasOnlyItsRole(t *testing.T) {
 		t.Errorf("deleting a namespace: %v, want forbidden", err)
 	}
 }
+
+// Spot-pool pods land only on spot-labelled nodes (the worker maps pool spot to a node
+// selector and a toleration).
+func TestSpotPoolPodsLandOnSpotNodes(t *testing.T) {
+	ctx := testContext(t)
+	spot := env.cluster.Nodes[len(env.cluster.Nodes)-1]
+	node, err := env.cluster.Client.CoreV1().Nodes().Get(ctx, spot, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels[spotLabel] = "true"
+	if _, err := env.cluster.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, ctx, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: cheap, workspace: kube-spot}
+spec:
+  framework: pytorch
+  image: registry.local/train:1.4
+  command: [torchrun, train.py]
+  resources: {pool: spot}
+  roles: {worker: {replicas: 3, resources: {gpu: 2}}}
+`)
+	waitJob(t, ctx, "kube-spot", "cheap", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	for _, p := range jobPods(t, ctx, "kube-spot", "cheap") {
+		if p.Spec.NodeName != spot {
+			t.Errorf("spot pod %s on %s, want %s", p.Name, p.Spec.NodeName, spot)
+		}
+		if p.Spec.NodeSelector[spotLabel] != "true" {
+			t.Errorf("pod %s node selector %v", p.Name, p.Spec.NodeSelector)
+		}
+	}
+	if _, err := env.api.StopJob(ctx, "kube-spot", "cheap", "done"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -36,6 +36,9 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
+// spotLabel marks the nodes of the spot pool in these tests.
+const spotLabel = "opendlc.io/spot"
+
 var env struct {
 	cluster    *kubestack.Cluster
 	stack      *embedded.Embedded
@@ -110,7 +113,8 @@ func setup(ctx context.Context, dir string) error {
 func startWorker() error {
 	s := env.stack.Stack
 	cmd := exec.Command(env.dlcBin, "worker", "--kubeconfig", env.workerKube,
-		"--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace, "--nats", s.NATS.URL)
+		"--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace, "--nats", s.NATS.URL,
+		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule")
 	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
