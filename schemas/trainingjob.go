@@ -107,6 +107,11 @@ type PoolSpec struct {
 	Pool Pool `json:"pool,omitempty"`
 	// Priority orders queued jobs; higher runs first.
 	Priority int32 `json:"priority,omitempty" jsonschema:"minimum=-1000,maximum=1000"`
+	// PlacementTimeout bounds how long an attempt may wait for all its replicas to run
+	// (gang placement): when it passes, every replica is released and the job waits in
+	// Queued before trying again, so a partly placed job never holds GPUs. Zero waits
+	// forever.
+	PlacementTimeout Duration `json:"placementTimeout,omitempty"`
 }
 
 // FaultTolerance says how a job survives failures.

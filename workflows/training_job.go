@@ -66,6 +66,16 @@ const (
 	// changeFrameworkOutcome: each framework's success rule decides (frameworks.Outcome)
 	// instead of "any failure fails, all successes succeed".
 	changeFrameworkOutcome = "framework-outcome"
+	// changeGangPlacement: spec.resources.placementTimeout releases a partly placed
+	// gang and retries it after a backoff, in Queued.
+	changeGangPlacement = "gang-placement"
+)
+
+// Gang placement retries.
+const (
+	reasonPlacementTimeout = "PlacementTimeout"
+	placementBackoff       = 5 * time.Second
+	maxPlacementBackoff    = 5 * time.Minute
 )
 
 // TrainingJobWorkflow runs one training job: Pending → Launching → Running →
@@ -143,7 +153,33 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	w.transition(ctx, schemas.JobPending, "Accepted", "job accepted")
 
 	ref := activities.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
-	phase, reason, msg := w.runAttempt(ctx, ref)
+	backoff := placementBackoff
+	var phase schemas.JobPhase
+	var reason, msg string
+	for {
+		phase, reason, msg = w.runAttempt(ctx, ref)
+		if reason != reasonPlacementTimeout {
+			break
+		}
+		// Not every replica could be placed in time: release them all, wait, try again
+		// with a new attempt.
+		if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
+			w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
+		}
+		w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonPlacementTimeout, msg)
+		w.transition(ctx, schemas.JobQueued, reasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", msg, backoff))
+		stopped := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil); stopped = true })
+		sel.Select(ctx)
+		if stopped {
+			phase, reason, msg = schemas.JobStopped, "StopRequested", w.stopReason
+			break
+		}
+		backoff = min(2*backoff, maxPlacementBackoff)
+		ref.Attempt++
+	}
 
 	w.finish(ctx, ref, phase, reason, msg)
 	return TrainingJobResult{Status: w.status}, nil
@@ -184,7 +220,15 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 		timeout = workflow.NewTimer(ctx, max(left, time.Millisecond))
 	}
 
-	phase, reason, msg := w.follow(ctx, ref, timeout)
+	var placement workflow.Future
+	if pt := job.Spec.Resources.PlacementTimeout.D(); pt > 0 &&
+		workflow.GetVersion(ctx, changeGangPlacement, workflow.DefaultVersion, 1) == 1 {
+		pctx, cancelPlacement := workflow.WithCancel(ctx)
+		defer cancelPlacement()
+		placement = workflow.NewTimer(pctx, pt)
+	}
+
+	phase, reason, msg := w.follow(ctx, ref, timeout, placement)
 	if phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
 		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
 		// them on stop or timeout.
@@ -199,21 +243,27 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 	return phase, reason, msg
 }
 
-// follow watches the gang until it ends, a stop is requested or the timeout fires.
-func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeout workflow.Future) (schemas.JobPhase, string, string) {
+// follow watches the gang until it ends, a stop is requested or the timeout fires, or
+// the placement timeout fires before every replica runs (reason
+// reasonPlacementTimeout, no phase).
+func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeout, placement workflow.Future) (schemas.JobPhase, string, string) {
 	for {
 		if phase, reason, msg, done := w.evaluate(ctx); done {
 			return phase, reason, msg
+		}
+		if w.status.Phase != schemas.JobLaunching {
+			placement = nil // placed: the placement timeout no longer applies
 		}
 		watchCtx, cancelWatch := workflow.WithCancel(ctx)
 		watch := workflow.ExecuteActivity(withWatchActivity(watchCtx), ActivityWatchGang, activities.WatchGangInput{
 			Ref: ref, Known: w.status.Replicas, MaxWait: watchMaxWait,
 		})
 		var (
-			result   activities.WatchGangResult
-			watchErr error
-			stopped  bool
-			timedOut bool
+			result    activities.WatchGangResult
+			watchErr  error
+			stopped   bool
+			timedOut  bool
+			notPlaced bool
 		)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(watch, func(f workflow.Future) { watchErr = f.Get(ctx, &result) })
@@ -221,14 +271,27 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeo
 		if timeout != nil {
 			sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
 		}
+		if placement != nil {
+			sel.AddFuture(placement, func(workflow.Future) { notPlaced = true })
+		}
 		sel.Select(ctx)
-		if stopped || timedOut {
+		if stopped || timedOut || notPlaced {
 			// Wait for the watch to acknowledge the cancellation, so it is not still
 			// observing the gang while it is stopped and cleaned up.
 			cancelWatch()
 			_ = watch.Get(ctx, nil)
 			if stopped {
 				return schemas.JobStopped, "StopRequested", w.stopReason
+			}
+			if notPlaced {
+				running := 0
+				for _, r := range w.status.Replicas {
+					if r.Phase == schemas.ReplicaRunning {
+						running++
+					}
+				}
+				return "", reasonPlacementTimeout, fmt.Sprintf("only %d of %d replicas were placed within %s",
+					running, len(w.status.Replicas), w.in.Job.Spec.Resources.PlacementTimeout.D())
 			}
 			return schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())
 		}

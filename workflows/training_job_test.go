@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,5 +296,45 @@ func TestTrainingJobTensorFlowChiefDecides(t *testing.T) {
 	}
 	if !stopped {
 		t.Error("the parameter server was not stopped")
+	}
+}
+
+// Gang placement (change gang-placement): an attempt whose replicas are not all running
+// within spec.resources.placementTimeout is released entirely and retried as a new
+// attempt after a backoff, in Queued.
+func TestTrainingJobPlacementTimeoutReleasesAndRetries(t *testing.T) {
+	h := newHarness(t)
+	job := testJob()
+	job.Spec.Resources.PlacementTimeout = schemas.Duration(3 * time.Minute)
+	pending := replicas(schemas.ReplicaPending, schemas.ReplicaPending)
+	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
+		activities.LaunchGangResult{Replicas: pending}, nil)
+	h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
+			switch {
+			case in.Ref.Attempt == 0: // room for one replica only
+				return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaPending)}, nil
+			case in.Known[0].Phase == schemas.ReplicaPending:
+				return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaRunning)}, nil
+			default:
+				return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded)}, nil
+			}
+		}).After(30 * time.Second)
+	var stops []int
+	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref activities.GangRef) error { stops = append(stops, ref.Attempt); return nil })
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
+	st := h.result(t)
+	if st.Phase != schemas.JobSucceeded || st.Attempt != 1 {
+		t.Fatalf("status %s attempt %d (%s), want Succeeded on attempt 1", st.Phase, st.Attempt, st.Message)
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Queued", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+	if st.Timeline[2].Reason != "PlacementTimeout" || !strings.Contains(st.Timeline[2].Message, "only 1 of 2 replicas were placed") {
+		t.Errorf("queued entry %+v", st.Timeline[2])
+	}
+	if diff := cmp.Diff([]int{0}, stops); diff != "" {
+		t.Errorf("stopped attempts (-want +got):\n%s", diff)
 	}
 }

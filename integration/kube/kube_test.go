@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -276,3 +278,83 @@ spec:
 		t.Fatal(err)
 	}
 }
+
+// Gang placement: a 6-replica job on a cluster with room for 4 never leaves pods bound
+// past its placement timeout, says why, and starts once room appears.
+func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
+	ctx := testContext(t)
+	cs := env.cluster.Client
+	// Two blockers of 4 GPUs each leave 16 of the 24 GPUs: room for 4 replicas of 4.
+	const blockNS = "kube-gang-block"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: blockNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the default service account", func() bool {
+		_, err := cs.CoreV1().ServiceAccounts(blockNS).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	})
+	for i := 0; i < 2; i++ {
+		gpu := corev1.ResourceList{"nvidia.com/gpu": resourceQuantity("4")}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "blocker-" + strconv.Itoa(i), Labels: map[string]string{"app": "blocker"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: "main", Image: "registry.local/blocker:1", Resources: corev1.ResourceRequirements{Limits: gpu, Requests: gpu},
+			}}},
+		}
+		if _, err := cs.CoreV1().Pods(blockNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, ctx, "the blockers running", func() bool {
+		l, err := cs.CoreV1().Pods(blockNS).List(ctx, metav1.ListOptions{})
+		running := 0
+		for _, p := range l.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return err == nil && running == 2
+	})
+
+	submit(t, ctx, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: gang
+  workspace: kube-gang
+  annotations: {kwok.opendlc.io/complete-after: 12s}
+spec:
+  framework: pytorch
+  image: registry.local/train:1.4
+  command: [torchrun, train.py]
+  resources: {placementTimeout: 3s}
+  roles: {worker: {replicas: 6, resources: {gpu: 4}}}
+`)
+	j := waitJob(t, ctx, "kube-gang", "gang", "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
+	if j.Status.Reason != "PlacementTimeout" || !strings.Contains(j.Status.Message, "only 4 of 6 replicas were placed") {
+		t.Errorf("queued: %s %q", j.Status.Reason, j.Status.Message)
+	}
+	// Released: no pod of the first attempt holds a GPU any more.
+	if pods := jobPods(t, ctx, "kube-gang", "gang"); len(pods) != 0 {
+		var names []string
+		for _, p := range pods {
+			names = append(names, p.Name+"@"+p.Spec.NodeName)
+		}
+		t.Errorf("pods still bound after the placement timeout: %v", names)
+	}
+	// Room appears: the next attempt is placed whole and the job succeeds.
+	if err := cs.CoreV1().Pods(blockNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=blocker"}); err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, ctx, "kube-gang", "gang", "terminal", terminal)
+	if j.Status.Phase != schemas.JobSucceeded || j.Status.Attempt < 1 {
+		t.Fatalf("phase %s attempt %d: %s", j.Status.Phase, j.Status.Attempt, j.Status.Message)
+	}
+	for _, r := range j.Status.Replicas {
+		if !strings.HasSuffix(r.Name, fmt.Sprintf("-a%d", j.Status.Attempt)) {
+			t.Errorf("replica %s is not of attempt %d", r.Name, j.Status.Attempt)
+		}
+	}
+}
+
+func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }
