@@ -353,3 +353,28 @@ spec:
 	}
 	recordHistory(t, ctx, ws, "quick", "training_job_fast_replicas.json")
 }
+
+// A job with a placement timeout that is placed in time runs as any other (the timer is
+// cancelled once every replica runs).
+func TestPlacedInTimeRunsNormally(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: placed, workspace: %s}
+spec:
+  framework: pytorch
+  command: [sh, -c, 'echo rank $RANK; sleep 1']
+  resources: {placementTimeout: 1m}
+  roles: {worker: {replicas: 2}}
+`, ws))
+	st := waitTerminal(t, ctx, ws, "placed").Status
+	if st.Phase != schemas.JobSucceeded || st.Attempt != 0 {
+		t.Fatalf("status %s attempt %d: %s", st.Phase, st.Attempt, st.Message)
+	}
+	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, phaseList(st)); diff != "" {
+		t.Errorf("timeline (-want +got):\n%s", diff)
+	}
+	recordHistory(t, ctx, ws, "placed", "training_job_placement_in_time.json")
+}
