@@ -1,0 +1,41 @@
+package frameworks
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// DeepSpeed's hostfile lists every replica in rank order with its GPUs as slots.
+func TestDeepSpeedHostfile(t *testing.T) {
+	ref := activities.GangRef{Workspace: "ws", Job: "ds"}
+	g := activities.GangSpec{GangRef: ref, Framework: schemas.FrameworkDeepSpeed, Replicas: []activities.ReplicaSpec{
+		{Name: ref.ReplicaName("worker", 0), Role: "worker", Index: 0, Resources: schemas.Resources{GPU: 8}},
+		{Name: ref.ReplicaName("worker", 1), Role: "worker", Index: 1, Resources: schemas.Resources{GPU: 8}},
+		{Name: ref.ReplicaName("master", 0), Role: "master", Index: 0},
+	}}
+	env, err := EnvFor(g, g.Replicas[0], hostsAndPorts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range env {
+		got[e.Name] = e.Value
+	}
+	want := "master-0 slots=1\nworker-0 slots=8\nworker-1 slots=8\n"
+	if diff := cmp.Diff(want, got["DLC_HOSTFILE_CONTENT"]); diff != "" {
+		t.Errorf("hostfile (-want +got):\n%s", diff)
+	}
+	if got["MASTER_ADDR"] != "master-0" || got["WORLD_SIZE"] != "3" {
+		t.Errorf("torch env: MASTER_ADDR %q WORLD_SIZE %q", got["MASTER_ADDR"], got["WORLD_SIZE"])
+	}
+}
+
+// hostsAndPorts names each replica role-index and gives every port 29500.
+type hostsAndPorts struct{}
+
+func (hostsAndPorts) Host(role string, index int) string { return role + "-" + string(rune('0'+index)) }
+func (hostsAndPorts) Port(string) int                    { return 29500 }
