@@ -63,6 +63,9 @@ type GangSpec struct {
 	// tolerations and priority classes.
 	Pool     schemas.Pool `json:"pool,omitempty"`
 	Priority int32        `json:"priority,omitempty"`
+	// EnvFromSecrets name Secrets whose keys become every replica's environment
+	// (kubernetes backend; the local backend refuses them).
+	EnvFromSecrets []string `json:"envFromSecrets,omitempty"`
 	// Annotations are the job's annotations; the kubernetes backend puts them on pods.
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Replicas    []ReplicaSpec     `json:"replicas"`

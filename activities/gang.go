@@ -43,13 +43,14 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 	sort.Strings(roles)
 
 	g := GangSpec{
-		GangRef:     p.Ref,
-		Framework:   spec.Framework,
-		Image:       spec.Image,
-		Labels:      job.Metadata.Labels,
-		Annotations: job.Metadata.Annotations,
-		Pool:        spec.Resources.Pool,
-		Priority:    spec.Resources.Priority,
+		GangRef:        p.Ref,
+		Framework:      spec.Framework,
+		Image:          spec.Image,
+		Labels:         job.Metadata.Labels,
+		Annotations:    job.Metadata.Annotations,
+		Pool:           spec.Resources.Pool,
+		EnvFromSecrets: spec.EnvFromSecrets,
+		Priority:       spec.Resources.Priority,
 	}
 	for _, role := range roles {
 		rs := spec.Roles[role]

@@ -30,6 +30,10 @@ type TrainingJobSpec struct {
 	Args []string `json:"args,omitempty" jsonschema:"maxItems=256,maxLength=4096"`
 	// Env is added to every replica's environment.
 	Env []EnvVar `json:"env,omitempty" jsonschema:"maxItems=128"`
+	// EnvFromSecrets names Secrets (in the workspace's namespace) whose keys become
+	// environment variables of every replica (kubernetes backend), so credentials never
+	// appear in the spec or in the job's history.
+	EnvFromSecrets []string `json:"envFromSecrets,omitempty" jsonschema:"maxItems=16"`
 	// WorkingDir is the replica's working directory. The local backend resolves a relative
 	// path against the worker's working directory.
 	WorkingDir string `json:"workingDir,omitempty" jsonschema:"maxLength=1024"`

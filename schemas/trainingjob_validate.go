@@ -104,6 +104,11 @@ func (s *TrainingJobSpec) validate(p Path, errs *ErrorList) {
 		}
 	}
 	validateEnv(s.Env, p.Child("env"), errs)
+	for i, name := range s.EnvFromSecrets {
+		if len(name) > 253 || !dnsLabelRE.MatchString(strings.ReplaceAll(name, ".", "-")) {
+			add(Invalid(p.Child("envFromSecrets").Index(i), "must be a Secret name (a DNS subdomain)"))
+		}
+	}
 	s.validateRoles(p.Child("roles"), errs)
 
 	if s.Resources.Pool != "" && !slices.Contains(Pools, s.Resources.Pool) {

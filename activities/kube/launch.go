@@ -333,6 +333,11 @@ func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *c
 			LocalObjectReference: corev1.LocalObjectReference{Name: b.envSecret},
 		}}}
 	}
+	for _, name := range g.EnvFromSecrets {
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+		}})
+	}
 
 	spec := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,

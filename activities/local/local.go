@@ -665,6 +665,9 @@ func (e endpoints) Port(name string) int { return e[name] }
 
 // validate refuses gangs that cannot be laid out on disk or run.
 func validate(spec activities.GangSpec) error {
+	if len(spec.EnvFromSecrets) > 0 {
+		return fmt.Errorf("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
+	}
 	if !isPathElem(spec.ID()) {
 		return fmt.Errorf("local: gang id %q is not a valid directory name", spec.ID())
 	}

@@ -358,3 +358,35 @@ spec:
 }
 
 func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// Environment from Secrets: a job names Secrets of its namespace and every pod takes its
+// environment from them; the values never pass through the spec or the job's history.
+func TestEnvFromSecrets(t *testing.T) {
+	ctx := testContext(t)
+	submit(t, ctx, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: secretive, workspace: kube-secret}
+spec:
+  framework: custom
+  image: registry.local/train:1.4
+  command: [train]
+  envFromSecrets: [s3-creds, wandb]
+  roles: {worker: {replicas: 2}}
+`)
+	waitJob(t, ctx, "kube-secret", "secretive", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	for _, p := range jobPods(t, ctx, "kube-secret", "secretive") {
+		var names []string
+		for _, f := range p.Spec.Containers[0].EnvFrom {
+			if f.SecretRef != nil {
+				names = append(names, f.SecretRef.Name)
+			}
+		}
+		if diff := cmp.Diff([]string{"s3-creds", "wandb"}, names); diff != "" {
+			t.Errorf("pod %s envFrom secrets (-want +got):\n%s", p.Name, diff)
+		}
+	}
+	if _, err := env.api.StopJob(ctx, "kube-secret", "secretive", "done"); err != nil {
+		t.Fatal(err)
+	}
+}
