@@ -63,6 +63,8 @@ type GangSpec struct {
 	// tolerations and priority classes.
 	Pool     schemas.Pool `json:"pool,omitempty"`
 	Priority int32        `json:"priority,omitempty"`
+	// Elastic, when set, bounds the number of nodes of an elastic PyTorch job.
+	Elastic *schemas.ElasticSpec `json:"elastic,omitempty"`
 	// EnvFromSecrets name Secrets whose keys become every replica's environment
 	// (kubernetes backend; the local backend refuses them).
 	EnvFromSecrets []string `json:"envFromSecrets,omitempty"`

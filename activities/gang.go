@@ -50,6 +50,7 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		Annotations:    job.Metadata.Annotations,
 		Pool:           spec.Resources.Pool,
 		EnvFromSecrets: spec.EnvFromSecrets,
+		Elastic:        spec.Elastic,
 		Priority:       spec.Resources.Priority,
 	}
 	for _, role := range roles {

@@ -39,3 +39,28 @@ type hostsAndPorts struct{}
 
 func (hostsAndPorts) Host(role string, index int) string { return role + "-" + string(rune('0'+index)) }
 func (hostsAndPorts) Port(string) int                    { return 29500 }
+
+// An elastic PyTorch job gets torchrun's c10d rendezvous and a min:max node count.
+func TestPyTorchElastic(t *testing.T) {
+	ref := activities.GangRef{Workspace: "ws", Job: "el"}
+	g := activities.GangSpec{GangRef: ref, Framework: schemas.FrameworkPyTorch,
+		Elastic: &schemas.ElasticSpec{MinReplicas: 2, MaxReplicas: 4},
+		Replicas: []activities.ReplicaSpec{
+			{Name: ref.ReplicaName("worker", 0), Role: "worker", Index: 0},
+			{Name: ref.ReplicaName("worker", 1), Role: "worker", Index: 1},
+		}}
+	env, err := EnvFor(g, g.Replicas[1], hostsAndPorts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range env {
+		got[e.Name] = e.Value
+	}
+	want := map[string]string{"PET_NNODES": "2:4", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "worker-0:29500", "PET_RDZV_ID": "ws.el.a0"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}

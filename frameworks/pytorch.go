@@ -1,6 +1,7 @@
 package frameworks
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/opendlc/opendlc/activities"
@@ -46,7 +47,19 @@ func torchEnv(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []s
 	if r.Resources.GPU > 0 {
 		perNode = strconv.Itoa(int(r.Resources.GPU))
 	}
-	return []schemas.EnvVar{
+	nnodes := worldSize
+	var elastic []schemas.EnvVar
+	if e := g.Elastic; e != nil {
+		// torchrun's elastic rendezvous: nodes join the c10d store on the leader and
+		// the job runs with any count between min and max.
+		nnodes = fmt.Sprintf("%d:%d", e.MinReplicas, e.MaxReplicas)
+		elastic = []schemas.EnvVar{
+			{Name: "PET_RDZV_BACKEND", Value: "c10d"},
+			{Name: "PET_RDZV_ENDPOINT", Value: masterAddr + ":" + masterPort},
+			{Name: "PET_RDZV_ID", Value: g.ID()},
+		}
+	}
+	return append([]schemas.EnvVar{
 		{Name: "MASTER_ADDR", Value: masterAddr},
 		{Name: "MASTER_PORT", Value: masterPort},
 		{Name: "WORLD_SIZE", Value: worldSize},
@@ -56,10 +69,10 @@ func torchEnv(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []s
 		{Name: "LOCAL_WORLD_SIZE", Value: perNode},
 		{Name: "PET_MASTER_ADDR", Value: masterAddr},
 		{Name: "PET_MASTER_PORT", Value: masterPort},
-		{Name: "PET_NNODES", Value: worldSize},
+		{Name: "PET_NNODES", Value: nnodes},
 		{Name: "PET_NODE_RANK", Value: rank},
 		{Name: "PET_NPROC_PER_NODE", Value: perNode},
-	}
+	}, elastic...)
 }
 
 // Outcome fails the job when any replica fails and succeeds it when all have.

@@ -39,6 +39,9 @@ type TrainingJobSpec struct {
 	WorkingDir string `json:"workingDir,omitempty" jsonschema:"maxLength=1024"`
 	// Roles maps a role name (master, worker, chief, ps, launcher, head...) to its replicas.
 	Roles map[string]RoleSpec `json:"roles"`
+	// Elastic lets a PyTorch-family job run with between MinReplicas and MaxReplicas
+	// nodes: torchrun's elastic rendezvous (c10d) instead of a fixed world size.
+	Elastic *ElasticSpec `json:"elastic,omitempty"`
 	// Resources selects the resource pool and priority.
 	Resources PoolSpec `json:"resources,omitempty,omitzero"`
 	// FaultTolerance says how failures are retried.
@@ -116,6 +119,12 @@ type PoolSpec struct {
 	// Queued before trying again, so a partly placed job never holds GPUs. Zero waits
 	// forever.
 	PlacementTimeout Duration `json:"placementTimeout,omitempty"`
+}
+
+// ElasticSpec bounds an elastic job's number of nodes (replicas).
+type ElasticSpec struct {
+	MinReplicas int32 `json:"minReplicas" jsonschema:"minimum=1,maximum=1024"`
+	MaxReplicas int32 `json:"maxReplicas" jsonschema:"minimum=1,maximum=1024"`
 }
 
 // FaultTolerance says how a job survives failures.

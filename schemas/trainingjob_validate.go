@@ -103,6 +103,17 @@ func (s *TrainingJobSpec) validate(p Path, errs *ErrorList) {
 			}
 		}
 	}
+	if e := s.Elastic; e != nil {
+		ep := p.Child("elastic")
+		switch {
+		case s.Framework != FrameworkPyTorch && s.Framework != FrameworkDeepSpeed && s.Framework != FrameworkMegatron:
+			add(Invalid(ep, "is supported by the pytorch, deepspeed and megatron frameworks only"))
+		case e.MinReplicas > e.MaxReplicas:
+			add(Invalid(ep.Child("minReplicas"), "must be <= maxReplicas"))
+		case int(e.MaxReplicas) < s.TotalReplicas() || int(e.MinReplicas) > s.TotalReplicas():
+			add(Invalid(ep, "the job's %d replicas must lie between minReplicas and maxReplicas", s.TotalReplicas()))
+		}
+	}
 	validateEnv(s.Env, p.Child("env"), errs)
 	for i, name := range s.EnvFromSecrets {
 		if len(name) > 253 || !dnsLabelRE.MatchString(strings.ReplaceAll(name, ".", "-")) {
