@@ -337,6 +337,9 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 	tf.Framework = "caffe"
 	slash := good
 	slash.Workspace = "a/b"
+	secrets := good
+	secrets.Job += "-secrets"
+	secrets.EnvFromSecrets = []string{"s3-creds"}
 
 	tests := map[string]activities.GangSpec{
 		"different spec, same gang": changed,
@@ -344,6 +347,7 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 		"empty command":             empty,
 		"unsupported framework":     tf,
 		"path in gang id":           slash,
+		"secrets need kubernetes":   secrets,
 	}
 	for name, g := range tests {
 		t.Run(name, func(t *testing.T) {
