@@ -30,6 +30,7 @@ func newUpCmd() *cobra.Command {
 	var opts embedded.Options
 	var verbose bool
 	var ret retentionFlags
+	var pools poolFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
@@ -37,6 +38,11 @@ func newUpCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = newLogger(verbose)
 			opts.Streams = ret.options()
+			poolOpts, err := pools.options()
+			if err != nil {
+				return err
+			}
+			opts.KubeOptions = append(opts.KubeOptions, poolOpts...)
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
 			e, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
@@ -61,6 +67,9 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account) instead of local processes")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	ret.register(cmd)
+	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "with --kubeconfig: POOL=KEY=VALUE node selector of a resource pool; repeatable")
+	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "with --kubeconfig: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
+	f.StringArrayVar(&pools.priorities, "pool-priority-class", nil, "with --kubeconfig: POOL=PRIORITYCLASS of a resource pool")
 	return cmd
 }
 
