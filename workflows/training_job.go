@@ -316,18 +316,9 @@ func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, 
 	running, succeeded := 0, 0
 	for _, r := range reps {
 		switch r.Phase {
-		case schemas.ReplicaFailed:
-			w.status.ExitCode = r.ExitCode
-			msg := fmt.Sprintf("replica %s failed", r.Name)
-			if r.ExitCode != nil {
-				msg += fmt.Sprintf(" with exit code %d", *r.ExitCode)
-			}
-			if r.Message != "" {
-				msg += ": " + r.Message
-			}
-			return schemas.JobFailed, "ReplicaFailed", msg, true
-		case schemas.ReplicaStopped:
-			return schemas.JobFailed, "ReplicaStopped", fmt.Sprintf("replica %s was stopped outside the job", r.Name), true
+		case schemas.ReplicaFailed, schemas.ReplicaStopped:
+			reason, msg := w.replicaFailure(r)
+			return schemas.JobFailed, reason, msg, true
 		case schemas.ReplicaSucceeded:
 			succeeded++
 		case schemas.ReplicaRunning:
@@ -339,9 +330,7 @@ func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, 
 		// that every successful job's timeline reads the same.
 		if w.status.Phase == schemas.JobLaunching &&
 			workflow.GetVersion(ctx, changeRunningBeforeSucceeded, workflow.DefaultVersion, 1) == 1 {
-			w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
-				fmt.Sprintf("%d replicas ran to completion between two observations", succeeded))
-			w.transition(ctx, schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", succeeded))
+			w.markRan(ctx, succeeded)
 		}
 		return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
 	}
@@ -372,28 +361,15 @@ func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhas
 	switch phase {
 	case schemas.JobFailed:
 		for _, r := range reps {
-			if r.Name != by {
-				continue
+			if r.Name == by {
+				reason, msg := w.replicaFailure(r)
+				return schemas.JobFailed, reason, msg, true
 			}
-			if r.Phase == schemas.ReplicaStopped {
-				return schemas.JobFailed, "ReplicaStopped", fmt.Sprintf("replica %s was stopped outside the job", r.Name), true
-			}
-			w.status.ExitCode = r.ExitCode
-			msg := fmt.Sprintf("replica %s failed", r.Name)
-			if r.ExitCode != nil {
-				msg += fmt.Sprintf(" with exit code %d", *r.ExitCode)
-			}
-			if r.Message != "" {
-				msg += ": " + r.Message
-			}
-			return schemas.JobFailed, "ReplicaFailed", msg, true
 		}
 		return schemas.JobFailed, "ReplicaFailed", fmt.Sprintf("replica %s failed", by), true
 	case schemas.JobSucceeded:
 		if w.status.Phase == schemas.JobLaunching {
-			w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
-				fmt.Sprintf("%d replicas ran to completion between two observations", succeeded))
-			w.transition(ctx, schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", succeeded))
+			w.markRan(ctx, succeeded)
 		}
 		if succeeded == len(reps) {
 			return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
@@ -407,6 +383,30 @@ func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhas
 		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
 	}
 	return "", "", "", false
+}
+
+// replicaFailure records the exit code of the replica that failed the job and says why.
+func (w *jobWorkflow) replicaFailure(r schemas.ReplicaStatus) (reason, msg string) {
+	if r.Phase == schemas.ReplicaStopped {
+		return "ReplicaStopped", fmt.Sprintf("replica %s was stopped outside the job", r.Name)
+	}
+	w.status.ExitCode = r.ExitCode
+	msg = fmt.Sprintf("replica %s failed", r.Name)
+	if r.ExitCode != nil {
+		msg += fmt.Sprintf(" with exit code %d", *r.ExitCode)
+	}
+	if r.Message != "" {
+		msg += ": " + r.Message
+	}
+	return "ReplicaFailed", msg
+}
+
+// markRan records Running for replicas first seen already finished: they did run, and
+// every successful job's timeline then reads the same.
+func (w *jobWorkflow) markRan(ctx workflow.Context, n int) {
+	w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
+		fmt.Sprintf("%d replicas ran to completion between two observations", n))
+	w.transition(ctx, schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", n))
 }
 
 // anyReplicaLive reports whether a replica has not finished.
