@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
@@ -16,9 +15,8 @@ const redacted = "********"
 
 // applyRule creates or replaces a notification rule (YAML or JSON body).
 func (s *Server) applyRule(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodySize))
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge, Message: err.Error()})
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
 	rule, err := schemas.DecodeNotificationRule(body)

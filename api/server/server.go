@@ -102,15 +102,8 @@ func (s *Server) Handler() http.Handler {
 // readSpec reads and decodes a job spec from the body; on failure it has written the
 // error response and returns nil.
 func (s *Server) readSpec(w http.ResponseWriter, r *http.Request) *schemas.TrainingJob {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodySize))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge,
-				Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodySize)})
-			return nil
-		}
-		writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: err.Error()})
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return nil
 	}
 	job, err := schemas.DecodeTrainingJob(body)
@@ -133,6 +126,23 @@ func supported(job *schemas.TrainingJob) error {
 		return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "framework"), frameworks.Supported())}
 	}
 	return nil
+}
+
+// readBody reads a request body of at most MaxBodySize bytes; on failure it has
+// written the error response (413 when too large).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodySize))
+	if err == nil {
+		return body, true
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge,
+			Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodySize)})
+		return nil, false
+	}
+	writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: err.Error()})
+	return nil, false
 }
 
 func writeSpecError(w http.ResponseWriter, err error) {
