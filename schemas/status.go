@@ -47,6 +47,8 @@ type ConditionType string
 const (
 	// ConditionAccepted: the spec was validated and the job's workflow started.
 	ConditionAccepted ConditionType = "Accepted"
+	// ConditionAdmitted: the workspace quota admitted the job (quota pool only).
+	ConditionAdmitted ConditionType = "Admitted"
 	// ConditionLaunched: every replica of the current attempt was created.
 	ConditionLaunched ConditionType = "Launched"
 	// ConditionRunning: every replica of the current attempt is running.

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,9 @@ type Config struct {
 	Namespace string
 	// TaskQueue; default workflows.TaskQueue.
 	TaskQueue string
+	// TemporalTLS, when set, connects to Temporal over TLS (mTLS with a client
+	// certificate). Default: plain text.
+	TemporalTLS *tls.Config
 	// NATSURL is the NATS server URL.
 	NATSURL string
 	// Streams configure the event and log streams' retention (the worker creates or
@@ -70,9 +74,10 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		cfg.Logger = slog.Default()
 	}
 	tc, err := client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.Namespace,
-		Logger:    sdklog.NewStructuredLogger(cfg.Logger),
+		HostPort:          cfg.TemporalAddress,
+		Namespace:         cfg.Namespace,
+		Logger:            sdklog.NewStructuredLogger(cfg.Logger),
+		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("workers: dial temporal %s: %w", cfg.TemporalAddress, err)
@@ -107,6 +112,8 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		Checkpoints: checkpointFinder{store},
 		LogStream:   jetstream.LogsStream,
 	})
+	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc})
+	RegisterPipelineActivities(w, &activities.PipelineActivities{Workflows: tc, Events: ev, EventsStream: jetstream.EventsStream})
 	if err := w.Start(); err != nil {
 		ev.Close()
 		tc.Close()

@@ -22,6 +22,8 @@ type ActivityRegistry interface {
 // RegisterWorkflows registers every workflow under its wire name.
 func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.TrainingJobWorkflow, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.QuotaWorkflow, workflow.RegisterOptions{Name: workflows.QuotaWorkflowName})
 }
 
 // RegisterActivities registers the job activities under their wire names.
@@ -37,4 +39,17 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
+}
+
+// RegisterQuotaActivities registers the workspace quota's activities.
+func RegisterQuotaActivities(r ActivityRegistry, a *activities.QuotaActivities) {
+	r.RegisterActivityWithOptions(a.RequestQuota, activity.RegisterOptions{Name: workflows.ActivityRequestQuota})
+	r.RegisterActivityWithOptions(a.ClosedJobs, activity.RegisterOptions{Name: workflows.ActivityClosedJobs})
+}
+
+// RegisterPipelineActivities registers the Pipeline workflow's activities.
+func RegisterPipelineActivities(r ActivityRegistry, a *activities.PipelineActivities) {
+	r.RegisterActivityWithOptions(a.BuildStepJob, activity.RegisterOptions{Name: workflows.ActivityBuildStepJob})
+	r.RegisterActivityWithOptions(a.JobMetrics, activity.RegisterOptions{Name: workflows.ActivityJobMetrics})
+	r.RegisterActivityWithOptions(a.StopJob, activity.RegisterOptions{Name: workflows.ActivityStopJob})
 }

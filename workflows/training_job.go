@@ -106,6 +106,10 @@ type jobWorkflow struct {
 	eventSeq   int
 	publishing bool
 	closing    bool
+
+	// quotaRequested is set once the job has asked its workspace's quota workflow for
+	// admission: it must give its share back when it ends.
+	quotaRequested bool
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -153,6 +157,13 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	w.transition(ctx, schemas.JobPending, "Accepted", "job accepted")
 
 	ref := activities.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
+	if job.Spec.Resources.Pool == schemas.PoolQuota &&
+		workflow.GetVersion(ctx, changeWorkspaceQuota, workflow.DefaultVersion, 1) == 1 {
+		if phase, reason, msg, ok := w.admitToQuota(ctx); !ok {
+			w.finish(ctx, ref, phase, reason, msg)
+			return TrainingJobResult{Status: w.status}, nil
+		}
+	}
 	backoff := placementBackoff
 	var phase schemas.JobPhase
 	var reason, msg string
@@ -463,9 +474,75 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref activities.GangRef, phase
 	if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
 		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
 	}
+	if w.quotaRequested {
+		w.releaseQuota(ctx)
+	}
 	w.closing = true
 	_ = workflow.Await(ctx, func() bool { return len(w.outbox) == 0 && !w.publishing })
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// admitToQuota asks the workspace's quota workflow to admit the job and waits, in
+// Queued, until it does. It returns false with the job's terminal phase when the job is
+// stopped while it waits, or when it alone asks for more than the quota.
+func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (schemas.JobPhase, string, string, bool) {
+	job := &w.in.Job
+	info := workflow.GetInfo(ctx)
+	decisions := workflow.GetSignalChannel(ctx, SignalQuotaDecision)
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 10 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+		},
+	})
+	var d QuotaDecision
+	err := workflow.ExecuteLocalActivity(lctx, ActivityRequestQuota, activities.RequestQuotaInput{
+		WorkflowID:   QuotaWorkflowID(job.Metadata.Workspace),
+		WorkflowType: QuotaWorkflowName,
+		TaskQueue:    info.TaskQueueName,
+		UpdateName:   UpdateQuotaRequest,
+		UpdateID:     w.uid + ":quota",
+		Request: QuotaRequest{
+			JobID: info.WorkflowExecution.ID, Priority: job.Spec.Resources.Priority, Resources: jobDemand(job),
+		},
+		InitialState: QuotaView{Workspace: job.Metadata.Workspace},
+	}).Get(ctx, &d)
+	if err != nil {
+		return schemas.JobFailed, "QuotaUnavailable", "could not reach the workspace quota: " + rootMessage(err), false
+	}
+	w.quotaRequested = true
+	for !d.Granted {
+		if d.Rejected {
+			return schemas.JobFailed, reasonQuotaExceeded, d.Message, false
+		}
+		if w.status.Phase != schemas.JobQueued || w.status.Message != d.Message {
+			w.transition(ctx, schemas.JobQueued, reasonQuotaExceeded, d.Message)
+		}
+		stopped := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(decisions, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &d) })
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
+		sel.Select(ctx)
+		if stopped {
+			return schemas.JobStopped, "StopRequested", w.stopReason, false
+		}
+	}
+	w.setCondition(ctx, schemas.ConditionAdmitted, schemas.ConditionTrue, "QuotaGranted", "admitted by the workspace quota")
+	return "", "", "", true
+}
+
+// releaseQuota gives the job's share of the workspace quota back (or leaves the queue).
+// If the signal cannot be delivered, the quota workflow's sweep returns the share.
+func (w *jobWorkflow) releaseQuota(ctx workflow.Context) {
+	id := QuotaWorkflowID(w.in.Job.Metadata.Workspace)
+	err := workflow.SignalExternalWorkflow(ctx, id, "", SignalQuotaRelease,
+		QuotaRelease{JobID: workflow.GetInfo(ctx).WorkflowExecution.ID}).Get(ctx, nil)
+	if err != nil {
+		w.logger.Warn("could not release the workspace quota", "error", err)
+	}
 }
 
 // stopRequested reports, without blocking, whether a stop is pending.

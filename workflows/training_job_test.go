@@ -58,6 +58,11 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{env: s.NewTestWorkflowEnvironment()}
 	workers.RegisterWorkflows(h.env)
 	workers.RegisterActivities(h.env, &activities.JobActivities{})
+	workers.RegisterQuotaActivities(h.env, &activities.QuotaActivities{})
+	// The workspace has room: the quota admits every job at once.
+	h.env.OnActivity(workflows.ActivityRequestQuota, mock.Anything, mock.Anything).Return(
+		map[string]any{"granted": true}, nil)
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, workflows.SignalQuotaRelease, mock.Anything).Return(nil)
 	h.env.OnActivity(workflows.ActivityPublishEvents, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.PublishEventsInput) error {
 			for _, m := range in.Msgs {

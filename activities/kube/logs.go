@@ -74,14 +74,18 @@ func (b *Backend) FollowLogs(ctx context.Context, ref activities.GangRef, replic
 					"namespace", ns, "pod", pod.Name, "error", err)
 				loggedFailure = true
 			}
+			wait := backoff
 			if finishedAtOpen {
 				// Give a real kubelet's hiccup a second chance before concluding the log
 				// cannot be read.
 				if finishedFailures++; finishedFailures >= finishedAttempts {
 					return nil
 				}
+				wait = b.poll
 			}
-			if err := b.wait(ctx, nil, backoff); err != nil {
+			// Wake up early when the pod changes: once it has finished, a log that
+			// still cannot be read is given up quickly.
+			if err := b.wait(ctx, changed, wait); err != nil {
 				return err
 			}
 			backoff = min(2*backoff, 10*b.poll)

@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/frameworks"
@@ -39,6 +40,7 @@ type Options struct {
 	MaxBodySize int64
 	Logger      *slog.Logger
 	Rules       *notify.Store
+	Auth        *auth.Store
 }
 
 // Option changes Options.
@@ -56,6 +58,11 @@ func WithMaxBodySize(n int64) Option { return func(o *Options) { o.MaxBodySize =
 // WithRules serves notification rules from store. Default: no rule routes.
 func WithRules(store *notify.Store) Option { return func(o *Options) { o.Rules = store } }
 
+// WithAuth authenticates requests with the tokens of store and serves the token and
+// workspace routes from it. Default none: every request but /healthz is refused with
+// 503, so a server cannot be started open by mistake.
+func WithAuth(store *auth.Store) Option { return func(o *Options) { o.Auth = store } }
+
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
 
@@ -64,6 +71,12 @@ type Server struct {
 	tc   client.Client
 	ev   *jetstream.Client
 	opts Options
+	// authn checks tokens (opts.Auth unless a test sets another); auditPub publishes
+	// audit events (ev when set).
+	authn    authenticator
+	auditPub publisher
+	// served is the mux of the latest Handler, for tests.
+	served *routeMux
 }
 
 // New returns a Server using a Temporal client and a JetStream client.
@@ -72,31 +85,22 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Server{tc: tc, ev: ev, opts: o}
+	s := &Server{tc: tc, ev: ev, opts: o}
+	if o.Auth != nil {
+		s.authn = o.Auth
+	}
+	if ev != nil {
+		s.auditPub = ev
+	}
+	return s
 }
 
-// Handler returns the HTTP routes.
+// Handler returns the HTTP routes (the table in routes.go), behind authentication and
+// audit (auth.go). Register new routes in the table, not here: the OpenAPI document is
+// generated from it and a test refuses routes it does not list.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("POST /v1/validate", s.validate)
-	mux.HandleFunc("POST /v1/jobs", s.submitJob)
-	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs", s.listJobs)
-	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs/{name}", s.getJob)
-	mux.HandleFunc("POST /v1/workspaces/{ws}/jobs/{name}/stop", s.stopJob)
-	mux.HandleFunc("DELETE /v1/workspaces/{ws}/jobs/{name}", s.deleteJob)
-	mux.HandleFunc("POST /v1/workspaces/{ws}/jobs/{name}/clone", s.cloneJob)
-	mux.HandleFunc("GET /v1/workspaces/{ws}/jobs/{name}/logs", s.jobLogs)
-	mux.HandleFunc("GET /v1/workspaces/{ws}/events", s.workspaceEvents)
-	if s.opts.Rules != nil {
-		mux.HandleFunc("POST /v1/notificationrules", s.applyRule)
-		mux.HandleFunc("GET /v1/workspaces/{ws}/notificationrules", s.listRules)
-		mux.HandleFunc("GET /v1/workspaces/{ws}/notificationrules/{name}", s.getRule)
-		mux.HandleFunc("DELETE /v1/workspaces/{ws}/notificationrules/{name}", s.deleteRule)
-	}
-	return mux
+	mux := s.tableMux()
+	return s.withAuth(mux)
 }
 
 // readSpec reads and decodes a job spec from the body; on failure it has written the
@@ -135,13 +139,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err == nil {
 		return body, true
 	}
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge,
-			Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodySize)})
-		return nil, false
-	}
-	writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: err.Error()})
+	bodyReadError(w, err, s.opts.MaxBodySize)
 	return nil, false
 }
 
@@ -156,10 +154,15 @@ func writeSpecError(w http.ResponseWriter, err error) {
 			Message: fmt.Sprintf("the spec has %d problem(s)", len(list)), Details: details})
 		return
 	}
-	writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidSpec, Message: err.Error()})
+	// A problem with the document as a whole (not YAML or JSON, empty, too large).
+	writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidSpec, Message: err.Error(),
+		Details: []schemas.FieldError{{Field: bodyField, Detail: err.Error()}}})
 }
 
 func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, "", auth.VerbRead) {
+		return
+	}
 	if job := s.readSpec(w, r); job != nil {
 		writeJSON(w, http.StatusOK, api.ValidateResult{Valid: true})
 	}
@@ -167,6 +170,10 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if job := s.readSpec(w, r); job != nil {
+		note(r, job.Metadata.Workspace, "job "+job.Metadata.Workspace+"/"+job.Metadata.Name)
+		if !s.authorize(w, r, job.Metadata.Workspace, auth.VerbWrite) {
+			return
+		}
 		s.start(w, r, job)
 	}
 }
@@ -207,6 +214,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, job *schemas.Trai
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, r.PathValue("ws"), auth.VerbRead) {
+		return
+	}
 	view, ok := s.lookup(w, r)
 	if ok {
 		writeJSON(w, http.StatusOK, view)
@@ -247,6 +257,9 @@ func isNotFound(err error) bool {
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	ws := r.PathValue("ws")
+	if !s.authorize(w, r, ws, auth.VerbRead) {
+		return
+	}
 	pageSize := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -308,12 +321,12 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
+	if !s.authorize(w, r, ws, auth.VerbWrite) {
+		return
+	}
 	var req workflows.StopRequest
-	if r.ContentLength != 0 {
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid stop request: " + err.Error()})
-			return
-		}
+	if !decodeJSON(w, r, &req, smallBodyLimit, true) {
+		return
 	}
 	res, err := s.stop(r.Context(), ws, name, req)
 	if err != nil {
@@ -354,6 +367,9 @@ func (s *Server) stop(ctx context.Context, ws, name string, req workflows.StopRe
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
+	if !s.authorize(w, r, ws, auth.VerbWrite) {
+		return
+	}
 	id := workflows.JobWorkflowID(ws, name)
 	desc, err := s.tc.DescribeWorkflowExecution(r.Context(), id, "")
 	if err != nil {
@@ -409,6 +425,9 @@ func (s *Server) waitDeleted(ctx context.Context, id string) error {
 // is terminal and every line has been sent.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
+	if !s.authorize(w, r, ws, auth.VerbRead) {
+		return
+	}
 	view, ok := s.lookup(w, r)
 	if !ok {
 		return
@@ -477,6 +496,9 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 // follow=true it keeps streaming until the client goes away.
 func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) {
 	ws := r.PathValue("ws")
+	if !s.authorize(w, r, ws, auth.VerbRead) {
+		return
+	}
 	q := r.URL.Query()
 	since := time.Hour
 	if v := q.Get("since"); v != "" {
@@ -558,5 +580,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, e api.Error) {
+	if rec, ok := w.(*recorder); ok {
+		rec.code = e.Code
+	}
 	writeJSON(w, status, api.ErrorBody{Error: e})
 }

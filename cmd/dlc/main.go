@@ -27,10 +27,16 @@ type globals struct {
 	server    string
 	workspace string
 	output    string
+	token     string
+	caCert    string
 }
 
 func (g *globals) client() (*client.Client, error) {
-	return client.New(g.serverURL())
+	opts := []client.Option{client.WithToken(g.resolveToken())}
+	if ca := g.caFile(); ca != "" {
+		opts = append(opts, client.WithCAFile(ca))
+	}
+	return client.New(g.serverURL(), opts...)
 }
 
 func (g *globals) serverURL() string {
@@ -69,6 +75,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.server, "server", "", "API server URL (default $DLC_SERVER or http://"+embedded.DefaultAPIAddr+")")
 	pf.StringVarP(&g.workspace, "workspace", "w", schemas.DefaultWorkspace, "workspace")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, yaml or json")
+	pf.StringVar(&g.token, "token", "", "API token (default $DLC_TOKEN, else the admin token `dlc up` wrote in "+embedded.DefaultDir()+")")
+	pf.StringVar(&g.caCert, "ca-cert", "", "CA certificate (PEM) of an https API server (default $DLC_CA_CERT)")
 
 	root.AddCommand(
 		newUpCmd(),
@@ -86,6 +94,10 @@ func newRoot() *cobra.Command {
 		newEventsCmd(g),
 		newRulesCmd(g),
 		newCloneCmd(g),
+		newWhoamiCmd(g),
+		newTokenCmd(g),
+		newWorkspaceCmd(g),
 	)
+	root.AddCommand(newQuotaCmd(g))
 	return root
 }

@@ -1,0 +1,101 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+)
+
+// QuotaAmounts are resources as a workspace quota counts them.
+type QuotaAmounts struct {
+	GPU         int64 `json:"gpu,omitempty"`
+	MilliCPU    int64 `json:"milliCPU,omitempty"`
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+}
+
+// Add returns a+b.
+func (a QuotaAmounts) Add(b QuotaAmounts) QuotaAmounts {
+	return QuotaAmounts{GPU: a.GPU + b.GPU, MilliCPU: a.MilliCPU + b.MilliCPU, MemoryBytes: a.MemoryBytes + b.MemoryBytes}
+}
+
+// Sub returns a-b.
+func (a QuotaAmounts) Sub(b QuotaAmounts) QuotaAmounts {
+	return QuotaAmounts{GPU: a.GPU - b.GPU, MilliCPU: a.MilliCPU - b.MilliCPU, MemoryBytes: a.MemoryBytes - b.MemoryBytes}
+}
+
+// QuotaActivities talk to Temporal on behalf of the workspace quota: a job asks its
+// workspace's quota workflow for admission, and the quota workflow finds jobs that ended
+// without giving their share back.
+type QuotaActivities struct {
+	Client client.Client
+}
+
+// RequestQuotaInput names the quota workflow and carries the request. The workflow
+// type and task queue are the caller's, so this package needs no workflow names.
+type RequestQuotaInput struct {
+	WorkflowID   string `json:"workflowID"`
+	WorkflowType string `json:"workflowType"`
+	TaskQueue    string `json:"taskQueue"`
+	UpdateName   string `json:"updateName"`
+	// UpdateID makes a retried request one request.
+	UpdateID string `json:"updateID"`
+	// Request and the decision are opaque here: the workflows package defines them.
+	Request any `json:"request"`
+	// InitialState starts the quota workflow when it does not exist yet.
+	InitialState any `json:"initialState"`
+}
+
+// RequestQuota sends the request update to the quota workflow, starting it if needed,
+// and returns the decision.
+func (a *QuotaActivities) RequestQuota(ctx context.Context, in RequestQuotaInput) (map[string]any, error) {
+	if a.Client == nil {
+		return nil, errors.New("quota activities have no Temporal client")
+	}
+	start := a.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       in.WorkflowID,
+		TaskQueue:                in.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, in.WorkflowType, in.InitialState)
+	handle, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     in.UpdateID,
+			UpdateName:   in.UpdateName,
+			Args:         []any{in.Request},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("quota request to %s: %w", in.WorkflowID, err)
+	}
+	var decision map[string]any
+	if err := handle.Get(ctx, &decision); err != nil {
+		return nil, fmt.Errorf("quota request to %s: %w", in.WorkflowID, err)
+	}
+	return decision, nil
+}
+
+// ClosedJobs returns the ids, among ids, of workflows that are closed or gone.
+func (a *QuotaActivities) ClosedJobs(ctx context.Context, ids []string) ([]string, error) {
+	if a.Client == nil {
+		return nil, errors.New("quota activities have no Temporal client")
+	}
+	var closed []string
+	for _, id := range ids {
+		d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			closed = append(closed, id)
+		case err != nil:
+			return nil, err
+		case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			closed = append(closed, id)
+		}
+	}
+	return closed, nil
+}

@@ -1,0 +1,32 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/opendlc/opendlc/api"
+)
+
+// SetQuota sets a workspace's quota; an omitted resource is unlimited.
+func (c *Client) SetQuota(ctx context.Context, workspace string, q api.Quota) error {
+	body, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPut, quotaPath(workspace), nil, body, nil)
+}
+
+// GetQuota returns a workspace's quota, what is in use and the queue.
+func (c *Client) GetQuota(ctx context.Context, workspace string) (*api.QuotaStatus, error) {
+	var st api.QuotaStatus
+	if err := c.do(ctx, http.MethodGet, quotaPath(workspace), nil, nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func quotaPath(workspace string) string {
+	return "/v1/workspaces/" + url.PathEscape(workspace) + "/quota"
+}
