@@ -70,7 +70,10 @@ type GangSpec struct {
 	EnvFromSecrets []string `json:"envFromSecrets,omitempty"`
 	// Annotations are the job's annotations; the kubernetes backend puts them on pods.
 	Annotations map[string]string `json:"annotations,omitempty"`
-	Replicas    []ReplicaSpec     `json:"replicas"`
+	// ExcludeNodes are nodes the gang must not run on (failed or unhealthy nodes);
+	// the kubernetes backend turns them into node affinity.
+	ExcludeNodes []string      `json:"excludeNodes,omitempty"`
+	Replicas     []ReplicaSpec `json:"replicas"`
 }
 
 // ReplicaSpec is one process or pod of a gang.

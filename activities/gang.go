@@ -20,6 +20,11 @@ type GangParams struct {
 	// Params are hyper-parameters (HPO trials) substituted for ${params.NAME} and
 	// passed as DLC_PARAMS.
 	Params map[string]any `json:"params,omitempty"`
+	// ExcludeNodes keeps the attempt off these nodes.
+	ExcludeNodes []string `json:"excludeNodes,omitempty"`
+	// Pool, when set, overrides spec.resources.pool (a spot job that fell back to
+	// public).
+	Pool schemas.Pool `json:"pool,omitempty"`
 }
 
 // BuildGang expands a job spec into the gang of one attempt: roles in name order,
@@ -36,6 +41,11 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		}
 		paramsJSON = string(b)
 	}
+	if p.ResumeFrom == "" && spec.Checkpoint != nil {
+		// A fresh job may be told where to start (spec.checkpoint.resumeFrom); the
+		// workflow's own choice, for a restarted attempt, comes first.
+		p.ResumeFrom = spec.Checkpoint.ResumeFrom
+	}
 	roles := make([]string, 0, len(spec.Roles))
 	for name := range spec.Roles {
 		roles = append(roles, name)
@@ -49,9 +59,13 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		Labels:         job.Metadata.Labels,
 		Annotations:    job.Metadata.Annotations,
 		Pool:           spec.Resources.Pool,
+		ExcludeNodes:   p.ExcludeNodes,
 		EnvFromSecrets: spec.EnvFromSecrets,
 		Elastic:        spec.Elastic,
 		Priority:       spec.Resources.Priority,
+	}
+	if p.Pool != "" {
+		g.Pool = p.Pool
 	}
 	for _, role := range roles {
 		rs := spec.Roles[role]

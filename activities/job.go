@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -215,35 +216,96 @@ type ForwardLogsInput struct {
 	Ref      GangRef                 `json:"ref"`
 	UID      string                  `json:"uid"`
 	Replicas []schemas.ReplicaStatus `json:"replicas"`
+	// HangTimeout, when set, ends the forwarding with Hung once every replica runs and
+	// none has written a line for this long.
+	HangTimeout time.Duration `json:"hangTimeout,omitempty"`
+	// LogPatterns are regular expressions (the job's failure rules) whose first match
+	// in any replica's output is reported.
+	LogPatterns []string `json:"logPatterns,omitempty"`
 }
+
+// ForwardLogsResult says how the forwarding ended.
+type ForwardLogsResult struct {
+	// Hung is set when no replica wrote anything for the hang timeout.
+	Hung bool `json:"hung,omitempty"`
+	// Quiet is how long the replicas had been silent when Hung was decided.
+	Quiet time.Duration `json:"quiet,omitempty"`
+	// Matches are the log patterns seen, each with the first line that matched.
+	Matches []LogMatch `json:"matches,omitempty"`
+	// Metrics are the last value of each metric the replicas reported (to this
+	// forwarder: a forwarder restarted with its worker sees only later lines).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+}
+
+// LogMatch is the first line that matched one of ForwardLogsInput.LogPatterns.
+type LogMatch struct {
+	Pattern int    `json:"pattern"`
+	Replica string `json:"replica"`
+	Line    string `json:"line"`
+}
+
+// hangPoll is how often a forwarder with a hang timeout checks the replicas.
+const hangPoll = time.Second
 
 // ForwardLogs publishes every log line of every replica of an attempt to the log
 // stream, in order per replica, and each metric line also as a metric event. It returns
-// once every replica has finished and its output is drained. A retried forwarder (a
+// once every replica has finished and its output is drained, or, with a hang timeout,
+// once the running replicas have been silent for that long. A retried forwarder (a
 // worker restart) resumes after the last record the stream holds for each replica, so
 // lines are neither lost nor repeated.
-func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) error {
+func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (ForwardLogsResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	patterns := make([]*regexp.Regexp, 0, len(in.LogPatterns))
+	for _, p := range in.LogPatterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return ForwardLogsResult{}, temporal.NewNonRetryableApplicationError("log pattern "+p, ErrTypeInvalidSpec, err)
+		}
+		patterns = append(patterns, re)
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
+		hung     bool
 		progress = make(map[string]int64, len(in.Replicas))
+		lastLine = time.Now()
+		result   ForwardLogsResult
+		matched  = map[int]bool{}
 	)
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if firstErr == nil {
+		if firstErr == nil && !hung {
 			firstErr = err
 			cancel()
+		}
+	}
+	onLine := func(replica, line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lastLine = time.Now()
+		for i, re := range patterns {
+			if !matched[i] && re.MatchString(line) {
+				matched[i] = true
+				result.Matches = append(result.Matches, LogMatch{Pattern: i, Replica: replica, Line: truncate(line, 1024)})
+			}
+		}
+		if vals, ok := events.ParseMetricLine(line); ok {
+			if result.Metrics == nil {
+				result.Metrics = map[string]float64{}
+			}
+			for k, v := range vals {
+				result.Metrics[k] = v
+			}
 		}
 	}
 	for _, r := range in.Replicas {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := &logForwarder{a: a, in: in, replica: r, onProgress: func(seq int64) {
+			f := &logForwarder{a: a, in: in, replica: r, onLine: onLine, onProgress: func(seq int64) {
 				mu.Lock()
 				progress[r.Name] = seq
 				mu.Unlock()
@@ -257,10 +319,22 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) er
 	go func() { wg.Wait(); close(done) }()
 	hb := time.NewTicker(time.Second)
 	defer hb.Stop()
+	var hangTick <-chan time.Time
+	armed := false // the hang clock runs once every replica has been seen running
+	if in.HangTimeout > 0 {
+		t := time.NewTicker(hangPoll)
+		defer t.Stop()
+		hangTick = t.C
+	}
 	for {
 		select {
 		case <-done:
-			return firstErr
+			mu.Lock()
+			defer mu.Unlock()
+			if hung {
+				return result, nil
+			}
+			return result, firstErr
 		case <-hb.C:
 			mu.Lock()
 			snapshot := make(map[string]int64, len(progress))
@@ -269,8 +343,45 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) er
 			}
 			mu.Unlock()
 			activity.RecordHeartbeat(ctx, snapshot)
+		case <-hangTick:
+			if !armed {
+				st, err := a.Backend.Observe(ctx, in.Ref)
+				if err != nil || !allRunning(st.Replicas) {
+					continue
+				}
+				armed = true
+				mu.Lock()
+				lastLine = time.Now() // the clock starts when they all run
+				mu.Unlock()
+				continue
+			}
+			mu.Lock()
+			quiet := time.Since(lastLine)
+			if quiet >= in.HangTimeout && firstErr == nil {
+				hung = true
+				result.Hung, result.Quiet = true, quiet.Round(time.Millisecond)
+				cancel()
+			}
+			mu.Unlock()
 		}
 	}
+}
+
+// allRunning reports whether every replica runs.
+func allRunning(reps []schemas.ReplicaStatus) bool {
+	for _, r := range reps {
+		if r.Phase != schemas.ReplicaRunning {
+			return false
+		}
+	}
+	return len(reps) > 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // logForwarder forwards one replica's log.
@@ -279,6 +390,7 @@ type logForwarder struct {
 	in         ForwardLogsInput
 	replica    schemas.ReplicaStatus
 	onProgress func(seq int64)
+	onLine     func(replica, line string)
 
 	mu      sync.Mutex
 	batch   []events.Msg
@@ -340,6 +452,9 @@ func (f *logForwarder) run(ctx context.Context) error {
 		f.lastSeq = l.Seq
 		full := len(f.batch) >= maxBatch
 		f.mu.Unlock()
+		if f.onLine != nil {
+			f.onLine(f.replica.Name, l.Line)
+		}
 		if full {
 			return f.flush(ctx)
 		}

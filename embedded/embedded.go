@@ -4,6 +4,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,11 +24,13 @@ import (
 	"github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/activities/local"
 	"github.com/opendlc/opendlc/api/server"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
 )
 
@@ -66,6 +69,15 @@ type Options struct {
 	KubeOptions []kube.Option
 	// Streams set the event and log streams' retention, like an SLS logstore's TTL.
 	Streams []jetstream.Option
+	// AdminTokenFile holds the admin token (generated there, mode 0600, on first
+	// start); default Dir/admin-token, where the CLI looks by default.
+	AdminTokenFile string
+	// TLSCertFile and TLSKeyFile, when set, serve the API over HTTPS.
+	TLSCertFile, TLSKeyFile string
+	// S3EventsWorkspace is the workspace whose S3 notification subject
+	// (dlc.<workspace>.s3.events) the S3 gateway publishes every bucket's
+	// notifications to, for triggers; default "default".
+	S3EventsWorkspace string
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -85,14 +97,22 @@ func DefaultDir() string {
 type Embedded struct {
 	Stack  *devstack.Stack
 	Worker *workers.Main
-	// APIURL is the API's base URL, http://127.0.0.1:port.
+	// APIURL is the API's base URL, http://127.0.0.1:port (https with TLS).
 	APIURL string
+	// AdminToken is the admin token (workspace "*"), also kept in
+	// Options.AdminTokenFile. Never print it.
+	AdminToken string
+	// AdminTokenFile is where AdminToken is kept.
+	AdminTokenFile string
+	// Auth is the token and workspace store.
+	Auth *auth.Store
 	// Dir is the state directory.
 	Dir string
 
 	opts     Options
 	closers  []func() error
 	notifier *notify.Dispatcher
+	triggers *triggers.Dispatcher
 	temporal client.Client
 	events   *jetstream.Client
 	http     *http.Server
@@ -107,6 +127,13 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 	if opts.APIAddr == "" {
 		opts.APIAddr = DefaultAPIAddr
 	}
+	if opts.AdminTokenFile == "" {
+		opts.AdminTokenFile = filepath.Join(opts.Dir, auth.AdminTokenFile)
+	}
+	tlsConfig, err := server.LoadTLS(opts.TLSCertFile, opts.TLSKeyFile)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -120,7 +147,7 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen on %s: %w", opts.APIAddr, err)
 	}
-	e := &Embedded{Dir: opts.Dir, opts: opts, serveErr: make(chan error, 1)}
+	e := &Embedded{Dir: opts.Dir, AdminTokenFile: opts.AdminTokenFile, opts: opts, serveErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			ln.Close()
@@ -131,6 +158,9 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 		Dir:     opts.Dir,
 		UI:      opts.UI,
 		Buckets: append([]string{DefaultBucket}, opts.Buckets...),
+		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
+		// for triggers.
+		EventSubject: schemas.S3EventSubject(cmp.Or(opts.S3EventsWorkspace, schemas.DefaultWorkspace)),
 	})
 	if err != nil {
 		return nil, err
@@ -180,11 +210,31 @@ func Start(ctx context.Context, opts Options) (_ *Embedded, err error) {
 	if e.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(opts.Logger)); err != nil {
 		return nil, err
 	}
+	if err := triggers.EnsureStreams(ctx, js); err != nil {
+		return nil, err
+	}
+	triggerStore, err := triggers.OpenStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	if e.triggers, err = triggers.StartDispatcher(ctx, js, e.temporal, triggers.WithLogger(opts.Logger)); err != nil {
+		return nil, err
+	}
+	if e.Auth, err = auth.OpenStore(ctx, js); err != nil {
+		return nil, err
+	}
+	if e.AdminToken, err = auth.BootstrapFile(ctx, e.Auth, opts.AdminTokenFile); err != nil {
+		return nil, err
+	}
 	api := server.New(e.temporal, e.events, server.WithNamespace(e.Stack.Temporal.Namespace),
-		server.WithLogger(opts.Logger), server.WithRules(rules))
-	e.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		server.WithLogger(opts.Logger), server.WithRules(rules), server.WithAuth(e.Auth),
+		server.WithTriggers(triggerStore))
+	e.http = api.HTTPServer(tlsConfig)
 	e.APIURL = "http://" + ln.Addr().String()
-	go func() { e.serveErr <- e.http.Serve(ln) }()
+	if tlsConfig != nil {
+		e.APIURL = "https://" + ln.Addr().String()
+	}
+	go func() { e.serveErr <- server.Serve(context.Background(), e.http, ln) }()
 	return e, nil
 }
 
@@ -262,6 +312,13 @@ func (e *Embedded) Close() error {
 	if e.notifier != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := e.notifier.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if e.triggers != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := e.triggers.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()

@@ -31,6 +31,7 @@ var Types = []struct {
 	{TypeScheduleRun, ScheduleRunData{}},
 	{TypeNodeHealth, NodeHealthData{}},
 	{TypeTriggerFired, TriggerFiredData{}},
+	{TypeAudit, AuditData{}},
 }
 
 // TrialData is the data of a TypeExperimentTrial event.

@@ -74,7 +74,7 @@ func setup(ctx context.Context, dir string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env.faults = newFaults()
 	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: logger,
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: logger, S3EventsWorkspace: s3Workspace,
 		Interceptors: []interceptor.WorkerInterceptor{env.faults},
 	})
 	if err != nil {

@@ -28,6 +28,15 @@ const (
 	// LabelNodeNotReady ("true") makes a node report Ready=False within about
 	// two seconds, and keep reporting it while labelled (kwok's chaos stage).
 	LabelNodeNotReady = "node-not-ready.stage.kwok.x-k8s.io"
+	// LabelImagePullError ("true") on a pod, or ImagePullErrorMarker anywhere in
+	// one of its containers' images, makes its image pull fail: the pod stays
+	// Pending, its containers waiting with reason ErrImagePull, then a second
+	// later ImagePullBackOff, each with the kubelet's kind of message. Set it
+	// when the pod is created (stages/pod-image-pull-error.yaml).
+	LabelImagePullError = "kwok.opendlc.io/image-pull-error"
+	// ImagePullErrorMarker in an image name (registry.local/pull-error:1) has the
+	// effect of LabelImagePullError.
+	ImagePullErrorMarker = "pull-error"
 )
 
 // FailPod makes the pod's containers fail with exitCode, as if the training

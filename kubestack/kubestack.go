@@ -15,6 +15,9 @@
 //     the given exit code;
 //   - SetNodeNotReady (LabelNodeNotReady) makes a node NotReady, after which
 //     the controller manager taints it and evicts its pods.
+//   - LabelImagePullError, or ImagePullErrorMarker in an image's name, keeps a
+//     pod Pending with its image pull failing (ErrImagePull, then
+//     ImagePullBackOff).
 //
 // Without either a pod runs until it is deleted. The stages do not act on
 // restartPolicy: a pod that completes or fails is never restarted. Deleted

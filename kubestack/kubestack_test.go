@@ -565,7 +565,8 @@ func TestStagesAreOnlyStages(t *testing.T) {
 		names[obj.Metadata.Name] = true
 	}
 	for _, want := range []string{"node-initialize", "node-heartbeat-with-lease", "node-not-ready",
-		"pod-create", "pod-ready", "pod-delete", "opendlc-pod-complete", "opendlc-pod-fail"} {
+		"pod-create", "pod-ready", "pod-delete", "opendlc-pod-complete", "opendlc-pod-fail",
+		"opendlc-pod-image-pull-error", "opendlc-pod-image-pull-backoff"} {
 		if !names[want] {
 			t.Errorf("stage %q missing; have %v", want, names)
 		}

@@ -12,8 +12,8 @@ import (
 // stageFiles are the kwok Stage documents kwok is started with: node
 // initialize and heartbeat (with leases) and the node-not-ready chaos stage,
 // copied from kwok's kustomize/stage tree; the pod lifecycle from its
-// "general" stages with shorter delays; and OpenDLC's own pod-complete and
-// pod-fail stages. Each file names its source.
+// "general" stages with shorter delays; and OpenDLC's own pod-complete,
+// pod-fail and image-pull-error stages. Each file names its source.
 //
 //go:embed stages/*.yaml
 var stageFiles embed.FS

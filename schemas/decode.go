@@ -41,7 +41,11 @@ var _ Object = (*TrainingJob)(nil)
 // here.
 var kinds = map[Kind]func() Object{
 	KindTrainingJob:      func() Object { return new(TrainingJob) },
+	KindSchedule:         func() Object { return new(Schedule) },
 	KindNotificationRule: func() Object { return new(NotificationRule) },
+	KindPipeline:         func() Object { return new(Pipeline) },
+	KindTrigger:          func() Object { return new(Trigger) },
+	KindExperiment:       func() Object { return new(Experiment) },
 }
 
 // Kinds returns every document kind, sorted.

@@ -32,7 +32,7 @@ func validYAMLJob() *schemas.TrainingJob {
 		Toleration(schemas.Toleration{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}).
 		Pool(schemas.PoolQuota).
 		MaxRestarts(3).HangTimeout(10*time.Minute).
-		Mutate(func(j *schemas.TrainingJob) { j.Spec.FaultTolerance.ExcludeFailedNodes = true }).
+		Mutate(func(j *schemas.TrainingJob) { j.Spec.FaultTolerance.ExcludeFailedNodes = new(true) }).
 		HealthCheck(5*time.Minute).
 		Checkpoint("s3://ckpt/resnet", 30*time.Minute, 3).
 		Data("imagenet", "s3://datasets/imagenet", "/data").Data("labels", "./labels", "").
@@ -305,15 +305,15 @@ spec:
 		},
 		"missing kind": {
 			doc:  "apiVersion: opendlc.io/v1alpha1\nmetadata: {name: a}\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of NotificationRule, TrainingJob"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of Experiment, NotificationRule, Pipeline, Schedule, TrainingJob, Trigger"}},
 		},
 		"null kind": {
 			doc:  "kind: null\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of NotificationRule, TrainingJob"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of Experiment, NotificationRule, Pipeline, Schedule, TrainingJob, Trigger"}},
 		},
 		"unknown kind": {
 			doc:  "apiVersion: opendlc.io/v1alpha1\nkind: Experimen\nmetadata: {name: a}\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "must be one of NotificationRule, TrainingJob"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "must be one of Experiment, NotificationRule, Pipeline, Schedule, TrainingJob, Trigger"}},
 		},
 		"kind is not a string": {
 			doc:  "kind: {name: TrainingJob}\n",

@@ -47,6 +47,8 @@ type ConditionType string
 const (
 	// ConditionAccepted: the spec was validated and the job's workflow started.
 	ConditionAccepted ConditionType = "Accepted"
+	// ConditionHealthChecked: the last pre-flight health check ran; Message sums it up.
+	ConditionHealthChecked ConditionType = "HealthChecked"
 	// ConditionAdmitted: the workspace quota admitted the job (quota pool only).
 	ConditionAdmitted ConditionType = "Admitted"
 	// ConditionLaunched: every replica of the current attempt was created.
@@ -85,10 +87,12 @@ type ReplicaStatus struct {
 	Phase    ReplicaPhase `json:"phase"`
 	ExitCode *int32       `json:"exitCode,omitempty"`
 	// Node is where the replica runs: a Kubernetes node, or the worker host for local.
-	Node       string     `json:"node,omitempty"`
-	Message    string     `json:"message,omitempty"`
-	StartTime  *time.Time `json:"startTime,omitempty"`
-	FinishTime *time.Time `json:"finishTime,omitempty"`
+	Node string `json:"node,omitempty"`
+	// Reason classifies a failed or stopped replica (FailureOOMKilled, FailureNodeLost...).
+	Reason     FailureClass `json:"reason,omitempty"`
+	Message    string       `json:"message,omitempty"`
+	StartTime  *time.Time   `json:"startTime,omitempty"`
+	FinishTime *time.Time   `json:"finishTime,omitempty"`
 }
 
 // TimelineEntry records one phase transition.
@@ -114,6 +118,73 @@ type JobStatus struct {
 	LastCheckpoint string     `json:"lastCheckpoint,omitempty"`
 	StartTime      *time.Time `json:"startTime,omitempty"`
 	FinishTime     *time.Time `json:"finishTime,omitempty"`
+
+	// Restarts counts attempts restarted after a failure; Preemptions, attempts
+	// restarted after a preemption (they do not use up maxRestarts).
+	Restarts    int `json:"restarts,omitempty"`
+	Preemptions int `json:"preemptions,omitempty"`
+	// ExcludedNodes are nodes later attempts keep off: nodes that failed the job or
+	// the pre-flight health check.
+	ExcludedNodes []string `json:"excludedNodes,omitempty"`
+	// Attempts is the history of the job's attempts, oldest first.
+	Attempts []AttemptRecord `json:"attempts,omitempty"`
+	// Health is the last pre-flight health check's result per node.
+	Health []NodeHealth `json:"health,omitempty"`
+}
+
+// FailureClass says why a replica or an attempt failed.
+type FailureClass string
+
+// Failure classes. The backend sets the replica-level ones; the workflow adds Hang and
+// HealthCheck.
+const (
+	FailureError        FailureClass = "Error"        // exited with a non-zero code
+	FailureSignal       FailureClass = "Signal"       // killed by a signal (exit code 128+n, e.g. 137)
+	FailureOOMKilled    FailureClass = "OOMKilled"    // out of memory
+	FailureEvicted      FailureClass = "Evicted"      // evicted (node pressure, eviction API)
+	FailurePreempted    FailureClass = "Preempted"    // preempted by a higher-priority pod or a reclaimed spot node
+	FailureNodeLost     FailureClass = "NodeLost"     // the node stopped reporting or went away
+	FailurePodDeleted   FailureClass = "PodDeleted"   // deleted outside the job
+	FailureImagePull    FailureClass = "ImagePull"    // the image cannot be pulled
+	FailureConfig       FailureClass = "ConfigError"  // the pod spec cannot run (bad volume, secret...)
+	FailureHang         FailureClass = "Hang"         // no output from any replica for hangTimeout
+	FailureLaunch       FailureClass = "LaunchFailed" // the replicas could not be created
+	FailureUnclassified FailureClass = "Unknown"
+)
+
+// AttemptRecord is one attempt of a job: when it ran, how it ended and, for a failed
+// attempt, how the failure was classified and what the recovery did.
+type AttemptRecord struct {
+	Attempt   int        `json:"attempt"`
+	Pool      Pool       `json:"pool,omitempty"`
+	StartTime time.Time  `json:"startTime"`
+	EndTime   *time.Time `json:"endTime,omitempty"`
+	// ResumedFrom is the checkpoint the attempt started from; empty for a fresh start.
+	ResumedFrom string `json:"resumedFrom,omitempty"`
+	// Outcome is the phase the attempt ended in (Succeeded, Failed, Stopped) or
+	// Restarting when it was recovered.
+	Outcome JobPhase `json:"outcome,omitempty"`
+	// Class and Action classify a failure: Action is Retry, Preemption or Fail.
+	Class   FailureClass `json:"class,omitempty"`
+	Action  string       `json:"action,omitempty"`
+	Replica string       `json:"replica,omitempty"`
+	Node    string       `json:"node,omitempty"`
+	Message string       `json:"message,omitempty"`
+	// FaultTime is when the failure was seen; ReleasedTime when the attempt's replicas
+	// were gone; the next attempt's StartTime is the relaunch.
+	FaultTime    *time.Time `json:"faultTime,omitempty"`
+	ReleasedTime *time.Time `json:"releasedTime,omitempty"`
+	// RunningTime is when every replica of the attempt ran.
+	RunningTime *time.Time `json:"runningTime,omitempty"`
+}
+
+// NodeHealth is one node's pre-flight health check result.
+type NodeHealth struct {
+	Node      string    `json:"node"`
+	Healthy   bool      `json:"healthy"`
+	Reason    string    `json:"reason,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	CheckedAt time.Time `json:"checkedAt"`
 }
 
 // Condition returns the condition of the given type, or nil.

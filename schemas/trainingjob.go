@@ -119,6 +119,18 @@ type PoolSpec struct {
 	// Queued before trying again, so a partly placed job never holds GPUs. Zero waits
 	// forever.
 	PlacementTimeout Duration `json:"placementTimeout,omitempty"`
+	// SpotFallback moves a spot job to the public pool after repeated preemptions or
+	// a long wait for spot capacity.
+	SpotFallback *SpotFallback `json:"spotFallback,omitempty"`
+}
+
+// SpotFallback says when a preempted spot job gives up on spot capacity.
+type SpotFallback struct {
+	// AfterPreemptions moves the job to public after this many preemptions; zero never.
+	AfterPreemptions int32 `json:"afterPreemptions,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// AfterWaiting moves the job to public when, after a preemption, spot capacity has
+	// not run it for this long; zero never.
+	AfterWaiting Duration `json:"afterWaiting,omitempty"`
 }
 
 // ElasticSpec bounds an elastic job's number of nodes (replicas).
@@ -129,12 +141,44 @@ type ElasticSpec struct {
 
 // FaultTolerance says how a job survives failures.
 type FaultTolerance struct {
-	// MaxRestarts is how many times a failed attempt is restarted.
+	// MaxRestarts is how many times a failed attempt is restarted. Preemptions do not
+	// count (see MaxPreemptions).
 	MaxRestarts int32 `json:"maxRestarts,omitempty" jsonschema:"minimum=0,maximum=100"`
-	// HangTimeout restarts an attempt whose replicas print nothing for this long.
+	// MaxPreemptions is how many preemptions (spot reclaim, eviction by a
+	// higher-priority job) are recovered; default 100.
+	MaxPreemptions int32 `json:"maxPreemptions,omitempty" jsonschema:"minimum=0,maximum=10000"`
+	// HangTimeout restarts an attempt whose replicas print nothing (no log line, no
+	// metric) for this long once they all run. Needs log forwarding.
 	HangTimeout Duration `json:"hangTimeout,omitempty"`
-	// ExcludeFailedNodes keeps restarted replicas off nodes that failed.
-	ExcludeFailedNodes bool `json:"excludeFailedNodes,omitempty"`
+	// ExcludeFailedNodes keeps restarted replicas off nodes that failed. Default true.
+	ExcludeFailedNodes *bool `json:"excludeFailedNodes,omitempty"`
+	// Rules classify failures by exit code or log line before the built-in rules; the
+	// first match wins.
+	Rules []FailureRule `json:"rules,omitempty" jsonschema:"maxItems=32"`
+}
+
+// ExcludesFailedNodes reports whether failed nodes are excluded (the default).
+func (f FaultTolerance) ExcludesFailedNodes() bool {
+	return f.ExcludeFailedNodes == nil || *f.ExcludeFailedNodes
+}
+
+// FailureAction is what a failure rule does.
+type FailureAction string
+
+// Failure actions.
+const (
+	// ActionRetry restarts the job (within maxRestarts).
+	ActionRetry FailureAction = "Retry"
+	// ActionFail ends the job at once.
+	ActionFail FailureAction = "Fail"
+)
+
+// FailureRule maps failures to an action: a replica's exit code in ExitCodes, or a log
+// line matching LogPattern (a regular expression), or both when both are set.
+type FailureRule struct {
+	ExitCodes  []int32       `json:"exitCodes,omitempty" jsonschema:"maxItems=64"`
+	LogPattern string        `json:"logPattern,omitempty" jsonschema:"maxLength=1024"`
+	Action     FailureAction `json:"action" jsonschema:"enum=Retry,enum=Fail"`
 }
 
 // HealthCheck configures pre-flight node checks.
@@ -154,6 +198,10 @@ type CheckpointSpec struct {
 	Every Duration `json:"every,omitempty"`
 	// Keep is how many complete checkpoints to retain; zero keeps all.
 	Keep int32 `json:"keep,omitempty" jsonschema:"minimum=0"`
+	// ResumeFrom is a checkpoint, s3://bucket/prefix/<step>, that the job's first attempt
+	// starts from (DLC_RESUME_FROM); empty starts fresh. A schedule with
+	// runOptions.resumeFromPreviousCheckpoint sets it to the previous run's checkpoint.
+	ResumeFrom string `json:"resumeFrom,omitempty" jsonschema:"maxLength=1100"`
 }
 
 // DataSource is a data set a job reads.

@@ -3,6 +3,7 @@ package schemas
 import (
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -126,7 +127,14 @@ func (s *TrainingJobSpec) validate(p Path, errs *ErrorList) {
 		add(NotSupported(p.Child("resources", "pool"), Pools))
 	}
 	validateData(s.Data, p.Child("data"), errs)
+	s.validateFaultTolerance(p, errs)
+	if ck := s.Checkpoint; ck != nil && ck.ResumeFrom != "" && len(ck.ResumeFrom) <= 1100 && !checkpointRefRE.MatchString(ck.ResumeFrom) {
+		add(Invalid(p.Child("checkpoint", "resumeFrom"), "must be a checkpoint: s3://bucket/prefix/<step>, the step in digits"))
+	}
 }
+
+// checkpointRefRE matches a checkpoint ref, s3://bucket/prefix/<step> (see package checkpoint).
+var checkpointRefRE = regexp.MustCompile(`^s3://[a-z0-9][-a-z0-9.]{1,61}[a-z0-9]/.+/[0-9]{1,19}/?$`)
 
 func (s *TrainingJobSpec) validateRoles(p Path, errs *ErrorList) {
 	add := func(e *FieldError) { *errs = append(*errs, e) }
@@ -242,5 +250,43 @@ func validateData(data []DataSource, p Path, errs *ErrorList) {
 				mounts[mp] = i
 			}
 		}
+	}
+}
+
+// validateFaultTolerance checks the failure rules, the hang timeout and the spot
+// fallback.
+func (s *TrainingJobSpec) validateFaultTolerance(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	ft := p.Child("faultTolerance")
+	if h := s.FaultTolerance.HangTimeout.D(); h != 0 {
+		switch {
+		case h < 0: // reported with the other negative durations
+		case h < time.Second:
+			add(Invalid(ft.Child("hangTimeout"), "must be at least 1s"))
+		case !s.Logs.ForwardLogs():
+			add(Invalid(ft.Child("hangTimeout"), "needs log forwarding: hangs are seen in the replicas' output (logs.forward is false)"))
+		}
+	}
+	for i, r := range s.FaultTolerance.Rules {
+		rp := ft.Child("rules").Index(i)
+		if r.Action != ActionRetry && r.Action != ActionFail {
+			add(NotSupported(rp.Child("action"), []FailureAction{ActionRetry, ActionFail}))
+		}
+		if len(r.ExitCodes) == 0 && r.LogPattern == "" {
+			add(Invalid(rp, "needs exitCodes or logPattern"))
+		}
+		for j, c := range r.ExitCodes {
+			if c < 0 || c > 255 {
+				add(Invalid(rp.Child("exitCodes").Index(j), "must be between 0 and 255"))
+			}
+		}
+		if r.LogPattern != "" {
+			if _, err := regexp.Compile(r.LogPattern); err != nil {
+				add(Invalid(rp.Child("logPattern"), "must be a regular expression: %v", err))
+			}
+		}
+	}
+	if sf := s.Resources.SpotFallback; sf != nil && s.Resources.Pool != PoolSpot {
+		add(Invalid(p.Child("resources", "spotFallback"), "applies to the spot pool only"))
 	}
 }

@@ -113,12 +113,15 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		LogStream:   jetstream.LogsStream,
 	})
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc})
+	RegisterScheduleActivities(w, &activities.ScheduleActivities{Objects: store, Jobs: jobControl{tc}})
+	RegisterExperimentActivities(w, &activities.ExperimentActivities{Events: ev, EventStream: jetstream.EventsStream, Temporal: tc})
 	RegisterPipelineActivities(w, &activities.PipelineActivities{Workflows: tc, Events: ev, EventsStream: jetstream.EventsStream})
 	if err := w.Start(); err != nil {
 		ev.Close()
 		tc.Close()
 		return nil, fmt.Errorf("workers: start: %w", err)
 	}
+	startNodeHealth(ctx, tc, cfg)
 	return &Main{Temporal: tc, Events: ev, worker: w}, nil
 }
 

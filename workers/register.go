@@ -22,20 +22,25 @@ type ActivityRegistry interface {
 // RegisterWorkflows registers every workflow under its wire name.
 func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.TrainingJobWorkflow, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ExperimentWorkflow, workflow.RegisterOptions{Name: workflows.ExperimentWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.QuotaWorkflow, workflow.RegisterOptions{Name: workflows.QuotaWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.NodeHealthWorkflow, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ScheduleWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleWorkflowName})
 }
 
 // RegisterActivities registers the job activities under their wire names.
 func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 	for name, fn := range map[string]any{
-		workflows.ActivityPublishEvents:    a.PublishEvents,
-		workflows.ActivityLaunchGang:       a.LaunchGang,
-		workflows.ActivityWatchGang:        a.WatchGang,
-		workflows.ActivityStopGang:         a.StopGang,
-		workflows.ActivityCleanupGang:      a.CleanupGang,
-		workflows.ActivityForwardLogs:      a.ForwardLogs,
-		workflows.ActivityLatestCheckpoint: a.LatestCheckpoint,
+		workflows.ActivityPublishEvents:      a.PublishEvents,
+		workflows.ActivityLaunchGang:         a.LaunchGang,
+		workflows.ActivityWatchGang:          a.WatchGang,
+		workflows.ActivityStopGang:           a.StopGang,
+		workflows.ActivityCleanupGang:        a.CleanupGang,
+		workflows.ActivityForwardLogs:        a.ForwardLogs,
+		workflows.ActivityLatestCheckpoint:   a.LatestCheckpoint,
+		workflows.ActivityCheckNodes:         a.CheckNodes,
+		workflows.ActivityRecheckQuarantined: a.RecheckQuarantined,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -52,4 +57,17 @@ func RegisterPipelineActivities(r ActivityRegistry, a *activities.PipelineActivi
 	r.RegisterActivityWithOptions(a.BuildStepJob, activity.RegisterOptions{Name: workflows.ActivityBuildStepJob})
 	r.RegisterActivityWithOptions(a.JobMetrics, activity.RegisterOptions{Name: workflows.ActivityJobMetrics})
 	r.RegisterActivityWithOptions(a.StopJob, activity.RegisterOptions{Name: workflows.ActivityStopJob})
+}
+
+// RegisterExperimentActivities registers the Experiment workflow's activities.
+func RegisterExperimentActivities(r ActivityRegistry, a *activities.ExperimentActivities) {
+	r.RegisterActivityWithOptions(a.WatchTrialMetrics, activity.RegisterOptions{Name: workflows.ActivityWatchTrialMetrics})
+	r.RegisterActivityWithOptions(a.StopTrialJob, activity.RegisterOptions{Name: workflows.ActivityStopTrialJob})
+}
+
+// RegisterScheduleActivities registers the Schedule workflow's activities.
+func RegisterScheduleActivities(r ActivityRegistry, a *activities.ScheduleActivities) {
+	r.RegisterActivityWithOptions(a.CheckNewData, activity.RegisterOptions{Name: workflows.ActivityCheckNewData})
+	r.RegisterActivityWithOptions(a.WaitScheduledJob, activity.RegisterOptions{Name: workflows.ActivityWaitScheduledJob})
+	r.RegisterActivityWithOptions(a.StopScheduledJob, activity.RegisterOptions{Name: workflows.ActivityStopScheduledJob})
 }

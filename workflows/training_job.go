@@ -110,6 +110,15 @@ type jobWorkflow struct {
 	// quotaRequested is set once the job has asked its workspace's quota workflow for
 	// admission: it must give its share back when it ends.
 	quotaRequested bool
+
+	// recovery is set for jobs started after failed attempts became recoverable
+	// (changeRecovery); failed holds what the current attempt's failure was, and
+	// logResult what its log forwarder saw.
+	recovery  bool
+	failed    *failure
+	logResult activities.ForwardLogsResult
+	// spotWaitSince is when a spot job was last preempted and has not run since.
+	spotWaitSince *time.Time
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -164,13 +173,45 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 			return TrainingJobResult{Status: w.status}, nil
 		}
 	}
+	w.recovery = workflow.GetVersion(ctx, changeRecovery, workflow.DefaultVersion, 1) == 1
 	backoff := placementBackoff
 	var phase schemas.JobPhase
 	var reason, msg string
 	for {
-		phase, reason, msg = w.runAttempt(ctx, ref)
+		plan := attemptPlan{}
+		if w.recovery {
+			var ok bool
+			if plan, phase, reason, msg, ok = w.planAttempt(ctx, ref); !ok {
+				break
+			}
+			w.status.Attempts = append(w.status.Attempts, schemas.AttemptRecord{
+				Attempt: ref.Attempt, Pool: plan.pool, StartTime: workflow.Now(ctx), ResumedFrom: plan.resumeFrom,
+			})
+		}
+		w.failed, w.logResult = nil, activities.ForwardLogsResult{}
+		phase, reason, msg = w.runAttempt(ctx, ref, plan)
+		if w.recovery {
+			end := workflow.Now(ctx)
+			w.currentAttempt().EndTime = &end
+			w.currentAttempt().Outcome = phase
+		}
+		if w.recovery && phase == schemas.JobFailed && w.failed != nil {
+			again, p, r, m := w.recover(ctx, ref, *w.failed, phase, reason, msg)
+			if !again {
+				phase, reason, msg = p, r, m
+				break
+			}
+			if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
+				w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
+			}
+			ref.Attempt++
+			continue
+		}
 		if reason != reasonPlacementTimeout {
 			break
+		}
+		if w.recovery {
+			w.currentAttempt().Outcome = schemas.JobQueued
 		}
 		// Not every replica could be placed in time: release them all, wait, try again
 		// with a new attempt.
@@ -198,7 +239,7 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 
 // runAttempt launches one attempt and follows it to its end. It returns the job's
 // terminal phase with a reason and message.
-func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (schemas.JobPhase, string, string) {
+func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef, plan attemptPlan) (schemas.JobPhase, string, string) {
 	job := &w.in.Job
 	if w.stopRequested(ctx) {
 		return schemas.JobStopped, "StopRequested", w.stopReason
@@ -208,10 +249,14 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 
 	var launched activities.LaunchGangResult
 	err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLaunchGang, activities.LaunchGangInput{
-		Job:    *job,
-		Params: activities.GangParams{Ref: ref, UID: w.uid, Params: w.in.Params},
+		Job: *job,
+		Params: activities.GangParams{
+			Ref: ref, UID: w.uid, Params: w.in.Params,
+			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
+		},
 	}).Get(ctx, &launched)
 	if err != nil {
+		w.failed = &failure{class: schemas.FailureLaunch, message: rootMessage(err), at: workflow.Now(ctx)}
 		return schemas.JobFailed, "LaunchFailed", rootMessage(err)
 	}
 	w.status.Replicas = launched.Replicas
@@ -220,9 +265,12 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 
 	var logs workflow.Future
 	if job.Spec.Logs.ForwardLogs() {
-		logs = workflow.ExecuteActivity(withLongActivity(ctx), ActivityForwardLogs, activities.ForwardLogsInput{
-			Ref: ref, UID: w.uid, Replicas: launched.Replicas,
-		})
+		in := activities.ForwardLogsInput{Ref: ref, UID: w.uid, Replicas: launched.Replicas}
+		if w.recovery {
+			in.HangTimeout = job.Spec.FaultTolerance.HangTimeout.D()
+			in.LogPatterns = logPatterns(job)
+		}
+		logs = workflow.ExecuteActivity(withLongActivity(ctx), ActivityForwardLogs, in)
 	}
 
 	var timeout workflow.Future
@@ -239,7 +287,11 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 		placement = workflow.NewTimer(pctx, pt)
 	}
 
-	phase, reason, msg := w.follow(ctx, ref, timeout, placement)
+	var hang workflow.Future
+	if w.recovery && job.Spec.FaultTolerance.HangTimeout.D() > 0 {
+		hang = logs
+	}
+	phase, reason, msg := w.follow(ctx, ref, timeout, placement, hang)
 	if phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
 		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
 		// them on stop or timeout.
@@ -257,13 +309,22 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef) (
 // follow watches the gang until it ends, a stop is requested or the timeout fires, or
 // the placement timeout fires before every replica runs (reason
 // reasonPlacementTimeout, no phase).
-func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeout, placement workflow.Future) (schemas.JobPhase, string, string) {
+func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeout, placement, hang workflow.Future) (schemas.JobPhase, string, string) {
 	for {
 		if phase, reason, msg, done := w.evaluate(ctx); done {
 			return phase, reason, msg
 		}
 		if w.status.Phase != schemas.JobLaunching {
 			placement = nil // placed: the placement timeout no longer applies
+			if w.recovery && w.spotWaitSince != nil {
+				w.spotWaitSince = nil // spot capacity ran the job again
+			}
+			if w.recovery {
+				if rec := w.currentAttempt(); rec.RunningTime == nil {
+					now := workflow.Now(ctx)
+					rec.RunningTime = &now
+				}
+			}
 		}
 		watchCtx, cancelWatch := workflow.WithCancel(ctx)
 		watch := workflow.ExecuteActivity(withWatchActivity(watchCtx), ActivityWatchGang, activities.WatchGangInput{
@@ -275,6 +336,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeo
 			stopped   bool
 			timedOut  bool
 			notPlaced bool
+			hung      bool
 		)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(watch, func(f workflow.Future) { watchErr = f.Get(ctx, &result) })
@@ -285,14 +347,28 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeo
 		if placement != nil {
 			sel.AddFuture(placement, func(workflow.Future) { notPlaced = true })
 		}
+		if hang != nil {
+			sel.AddFuture(hang, func(f workflow.Future) {
+				var res activities.ForwardLogsResult
+				if err := f.Get(ctx, &res); err == nil && res.Hung {
+					w.logResult, hung = res, true
+				}
+				hang = nil // done either way: its outcome is read once
+			})
+		}
 		sel.Select(ctx)
-		if stopped || timedOut || notPlaced {
+		if stopped || timedOut || notPlaced || hung {
 			// Wait for the watch to acknowledge the cancellation, so it is not still
 			// observing the gang while it is stopped and cleaned up.
 			cancelWatch()
 			_ = watch.Get(ctx, nil)
 			if stopped {
 				return schemas.JobStopped, "StopRequested", w.stopReason
+			}
+			if hung {
+				msg := fmt.Sprintf("no replica wrote a line for %s (hangTimeout %s)", w.logResult.Quiet, w.in.Job.Spec.FaultTolerance.HangTimeout.D())
+				w.failed = &failure{class: schemas.FailureHang, message: msg, at: workflow.Now(ctx)}
+				return schemas.JobFailed, "Hang", msg
 			}
 			if notPlaced {
 				running := 0
@@ -374,6 +450,13 @@ func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhas
 		for _, r := range reps {
 			if r.Name == by {
 				reason, msg := w.replicaFailure(r)
+				if w.recovery {
+					class := r.Reason
+					if class == "" {
+						class = schemas.FailureUnclassified
+					}
+					w.failed = &failure{replica: &r, class: class, message: msg, at: workflow.Now(ctx)}
+				}
 				return schemas.JobFailed, reason, msg, true
 			}
 		}
@@ -446,8 +529,11 @@ func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs workflow.Future) {
 	timer := workflow.NewTimer(ctx, logDrainTimeout)
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(logs, func(f workflow.Future) {
-		if err := f.Get(ctx, nil); err != nil {
+		var res activities.ForwardLogsResult
+		if err := f.Get(ctx, &res); err != nil {
 			w.logger.Warn("log forwarding failed", "error", err)
+		} else if w.recovery && !w.logResult.Hung {
+			w.logResult = res
 		}
 	})
 	sel.AddFuture(timer, func(workflow.Future) { w.logger.Warn("log forwarding did not finish in time") })

@@ -50,6 +50,8 @@ type harness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	phases []string
 	ids    []string
+	// forwardLogs, when set, plays the log forwarder.
+	forwardLogs func(context.Context, activities.ForwardLogsInput) (activities.ForwardLogsResult, error)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -79,7 +81,13 @@ func newHarness(t *testing.T) *harness {
 			}
 			return nil
 		})
-	h.env.OnActivity(workflows.ActivityForwardLogs, mock.Anything, mock.Anything).Return(nil)
+	h.env.OnActivity(workflows.ActivityForwardLogs, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ForwardLogsInput) (activities.ForwardLogsResult, error) {
+			if h.forwardLogs != nil {
+				return h.forwardLogs(ctx, in)
+			}
+			return activities.ForwardLogsResult{}, nil
+		})
 	h.env.OnActivity(workflows.ActivityCleanupGang, mock.Anything, mock.Anything).Return(nil)
 	h.env.OnActivity(workflows.ActivityLatestCheckpoint, mock.Anything, mock.Anything).Return("s3://ckpt/wf/000000000010", nil)
 	return h

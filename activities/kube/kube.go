@@ -81,6 +81,7 @@ type Backend struct {
 	clock            clock.WithTicker
 	logger           *slog.Logger
 	poll             time.Duration
+	health           healthConfig // node health checks and quarantine (health.go)
 
 	cache *podCache
 

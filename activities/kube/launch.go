@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,6 +366,17 @@ func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *c
 		maps.Copy(spec.NodeSelector, pc.NodeSelector)
 		spec.Tolerations = append(spec.Tolerations, pc.Tolerations...)
 		spec.PriorityClassName = pc.PriorityClassName
+	}
+	if len(g.ExcludeNodes) > 0 {
+		// Keep a restarted attempt off the nodes that failed it or failed their
+		// health check.
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: slices.Clone(g.ExcludeNodes),
+				}}}},
+			},
+		}}
 	}
 	if b.serviceAccount != "" {
 		spec.ServiceAccountName = b.serviceAccount

@@ -30,9 +30,46 @@ const (
 
 // Waiting reasons that never resolve on their own: the replica is reported Failed at
 // once rather than Pending until the workflow's patience runs out.
-var permanentWaiting = map[string]bool{
-	"InvalidImageName":  true,
-	"ErrImageNeverPull": true,
+var permanentWaiting = map[string]schemas.FailureClass{
+	"InvalidImageName":           schemas.FailureImagePull,
+	"ErrImageNeverPull":          schemas.FailureImagePull,
+	"ImagePullBackOff":           schemas.FailureImagePull, // the kubelet has already retried once
+	"CreateContainerConfigError": schemas.FailureConfig,
+	"CreateContainerError":       schemas.FailureConfig,
+}
+
+// disruptionClass maps a DisruptionTarget condition's reason to a failure class.
+var disruptionClass = map[string]schemas.FailureClass{
+	"PreemptionByScheduler":  schemas.FailurePreempted,
+	"EvictionByEvictionAPI":  schemas.FailureEvicted,
+	"TerminationByKubelet":   schemas.FailureEvicted,
+	"DeletionByTaintManager": schemas.FailureNodeLost,
+	"DeletionByPodGC":        schemas.FailureNodeLost,
+}
+
+// failedClass classifies a pod in phase Failed.
+func failedClass(pod *corev1.Pod, cs *corev1.ContainerStatus) schemas.FailureClass {
+	switch pod.Status.Reason {
+	case "Evicted":
+		return schemas.FailureEvicted
+	case "NodeLost", "Shutdown", "Terminated", "NodeShutdown":
+		return schemas.FailureNodeLost
+	}
+	if c := condition(pod, corev1.DisruptionTarget); c != nil && c.Status == corev1.ConditionTrue {
+		if cl, ok := disruptionClass[c.Reason]; ok {
+			return cl
+		}
+	}
+	if cs != nil && cs.State.Terminated != nil {
+		t := cs.State.Terminated
+		switch {
+		case t.Reason == "OOMKilled":
+			return schemas.FailureOOMKilled
+		case t.ExitCode > 128:
+			return schemas.FailureSignal
+		}
+	}
+	return schemas.FailureError
 }
 
 // gangRecord is what the Service says about its gang.
@@ -124,7 +161,7 @@ func replicaStatus(r replicaRef, pod *corev1.Pod, g gangRecord) schemas.ReplicaS
 		case g.stopped:
 			s.Phase, s.Message = schemas.ReplicaStopped, MessageStoppedBeforeStart
 		case g.launched:
-			s.Phase, s.Message = schemas.ReplicaFailed, MessagePodDeleted
+			s.Phase, s.Message, s.Reason = schemas.ReplicaFailed, MessagePodDeleted, schemas.FailurePodDeleted
 		default:
 			s.Message = MessageNotCreated
 		}
@@ -151,6 +188,7 @@ func replicaStatus(r replicaRef, pod *corev1.Pod, g gangRecord) schemas.ReplicaS
 		}
 	case pod.Status.Phase == corev1.PodFailed:
 		s.Phase = schemas.ReplicaFailed
+		s.Reason = failedClass(pod, cs)
 		s.Message = joinReason(pod.Status.Reason, pod.Status.Message)
 		if cs != nil && cs.State.Terminated != nil {
 			t := cs.State.Terminated
@@ -166,15 +204,21 @@ func replicaStatus(r replicaRef, pod *corev1.Pod, g gangRecord) schemas.ReplicaS
 	case deleting:
 		s.Phase = schemas.ReplicaFailed
 		s.Message = "pod is being deleted"
+		s.Reason = schemas.FailurePodDeleted
 		if c := condition(pod, corev1.DisruptionTarget); c != nil && c.Status == corev1.ConditionTrue {
 			s.Message += ": " + joinReason(c.Reason, c.Message)
+			if cl, ok := disruptionClass[c.Reason]; ok {
+				s.Reason = cl
+			}
 		}
 	case pod.Status.Phase == corev1.PodRunning:
 		s.Phase = schemas.ReplicaRunning
 	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "": // "": not defaulted yet
 		s.Message = pendingMessage(pod, cs)
-		if cs != nil && cs.State.Waiting != nil && permanentWaiting[cs.State.Waiting.Reason] {
-			s.Phase = schemas.ReplicaFailed
+		if cs != nil && cs.State.Waiting != nil {
+			if cl, ok := permanentWaiting[cs.State.Waiting.Reason]; ok {
+				s.Phase, s.Reason = schemas.ReplicaFailed, cl
+			}
 		}
 	default: // Unknown: the node stopped reporting; the container may still run.
 		s.Message = joinReason("pod phase "+string(pod.Status.Phase), pod.Status.Message)

@@ -61,7 +61,9 @@ func TestReplicaStatus(t *testing.T) {
 		},
 		"vanished after launch": {
 			gang: launched,
-			want: with(func(s *schemas.ReplicaStatus) { s.Phase, s.Message = schemas.ReplicaFailed, MessagePodDeleted }),
+			want: with(func(s *schemas.ReplicaStatus) {
+				s.Phase, s.Message, s.Reason = schemas.ReplicaFailed, MessagePodDeleted, schemas.FailurePodDeleted
+			}),
 		},
 		"gone after stop": {
 			gang: stopped,
@@ -91,14 +93,15 @@ func TestReplicaStatus(t *testing.T) {
 			pod:  pod(corev1.PodPending, waiting("ImagePullBackOff", `Back-off pulling image "x"`)),
 			gang: launched,
 			want: with(func(s *schemas.ReplicaStatus) {
-				s.Phase, s.Node, s.Message = schemas.ReplicaPending, "node-1", `ImagePullBackOff: Back-off pulling image "x"`
+				s.Phase, s.Node, s.Message = schemas.ReplicaFailed, "node-1", `ImagePullBackOff: Back-off pulling image "x"`
+				s.Reason = schemas.FailureImagePull
 			}),
 		},
 		"invalid image name": {
 			pod:  pod(corev1.PodPending, waiting("InvalidImageName", "bad")),
 			gang: launched,
 			want: with(func(s *schemas.ReplicaStatus) {
-				s.Phase, s.Node, s.Message = schemas.ReplicaFailed, "node-1", "InvalidImageName: bad"
+				s.Phase, s.Node, s.Message, s.Reason = schemas.ReplicaFailed, "node-1", "InvalidImageName: bad", schemas.FailureImagePull
 			}),
 		},
 		"running": {
@@ -127,6 +130,7 @@ func TestReplicaStatus(t *testing.T) {
 			gang: launched,
 			want: with(func(s *schemas.ReplicaStatus) {
 				s.Phase, s.Node, s.ExitCode, s.Message = schemas.ReplicaFailed, "node-1", ptr[int32](137), "OOMKilled"
+				s.Reason = schemas.FailureOOMKilled
 				s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
 			}),
 		},
@@ -138,6 +142,7 @@ func TestReplicaStatus(t *testing.T) {
 			gang: launched,
 			want: with(func(s *schemas.ReplicaStatus) {
 				s.Phase, s.Node, s.Message, s.FinishTime = schemas.ReplicaFailed, "node-1", "Evicted: The node was low on resource: memory.", timeP(t1)
+				s.Reason = schemas.FailureEvicted
 			}),
 		},
 		"deleted by the taint manager": {
@@ -151,6 +156,7 @@ func TestReplicaStatus(t *testing.T) {
 			want: with(func(s *schemas.ReplicaStatus) {
 				s.Phase, s.Node, s.StartTime = schemas.ReplicaFailed, "node-1", timeP(t0)
 				s.Message = "pod is being deleted: DeletionByTaintManager: Taint manager: deleting due to NoExecute taint"
+				s.Reason = schemas.FailureNodeLost
 			}),
 		},
 		"being stopped": {
@@ -179,8 +185,37 @@ func TestReplicaStatus(t *testing.T) {
 			pod:  pod(corev1.PodFailed, terminated(3, "Error")),
 			gang: stopped,
 			want: with(func(s *schemas.ReplicaStatus) {
-				s.Phase, s.Node, s.ExitCode, s.Message = schemas.ReplicaFailed, "node-1", ptr[int32](3), "Error"
+				s.Phase, s.Node, s.ExitCode, s.Message, s.Reason = schemas.ReplicaFailed, "node-1", ptr[int32](3), "Error", schemas.FailureError
 				s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
+			}),
+		},
+		"killed by a signal": {
+			pod:  pod(corev1.PodFailed, terminated(137, "Error")),
+			gang: launched,
+			want: with(func(s *schemas.ReplicaStatus) {
+				s.Phase, s.Node, s.ExitCode, s.Message, s.Reason = schemas.ReplicaFailed, "node-1", ptr[int32](137), "Error", schemas.FailureSignal
+				s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
+			}),
+		},
+		"preempted by the scheduler": {
+			pod: pod(corev1.PodRunning, func(p *corev1.Pod) {
+				running(p)
+				deleting(p)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+					Reason: "PreemptionByScheduler", Message: "preempted by high/urgent"}}
+			}),
+			gang: launched,
+			want: with(func(s *schemas.ReplicaStatus) {
+				s.Phase, s.Node, s.StartTime, s.Reason = schemas.ReplicaFailed, "node-1", timeP(t0), schemas.FailurePreempted
+				s.Message = "pod is being deleted: PreemptionByScheduler: preempted by high/urgent"
+			}),
+		},
+		"config error": {
+			pod:  pod(corev1.PodPending, waiting("CreateContainerConfigError", `secret "s3" not found`)),
+			gang: launched,
+			want: with(func(s *schemas.ReplicaStatus) {
+				s.Phase, s.Node, s.Reason = schemas.ReplicaFailed, "node-1", schemas.FailureConfig
+				s.Message = `CreateContainerConfigError: secret "s3" not found`
 			}),
 		},
 		"unknown phase": {
@@ -243,7 +278,7 @@ func TestObserveFollowsPods(t *testing.T) {
 	if err := cs.CoreV1().Pods("vision").Delete(context.Background(), "resnet-worker-1-a1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want[2] = schemas.ReplicaStatus{Name: "resnet-worker-1-a1", Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, Message: MessagePodDeleted}
+	want[2] = schemas.ReplicaStatus{Name: "resnet-worker-1-a1", Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, Message: MessagePodDeleted, Reason: schemas.FailurePodDeleted}
 	eventually(t, "the cache to lose the pod", func() bool {
 		return cmp.Equal(want, observe(t, b, g.GangRef))
 	})

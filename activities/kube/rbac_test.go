@@ -69,7 +69,8 @@ func TestRBACManifest(t *testing.T) {
 }
 
 // Every request the backend makes through a whole life cycle (informers, Launch twice,
-// Observe, FollowLogs, Stop, Cleanup, with and without a cache) is allowed by
+// Observe, FollowLogs, Stop, Cleanup, with and without a cache, then a node health
+// check that quarantines a node and a re-check that releases it) is allowed by
 // PolicyRules, and every permission granted is used.
 func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	cs := newClient()
@@ -95,6 +96,7 @@ func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	if err := withCache.Cleanup(ctx, g.GangRef); err != nil {
 		t.Fatal(err)
 	}
+	checkAndRecheckNodes(t, cs, withCache)
 
 	used := map[string]bool{}
 	for _, a := range cs.Actions() {

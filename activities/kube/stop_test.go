@@ -70,7 +70,7 @@ func TestStopKillsWhatRunsAndKeepsWhatFinished(t *testing.T) {
 
 	want := []schemas.ReplicaStatus{
 		{Name: "resnet-master-0-a1", Role: "master", Phase: schemas.ReplicaStopped, Message: MessageStopped},
-		{Name: "resnet-worker-0-a1", Role: "worker", Phase: schemas.ReplicaFailed, ExitCode: ptr[int32](3), Node: "node-b", Message: "Error",
+		{Name: "resnet-worker-0-a1", Role: "worker", Phase: schemas.ReplicaFailed, ExitCode: ptr[int32](3), Node: "node-b", Message: "Error", Reason: schemas.FailureError,
 			StartTime: timeP(t0), FinishTime: timeP(t1)},
 		{Name: "resnet-worker-1-a1", Role: "worker", Index: 1, Phase: schemas.ReplicaStopped, Message: MessageStopped},
 	}

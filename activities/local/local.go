@@ -343,12 +343,13 @@ func (b *Backend) replicaStatus(dir string, r activities.ReplicaSpec, gangStoppe
 		s.Phase = schemas.ReplicaRunning
 	case ex != nil:
 		s.Phase, s.ExitCode, s.Message = ex.phase(gangStopped)
+		s.Reason = ex.failureClass(s.Phase)
 		s.FinishTime = &finished
 	case pid == 0 && gangStopped:
 		// Claimed by a Launch that died before starting it; Stop makes that final.
 		s.Phase, s.Message = schemas.ReplicaStopped, "stopped before it started"
 	default:
-		s.Phase, s.Message = schemas.ReplicaFailed, LostMessage
+		s.Phase, s.Message, s.Reason = schemas.ReplicaFailed, LostMessage, schemas.FailureUnclassified
 	}
 	return s, nil
 }

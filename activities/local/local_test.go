@@ -90,16 +90,17 @@ func TestExitCodes(t *testing.T) {
 		want    schemas.ReplicaPhase
 		code    *int32
 		message string
+		class   schemas.FailureClass
 	}{
 		"true":           {argv: []string{"/bin/true"}, want: schemas.ReplicaSucceeded, code: ptr[int32](0)},
-		"false":          {argv: []string{"/bin/false"}, want: schemas.ReplicaFailed, code: ptr[int32](1), message: "exited with code 1"},
-		"exit 3":         {argv: []string{"sh", "-c", "exit 3"}, want: schemas.ReplicaFailed, code: ptr[int32](3), message: "exited with code 3"},
-		"killed":         {argv: []string{"sh", "-c", "kill -KILL $$"}, want: schemas.ReplicaFailed, code: ptr[int32](137), message: "killed by SIGKILL"},
-		"terminated":     {argv: []string{"sh", "-c", "kill -TERM $$"}, want: schemas.ReplicaFailed, code: ptr[int32](143), message: "killed by SIGTERM"},
-		"not found":      {argv: []string{"/nonexistent/train"}, want: schemas.ReplicaFailed, message: "cannot start: /nonexistent/train: no such file or directory"},
-		"not executable": {argv: []string{"/dev/null"}, want: schemas.ReplicaFailed, message: "cannot start: /dev/null: permission denied"},
-		"directory":      {argv: []string{"/"}, want: schemas.ReplicaFailed, message: "cannot start: /: is a directory"},
-		"not on PATH":    {argv: []string{"opendlc-no-such-command"}, want: schemas.ReplicaFailed, message: `cannot start: exec: "opendlc-no-such-command": executable file not found in $PATH`},
+		"false":          {argv: []string{"/bin/false"}, want: schemas.ReplicaFailed, code: ptr[int32](1), message: "exited with code 1", class: schemas.FailureError},
+		"exit 3":         {argv: []string{"sh", "-c", "exit 3"}, want: schemas.ReplicaFailed, code: ptr[int32](3), message: "exited with code 3", class: schemas.FailureError},
+		"killed":         {argv: []string{"sh", "-c", "kill -KILL $$"}, want: schemas.ReplicaFailed, code: ptr[int32](137), message: "killed by SIGKILL", class: schemas.FailureSignal},
+		"terminated":     {argv: []string{"sh", "-c", "kill -TERM $$"}, want: schemas.ReplicaFailed, code: ptr[int32](143), message: "killed by SIGTERM", class: schemas.FailureSignal},
+		"not found":      {argv: []string{"/nonexistent/train"}, want: schemas.ReplicaFailed, message: "cannot start: /nonexistent/train: no such file or directory", class: schemas.FailureConfig},
+		"not executable": {argv: []string{"/dev/null"}, want: schemas.ReplicaFailed, message: "cannot start: /dev/null: permission denied", class: schemas.FailureConfig},
+		"directory":      {argv: []string{"/"}, want: schemas.ReplicaFailed, message: "cannot start: /: is a directory", class: schemas.FailureConfig},
+		"not on PATH":    {argv: []string{"opendlc-no-such-command"}, want: schemas.ReplicaFailed, message: `cannot start: exec: "opendlc-no-such-command": executable file not found in $PATH`, class: schemas.FailureConfig},
 		"stdout closed":  {argv: []string{"sh", "-c", "exec >&- 2>&-; exit 0"}, want: schemas.ReplicaSucceeded, code: ptr[int32](0)},
 	}
 	for name, tc := range tests {
@@ -111,7 +112,7 @@ func TestExitCodes(t *testing.T) {
 			st := waitFor(t, b, g.GangRef, "the replica to finish", terminal)
 			got := st.Replicas[0]
 			want := schemas.ReplicaStatus{Name: g.Replicas[0].Name, Role: "worker", Phase: tc.want,
-				ExitCode: tc.code, Message: tc.message, Node: "test-node"}
+				ExitCode: tc.code, Message: tc.message, Node: "test-node", Reason: tc.class}
 			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime", "FinishTime")); diff != "" {
 				t.Errorf("status mismatch (-want +got):\n%s", diff)
 			}
@@ -516,7 +517,7 @@ exit $2`
 	st = waitFor(t, b, g.GangRef, "replicas to finish", terminal)
 	want := []schemas.ReplicaStatus{
 		{Name: g.Replicas[0].Name, Role: "worker", Index: 0, Phase: schemas.ReplicaSucceeded, ExitCode: ptr[int32](0), Node: "test-node"},
-		{Name: g.Replicas[1].Name, Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, ExitCode: ptr[int32](3), Node: "test-node", Message: "exited with code 3"},
+		{Name: g.Replicas[1].Name, Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, ExitCode: ptr[int32](3), Node: "test-node", Message: "exited with code 3", Reason: schemas.FailureError},
 	}
 	if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime", "FinishTime")); diff != "" {
 		t.Errorf("final status (-want +got):\n%s", diff)
@@ -624,7 +625,7 @@ func TestLostSupervisor(t *testing.T) {
 
 			for _, b := range []*Backend{newBackendOn(t, dir), first} {
 				st := waitFor(t, b, g.GangRef, "the replica to be lost", terminal)
-				want := []schemas.ReplicaStatus{{Name: name, Role: "worker", Phase: schemas.ReplicaFailed, Message: LostMessage, Node: "test-node"}}
+				want := []schemas.ReplicaStatus{{Name: name, Role: "worker", Phase: schemas.ReplicaFailed, Message: LostMessage, Node: "test-node", Reason: schemas.FailureUnclassified}}
 				if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime")); diff != "" {
 					t.Errorf("status mismatch (-want +got):\n%s", diff)
 				}

@@ -117,6 +117,21 @@ func (e *exitRecord) phase(gangStopped bool) (schemas.ReplicaPhase, *int32, stri
 	return schemas.ReplicaFailed, e.ExitCode, fmt.Sprintf("exited with code %d", *e.ExitCode)
 }
 
+// failureClass classifies a failed replica: killed by a signal, or exited non-zero.
+func (e *exitRecord) failureClass(phase schemas.ReplicaPhase) schemas.FailureClass {
+	switch {
+	case phase != schemas.ReplicaFailed:
+		return ""
+	case e.Error != "":
+		return schemas.FailureConfig
+	case e.ExitCode != nil && signalOf(*e.ExitCode) != "":
+		return schemas.FailureSignal
+	case e.ExitCode != nil:
+		return schemas.FailureError
+	}
+	return schemas.FailureUnclassified
+}
+
 // signalOf names the signal an exit status of 128+N stands for, or "". /bin/sh
 // reports a process killed by signal N as 128+N, so a process that exits with such a
 // code itself reads as killed too (bash, and Kubernetes, share the ambiguity).

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -12,9 +13,11 @@ import (
 // merge patch (RFC 7386) of overrides applied to the spec document. The result is
 // decoded and validated like any submitted spec.
 func (s *Server) cloneJob(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, r.PathValue("ws"), auth.VerbWrite) {
+		return
+	}
 	var req api.CloneRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodySize)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid clone request: " + err.Error()})
+	if !decodeJSON(w, r, &req, s.opts.MaxBodySize, false) {
 		return
 	}
 	if req.Name == "" {

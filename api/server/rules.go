@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -27,6 +28,10 @@ func (s *Server) applyRule(w http.ResponseWriter, r *http.Request) {
 		writeSpecError(w, err)
 		return
 	}
+	note(r, rule.Metadata.Workspace, "notification rule "+rule.Metadata.Workspace+"/"+rule.Metadata.Name)
+	if !s.authorize(w, r, rule.Metadata.Workspace, auth.VerbWrite) {
+		return
+	}
 	if _, err := s.opts.Rules.Put(r.Context(), rule); err != nil {
 		var list schemas.ErrorList
 		if errors.As(err, &list) {
@@ -41,6 +46,9 @@ func (s *Server) applyRule(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getRule(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
+	if !s.authorize(w, r, ws, auth.VerbRead) {
+		return
+	}
 	rule, err := s.opts.Rules.Get(r.Context(), ws, name)
 	if errors.Is(err, notify.ErrNotFound) {
 		writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
@@ -55,6 +63,9 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRules(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, r.PathValue("ws"), auth.VerbRead) {
+		return
+	}
 	rules, err := s.opts.Rules.List(r.Context(), r.PathValue("ws"))
 	if err != nil {
 		s.internal(w, "list rules", err)
@@ -69,6 +80,9 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
+	if !s.authorize(w, r, ws, auth.VerbWrite) {
+		return
+	}
 	err := s.opts.Rules.Delete(r.Context(), ws, name)
 	if errors.Is(err, notify.ErrNotFound) {
 		writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,

@@ -30,6 +30,7 @@ import (
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -41,6 +42,7 @@ type Options struct {
 	Logger      *slog.Logger
 	Rules       *notify.Store
 	Auth        *auth.Store
+	Triggers    *triggers.Store
 }
 
 // Option changes Options.

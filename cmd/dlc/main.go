@@ -99,5 +99,9 @@ func newRoot() *cobra.Command {
 		newWorkspaceCmd(g),
 	)
 	root.AddCommand(newQuotaCmd(g))
+	root.AddCommand(newExperimentCmd(g))
+	root.AddCommand(newScheduleCmd(g))
+	root.AddCommand(newPipelineCmd(g))
+	root.AddCommand(newTriggerCmd(g))
 	return root
 }

@@ -77,7 +77,7 @@ func connectOrStart(ctx context.Context, g *globals, dir string, errw io.Writer)
 		return nil, nil, false, err
 	}
 	fmt.Fprintf(errw, "embedded stack up in %s (API %s, S3 %s)\n", time.Since(start).Round(100*time.Millisecond), e.APIURL, e.Stack.S3.Endpoint)
-	c, err = client.New(e.APIURL)
+	c, err = client.New(e.APIURL, client.WithToken(e.AdminToken))
 	if err != nil {
 		e.Close()
 		return nil, nil, false, err

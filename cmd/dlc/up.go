@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -19,9 +21,11 @@ import (
 	"github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/activities/local"
 	"github.com/opendlc/opendlc/api/server"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workers"
 )
@@ -66,6 +70,10 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.WorkDir, "workdir", "", "base directory of local replicas (default: the current directory)")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account) instead of local processes")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	f.StringVar(&opts.AdminTokenFile, "admin-token-file", "", "the admin token's file, generated on first start (default DIR/"+auth.AdminTokenFile+", where the CLI looks)")
+	f.StringVar(&opts.TLSCertFile, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (chain)")
+	f.StringVar(&opts.TLSKeyFile, "tls-key", "", "the PEM key of --tls-cert")
+	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	ret.register(cmd)
 	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "with --kubeconfig: POOL=KEY=VALUE node selector of a resource pool; repeatable")
 	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "with --kubeconfig: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
@@ -107,6 +115,7 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	fmt.Fprintf(w, "  NATS         %s\n", s.NATS.URL)
 	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
 	fmt.Fprintf(w, "  State        %s\n", e.Dir)
+	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)
 	fmt.Fprintf(w, "Submit a job:  dlc run -f examples/trainer/job.yaml    (Ctrl-C stops the stack)\n")
 }
 
@@ -125,6 +134,11 @@ type componentFlags struct {
 	nats      string
 	natsCreds string
 	natsCA    string
+	// Client certificate and key for NATS over mutual TLS.
+	natsCert, natsKey string
+	// Temporal over TLS: a client certificate and key (mTLS), the CA of the server's
+	// certificate, and the name to verify it against.
+	temporalCert, temporalKey, temporalCA, temporalServerName string
 }
 
 // natsOptions turns the NATS flags and environment into connection options: a
@@ -141,7 +155,54 @@ func (c *componentFlags) natsOptions() []nats.Option {
 	if c.natsCA != "" {
 		opts = append(opts, nats.RootCAs(c.natsCA))
 	}
+	if c.natsCert != "" || c.natsKey != "" {
+		opts = append(opts, nats.ClientCert(c.natsCert, c.natsKey))
+	}
 	return opts
+}
+
+// temporalTLS is the TLS configuration of the Temporal connection; nil (plain text)
+// when no TLS flag is set.
+func (c *componentFlags) temporalTLS() (*tls.Config, error) {
+	if c.temporalCert == "" && c.temporalKey == "" && c.temporalCA == "" && c.temporalServerName == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{ServerName: c.temporalServerName, MinVersion: tls.VersionTLS12}
+	if (c.temporalCert == "") != (c.temporalKey == "") {
+		return nil, errors.New("--temporal-tls-cert and --temporal-tls-key go together")
+	}
+	if c.temporalCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.temporalCert, c.temporalKey)
+		if err != nil {
+			return nil, fmt.Errorf("temporal client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if c.temporalCA != "" {
+		pem, err := os.ReadFile(c.temporalCA)
+		if err != nil {
+			return nil, fmt.Errorf("temporal CA: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("temporal CA: %s holds no PEM certificate", c.temporalCA)
+		}
+	}
+	return cfg, nil
+}
+
+// dialTemporal connects to Temporal with the flags' address, namespace and TLS.
+func (c *componentFlags) dialTemporal(ctx context.Context, logger *slog.Logger) (client.Client, error) {
+	tlsConfig, err := c.temporalTLS()
+	if err != nil {
+		return nil, err
+	}
+	tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace,
+		Logger: sdklog.NewStructuredLogger(logger), ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+	if err != nil {
+		return nil, fmt.Errorf("dial temporal: %w", err)
+	}
+	return tc, nil
 }
 
 func (c *componentFlags) register(cmd *cobra.Command) {
@@ -150,7 +211,15 @@ func (c *componentFlags) register(cmd *cobra.Command) {
 	f.StringVar(&c.namespace, "namespace", envOr("DLC_TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	f.StringVar(&c.nats, "nats", envOr("DLC_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL")
 	f.StringVar(&c.natsCreds, "nats-creds", os.Getenv("DLC_NATS_CREDS"), "NATS credentials file (or DLC_NATS_USER / DLC_NATS_PASSWORD)")
+	f.StringVar(&c.natsCA, "nats-tls-ca", os.Getenv("DLC_NATS_CA"), "CA certificate file for NATS over TLS")
 	f.StringVar(&c.natsCA, "nats-ca", os.Getenv("DLC_NATS_CA"), "CA certificate file for NATS over TLS")
+	_ = f.MarkDeprecated("nats-ca", "use --nats-tls-ca")
+	f.StringVar(&c.natsCert, "nats-tls-cert", os.Getenv("DLC_NATS_TLS_CERT"), "client certificate for NATS over mutual TLS")
+	f.StringVar(&c.natsKey, "nats-tls-key", os.Getenv("DLC_NATS_TLS_KEY"), "key of --nats-tls-cert")
+	f.StringVar(&c.temporalCert, "temporal-tls-cert", os.Getenv("DLC_TEMPORAL_TLS_CERT"), "client certificate for Temporal over mutual TLS")
+	f.StringVar(&c.temporalKey, "temporal-tls-key", os.Getenv("DLC_TEMPORAL_TLS_KEY"), "key of --temporal-tls-cert")
+	f.StringVar(&c.temporalCA, "temporal-tls-ca", os.Getenv("DLC_TEMPORAL_TLS_CA"), "CA certificate of the Temporal frontend (default: the system's roots)")
+	f.StringVar(&c.temporalServerName, "temporal-tls-server-name", os.Getenv("DLC_TEMPORAL_TLS_SERVER_NAME"), "name to verify the Temporal frontend's certificate against (default: the host of --temporal)")
 }
 
 func envOr(name, def string) string {
@@ -162,7 +231,7 @@ func envOr(name, def string) string {
 
 func newServerCmd() *cobra.Command {
 	var c componentFlags
-	var addr string
+	var addr, adminTokenFile, tlsCert, tlsKey string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -171,9 +240,13 @@ func newServerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			logger := newLogger(verbose)
-			tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace, Logger: sdklog.NewStructuredLogger(logger)})
+			tlsConfig, err := server.LoadTLS(tlsCert, tlsKey)
 			if err != nil {
-				return fmt.Errorf("dial temporal: %w", err)
+				return err
+			}
+			tc, err := c.dialTemporal(ctx, logger)
+			if err != nil {
+				return err
 			}
 			defer tc.Close()
 			ev, err := jetstream.Connect(c.nats, c.natsOptions()...)
@@ -184,35 +257,54 @@ func newServerCmd() *cobra.Command {
 			if err := ev.EnsureStreams(ctx); err != nil {
 				return err
 			}
+			js := ev.JetStream()
+			if err := notify.EnsureStreams(ctx, js); err != nil {
+				return err
+			}
+			rules, err := notify.OpenStore(ctx, js)
+			if err != nil {
+				return err
+			}
+			store, err := auth.OpenStore(ctx, js)
+			if err != nil {
+				return err
+			}
+			if adminTokenFile != "" {
+				if _, err := auth.BootstrapFile(ctx, store, adminTokenFile); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "admin token in %s\n", adminTokenFile)
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: server.New(tc, ev, server.WithNamespace(c.namespace), server.WithLogger(logger)).Handler(),
-				ReadHeaderTimeout: 10 * time.Second}
-			fmt.Fprintf(cmd.OutOrStdout(), "API listening on http://%s\n", ln.Addr())
-			go func() {
-				<-ctx.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(sctx)
-			}()
-			if err := srv.Serve(ln); err != http.ErrServerClosed {
-				return err
+			srv := server.New(tc, ev, server.WithNamespace(c.namespace), server.WithLogger(logger),
+				server.WithRules(rules), server.WithAuth(store)).HTTPServer(tlsConfig)
+			scheme := "http"
+			if tlsConfig != nil {
+				scheme = "https"
 			}
-			return nil
+			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s://%s\n", scheme, ln.Addr())
+			return server.Serve(ctx, srv, ln)
 		},
 	}
 	c.register(cmd)
-	cmd.Flags().StringVar(&addr, "addr", embedded.DefaultAPIAddr, "listen address")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", embedded.DefaultAPIAddr, "listen address")
+	f.StringVar(&adminTokenFile, "admin-token-file", os.Getenv("DLC_ADMIN_TOKEN_FILE"),
+		"install the admin token kept in this file (generated there, mode 0600, if missing); tokens already created keep working without it")
+	f.StringVar(&tlsCert, "tls-cert", os.Getenv("DLC_TLS_CERT"), "serve HTTPS with this PEM certificate (chain)")
+	f.StringVar(&tlsKey, "tls-key", os.Getenv("DLC_TLS_KEY"), "the PEM key of --tls-cert")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
 
 func newWorkerCmd() *cobra.Command {
 	var c componentFlags
 	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix string
-	var podAnnotations map[string]string
+	var podAnnotations, probeAnnotations map[string]string
+	var probeImage string
 	var pools poolFlags
 	var verbose bool
 	cmd := &cobra.Command{
@@ -247,6 +339,10 @@ func newWorkerCmd() *cobra.Command {
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
+				opts = append(opts, kube.WithHealthProbeAnnotations(probeAnnotations))
+				if probeImage != "" {
+					opts = append(opts, kube.WithHealthProbe(probeImage, kube.DefaultHealthProbeCommand...))
+				}
 				kb, err := embedded.NewKubeBackend(path, opts...)
 				if err != nil {
 					return err
@@ -273,8 +369,13 @@ func newWorkerCmd() *cobra.Command {
 				}
 				backend = lb
 			}
+			temporalTLS, err := c.temporalTLS()
+			if err != nil {
+				return err
+			}
 			m, err := workers.Start(ctx, workers.Config{
-				TemporalAddress: c.temporal, Namespace: c.namespace, NATSURL: c.nats, NATSOptions: c.natsOptions(),
+				TemporalAddress: c.temporal, Namespace: c.namespace, TemporalTLS: temporalTLS,
+				NATSURL: c.nats, NATSOptions: c.natsOptions(),
 				S3: s3, Backend: backend, Logger: newLogger(verbose),
 			})
 			if err != nil {
@@ -294,6 +395,8 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
+	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
+	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "kubernetes: POOL=KEY=VALUE node selector of a resource pool (quota, public, spot); repeatable")
 	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "kubernetes: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
 	f.StringArrayVar(&pools.priorities, "pool-priority-class", nil, "kubernetes: POOL=PRIORITYCLASS of a resource pool")

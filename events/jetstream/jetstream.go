@@ -26,6 +26,8 @@ var EventSubjects = []string{
 const (
 	EventsStream = "DLC_EVENTS"
 	LogsStream   = "DLC_LOGS"
+	// AuditStream keeps the API's audit events (events.AuditSubjects).
+	AuditStream = "DLC_AUDIT"
 )
 
 // Retention limits one stream, like the TTL and size of an SLS logstore.
@@ -46,6 +48,7 @@ type Retention struct {
 type Options struct {
 	Events Retention
 	Logs   Retention
+	Audit  Retention
 }
 
 // Option changes Options.
@@ -61,6 +64,12 @@ func WithEventRetention(r Retention) Option {
 // subject, 1 hour duplicate window.
 func WithLogRetention(r Retention) Option {
 	return func(o *Options) error { o.Logs = r; return nil }
+}
+
+// WithAuditRetention sets the audit stream's limits. Default: 365 days, 1 GiB,
+// unlimited per subject, 1 hour duplicate window.
+func WithAuditRetention(r Retention) Option {
+	return func(o *Options) error { o.Audit = r; return nil }
 }
 
 // Client publishes to and reads from OpenDLC's streams.
@@ -106,6 +115,7 @@ func (c *Client) EnsureStreams(ctx context.Context, opts ...Option) error {
 	o := Options{
 		Events: Retention{MaxAge: 30 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
 		Logs:   Retention{MaxAge: 7 * 24 * time.Hour, MaxBytes: 4 << 30, Duplicates: time.Hour},
+		Audit:  Retention{MaxAge: 365 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -119,6 +129,7 @@ func (c *Client) EnsureStreams(ctx context.Context, opts ...Option) error {
 	}{
 		{EventsStream, EventSubjects, o.Events},
 		{LogsStream, []string{"dlc.*.job.*.logs.>"}, o.Logs},
+		{AuditStream, []string{events.AuditSubjects}, o.Audit},
 	}
 	for _, s := range streams {
 		cfg := jetstream.StreamConfig{

@@ -114,7 +114,9 @@ func startWorker() error {
 	s := env.stack.Stack
 	cmd := exec.Command(env.dlcBin, "worker", "--kubeconfig", env.workerKube,
 		"--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace, "--nats", s.NATS.URL,
-		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule")
+		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
+		// kwok runs no containers: node health check pods succeed after a second.
+		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s")
 	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -1,0 +1,278 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// route is one operation of the API, as data: the same entry registers the handler on
+// the mux and writes the operation into the OpenAPI document (openapi.go), so the two
+// cannot drift apart. TestOpenAPIMatchesServedRoutes checks that nothing is served
+// that the table does not hold.
+type route struct {
+	method, path string
+	handler      func(*Server, http.ResponseWriter, *http.Request)
+	// enabled, when set, says whether this server serves the route.
+	enabled func(*Server) bool
+
+	// public routes need no token; every other route authenticates first.
+	public bool
+	// readOnly marks a POST that changes nothing (validate): not audited.
+	readOnly bool
+	// object names what {name} is, in not-found answers and audit records.
+	object string
+
+	// Documentation.
+	id, summary, tag string
+	query            []param
+	request          *payload
+	responses        []reply
+}
+
+// pattern is the route's ServeMux pattern.
+func (rt *route) pattern() string { return rt.method + " " + rt.path }
+
+// mutating reports whether calls of the route are audited.
+func (rt *route) mutating() bool {
+	switch rt.method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return !rt.readOnly
+}
+
+// param is a query parameter.
+type param struct {
+	name, typ, desc string
+	repeat          bool
+}
+
+// payload is a request or response body: a Go value whose type gives the schema, and
+// its media types.
+type payload struct {
+	v     any
+	media []string
+	// optional bodies may be left out.
+	optional bool
+}
+
+// reply is one documented success answer.
+type reply struct {
+	status int
+	desc   string
+	body   *payload
+}
+
+var (
+	specMedia = []string{"application/yaml", "application/json"}
+	jsonMedia = []string{"application/json"}
+	ndjson    = []string{"application/x-ndjson"}
+)
+
+func jsonBody(v any) *payload { return &payload{v: v, media: jsonMedia} }
+
+func withRules(s *Server) bool { return s.opts.Rules != nil }
+
+// routes is the API.
+var routes = []route{
+	{method: "GET", path: "/healthz", handler: (*Server).healthz, public: true,
+		id: "health", tag: "system", summary: "Liveness; needs no token",
+		responses: []reply{{200, "the server answers", jsonBody(map[string]string{})}}},
+	{method: "GET", path: "/v1/whoami", handler: (*Server).whoami,
+		id: "whoami", tag: "access", summary: "The identity of the request's token",
+		responses: []reply{{200, "the token's name, workspace, role and expiry", jsonBody(api.Identity{})}}},
+
+	{method: "POST", path: "/v1/tokens", handler: (*Server).createToken, object: "token",
+		id: "createToken", tag: "access", summary: "Create a token (admin); the secret is shown only in this answer",
+		request:   jsonBody(api.TokenRequest{}),
+		responses: []reply{{201, "the token and its secret", jsonBody(api.CreatedToken{})}}},
+	{method: "GET", path: "/v1/tokens", handler: (*Server).listTokens, object: "token",
+		id: "listTokens", tag: "access", summary: "List tokens (admin), without their secrets",
+		query:     []param{{name: "workspace", typ: "string", desc: "only this workspace's tokens"}},
+		responses: []reply{{200, "the tokens", jsonBody(api.TokenList{})}}},
+	{method: "DELETE", path: "/v1/tokens/{name}", handler: (*Server).revokeToken, object: "token",
+		id: "revokeToken", tag: "access", summary: "Revoke a token (admin); it stops working at once",
+		responses: []reply{{204, "revoked", nil}}},
+	{method: "POST", path: "/v1/workspaces", handler: (*Server).createWorkspace, object: "workspace",
+		id: "createWorkspace", tag: "access", summary: "Register a workspace and its Kubernetes namespace (admin)",
+		request:   jsonBody(api.Workspace{}),
+		responses: []reply{{201, "the workspace", jsonBody(api.Workspace{})}}},
+	{method: "GET", path: "/v1/workspaces", handler: (*Server).listWorkspaces, object: "workspace",
+		id: "listWorkspaces", tag: "access", summary: "The workspaces the caller may see: all for an admin, its own otherwise",
+		responses: []reply{{200, "the workspaces", jsonBody(api.WorkspaceList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}", handler: (*Server).getWorkspace, object: "workspace",
+		id: "getWorkspace", tag: "access", summary: "A workspace of the registry",
+		responses: []reply{{200, "the workspace", jsonBody(api.Workspace{})}}},
+
+	{method: "POST", path: "/v1/validate", handler: (*Server).validate, readOnly: true,
+		id: "validate", tag: "jobs", summary: "Validate a spec; creates nothing",
+		request:   &payload{v: schemas.TrainingJob{}, media: specMedia},
+		responses: []reply{{200, "the spec is valid", jsonBody(api.ValidateResult{})}}},
+	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, object: "job",
+		id: "submitJob", tag: "jobs", summary: "Validate and submit a job in the spec's workspace",
+		request:   &payload{v: schemas.TrainingJob{}, media: specMedia},
+		responses: []reply{{201, "the job, Pending", jsonBody(api.Job{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/jobs", handler: (*Server).listJobs, object: "job",
+		id: "listJobs", tag: "jobs", summary: "List a workspace's jobs, newest first",
+		query: []param{
+			{name: "phase", typ: "string", desc: "only jobs in this phase"},
+			{name: "framework", typ: "string", desc: "only jobs of this framework"},
+			{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"},
+			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
+			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
+		},
+		responses: []reply{{200, "a page of jobs", jsonBody(api.JobList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).getJob, object: "job",
+		id: "getJob", tag: "jobs", summary: "A job's spec and live status",
+		responses: []reply{{200, "the job", jsonBody(api.Job{})}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/stop", handler: (*Server).stopJob, object: "job",
+		id: "stopJob", tag: "jobs", summary: "Stop a job; answers once it is terminal",
+		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		responses: []reply{{200, "the final phase", jsonBody(api.StopResult{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).deleteJob, object: "job",
+		id: "deleteJob", tag: "jobs", summary: "Stop a job if it runs, then delete it",
+		responses: []reply{{204, "deleted", nil}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/clone", handler: (*Server).cloneJob, object: "job",
+		id: "cloneJob", tag: "jobs", summary: "Start a new job from this one's spec with overrides (JSON merge patch)",
+		request:   jsonBody(api.CloneRequest{}),
+		responses: []reply{{201, "the new job", jsonBody(api.Job{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}/logs", handler: (*Server).jobLogs, object: "job",
+		id: "jobLogs", tag: "jobs", summary: "A job's log records as JSON lines, from JetStream",
+		query: []param{
+			{name: "follow", typ: "boolean", desc: "stream until the job is terminal and drained"},
+			{name: "replica", typ: "string", desc: "only this replica, such as worker-0"},
+		},
+		responses: []reply{{200, "log records, one JSON object per line", &payload{v: events.LogRecord{}, media: ndjson}}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/events", handler: (*Server).workspaceEvents,
+		id: "workspaceEvents", tag: "events", summary: "A workspace's events as JSON lines",
+		query: []param{
+			{name: "type", typ: "string", desc: "only events of this type"},
+			{name: "job", typ: "string", desc: "only this job's events"},
+			{name: "since", typ: "string", desc: "how far back, a duration such as 10m; default 1h"},
+			{name: "follow", typ: "boolean", desc: "keep streaming new events"},
+		},
+		responses: []reply{{200, "events, one JSON object per line", &payload{v: events.Event{}, media: ndjson}}}},
+
+	{method: "PUT", path: "/v1/workspaces/{ws}/quota", handler: (*Server).setQuota,
+		id: "setQuota", tag: "quota", summary: "Set a workspace's quota (admin)",
+		request:   jsonBody(api.Quota{}),
+		responses: []reply{{200, "the quota set", jsonBody(api.Quota{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/quota", handler: (*Server).getQuota,
+		id: "getQuota", tag: "quota", summary: "A workspace's quota, use, admitted and queued jobs",
+		responses: []reply{{200, "the quota and its use", jsonBody(api.QuotaStatus{})}}},
+
+	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, enabled: withRules, object: "notification rule",
+		id: "applyRule", tag: "notifications", summary: "Create or replace a notification rule in the rule's workspace",
+		request:   &payload{v: schemas.NotificationRule{}, media: specMedia},
+		responses: []reply{{200, "the rule, secrets redacted", jsonBody(schemas.NotificationRule{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules", handler: (*Server).listRules, enabled: withRules, object: "notification rule",
+		id: "listRules", tag: "notifications", summary: "A workspace's notification rules, secrets redacted",
+		responses: []reply{{200, "the rules", jsonBody(api.RuleList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).getRule, enabled: withRules, object: "notification rule",
+		id: "getRule", tag: "notifications", summary: "A notification rule, secrets redacted",
+		responses: []reply{{200, "the rule", jsonBody(schemas.NotificationRule{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).deleteRule, enabled: withRules, object: "notification rule",
+		id: "deleteRule", tag: "notifications", summary: "Delete a notification rule",
+		responses: []reply{{204, "deleted", nil}}},
+
+	{method: "POST", path: "/v1/pipelines", handler: (*Server).runPipeline, object: "pipeline",
+		id: "runPipeline", tag: "pipelines", summary: "Validate a pipeline and start a run of it, named metadata.name, in its workspace",
+		query:     []param{{name: "param", typ: "string", repeat: true, desc: "NAME=VALUE: a parameter of the pipeline; repeatable"}},
+		request:   &payload{v: schemas.Pipeline{}, media: specMedia},
+		responses: []reply{{201, "the run, Pending", jsonBody(api.PipelineRun{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/pipelines", handler: (*Server).listPipelines, object: "pipeline",
+		id: "listPipelines", tag: "pipelines", summary: "List a workspace's pipeline runs, newest first",
+		query: []param{
+			{name: "phase", typ: "string", desc: "only runs in this phase"},
+			{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"},
+			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
+			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
+		},
+		responses: []reply{{200, "a page of runs", jsonBody(api.PipelineList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).getPipeline, object: "pipeline",
+		id: "getPipeline", tag: "pipelines", summary: "A pipeline run: the pipeline and the live status of every step",
+		responses: []reply{{200, "the run", jsonBody(api.PipelineRun{})}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/stop", handler: (*Server).stopPipeline, object: "pipeline",
+		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
+		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
+
+	{method: "POST", path: "/v1/triggers", handler: (*Server).applyTrigger, object: "trigger",
+		id: "applyTrigger", tag: "triggers", summary: "Create or replace a trigger in the trigger's workspace",
+		request:   &payload{v: schemas.Trigger{}, media: specMedia},
+		responses: []reply{{200, "the trigger", jsonBody(schemas.Trigger{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/triggers", handler: (*Server).listTriggers, object: "trigger",
+		id: "listTriggers", tag: "triggers", summary: "A workspace's triggers",
+		responses: []reply{{200, "the triggers", jsonBody(api.TriggerList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).getTrigger, object: "trigger",
+		id: "getTrigger", tag: "triggers", summary: "A trigger",
+		responses: []reply{{200, "the trigger", jsonBody(schemas.Trigger{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).deleteTrigger, object: "trigger",
+		id: "deleteTrigger", tag: "triggers", summary: "Delete a trigger; what it started keeps running",
+		responses: []reply{{204, "deleted", nil}}},
+}
+
+// routeMux is a ServeMux that remembers what it serves, so that a test can compare
+// the served routes with the OpenAPI document.
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
+
+// Handle registers a handler.
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc registers a handler function.
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// tableMux registers every enabled route of the table.
+func (s *Server) tableMux() *routeMux {
+	mux := newRouteMux()
+	for i := range routes {
+		rt := &routes[i]
+		if rt.enabled != nil && !rt.enabled(s) {
+			continue
+		}
+		h := rt.handler
+		mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+	}
+	return mux
+}
+
+// routeByPattern finds the table entry of a mux pattern; nil for a route registered
+// outside the table.
+func routeByPattern(pattern string) *route {
+	for i := range routes {
+		if routes[i].pattern() == pattern {
+			return &routes[i]
+		}
+	}
+	return nil
+}
+
+// pathWorkspace is the {ws} segment of a /v1/workspaces/{ws}/... path, for requests
+// refused before routing.
+func pathWorkspace(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/workspaces/")
+	if !ok {
+		return ""
+	}
+	ws, _, _ := strings.Cut(rest, "/")
+	return ws
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,117 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// CreateExperiment validates and starts an HPO experiment from a spec (YAML or JSON).
+func (c *Client) CreateExperiment(ctx context.Context, spec []byte) (*api.ExperimentDetail, error) {
+	var e api.ExperimentDetail
+	if err := c.do(ctx, http.MethodPost, "/v1/experiments", nil, spec, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// GetExperiment returns an experiment's spec and status: every trial and the best.
+func (c *Client) GetExperiment(ctx context.Context, workspace, name string) (*api.ExperimentDetail, error) {
+	var e api.ExperimentDetail
+	if err := c.do(ctx, http.MethodGet, experimentPath(workspace, name), nil, nil, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// ListExperiments lists a workspace's experiments, newest first. Framework is ignored.
+func (c *Client) ListExperiments(ctx context.Context, workspace string, opts ListOptions) (*api.ExperimentList, error) {
+	q := url.Values{}
+	if opts.Phase != "" {
+		q.Set("phase", opts.Phase)
+	}
+	for _, l := range opts.Labels {
+		q.Add("label", l)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", fmt.Sprint(opts.Limit))
+	}
+	if opts.PageToken != "" {
+		q.Set("pageToken", opts.PageToken)
+	}
+	var l api.ExperimentList
+	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/experiments", q, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// StopExperiment stops an experiment's running trials and returns once it is Stopped
+// (or, for an experiment that has ended, its final phase).
+func (c *Client) StopExperiment(ctx context.Context, workspace, name, reason string) (*api.ExperimentActionResult, error) {
+	return c.experimentAction(ctx, workspace, name, "stop", map[string]any{"reason": reason})
+}
+
+// ResumeExperiment makes a Stopped experiment carry on.
+func (c *Client) ResumeExperiment(ctx context.Context, workspace, name string) (*api.ExperimentActionResult, error) {
+	return c.experimentAction(ctx, workspace, name, "resume", map[string]any{})
+}
+
+// ExtendExperiment raises an experiment's maxTrials to maxTrials.
+func (c *Client) ExtendExperiment(ctx context.Context, workspace, name string, maxTrials int) (*api.ExperimentActionResult, error) {
+	return c.experimentAction(ctx, workspace, name, "extend", api.ExtendRequest{MaxTrials: maxTrials})
+}
+
+func (c *Client) experimentAction(ctx context.Context, workspace, name, action string, req any) (*api.ExperimentActionResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var r api.ExperimentActionResult
+	if err := c.do(ctx, http.MethodPost, experimentPath(workspace, name)+"/"+action, nil, body, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// WaitExperiment polls an experiment until it has ended (Succeeded, Failed, or Stopped
+// when stopped is true), calling onChange (if not nil) whenever its phase or a trial's
+// phase changes.
+func (c *Client) WaitExperiment(ctx context.Context, workspace, name string, interval time.Duration, stopped bool,
+	onChange func(*api.ExperimentDetail)) (*api.ExperimentDetail, error) {
+	var lastKey string
+	for {
+		e, err := c.GetExperiment(ctx, workspace, name)
+		if err != nil {
+			return nil, err
+		}
+		var key strings.Builder
+		key.WriteString(string(e.Status.Phase))
+		for _, t := range e.Status.Trials {
+			key.WriteString("|" + t.Job + ":" + string(t.Phase))
+		}
+		if key.String() != lastKey && onChange != nil {
+			onChange(e)
+		}
+		lastKey = key.String()
+		if e.Status.Phase.Terminal() || (stopped && e.Status.Phase == schemas.ExperimentStopped) {
+			return e, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+func experimentPath(workspace, name string) string {
+	return "/v1/workspaces/" + url.PathEscape(workspace) + "/experiments/" + url.PathEscape(name)
+}

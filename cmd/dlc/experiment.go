@@ -1,0 +1,615 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+func newExperimentCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "experiment",
+		Aliases: []string{"experiments", "exp"},
+		Short:   "Hyper-parameter search: experiments that run trials of a job template (docs/experiments.md)",
+	}
+	var (
+		file string
+		wait bool
+	)
+	create := &cobra.Command{
+		Use:     "create -f FILE",
+		Aliases: []string{"submit", "apply"},
+		Short:   "Validate and start an experiment",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := readSpecFile(file)
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			e, err := c.CreateExperiment(cmd.Context(), data)
+			if err != nil {
+				return err
+			}
+			ws, name := e.Spec.Metadata.Workspace, e.Spec.Metadata.Name
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "experiment %s/%s created (uid %s)\n", ws, name, e.UID)
+			if !wait {
+				return nil
+			}
+			return waitExperiment(cmd, c, ws, name)
+		},
+	}
+	create.Flags().StringVarP(&file, "file", "f", "", "experiment file (YAML or JSON); - for stdin")
+	create.Flags().BoolVar(&wait, "wait", false, "follow the experiment until it ends, then show it; exit 1 unless it succeeded")
+	_ = create.MarkFlagRequired("file")
+
+	get := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show an experiment: its trials sorted by objective, and the best",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			e, err := c.GetExperiment(cmd.Context(), g.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				return printObject(cmd.OutOrStdout(), g.output, e)
+			}
+			return printExperiment(cmd.OutOrStdout(), e)
+		},
+	}
+
+	var phase string
+	var labels []string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the workspace's experiments",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			opts := client.ListOptions{Phase: phase, Labels: labels}
+			var all []api.ExperimentSummary
+			for {
+				l, err := c.ListExperiments(cmd.Context(), g.workspace, opts)
+				if err != nil {
+					return err
+				}
+				all = append(all, l.Items...)
+				if l.NextPageToken == "" {
+					break
+				}
+				opts.PageToken = l.NextPageToken
+			}
+			if g.output != "table" {
+				return printObject(cmd.OutOrStdout(), g.output, api.ExperimentList{Items: all})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPHASE\tAGE\tDURATION")
+			for _, e := range all {
+				dur := "-"
+				if e.EndTime != nil {
+					dur = e.EndTime.Sub(e.StartTime).Round(time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Phase, age(e.StartTime), dur)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&phase, "phase", "", "only experiments in this phase")
+	list.Flags().StringArrayVarP(&labels, "label", "l", nil, "only experiments with this label KEY=VALUE; repeatable")
+
+	var reason string
+	stop := &cobra.Command{
+		Use:   "stop NAME",
+		Short: "Stop an experiment's running trials; it waits to be resumed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.StopExperiment(cmd.Context(), g.workspace, args[0], reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: %s\n", args[0], r.Phase)
+			return nil
+		},
+	}
+	stop.Flags().StringVar(&reason, "reason", "", "why, recorded in the experiment's status")
+
+	resume := &cobra.Command{
+		Use:   "resume NAME",
+		Short: "Resume a stopped experiment: its stopped trials run again, then new ones",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.ResumeExperiment(cmd.Context(), g.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: %s\n", args[0], r.Phase)
+			return nil
+		},
+	}
+
+	var maxTrials int
+	extend := &cobra.Command{
+		Use:   "extend NAME --max-trials N",
+		Short: "Raise an experiment's maxTrials",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.ExtendExperiment(cmd.Context(), g.workspace, args[0], maxTrials)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: %s, maxTrials %d\n", args[0], r.Phase, r.MaxTrials)
+			return nil
+		},
+	}
+	extend.Flags().IntVar(&maxTrials, "max-trials", 0, "the new maxTrials")
+	_ = extend.MarkFlagRequired("max-trials")
+
+	var plotFile string
+	plot := &cobra.Command{
+		Use:   "plot NAME -o FILE.svg",
+		Short: "Plot an experiment as SVG: objective by trial, and objective by each parameter",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			e, err := c.GetExperiment(cmd.Context(), g.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			svg := plotExperimentSVG(e)
+			if plotFile == "-" {
+				_, err = cmd.OutOrStdout().Write(svg)
+				return err
+			}
+			if err := os.WriteFile(plotFile, svg, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d trials)\n", plotFile, len(e.Status.Trials))
+			return nil
+		},
+	}
+	// -o is the global output format elsewhere; here it names the SVG file.
+	plot.Flags().StringVarP(&plotFile, "output", "o", "", "SVG file to write; - for stdout")
+	_ = plot.MarkFlagRequired("output")
+
+	cmd.AddCommand(create, get, list, stop, resume, extend, plot)
+	return cmd
+}
+
+// waitExperiment follows an experiment until it ends, printing each trial as it
+// finishes, then shows the experiment; exit 1 unless it succeeded.
+func waitExperiment(cmd *cobra.Command, c *client.Client, ws, name string) error {
+	out := cmd.OutOrStdout()
+	reported := map[string]schemas.TrialPhase{}
+	final, err := c.WaitExperiment(cmd.Context(), ws, name, time.Second, true, func(e *api.ExperimentDetail) {
+		for _, t := range e.Status.Trials {
+			if reported[t.Job] == t.Phase {
+				continue
+			}
+			reported[t.Job] = t.Phase
+			value := "-"
+			if t.Value != nil {
+				value = fmt.Sprintf("%.4g", *t.Value)
+			}
+			fmt.Fprintf(out, "%s  trial %-3d %-10s %-9s %s=%s  %s\n", time.Now().Format("15:04:05"), t.ID, t.Job,
+				t.Phase, e.Spec.Spec.Objective.Metric, value, formatParams(e.Spec.Spec.SearchSpace, t.Params))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if err := printExperiment(out, final); err != nil {
+		return err
+	}
+	if final.Status.Phase != schemas.ExperimentSucceeded {
+		return exitError{code: 1}
+	}
+	return nil
+}
+
+// formatParams writes params in the order of the search space: "lr=0.1 l2=0.001".
+func formatParams(space []schemas.ParameterSpec, params map[string]any) string {
+	parts := make([]string, 0, len(space))
+	for _, p := range space {
+		v, ok := params[p.Name]
+		if !ok {
+			continue
+		}
+		if f, isNum := v.(float64); isNum {
+			parts = append(parts, fmt.Sprintf("%s=%.4g", p.Name, f))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s=%v", p.Name, v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// sortedTrials returns the trials best first: those with a value by objective (ties by
+// ID), then the others by ID.
+func sortedTrials(e *api.ExperimentDetail) []schemas.TrialStatus {
+	trials := append([]schemas.TrialStatus(nil), e.Status.Trials...)
+	obj := e.Spec.Spec.Objective
+	sort.SliceStable(trials, func(i, j int) bool {
+		a, b := trials[i], trials[j]
+		// Completed trials first, then pruned ones (their value is an intermediate one).
+		ra, rb := trialRank(a), trialRank(b)
+		if ra != rb {
+			return ra < rb
+		}
+		if a.Value != nil && b.Value != nil && *a.Value != *b.Value {
+			return obj.Better(*a.Value, *b.Value)
+		}
+		return a.ID < b.ID
+	})
+	return trials
+}
+
+func trialRank(t schemas.TrialStatus) int {
+	switch {
+	case t.Phase == schemas.TrialCompleted && t.Value != nil:
+		return 0
+	case t.Value != nil:
+		return 1
+	default:
+		return 2
+	}
+}
+
+func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
+	st, spec := e.Status, e.Spec.Spec
+	fmt.Fprintf(w, "Name:        %s\nWorkspace:   %s\nUID:         %s\nPhase:       %s\n",
+		e.Spec.Metadata.Name, e.Spec.Metadata.Workspace, e.UID, st.Phase)
+	if st.Reason != "" || st.Message != "" {
+		fmt.Fprintf(w, "Reason:      %s\nMessage:     %s\n", st.Reason, st.Message)
+	}
+	fmt.Fprintf(w, "Objective:   %s %s", spec.Objective.Direction, spec.Objective.Metric)
+	if spec.Objective.Goal != nil {
+		fmt.Fprintf(w, " (goal %g)", *spec.Objective.Goal)
+	}
+	fmt.Fprintf(w, "\nAlgorithm:   %s, seed %d; early stopping: %s\n", spec.Algorithm.Name, st.Seed, spec.EarlyStopping.Rule)
+	fmt.Fprintf(w, "Trials:      %d of %d (%d running, %d completed, %d pruned, %d failed), %d at a time\n",
+		len(st.Trials), st.MaxTrials, st.Running, st.Completed, st.Pruned, st.Failed, spec.Parallelism)
+	if st.BestTrial != nil && st.BestValue != nil {
+		fmt.Fprintf(w, "Best:        trial %d, %s = %g, %s\n", *st.BestTrial, spec.Objective.Metric, *st.BestValue,
+			formatParams(spec.SearchSpace, st.BestParams))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"TRIAL", "JOB", "PHASE", strings.ToUpper(spec.Objective.Metric), "STEP"}
+	for _, p := range spec.SearchSpace {
+		header = append(header, strings.ToUpper(p.Name))
+	}
+	fmt.Fprintln(tw, "\n"+strings.Join(append(header, "MESSAGE"), "\t"))
+	for _, t := range sortedTrials(e) {
+		value, step := "-", "-"
+		if t.Value != nil {
+			value = fmt.Sprintf("%.4g", *t.Value)
+		}
+		if t.Step != 0 {
+			step = fmt.Sprint(t.Step)
+		}
+		row := []string{fmt.Sprint(t.ID), t.Job, string(t.Phase), value, step}
+		for _, p := range spec.SearchSpace {
+			switch v := t.Params[p.Name].(type) {
+			case float64:
+				row = append(row, fmt.Sprintf("%.4g", v))
+			case nil:
+				row = append(row, "-")
+			default:
+				row = append(row, fmt.Sprint(v))
+			}
+		}
+		if st.BestTrial != nil && *st.BestTrial == t.ID {
+			row[0] += "*"
+		}
+		fmt.Fprintln(tw, strings.Join(append(row, t.Message), "\t"))
+	}
+	return tw.Flush()
+}
+
+// The plot: a grid of panels, two a row.
+const (
+	panelW, panelH = 460, 300
+	marginL        = 64
+	marginR        = 16
+	marginT        = 36
+	marginB        = 48
+	plotCols       = 2
+)
+
+// plotExperimentSVG draws the objective of every trial with a value against its trial
+// number (with the best so far as a line), then one panel per parameter: the objective
+// against the parameter's value (on a log axis for log-scale parameters, on evenly
+// spaced categories for categorical ones). Completed trials are filled dots, pruned
+// trials (valued where they were stopped) hollow ones; the best trial is ringed.
+func plotExperimentSVG(e *api.ExperimentDetail) []byte {
+	spec, st := e.Spec.Spec, e.Status
+	panels := 1 + len(spec.SearchSpace)
+	rows := (panels + plotCols - 1) / plotCols
+	width, height := plotCols*panelW, rows*panelH+40
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
+		width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	title := fmt.Sprintf("%s/%s: %s %s, %s", e.Spec.Metadata.Workspace, e.Spec.Metadata.Name,
+		spec.Objective.Direction, spec.Objective.Metric, st.Phase)
+	if st.BestTrial != nil && st.BestValue != nil {
+		title += fmt.Sprintf("; best trial %d = %.4g", *st.BestTrial, *st.BestValue)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", 12, xmlEscape(title))
+
+	var ys []float64
+	for _, t := range st.Trials {
+		if t.Value != nil && !math.IsNaN(*t.Value) && !math.IsInf(*t.Value, 0) {
+			ys = append(ys, *t.Value)
+		}
+	}
+	yAxis := newAxis(ys, false)
+
+	// Panel 0: objective by trial.
+	xs := make([]float64, 0, len(st.Trials))
+	for _, t := range st.Trials {
+		xs = append(xs, float64(t.ID))
+	}
+	p := plotPanel{b: &b, x0: 0, y0: 40, title: spec.Objective.Metric + " by trial", xLabel: "trial", yLabel: spec.Objective.Metric,
+		xAxis: newAxis(xs, false), yAxis: yAxis}
+	p.frame()
+	var best *float64
+	var line []string
+	for _, t := range st.Trials {
+		if t.Phase != schemas.TrialCompleted || t.Value == nil {
+			continue
+		}
+		if best == nil || spec.Objective.Better(*t.Value, *best) {
+			v := *t.Value
+			best = &v
+		}
+		line = append(line, fmt.Sprintf("%.1f,%.1f", p.px(float64(t.ID)), p.py(*best)))
+	}
+	if len(line) > 1 {
+		fmt.Fprintf(&b, `<polyline class="best" fill="none" stroke="#d62728" stroke-width="1.5" points="%s"/>`+"\n", strings.Join(line, " "))
+	}
+	for _, t := range st.Trials {
+		p.point(t, float64(t.ID), st.BestTrial)
+	}
+	p.legend()
+
+	// One panel per parameter.
+	for i, ps := range spec.SearchSpace {
+		col, row := (i+1)%plotCols, (i+1)/plotCols
+		p := plotPanel{b: &b, x0: col * panelW, y0: 40 + row*panelH, title: spec.Objective.Metric + " by " + ps.Name,
+			xLabel: ps.Name, yLabel: spec.Objective.Metric, yAxis: yAxis}
+		var vals []float64
+		pos := func(v any) (float64, bool) {
+			if ps.Type == schemas.ParameterCategorical {
+				for k, c := range ps.Values {
+					if fmt.Sprint(c.JSONValue()) == fmt.Sprint(v) {
+						return float64(k), true
+					}
+				}
+				return 0, false
+			}
+			f, ok := v.(float64)
+			return f, ok
+		}
+		if ps.Type == schemas.ParameterCategorical {
+			p.xAxis = categoryAxis(ps.Values)
+		} else {
+			if ps.Min != nil && ps.Max != nil {
+				vals = append(vals, *ps.Min, *ps.Max)
+			}
+			for _, t := range st.Trials {
+				if f, ok := pos(t.Params[ps.Name]); ok {
+					vals = append(vals, f)
+				}
+			}
+			p.xAxis = newAxis(vals, ps.Log)
+		}
+		p.frame()
+		for _, t := range st.Trials {
+			if x, ok := pos(t.Params[ps.Name]); ok {
+				p.point(t, x, st.BestTrial)
+			}
+		}
+	}
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
+}
+
+// axis maps values to [0, 1]: linearly, logarithmically, or onto categories.
+type axis struct {
+	lo, hi float64
+	log    bool
+	ticks  []float64
+	labels []string // categories' names, when set
+}
+
+func newAxis(vals []float64, log bool) axis {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vals {
+		if log && v <= 0 {
+			continue
+		}
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0, 1
+	}
+	if log {
+		a := axis{lo: math.Log10(lo), hi: math.Log10(hi), log: true}
+		if a.hi-a.lo < 1e-9 {
+			a.lo, a.hi = a.lo-0.5, a.hi+0.5
+		}
+		for e := math.Floor(a.lo); e <= math.Ceil(a.hi); e++ {
+			if e >= a.lo-1e-9 && e <= a.hi+1e-9 {
+				a.ticks = append(a.ticks, math.Pow(10, e))
+			}
+		}
+		if len(a.ticks) < 2 {
+			a.ticks = []float64{math.Pow(10, a.lo), math.Pow(10, a.hi)}
+		}
+		return a
+	}
+	if hi-lo < 1e-12 {
+		pad := math.Max(math.Abs(lo)*0.05, 0.5)
+		lo, hi = lo-pad, hi+pad
+	}
+	step := niceStep((hi - lo) / 5)
+	a := axis{lo: math.Floor(lo/step) * step, hi: math.Ceil(hi/step) * step}
+	for v := a.lo; v <= a.hi+step/2; v += step {
+		a.ticks = append(a.ticks, math.Round(v/step)*step)
+	}
+	return a
+}
+
+func categoryAxis(values []schemas.CategoricalValue) axis {
+	a := axis{lo: -0.5, hi: float64(len(values)) - 0.5}
+	for i, v := range values {
+		a.ticks = append(a.ticks, float64(i))
+		a.labels = append(a.labels, string(v))
+	}
+	return a
+}
+
+// niceStep rounds a step up to 1, 2 or 5 times a power of ten.
+func niceStep(raw float64) float64 {
+	if raw <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= raw {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func (a axis) frac(v float64) float64 {
+	if a.log {
+		if v <= 0 {
+			return 0
+		}
+		v = math.Log10(v)
+	}
+	if a.hi == a.lo {
+		return 0.5
+	}
+	return (v - a.lo) / (a.hi - a.lo)
+}
+
+func (a axis) label(i int) string {
+	if a.labels != nil {
+		return a.labels[i]
+	}
+	return fmt.Sprintf("%.4g", a.ticks[i])
+}
+
+// plotPanel is one panel of the plot.
+type plotPanel struct {
+	b              *strings.Builder
+	x0, y0         int
+	title          string
+	xLabel, yLabel string
+	xAxis, yAxis   axis
+}
+
+func (p *plotPanel) px(v float64) float64 {
+	return float64(p.x0+marginL) + p.xAxis.frac(v)*float64(panelW-marginL-marginR)
+}
+
+func (p *plotPanel) py(v float64) float64 {
+	return float64(p.y0+panelH-marginB) - p.yAxis.frac(v)*float64(panelH-marginT-marginB)
+}
+
+// frame draws the panel's box, ticks, grid and labels.
+func (p *plotPanel) frame() {
+	b := p.b
+	left, right := p.x0+marginL, p.x0+panelW-marginR
+	top, bottom := p.y0+marginT, p.y0+panelH-marginB
+	fmt.Fprintf(b, `<g class="panel"><text x="%d" y="%d" font-size="12" font-weight="bold">%s</text>`+"\n",
+		left, p.y0+20, xmlEscape(p.title))
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>`+"\n", left, top, right-left, bottom-top)
+	for i, t := range p.xAxis.ticks {
+		x := p.px(t)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`, x, top, x, bottom)
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, bottom+14, xmlEscape(p.xAxis.label(i)))
+	}
+	for i, t := range p.yAxis.ticks {
+		y := p.py(t)
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`, left, y, right, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-4, y+4, xmlEscape(p.yAxis.label(i)))
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", (left+right)/2, bottom+32, xmlEscape(p.xLabel))
+	fmt.Fprintf(b, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">%s</text></g>`+"\n",
+		p.x0+14, (top+bottom)/2, xmlEscape(p.yLabel))
+}
+
+// point draws a trial with a value: filled when completed, hollow when pruned, ringed
+// when best.
+func (p *plotPanel) point(t schemas.TrialStatus, x float64, bestID *int) {
+	if t.Value == nil || math.IsNaN(*t.Value) || math.IsInf(*t.Value, 0) {
+		return
+	}
+	cx, cy := p.px(x), p.py(*t.Value)
+	tip := fmt.Sprintf("trial %d (%s): %.4g", t.ID, t.Phase, *t.Value)
+	if t.Phase == schemas.TrialCompleted {
+		fmt.Fprintf(p.b, `<circle class="trial completed" cx="%.1f" cy="%.1f" r="4" fill="#1f77b4"><title>%s</title></circle>`+"\n", cx, cy, xmlEscape(tip))
+	} else {
+		fmt.Fprintf(p.b, `<circle class="trial pruned" cx="%.1f" cy="%.1f" r="4" fill="white" stroke="#ff7f0e" stroke-width="1.5"><title>%s</title></circle>`+"\n", cx, cy, xmlEscape(tip))
+	}
+	if bestID != nil && *bestID == t.ID {
+		fmt.Fprintf(p.b, `<circle class="best-trial" cx="%.1f" cy="%.1f" r="8" fill="none" stroke="#d62728" stroke-width="1.5"/>`+"\n", cx, cy)
+	}
+}
+
+func (p *plotPanel) legend() {
+	x, y := p.x0+panelW-marginR-150, p.y0+marginT+12
+	fmt.Fprintf(p.b, `<g class="legend"><circle cx="%d" cy="%d" r="4" fill="#1f77b4"/><text x="%d" y="%d">completed</text>`,
+		x, y, x+8, y+4)
+	fmt.Fprintf(p.b, `<circle cx="%d" cy="%d" r="4" fill="white" stroke="#ff7f0e" stroke-width="1.5"/><text x="%d" y="%d">pruned</text>`,
+		x, y+14, x+8, y+18)
+	fmt.Fprintf(p.b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d62728" stroke-width="1.5"/><text x="%d" y="%d">best so far</text></g>`+"\n",
+		x-4, y+28, x+4, y+28, x+8, y+32)
+}
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}

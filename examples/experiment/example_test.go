@@ -1,0 +1,36 @@
+// Package experiment holds the example HPO experiment; the test keeps it valid.
+package experiment
+
+import (
+	"os"
+	"testing"
+
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// tune.yaml decodes and validates, and asks for what the example is: 16 trials,
+// 4 at a time, TPE, the local backend's custom framework.
+func TestTuneExampleIsValid(t *testing.T) {
+	data, err := os.ReadFile("tune.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := schemas.DecodeExperiment(data)
+	if err == nil {
+		err = e.Validate().Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Spec
+	if s.MaxTrials != 16 || s.Parallelism != 4 || s.Algorithm.Name != schemas.AlgorithmTPE || s.TrialTemplate.Framework != schemas.FrameworkCustom {
+		t.Errorf("spec %+v", s)
+	}
+	job, err := e.TrialJob("tune-logreg-t0", 0, map[string]string{"lr": "0.1", "l2": "0.0001", "batch_size": "32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := job.Validate(); errs != nil {
+		t.Errorf("trial job: %v", errs)
+	}
+}

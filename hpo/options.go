@@ -1,0 +1,163 @@
+package hpo
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnknownAlgorithm is returned by New and NewStopper for a name they do not know.
+var ErrUnknownAlgorithm = errors.New("hpo: unknown algorithm")
+
+// ErrInvalidOption is wrapped by the errors of options given out-of-range values.
+var ErrInvalidOption = errors.New("hpo: invalid option")
+
+// Sampler names accepted by New.
+const (
+	SamplerGrid   = "grid"
+	SamplerRandom = "random"
+	SamplerTPE    = "tpe"
+)
+
+// SamplerOptions configure the samplers. Each sampler reads only the fields it knows.
+type SamplerOptions struct {
+	// GridPoints is the number of evenly spaced points (log-spaced on a log scale) a grid
+	// takes from a float parameter that has no Step. Default 0: such a parameter is an
+	// error for the grid sampler.
+	GridPoints int
+	// StartupTrials is the number of Completed or Pruned trials TPE needs before it stops
+	// sampling at random. Default 10.
+	StartupTrials int
+	// EICandidates is the number of candidates TPE draws from the good-trial density to
+	// pick the one with the highest l(x)/g(x). Default 24.
+	EICandidates int
+	// GammaFraction and GammaMax size TPE's good set: ceil(GammaFraction*n) trials, at
+	// most GammaMax, of the n usable ones. Defaults 0.1 and 25.
+	GammaFraction float64
+	GammaMax      int
+	// PriorWeight is the weight of the prior component (a wide kernel over the whole
+	// range, or uniform over the categories) of each TPE density. Default 1.
+	PriorWeight float64
+	// Multivariate makes TPE model the parameters jointly (one kernel per trial over all
+	// dimensions) rather than one at a time. Default false.
+	Multivariate bool
+	// ConstantLiar makes TPE count Running trials as bad ones, so that trials suggested
+	// in parallel spread out. Default false.
+	ConstantLiar bool
+}
+
+// Option sets a sampler option.
+type Option func(*SamplerOptions) error
+
+func defaultSamplerOptions() SamplerOptions {
+	return SamplerOptions{
+		StartupTrials: 10,
+		EICandidates:  24,
+		GammaFraction: 0.1,
+		GammaMax:      25,
+		PriorWeight:   1,
+	}
+}
+
+func applySamplerOptions(opts []Option) (SamplerOptions, error) {
+	o := defaultSamplerOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// GridPoints sets how many points the grid takes from a float parameter without a Step
+// (at least 2; default 0, which makes such a parameter an error).
+func GridPoints(n int) Option {
+	return func(o *SamplerOptions) error {
+		if n < 2 {
+			return fmt.Errorf("%w: grid points %d must be >= 2", ErrInvalidOption, n)
+		}
+		o.GridPoints = n
+		return nil
+	}
+}
+
+// TPEStartupTrials sets the number of finished trials before TPE leaves random sampling
+// (default 10; 0 starts modelling at once, from the prior alone).
+func TPEStartupTrials(n int) Option {
+	return func(o *SamplerOptions) error {
+		if n < 0 {
+			return fmt.Errorf("%w: startup trials %d must be >= 0", ErrInvalidOption, n)
+		}
+		o.StartupTrials = n
+		return nil
+	}
+}
+
+// TPEEICandidates sets the number of candidates per suggestion (default 24).
+func TPEEICandidates(n int) Option {
+	return func(o *SamplerOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: EI candidates %d must be >= 1", ErrInvalidOption, n)
+		}
+		o.EICandidates = n
+		return nil
+	}
+}
+
+// TPEGamma sets the good set to ceil(fraction*n) trials, at most maxTrials (defaults 0.1
+// and 25, Optuna's).
+func TPEGamma(fraction float64, maxTrials int) Option {
+	return func(o *SamplerOptions) error {
+		if !(fraction > 0 && fraction < 1) || maxTrials < 1 {
+			return fmt.Errorf("%w: gamma fraction %v must be in (0,1) and max %d >= 1", ErrInvalidOption, fraction, maxTrials)
+		}
+		o.GammaFraction, o.GammaMax = fraction, maxTrials
+		return nil
+	}
+}
+
+// TPEPriorWeight sets the weight of the prior component of each density (default 1).
+func TPEPriorWeight(w float64) Option {
+	return func(o *SamplerOptions) error {
+		if !(w > 0) || !finite(w) {
+			return fmt.Errorf("%w: prior weight %v must be > 0", ErrInvalidOption, w)
+		}
+		o.PriorWeight = w
+		return nil
+	}
+}
+
+// TPEMultivariate makes TPE model the parameters jointly (default false).
+func TPEMultivariate(on bool) Option {
+	return func(o *SamplerOptions) error { o.Multivariate = on; return nil }
+}
+
+// TPEConstantLiar makes TPE count Running trials among the bad ones (default false).
+func TPEConstantLiar(on bool) Option {
+	return func(o *SamplerOptions) error { o.ConstantLiar = on; return nil }
+}
+
+// New returns the sampler called name ("grid", "random" or "tpe") with the given
+// options.
+func New(name string, opts ...Option) (Sampler, error) {
+	var (
+		s   Sampler
+		err error
+	)
+	switch name {
+	case SamplerGrid:
+		s, err = NewGrid(opts...)
+	case SamplerRandom:
+		s, err = NewRandom(opts...)
+	case SamplerTPE:
+		s, err = NewTPE(opts...)
+	default:
+		return nil, fmt.Errorf("%w: sampler %q (want grid, random or tpe)", ErrUnknownAlgorithm, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

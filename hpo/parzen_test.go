@@ -1,0 +1,135 @@
+package hpo
+
+import (
+	"math"
+	"testing"
+)
+
+// naiveLogSumExp adds every term, skipping none.
+func naiveLogSumExp(ts []float64) float64 {
+	m := math.Inf(-1)
+	for _, t := range ts {
+		m = math.Max(m, t)
+	}
+	s := 0.0
+	for _, t := range ts {
+		s += math.Exp(t - m)
+	}
+	return m + math.Log(s)
+}
+
+// TestDensitiesMatchTheFullSums checks that skipping negligible kernels changes neither
+// the univariate densities and masses nor the multivariate joint density beyond 1e-9.
+func TestDensitiesMatchTheFullSums(t *testing.T) {
+	h := mixedHistory(t, 11, 600)
+	dims, err := newDims(h.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trials []*Trial
+	for i := range h.Trials {
+		trials = append(trials, &h.Trials[i])
+	}
+	r := newRNG(1, 2, 3)
+	var ws tpeWork
+	checked := 0
+	for i := range dims {
+		d := &dims[i]
+		if d.cat {
+			continue
+		}
+		xs, w := collect(&ws, d, trials)
+		var e parzen
+		e.build(xs, w, d.lo, d.hi, 1)
+		for k := 0; k < 50; k++ {
+			x := e.sample(r)
+			if k%5 == 0 {
+				x = d.lo + r.float64()*(d.hi-d.lo) // also points far from the data
+			}
+			var got, want float64
+			var terms []float64
+			if d.q > 0 {
+				a, b := d.bin(d.index(d.value(x)))
+				got = e.logMass(a, b)
+				for j := range e.mu {
+					terms = append(terms, e.logwz[j]+logNormMass((a-e.mu[j])/e.sigma[j], (b-e.mu[j])/e.sigma[j]))
+				}
+				want = naiveLogSumExp(terms)
+			} else {
+				got = e.logPDF(x)
+				for j := range e.mu {
+					z := (x - e.mu[j]) / e.sigma[j]
+					terms = append(terms, e.logc[j]-0.5*z*z)
+				}
+				want = naiveLogSumExp(terms) + halfLog2Pi
+			}
+			if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+				t.Fatalf("%s at %v: pruned %v, full %v", d.p.Name, x, got, want)
+			}
+			checked++
+		}
+	}
+	mv := newMVParzen(dims, trials, 1)
+	p := newMVPoint(len(dims))
+	for k := 0; k < 50; k++ {
+		mv.sample(r, p)
+		got := mv.logDensity(p)
+		var terms []float64
+		D := len(dims)
+		for j := 0; j < mv.m; j++ {
+			tj := mv.logw[j]
+			for d := range dims {
+				i := j*D + d
+				switch {
+				case dims[d].cat:
+					if mv.mu[i] < 0 || mv.mu[i] == p.x[d] {
+						tj += mv.logc[i]
+					} else {
+						tj += mv.logo[i]
+					}
+				case dims[d].q > 0:
+					tj += mv.logo[i] + logNormMass((p.a[d]-mv.mu[i])/mv.sig[i], (p.b[d]-mv.mu[i])/mv.sig[i])
+				default:
+					z := (p.x[d] - mv.mu[i]) / mv.sig[i]
+					tj += mv.logc[i] - 0.5*z*z
+				}
+			}
+			terms = append(terms, tj)
+		}
+		if want := naiveLogSumExp(terms); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Fatalf("multivariate at %v: pruned %v, full %v", p.v, got, want)
+		}
+		checked++
+	}
+	if checked < 300 {
+		t.Fatalf("checked only %d points", checked)
+	}
+}
+
+func TestLogNormMassTails(t *testing.T) {
+	tests := map[string]struct {
+		a, b, want float64
+	}{
+		"whole line":        {a: math.Inf(-1), b: math.Inf(1), want: 0},
+		"half":              {a: 0, b: math.Inf(1), want: math.Log(0.5)},
+		"symmetric 1 sigma": {a: -1, b: 1, want: math.Log(0.6826894921370859)},
+		"far right tail":    {a: 30, b: 31, want: math.Log(0.5*math.Erfc(30/math.Sqrt2) - 0.5*math.Erfc(31/math.Sqrt2))},
+		"far left tail":     {a: -31, b: -30, want: math.Log(0.5*math.Erfc(30/math.Sqrt2) - 0.5*math.Erfc(31/math.Sqrt2))},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := logNormMass(tc.a, tc.b); math.Abs(got-tc.want) > 1e-9*math.Max(1, math.Abs(tc.want)) {
+				t.Errorf("logNormMass(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+	// Beyond where erfc underflows the result stays finite and decreasing.
+	prev := logNormMass(38, 39)
+	for _, a := range []float64{40, 60, 100} {
+		got := logNormMass(a, a+1)
+		if math.IsInf(got, 0) || math.IsNaN(got) || got >= prev {
+			t.Errorf("logNormMass(%v, %v) = %v, want finite and below %v", a, a+1, got, prev)
+		}
+		prev = got
+	}
+}

@@ -1,0 +1,438 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// adminClient is an SDK client of a stack's API with its admin token.
+func adminClient(t *testing.T, e *embedded.Embedded) *dlc.Client {
+	t.Helper()
+	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// tuneSpec is examples/experiment/tune.yaml with the built trainer as its command (and
+// extra trainer flags), in workspace ws, named name, changed by the replacements.
+func tuneSpec(t *testing.T, ws, name string, extraArgs []string, replace ...string) string {
+	t.Helper()
+	data, err := os.ReadFile("../examples/experiment/tune.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := string(data)
+	args := ""
+	for _, a := range extraArgs {
+		args += fmt.Sprintf(", %q", a)
+	}
+	pairs := append([]string{
+		"command: [go, run, ./examples/trainer]", fmt.Sprintf("command: [%q]", env.trainer),
+		"metadata: {name: tune-logreg, workspace: default,", fmt.Sprintf("metadata: {name: %s, workspace: %s,", name, ws),
+		`--batch-size, "${params.batch_size}"]`, `--batch-size, "${params.batch_size}"` + args + "]",
+	}, replace...)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.Contains(spec, pairs[i]) {
+			t.Fatalf("tune.yaml no longer contains %q", pairs[i])
+		}
+		spec = strings.Replace(spec, pairs[i], pairs[i+1], 1)
+	}
+	return spec
+}
+
+// waitExperiment polls an experiment until it has ended.
+func waitExperiment(t *testing.T, ctx context.Context, c *dlc.Client, ws, name string) *api.ExperimentDetail {
+	t.Helper()
+	var last *api.ExperimentDetail
+	var err error
+	for {
+		last, err = c.GetExperiment(ctx, ws, name)
+		if err == nil && (last.Status.Phase.Terminal() || last.Status.Phase == schemas.ExperimentStopped) {
+			return last
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("experiment %s/%s did not end: %+v (err %v)", ws, name, last, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// trialEvents reads an experiment's trial events back from JetStream.
+func trialEvents(t *testing.T, ctx context.Context, js *jetstream.Client, ws, name string) ([]string, []events.TrialData) {
+	t.Helper()
+	var ids []string
+	var out []events.TrialData
+	err := js.ReadUntil(ctx, jetstream.EventsStream, events.ExperimentTrialSubject(ws, name), nil, func(_ string, data []byte) error {
+		var ev events.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return err
+		}
+		var d events.TrialData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return err
+		}
+		ids = append(ids, ev.ID)
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read trial events: %v", err)
+	}
+	return ids, out
+}
+
+// lastAccuracy is the last accuracy a job's rank 0 reported.
+func lastAccuracy(t *testing.T, ctx context.Context, c *dlc.Client, ws, name string) float64 {
+	t.Helper()
+	acc := -1.0
+	err := c.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
+		if vals, ok := events.ParseMetricLine(r.Line); ok {
+			if v, ok := vals["accuracy"]; ok {
+				acc = v
+			}
+		}
+		return nil
+	})
+	if err != nil || acc < 0 {
+		t.Fatalf("no accuracy in the logs of %s (err %v)", name, err)
+	}
+	return acc
+}
+
+// The example experiment (16 trials, 4 at a time, TPE with ASHA) runs the real trainer
+// through the dlc binary and finds parameters that beat the trainer's defaults, run as
+// a job in the same test; get, list and plot work; every trial ran as a labelled job and
+// published its events once.
+func TestExperimentTunesTheExampleTrainer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	ws := workspace(t)
+	c := adminClient(t, env.e)
+	bin, err := buildDLC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", env.e.APIURL, "-w", ws}, args...)...)
+		cmd.Env = append(os.Environ(), "DLC_TOKEN="+env.e.AdminToken)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	// The baseline: the trainer with its default parameters.
+	if _, err := c.SubmitJob(ctx, []byte(fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: defaults, workspace: %s}
+spec:
+  framework: custom
+  command: [%q]
+  roles: {worker: {replicas: 1}}
+`, ws, env.trainer))); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		j, err := c.GetJob(ctx, ws, "defaults")
+		if err == nil && j.Status.Phase.Terminal() {
+			if j.Status.Phase != schemas.JobSucceeded {
+				t.Fatalf("baseline job %s: %s", j.Status.Phase, j.Status.Message)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("baseline job did not finish")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	baseline := lastAccuracy(t, ctx, c, ws, "defaults")
+
+	name := "tune-logreg"
+	spec := filepath.Join(dir, "tune.yaml")
+	writeFile(t, spec, tuneSpec(t, ws, name, nil))
+	start := time.Now()
+	out, err := run("experiment", "create", "-f", spec, "--wait")
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("dlc experiment create --wait: %v\n%s", err, out)
+	}
+	for _, want := range []string{"experiment " + ws + "/" + name + " created", "Phase:       Succeeded", "Best:        trial ", "TRIAL  JOB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	e, err := c.GetExperiment(ctx, ws, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status
+	if st.Phase != schemas.ExperimentSucceeded || len(st.Trials) != 16 || st.Completed+st.Pruned != 16 || st.BestValue == nil {
+		t.Fatalf("experiment %s (%s): %d trials, %d completed, %d pruned, %d failed", st.Phase, st.Message,
+			len(st.Trials), st.Completed, st.Pruned, st.Failed)
+	}
+	t.Logf("16 trials in %s: %d completed, %d pruned; best trial %d accuracy %.3f %v; defaults %.3f",
+		elapsed.Round(time.Second), st.Completed, st.Pruned, *st.BestTrial, *st.BestValue, st.BestParams, baseline)
+	if *st.BestValue <= baseline {
+		t.Errorf("best accuracy %.4f does not beat the defaults' %.4f", *st.BestValue, baseline)
+	}
+	// The best trial's job really reported that accuracy.
+	if got := lastAccuracy(t, ctx, c, ws, st.Trials[*st.BestTrial].Job); got != *st.BestValue {
+		t.Errorf("best trial's job reported %v, status says %v", got, *st.BestValue)
+	}
+
+	// Every trial ran as one job labelled with the experiment and its number.
+	jobs, err := c.ListJobs(ctx, ws, dlc.ListOptions{Labels: []string{"experiment=" + name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 16 {
+		t.Errorf("%d jobs labelled experiment=%s, want 16", len(jobs.Items), name)
+	}
+	for _, tr := range st.Trials {
+		j, err := c.GetJob(ctx, ws, tr.Job)
+		if err != nil {
+			t.Errorf("trial %d: job %s: %v", tr.ID, tr.Job, err)
+			continue
+		}
+		if j.Spec.Metadata.Labels["trial"] != strconv.Itoa(tr.ID) || !j.Status.Phase.Terminal() {
+			t.Errorf("trial %d: job %s labels %v phase %s", tr.ID, tr.Job, j.Spec.Metadata.Labels, j.Status.Phase)
+		}
+		if tr.Phase == schemas.TrialCompleted && j.Status.Phase != schemas.JobSucceeded {
+			t.Errorf("completed trial %d: job %s", tr.ID, j.Status.Phase)
+		}
+	}
+
+	// Two events per trial (Running, then Completed or Pruned), each once.
+	ids, evs := trialEvents(t, ctx, env.events, ws, name)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("trial event %s published twice", id)
+		}
+		seen[id] = true
+	}
+	if len(evs) != 32 {
+		t.Errorf("%d trial events, want 32", len(evs))
+	}
+
+	// get, list and plot through the CLI.
+	out, err = run("experiment", "get", name)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("Best:        trial %d,", *st.BestTrial)) {
+		t.Errorf("experiment get: %v\n%s", err, out)
+	}
+	out, err = run("experiment", "list")
+	if err != nil || !strings.Contains(out, name) || !strings.Contains(out, "Succeeded") {
+		t.Errorf("experiment list: %v\n%s", err, out)
+	}
+	svg := filepath.Join(dir, "tune.svg")
+	if out, err := run("experiment", "plot", name, "-o", svg); err != nil {
+		t.Errorf("experiment plot: %v\n%s", err, out)
+	}
+	if data, err := os.ReadFile(svg); err != nil || strings.Count(string(data), `class="panel"`) != 4 ||
+		strings.Count(string(data), `class="trial `) != 4*16 {
+		t.Errorf("plot: %v, %d panels, %d points", err, strings.Count(string(data), `class="panel"`), strings.Count(string(data), `class="trial `))
+	}
+	// A finished experiment cannot be resumed or extended; stop answers its phase.
+	if _, err := c.ExtendExperiment(ctx, ws, name, 20); err == nil || !strings.Contains(err.Error(), "ended") {
+		t.Errorf("extend of a finished experiment: %v", err)
+	}
+	if r, err := c.StopExperiment(ctx, ws, name, ""); err != nil || r.Phase != schemas.ExperimentSucceeded {
+		t.Errorf("stop of a finished experiment: %+v, %v", r, err)
+	}
+	recordExperimentHistory(t, ctx, ws, name, "experiment_tune_succeeded.json")
+}
+
+// The same experiment, once undisturbed and once while its worker is SIGKILLed and the
+// Temporal server restarted mid-way, ends with the same trials: the same parameters in
+// the same order, the same outcomes, the same values; no trial job ran twice.
+func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	// The interrupted run has its own stack, so that its worker can be killed and its
+	// Temporal restarted; the undisturbed one runs on the shared stack at the same time.
+	dir := t.TempDir()
+	e, err := embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, WorkDir: env.dir,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	stateDir := filepath.Join(dir, "local")
+	worker := startWorker(t, e, stateDir)
+
+	ws := "hpo-crash"
+	// 8 trials, 2 at a time, TPE from the third trial on, ASHA; each epoch sleeps so that
+	// the experiment is mid-way when it is interrupted.
+	spec := func(name string) string {
+		return tuneSpec(t, ws, name, []string{"--epoch-sleep", "300ms"},
+			"maxTrials: 16", "maxTrials: 8",
+			"parallelism: 4", "parallelism: 2",
+			"startupTrials: 4", "startupTrials: 2",
+			`args: [--epochs, "10",`, `args: [--epochs, "6",`,
+			"maxResource: 10", "maxResource: 6")
+	}
+	steadyAPI, crashAPI := adminClient(t, env.e), adminClient(t, e)
+	if _, err := steadyAPI.CreateExperiment(ctx, []byte(spec("steady"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crashAPI.CreateExperiment(ctx, []byte(spec("crashy"))); err != nil {
+		t.Fatal(err)
+	}
+
+	// Interrupt once two trials have finished and others run.
+	for {
+		x, err := crashAPI.GetExperiment(ctx, ws, "crashy")
+		if err == nil && x.Status.Completed+x.Status.Pruned >= 2 && x.Status.Running > 0 {
+			t.Logf("interrupting at %d finished, %d running trials", x.Status.Completed+x.Status.Pruned, x.Status.Running)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the experiment never got mid-way: %+v (err %v)", x, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	worker.kill()
+	_, port, err := net.SplitHostPort(e.Stack.Temporal.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	if err := e.Stack.Temporal.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restartedAt := time.Now()
+	restarted, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{
+		Dir: filepath.Join(dir, "stack", "temporal"), Port: p, Namespace: e.Stack.Temporal.Namespace,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Stack.Temporal = restarted
+	t.Logf("worker killed, Temporal restarted in %s", time.Since(restartedAt).Round(time.Millisecond))
+	startWorker(t, e, stateDir)
+
+	crashy := waitExperiment(t, ctx, crashAPI, ws, "crashy")
+	steady := waitExperiment(t, ctx, steadyAPI, ws, "steady")
+	for _, x := range []*api.ExperimentDetail{steady, crashy} {
+		if x.Status.Phase != schemas.ExperimentSucceeded || len(x.Status.Trials) != 8 || x.Status.Failed != 0 {
+			t.Fatalf("%s: %s (%s), %d trials, %d failed", x.Spec.Metadata.Name, x.Status.Phase, x.Status.Message,
+				len(x.Status.Trials), x.Status.Failed)
+		}
+	}
+	type outcome struct {
+		Params map[string]any
+		Phase  schemas.TrialPhase
+		Value  *float64
+		Step   int64
+	}
+	outcomes := func(x *api.ExperimentDetail) []outcome {
+		var out []outcome
+		for _, tr := range x.Status.Trials {
+			out = append(out, outcome{tr.Params, tr.Phase, tr.Value, tr.Step})
+		}
+		return out
+	}
+	if diff := cmp.Diff(outcomes(steady), outcomes(crashy)); diff != "" {
+		t.Errorf("trials (-undisturbed +interrupted):\n%s", diff)
+	}
+	t.Logf("both runs: %d completed, %d pruned, best trial %d = %.3f", crashy.Status.Completed, crashy.Status.Pruned,
+		*crashy.Status.BestTrial, *crashy.Status.BestValue)
+
+	// Each trial ran as exactly one job, and each trial event was published once.
+	jobs, err := crashAPI.ListJobs(ctx, ws, dlc.ListOptions{Labels: []string{"experiment=crashy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 8 {
+		t.Errorf("%d trial jobs, want 8", len(jobs.Items))
+	}
+	for _, tr := range crashy.Status.Trials {
+		if tr.Attempts != 1 {
+			first := workflows.TrialJobName("crashy", tr.ID, 0)
+			j, err := crashAPI.GetJob(ctx, ws, first)
+			if err != nil {
+				t.Errorf("trial %d ran %d jobs; %s: %v", tr.ID, tr.Attempts, first, err)
+				continue
+			}
+			t.Errorf("trial %d ran %d jobs; %s ended %s/%s: %s; timeline %+v", tr.ID, tr.Attempts, first,
+				j.Status.Phase, j.Status.Reason, j.Status.Message, j.Status.Timeline)
+		}
+	}
+	js, err := jetstream.Connect(e.Stack.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	ids, evs := trialEvents(t, ctx, js, ws, "crashy")
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("trial event %s published twice", id)
+		}
+		seen[id] = true
+	}
+	if len(evs) != 16 {
+		t.Errorf("%d trial events, want 16", len(evs))
+	}
+}
+
+// recordExperimentHistory writes an experiment's workflow history into
+// workflows/testdata with -record-histories, for the replay test.
+func recordExperimentHistory(t *testing.T, ctx context.Context, ws, name, file string) {
+	t.Helper()
+	if !*recordHistories {
+		return
+	}
+	it := env.temporal.GetWorkflowHistory(ctx, workflows.ExperimentWorkflowID(ws, name), "", false,
+		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("read history: %v", err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "workflows", "testdata", file)
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events in %s", len(h.Events), path)
+}

@@ -1,0 +1,406 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/schedule"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// scheduleDoc is a schedule whose runs are a one-replica job that prints its name.
+func scheduleDoc(ws, name, cron, extra string) []byte {
+	return []byte(fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Schedule
+metadata: {name: %s, workspace: %s}
+spec:
+  cron: %q
+  catchupWindow: 1m
+%s
+  action:
+    jobTemplate:
+      metadata: {labels: {purpose: schedule-test}}
+      spec:
+        framework: custom
+        command: [sh, -c, 'echo "run $DLC_JOB"']
+        roles: {worker: {replicas: 1}}
+`, name, ws, cron, extra))
+}
+
+// scheduleClient is an API client of a stack with its admin token.
+func scheduleClient(t *testing.T, e *embedded.Embedded) *dlc.Client {
+	t.Helper()
+	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitSchedule polls a schedule until cond holds, failing the test at ctx's deadline.
+func waitSchedule(t *testing.T, ctx context.Context, c *dlc.Client, ws, name, what string, cond func(*api.ScheduleView) bool) *api.ScheduleView {
+	t.Helper()
+	var last *api.ScheduleView
+	for {
+		s, err := c.GetSchedule(ctx, ws, name, 3)
+		if err == nil {
+			last = s
+			if cond(s) {
+				return s
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("schedule %s/%s never %s; last status %+v (err %v)", ws, name, what, last, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// scheduledJobs lists the jobs a schedule started, through Temporal visibility and the
+// schedule's label, as job name → how many times listed.
+func scheduledJobs(t *testing.T, ctx context.Context, c *dlc.Client, ws, name string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	opts := dlc.ListOptions{Labels: []string{schemas.LabelSchedule + "=" + name}}
+	for {
+		l, err := c.ListJobs(ctx, ws, opts)
+		if err != nil {
+			t.Fatalf("list jobs: %v", err)
+		}
+		for _, it := range l.Items {
+			out[it.Name]++
+		}
+		if opts.PageToken = l.NextPageToken; opts.PageToken == "" {
+			return out
+		}
+	}
+}
+
+// startedRuns are the runs of a status that started a job, by job name.
+func startedRuns(st schemas.ScheduleStatus) map[string]schemas.ScheduleRun {
+	out := map[string]schemas.ScheduleRun{}
+	for _, list := range [][]schemas.ScheduleRun{st.History, st.Running} {
+		for _, r := range list {
+			if r.Job != "" {
+				out[r.Job] = r
+			}
+		}
+	}
+	return out
+}
+
+func succeeded(st schemas.ScheduleStatus) int {
+	n := 0
+	for _, r := range st.History {
+		if r.Outcome == schemas.RunSucceeded {
+			n++
+		}
+	}
+	return n
+}
+
+// A schedule (@every 2s) fires jobs on the embedded stack that really run and succeed;
+// trigger runs one now; a backfill runs each earlier time once, and again runs none;
+// pause and resume answer with the state; delete removes the schedule and leaves its
+// jobs.
+func TestScheduleFiresJobsThatSucceed(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	c := scheduleClient(t, env.e)
+	created := time.Now()
+	s, err := c.CreateSchedule(ctx, scheduleDoc(ws, "tick", "@every 2s", "  overlapPolicy: allowAll"))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if s.Spec.Spec.OverlapPolicy != schedule.AllowAll || s.Spec.Spec.TimeZone != "UTC" {
+		t.Errorf("created spec = %+v", s.Spec.Spec)
+	}
+	if _, err := c.CreateSchedule(ctx, scheduleDoc(ws, "tick", "@every 2s", "")); apiStatus(err) != 409 {
+		t.Errorf("second create = %v, want 409", err)
+	}
+
+	st := waitSchedule(t, ctx, c, ws, "tick", "ran two jobs", func(s *api.ScheduleView) bool { return succeeded(s.Status) >= 2 })
+	for _, r := range st.Status.History {
+		if r.Outcome != schemas.RunSucceeded {
+			continue
+		}
+		j, err := c.GetJob(ctx, ws, r.Job)
+		if err != nil {
+			t.Fatalf("job %s of the history: %v", r.Job, err)
+		}
+		if j.Status.Phase != schemas.JobSucceeded || j.Spec.Metadata.Labels[schemas.LabelSchedule] != "tick" ||
+			j.Spec.Metadata.Annotations[schemas.AnnotationNominalTime] != r.NominalTime.UTC().Format(time.RFC3339) {
+			t.Errorf("job %s: %s, labels %v, annotations %v", r.Job, j.Status.Phase, j.Spec.Metadata.Labels, j.Spec.Metadata.Annotations)
+		}
+		if r.NominalTime.Unix()%2 != 0 || r.StartTime == nil || r.StartTime.Before(r.NominalTime) {
+			t.Errorf("run %+v: nominal time not on the 2 s grid, or started before it", r)
+		}
+	}
+	if len(st.Status.Next) != 3 || st.Status.Next[1].NominalTime.Sub(st.Status.Next[0].NominalTime) != 2*time.Second {
+		t.Errorf("next = %+v, want 3 times 2 s apart", st.Status.Next)
+	}
+
+	// Pause: no next time; trigger still runs the action.
+	p, err := c.PauseSchedule(ctx, ws, "tick", "testing pause")
+	if err != nil || !p.Status.Paused || p.Status.PauseNote != "testing pause" || len(p.Status.Next) != 0 {
+		t.Fatalf("pause = %+v, %v", p, err)
+	}
+	if l, err := c.ListSchedules(ctx, ws, 0, ""); err != nil || len(l.Items) != 1 || l.Items[0].Name != "tick" ||
+		l.Items[0].Cron != "@every 2s" {
+		t.Errorf("list = %+v, %v", l, err)
+	}
+	tr, err := c.TriggerSchedule(ctx, ws, "tick", "")
+	// A trigger's nominal time is its second; in a second the schedule itself fired (a
+	// 2 s grid), the trigger answers with that run rather than start a second job.
+	if err != nil || tr.Run.Job != workflows.ScheduledJobName("tick", tr.Run.NominalTime) ||
+		(tr.Run.Trigger != schemas.TriggerManual && tr.Run.NominalTime.Unix()%2 != 0) {
+		t.Fatalf("trigger = %+v, %v", tr, err)
+	}
+	if st := waitTerminal(t, ctx, ws, tr.Run.Job).Status; st.Phase != schemas.JobSucceeded {
+		t.Errorf("triggered job: %s %s", st.Phase, st.Message)
+	}
+
+	// Backfill four times before the schedule existed, then the same range again.
+	from := created.Add(-10 * time.Second).Truncate(2 * time.Second)
+	to := from.Add(8 * time.Second)
+	b, err := c.BackfillSchedule(ctx, ws, "tick", from, to, schedule.AllowAll)
+	if err != nil || len(b.Runs) != 4 {
+		t.Fatalf("backfill = %+v, %v; want 4 runs", b, err)
+	}
+	for _, r := range b.Runs {
+		if r.Outcome != schemas.RunRunning || r.Trigger != schemas.TriggerBackfill {
+			t.Errorf("backfill run %+v", r)
+		}
+		if st := waitTerminal(t, ctx, ws, r.Job).Status; st.Phase != schemas.JobSucceeded {
+			t.Errorf("backfilled job %s: %s", r.Job, st.Phase)
+		}
+	}
+	again, err := c.BackfillSchedule(ctx, ws, "tick", from, to, "")
+	if err != nil || len(again.Runs) != 4 {
+		t.Fatalf("second backfill = %+v, %v", again, err)
+	}
+	for i, r := range again.Runs {
+		if r.Job != b.Runs[i].Job || r.Outcome != schemas.RunSucceeded {
+			t.Errorf("second backfill run %+v, want the first's job %s, Succeeded", r, b.Runs[i].Job)
+		}
+	}
+	if _, err := c.BackfillSchedule(ctx, ws, "tick", to, from, ""); apiStatus(err) != 400 {
+		t.Errorf("backfill of an empty range = %v, want 400", err)
+	}
+
+	r, err := c.ResumeSchedule(ctx, ws, "tick")
+	if err != nil || r.Status.Paused || len(r.Status.Next) == 0 {
+		t.Fatalf("resume = %+v, %v", r, err)
+	}
+	final, err := c.PauseSchedule(ctx, ws, "tick", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSchedule(t, ctx, c, ws, "tick", "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
+
+	// Every started run is one job, listed once under the schedule's label.
+	want := startedRuns(final.Status)
+	var listed map[string]int
+	for {
+		listed = scheduledJobs(t, ctx, c, ws, "tick")
+		if len(listed) >= len(want) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for job := range want {
+		if listed[job] != 1 {
+			t.Errorf("job %s listed %d times, want once", job, listed[job])
+		}
+	}
+	recordScheduleHistory(t, ctx, ws, "tick", "schedule_every_2s.json")
+
+	if err := c.DeleteSchedule(ctx, ws, "tick"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.GetSchedule(ctx, ws, "tick", 0); !dlc.IsNotFound(err) {
+		t.Errorf("get after delete = %v, want 404", err)
+	}
+	if j, err := c.GetJob(ctx, ws, tr.Run.Job); err != nil || j.Status.Phase != schemas.JobSucceeded {
+		t.Errorf("a job of the deleted schedule: %v, %v", j, err)
+	}
+}
+
+// A schedule with an invalid cron expression or an unknown time zone is refused with
+// field-path errors, and nothing is created.
+func TestScheduleInvalidIsRefused(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	c := scheduleClient(t, env.e)
+	_, err := c.CreateSchedule(ctx, scheduleDoc(ws, "bad", "61 * * * *", "  timeZone: Mars/Olympus"))
+	var apiErr *dlc.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 422 {
+		t.Fatalf("create = %v, want 422", err)
+	}
+	var fields []string
+	for _, d := range apiErr.API.Details {
+		fields = append(fields, d.Field)
+	}
+	sort.Strings(fields)
+	if strings.Join(fields, ",") != "spec.cron,spec.timeZone" {
+		t.Errorf("fields = %v, want spec.cron and spec.timeZone", fields)
+	}
+	if _, err := c.GetSchedule(ctx, ws, "bad", 0); !dlc.IsNotFound(err) {
+		t.Errorf("get = %v, want 404", err)
+	}
+}
+
+// A worker killed across a fire time: the run of that time fires exactly once when a
+// new worker comes back (its timer fired while no worker ran; the catch-up window
+// covers the delay), and no time of the schedule is lost or doubled. Jobs are counted
+// by the schedule's label through Temporal visibility.
+func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// Its own stack, so that no other worker polls its task queue.
+	e, err := embedded.Start(ctx, embedded.Options{
+		Dir: filepath.Join(t.TempDir(), "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, WorkDir: env.dir,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c := scheduleClient(t, e)
+	stateDir := filepath.Join(t.TempDir(), "local")
+	first := startWorker(t, e, stateDir)
+
+	ws, name := "restart", "tock"
+	if _, err := c.CreateSchedule(ctx, scheduleDoc(ws, name, "*/5 * * * * *", "  overlapPolicy: allowAll")); err != nil {
+		t.Fatal(err)
+	}
+	st := waitSchedule(t, ctx, c, ws, name, "ran a job", func(s *api.ScheduleView) bool { return succeeded(s.Status) >= 1 })
+
+	// The fire time the worker is down across: at least 2 s away.
+	var across time.Time
+	for _, n := range st.Status.Next {
+		if time.Until(n.FireTime) > 2*time.Second {
+			across = n.FireTime
+			break
+		}
+	}
+	if across.IsZero() {
+		t.Fatalf("no usable next fire time in %+v", st.Status.Next)
+	}
+	time.Sleep(time.Until(across.Add(-time.Second)))
+	first.kill()
+	t.Logf("worker killed at %s, 1 s before %s", time.Now().Format(time.StampMilli), across.Format(time.StampMilli))
+	time.Sleep(time.Until(across.Add(3 * time.Second)))
+	startWorker(t, e, stateDir)
+	t.Logf("worker restarted at %s", time.Now().Format(time.StampMilli))
+
+	job := workflows.ScheduledJobName(name, across)
+	st = waitSchedule(t, ctx, c, ws, name, "ran the job of "+across.String(), func(s *api.ScheduleView) bool {
+		r, ok := startedRuns(s.Status)[job]
+		return ok && r.Outcome == schemas.RunSucceeded
+	})
+	run := startedRuns(st.Status)[job]
+	if run.StartTime == nil || run.StartTime.Sub(across) < 2*time.Second {
+		t.Errorf("the run of %s started at %v: it should have waited for the new worker", across, run.StartTime)
+	}
+
+	final, err := c.PauseSchedule(ctx, ws, name, "test over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final = waitSchedule(t, ctx, c, ws, name, "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
+	runs := startedRuns(final.Status)
+
+	// Every nominal time from the first run to the last is there, 5 s apart, each once.
+	var nominals []time.Time
+	for _, r := range runs {
+		nominals = append(nominals, r.NominalTime)
+	}
+	sort.Slice(nominals, func(i, j int) bool { return nominals[i].Before(nominals[j]) })
+	for i := 1; i < len(nominals); i++ {
+		if d := nominals[i].Sub(nominals[i-1]); d != 5*time.Second {
+			t.Errorf("runs at %s and %s are %s apart: a time was lost or doubled", nominals[i-1], nominals[i], d)
+		}
+	}
+	if final.Status.Counts.Missed != 0 || final.Status.Counts.Skipped != 0 {
+		t.Errorf("counts = %+v, want nothing missed or skipped", final.Status.Counts)
+	}
+	var listed map[string]int
+	for {
+		listed = scheduledJobs(t, ctx, c, ws, name)
+		if len(listed) >= len(runs) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(listed) != len(runs) {
+		t.Errorf("%d jobs listed under the label, %d runs started: %v", len(listed), len(runs), listed)
+	}
+	for j, n := range listed {
+		if n != 1 {
+			t.Errorf("job %s listed %d times", j, n)
+		}
+		if _, ok := runs[j]; !ok {
+			t.Errorf("job %s listed but not a run of the schedule", j)
+		}
+	}
+	if listed[job] != 1 {
+		t.Errorf("the job of the time the worker was down across (%s) listed %d times, want 1", job, listed[job])
+	}
+	t.Logf("%d runs from %s to %s", len(nominals), nominals[0].Format(time.StampMilli), nominals[len(nominals)-1].Format(time.StampMilli))
+}
+
+// recordScheduleHistory writes a schedule workflow's history into workflows/testdata for
+// the replay test (with -record-histories).
+func recordScheduleHistory(t *testing.T, ctx context.Context, ws, name, file string) {
+	t.Helper()
+	if !*recordHistories {
+		return
+	}
+	it := env.temporal.GetWorkflowHistory(ctx, workflows.ScheduleWorkflowID(ws, name), "", false,
+		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("read history: %v", err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "workflows", "testdata", file)
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events in %s", len(h.Events), path)
+}
+
+// apiStatus is the HTTP status of an API error; 0 for other errors and nil.
+func apiStatus(err error) int {
+	var e *dlc.Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}

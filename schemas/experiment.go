@@ -1,0 +1,386 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/invopop/jsonschema"
+)
+
+// KindExperiment is the kind of an Experiment document.
+const KindExperiment Kind = "Experiment"
+
+// Defaults of an Experiment that Default fills in.
+const (
+	// DefaultParallelism is how many trials run at a time unless spec.parallelism says.
+	DefaultParallelism = 1
+	// DefaultMaxFailedTrials is how many trials may fail before the experiment fails.
+	DefaultMaxFailedTrials = 3
+	// DefaultMaxTrialRetries is how many times a failed trial is run again with the same
+	// parameters before it counts as failed.
+	DefaultMaxTrialRetries = 1
+	// DefaultAlgorithm is the search algorithm unless spec.algorithm.name says.
+	DefaultAlgorithm = AlgorithmTPE
+	// DefaultEarlyStopping is the early-stopping rule unless spec.earlyStopping.rule says.
+	DefaultEarlyStopping = EarlyStoppingNone
+	// DefaultMedianStartupTrials is how many trials must complete before the median rule
+	// stops any.
+	DefaultMedianStartupTrials = 5
+	// DefaultStepMetric is the metric whose value numbers a trial's reports.
+	DefaultStepMetric = "step"
+)
+
+// Bounds of an Experiment.
+const (
+	// MaxExperimentTrials bounds spec.maxTrials, also after extend: the experiment's
+	// state, every trial included, must stay small enough to carry across
+	// continue-as-new.
+	MaxExperimentTrials = 1000
+	// MaxExperimentNameLength leaves room in a trial's job name (<experiment>-t<N>-r<K>,
+	// at most 50 characters) for the trial number and the retry.
+	MaxExperimentNameLength = 40
+	// MaxTrialRetries bounds spec.maxTrialRetries.
+	MaxTrialRetries = 5
+)
+
+// Experiment is a hyper-parameter search: it runs trials of one training job template
+// with parameters suggested by a search algorithm, stops the trials that do badly
+// early, and records the best.
+type Experiment struct {
+	// APIVersion must be opendlc.io/v1alpha1.
+	APIVersion string `json:"apiVersion"`
+	// Kind must be Experiment.
+	Kind Kind `json:"kind"`
+	// Metadata names the experiment and its workspace. The name has at most 40
+	// characters; the labels are copied to every trial job.
+	Metadata ObjectMeta `json:"metadata"`
+	// Spec is the search: space, objective, algorithm, limits and the trial template.
+	Spec ExperimentSpec `json:"spec"`
+}
+
+// ExperimentSpec describes a search.
+type ExperimentSpec struct {
+	// SearchSpace lists the hyper-parameters to tune, in the order the algorithm
+	// sees them.
+	SearchSpace []ParameterSpec `json:"searchSpace" jsonschema:"minItems=1,maxItems=32"`
+	// Objective is the metric the trials report and the direction that is better.
+	Objective ObjectiveSpec `json:"objective"`
+	// Algorithm suggests each trial's parameters; default tpe.
+	Algorithm AlgorithmSpec `json:"algorithm,omitempty,omitzero"`
+	// EarlyStopping stops trials that do badly before they finish; default none.
+	EarlyStopping EarlyStoppingSpec `json:"earlyStopping,omitempty,omitzero"`
+	// MaxTrials is how many trials to run (extend raises it), from 1 to 1000.
+	MaxTrials int32 `json:"maxTrials" jsonschema:"minimum=1,maximum=1000"`
+	// Parallelism is how many trials run at a time; 0 (or unset) means 1.
+	Parallelism int32 `json:"parallelism,omitempty" jsonschema:"minimum=0,maximum=256"`
+	// MaxFailedTrials is how many trials may fail (after their retries) before the
+	// experiment fails; default 3.
+	MaxFailedTrials *int32 `json:"maxFailedTrials,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// MaxTrialRetries is how many times a failed trial is run again, with the same
+	// parameters, before it counts as failed; from 0 to 5, default 1.
+	MaxTrialRetries *int32 `json:"maxTrialRetries,omitempty" jsonschema:"minimum=0,maximum=5"`
+	// TrialTemplate is the TrainingJob spec every trial runs. "${params.NAME}" in its
+	// command, args and env values (also the roles') is replaced by the trial's value
+	// of parameter NAME; every replica also gets all the values as JSON in DLC_PARAMS.
+	// A checkpoint URI gets the trial's job name appended, so trials do not share
+	// checkpoints.
+	TrialTemplate TrainingJobSpec `json:"trialTemplate"`
+}
+
+// ParameterType is the type of one search-space dimension.
+type ParameterType string
+
+// Parameter types.
+const (
+	ParameterInt         ParameterType = "int"
+	ParameterFloat       ParameterType = "float"
+	ParameterCategorical ParameterType = "categorical"
+)
+
+// ParameterTypes lists every parameter type.
+var ParameterTypes = []ParameterType{ParameterInt, ParameterFloat, ParameterCategorical}
+
+// ParameterSpec is one hyper-parameter: an int or float range, or a list of choices.
+type ParameterSpec struct {
+	// Name is how the template refers to the parameter (${params.NAME}) and its key in
+	// DLC_PARAMS: letters, digits, '_' and '-', not starting with a digit or '-'.
+	Name string `json:"name" jsonschema:"maxLength=63,pattern=^[A-Za-z_][A-Za-z0-9_-]*$"`
+	// Type is int, float or categorical.
+	Type ParameterType `json:"type" jsonschema:"enum=int,enum=float,enum=categorical"`
+	// Min is the smallest value of an int or float parameter (inclusive).
+	Min *float64 `json:"min,omitempty"`
+	// Max is the largest value of an int or float parameter (inclusive).
+	Max *float64 `json:"max,omitempty"`
+	// Step, when set, makes the values Min, Min+Step, Min+2*Step... up to Max. Grid
+	// search needs it for float parameters; an int parameter's step defaults to 1.
+	Step float64 `json:"step,omitempty"`
+	// Log samples on a log scale (Min must be > 0), for learning rates and penalties.
+	Log bool `json:"log,omitempty"`
+	// Values are a categorical parameter's choices: strings, numbers or booleans.
+	// A choice that is a number is passed as a number in DLC_PARAMS.
+	Values []CategoricalValue `json:"values,omitempty" jsonschema:"maxItems=256,maxLength=256"`
+}
+
+// CategoricalValue is one choice of a categorical parameter. It is written as a
+// string, a number or a boolean and held as its text.
+type CategoricalValue string
+
+// UnmarshalJSON accepts a string, a number or a boolean.
+func (v *CategoricalValue) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	switch {
+	case s == "null":
+		return nil
+	case strings.HasPrefix(s, `"`):
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		*v = CategoricalValue(str)
+	case s == "true" || s == "false":
+		*v = CategoricalValue(s)
+	default:
+		var n json.Number
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("must be a string, a number or a boolean")
+		}
+		*v = CategoricalValue(n.String())
+	}
+	return nil
+}
+
+// JSONValue is the choice as it goes into DLC_PARAMS: a number when the text is one,
+// true or false for a boolean, else a string.
+func (v CategoricalValue) JSONValue() any {
+	s := string(v)
+	if f, err := strconv.ParseFloat(s, 64); err == nil && json.Valid([]byte(s)) {
+		return f
+	}
+	switch s {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return s
+}
+
+// JSONSchema accepts a string, a number or a boolean.
+func (CategoricalValue) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "string", MaxLength: uint64p(256)},
+		{Type: "number"},
+		{Type: "boolean"},
+	}}
+}
+
+// ObjectiveDirection says whether smaller or larger values are better.
+type ObjectiveDirection string
+
+// Directions.
+const (
+	Minimize ObjectiveDirection = "minimize"
+	Maximize ObjectiveDirection = "maximize"
+)
+
+// ObjectiveSpec is what the search optimises.
+type ObjectiveSpec struct {
+	// Metric is the name of the metric the trials report (`dlc:metric accuracy=0.91`).
+	// A trial's value is the last value it reported.
+	Metric string `json:"metric" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+	// Direction is minimize or maximize.
+	Direction ObjectiveDirection `json:"direction" jsonschema:"enum=minimize,enum=maximize"`
+	// Goal, when set, ends the experiment as soon as a trial completes with a value at
+	// least this good; the trials still running are stopped.
+	Goal *float64 `json:"goal,omitempty"`
+	// StepMetric is the reported metric that numbers the intermediate values (epoch,
+	// step...) which early stopping compares; default step. A report without it is
+	// numbered by its position.
+	StepMetric string `json:"stepMetric,omitempty" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+}
+
+// Better reports whether objective value a is better than b.
+func (o *ObjectiveSpec) Better(a, b float64) bool {
+	if o.Direction == Minimize {
+		return a < b
+	}
+	return a > b
+}
+
+// Reached reports whether v meets the goal (false without one).
+func (o *ObjectiveSpec) Reached(v float64) bool {
+	if o.Goal == nil {
+		return false
+	}
+	if o.Direction == Minimize {
+		return v <= *o.Goal
+	}
+	return v >= *o.Goal
+}
+
+// AlgorithmName names a search algorithm.
+type AlgorithmName string
+
+// Search algorithms.
+const (
+	AlgorithmGrid   AlgorithmName = "grid"
+	AlgorithmRandom AlgorithmName = "random"
+	AlgorithmTPE    AlgorithmName = "tpe"
+)
+
+// Algorithms lists every search algorithm.
+var Algorithms = []AlgorithmName{AlgorithmGrid, AlgorithmRandom, AlgorithmTPE}
+
+// AlgorithmSpec selects and seeds the search algorithm.
+type AlgorithmSpec struct {
+	// Name is grid (every combination, in order), random or tpe (Tree-structured Parzen
+	// Estimator); default tpe.
+	Name AlgorithmName `json:"name,omitempty" jsonschema:"enum=grid,enum=random,enum=tpe"`
+	// Seed makes the suggestions reproducible: the same seed, space and trial results
+	// give the same parameters. Unset (0), the experiment picks one and reports it in
+	// its status.
+	Seed int64 `json:"seed,omitempty"`
+	// StartupTrials: tpe suggests at random until this many trials have finished
+	// (completed or pruned), then models them; default 10.
+	StartupTrials *int32 `json:"startupTrials,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// Multivariate makes tpe model the parameters jointly rather than one at a time.
+	Multivariate bool `json:"multivariate,omitempty"`
+	// ConstantLiar makes tpe count the trials still running as bad ones, so that
+	// trials suggested while others run spread out.
+	ConstantLiar bool `json:"constantLiar,omitempty"`
+}
+
+// EarlyStoppingRule names an early-stopping rule.
+type EarlyStoppingRule string
+
+// Early-stopping rules.
+const (
+	EarlyStoppingNone   EarlyStoppingRule = "none"
+	EarlyStoppingMedian EarlyStoppingRule = "median"
+	EarlyStoppingASHA   EarlyStoppingRule = "asha"
+)
+
+// EarlyStoppingRules lists every early-stopping rule.
+var EarlyStoppingRules = []EarlyStoppingRule{EarlyStoppingNone, EarlyStoppingMedian, EarlyStoppingASHA}
+
+// EarlyStoppingSpec configures the rule that stops trials doing badly. Trial N is
+// compared only with trials 0 to N-parallelism, which have all finished when trial N
+// starts, so the decisions, like the suggestions, do not depend on timing.
+type EarlyStoppingSpec struct {
+	// Rule is none, median or asha; default none. median stops a trial whose best value
+	// so far is worse than the median of the completed trials' values at the same step.
+	// asha (asynchronous successive halving) places rungs at steps
+	// minResource * reductionFactor^k and stops a trial that, when it crosses a rung, is
+	// not in the best 1/reductionFactor of the trials that crossed it.
+	Rule EarlyStoppingRule `json:"rule,omitempty" jsonschema:"enum=none,enum=median,enum=asha"`
+	// MinResource is asha's first rung; default 1.
+	MinResource int64 `json:"minResource,omitempty" jsonschema:"minimum=0"`
+	// ReductionFactor is asha's η, from 2 to 10; default 3.
+	ReductionFactor int32 `json:"reductionFactor,omitempty" jsonschema:"minimum=0,maximum=10"`
+	// MaxResource is the step at which asha trials end, if known: no rung is placed at
+	// or past it.
+	MaxResource int64 `json:"maxResource,omitempty" jsonschema:"minimum=0"`
+	// WarmupSteps: median stops no trial before this step; default 0.
+	WarmupSteps int64 `json:"warmupSteps,omitempty" jsonschema:"minimum=0"`
+	// StartupTrials: median stops nothing before this many trials have completed;
+	// default 5.
+	StartupTrials *int32 `json:"startupTrials,omitempty" jsonschema:"minimum=0,maximum=1000"`
+}
+
+// ExperimentPhase is where an experiment is in its life cycle.
+type ExperimentPhase string
+
+// Experiment phases. Succeeded and Failed are terminal; a Stopped experiment can be
+// resumed while its workflow waits (see docs/experiments.md).
+const (
+	ExperimentPending   ExperimentPhase = "Pending"
+	ExperimentRunning   ExperimentPhase = "Running"
+	ExperimentStopping  ExperimentPhase = "Stopping"
+	ExperimentStopped   ExperimentPhase = "Stopped"
+	ExperimentSucceeded ExperimentPhase = "Succeeded"
+	ExperimentFailed    ExperimentPhase = "Failed"
+)
+
+// Terminal reports whether the phase is final.
+func (p ExperimentPhase) Terminal() bool {
+	return p == ExperimentSucceeded || p == ExperimentFailed
+}
+
+// TrialPhase is where one trial is.
+type TrialPhase string
+
+// Trial phases. Completed, Pruned and Failed are final; a Stopped trial (stopped with
+// its experiment) runs again, with the same parameters, when the experiment resumes.
+const (
+	TrialPending   TrialPhase = "Pending"
+	TrialRunning   TrialPhase = "Running"
+	TrialCompleted TrialPhase = "Completed"
+	TrialPruned    TrialPhase = "Pruned"
+	TrialFailed    TrialPhase = "Failed"
+	TrialStopped   TrialPhase = "Stopped"
+)
+
+// Final reports whether the trial's outcome is known for good.
+func (p TrialPhase) Final() bool {
+	return p == TrialCompleted || p == TrialPruned || p == TrialFailed
+}
+
+// TrialReport is one intermediate objective value of a trial.
+type TrialReport struct {
+	Step  int64   `json:"step"`
+	Value float64 `json:"value"`
+}
+
+// TrialStatus is one trial as the experiment reports it.
+type TrialStatus struct {
+	// ID numbers the trials from 0 in the order they were suggested.
+	ID int `json:"id"`
+	// Job is the name of the trial's (latest) TrainingJob.
+	Job string `json:"job"`
+	// Attempts is how many jobs the trial ran (more than one after retries).
+	Attempts int        `json:"attempts"`
+	Phase    TrialPhase `json:"phase"`
+	// Params are the trial's parameter values: numbers, or the chosen categorical
+	// values.
+	Params map[string]any `json:"params"`
+	// Value is the trial's objective: its last reported value (for a pruned trial, the
+	// value at the step where it was stopped).
+	Value *float64 `json:"value,omitempty"`
+	// Step is the step of the last report counted.
+	Step int64 `json:"step,omitempty"`
+	// Reports are the intermediate values, at most 50 (thinned evenly beyond).
+	Reports    []TrialReport `json:"reports,omitempty"`
+	Message    string        `json:"message,omitempty"`
+	StartTime  *time.Time    `json:"startTime,omitempty"`
+	FinishTime *time.Time    `json:"finishTime,omitempty"`
+}
+
+// ExperimentStatus is what the Experiment workflow reports through its status query.
+type ExperimentStatus struct {
+	Phase   ExperimentPhase `json:"phase"`
+	Reason  string          `json:"reason,omitempty"`
+	Message string          `json:"message,omitempty"`
+	// Seed is the algorithm's seed: the spec's, or the one picked when it had none.
+	Seed int64 `json:"seed"`
+	// MaxTrials is the current limit: the spec's, raised by extend.
+	MaxTrials int `json:"maxTrials"`
+	// Trials are every trial suggested so far, by ID.
+	Trials []TrialStatus `json:"trials"`
+	// BestTrial is the ID of the best completed trial, if any.
+	BestTrial *int `json:"bestTrial,omitempty"`
+	// BestValue and BestParams repeat the best trial's value and parameters.
+	BestValue  *float64       `json:"bestValue,omitempty"`
+	BestParams map[string]any `json:"bestParams,omitempty"`
+	// Counts of trials by phase.
+	Running   int `json:"running"`
+	Completed int `json:"completed"`
+	Pruned    int `json:"pruned"`
+	Failed    int `json:"failed"`
+	// Runs is how many workflow runs the experiment has had (continue-as-new).
+	Runs       int        `json:"runs"`
+	StartTime  *time.Time `json:"startTime,omitempty"`
+	FinishTime *time.Time `json:"finishTime,omitempty"`
+}

@@ -1,0 +1,299 @@
+package schemas_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/schedule"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// sched returns a valid schedule of workspace vision, changed by each mutation.
+func sched(mutate ...func(s *schemas.Schedule)) *schemas.Schedule {
+	s := &schemas.Schedule{
+		APIVersion: schemas.APIVersion,
+		Kind:       schemas.KindSchedule,
+		Metadata:   schemas.ObjectMeta{Name: "nightly", Workspace: "vision"},
+		Spec: schemas.ScheduleSpec{
+			Cron:     "0 2 * * *",
+			TimeZone: "Asia/Shanghai",
+			Action: schemas.ScheduleAction{JobTemplate: &schemas.JobTemplate{
+				Spec: job().Obj().Spec,
+			}},
+		},
+	}
+	for _, m := range mutate {
+		m(s)
+	}
+	return s
+}
+
+func TestScheduleValidate(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		s    *schemas.Schedule
+		want schemas.ErrorList
+	}{
+		"minimal":   {s: sched()},
+		"defaulted": {s: sched(func(s *schemas.Schedule) { s.Default() })},
+		"every field": {s: sched(func(s *schemas.Schedule) {
+			end := t0.Add(24 * time.Hour)
+			s.Spec.StartTime, s.Spec.EndTime = &t0, &end
+			s.Spec.Jitter = schemas.Duration(24 * time.Hour)
+			s.Spec.OverlapPolicy = schedule.CancelOther
+			s.Spec.CatchupWindow = schemas.Duration(10 * time.Second)
+			s.Spec.Paused, s.Spec.PauseNote = true, "data migration"
+			s.Spec.HistoryLimit = 1000
+			s.Spec.Action.JobTemplate.Metadata.Labels = map[string]string{"team": "cv"}
+			s.Spec.Action.JobTemplate.Spec.Checkpoint = &schemas.CheckpointSpec{URI: "s3://ckpt/nightly", ResumeFrom: "s3://ckpt/nightly/000000000120"}
+			s.Spec.RunOptions = schemas.ScheduleRunOptions{ResumeFromPreviousCheckpoint: true, SkipIfNoNewDataUnder: "s3://datasets/clicks/"}
+		})},
+		"seconds field":     {s: sched(func(s *schemas.Schedule) { s.Spec.Cron = "*/10 * * * * *" })},
+		"every descriptor":  {s: sched(func(s *schemas.Schedule) { s.Spec.Cron = "@every 6h" })},
+		"daily descriptor":  {s: sched(func(s *schemas.Schedule) { s.Spec.Cron = "@daily" })},
+		"longest name":      {s: sched(func(s *schemas.Schedule) { s.Metadata.Name = strings.Repeat("n", 35) })},
+		"empty zone is UTC": {s: sched(func(s *schemas.Schedule) { s.Spec.TimeZone = "" })},
+
+		"invalid cron": {
+			s: sched(func(s *schemas.Schedule) { s.Spec.Cron = "every night" }),
+			want: schemas.ErrorList{{Field: "spec.cron",
+				Detail: `invalid cron expression "every night": expected 5 to 6 fields, found 2: [every night]`}},
+		},
+		"cron out of range": {
+			s: sched(func(s *schemas.Schedule) { s.Spec.Cron = "0 25 * * *" }),
+			want: schemas.ErrorList{{Field: "spec.cron",
+				Detail: `invalid cron expression "0 25 * * *": end of range (25) above maximum (23): 25`}},
+		},
+		"zone inside the expression": {
+			s: sched(func(s *schemas.Schedule) { s.Spec.Cron = "CRON_TZ=UTC 0 2 * * *" }),
+			want: schemas.ErrorList{{Field: "spec.cron",
+				Detail: `invalid cron expression "CRON_TZ=UTC 0 2 * * *": give the time zone separately, not in the expression`}},
+		},
+		"unknown time zone": {
+			s: sched(func(s *schemas.Schedule) { s.Spec.TimeZone = "Asia/Atlantis" }),
+			want: schemas.ErrorList{{Field: "spec.timeZone",
+				Detail: `unknown time zone "Asia/Atlantis": must be an IANA zone name such as Asia/Shanghai, Europe/Berlin or UTC`}},
+		},
+		"missing cron": {
+			s:    sched(func(s *schemas.Schedule) { s.Spec.Cron = "" }),
+			want: schemas.ErrorList{{Field: "spec.cron", Detail: "required"}},
+		},
+		"name too long for run names": {
+			s: sched(func(s *schemas.Schedule) { s.Metadata.Name = strings.Repeat("n", 36) }),
+			want: schemas.ErrorList{{Field: "metadata.name",
+				Detail: "must be at most 35 characters for a Schedule: run names append '-' and 14 digits"}},
+		},
+		"bounds": {
+			s: sched(func(s *schemas.Schedule) {
+				before := t0.Add(-time.Hour)
+				s.Spec.StartTime, s.Spec.EndTime = &t0, &before
+				s.Spec.Jitter = schemas.Duration(25 * time.Hour)
+				s.Spec.CatchupWindow = schemas.Duration(time.Second)
+				s.Spec.HistoryLimit = 1001
+				s.Spec.OverlapPolicy = "sometimes"
+			}),
+			want: schemas.ErrorList{
+				{Field: "spec.catchupWindow", Detail: "must be between 10s and 8760h0m0s"},
+				{Field: "spec.endTime", Detail: "must not be before startTime"},
+				{Field: "spec.historyLimit", Detail: "must be <= 1000"},
+				{Field: "spec.jitter", Detail: "must be at most 24h0m0s"},
+				{Field: "spec.overlapPolicy", Detail: "must be one of skip, bufferOne, bufferAll, cancelOther, allowAll"},
+			},
+		},
+		"negative durations": {
+			s: sched(func(s *schemas.Schedule) { s.Spec.Jitter = -1; s.Spec.CatchupWindow = -1 }),
+			want: schemas.ErrorList{
+				{Field: "spec.catchupWindow", Detail: "must be between 10s and 8760h0m0s"},
+				{Field: "spec.catchupWindow", Detail: "must not be negative"},
+				{Field: "spec.jitter", Detail: "must not be negative"},
+			},
+		},
+		"no action": {
+			s:    sched(func(s *schemas.Schedule) { s.Spec.Action = schemas.ScheduleAction{} }),
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set jobTemplate"}},
+		},
+		"template problems carry their full path": {
+			s: sched(func(s *schemas.Schedule) {
+				jt := s.Spec.Action.JobTemplate
+				jt.Spec.Framework = "caffe"
+				jt.Spec.Roles = map[string]schemas.RoleSpec{"worker": {Replicas: 0}}
+				jt.Metadata.Labels = map[string]string{schemas.LabelSchedule: "other", "bad key!": "x"}
+			}),
+			want: schemas.ErrorList{
+				{Field: `spec.action.jobTemplate.metadata.labels["bad key!"]`, Detail: labelKeyMsg},
+				{Field: `spec.action.jobTemplate.metadata.labels["opendlc.io/schedule"]`, Detail: "is set by the schedule"},
+				{Field: "spec.action.jobTemplate.spec.framework", Detail: frameworksMsg},
+				{Field: "spec.action.jobTemplate.spec.roles.worker.replicas", Detail: "must be >= 1"},
+			},
+		},
+		"run options": {
+			s: sched(func(s *schemas.Schedule) {
+				s.Spec.RunOptions = schemas.ScheduleRunOptions{ResumeFromPreviousCheckpoint: true, SkipIfNoNewDataUnder: "/data/clicks"}
+			}),
+			want: schemas.ErrorList{
+				{Field: "spec.runOptions.resumeFromPreviousCheckpoint", Detail: "needs action.jobTemplate.spec.checkpoint: the location the runs checkpoint to"},
+				{Field: "spec.runOptions.skipIfNoNewDataUnder", Detail: "must be s3://bucket/prefix"},
+			},
+		},
+		"data prefix with a bad bucket": {
+			s: sched(func(s *schemas.Schedule) { s.Spec.RunOptions.SkipIfNoNewDataUnder = "s3://a/clicks" }),
+			want: schemas.ErrorList{{Field: "spec.runOptions.skipIfNoNewDataUnder",
+				Detail: `bucket name "a" must be 3-63 characters`}},
+		},
+		"wrong kind and version": {
+			s: sched(func(s *schemas.Schedule) { s.Kind = schemas.KindTrainingJob; s.APIVersion = "v1" }),
+			want: schemas.ErrorList{
+				{Field: "apiVersion", Detail: "must be opendlc.io/v1alpha1"},
+				{Field: "kind", Detail: "must be Schedule"},
+			},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, tt.s.Validate()); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Decoding reports an invalid cron expression and an unknown zone, with their paths, as
+// validation does; a malformed time is reported at decode time.
+func TestDecodeSchedule(t *testing.T) {
+	doc := func(spec string) []byte {
+		return []byte(`apiVersion: opendlc.io/v1alpha1
+kind: Schedule
+metadata: {name: nightly}
+spec:
+` + spec + `
+  action:
+    jobTemplate:
+      spec: {framework: custom, command: ["true"], roles: {worker: {replicas: 1}}}
+`)
+	}
+	s, err := schemas.DecodeSchedule(doc(`  cron: "61 2 * * *"
+  timeZone: Mars/Base`))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if diff := cmp.Diff([]string{"spec.cron", "spec.timeZone"}, s.Validate().Fields()); diff != "" {
+		t.Errorf("fields (-want +got):\n%s", diff)
+	}
+
+	_, err = schemas.DecodeSchedule(doc(`  cron: "@daily"
+  startTime: tomorrow
+  paused: "yes"
+  catchupWindow: 1 hour`))
+	var list schemas.ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("decode error = %v, want an ErrorList", err)
+	}
+	want := schemas.ErrorList{
+		{Field: "spec.catchupWindow", Detail: `invalid duration "1 hour": must look like "90s", "10m" or "72h"`},
+		{Field: "spec.paused", Detail: "must be a boolean (true or false)"},
+		{Field: "spec.startTime", Detail: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z or 2026-01-02T02:00:00+08:00"},
+	}
+	if diff := cmp.Diff(want, list); diff != "" {
+		t.Errorf("decode errors (-want +got):\n%s", diff)
+	}
+
+	if _, err := schemas.DecodeSchedule([]byte(`{"apiVersion": "opendlc.io/v1alpha1", "kind": "TrainingJob"}`)); !errors.As(err, &list) || list[0].Field != "kind" {
+		t.Errorf("wrong kind: %v", err)
+	}
+}
+
+// The example in examples/schedule decodes through the generic Decode, validates, gets
+// its defaults, and fires at 02:00 Shanghai time.
+func TestScheduleExample(t *testing.T) {
+	obj, err := schemas.Decode(readFile(t, "../examples/schedule/nightly.yaml"))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	s, ok := obj.(*schemas.Schedule)
+	if !ok {
+		t.Fatalf("Decode gave %T, want *schemas.Schedule", obj)
+	}
+	if diff := cmp.Diff(schemas.ErrorList(nil), s.Validate()); diff != "" {
+		t.Errorf("Validate (-want +got):\n%s", diff)
+	}
+	if s.Spec.OverlapPolicy != schedule.Skip || s.Spec.HistoryLimit != 30 || s.Spec.CatchupWindow.D() != 12*time.Hour {
+		t.Errorf("spec = %+v", s.Spec)
+	}
+	if jt := s.Spec.Action.JobTemplate; jt.Spec.Resources.Pool != schemas.PoolQuota || !jt.Spec.Logs.ForwardLogs() {
+		t.Errorf("job template not defaulted: %+v", jt.Spec)
+	}
+	times, err := s.Times()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := times.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 2)
+	want := []string{"2026-01-02T02:00:00+08:00", "2026-01-03T02:00:00+08:00"}
+	if diff := cmp.Diff(want, []string{next[0].Format(time.RFC3339), next[1].Format(time.RFC3339)}); diff != "" {
+		t.Errorf("next (-want +got):\n%s", diff)
+	}
+	if j := times.Jitter(next[0]); j < 0 || j >= 5*time.Minute {
+		t.Errorf("jitter %s outside [0, 5m)", j)
+	}
+}
+
+func TestScheduleDefault(t *testing.T) {
+	s := sched(func(s *schemas.Schedule) {
+		s.Metadata.Workspace = ""
+		s.Spec.TimeZone = ""
+		s.Spec.Action.JobTemplate.Spec.Resources.Pool = ""
+		s.Spec.Action.JobTemplate.Spec.Logs.Forward = nil
+	})
+	s.Default()
+	forward := true
+	want := sched(func(w *schemas.Schedule) {
+		w.Metadata.Workspace = schemas.DefaultWorkspace
+		w.Spec.TimeZone = "UTC"
+		w.Spec.OverlapPolicy = schedule.Skip
+		w.Spec.CatchupWindow = schemas.Duration(time.Hour)
+		w.Spec.HistoryLimit = 50
+		w.Spec.Action.JobTemplate.Spec.Resources.Pool = schemas.PoolQuota
+		w.Spec.Action.JobTemplate.Spec.Logs.Forward = &forward
+	})
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Errorf("Default (-want +got):\n%s", diff)
+	}
+	var obj schemas.Object = s
+	if obj.GetKind() != schemas.KindSchedule || obj.GetMeta() != &s.Metadata {
+		t.Error("GetKind/GetMeta")
+	}
+}
+
+// spec.checkpoint.resumeFrom names one checkpoint: s3://bucket/prefix/<step>.
+func TestResumeFromValidation(t *testing.T) {
+	tests := map[string]struct {
+		ref  string
+		want schemas.ErrorList
+	}{
+		"padded step":   {ref: "s3://ckpt/nightly/000000000120"},
+		"short step":    {ref: "s3://ckpt/a/b/7"},
+		"trailing /":    {ref: "s3://ckpt/nightly/000000000120/"},
+		"no step":       {ref: "s3://ckpt/nightly", want: resumeErr()},
+		"not a step":    {ref: "s3://ckpt/nightly/latest", want: resumeErr()},
+		"not s3":        {ref: "/tmp/ckpt/000000000120", want: resumeErr()},
+		"bucket only":   {ref: "s3://ckpt/000000000120", want: resumeErr()},
+		"bad bucket":    {ref: "s3://C/x/000000000120", want: resumeErr()},
+		"unset is fine": {ref: ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := job().Obj()
+			j.Spec.Checkpoint = &schemas.CheckpointSpec{URI: "s3://ckpt/nightly", ResumeFrom: tt.ref}
+			if diff := cmp.Diff(tt.want, j.Validate()); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func resumeErr() schemas.ErrorList {
+	return schemas.ErrorList{{Field: "spec.checkpoint.resumeFrom", Detail: "must be a checkpoint: s3://bucket/prefix/<step>, the step in digits"}}
+}

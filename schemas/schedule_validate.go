@@ -1,0 +1,201 @@
+package schemas
+
+import (
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/opendlc/opendlc/schedule"
+)
+
+// Labels and annotations the schedule puts on the jobs it starts.
+const (
+	// LabelSchedule names the schedule that started a job; list a schedule's jobs with
+	// `dlc list -l opendlc.io/schedule=NAME`.
+	LabelSchedule = "opendlc.io/schedule"
+	// AnnotationNominalTime is the run's nominal time (RFC 3339, UTC).
+	AnnotationNominalTime = "opendlc.io/nominal-time"
+	// AnnotationRunTrigger says why the run happened (Schedule, Catchup, Trigger, Backfill).
+	AnnotationRunTrigger = "opendlc.io/run-trigger"
+)
+
+// Bounds of a Schedule that its struct tags cannot express.
+const (
+	// MaxScheduleNameLength leaves room in a job name (at most 50 characters) for '-' and
+	// the 14 digits of a run's time.
+	MaxScheduleNameLength = 35
+	maxScheduleJitter     = Duration(24 * time.Hour)
+	minCatchupWindow      = Duration(10 * time.Second)
+	maxCatchupWindow      = Duration(365 * 24 * time.Hour)
+)
+
+var _ Object = (*Schedule)(nil)
+
+func init() {
+	leafMessages[reflect.TypeFor[time.Time]()] = "must be an RFC 3339 time such as 2026-01-02T15:04:05Z or 2026-01-02T02:00:00+08:00"
+}
+
+// GetKind returns KindSchedule.
+func (s *Schedule) GetKind() Kind { return KindSchedule }
+
+// GetMeta returns the schedule's metadata.
+func (s *Schedule) GetMeta() *ObjectMeta { return &s.Metadata }
+
+// Default fills in the workspace, the time zone (UTC), the overlap policy, the catch-up
+// window, the history limit and the job template's own defaults.
+func (s *Schedule) Default() {
+	if s.Metadata.Workspace == "" {
+		s.Metadata.Workspace = DefaultWorkspace
+	}
+	sp := &s.Spec
+	if sp.TimeZone == "" {
+		sp.TimeZone = "UTC"
+	}
+	if sp.OverlapPolicy == "" {
+		sp.OverlapPolicy = DefaultOverlapPolicy
+	}
+	if sp.CatchupWindow == 0 {
+		sp.CatchupWindow = DefaultCatchupWindow
+	}
+	if sp.HistoryLimit == 0 {
+		sp.HistoryLimit = DefaultScheduleHistoryLimit
+	}
+	if t := sp.Action.JobTemplate; t != nil {
+		j := TrainingJob{Metadata: ObjectMeta{Workspace: s.Metadata.Workspace}, Spec: t.Spec}
+		j.Default()
+		t.Spec = j.Spec
+	}
+}
+
+// Validate returns every problem with the schedule, sorted by field path, or nil. It does
+// not apply defaults, and accepts the empty values that Default would fill in.
+func (s *Schedule) Validate() ErrorList {
+	var errs ErrorList
+	validateTags(reflect.ValueOf(s), "", &errs)
+
+	if s.APIVersion != "" && s.APIVersion != APIVersion {
+		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
+	}
+	if s.Kind != "" && s.Kind != KindSchedule {
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
+	}
+	validateMeta(&s.Metadata, NewPath("metadata"), &errs)
+	if n := len(s.Metadata.Name); n > MaxScheduleNameLength && n <= 50 { // longer names are reported by the tag
+		errs = append(errs, Invalid(NewPath("metadata", "name"),
+			"must be at most %d characters for a Schedule: run names append '-' and 14 digits", MaxScheduleNameLength))
+	}
+	s.Spec.validate(NewPath("spec"), &errs)
+
+	errs.Sort()
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func (s *ScheduleSpec) validate(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+
+	if s.Cron != "" && len(s.Cron) <= 256 {
+		if _, err := schedule.Parse(schedule.Spec{Cron: s.Cron}); err != nil {
+			add(Invalid(p.Child("cron"), "%s", strings.TrimPrefix(err.Error(), "schedule: ")))
+		}
+	}
+	if s.TimeZone != "" && len(s.TimeZone) <= 64 {
+		if _, err := schedule.LoadLocation(s.TimeZone); err != nil {
+			add(Invalid(p.Child("timeZone"), "%s", strings.TrimPrefix(err.Error(), "schedule: ")))
+		}
+	}
+	if s.StartTime != nil && s.EndTime != nil && s.EndTime.Before(*s.StartTime) {
+		add(Invalid(p.Child("endTime"), "must not be before startTime"))
+	}
+	if s.Jitter > maxScheduleJitter {
+		add(Invalid(p.Child("jitter"), "must be at most %s", maxScheduleJitter.D()))
+	}
+	if w := s.CatchupWindow; w != 0 && (w < minCatchupWindow || w > maxCatchupWindow) {
+		add(Invalid(p.Child("catchupWindow"), "must be between %s and %s", minCatchupWindow.D(), maxCatchupWindow.D()))
+	}
+
+	ap := p.Child("action")
+	switch set := s.Action.templates(); {
+	case len(set) == 0:
+		add(Invalid(ap, "must set jobTemplate"))
+	case len(set) > 1:
+		add(Invalid(ap, "must set exactly one of %s", strings.Join(set, ", ")))
+	}
+	if t := s.Action.JobTemplate; t != nil {
+		tp := ap.Child("jobTemplate")
+		mp := tp.Child("metadata")
+		validateLabels(t.Metadata.Labels, mp.Child("labels"), errs)
+		validateAnnotations(t.Metadata.Annotations, mp.Child("annotations"), errs)
+		if _, ok := t.Metadata.Labels[LabelSchedule]; ok {
+			add(Invalid(mp.Child("labels").Key(LabelSchedule), "is set by the schedule"))
+		}
+		t.Spec.validate(tp.Child("spec"), errs)
+	}
+
+	rp := p.Child("runOptions")
+	if u := s.RunOptions.SkipIfNoNewDataUnder; u != "" && len(u) <= 1024 {
+		if !strings.HasPrefix(u, "s3://") {
+			add(Invalid(rp.Child("skipIfNoNewDataUnder"), "must be s3://bucket/prefix"))
+		} else if msg := validateS3URI(u); msg != "" {
+			add(Invalid(rp.Child("skipIfNoNewDataUnder"), "%s", msg))
+		}
+	}
+	if s.RunOptions.ResumeFromPreviousCheckpoint && s.Action.JobTemplate != nil && s.Action.JobTemplate.Spec.Checkpoint == nil {
+		add(Invalid(rp.Child("resumeFromPreviousCheckpoint"),
+			"needs action.jobTemplate.spec.checkpoint: the location the runs checkpoint to"))
+	}
+}
+
+// DecodeSchedule is Decode for a document that must be a Schedule.
+func DecodeSchedule(data []byte) (*Schedule, error) {
+	doc, jsonData, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	var errs ErrorList
+	if k, ok := doc["kind"]; !ok || k == nil {
+		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindSchedule))
+	} else if ks, ok := k.(string); ok && ks != string(KindSchedule) {
+		// A kind that is not a string is reported by checkTypes.
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
+	}
+	s := new(Schedule)
+	if err := decodeInto(doc, jsonData, s, errs); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// JSONSchemaExtend pins apiVersion and kind, and bounds the name.
+func (Schedule) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("apiVersion"); ok {
+		p.Const = APIVersion
+	}
+	if p, ok := s.Properties.Get("kind"); ok {
+		p.Const = string(KindSchedule)
+	}
+	if p, ok := s.Properties.Get("metadata"); ok {
+		name := jsonschema.NewProperties()
+		name.Set("name", &jsonschema.Schema{MaxLength: uint64p(MaxScheduleNameLength)})
+		p.AllOf = append(p.AllOf, &jsonschema.Schema{Properties: name})
+	}
+}
+
+// JSONSchemaExtend bounds the template's labels and annotations.
+func (TemplateMeta) JSONSchemaExtend(s *jsonschema.Schema) {
+	labels, _ := s.Properties.Get("labels")
+	labelMapSchema(labels, maxLabelValueLength, labelValuePattern)
+	annotations, _ := s.Properties.Get("annotations")
+	labelMapSchema(annotations, maxAnnotationLength, "")
+}
+
+// JSONSchemaExtend says that a template is required.
+func (ScheduleAction) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"jobTemplate"}},
+	}
+}

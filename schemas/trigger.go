@@ -1,0 +1,212 @@
+package schemas
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+)
+
+// KindTrigger is the kind of a Trigger document.
+const KindTrigger Kind = "Trigger"
+
+// Trigger starts a pipeline run or a job for every event on an inbound NATS subject that
+// passes its filter. Events are JSON: a CloudEvent, or any other JSON document (such as
+// an S3 bucket notification), which the trigger sees wrapped as {"id": ...,
+// "subject": ..., "data": <the document>}; filter fields and ${event.<path>} refer to
+// that envelope. What a trigger starts is named after the trigger and the event's id,
+// so an event delivered twice starts it once (see docs/triggers.md).
+type Trigger struct {
+	// APIVersion must be opendlc.io/v1alpha1.
+	APIVersion string `json:"apiVersion"`
+	// Kind must be Trigger.
+	Kind Kind `json:"kind"`
+	// Metadata names the trigger and its workspace; its labels are copied to what it
+	// starts.
+	Metadata ObjectMeta `json:"metadata"`
+	// Spec is what the trigger listens to and what it starts.
+	Spec TriggerSpec `json:"spec"`
+}
+
+// TriggerSpec is a trigger's source, filter and action.
+type TriggerSpec struct {
+	// Subject is the NATS subject the trigger listens on, in its workspace:
+	// dlc.<workspace>.trigger.<name> for events that programs publish, or
+	// dlc.<workspace>.s3.<name> for S3 bucket notifications (the dev stack's S3 gateway
+	// publishes to dlc.<workspace>.s3.events).
+	Subject string `json:"subject" jsonschema:"maxLength=255,pattern=^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$"`
+	// Filter must all hold for an event to start the action; empty passes every event.
+	Filter []EventFilter `json:"filter,omitempty" jsonschema:"maxItems=16"`
+	// Params are the action's parameters: name → template, where ${event.<path>} is a
+	// field of the event, such as ${event.data.Records[0].s3.object.key}.
+	Params map[string]string `json:"params,omitempty"`
+	// Action is what the trigger starts.
+	Action TriggerAction `json:"action"`
+}
+
+// EventFilter tests one field of an event. Exactly one of Equals and Prefix is set. A
+// field that is not a string is compared in its JSON form (3, true); a missing field
+// fails the test.
+type EventFilter struct {
+	// Field is a path into the event, such as type or data.Records[0].s3.object.key.
+	Field string `json:"field" jsonschema:"maxLength=256"`
+	// Equals is the value the field must have.
+	Equals string `json:"equals,omitempty" jsonschema:"maxLength=1024"`
+	// Prefix is what the field's value must start with.
+	Prefix string `json:"prefix,omitempty" jsonschema:"maxLength=1024"`
+}
+
+// TriggerAction is what a trigger starts: exactly one of Pipeline and Job.
+type TriggerAction struct {
+	// Pipeline is a pipeline template; each event starts one run, named
+	// <trigger>-<hash of the event id>, with the trigger's params as its parameters.
+	Pipeline *PipelineSpec `json:"pipeline,omitempty"`
+	// Job is a TrainingJob spec template; each event starts one job, named like a
+	// pipeline run, with ${params.<name>} replaced by the trigger's params in its
+	// command, args, env values, workingDir, checkpoint.uri and data URIs.
+	Job *TrainingJobSpec `json:"job,omitempty"`
+}
+
+var _ Object = (*Trigger)(nil)
+
+// GetKind returns KindTrigger.
+func (t *Trigger) GetKind() Kind { return KindTrigger }
+
+// GetMeta returns the trigger's metadata.
+func (t *Trigger) GetMeta() *ObjectMeta { return &t.Metadata }
+
+// Default fills in the workspace.
+func (t *Trigger) Default() {
+	if t.Metadata.Workspace == "" {
+		t.Metadata.Workspace = DefaultWorkspace
+	}
+}
+
+// TriggerSubjectPrefix is the prefix of the subjects programs publish a workspace's
+// trigger events on: dlc.<workspace>.trigger.<name>.
+func TriggerSubjectPrefix(workspace string) string { return "dlc." + workspace + ".trigger." }
+
+// S3SubjectPrefix is the prefix of the subjects that carry a workspace's S3 bucket
+// notifications: dlc.<workspace>.s3.<name>.
+func S3SubjectPrefix(workspace string) string { return "dlc." + workspace + ".s3." }
+
+// S3EventSubject is the subject the dev stack's S3 gateway publishes a workspace's bucket
+// notifications on.
+func S3EventSubject(workspace string) string { return S3SubjectPrefix(workspace) + "events" }
+
+// runHashLength is how many hex digits of the event id's hash name a trigger's run.
+const runHashLength = 10
+
+// TriggerRunName is the name of what a trigger starts for an event: the trigger's name
+// and a hash of the event's id, so that an event delivered twice names the same run.
+func TriggerRunName(trigger, eventID string) string {
+	h := sha256.Sum256([]byte(eventID))
+	return trigger + "-" + hex.EncodeToString(h[:])[:runHashLength]
+}
+
+// Matches reports whether the event (the envelope, decoded by encoding/json into generic
+// values) passes every filter. Fields that do not parse never match; Validate reports
+// them.
+func (s *TriggerSpec) Matches(event any) bool {
+	for _, f := range s.Filter {
+		p, err := ParseFieldPath(f.Field)
+		if err != nil {
+			return false
+		}
+		v, ok := p.Lookup(event)
+		if !ok {
+			return false
+		}
+		got := FieldString(v)
+		if f.Prefix != "" && !strings.HasPrefix(got, f.Prefix) {
+			return false
+		}
+		if f.Prefix == "" && got != f.Equals {
+			return false
+		}
+	}
+	return true
+}
+
+// ResolveParams evaluates the trigger's params for an event: every ${event.<path>} is
+// replaced by the field's value. A missing field is an error.
+func (s *TriggerSpec) ResolveParams(event any) (map[string]string, error) {
+	out := make(map[string]string, len(s.Params))
+	for _, k := range sortedKeys(s.Params) {
+		v, err := ExpandTemplate(s.Params[k], func(r TemplateRef) (string, error) {
+			if r.Root != RefEvent {
+				return "", fmt.Errorf("%s: only ${event.<path>} can be used in a trigger's params", r)
+			}
+			x, ok := r.Path.Lookup(event)
+			if !ok {
+				return "", fmt.Errorf("%s: the event has no field %s", r, r.Path)
+			}
+			return FieldString(x), nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("params.%s: %w", k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// FieldString is the text of an event field: a string as it is, anything else in its
+// JSON form.
+func FieldString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// JSONSchemaExtend pins apiVersion and kind.
+func (Trigger) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("apiVersion"); ok {
+		p.Const = APIVersion
+	}
+	if p, ok := s.Properties.Get("kind"); ok {
+		p.Const = string(KindTrigger)
+	}
+}
+
+// JSONSchemaExtend bounds the params.
+func (TriggerSpec) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("params"); ok {
+		p.MaxProperties = uint64p(maxTriggerParams)
+		p.PropertyNames = &jsonschema.Schema{Type: "string", MaxLength: uint64p(64), Pattern: envNamePattern}
+		p.AdditionalProperties = &jsonschema.Schema{Type: "string", MaxLength: uint64p(maxTriggerParamLength)}
+	}
+}
+
+// JSONSchemaExtend says that exactly one of equals and prefix is set.
+func (EventFilter) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"equals"}},
+		{Required: []string{"prefix"}},
+	}
+}
+
+// JSONSchemaExtend says that exactly one of pipeline and job is set.
+func (TriggerAction) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"pipeline"}},
+		{Required: []string{"job"}},
+	}
+}
+
+// DecodeTrigger is Decode for a document that must be a Trigger.
+func DecodeTrigger(data []byte) (*Trigger, error) {
+	t := new(Trigger)
+	if err := decodeKind(data, KindTrigger, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

@@ -1,0 +1,462 @@
+package triggers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// Starter starts workflows: the part of a Temporal client the dispatcher uses.
+type Starter interface {
+	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	// Consumer is the name of the durable consumer on DLC_INBOUND.
+	Consumer string
+	// TaskQueue is where started workflows run.
+	TaskQueue string
+	// AckWait is how long JetStream waits for an acknowledgement before it delivers an
+	// event again.
+	AckWait time.Duration
+	// StartTimeout bounds one workflow start.
+	StartTimeout time.Duration
+	// Logger receives what goes wrong.
+	Logger *slog.Logger
+}
+
+// Option changes Options.
+type Option func(*Options) error
+
+// WithConsumer sets the durable consumer's name. Default DefaultConsumer. Two
+// dispatchers may share one consumer: each event goes to one of them.
+func WithConsumer(name string) Option {
+	return func(o *Options) error {
+		if !dnsLabelRE.MatchString(name) {
+			return fmt.Errorf("triggers: consumer name %q: lowercase letters, digits and '-' only", name)
+		}
+		o.Consumer = name
+		return nil
+	}
+}
+
+// WithTaskQueue sets the task queue of the workflows triggers start. Default
+// workflows.TaskQueue.
+func WithTaskQueue(q string) Option {
+	return func(o *Options) error { o.TaskQueue = q; return nil }
+}
+
+// WithAckWait sets the consumer's ack wait, at least 1s. Default 30s.
+func WithAckWait(d time.Duration) Option {
+	return func(o *Options) error {
+		if d < time.Second {
+			return fmt.Errorf("triggers: ack wait %s: must be at least 1s", d)
+		}
+		o.AckWait = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *Options) error { o.Logger = l; return nil }
+}
+
+// Dispatcher reads DLC_INBOUND and starts the action of every trigger an event matches.
+// Start one with StartDispatcher; Close stops it.
+type Dispatcher struct {
+	js      jetstream.JetStream
+	starter Starter
+	o       Options
+	log     *slog.Logger
+	kv      jetstream.KeyValue
+
+	mu        sync.RWMutex
+	bySubject map[string]map[string]*schemas.Trigger // subject -> key -> trigger
+	subjectOf map[string]string                      // key -> subject
+	applied   atomic.Uint64                          // newest bucket revision applied
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	consume   jetstream.ConsumeContext
+	ctx       context.Context
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+}
+
+// StartDispatcher loads every trigger, then consumes DLC_INBOUND through the durable
+// consumer until Close. What EnsureStreams creates, and DLC_EVENTS, must exist.
+func StartDispatcher(ctx context.Context, js jetstream.JetStream, starter Starter, opts ...Option) (*Dispatcher, error) {
+	o := Options{
+		Consumer:     DefaultConsumer,
+		TaskQueue:    workflows.TaskQueue,
+		AckWait:      30 * time.Second,
+		StartTimeout: 10 * time.Second,
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	d := &Dispatcher{
+		js: js, starter: starter, o: o, log: o.Logger,
+		bySubject: map[string]map[string]*schemas.Trigger{},
+		subjectOf: map[string]string{},
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	d.log = d.log.With("component", "triggers")
+	var err error
+	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
+		return nil, fmt.Errorf("triggers: open bucket %s (created by triggers.EnsureStreams): %w", TriggersBucket, err)
+	}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watcher, err := d.kv.WatchAll(watchCtx)
+	if err != nil {
+		stopWatch()
+		return nil, fmt.Errorf("triggers: watch %s: %w", TriggersBucket, err)
+	}
+loading:
+	for {
+		select {
+		case e, ok := <-watcher.Updates():
+			if !ok {
+				stopWatch()
+				return nil, fmt.Errorf("triggers: watch %s: closed while loading", TriggersBucket)
+			}
+			if e == nil {
+				break loading
+			}
+			d.apply(e)
+		case <-ctx.Done():
+			_ = watcher.Stop()
+			stopWatch()
+			return nil, ctx.Err()
+		}
+	}
+	d.stopWatch, d.watchDone = stopWatch, make(chan struct{})
+	go d.watch(watchCtx, watcher)
+
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	cons, err := js.CreateOrUpdateConsumer(ctx, InboundStream, jetstream.ConsumerConfig{
+		Durable:       o.Consumer,
+		Description:   "OpenDLC trigger dispatcher",
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 256,
+	})
+	if err == nil {
+		d.consume, err = cons.Consume(d.handle)
+	}
+	if err != nil {
+		d.stop()
+		return nil, fmt.Errorf("triggers: consume %s: %w", InboundStream, err)
+	}
+	return d, nil
+}
+
+// Close stops reading events and waits, until ctx ends, for the event being handled.
+// Events not acknowledged are delivered again to the next dispatcher.
+func (d *Dispatcher) Close(ctx context.Context) error {
+	var err error
+	d.closeOnce.Do(func() {
+		if d.consume != nil {
+			d.consume.Stop()
+			select {
+			case <-d.consume.Closed():
+			case <-ctx.Done():
+				err = fmt.Errorf("triggers: close: %w", ctx.Err())
+			}
+		}
+		d.stop()
+	})
+	return err
+}
+
+func (d *Dispatcher) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.stopWatch()
+	<-d.watchDone
+}
+
+// AppliedRevision is the DLC_TRIGGERS revision of the newest trigger change in effect.
+func (d *Dispatcher) AppliedRevision() uint64 { return d.applied.Load() }
+
+// apply records one bucket entry: a stored trigger, or a deletion.
+func (d *Dispatcher) apply(e jetstream.KeyValueEntry) {
+	defer func() { d.applied.Store(max(d.applied.Load(), e.Revision())) }()
+	key := e.Key()
+	var t *schemas.Trigger
+	if e.Operation() == jetstream.KeyValuePut {
+		var err error
+		if t, err = decodeTrigger(e.Value()); err != nil {
+			d.log.Error("ignoring a stored trigger", "key", key, "err", err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.subjectOf[key]; ok {
+		delete(d.bySubject[old], key)
+		if len(d.bySubject[old]) == 0 {
+			delete(d.bySubject, old)
+		}
+		delete(d.subjectOf, key)
+	}
+	if t == nil || Key(t.Metadata.Workspace, t.Metadata.Name) != key {
+		return
+	}
+	s := t.Spec.Subject
+	if d.bySubject[s] == nil {
+		d.bySubject[s] = map[string]*schemas.Trigger{}
+	}
+	d.bySubject[s][key] = t
+	d.subjectOf[key] = s
+}
+
+// watch applies trigger changes as they are stored.
+func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
+	defer close(d.watchDone)
+	defer func() { _ = watcher.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-watcher.Updates():
+			if !ok {
+				// The watcher ended (its connection closed); start another, which reads
+				// every current trigger again.
+				_ = watcher.Stop()
+				for {
+					var err error
+					if watcher, err = d.kv.WatchAll(ctx); err == nil {
+						break
+					}
+					d.log.Error("watching triggers", "err", err)
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(time.Second):
+					}
+				}
+				continue
+			}
+			if e != nil {
+				d.apply(e)
+			}
+		}
+	}
+}
+
+// catchUp waits, briefly, until every trigger change stored so far is in effect, so that
+// an event published after a trigger was stored is matched against it.
+func (d *Dispatcher) catchUp(ctx context.Context) {
+	st, err := d.kv.Status(ctx)
+	if err != nil {
+		return
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return
+	}
+	last := bs.StreamInfo().State.LastSeq
+	deadline := time.Now().Add(2 * time.Second)
+	for d.applied.Load() < last && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// matching returns the triggers listening on subject, sorted by key.
+func (d *Dispatcher) matching(subject string) []*schemas.Trigger {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	m := d.bySubject[subject]
+	out := make([]*schemas.Trigger, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// handle processes one inbound message: every matching trigger's action is started,
+// then the message is acknowledged; a transient failure has it delivered again.
+func (d *Dispatcher) handle(msg jetstream.Msg) {
+	ev, err := ParseEvent(msg.Subject(), msg.Data())
+	if err != nil {
+		d.log.Debug("ignoring an inbound message", "subject", msg.Subject(), "err", err)
+		_ = msg.Ack()
+		return
+	}
+	d.catchUp(d.ctx)
+	retry := false
+	for _, t := range d.matching(ev.Subject) {
+		if t.Metadata.Workspace != ev.Workspace || !t.Spec.Matches(ev.Doc) {
+			continue
+		}
+		if err := d.fire(t, ev); err != nil {
+			var perm *permanentError
+			if errors.As(err, &perm) {
+				d.log.Warn("trigger not fired", "workspace", t.Metadata.Workspace, "trigger", t.Metadata.Name,
+					"event", ev.ID, "err", err)
+				continue
+			}
+			d.log.Error("trigger action not started; the event will be delivered again", "workspace", t.Metadata.Workspace,
+				"trigger", t.Metadata.Name, "event", ev.ID, "err", err)
+			retry = true
+		}
+	}
+	if !retry {
+		if err := msg.Ack(); err != nil {
+			d.log.Warn("acknowledging an inbound event", "subject", ev.Subject, "err", err)
+		}
+		return
+	}
+	n := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		n = md.NumDelivered
+	}
+	_ = msg.NakWithDelay(min(time.Second<<min(n-1, 6), time.Minute))
+}
+
+// permanentError is a failure retrying will not cure: the trigger cannot produce a
+// valid action for this event.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(format string, args ...any) error {
+	return &permanentError{fmt.Errorf(format, args...)}
+}
+
+// fire starts a trigger's action for an event. An action already started for this event
+// counts as started.
+func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
+	params, err := t.Spec.ResolveParams(ev.Doc)
+	if err != nil {
+		return permanent("%w", err)
+	}
+	ws := t.Metadata.Workspace
+	runName := schemas.TriggerRunName(t.Metadata.Name, ev.ID)
+	labels := make(map[string]string, len(t.Metadata.Labels)+1)
+	maps.Copy(labels, t.Metadata.Labels)
+	labels[schemas.LabelTrigger] = t.Metadata.Name
+
+	var (
+		opts     client.StartWorkflowOptions
+		workflow string
+		input    any
+		kind     schemas.Kind
+	)
+	switch a := t.Spec.Action; {
+	case a.Pipeline != nil:
+		p := schemas.Pipeline{
+			APIVersion: schemas.APIVersion,
+			Kind:       schemas.KindPipeline,
+			Metadata:   schemas.ObjectMeta{Name: runName, Workspace: ws, Labels: labels},
+			Spec:       *a.Pipeline,
+		}
+		if errs := p.Validate(); len(errs) > 0 {
+			return permanent("the pipeline is invalid: %v", errs)
+		}
+		values, errs := p.Spec.ResolveParams(params)
+		if len(errs) > 0 {
+			return permanent("the pipeline's parameters: %v", errs)
+		}
+		opts, workflow, kind = workflows.PipelineStartOptions(&p, d.o.TaskQueue), workflows.PipelineWorkflowName, schemas.KindPipeline
+		input = workflows.PipelineInput{Pipeline: p, Params: values}
+	case a.Job != nil:
+		spec := schemas.CopyJobSpec(a.Job)
+		var errs []error
+		schemas.JobTemplateFields(&spec, schemas.NewPath("spec"), func(p schemas.Path, v *string) {
+			s, err := schemas.ExpandTemplate(*v, func(r schemas.TemplateRef) (string, error) {
+				if x, ok := params[r.Name]; ok && r.Root == schemas.RefParams {
+					return x, nil
+				}
+				return "", fmt.Errorf("%s: no value", r)
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			}
+			*v = s
+		})
+		if len(errs) > 0 {
+			return permanent("%w", errors.Join(errs...))
+		}
+		job := schemas.TrainingJob{
+			APIVersion: schemas.APIVersion,
+			Kind:       schemas.KindTrainingJob,
+			Metadata:   schemas.ObjectMeta{Name: runName, Workspace: ws, Labels: labels},
+			Spec:       spec,
+		}
+		job.Default()
+		if errs := job.Validate(); len(errs) > 0 {
+			return permanent("the job is invalid: %v", errs)
+		}
+		opts, workflow, kind = workflows.JobStartOptions(&job, d.o.TaskQueue), workflows.TrainingJobWorkflowName, schemas.KindTrainingJob
+		input = workflows.TrainingJobInput{Job: job}
+	default:
+		return permanent("the trigger has no action")
+	}
+
+	ctx, cancel := context.WithTimeout(d.ctx, d.o.StartTimeout)
+	defer cancel()
+	_, err = d.starter.ExecuteWorkflow(ctx, opts, workflow, input)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		d.log.Debug("trigger action already started for this event", "workspace", ws, "trigger", t.Metadata.Name, "run", runName)
+	case err != nil:
+		return fmt.Errorf("start %s %s: %w", kind, runName, err)
+	default:
+		d.log.Info("trigger fired", "workspace", ws, "trigger", t.Metadata.Name, "event", ev.ID, "started", runName)
+	}
+	d.publishFired(ctx, t, ev, kind, runName)
+	return nil
+}
+
+// publishFired publishes the trigger's opendlc.trigger.fired.v1 event. Its message id is
+// the run's, so a repeat within DLC_EVENTS' duplicate window is dropped. A failure is
+// only logged: the action has started, which is what counts.
+func (d *Dispatcher) publishFired(ctx context.Context, t *schemas.Trigger, ev Event, kind schemas.Kind, runName string) {
+	ws, name := t.Metadata.Workspace, t.Metadata.Name
+	id := fmt.Sprintf("%s/%s:fired", ws, runName)
+	e, err := events.New(id, events.TypeTriggerFired, ws, fmt.Sprintf("/opendlc/workspaces/%s/triggers/%s", ws, name),
+		name, time.Now(), events.TriggerFiredData{
+			Trigger: name, Source: ev.Subject, Key: ev.Key, StartedKind: string(kind), StartedName: runName,
+		})
+	var data []byte
+	if err == nil {
+		data, err = json.Marshal(e)
+	}
+	if err == nil {
+		_, err = d.js.Publish(ctx, events.TriggerFiredSubject(ws, name), data, jetstream.WithMsgID(id))
+	}
+	if err != nil {
+		d.log.Warn("fired event not published", "workspace", ws, "trigger", name, "err", err)
+	}
+}

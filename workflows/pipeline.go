@@ -1,0 +1,535 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// PipelineInput starts a Pipeline workflow.
+type PipelineInput struct {
+	// Pipeline is the validated, defaulted document; its name is the run's.
+	Pipeline schemas.Pipeline `json:"pipeline"`
+	// Params are every parameter's value, defaults included
+	// (schemas.PipelineSpec.ResolveParams).
+	Params map[string]string `json:"params,omitempty"`
+}
+
+// PipelineResult is the run's final status.
+type PipelineResult struct {
+	Status schemas.PipelineStatus `json:"status"`
+}
+
+// PipelineView is what the status query returns: the pipeline as submitted and the live
+// status of the run and of every step.
+type PipelineView struct {
+	UID      string                 `json:"uid"`
+	Pipeline schemas.Pipeline       `json:"pipeline"`
+	Status   schemas.PipelineStatus `json:"status"`
+}
+
+// Timeouts of the Pipeline workflow's activities.
+const (
+	// stopJobTimeout bounds stopping one step's job (the job's stop update returns once
+	// its replicas are gone).
+	stopJobTimeout = 10 * time.Minute
+)
+
+// PipelineWorkflow runs a pipeline: its steps in dependency order, independent steps in
+// parallel, each job step as a child TrainingJob workflow (id JobWorkflowID(workspace,
+// "<run>-<step>")), each condition evaluated on the metrics and parameters it names. A
+// step runs once every step it depends on has succeeded (and every condition among them
+// held); otherwise it is Skipped. When a step fails the pipeline fails: running jobs are
+// stopped (Cancelled) and the steps not started are Skipped. The stop update does the
+// same and ends the run Stopped.
+func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, error) {
+	w := &pipelineWorkflow{in: in, logger: workflow.GetLogger(ctx)}
+	if err := w.setup(ctx); err != nil {
+		return PipelineResult{}, err
+	}
+	return w.run(ctx)
+}
+
+// pipelineWorkflow is a pipeline run's state.
+type pipelineWorkflow struct {
+	in     PipelineInput
+	logger log.Logger
+	uid    string
+	status schemas.PipelineStatus
+	// order is the steps' indexes in dependency order.
+	order []int
+	// jobs holds the running job of each step (by index), nil otherwise.
+	jobs []*stepJob
+	// results are what succeeded job steps pass on, by step name.
+	results map[string]activities.StepResult
+
+	stopCh     workflow.Channel
+	stopReason string
+	// ending is why no more steps start: endFailed or endStopped; "" while the run goes on.
+	ending string
+	// failedStep is the step whose failure failed the pipeline.
+	failedStep string
+}
+
+// stepJob is a job step's running child workflow.
+type stepJob struct {
+	future     workflow.ChildWorkflowFuture
+	cancelling bool
+}
+
+const (
+	endFailed  = "failed"
+	endStopped = "stopped"
+)
+
+func (w *pipelineWorkflow) setup(ctx workflow.Context) error {
+	w.uid = workflow.GetInfo(ctx).FirstRunID
+	w.stopCh = workflow.NewBufferedChannel(ctx, 1)
+	spec := &w.in.Pipeline.Spec
+	w.order = spec.TopoOrder()
+	w.jobs = make([]*stepJob, len(spec.Steps))
+	w.results = map[string]activities.StepResult{}
+	w.status = schemas.PipelineStatus{Phase: schemas.PipelinePending, Params: w.in.Params}
+	for _, st := range spec.Steps {
+		s := schemas.StepStatus{Name: st.Name, Phase: schemas.StepPending}
+		if st.Job != nil {
+			s.Job = schemas.StepJobName(w.in.Pipeline.Metadata.Name, st.Name)
+		}
+		w.status.Steps = append(w.status.Steps, s)
+	}
+
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (PipelineView, error) {
+		return PipelineView{UID: w.uid, Pipeline: w.in.Pipeline, Status: w.status}, nil
+	}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
+		func(ctx workflow.Context, req StopRequest) (PipelineStopResult, error) {
+			if !w.status.Phase.Terminal() && w.stopReason == "" {
+				w.stopReason = req.Reason
+				if w.stopReason == "" {
+					w.stopReason = "stopped by request"
+				}
+				w.stopCh.SendAsync(true)
+			}
+			if err := workflow.Await(ctx, func() bool { return w.status.Phase.Terminal() }); err != nil {
+				return PipelineStopResult{}, err
+			}
+			return PipelineStopResult{Phase: w.status.Phase}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(req StopRequest) error {
+			if len(req.Reason) > 1024 {
+				return errors.New("reason: must be at most 1024 characters")
+			}
+			return nil
+		}},
+	)
+}
+
+// PipelineStopResult is the run's phase once the stop has been handled.
+type PipelineStopResult struct {
+	Phase schemas.PipelinePhase `json:"phase"`
+}
+
+func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
+	now := workflow.Now(ctx)
+	w.status.StartTime = &now
+	w.transition(ctx, schemas.PipelineRunning, "Started", fmt.Sprintf("%d steps", len(w.status.Steps)))
+
+	for {
+		w.startReady(ctx)
+		if !w.anyRunning() {
+			break
+		}
+		sel := workflow.NewSelector(ctx)
+		for _, i := range w.order {
+			if j := w.jobs[i]; j != nil {
+				sel.AddFuture(j.future, func(f workflow.Future) { w.jobDone(ctx, i, f) })
+			}
+		}
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) {
+			c.Receive(ctx, nil)
+			if w.ending == "" {
+				w.ending = endStopped
+			}
+		})
+		sel.Select(ctx)
+		if w.ending != "" {
+			w.cancelRunning(ctx)
+		}
+	}
+	w.finish(ctx)
+	return PipelineResult{Status: w.status}, nil
+}
+
+// startReady starts every step whose dependencies have finished, until none is left: a
+// condition, or a step skipped, can make further steps ready at once.
+func (w *pipelineWorkflow) startReady(ctx workflow.Context) {
+	spec := &w.in.Pipeline.Spec
+	for progressed := true; progressed && w.ending == ""; {
+		progressed = false
+		for _, i := range w.order {
+			if w.status.Steps[i].Phase != schemas.StepPending || w.ending != "" {
+				continue
+			}
+			ready, reason, why := w.readiness(i)
+			if !ready {
+				continue
+			}
+			progressed = true
+			switch {
+			case why != "":
+				w.endStep(ctx, i, schemas.StepSkipped, reason, why)
+			case spec.Steps[i].Condition != nil:
+				w.evaluateCondition(ctx, i)
+			default:
+				w.startJob(ctx, i)
+			}
+		}
+	}
+}
+
+// readiness reports whether every dependency of step i has finished and, if the step is
+// to be skipped, why.
+func (w *pipelineWorkflow) readiness(i int) (ready bool, reason, why string) {
+	spec := &w.in.Pipeline.Spec
+	for _, d := range spec.Steps[i].DependsOn {
+		if _, j := spec.Step(d); j >= 0 && !w.status.Steps[j].Phase.Terminal() {
+			return false, "", ""
+		}
+	}
+	for _, d := range spec.Steps[i].DependsOn {
+		_, j := spec.Step(d)
+		if j < 0 {
+			continue
+		}
+		ds := &w.status.Steps[j]
+		if ds.Phase != schemas.StepSucceeded {
+			return true, "DependencyNotSucceeded", fmt.Sprintf("step %s is %s", d, ds.Phase)
+		}
+		if ds.ConditionResult != nil && !*ds.ConditionResult {
+			return true, "ConditionFalse", fmt.Sprintf("condition %s is false", d)
+		}
+	}
+	return true, "", ""
+}
+
+// evaluateCondition evaluates a condition step on the parameters and the metrics of the
+// steps before it.
+func (w *pipelineWorkflow) evaluateCondition(ctx workflow.Context, i int) {
+	st := &w.in.Pipeline.Spec.Steps[i]
+	now := workflow.Now(ctx)
+	w.status.Steps[i].StartTime = &now
+	cond, err := schemas.ParseCondition(st.Condition.Expression)
+	if err != nil {
+		w.endStep(ctx, i, schemas.StepFailed, "InvalidCondition", err.Error())
+		return
+	}
+	value, explain, err := cond.Eval(func(r schemas.TemplateRef) (float64, error) {
+		var s string
+		switch r.Root {
+		case schemas.RefParams:
+			v, ok := w.in.Params[r.Name]
+			if !ok {
+				return 0, fmt.Errorf("%s: no such parameter", r.Raw)
+			}
+			s = v
+		case schemas.RefSteps:
+			res, ok := w.results[r.Name]
+			if !ok {
+				return 0, fmt.Errorf("%s: step %s has not succeeded", r.Raw, r.Name)
+			}
+			x, ok := res.Metrics[r.Key]
+			if !ok {
+				return 0, fmt.Errorf("%s: step %s's job did not report %q", r.Raw, r.Name, r.Key)
+			}
+			return x, nil
+		default:
+			return 0, fmt.Errorf("%s: not a number", r.Raw)
+		}
+		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not a number", r.Raw, s)
+		}
+		return x, nil
+	})
+	if err != nil {
+		w.endStep(ctx, i, schemas.StepFailed, "ConditionNotEvaluated", err.Error())
+		return
+	}
+	w.status.Steps[i].ConditionResult = &value
+	w.endStep(ctx, i, schemas.StepSucceeded, "ConditionEvaluated", fmt.Sprintf("%s is %t", explain, value))
+}
+
+// startJob builds a job step's TrainingJob and starts it as a child workflow.
+func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
+	st := &w.in.Pipeline.Spec.Steps[i]
+	meta := w.in.Pipeline.Metadata
+	now := workflow.Now(ctx)
+	w.status.Steps[i].StartTime = &now
+
+	upstream := map[string]activities.StepResult{}
+	for _, d := range w.upstreamOf(i) {
+		if r, ok := w.results[d]; ok {
+			upstream[d] = r
+		}
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidStep},
+		},
+	})
+	var built activities.BuildStepJobResult
+	err := workflow.ExecuteLocalActivity(lctx, ActivityBuildStepJob, activities.BuildStepJobInput{
+		Run:      schemas.ObjectMeta{Name: meta.Name, Workspace: meta.Workspace, Labels: meta.Labels},
+		Step:     *st,
+		Params:   w.in.Params,
+		Upstream: upstream,
+	}).Get(ctx, &built)
+	if err != nil {
+		w.endStep(ctx, i, schemas.StepFailed, "InvalidStep", rootMessage(err))
+		return
+	}
+	job := &built.Job
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            JobWorkflowID(job.Metadata.Workspace, job.Metadata.Name),
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// The job is stopped through its stop update (which cleans its replicas up), not
+		// by Temporal closing it with the pipeline.
+		ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			WorkspaceKey.ValueSet(job.Metadata.Workspace),
+			KindKey.ValueSet(string(schemas.KindTrainingJob)),
+			NameKey.ValueSet(job.Metadata.Name),
+			PhaseKey.ValueSet(string(schemas.JobPending)),
+			FrameworkKey.ValueSet(string(job.Spec.Framework)),
+			LabelsKey.ValueSet(built.LabelKeywords),
+		),
+	})
+	fut := workflow.ExecuteChildWorkflow(cctx, TrainingJobWorkflowName, TrainingJobInput{Job: *job})
+	w.jobs[i] = &stepJob{future: fut}
+	w.status.Steps[i].Outputs = built.Outputs
+	w.status.Steps[i].Phase = schemas.StepRunning
+	w.status.Steps[i].Reason, w.status.Steps[i].Message = "JobStarted", fmt.Sprintf("job %s started", job.Metadata.Name)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var exec workflow.Execution
+		if err := fut.GetChildWorkflowExecution().Get(ctx, &exec); err == nil {
+			w.status.Steps[i].JobUID = exec.RunID
+		}
+	})
+}
+
+// upstreamOf returns the names of the steps step i depends on, directly or not.
+func (w *pipelineWorkflow) upstreamOf(i int) []string {
+	spec := &w.in.Pipeline.Spec
+	var out []string
+	seen := make([]bool, len(spec.Steps))
+	queue := []int{i}
+	for len(queue) > 0 {
+		k := queue[0]
+		queue = queue[1:]
+		for _, d := range spec.Steps[k].DependsOn {
+			if _, j := spec.Step(d); j >= 0 && !seen[j] {
+				seen[j] = true
+				out = append(out, d)
+				queue = append(queue, j)
+			}
+		}
+	}
+	return out
+}
+
+// jobDone records the end of step i's job.
+func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Future) {
+	j := w.jobs[i]
+	w.jobs[i] = nil
+	st := &w.status.Steps[i]
+	var res TrainingJobResult
+	err := f.Get(ctx, &res)
+	if st.JobUID == "" {
+		var exec workflow.Execution
+		if j.future.GetChildWorkflowExecution().Get(ctx, &exec) == nil {
+			st.JobUID = exec.RunID
+		}
+	}
+	var started *temporal.ChildWorkflowExecutionAlreadyStartedError
+	switch {
+	case errors.As(err, &started):
+		w.endStep(ctx, i, schemas.StepFailed, "JobExists",
+			fmt.Sprintf("a job named %s already exists in workspace %s", st.Job, w.in.Pipeline.Metadata.Workspace))
+	case err != nil:
+		w.endStep(ctx, i, schemas.StepFailed, "JobFailed", fmt.Sprintf("job %s: %s", st.Job, rootMessage(err)))
+	case res.Status.Phase == schemas.JobSucceeded:
+		w.jobSucceeded(ctx, i, res.Status)
+	case j.cancelling && res.Status.Phase == schemas.JobStopped:
+		w.endStep(ctx, i, schemas.StepCancelled, "PipelineEnded", fmt.Sprintf("job %s was stopped: the pipeline %s", st.Job, w.ending))
+	default:
+		msg := fmt.Sprintf("job %s %s", st.Job, strings.ToLower(string(res.Status.Phase)))
+		if res.Status.Message != "" {
+			msg += ": " + res.Status.Message
+		}
+		w.endStep(ctx, i, schemas.StepFailed, "Job"+string(res.Status.Phase), msg)
+	}
+}
+
+// jobSucceeded reads the job's last metrics and records the step's outputs.
+func (w *pipelineWorkflow) jobSucceeded(ctx workflow.Context, i int, js schemas.JobStatus) {
+	st := &w.status.Steps[i]
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    10,
+		},
+	})
+	var metrics activities.JobMetricsResult
+	err := workflow.ExecuteActivity(actx, ActivityJobMetrics, activities.JobMetricsInput{
+		Workspace: w.in.Pipeline.Metadata.Workspace, Job: st.Job, UID: st.JobUID,
+	}).Get(ctx, &metrics)
+	if err != nil {
+		w.endStep(ctx, i, schemas.StepFailed, "MetricsUnavailable",
+			fmt.Sprintf("job %s succeeded but its metrics could not be read: %s", st.Job, rootMessage(err)))
+		return
+	}
+	outputs := st.Outputs
+	if outputs == nil {
+		outputs = map[string]string{}
+	}
+	if js.LastCheckpoint != "" {
+		outputs[schemas.OutputCheckpoint] = js.LastCheckpoint
+	}
+	st.Outputs = outputs
+	if len(metrics.Values) > 0 {
+		st.Metrics = metrics.Values
+	}
+	w.results[st.Name] = activities.StepResult{Outputs: outputs, Metrics: metrics.Values}
+	w.endStep(ctx, i, schemas.StepSucceeded, "JobSucceeded", fmt.Sprintf("job %s succeeded", st.Job))
+}
+
+// cancelRunning stops every running job once the pipeline has failed or been stopped,
+// and waits until each stop has been handled. The jobs' futures then complete, and
+// jobDone marks their steps Cancelled.
+func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
+	reason := "the pipeline failed"
+	if w.ending == endStopped {
+		reason = "the pipeline was stopped: " + w.stopReason
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: stopJobTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    10,
+		},
+	})
+	var stops []workflow.Future
+	for _, i := range w.order {
+		j := w.jobs[i]
+		if j == nil || j.cancelling {
+			continue
+		}
+		j.cancelling = true
+		// Stop only a job that has started: one whose start failed ends on its own.
+		if err := j.future.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			continue
+		}
+		st := &w.status.Steps[i]
+		stops = append(stops, workflow.ExecuteActivity(actx, ActivityStopJob, activities.StopJobInput{
+			WorkflowID: JobWorkflowID(w.in.Pipeline.Metadata.Workspace, st.Job),
+			UpdateName: UpdateStop,
+			Reason:     reason,
+		}))
+	}
+	for _, f := range stops {
+		if err := f.Get(ctx, nil); err != nil {
+			w.logger.Error("could not stop a step's job", "error", err)
+		}
+	}
+}
+
+// endStep moves a step to a terminal phase. A failed step fails the pipeline.
+func (w *pipelineWorkflow) endStep(ctx workflow.Context, i int, phase schemas.StepPhase, reason, msg string) {
+	st := &w.status.Steps[i]
+	now := workflow.Now(ctx)
+	if st.StartTime == nil && phase != schemas.StepSkipped {
+		st.StartTime = &now
+	}
+	st.FinishTime = &now
+	st.Phase, st.Reason, st.Message = phase, reason, msg
+	if phase == schemas.StepFailed && w.ending == "" {
+		w.ending, w.failedStep = endFailed, st.Name
+	}
+}
+
+func (w *pipelineWorkflow) anyRunning() bool {
+	for _, j := range w.jobs {
+		if j != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// finish skips the steps that never started, enters the terminal phase and waits until
+// every update is handled.
+func (w *pipelineWorkflow) finish(ctx workflow.Context) {
+	skipReason, skipMsg := "", ""
+	switch w.ending {
+	case endFailed:
+		skipReason, skipMsg = "PipelineFailed", fmt.Sprintf("step %s failed", w.failedStep)
+	case endStopped:
+		skipReason, skipMsg = "PipelineStopped", "the pipeline was stopped"
+	}
+	succeeded, skipped := 0, 0
+	for i := range w.status.Steps {
+		st := &w.status.Steps[i]
+		if st.Phase == schemas.StepPending {
+			w.endStep(ctx, i, schemas.StepSkipped, skipReason, skipMsg)
+		}
+		switch st.Phase {
+		case schemas.StepSucceeded:
+			succeeded++
+		case schemas.StepSkipped:
+			skipped++
+		}
+	}
+	now := workflow.Now(ctx)
+	w.status.FinishTime = &now
+	switch w.ending {
+	case endStopped:
+		w.transition(ctx, schemas.PipelineStopped, "StopRequested", w.stopReason)
+	case endFailed:
+		msg := fmt.Sprintf("step %s failed", w.failedStep)
+		if st := w.status.Step(w.failedStep); st != nil && st.Message != "" {
+			msg += ": " + st.Message
+		}
+		w.transition(ctx, schemas.PipelineFailed, "StepFailed", msg)
+	default:
+		w.transition(ctx, schemas.PipelineSucceeded, "AllStepsDone",
+			fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped))
+	}
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// transition moves the run to a phase and upserts the DlcPhase search attribute.
+func (w *pipelineWorkflow) transition(ctx workflow.Context, phase schemas.PipelinePhase, reason, msg string) {
+	w.status.Phase, w.status.Reason, w.status.Message = phase, reason, msg
+	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(phase))); err != nil {
+		w.logger.Warn("upsert phase search attribute failed", "error", err)
+	}
+}
