@@ -110,7 +110,11 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/yaml")
+		ct := "application/yaml"
+		if json.Valid(body) {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

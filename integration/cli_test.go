@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,14 +71,26 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("no banner from dlc up:\n%s", upErr.String())
 	}
-	for _, want := range []string{"API          " + server, "Temporal     127.0.0.1:", "NATS         nats://127.0.0.1:", "S3           http://127.0.0.1:"} {
+	tokenFile := filepath.Join(dir, "state", "admin-token")
+	for _, want := range []string{"API          " + server, "Temporal     127.0.0.1:", "NATS         nats://127.0.0.1:", "S3           http://127.0.0.1:",
+		"Admin token  in " + tokenFile} {
 		if !strings.Contains(text, want) {
 			t.Errorf("banner lacks %q:\n%s", want, text)
 		}
 	}
+	// dlc up wrote the admin token into its state directory; the commands use it.
+	adminToken, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, strings.TrimSpace(string(adminToken))) || strings.Contains(upErr.String(), strings.TrimSpace(string(adminToken))) {
+		t.Errorf("dlc up printed the admin token")
+	}
+	tokenEnv := "DLC_TOKEN=" + strings.TrimSpace(string(adminToken))
 
 	dlc := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", server}, args...)...)
+		cmd.Env = append(os.Environ(), tokenEnv)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -152,6 +165,7 @@ spec:
 	}
 	// dlc logs -f follows the live job and ends when the job does.
 	follow := exec.CommandContext(ctx, bin, "--server", server, "-w", "cli", "logs", "long", "-f")
+	follow.Env = append(os.Environ(), tokenEnv)
 	var followed bytes.Buffer
 	follow.Stdout = &followed
 	if err := follow.Start(); err != nil {
@@ -165,6 +179,50 @@ spec:
 	}
 	if want := "[worker-0] tick 1\n[worker-0] tick 2\n[worker-0] tick 3\n"; followed.String() != want {
 		t.Errorf("dlc logs -f printed %q, want %q", followed.String(), want)
+	}
+
+	// Access: the admin creates a workspace and a viewer token for it; the viewer reads
+	// its workspace, cannot see another or submit; once revoked, its token is refused.
+	if out, err := dlc("whoami"); err != nil || !strings.Contains(out, "role:       admin") || !strings.Contains(out, "workspace:  *") {
+		t.Errorf("whoami: %v\n%s", err, out)
+	}
+	if out, err := dlc("workspace", "create", "cli-team", "--namespace", "team-ns"); err != nil {
+		t.Fatalf("workspace create: %v\n%s", err, out)
+	}
+	if out, err := dlc("workspace", "list"); err != nil || !regexp.MustCompile(`cli-team\s+team-ns`).MatchString(out) {
+		t.Errorf("workspace list: %v\n%s", err, out)
+	}
+	create := exec.CommandContext(ctx, bin, "--server", server, "-w", "cli-team", "token", "create", "cli-viewer", "--role", "viewer", "--ttl", "1h")
+	create.Env = append(os.Environ(), tokenEnv)
+	var created, createErr bytes.Buffer
+	create.Stdout, create.Stderr = &created, &createErr
+	if err := create.Run(); err != nil {
+		t.Fatalf("token create: %v\n%s", err, createErr.String())
+	}
+	viewer := strings.TrimSpace(created.String())
+	if !strings.HasPrefix(viewer, "dlc_") || !strings.Contains(createErr.String(), "shown only now") {
+		t.Fatalf("token create printed %q, %q", viewer, createErr.String())
+	}
+	if out, err := dlc("--token", viewer, "whoami"); err != nil || !strings.Contains(out, "cli-viewer") || !strings.Contains(out, "role:       viewer") {
+		t.Errorf("whoami as the viewer: %v\n%s", err, out)
+	}
+	if out, err := dlc("--token", viewer, "-w", "cli-team", "list"); err != nil {
+		t.Errorf("the viewer lists its workspace: %v\n%s", err, out)
+	}
+	if out, err := dlc("--token", viewer, "-w", "cli", "describe", "cli"); err == nil || !strings.Contains(out, "not found") {
+		t.Errorf("the viewer reads another workspace's job: %v\n%s", err, out)
+	}
+	if out, err := dlc("--token", viewer, "submit", "-f", spec); err == nil || !strings.Contains(out, "metadata.workspace") {
+		t.Errorf("the viewer submits into another workspace: %v\n%s", err, out)
+	}
+	if out, err := dlc("token", "list"); err != nil || !strings.Contains(out, "cli-viewer") || strings.Contains(out, viewer) {
+		t.Errorf("token list: %v\n%s", err, out)
+	}
+	if out, err := dlc("token", "revoke", "cli-viewer"); err != nil {
+		t.Errorf("token revoke: %v\n%s", err, out)
+	}
+	if out, err := dlc("--token", viewer, "whoami"); err == nil || !strings.Contains(out, "invalid token") {
+		t.Errorf("a revoked token: %v\n%s", err, out)
 	}
 
 	// A spec with mistakes: dlc run prints them and exits 1 without submitting.

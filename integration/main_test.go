@@ -81,7 +81,7 @@ func setup(ctx context.Context, dir string) error {
 		return err
 	}
 	env.e = e
-	if env.api, err = dlc.New(e.APIURL); err != nil {
+	if env.api, err = dlc.New(e.APIURL, dlc.WithToken(e.AdminToken)); err != nil {
 		return err
 	}
 	if env.temporal, err = client.DialContext(ctx, client.Options{

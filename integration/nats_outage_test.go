@@ -36,7 +36,7 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	c, err := dlc.New(e.APIURL)
+	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func dataReady(id, key string, current float64) []byte {
 func waitPipeline(t *testing.T, ctx context.Context, ws, name string) *api.PipelineRun {
 	t.Helper()
 	for {
-		p, err := apiAsAdmin(t).WaitPipeline(ctx, ws, name, 200*time.Millisecond, nil)
+		p, err := env.api.WaitPipeline(ctx, ws, name, 200*time.Millisecond, nil)
 		if err == nil {
 			return p
 		}
@@ -138,25 +139,11 @@ func inboundDrained(t *testing.T, ctx context.Context) {
 func logLines(t *testing.T, ctx context.Context, ws, job string) string {
 	t.Helper()
 	var b strings.Builder
-	err := apiAsAdmin(t).Logs(ctx, ws, job, dlc.LogOptions{}, func(r events.LogRecord) error {
+	for _, r := range jobLogs(t, ctx, ws, job) {
 		b.WriteString(r.Line)
 		b.WriteByte('\n')
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("logs of %s/%s: %v", ws, job, err)
 	}
 	return b.String()
-}
-
-// apiAsAdmin is an API client with the stack's admin token.
-func apiAsAdmin(t *testing.T) *dlc.Client {
-	t.Helper()
-	c, err := dlc.New(env.e.APIURL, dlc.WithToken(env.e.AdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // An event published twice with the same id starts exactly one pipeline run, whose
@@ -167,11 +154,11 @@ func apiAsAdmin(t *testing.T) *dlc.Client {
 func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	tr, err := apiAsAdmin(t).ApplyTrigger(ctx, []byte(retrainTriggerDoc(ws)))
+	tr, err := env.api.ApplyTrigger(ctx, []byte(retrainTriggerDoc(ws)))
 	if err != nil {
 		t.Fatalf("apply trigger: %v", err)
 	}
-	if l, err := apiAsAdmin(t).ListTriggers(ctx, ws); err != nil || len(l.Items) != 1 || l.Items[0].Metadata.Name != "retrain" {
+	if l, err := env.api.ListTriggers(ctx, ws); err != nil || len(l.Items) != 1 || l.Items[0].Metadata.Name != "retrain" {
 		t.Fatalf("list triggers: %+v, %v", l, err)
 	}
 	subject := tr.Spec.Subject
@@ -204,7 +191,7 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 	// The steps ran in order: each job started after the one before it had finished.
 	var prev *api.Job
 	for _, step := range []string{"preprocess", "train", "evaluate"} {
-		j, err := apiAsAdmin(t).GetJob(ctx, ws, st.Step(step).Job)
+		j, err := env.api.GetJob(ctx, ws, st.Step(step).Job)
 		if err != nil {
 			t.Fatalf("job of step %s: %v", step, err)
 		}
@@ -257,7 +244,7 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 
 	// Three deliveries, two runs: the repeat started nothing. Nothing else started
 	// either: the workspace has the two runs' jobs only (4 + 5).
-	runs, err := apiAsAdmin(t).ListPipelines(ctx, ws, dlc.ListOptions{})
+	runs, err := env.api.ListPipelines(ctx, ws, dlc.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +258,7 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("pipeline runs (-want +got):\n%s", diff)
 	}
-	if jobs, err := apiAsAdmin(t).ListJobs(ctx, ws, dlc.ListOptions{}); err != nil || len(jobs.Items) != 7 {
+	if jobs, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{}); err != nil || len(jobs.Items) != 7 {
 		t.Errorf("jobs in the workspace: %d (err %v), want 7 (3 + 4)", len(jobs.Items), err)
 	}
 	if n := countInbound(t, ctx, subject); n != 3 {
@@ -296,7 +283,7 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 	if len(fired) != 2 || fired[0].StartedKind != string(schemas.KindPipeline) {
 		t.Errorf("fired events: %+v, want 2 pipeline starts", fired)
 	}
-	if err := apiAsAdmin(t).DeleteTrigger(ctx, ws, "retrain"); err != nil {
+	if err := env.api.DeleteTrigger(ctx, ws, "retrain"); err != nil {
 		t.Errorf("delete trigger: %v", err)
 	}
 }
@@ -315,7 +302,7 @@ func TestTriggerS3UploadStartsRetraining(t *testing.T) {
 	if env.e.Stack.S3.EventSubject != subject {
 		t.Fatalf("the S3 gateway publishes to %q, want %q", env.e.Stack.S3.EventSubject, subject)
 	}
-	_, err := apiAsAdmin(t).ApplyTrigger(ctx, fmt.Appendf(nil, `
+	_, err := env.api.ApplyTrigger(ctx, fmt.Appendf(nil, `
 apiVersion: opendlc.io/v1alpha1
 kind: Trigger
 metadata: {name: on-new-data, workspace: %s}
@@ -354,7 +341,7 @@ spec:
 	// the trigger's label.
 	var run string
 	for run == "" {
-		l, err := apiAsAdmin(t).ListPipelines(ctx, ws, dlc.ListOptions{Labels: []string{schemas.LabelTrigger + "=on-new-data"}})
+		l, err := env.api.ListPipelines(ctx, ws, dlc.ListOptions{Labels: []string{schemas.LabelTrigger + "=on-new-data"}})
 		if err == nil && len(l.Items) > 0 {
 			run = l.Items[0].Name
 			break
@@ -386,11 +373,11 @@ spec:
 		}
 	}
 	inboundDrained(t, ctx)
-	l, err := apiAsAdmin(t).ListPipelines(ctx, ws, dlc.ListOptions{Labels: []string{schemas.LabelTrigger + "=on-new-data"}})
+	l, err := env.api.ListPipelines(ctx, ws, dlc.ListOptions{Labels: []string{schemas.LabelTrigger + "=on-new-data"}})
 	if err != nil || len(l.Items) != 1 {
 		t.Errorf("runs started by the trigger: %+v (err %v), want 1", l, err)
 	}
-	if err := apiAsAdmin(t).DeleteTrigger(ctx, ws, "on-new-data"); err != nil {
+	if err := env.api.DeleteTrigger(ctx, ws, "on-new-data"); err != nil {
 		t.Errorf("delete trigger: %v", err)
 	}
 }
@@ -472,7 +459,7 @@ func recordPipelineHistory(t *testing.T, ctx context.Context, ws, name, file str
 func TestPipelineRunAndStopThroughAPI(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	c := apiAsAdmin(t)
+	c := env.api
 	doc := fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1
 kind: Pipeline
@@ -535,5 +522,90 @@ spec:
 	}
 	if _, err := c.GetPipeline(ctx, ws, "nope"); !dlc.IsNotFound(err) {
 		t.Errorf("an unknown pipeline: %v, want 404", err)
+	}
+}
+
+// The CLI end to end against the shared stack: apply, list, get and delete a trigger;
+// run a pipeline with a parameter and --wait, then get and list it.
+func TestPipelineAndTriggerCLI(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	bin, err := buildDLC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	dlcCmd := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", env.e.APIURL, "--token", env.e.AdminToken, "-w", ws}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	trigger := write("trigger.yaml", fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Trigger
+metadata: {name: on-demand, workspace: %[1]s}
+spec:
+  subject: dlc.%[1]s.trigger.retrain
+  params: {lr: "${event.data.lr}"}
+  action:
+    job: {framework: custom, command: [sh, -c, 'echo ${params.lr}'], roles: {worker: {replicas: 1}}}
+`, ws))
+	pipeline := write("pipeline.yaml", fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: tiny, workspace: %s}
+spec:
+  params: [{name: greeting}]
+  steps:
+    - name: hello
+      job:
+        framework: custom
+        command: [sh, -c, 'echo "$GREETING"; echo "dlc:metric score=2"']
+        env: [{name: GREETING, value: "${params.greeting}"}]
+        roles: {worker: {replicas: 1}}
+    - name: good
+      dependsOn: [hello]
+      condition: {expression: "steps.hello.metrics.score >= 2"}
+`, ws))
+
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trigger", "apply", "-f", trigger}, "trigger " + ws + "/on-demand applied: listening on dlc." + ws + ".trigger.retrain"},
+		{[]string{"trigger", "list"}, "on-demand"},
+		{[]string{"trigger", "get", "on-demand"}, "subject: dlc." + ws + ".trigger.retrain"},
+		{[]string{"pipeline", "run", "-f", pipeline, "-p", "greeting=hello, world", "--wait"}, "pipeline " + ws + "/tiny started"},
+		{[]string{"pipeline", "get", "tiny"}, "metrics.score: 2"},
+		{[]string{"pipeline", "list"}, "tiny"},
+		{[]string{"trigger", "delete", "on-demand"}, "trigger on-demand deleted"},
+	}
+	for _, s := range steps {
+		out, err := dlcCmd(s.args...)
+		if err != nil || !strings.Contains(out, s.want) {
+			t.Fatalf("dlc %s: %v\n%s\nwant output containing %q", strings.Join(s.args, " "), err, out, s.want)
+		}
+	}
+	out, err := dlcCmd("pipeline", "get", "tiny", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p api.PipelineRun
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("pipeline get -o json: %v\n%s", err, out)
+	}
+	if p.Status.Phase != schemas.PipelineSucceeded || p.Status.Params["greeting"] != "hello, world" ||
+		p.Status.Step("good").ConditionResult == nil || !*p.Status.Step("good").ConditionResult {
+		t.Errorf("run: %+v", p.Status)
+	}
+	if out, err := dlcCmd("trigger", "get", "on-demand"); err == nil || !strings.Contains(out, "not found") {
+		t.Errorf("trigger get after delete: %v\n%s", err, out)
 	}
 }

@@ -86,7 +86,7 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	c, err := dlc.New(e.APIURL)
+	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -304,10 +304,10 @@ func TestPipelineResolveParams(t *testing.T) {
 
 func TestExpandTemplate(t *testing.T) {
 	values := map[string]string{
-		"${params.lr}":                        "0.1",
-		"${steps.train.outputs.checkpoint}":   "s3://b/ck/000000000010",
-		"${steps.eval.metrics.val/loss}":      "0.25",
-		"${pipeline.name}":                    "retrain",
+		"${params.lr}":                       "0.1",
+		"${steps.train.outputs.checkpoint}":  "s3://b/ck/000000000010",
+		"${steps.eval.metrics.val/loss}":     "0.25",
+		"${pipeline.name}":                   "retrain",
 		"${event.data.Records[0].s3.bucket}": "datasets",
 	}
 	resolve := func(r schemas.TemplateRef) (string, error) {

@@ -244,12 +244,16 @@ func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 			return
 		case e, ok := <-watcher.Updates():
 			if !ok {
+				if ctx.Err() != nil {
+					return
+				}
 				// The watcher ended (its connection closed); start another, which reads
 				// every current trigger again.
 				_ = watcher.Stop()
 				for {
-					var err error
-					if watcher, err = d.kv.WatchAll(ctx); err == nil {
+					w, err := d.kv.WatchAll(ctx)
+					if err == nil {
+						watcher = w
 						break
 					}
 					d.log.Error("watching triggers", "err", err)

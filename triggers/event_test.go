@@ -37,7 +37,7 @@ func TestParseEvent(t *testing.T) {
 		},
 		"s3 record": {
 			subject: "dlc.vision.s3.events", data: versityRecord,
-			wantID:  `s3://datasets/clicks/a.csv etag="0cc175b9" sequencer=1A`, wantKey: "clicks/a.csv",
+			wantID: `s3://datasets/clicks/a.csv etag="0cc175b9" sequencer=1A`, wantKey: "clicks/a.csv",
 			wantWorkspace: "vision", wantType: "s3:ObjectCreated:Put",
 		},
 		"gateway test event": {

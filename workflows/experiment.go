@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"sort"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -590,7 +589,7 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 			NameKey.ValueSet(t.Job),
 			PhaseKey.ValueSet(string(schemas.JobPending)),
 			FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			LabelsKey.ValueSet(sortedLabelKeywords(job.Metadata.Labels)),
+			LabelsKey.ValueSet(LabelKeywords(job.Metadata.Labels)),
 		),
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, TrainingJobWorkflowName,
@@ -1063,22 +1062,6 @@ func newStopper(es schemas.EarlyStoppingSpec) (hpo.Stopper, error) {
 		}
 	}
 	return hpo.NewStopper(string(es.Rule), opts...)
-}
-
-// sortedLabelKeywords is LabelKeywords without ranging over the map.
-func sortedLabelKeywords(labels map[string]string) []string {
-	keys := make([]string, 0, len(labels))
-	// The keys are sorted before use.
-	//workflowcheck:ignore
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + labels[k]
-	}
-	return out
 }
 
 // withMetricsActivity is for WatchTrialMetrics: it waits up to wait, heartbeating, and

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
@@ -118,7 +119,12 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref activities.GangRef) 
 	plan := attemptPlan{pool: w.pool(ctx)}
 	if ref.Attempt > 0 && job.Spec.Checkpoint != nil {
 		var latest string
-		err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLatestCheckpoint,
+		// A store that cannot be read must not hold the recovery up for long: after a
+		// few tries the attempt starts from spec.checkpoint.resumeFrom.
+		cctx := workflow.WithRetryPolicy(withShortActivity(ctx), temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3,
+		})
+		err := workflow.ExecuteActivity(cctx, ActivityLatestCheckpoint,
 			activities.LatestCheckpointInput{URI: job.Spec.Checkpoint.URI}).Get(ctx, &latest)
 		if err != nil {
 			w.logger.Warn("could not list checkpoints; the attempt starts fresh", "error", err)

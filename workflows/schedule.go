@@ -382,14 +382,15 @@ func (w *scheduleWorkflow) skipPausedTimes(ctx workflow.Context) {
 	}
 }
 
-// publishAttributes records the pause state and the cron expression where the list call
-// reads them.
+// publishAttributes records the pause state, the labels and the cron expression where
+// the list call reads them.
 func (w *scheduleWorkflow) publishAttributes(ctx workflow.Context) {
 	phase := SchedulePhaseActive
 	if w.spec.Spec.Paused {
 		phase = SchedulePhasePaused
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(phase)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(phase),
+		LabelsKey.ValueSet(LabelKeywords(w.spec.Metadata.Labels))); err != nil {
 		w.logger.Warn("upsert phase search attribute failed", "error", err)
 	}
 	if err := workflow.UpsertMemo(ctx, map[string]any{MemoCron: w.spec.Spec.Cron, MemoTimeZone: w.spec.Spec.TimeZone}); err != nil {

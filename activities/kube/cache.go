@@ -39,7 +39,19 @@ type podCache struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every informer event
+	// gone holds the last state of recently deleted pods: a pod evicted or preempted
+	// is gone from the API before anyone looks, but its last state says why.
+	gone map[string]tombstone
 }
+
+// tombstone is a deleted pod's last state.
+type tombstone struct {
+	pod *corev1.Pod
+	at  time.Time
+}
+
+// tombstoneTTL bounds how long a deleted pod's last state is kept.
+const tombstoneTTL = 10 * time.Minute
 
 func newPodCache(client kubernetes.Interface, resync time.Duration) *podCache {
 	return &podCache{client: client, resync: resync, stop: make(chan struct{}), changed: make(chan struct{})}
@@ -74,6 +86,7 @@ func (c *podCache) start() {
 			DeleteFunc: func(any) { c.notify() },
 		}
 		_, _ = c.pods.AddEventHandler(h)
+		_, _ = c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.remember})
 		_, _ = c.services.AddEventHandler(h)
 		c.factory.Start(c.stop)
 	})
@@ -87,6 +100,36 @@ func (c *podCache) close() {
 			c.factory.Shutdown()
 		}
 	})
+}
+
+// remember keeps a deleted pod's last state for a while.
+func (c *podCache) remember(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone == nil {
+		c.gone = map[string]tombstone{}
+	}
+	for k, t := range c.gone {
+		if now.Sub(t.at) > tombstoneTTL {
+			delete(c.gone, k)
+		}
+	}
+	c.gone[pod.Namespace+"/"+pod.Name] = tombstone{pod: pod, at: now}
+}
+
+// deleted returns the last state of a pod deleted recently, or nil.
+func (c *podCache) deleted(ns, name string) *corev1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone[ns+"/"+name].pod
 }
 
 // notify wakes everyone waiting on changed.

@@ -84,6 +84,7 @@ type Backend struct {
 	health           healthConfig // node health checks and quarantine (health.go)
 
 	cache *podCache
+	nodes *nodeCache
 
 	mu         sync.Mutex
 	gangs      map[string]*gangLock // by gang ID: serialises Launch, Stop and Cleanup in this process
@@ -317,6 +318,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		}
 	}
 	b.cache = newPodCache(client, b.resync)
+	b.nodes = newNodeCache(client, b.resync, b.cache.notify)
 	return b, nil
 }
 
@@ -326,6 +328,7 @@ func (b *Backend) Name() string { return "kubernetes" }
 // Close stops the informers. The Backend must not be used afterwards.
 func (b *Backend) Close() error {
 	b.cache.close()
+	b.nodes.close()
 	return nil
 }
 

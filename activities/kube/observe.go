@@ -72,6 +72,21 @@ func failedClass(pod *corev1.Pod, cs *corev1.ContainerStatus) schemas.FailureCla
 	return schemas.FailureError
 }
 
+// explainDeleted classifies a replica whose pod is gone by the pod's last state, when
+// the cache saw it: evicted, preempted or deleted with its node.
+func explainDeleted(s *schemas.ReplicaStatus, last *corev1.Pod) {
+	if last == nil {
+		return
+	}
+	s.Node = last.Spec.NodeName
+	if c := condition(last, corev1.DisruptionTarget); c != nil && c.Status == corev1.ConditionTrue {
+		if cl, ok := disruptionClass[c.Reason]; ok {
+			s.Reason = cl
+		}
+		s.Message += ": " + joinReason(c.Reason, c.Message)
+	}
+}
+
 // gangRecord is what the Service says about its gang.
 type gangRecord struct {
 	replicas []replicaRef
@@ -106,8 +121,13 @@ func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activiti
 	}
 	out := activities.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(rec.replicas))}
 	for _, r := range rec.replicas {
-		out.Replicas = append(out.Replicas, replicaStatus(r, byName[r.Name], rec))
+		st := replicaStatus(r, byName[r.Name], rec)
+		if st.Reason == schemas.FailurePodDeleted && byName[r.Name] == nil {
+			explainDeleted(&st, b.cache.deleted(ns, r.Name))
+		}
+		out.Replicas = append(out.Replicas, st)
 	}
+	b.markLost(out.Replicas, rec.stopped)
 	return out, nil
 }
 

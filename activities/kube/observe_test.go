@@ -278,7 +278,7 @@ func TestObserveFollowsPods(t *testing.T) {
 	if err := cs.CoreV1().Pods("vision").Delete(context.Background(), "resnet-worker-1-a1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want[2] = schemas.ReplicaStatus{Name: "resnet-worker-1-a1", Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, Message: MessagePodDeleted, Reason: schemas.FailurePodDeleted}
+	want[2] = schemas.ReplicaStatus{Name: "resnet-worker-1-a1", Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, Message: MessagePodDeleted, Reason: schemas.FailurePodDeleted, Node: "node-c"}
 	eventually(t, "the cache to lose the pod", func() bool {
 		return cmp.Equal(want, observe(t, b, g.GangRef))
 	})

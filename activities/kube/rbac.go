@@ -18,9 +18,9 @@ const (
 // map to namespaces created on demand, and the informers watch all of them at once.
 //
 // Not granted, because not used: patch on pods (the stopped mark lives on the Service),
-// get on namespaces (Launch creates and treats AlreadyExists as success), watch, update
+// get on namespaces (Launch creates and treats AlreadyExists as success), update
 // and delete on nodes (health checks list them when they run and patch them to
-// quarantine or release), events, secrets (the kubelet, not the worker, reads the
+// quarantine or release; Observe watches them to see lost nodes), events, secrets (the kubelet, not the worker, reads the
 // Secret named by WithEnvFromSecret), and deletecollection.
 func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
@@ -35,7 +35,8 @@ func PolicyRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}},
 		// Node health checks: the candidate and quarantined nodes are listed, and a
 		// node is read then patched (taint, label, annotations) to quarantine or
-		// release it.
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch"}},
+		// release it. Observe watches nodes to fail the replicas of a node that stops
+		// reporting at once.
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 	}
 }

@@ -85,6 +85,10 @@ func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	waitSynced(t, withCache)
 	launch(t, noCache, g) // AlreadyExists: reads the existing objects back
 	observe(t, withCache, g.GangRef)
+	eventually(t, "the node informer to sync (list and watch nodes)", func() bool {
+		withCache.nodes.start()
+		return withCache.nodes.nodes != nil && withCache.nodes.nodes.HasSynced()
+	})
 	observe(t, noCache, g.GangRef)
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", corev1.PodStatus{Phase: corev1.PodSucceeded}, "node-a")
 	if _, err := follow(noCache, g.GangRef, "resnet-master-0-a1", 0)(t); err != nil {

@@ -22,21 +22,23 @@ import (
 // Temporal when it should have refused the request.
 type fakeTemporal struct {
 	client.Client
-	mu      sync.Mutex
-	started []client.StartWorkflowOptions
+	mu   sync.Mutex
+	n    int
+	last client.StartWorkflowOptions
 }
 
 func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.started = append(f.started, opts)
+	f.n++
+	f.last = opts
 	return fakeRun{id: opts.ID}, nil
 }
 
 func (f *fakeTemporal) starts() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.started)
+	return f.n
 }
 
 type fakeRun struct {

@@ -131,7 +131,7 @@ func TestMemberSubmitsInOwnWorkspace(t *testing.T) {
 	if rec.Code != http.StatusCreated || tc.starts() != 1 {
 		t.Fatalf("submit: %d %s; %d starts", rec.Code, rec.Body, tc.starts())
 	}
-	if id := tc.started[0].ID; !strings.Contains(id, "alpha") {
+	if id := tc.last.ID; !strings.Contains(id, "alpha") {
 		t.Errorf("workflow id %q", id)
 	}
 }

@@ -384,24 +384,27 @@ func plotExperimentSVG(e *api.ExperimentDetail) []byte {
 	yAxis := newAxis(ys, false)
 
 	// Panel 0: objective by trial.
-	xs := make([]float64, 0, len(st.Trials))
-	for _, t := range st.Trials {
-		xs = append(xs, float64(t.ID))
-	}
 	p := plotPanel{b: &b, x0: 0, y0: 40, title: spec.Objective.Metric + " by trial", xLabel: "trial", yLabel: spec.Objective.Metric,
-		xAxis: newAxis(xs, false), yAxis: yAxis}
+		xAxis: trialAxis(len(st.Trials)), yAxis: yAxis}
 	p.frame()
+	// The best value so far, as steps from one completed trial to the next.
 	var best *float64
 	var line []string
 	for _, t := range st.Trials {
 		if t.Phase != schemas.TrialCompleted || t.Value == nil {
 			continue
 		}
+		if best != nil {
+			line = append(line, fmt.Sprintf("%.1f,%.1f", p.px(float64(t.ID)), p.py(*best)))
+		}
 		if best == nil || spec.Objective.Better(*t.Value, *best) {
 			v := *t.Value
 			best = &v
 		}
 		line = append(line, fmt.Sprintf("%.1f,%.1f", p.px(float64(t.ID)), p.py(*best)))
+	}
+	if best != nil && len(st.Trials) > 0 {
+		line = append(line, fmt.Sprintf("%.1f,%.1f", p.px(float64(st.Trials[len(st.Trials)-1].ID)), p.py(*best)))
 	}
 	if len(line) > 1 {
 		fmt.Fprintf(&b, `<polyline class="best" fill="none" stroke="#d62728" stroke-width="1.5" points="%s"/>`+"\n", strings.Join(line, " "))
@@ -491,10 +494,24 @@ func newAxis(vals []float64, log bool) axis {
 		pad := math.Max(math.Abs(lo)*0.05, 0.5)
 		lo, hi = lo-pad, hi+pad
 	}
+	// A little room so that no point sits on the frame.
+	pad := (hi - lo) * 0.03
+	lo, hi = lo-pad, hi+pad
 	step := niceStep((hi - lo) / 5)
 	a := axis{lo: math.Floor(lo/step) * step, hi: math.Ceil(hi/step) * step}
 	for v := a.lo; v <= a.hi+step/2; v += step {
 		a.ticks = append(a.ticks, math.Round(v/step)*step)
+	}
+	return a
+}
+
+// trialAxis spans trial numbers 0..n-1 with whole-number ticks.
+func trialAxis(n int) axis {
+	n = max(n, 1)
+	a := axis{lo: -0.5, hi: float64(n) - 0.5}
+	step := math.Max(1, math.Round(niceStep(float64(n)/8)))
+	for v := 0.0; v < float64(n); v += step {
+		a.ticks = append(a.ticks, v)
 	}
 	return a
 }
@@ -600,14 +617,15 @@ func (p *plotPanel) point(t schemas.TrialStatus, x float64, bestID *int) {
 	}
 }
 
+// legend is one line in the panel's header, right of its title.
 func (p *plotPanel) legend() {
-	x, y := p.x0+panelW-marginR-150, p.y0+marginT+12
+	x, y := p.x0+panelW-marginR-215, p.y0+16
 	fmt.Fprintf(p.b, `<g class="legend"><circle cx="%d" cy="%d" r="4" fill="#1f77b4"/><text x="%d" y="%d">completed</text>`,
 		x, y, x+8, y+4)
 	fmt.Fprintf(p.b, `<circle cx="%d" cy="%d" r="4" fill="white" stroke="#ff7f0e" stroke-width="1.5"/><text x="%d" y="%d">pruned</text>`,
-		x, y+14, x+8, y+18)
+		x+75, y, x+83, y+4)
 	fmt.Fprintf(p.b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d62728" stroke-width="1.5"/><text x="%d" y="%d">best so far</text></g>`+"\n",
-		x-4, y+28, x+4, y+28, x+8, y+32)
+		x+130, y, x+142, y, x+146, y+4)
 }
 
 func xmlEscape(s string) string {

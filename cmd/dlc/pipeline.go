@@ -22,7 +22,7 @@ func newPipelineCmd(g *globals) *cobra.Command {
 	}
 	var (
 		file   string
-		params map[string]string
+		params []string
 		wait   bool
 	)
 	run := &cobra.Command{
@@ -34,11 +34,19 @@ func newPipelineCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			values := map[string]string{}
+			for _, kv := range params {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--param %q: want NAME=VALUE", kv)
+				}
+				values[k] = v
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			p, err := c.RunPipeline(cmd.Context(), data, params)
+			p, err := c.RunPipeline(cmd.Context(), data, values)
 			if err != nil {
 				return err
 			}
@@ -61,7 +69,7 @@ func newPipelineCmd(g *globals) *cobra.Command {
 		},
 	}
 	run.Flags().StringVarP(&file, "file", "f", "", "pipeline file (YAML or JSON); - for stdin")
-	run.Flags().StringToStringVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
+	run.Flags().StringArrayVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
 	run.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
 	_ = run.MarkFlagRequired("file")
 

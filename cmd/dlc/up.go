@@ -27,6 +27,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
 )
 
@@ -265,6 +266,13 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := triggers.EnsureStreams(ctx, js); err != nil {
+				return err
+			}
+			triggerStore, err := triggers.OpenStore(ctx, js)
+			if err != nil {
+				return err
+			}
 			store, err := auth.OpenStore(ctx, js)
 			if err != nil {
 				return err
@@ -280,7 +288,7 @@ func newServerCmd() *cobra.Command {
 				return err
 			}
 			srv := server.New(tc, ev, server.WithNamespace(c.namespace), server.WithLogger(logger),
-				server.WithRules(rules), server.WithAuth(store)).HTTPServer(tlsConfig)
+				server.WithRules(rules), server.WithAuth(store), server.WithTriggers(triggerStore)).HTTPServer(tlsConfig)
 			scheme := "http"
 			if tlsConfig != nil {
 				scheme = "https"
@@ -381,8 +389,23 @@ func newWorkerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The trigger dispatcher starts pipelines and jobs from inbound events; several
+			// workers share its durable consumer.
+			js := m.Events.JetStream()
+			if err := triggers.EnsureStreams(ctx, js); err != nil {
+				m.Close()
+				return err
+			}
+			td, err := triggers.StartDispatcher(ctx, js, m.Temporal, triggers.WithLogger(newLogger(verbose)))
+			if err != nil {
+				m.Close()
+				return err
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "worker started (%s backend)\n", backend.Name())
 			<-ctx.Done()
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = td.Close(cctx)
+			cancel()
 			m.Close()
 			return nil
 		},

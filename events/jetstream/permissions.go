@@ -19,7 +19,8 @@ func InboxPrefix(workspace string) string { return "_INBOX_" + workspace }
 // log streams whose filter lies inside the workspace. The server checks the filter in
 // the consumer-create subject, so a consumer on another workspace's subjects is refused.
 // Consumers are ephemeral with random names; pulling from one needs its name, which only
-// its creator learns.
+// its creator learns. The user may also publish the workspace's inbound trigger events,
+// dlc.<workspace>.trigger.<name> (one token: not the outbound .fired events).
 func WorkspacePermissions(workspace string) Permissions {
 	p := Permissions{
 		SubscribeAllow: []string{
@@ -36,5 +37,6 @@ func WorkspacePermissions(workspace string) Permissions {
 			"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		)
 	}
+	p.PublishAllow = append(p.PublishAllow, fmt.Sprintf("dlc.%s.trigger.*", workspace))
 	return p
 }

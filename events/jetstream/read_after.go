@@ -10,6 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// storedWait bounds the wait for the first of the messages a read knows are stored.
+const storedWait = 30 * time.Second
+
 // ReadAfter delivers to fn, in stream order, the messages of subject in stream whose
 // stream sequence is greater than after, at most limit of them. It waits up to wait for
 // the first one and returns once it has delivered every message stored (or limit), so a
@@ -38,6 +41,10 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 	}
 	if info.NumPending == 0 && wait <= 0 {
 		return nil
+	}
+	if info.NumPending > 0 {
+		// Messages are stored: wait for them, not merely for new ones.
+		wait = max(wait, storedWait)
 	}
 	it, err := cons.Messages()
 	if err != nil {

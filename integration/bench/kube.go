@@ -56,7 +56,7 @@ func runKube(sizes []int) error {
 		return err
 	}
 	defer w.Close()
-	c, err := client.New(e.APIURL)
+	c, err := client.New(e.APIURL, client.WithToken(e.AdminToken))
 	if err != nil {
 		return err
 	}

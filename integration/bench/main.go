@@ -88,7 +88,7 @@ func run(n int, dlcBin string) error {
 	}
 	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
 
-	c, err := client.New(e.APIURL)
+	c, err := client.New(e.APIURL, client.WithToken(e.AdminToken))
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func setup(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if env.api, err = dlc.New(env.stack.APIURL); err != nil {
+	if env.api, err = dlc.New(env.stack.APIURL, dlc.WithToken(env.stack.AdminToken)); err != nil {
 		return err
 	}
 	return startWorker()
@@ -117,7 +117,8 @@ func startWorker() error {
 		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
 		// kwok runs no containers: node health check pods succeed after a second.
 		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s")
-	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region)
+	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region,
+		"AWS_ACCESS_KEY_ID="+s.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+s.S3.SecretKey)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

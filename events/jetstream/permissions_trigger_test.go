@@ -1,0 +1,69 @@
+package jetstream_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/events/jetstream"
+)
+
+// A workspace's user publishes its own inbound trigger events and no other workspace's,
+// nor the outbound fired events.
+func TestWorkspaceUsersPublishOnlyTheirTriggerEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := jetstream.WorkspacePermissions("b")
+	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir(), Users: []devstack.NATSUser{
+		{Name: "system", Password: "system-pw"},
+		{Name: "bob", Password: "bob-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sys, err := nats.Connect(srv.URL, nats.UserInfo("system", "system-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	sub, err := sys.SubscribeSync("dlc.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	bob, err := nats.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	for _, subject := range []string{"dlc.a.trigger.retrain", "dlc.b.trigger.retrain.fired", "dlc.b.trigger.retrain"} {
+		if err := bob.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bob.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		m, err := sub.NextMsg(time.Second)
+		if err != nil {
+			break
+		}
+		got = append(got, m.Subject)
+	}
+	if len(got) != 1 || got[0] != "dlc.b.trigger.retrain" {
+		t.Errorf("messages that got through: %v, want only dlc.b.trigger.retrain", got)
+	}
+	if len(errs) != 2 {
+		t.Errorf("%d permission violations reported, want 2", len(errs))
+	}
+}
