@@ -72,8 +72,11 @@ type GangSpec struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// ExcludeNodes are nodes the gang must not run on (failed or unhealthy nodes);
 	// the kubernetes backend turns them into node affinity.
-	ExcludeNodes []string      `json:"excludeNodes,omitempty"`
-	Replicas     []ReplicaSpec `json:"replicas"`
+	ExcludeNodes []string `json:"excludeNodes,omitempty"`
+	// Data are the job's data sources: the kubernetes backend mounts their PVCs and
+	// passes their Secrets' credentials; every backend passes DLC_DATA_<NAME>.
+	Data     []schemas.DataSource `json:"data,omitempty"`
+	Replicas []ReplicaSpec        `json:"replicas"`
 }
 
 // ReplicaSpec is one process or pod of a gang.

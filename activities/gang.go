@@ -60,6 +60,7 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		Annotations:    job.Metadata.Annotations,
 		Pool:           spec.Resources.Pool,
 		ExcludeNodes:   p.ExcludeNodes,
+		Data:           spec.Data,
 		EnvFromSecrets: spec.EnvFromSecrets,
 		Elastic:        spec.Elastic,
 		Priority:       spec.Resources.Priority,
@@ -110,7 +111,14 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 				}
 			}
 			for _, d := range spec.Data {
-				env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + envName(d.Name), Value: d.URI})
+				v := d.URI
+				if d.PVC != nil {
+					v = d.MountPath
+				}
+				env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + envName(d.Name), Value: v})
+				if d.MountPath != "" {
+					env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + envName(d.Name) + "_PATH", Value: d.MountPath})
+				}
 			}
 			g.Replicas = append(g.Replicas, ReplicaSpec{
 				Name:         p.Ref.ReplicaName(role, i),
@@ -145,6 +153,9 @@ func mergeEnv(base, override []schemas.EnvVar) []schemas.EnvVar {
 	}
 	return out
 }
+
+// DataEnvName is the environment variable of data source name: DLC_DATA_<NAME>.
+func DataEnvName(name string) string { return "DLC_DATA_" + envName(name) }
 
 func envName(s string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(s))

@@ -77,13 +77,21 @@ type Pool string
 
 // Resource pools.
 const (
-	PoolQuota  Pool = "quota"
+	// PoolQuota is the workspace's reserved capacity; its jobs count against the
+	// workspace quota and wait in Queued while it is full.
+	PoolQuota Pool = "quota"
+	// PoolPublic is shared capacity, not counted against the workspace quota.
 	PoolPublic Pool = "public"
-	PoolSpot   Pool = "spot"
+	// PoolSpot is preemptible spot capacity; preemptions are recovered.
+	PoolSpot Pool = "spot"
+	// PoolIdle runs on capacity that is reserved but idle, at low priority: not
+	// counted against the quota, and preempted (then recovered) when the owners of
+	// the capacity need it. The cluster maps it to a low PriorityClass.
+	PoolIdle Pool = "idle"
 )
 
 // Pools lists every pool in a stable order.
-var Pools = []Pool{PoolQuota, PoolPublic, PoolSpot}
+var Pools = []Pool{PoolQuota, PoolPublic, PoolSpot, PoolIdle}
 
 // JSONSchema lists the pools as an enum.
 func (Pool) JSONSchema() *jsonschema.Schema {

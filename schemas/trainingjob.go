@@ -206,12 +206,28 @@ type CheckpointSpec struct {
 
 // DataSource is a data set a job reads.
 type DataSource struct {
-	// Name is a DNS label, unique within the job.
+	// Name is a DNS label, unique within the job. Each replica gets DLC_DATA_<NAME>.
 	Name string `json:"name" jsonschema:"maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
-	// URI is s3://bucket/prefix, or a local path (local backend).
-	URI string `json:"uri" jsonschema:"maxLength=1024"`
-	// MountPath is the absolute path where the data appears in each replica.
+	// URI is s3://bucket/prefix, or a local path (local backend). Exactly one of URI
+	// and PVC is set.
+	URI string `json:"uri,omitempty" jsonschema:"maxLength=1024"`
+	// MountPath is the absolute path where the data appears in each replica: a PVC is
+	// mounted there; for a URI it is passed as DLC_DATA_<NAME>_PATH.
 	MountPath string `json:"mountPath,omitempty" jsonschema:"maxLength=1024"`
+	// SecretRef names a Secret (kubernetes backend) holding the credentials of an S3
+	// URI under the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and, optionally,
+	// AWS_ENDPOINT_URL and AWS_REGION). Replicas get them as
+	// DLC_DATA_<NAME>_ACCESS_KEY_ID, _SECRET_ACCESS_KEY, _ENDPOINT and _REGION.
+	SecretRef string `json:"secretRef,omitempty" jsonschema:"maxLength=253"`
+	// PVC mounts a PersistentVolumeClaim of the job's namespace (a shared file system:
+	// NAS, CPFS, Lustre...) at MountPath (kubernetes backend).
+	PVC *PVCSource `json:"pvc,omitempty"`
+}
+
+// PVCSource is a PersistentVolumeClaim to mount.
+type PVCSource struct {
+	ClaimName string `json:"claimName" jsonschema:"maxLength=253"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
 }
 
 // LogSpec configures log forwarding.

@@ -232,6 +232,17 @@ func validateData(data []DataSource, p Path, errs *ErrorList) {
 			}
 		}
 		switch {
+		case d.URI == "" && d.PVC == nil:
+			add(Invalid(dp.Child("uri"), "required unless pvc is set"))
+		case d.URI != "" && d.PVC != nil:
+			add(Invalid(dp.Child("pvc"), "must not be set with uri"))
+		case d.PVC != nil:
+			if d.PVC.ClaimName == "" || !dnsLabelRE.MatchString(strings.ReplaceAll(d.PVC.ClaimName, ".", "-")) {
+				add(Invalid(dp.Child("pvc", "claimName"), "must be a PersistentVolumeClaim name"))
+			}
+			if d.MountPath == "" {
+				add(Invalid(dp.Child("mountPath"), "required for a pvc"))
+			}
 		case d.URI == "":
 		case strings.HasPrefix(d.URI, "s3://"):
 			if msg := validateS3URI(d.URI); msg != "" {
@@ -239,6 +250,13 @@ func validateData(data []DataSource, p Path, errs *ErrorList) {
 			}
 		case schemeRE.MatchString(d.URI) && strings.Contains(d.URI, "://"):
 			add(Invalid(dp.Child("uri"), "must be s3://bucket/prefix or a local path"))
+		}
+		if d.SecretRef != "" {
+			if !strings.HasPrefix(d.URI, "s3://") {
+				add(Invalid(dp.Child("secretRef"), "applies to s3:// URIs only"))
+			} else if len(d.SecretRef) > 253 || !dnsLabelRE.MatchString(strings.ReplaceAll(d.SecretRef, ".", "-")) {
+				add(Invalid(dp.Child("secretRef"), "must be a Secret name (a DNS subdomain)"))
+			}
 		}
 		if d.MountPath != "" {
 			mp := path.Clean(d.MountPath)

@@ -329,7 +329,7 @@ func TestValidate(t *testing.T) {
 		// resources, fault tolerance, durations.
 		"unknown pool": {
 			job:  job().Pool("reserved").Obj(),
-			want: schemas.ErrorList{{Field: "spec.resources.pool", Detail: "must be one of quota, public, spot"}},
+			want: schemas.ErrorList{{Field: "spec.resources.pool", Detail: "must be one of quota, public, spot, idle"}},
 		},
 		"priority out of range": {
 			job:  job().Priority(1001).Obj(),
@@ -405,7 +405,7 @@ func TestValidate(t *testing.T) {
 				{Field: "spec.data[2].name", Detail: dnsLabelMsg},
 				{Field: "spec.data[2].uri", Detail: `bucket name "ab" must be 3-63 characters`},
 				{Field: "spec.data[3].name", Detail: "required"},
-				{Field: "spec.data[3].uri", Detail: "required"},
+				{Field: "spec.data[3].uri", Detail: "required unless pvc is set"},
 				{Field: "spec.data[4].uri", Detail: `bucket name "` + strings.Repeat("b", 64) + `" must be 3-63 characters`},
 				{Field: "spec.data[5].uri", Detail: `bucket name "Bucket" must be lowercase letters, digits, '.' and '-', starting and ending with a letter or digit`},
 			},

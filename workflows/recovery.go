@@ -173,6 +173,18 @@ func (w *jobWorkflow) recordHealth(ctx workflow.Context, res activities.CheckNod
 	for _, n := range res.Unhealthy() {
 		w.exclude(n)
 	}
+	// One node-health event per node this check quarantined (the id is the same if a
+	// retried check reports it again).
+	for _, n := range res.Nodes {
+		if !slices.Contains(res.Quarantined, n.Node) {
+			continue
+		}
+		if m, err := NodeHealthEvent(n, w.in.Job.Metadata.Name); err == nil {
+			w.outbox = append(w.outbox, m)
+		} else {
+			w.logger.Warn("could not encode a node-health event", "node", n.Node, "error", err)
+		}
+	}
 	msg := fmt.Sprintf("%d of %d nodes healthy", len(res.Nodes)-len(res.Unhealthy()), len(res.Nodes))
 	if len(res.Quarantined) > 0 {
 		msg += "; quarantined " + strings.Join(res.Quarantined, ", ")

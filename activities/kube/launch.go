@@ -334,6 +334,16 @@ func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *c
 			LocalObjectReference: corev1.LocalObjectReference{Name: b.envSecret},
 		}}}
 	}
+	for _, d := range g.Data {
+		if d.SecretRef != "" {
+			c.Env = append(c.Env, dataSecretEnv(d)...)
+		}
+		if d.PVC != nil {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{
+				Name: dataVolumeName(d.Name), MountPath: d.MountPath, ReadOnly: d.PVC.ReadOnly,
+			})
+		}
+	}
 	for _, name := range g.EnvFromSecrets {
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name},
@@ -366,6 +376,13 @@ func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *c
 		maps.Copy(spec.NodeSelector, pc.NodeSelector)
 		spec.Tolerations = append(spec.Tolerations, pc.Tolerations...)
 		spec.PriorityClassName = pc.PriorityClassName
+	}
+	for _, d := range g.Data {
+		if d.PVC != nil {
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: dataVolumeName(d.Name), VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.PVC.ClaimName, ReadOnly: d.PVC.ReadOnly},
+			}})
+		}
 	}
 	if len(g.ExcludeNodes) > 0 {
 		// Keep a restarted attempt off the nodes that failed it or failed their
@@ -530,4 +547,25 @@ func (e endpoints) Port(name string) int {
 		}
 	}
 	return 0
+}
+
+// dataVolumeName is the pod volume of a PVC data source.
+func dataVolumeName(name string) string { return "data-" + name }
+
+// dataSecretEnv passes an S3 data source's credentials from its Secret: the access key
+// pair is required (the pod does not start without it, a config error the job reports),
+// the endpoint and region are optional.
+func dataSecretEnv(d schemas.DataSource) []corev1.EnvVar {
+	prefix := activities.DataEnvName(d.Name)
+	ref := func(env, key string, optional bool) corev1.EnvVar {
+		return corev1.EnvVar{Name: prefix + env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretRef}, Key: key, Optional: ptr(optional),
+		}}}
+	}
+	return []corev1.EnvVar{
+		ref("_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID", false),
+		ref("_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", false),
+		ref("_ENDPOINT", "AWS_ENDPOINT_URL", true),
+		ref("_REGION", "AWS_REGION", true),
+	}
 }

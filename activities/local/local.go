@@ -669,6 +669,14 @@ func validate(spec activities.GangSpec) error {
 	if len(spec.EnvFromSecrets) > 0 {
 		return fmt.Errorf("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
 	}
+	for i, d := range spec.Data {
+		switch {
+		case d.PVC != nil:
+			return fmt.Errorf("local: spec.data[%d].pvc needs the kubernetes backend (use a local path as uri)", i)
+		case d.SecretRef != "":
+			return fmt.Errorf("local: spec.data[%d].secretRef needs the kubernetes backend (Secrets live in the cluster)", i)
+		}
+	}
 	if !isPathElem(spec.ID()) {
 		return fmt.Errorf("local: gang id %q is not a valid directory name", spec.ID())
 	}

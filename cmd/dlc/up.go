@@ -420,7 +420,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
 	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
-	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "kubernetes: POOL=KEY=VALUE node selector of a resource pool (quota, public, spot); repeatable")
+	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "kubernetes: POOL=KEY=VALUE node selector of a resource pool (quota, public, spot, idle); repeatable")
 	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "kubernetes: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
 	f.StringArrayVar(&pools.priorities, "pool-priority-class", nil, "kubernetes: POOL=PRIORITYCLASS of a resource pool")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")

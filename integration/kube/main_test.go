@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -38,6 +39,13 @@ import (
 
 // spotLabel marks the nodes of the spot pool in these tests.
 const spotLabel = "opendlc.io/spot"
+
+// PriorityClasses of these tests: the idle pool's, and that of urgent work that
+// preempts it.
+const (
+	idleClass   = "opendlc-idle"
+	urgentClass = "test-urgent"
+)
 
 var env struct {
 	cluster    *kubestack.Cluster
@@ -93,6 +101,13 @@ func setup(ctx context.Context, dir string) error {
 	if err := applyManifest(ctx, env.cluster.Client, "../../deploy/rbac.yaml"); err != nil {
 		return err
 	}
+	// The idle pool runs below everything else; urgent work preempts it.
+	for name, value := range map[string]int32{idleClass: -100, urgentClass: 1000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if _, err := env.cluster.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
 	if env.workerKube, env.workerCfg, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour); err != nil {
 		return err
 	}
@@ -115,6 +130,7 @@ func startWorker() error {
 	cmd := exec.Command(env.dlcBin, "worker", "--kubeconfig", env.workerKube,
 		"--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace, "--nats", s.NATS.URL,
 		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
+		"--pool-priority-class", "idle="+idleClass,
 		// kwok runs no containers: node health check pods succeed after a second.
 		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s")
 	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region,

@@ -14,6 +14,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opendlc/opendlc/activities"
+	kubebackend "github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/kubestack"
@@ -263,4 +265,71 @@ func TestRecoveryWorkerKilledMidRecovery(t *testing.T) {
 	if j.Status.Phase != schemas.JobSucceeded || j.Status.Restarts != 1 || j.Status.Attempt != 1 {
 		t.Errorf("%s, attempt %d, restarts %d: %s", j.Status.Phase, j.Status.Attempt, j.Status.Restarts, j.Status.Message)
 	}
+}
+
+// The pre-flight health check of a job finds one node's check pod failing: that node is
+// quarantined and excluded, the job runs on the healthy nodes, and its status holds
+// the check's verdict.
+func TestRecoveryHealthCheckExcludesBadNode(t *testing.T) {
+	ctx := testContext(t)
+	const ws, name = "kube-rec-health", "checked"
+	bad := env.cluster.Nodes[0]
+	t.Cleanup(func() { unquarantine(t, bad) })
+	injected := make(chan error, 1)
+	go func() {
+		for {
+			l, err := env.cluster.Client.CoreV1().Pods(ws).List(ctx, metav1.ListOptions{
+				LabelSelector: kubebackend.LabelHealthCheck + "=job," + kubebackend.LabelNode + "=" + bad,
+			})
+			if err == nil && len(l.Items) > 0 {
+				injected <- env.cluster.FailPod(ctx, ws, l.Items[0].Name, 3)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				injected <- ctx.Err()
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	spec := strings.Replace(recoveryJob(ws, name, "3s", ""), "logs: {forward: false}", "logs: {forward: false}\n  healthCheck: {enabled: true, timeout: 30s}", 1)
+	submit(t, ctx, spec)
+	if err := <-injected; err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ctx, ws, name, "terminal", terminal)
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("%s: %s", j.Status.Phase, j.Status.Message)
+	}
+	if !slices.Contains(j.Status.ExcludedNodes, bad) {
+		t.Errorf("excluded %v, want %s", j.Status.ExcludedNodes, bad)
+	}
+	healthy := 0
+	for _, h := range j.Status.Health {
+		switch {
+		case h.Node == bad && (h.Healthy || h.Reason != activities.ReasonProbeFailed):
+			t.Errorf("bad node's verdict %+v", h)
+		case h.Node != bad && h.Healthy:
+			healthy++
+		}
+	}
+	if healthy != len(env.cluster.Nodes)-1 {
+		t.Errorf("health %+v: want %d healthy nodes", j.Status.Health, len(env.cluster.Nodes)-1)
+	}
+	if tainted, labelled, _ := quarantineOf(t, ctx, bad); !tainted || !labelled {
+		t.Errorf("node %s: tainted %v labelled %v, want quarantined", bad, tainted, labelled)
+	}
+	if c := conditionOf(j.Status, schemas.ConditionHealthChecked); c == nil || !strings.Contains(c.Message, "quarantined "+bad) {
+		t.Errorf("HealthChecked condition %+v", c)
+	}
+}
+
+func conditionOf(st schemas.JobStatus, t schemas.ConditionType) *schemas.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
 }

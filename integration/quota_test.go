@@ -1,0 +1,83 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// On the embedded stack (local backend): two quota-pool jobs whose sum exceeds the
+// workspace's CPU quota run one after the other, the second waiting in Queued.
+func TestQuotaOnLocalBackend(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	if err := env.api.SetQuota(ctx, ws, api.Quota{CPU: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	job := func(name string) string {
+		return fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: %s, workspace: %s}
+spec:
+  framework: custom
+  command: [sh, -c, "sleep 2"]
+  roles: {worker: {replicas: 1, resources: {cpu: "1"}}}
+`, name, ws)
+	}
+	submit(t, ctx, job("first"))
+	waitFor(t, ctx, ws, "first", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	submit(t, ctx, job("second"))
+	q := waitFor(t, ctx, ws, "second", "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
+	if q.Status.Reason != "QuotaExceeded" {
+		t.Errorf("second queued for %q (%s), want QuotaExceeded", q.Status.Reason, q.Status.Message)
+	}
+	first := waitTerminal(t, ctx, ws, "first")
+	second := waitTerminal(t, ctx, ws, "second")
+	if first.Status.Phase != schemas.JobSucceeded || second.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("first %s, second %s", first.Status.Phase, second.Status.Phase)
+	}
+	var launched *schemas.TimelineEntry
+	for i, e := range second.Status.Timeline {
+		if e.Phase == schemas.JobLaunching {
+			launched = &second.Status.Timeline[i]
+			break
+		}
+	}
+	if launched == nil || launched.Time.Before(*first.Status.FinishTime) {
+		t.Errorf("second launched at %v, first finished at %v: not one after the other", launched, first.Status.FinishTime)
+	}
+	recordHistory(t, ctx, ws, "second", "training_job_quota_queued.json")
+}
+
+// A job whose first attempt fails is restarted (maxRestarts) and its second attempt
+// succeeds; DLC_ATTEMPT tells the replicas which attempt they are.
+func TestRestartAfterFailureOnLocalBackend(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: flaky, workspace: %s}
+spec:
+  framework: custom
+  command: [sh, -c, 'echo "attempt $DLC_ATTEMPT"; test "$DLC_ATTEMPT" != 0 || exit 3']
+  roles: {worker: {replicas: 2}}
+  faultTolerance: {maxRestarts: 1}
+`, ws))
+	j := waitTerminal(t, ctx, ws, "flaky")
+	if j.Status.Phase != schemas.JobSucceeded || j.Status.Restarts != 1 || len(j.Status.Attempts) != 2 {
+		t.Fatalf("%s, restarts %d, attempts %d: %s", j.Status.Phase, j.Status.Restarts, len(j.Status.Attempts), j.Status.Message)
+	}
+	if a0 := j.Status.Attempts[0]; a0.Class != schemas.FailureError || a0.Action != "Retry" || a0.Outcome != schemas.JobRestarting {
+		t.Errorf("attempt 0 %+v", a0)
+	}
+	phases := phaseList(j.Status)
+	if !slices.Contains(phases, "Restarting") || phases[len(phases)-1] != "Succeeded" {
+		t.Errorf("timeline %v: want a Restarting step, then Succeeded", phases)
+	}
+	recordHistory(t, ctx, ws, "flaky", "training_job_restarted.json")
+}
