@@ -20,21 +20,24 @@ type ObjectLister interface {
 	FirstModifiedAfter(ctx context.Context, uri string, t time.Time) (key string, modified time.Time, found bool, err error)
 }
 
-// JobControl follows and stops jobs by their workflow id (the worker's Temporal client
-// implements it).
+// JobControl follows and stops what a schedule's runs started — jobs, experiments and
+// pipeline runs — by their workflow id (the worker's Temporal client implements it).
 type JobControl interface {
-	// WaitJob waits until the job's workflow is closed and returns how it ended.
+	// WaitJob waits until the run's workflow is closed and returns how it ended.
 	WaitJob(ctx context.Context, workflowID string) (JobOutcome, error)
-	// StopJob stops a job and returns once it is terminal; a job already terminal is not
-	// an error.
-	StopJob(ctx context.Context, workflowID, reason string) error
+	// StopJob sends the run's workflow its stop update and returns the phase it answered
+	// with once the update completed: a job or pipeline answers once terminal, an
+	// experiment once Stopped (it may still be resumed). A run that has already ended
+	// is not an error; the phase is then empty.
+	StopJob(ctx context.Context, workflowID, reason string) (phase string, err error)
 }
 
-// JobOutcome is how a job ended.
+// JobOutcome is how a job, an experiment or a pipeline run ended.
 type JobOutcome struct {
 	// Found is false when the job no longer exists (it was deleted).
 	Found bool `json:"found"`
-	// Phase is the job's terminal phase.
+	// Phase is the terminal phase. Experiments and pipelines name theirs like jobs:
+	// Succeeded, Failed, Stopped.
 	Phase schemas.JobPhase `json:"phase,omitempty"`
 	// LastCheckpoint is the newest checkpoint the job recorded.
 	LastCheckpoint string `json:"lastCheckpoint,omitempty"`
@@ -47,7 +50,8 @@ type ScheduleActivities struct {
 	// Objects lists S3 prefixes for runOptions.skipIfNoNewDataUnder.
 	Objects ObjectLister
 	// Jobs follows runs started by an earlier run of the schedule workflow (before
-	// continue-as-new) and stops runs for the cancelOther overlap policy.
+	// continue-as-new) and stops runs for the cancelOther overlap policy, whatever they
+	// started.
 	Jobs JobControl
 }
 
@@ -80,12 +84,13 @@ func (a *ScheduleActivities) CheckNewData(ctx context.Context, in CheckNewDataIn
 	return CheckNewDataResult{Found: found, Key: key, Modified: mod}, nil
 }
 
-// WaitScheduledJobInput names a job's workflow.
+// WaitScheduledJobInput names the workflow of a job, an experiment or a pipeline run.
 type WaitScheduledJobInput struct {
 	WorkflowID string `json:"workflowId"`
 }
 
-// WaitScheduledJob waits until a job has ended and returns its outcome.
+// WaitScheduledJob waits until a job, an experiment or a pipeline run has ended and
+// returns its outcome.
 func (a *ScheduleActivities) WaitScheduledJob(ctx context.Context, in WaitScheduledJobInput) (JobOutcome, error) {
 	defer keepAlive(ctx)()
 	if a.Jobs == nil {
@@ -94,17 +99,25 @@ func (a *ScheduleActivities) WaitScheduledJob(ctx context.Context, in WaitSchedu
 	return a.Jobs.WaitJob(ctx, in.WorkflowID)
 }
 
-// StopScheduledJobInput names the job to stop and says why.
+// StopScheduledJobInput names the job, experiment or pipeline run to stop and says why.
 type StopScheduledJobInput struct {
 	WorkflowID string `json:"workflowId"`
 	Reason     string `json:"reason,omitempty"`
 }
 
-// StopScheduledJob stops a job and returns once it is terminal.
-func (a *ScheduleActivities) StopScheduledJob(ctx context.Context, in StopScheduledJobInput) error {
+// StopScheduledJobResult is the phase the stopped run answered with; empty when it had
+// already ended.
+type StopScheduledJobResult struct {
+	Phase string `json:"phase,omitempty"`
+}
+
+// StopScheduledJob stops a job or a pipeline run and returns once it is terminal, or an
+// experiment and returns once it is Stopped.
+func (a *ScheduleActivities) StopScheduledJob(ctx context.Context, in StopScheduledJobInput) (StopScheduledJobResult, error) {
 	defer keepAlive(ctx)()
 	if a.Jobs == nil {
-		return errors.New("activities: no job control configured")
+		return StopScheduledJobResult{}, errors.New("activities: no job control configured")
 	}
-	return a.Jobs.StopJob(ctx, in.WorkflowID, in.Reason)
+	phase, err := a.Jobs.StopJob(ctx, in.WorkflowID, in.Reason)
+	return StopScheduledJobResult{Phase: phase}, err
 }

@@ -247,6 +247,117 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 	}
 }
 
+// A schedule of pipelines (@every 3s, allowAll) on the embedded stack: each fire starts
+// one Pipeline run named like a job, labelled with the schedule (as are its steps'
+// jobs), whose one step reports a metric and succeeds; the schedule records each run's
+// kind and its end. Paused after the first run, every run it started is one pipeline
+// run that succeeded, listed once, with one step job.
+func TestScheduleFiresPipelines(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	c := scheduleClient(t, env.e)
+	name := "pipe"
+	doc := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Schedule
+metadata: {name: %s, workspace: %s}
+spec:
+  cron: "@every 3s"
+  catchupWindow: 1m
+  overlapPolicy: allowAll
+  action:
+    pipelineTemplate:
+      metadata: {labels: {purpose: schedule-test}}
+      params: {threshold: "0.8"}
+      spec:
+        params: [{name: threshold}]
+        steps:
+          - name: eval
+            job:
+              framework: custom
+              command: [sh, -c, 'echo "threshold $THRESHOLD"; echo "dlc:metric accuracy=0.9"']
+              env: [{name: THRESHOLD, value: "${params.threshold}"}]
+              roles: {worker: {replicas: 1}}
+`, name, ws)
+	if _, err := c.CreateSchedule(ctx, []byte(doc)); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	waitSchedule(t, ctx, c, ws, name, "ran a pipeline", func(s *api.ScheduleView) bool { return succeeded(s.Status) >= 1 })
+	if _, err := c.PauseSchedule(ctx, ws, name, "test over"); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	final := waitSchedule(t, ctx, c, ws, name, "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
+
+	runs := startedRuns(final.Status)
+	if len(runs) == 0 || int64(len(runs)) != final.Status.Counts.Started {
+		t.Fatalf("started runs %v, counts %+v", runs, final.Status.Counts)
+	}
+	for run, r := range runs {
+		if r.Kind != schemas.KindPipeline || r.Outcome != schemas.RunSucceeded || r.StartTime == nil ||
+			run != workflows.ScheduledJobName(name, r.NominalTime) {
+			t.Errorf("run %+v: want a Pipeline run named after its time, Succeeded", r)
+		}
+		p, err := c.GetPipeline(ctx, ws, run)
+		if err != nil {
+			t.Errorf("pipeline %s of the history: %v", run, err)
+			continue
+		}
+		step := p.Status.Step("eval")
+		if p.Status.Phase != schemas.PipelineSucceeded || step == nil || step.Phase != schemas.StepSucceeded ||
+			step.Metrics["accuracy"] != 0.9 || p.Status.Params["threshold"] != "0.8" {
+			t.Errorf("pipeline %s: %s, step %+v, params %v", run, p.Status.Phase, step, p.Status.Params)
+		}
+		if p.Spec.Metadata.Labels[schemas.LabelSchedule] != name || p.Spec.Metadata.Labels["purpose"] != "schedule-test" ||
+			p.Spec.Metadata.Annotations[schemas.AnnotationNominalTime] != r.NominalTime.UTC().Format(time.RFC3339) {
+			t.Errorf("pipeline %s: labels %v, annotations %v", run, p.Spec.Metadata.Labels, p.Spec.Metadata.Annotations)
+		}
+	}
+
+	// Each run is one pipeline run and one step job, listed once under the schedule's
+	// label (visibility lags a little).
+	var pipelines, jobs map[string]int
+	for {
+		pipelines = scheduledPipelines(t, ctx, c, ws, name)
+		jobs = scheduledJobs(t, ctx, c, ws, name)
+		if (len(pipelines) >= len(runs) && len(jobs) >= len(runs)) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(pipelines) != len(runs) || len(jobs) != len(runs) {
+		t.Errorf("%d pipeline runs and %d jobs listed under the label for %d runs: %v %v", len(pipelines), len(jobs), len(runs), pipelines, jobs)
+	}
+	for run := range runs {
+		if pipelines[run] != 1 || jobs[schemas.StepJobName(run, "eval")] != 1 {
+			t.Errorf("run %s: pipeline listed %d times, step job %d times; want once each", run, pipelines[run], jobs[schemas.StepJobName(run, "eval")])
+		}
+	}
+	recordScheduleHistory(t, ctx, ws, name, "schedule_pipeline_every_3s.json")
+	if err := c.DeleteSchedule(ctx, ws, name); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+}
+
+// scheduledPipelines lists the pipeline runs a schedule started, by its label, as run
+// name → how many times listed.
+func scheduledPipelines(t *testing.T, ctx context.Context, c *dlc.Client, ws, name string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	opts := dlc.ListOptions{Labels: []string{schemas.LabelSchedule + "=" + name}}
+	for {
+		l, err := c.ListPipelines(ctx, ws, opts)
+		if err != nil {
+			t.Fatalf("list pipelines: %v", err)
+		}
+		for _, it := range l.Items {
+			out[it.Name]++
+		}
+		if opts.PageToken = l.NextPageToken; opts.PageToken == "" {
+			return out
+		}
+	}
+}
+
 // A schedule with an invalid cron expression or an unknown time zone is refused with
 // field-path errors, and nothing is created.
 func TestScheduleInvalidIsRefused(t *testing.T) {

@@ -19,10 +19,10 @@ const (
 	DefaultScheduleHistoryLimit = 50
 )
 
-// Schedule runs an action, such as a training job, at the times a cron expression names,
-// in a time zone: periodic retraining. Each schedule is one durable workflow; each run it
-// starts is an ordinary job named <schedule>-<UTC nominal time>, labelled
-// opendlc.io/schedule=<schedule>.
+// Schedule runs an action — a training job, an experiment or a pipeline — at the times a
+// cron expression names, in a time zone: periodic retraining. Each schedule is one
+// durable workflow; each run it starts is an ordinary job, experiment or pipeline run
+// named <schedule>-<UTC nominal time>, labelled opendlc.io/schedule=<schedule>.
 type Schedule struct {
 	// APIVersion must be opendlc.io/v1alpha1.
 	APIVersion string `json:"apiVersion"`
@@ -77,10 +77,29 @@ type ScheduleSpec struct {
 // ScheduleAction is what each run of a schedule starts. Exactly one template is set.
 //
 // Extension point: a new action is one more template field here, one entry in
-// ScheduleAction.templates, and a case in the Schedule workflow's start step.
+// ScheduleAction.templates and ScheduleAction.Kind, and a case in the Schedule
+// workflow's start step.
 type ScheduleAction struct {
 	// JobTemplate starts a TrainingJob.
 	JobTemplate *JobTemplate `json:"jobTemplate,omitempty"`
+	// ExperimentTemplate starts an Experiment (a hyper-parameter search).
+	ExperimentTemplate *ExperimentTemplate `json:"experimentTemplate,omitempty"`
+	// PipelineTemplate starts a Pipeline run.
+	PipelineTemplate *PipelineTemplate `json:"pipelineTemplate,omitempty"`
+}
+
+// Kind is the kind of what each run starts: TrainingJob, Experiment or Pipeline; empty
+// when no template is set.
+func (a *ScheduleAction) Kind() Kind {
+	switch {
+	case a.JobTemplate != nil:
+		return KindTrainingJob
+	case a.ExperimentTemplate != nil:
+		return KindExperiment
+	case a.PipelineTemplate != nil:
+		return KindPipeline
+	}
+	return ""
 }
 
 // JobTemplate is the TrainingJob each run starts: its name and workspace come from the
@@ -90,6 +109,30 @@ type JobTemplate struct {
 	Metadata TemplateMeta `json:"metadata,omitempty,omitzero"`
 	// Spec is the job's spec, as in a TrainingJob document.
 	Spec TrainingJobSpec `json:"spec"`
+}
+
+// ExperimentTemplate is the Experiment each run starts: its name and workspace come from
+// the schedule, its labels and annotations from here plus opendlc.io/schedule (which its
+// trial jobs carry too).
+type ExperimentTemplate struct {
+	// Metadata holds the labels and annotations of every run's experiment.
+	Metadata TemplateMeta `json:"metadata,omitempty,omitzero"`
+	// Spec is the experiment's spec, as in an Experiment document.
+	Spec ExperimentSpec `json:"spec"`
+}
+
+// PipelineTemplate is the Pipeline each run starts: its name and workspace come from the
+// schedule (so ${pipeline.name} is the run's name), its labels and annotations from here
+// plus opendlc.io/schedule (which its steps' jobs carry too).
+type PipelineTemplate struct {
+	// Metadata holds the labels and annotations of every run's pipeline.
+	Metadata TemplateMeta `json:"metadata,omitempty,omitzero"`
+	// Params are the values of the pipeline's parameters for every run, as
+	// `dlc pipeline run -p NAME=VALUE` gives them; parameters not given take their
+	// defaults.
+	Params map[string]string `json:"params,omitempty"`
+	// Spec is the pipeline's spec, as in a Pipeline document.
+	Spec PipelineSpec `json:"spec"`
 }
 
 // TemplateMeta is the part of a template's metadata a user may set.
@@ -104,8 +147,9 @@ type TemplateMeta struct {
 type ScheduleRunOptions struct {
 	// ResumeFromPreviousCheckpoint starts each run from the latest checkpoint the previous
 	// run recorded (its status' lastCheckpoint), through spec.checkpoint.resumeFrom and so
-	// DLC_RESUME_FROM. The job template must set spec.checkpoint. The first run, and runs
-	// after runs without a checkpoint, start fresh.
+	// DLC_RESUME_FROM. The job template must set spec.checkpoint; it applies to
+	// jobTemplate only. The first run, and runs after runs without a checkpoint, start
+	// fresh.
 	ResumeFromPreviousCheckpoint bool `json:"resumeFromPreviousCheckpoint,omitempty"`
 	// SkipIfNoNewDataUnder is s3://bucket/prefix: a run whose time comes is skipped
 	// (recorded as NoNewData) unless an object under it was modified after the previous
@@ -118,6 +162,12 @@ func (a *ScheduleAction) templates() []string {
 	var set []string
 	if a.JobTemplate != nil {
 		set = append(set, "jobTemplate")
+	}
+	if a.ExperimentTemplate != nil {
+		set = append(set, "experimentTemplate")
+	}
+	if a.PipelineTemplate != nil {
+		set = append(set, "pipelineTemplate")
 	}
 	return set
 }
@@ -144,7 +194,7 @@ type ScheduleStatus struct {
 	CreateTime time.Time `json:"createTime"`
 	// Next are the next fire times (none while paused or after endTime).
 	Next []ScheduledTime `json:"next,omitempty"`
-	// Running are the runs whose jobs still run.
+	// Running are the runs whose job, experiment or pipeline still runs.
 	Running []ScheduleRun `json:"running,omitempty"`
 	// Buffered are runs waiting for the running ones to finish (overlap policy).
 	Buffered []ScheduleRun `json:"buffered,omitempty"`
@@ -177,11 +227,13 @@ type RunOutcome string
 
 // Run outcomes.
 const (
-	// RunRunning: the run's job runs.
+	// RunRunning: the run's job, experiment or pipeline runs.
 	RunRunning RunOutcome = "Running"
 	// RunBuffered: the run waits for running runs to finish.
 	RunBuffered RunOutcome = "Buffered"
-	// RunSucceeded, RunFailed, RunStopped: the job ended in that phase.
+	// RunSucceeded, RunFailed, RunStopped: the job, experiment or pipeline ended in that
+	// phase. An experiment the schedule stopped (overlap policy cancelOther) counts as
+	// Stopped once its trials have stopped, though it could still be resumed.
 	RunSucceeded RunOutcome = "Succeeded"
 	RunFailed    RunOutcome = "Failed"
 	RunStopped   RunOutcome = "Stopped"
@@ -192,9 +244,9 @@ const (
 	RunMissed RunOutcome = "Missed"
 	// RunNoNewData: skipped because nothing new arrived under runOptions.skipIfNoNewDataUnder.
 	RunNoNewData RunOutcome = "NoNewData"
-	// RunStartFailed: the job could not be started.
+	// RunStartFailed: the job, experiment or pipeline could not be started.
 	RunStartFailed RunOutcome = "StartFailed"
-	// RunUnknown: the job's end could not be learnt (it was deleted).
+	// RunUnknown: the run's end could not be learnt (it was deleted).
 	RunUnknown RunOutcome = "Unknown"
 )
 
@@ -215,7 +267,11 @@ type ScheduleRun struct {
 	NominalTime time.Time `json:"nominalTime"`
 	// Trigger says why it ran: Schedule, Catchup, Trigger or Backfill.
 	Trigger RunTrigger `json:"trigger"`
-	// Job is the name of the run's job (empty when none was started).
+	// Kind is what the run starts: TrainingJob (also when empty, in runs recorded before
+	// schedules started anything else), Experiment or Pipeline.
+	Kind Kind `json:"kind,omitempty"`
+	// Job is the name of the run's job, experiment or pipeline run, as Kind says (empty
+	// when none was started).
 	Job string `json:"job,omitempty"`
 	// StartTime is when the job was started.
 	StartTime *time.Time `json:"startTime,omitempty"`

@@ -32,6 +32,34 @@ func sched(mutate ...func(s *schemas.Schedule)) *schemas.Schedule {
 	return s
 }
 
+// withExperiment makes a schedule's action the valid test experiment's spec, changed by
+// mutate (when not nil).
+func withExperiment(mutate func(t *schemas.ExperimentTemplate)) func(s *schemas.Schedule) {
+	return func(s *schemas.Schedule) {
+		t := &schemas.ExperimentTemplate{Metadata: schemas.TemplateMeta{Labels: map[string]string{"team": "cv"}}, Spec: testExp().Spec}
+		if mutate != nil {
+			mutate(t)
+		}
+		s.Spec.Action = schemas.ScheduleAction{ExperimentTemplate: t}
+	}
+}
+
+// withPipeline makes a schedule's action the retrain pipeline (preprocess, train,
+// evaluate, better, promote) with one parameter given, changed by mutate (when not nil).
+func withPipeline(mutate func(t *schemas.PipelineTemplate)) func(s *schemas.Schedule) {
+	return func(s *schemas.Schedule) {
+		p, err := schemas.DecodePipeline([]byte(retrainPipeline))
+		if err != nil {
+			panic(err)
+		}
+		t := &schemas.PipelineTemplate{Params: map[string]string{"currentAccuracy": "0.85"}, Spec: p.Spec}
+		if mutate != nil {
+			mutate(t)
+		}
+		s.Spec.Action = schemas.ScheduleAction{PipelineTemplate: t}
+	}
+}
+
 func TestScheduleValidate(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := map[string]struct {
@@ -114,7 +142,69 @@ func TestScheduleValidate(t *testing.T) {
 		},
 		"no action": {
 			s:    sched(func(s *schemas.Schedule) { s.Spec.Action = schemas.ScheduleAction{} }),
-			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set jobTemplate"}},
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set one of jobTemplate, experimentTemplate, pipelineTemplate"}},
+		},
+		"experiment template":           {s: sched(withExperiment(nil))},
+		"pipeline template":             {s: sched(withPipeline(nil))},
+		"defaulted experiment template": {s: sched(withExperiment(nil), func(s *schemas.Schedule) { s.Default() })},
+		"longest name for experiments": {s: sched(withExperiment(nil), func(s *schemas.Schedule) {
+			s.Metadata.Name = strings.Repeat("n", schemas.MaxExperimentScheduleNameLength)
+		})},
+		"two templates": {
+			s:    sched(withPipeline(nil), func(s *schemas.Schedule) { s.Spec.Action.JobTemplate = &schemas.JobTemplate{Spec: job().Obj().Spec} }),
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set exactly one of jobTemplate, pipelineTemplate"}},
+		},
+		"name too long for experiment names": {
+			s: sched(withExperiment(nil), func(s *schemas.Schedule) { s.Metadata.Name = strings.Repeat("n", 26) }),
+			want: schemas.ErrorList{{Field: "metadata.name",
+				Detail: "must be at most 25 characters for a Schedule of experiments: run names append '-' and 14 digits, and an experiment's name is at most 40 characters"}},
+		},
+		"experiment template problems carry their full path": {
+			s: sched(withExperiment(func(t *schemas.ExperimentTemplate) {
+				t.Metadata.Labels = map[string]string{schemas.LabelSchedule: "other"}
+				t.Spec.MaxTrials = 0
+				t.Spec.Objective.Direction = "up"
+				t.Spec.TrialTemplate.Framework = "caffe"
+			})),
+			want: schemas.ErrorList{
+				{Field: `spec.action.experimentTemplate.metadata.labels["opendlc.io/schedule"]`, Detail: "is set by the schedule"},
+				{Field: "spec.action.experimentTemplate.spec.maxTrials", Detail: "must be >= 1"},
+				{Field: "spec.action.experimentTemplate.spec.objective.direction", Detail: "must be one of minimize, maximize"},
+				{Field: "spec.action.experimentTemplate.spec.trialTemplate.framework", Detail: frameworksMsg},
+			},
+		},
+		"pipeline template problems carry their full path": {
+			s: sched(withPipeline(func(t *schemas.PipelineTemplate) {
+				t.Metadata.Annotations = map[string]string{"bad key!": "x"}
+				t.Spec.Steps[4].DependsOn = append(t.Spec.Steps[4].DependsOn, "nothing")
+				t.Spec.Steps[2].Job.Roles = map[string]schemas.RoleSpec{"worker": {Replicas: 0}}
+			})),
+			want: schemas.ErrorList{
+				{Field: `spec.action.pipelineTemplate.metadata.annotations["bad key!"]`, Detail: labelKeyMsg},
+				{Field: "spec.action.pipelineTemplate.spec.steps[2].job.roles.worker.replicas", Detail: "must be >= 1"},
+				{Field: "spec.action.pipelineTemplate.spec.steps[4].dependsOn[1]", Detail: `unknown step "nothing"`},
+			},
+		},
+		"pipeline step names too long for run names": {
+			// 26 + '-' and 14 digits + '-' leave 8 characters: not enough for preprocess.
+			s: sched(withPipeline(nil), func(s *schemas.Schedule) { s.Metadata.Name = strings.Repeat("n", 26) }),
+			want: schemas.ErrorList{{Field: "spec.action.pipelineTemplate.spec.steps[0].name",
+				Detail: "the step's job name <pipeline>-preprocess would be longer than 50 characters; shorten the pipeline's or the step's name"}},
+		},
+		"pipeline parameters": {
+			s: sched(withPipeline(func(t *schemas.PipelineTemplate) {
+				t.Spec.Params = append(t.Spec.Params, schemas.PipelineParam{Name: "threshold"})
+				t.Params = map[string]string{"dataKey": "clicks/today", "thresold": "0.9"}
+			})),
+			want: schemas.ErrorList{
+				{Field: "spec.action.pipelineTemplate.params.threshold", Detail: "required: the pipeline declares it without a default"},
+				{Field: "spec.action.pipelineTemplate.params.thresold", Detail: "not a parameter of the pipeline"},
+			},
+		},
+		"resume from the previous checkpoint is for jobs": {
+			s: sched(withPipeline(nil), func(s *schemas.Schedule) { s.Spec.RunOptions.ResumeFromPreviousCheckpoint = true }),
+			want: schemas.ErrorList{{Field: "spec.runOptions.resumeFromPreviousCheckpoint",
+				Detail: "applies to jobTemplate only: an experiment's or a pipeline's run does not resume from the previous run's checkpoint"}},
 		},
 		"template problems carry their full path": {
 			s: sched(func(s *schemas.Schedule) {
@@ -296,4 +386,120 @@ func TestResumeFromValidation(t *testing.T) {
 
 func resumeErr() schemas.ErrorList {
 	return schemas.ErrorList{{Field: "spec.checkpoint.resumeFrom", Detail: "must be a checkpoint: s3://bucket/prefix/<step>, the step in digits"}}
+}
+
+// A template is validated as a document of its kind: every problem an Experiment or a
+// Pipeline with that spec has below spec, the schedule reports at the same path below
+// spec.action.<kind>Template.spec, and no other.
+func TestScheduleTemplatesValidateAsTheirKind(t *testing.T) {
+	// specErrors are the errors below prefix, with prefix (also where a message names
+	// another field) written as spec.
+	specErrors := func(errs schemas.ErrorList, prefix string) []string {
+		var out []string
+		for _, e := range errs {
+			if rest, ok := strings.CutPrefix(e.Field, prefix); ok {
+				out = append(out, "spec"+rest+": "+strings.ReplaceAll(e.Detail, prefix, "spec"))
+			}
+		}
+		return out
+	}
+	experiments := map[string]func(e *schemas.Experiment){
+		"valid":            func(*schemas.Experiment) {},
+		"no search space":  func(e *schemas.Experiment) { e.Spec.SearchSpace = nil },
+		"min above max":    expParam(0, func(p *schemas.ParameterSpec) { p.Min, p.Max = expF64(2), expF64(1) }),
+		"unknown param":    func(e *schemas.Experiment) { e.Spec.TrialTemplate.Args = []string{"${params.momentum}"} },
+		"grid of floats":   func(e *schemas.Experiment) { e.Spec.Algorithm.Name = schemas.AlgorithmGrid },
+		"bad trial job":    func(e *schemas.Experiment) { e.Spec.TrialTemplate.Roles = nil },
+		"metric is step":   func(e *schemas.Experiment) { e.Spec.Objective.StepMetric = "accuracy" },
+		"too many retries": func(e *schemas.Experiment) { e.Spec.MaxTrialRetries = expI32(1000) },
+	}
+	for name, mutate := range experiments {
+		t.Run("experiment/"+name, func(t *testing.T) {
+			e := testExp(mutate)
+			s := sched(func(s *schemas.Schedule) {
+				s.Spec.Action = schemas.ScheduleAction{ExperimentTemplate: &schemas.ExperimentTemplate{Spec: e.Spec}}
+			})
+			want := specErrors(e.Validate(), "spec")
+			if diff := cmp.Diff(want, specErrors(s.Validate(), "spec.action.experimentTemplate.spec")); diff != "" {
+				t.Errorf("schedule's template errors (-as an Experiment +as a Schedule's template):\n%s", diff)
+			}
+			if name != "valid" && len(want) == 0 {
+				t.Errorf("the mutation %q makes no error: the case tests nothing", name)
+			}
+		})
+	}
+	pipelines := map[string]func(p *schemas.Pipeline){
+		"valid":               func(*schemas.Pipeline) {},
+		"cycle":               func(p *schemas.Pipeline) { p.Spec.Steps[0].DependsOn = []string{"promote"} },
+		"duplicate step":      func(p *schemas.Pipeline) { p.Spec.Steps[1].Name = "preprocess" },
+		"unknown reference":   func(p *schemas.Pipeline) { p.Spec.Steps[2].Job.Command = []string{"${steps.nowhere.outputs.x}"} },
+		"bad condition":       func(p *schemas.Pipeline) { p.Spec.Steps[3].Condition.Expression = "accuracy >" },
+		"job and condition":   func(p *schemas.Pipeline) { p.Spec.Steps[3].Job = p.Spec.Steps[2].Job },
+		"condition outputs":   func(p *schemas.Pipeline) { p.Spec.Steps[3].Outputs = map[string]string{"x": "s3://b/x"} },
+		"duplicate parameter": func(p *schemas.Pipeline) { p.Spec.Params = append(p.Spec.Params, p.Spec.Params[0]) },
+	}
+	for name, mutate := range pipelines {
+		t.Run("pipeline/"+name, func(t *testing.T) {
+			p := decodePipeline(t, retrainPipeline)
+			mutate(p)
+			s := sched(func(s *schemas.Schedule) {
+				s.Spec.Action = schemas.ScheduleAction{PipelineTemplate: &schemas.PipelineTemplate{Spec: p.Spec}}
+			})
+			want := specErrors(p.Validate(), "spec")
+			if diff := cmp.Diff(want, specErrors(s.Validate(), "spec.action.pipelineTemplate.spec")); diff != "" {
+				t.Errorf("schedule's template errors (-as a Pipeline +as a Schedule's template):\n%s", diff)
+			}
+			if name != "valid" && len(want) == 0 {
+				t.Errorf("the mutation %q makes no error: the case tests nothing", name)
+			}
+		})
+	}
+}
+
+// A schedule of experiments and one of pipelines decode strictly, with field paths below
+// their template, and get their template's defaults.
+func TestDecodeScheduleTemplates(t *testing.T) {
+	doc := func(action string) []byte {
+		return []byte(`apiVersion: opendlc.io/v1alpha1
+kind: Schedule
+metadata: {name: nightly}
+spec:
+  cron: "@daily"
+  action:
+` + action)
+	}
+	obj, err := schemas.Decode(doc(`    experimentTemplate:
+      spec:
+        searchSpace: [{name: lr, type: float, min: 0.001, max: 0.1}]
+        objective: {metric: accuracy, direction: maximize}
+        maxTrials: 4
+        trialTemplate: {framework: custom, command: [train, "${params.lr}"], roles: {worker: {replicas: 1}}}
+`))
+	if err != nil {
+		t.Fatalf("decode experiment schedule: %v", err)
+	}
+	s := obj.(*schemas.Schedule)
+	if errs := s.Validate(); errs != nil {
+		t.Errorf("Validate = %v", errs)
+	}
+	if e := s.Spec.Action.ExperimentTemplate; e == nil || e.Spec.Parallelism != schemas.DefaultParallelism ||
+		e.Spec.Algorithm.Name != schemas.DefaultAlgorithm {
+		t.Errorf("experiment template not defaulted: %+v", e)
+	}
+
+	_, err = schemas.DecodeSchedule(doc(`    pipelineTemplate:
+      params: {count: 3}
+      spec:
+        steps: [{name: a, job: {framework: custom, command: ["true"], roles: {worker: {replica: 1}}}}]
+`))
+	var list schemas.ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("decode error = %v, want an ErrorList", err)
+	}
+	if diff := cmp.Diff([]string{
+		"spec.action.pipelineTemplate.params.count",
+		"spec.action.pipelineTemplate.spec.steps[0].job.roles.worker.replica",
+	}, list.Fields()); diff != "" {
+		t.Errorf("decode error fields (-want +got):\n%s\n%v", diff, list)
+	}
 }

@@ -26,9 +26,19 @@ const (
 	// MaxScheduleNameLength leaves room in a job name (at most 50 characters) for '-' and
 	// the 14 digits of a run's time.
 	MaxScheduleNameLength = 35
-	maxScheduleJitter     = Duration(24 * time.Hour)
-	minCatchupWindow      = Duration(10 * time.Second)
-	maxCatchupWindow      = Duration(365 * 24 * time.Hour)
+	// MaxExperimentScheduleNameLength is shorter: a run's experiment is named like a job
+	// and must still fit in MaxExperimentNameLength, which leaves room for its trial
+	// jobs' -t<N>-r<K>.
+	MaxExperimentScheduleNameLength = MaxExperimentNameLength - runNameSuffixLength
+	// runNameSuffixLength is the longest suffix of a run's name: '-' and 14 digits.
+	runNameSuffixLength = 15
+	// maxPipelineParams and maxPipelineParamLength bound a pipeline template's params as
+	// a Pipeline bounds its parameters and their defaults.
+	maxPipelineParams      = 32
+	maxPipelineParamLength = 4096
+	maxScheduleJitter      = Duration(24 * time.Hour)
+	minCatchupWindow       = Duration(10 * time.Second)
+	maxCatchupWindow       = Duration(365 * 24 * time.Hour)
 )
 
 var _ Object = (*Schedule)(nil)
@@ -44,7 +54,8 @@ func (s *Schedule) GetKind() Kind { return KindSchedule }
 func (s *Schedule) GetMeta() *ObjectMeta { return &s.Metadata }
 
 // Default fills in the workspace, the time zone (UTC), the overlap policy, the catch-up
-// window, the history limit and the job template's own defaults.
+// window, the history limit and the job or experiment template's own defaults (a
+// pipeline's steps get theirs when its run creates their jobs).
 func (s *Schedule) Default() {
 	if s.Metadata.Workspace == "" {
 		s.Metadata.Workspace = DefaultWorkspace
@@ -67,6 +78,11 @@ func (s *Schedule) Default() {
 		j.Default()
 		t.Spec = j.Spec
 	}
+	if t := sp.Action.ExperimentTemplate; t != nil {
+		e := Experiment{Metadata: ObjectMeta{Workspace: s.Metadata.Workspace}, Spec: t.Spec}
+		e.Default()
+		t.Spec = e.Spec
+	}
 }
 
 // Validate returns every problem with the schedule, sorted by field path, or nil. It does
@@ -82,11 +98,22 @@ func (s *Schedule) Validate() ErrorList {
 		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
 	}
 	validateMeta(&s.Metadata, NewPath("metadata"), &errs)
-	if n := len(s.Metadata.Name); n > MaxScheduleNameLength && n <= 50 { // longer names are reported by the tag
+	n := len(s.Metadata.Name)
+	switch {
+	case n > 50: // reported by the tag
+	case n > MaxScheduleNameLength:
 		errs = append(errs, Invalid(NewPath("metadata", "name"),
 			"must be at most %d characters for a Schedule: run names append '-' and 14 digits", MaxScheduleNameLength))
+	case n > MaxExperimentScheduleNameLength && s.Spec.Action.ExperimentTemplate != nil:
+		errs = append(errs, Invalid(NewPath("metadata", "name"),
+			"must be at most %d characters for a Schedule of experiments: run names append '-' and 14 digits, "+
+				"and an experiment's name is at most %d characters", MaxExperimentScheduleNameLength, MaxExperimentNameLength))
 	}
-	s.Spec.validate(NewPath("spec"), &errs)
+	runNameLen := 0 // unknown
+	if n > 0 {
+		runNameLen = n + runNameSuffixLength
+	}
+	s.Spec.validate(runNameLen, NewPath("spec"), &errs)
 
 	errs.Sort()
 	if len(errs) == 0 {
@@ -95,7 +122,9 @@ func (s *Schedule) Validate() ErrorList {
 	return errs
 }
 
-func (s *ScheduleSpec) validate(p Path, errs *ErrorList) {
+// validate checks the spec. runNameLen is the longest name of a run (0 when not known),
+// which bounds a pipeline template's step names as a Pipeline's name does.
+func (s *ScheduleSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 	add := func(e *FieldError) { *errs = append(*errs, e) }
 
 	if s.Cron != "" && len(s.Cron) <= 256 {
@@ -121,19 +150,37 @@ func (s *ScheduleSpec) validate(p Path, errs *ErrorList) {
 	ap := p.Child("action")
 	switch set := s.Action.templates(); {
 	case len(set) == 0:
-		add(Invalid(ap, "must set jobTemplate"))
+		add(Invalid(ap, "must set one of jobTemplate, experimentTemplate, pipelineTemplate"))
 	case len(set) > 1:
 		add(Invalid(ap, "must set exactly one of %s", strings.Join(set, ", ")))
 	}
+	// Each template is checked as a document of its kind would be, with paths below it.
 	if t := s.Action.JobTemplate; t != nil {
 		tp := ap.Child("jobTemplate")
-		mp := tp.Child("metadata")
-		validateLabels(t.Metadata.Labels, mp.Child("labels"), errs)
-		validateAnnotations(t.Metadata.Annotations, mp.Child("annotations"), errs)
-		if _, ok := t.Metadata.Labels[LabelSchedule]; ok {
-			add(Invalid(mp.Child("labels").Key(LabelSchedule), "is set by the schedule"))
-		}
+		t.Metadata.validate(0, tp.Child("metadata"), errs)
 		t.Spec.validate(tp.Child("spec"), errs)
+	}
+	if t := s.Action.ExperimentTemplate; t != nil {
+		tp := ap.Child("experimentTemplate")
+		// Trial jobs also get the experiment and trial labels.
+		t.Metadata.validate(2, tp.Child("metadata"), errs)
+		t.Spec.validate(tp.Child("spec"), errs)
+	}
+	if t := s.Action.PipelineTemplate; t != nil {
+		tp := ap.Child("pipelineTemplate")
+		// Step jobs also get the pipeline and step labels.
+		t.Metadata.validate(2, tp.Child("metadata"), errs)
+		t.Spec.validate(runNameLen, tp.Child("spec"), errs)
+		// The run's parameters, checked as `dlc pipeline run -p` checks them.
+		_, perrs := t.Spec.ResolveParams(t.Params)
+		for _, e := range perrs {
+			*errs = append(*errs, &FieldError{Field: tp.String() + "." + e.Field, Detail: e.Detail})
+		}
+		for _, k := range sortedKeys(t.Params) {
+			if len(t.Params[k]) > maxPipelineParamLength {
+				add(Invalid(tp.Child("params").Key(k), "must be at most %d characters", maxPipelineParamLength))
+			}
+		}
 	}
 
 	rp := p.Child("runOptions")
@@ -144,9 +191,30 @@ func (s *ScheduleSpec) validate(p Path, errs *ErrorList) {
 			add(Invalid(rp.Child("skipIfNoNewDataUnder"), "%s", msg))
 		}
 	}
-	if s.RunOptions.ResumeFromPreviousCheckpoint && s.Action.JobTemplate != nil && s.Action.JobTemplate.Spec.Checkpoint == nil {
-		add(Invalid(rp.Child("resumeFromPreviousCheckpoint"),
-			"needs action.jobTemplate.spec.checkpoint: the location the runs checkpoint to"))
+	if s.RunOptions.ResumeFromPreviousCheckpoint {
+		switch {
+		case s.Action.JobTemplate != nil && s.Action.JobTemplate.Spec.Checkpoint == nil:
+			add(Invalid(rp.Child("resumeFromPreviousCheckpoint"),
+				"needs action.jobTemplate.spec.checkpoint: the location the runs checkpoint to"))
+		case s.Action.JobTemplate == nil && (s.Action.ExperimentTemplate != nil || s.Action.PipelineTemplate != nil):
+			add(Invalid(rp.Child("resumeFromPreviousCheckpoint"),
+				"applies to jobTemplate only: an experiment's or a pipeline's run does not resume from the previous run's checkpoint"))
+		}
+	}
+}
+
+// validate checks a template's labels and annotations. extra is how many labels what
+// the run starts adds below it besides opendlc.io/schedule (an experiment's trial jobs,
+// a pipeline's step jobs).
+func (m *TemplateMeta) validate(extra int, p Path, errs *ErrorList) {
+	validateLabels(m.Labels, p.Child("labels"), errs)
+	validateAnnotations(m.Annotations, p.Child("annotations"), errs)
+	if _, ok := m.Labels[LabelSchedule]; ok {
+		*errs = append(*errs, Invalid(p.Child("labels").Key(LabelSchedule), "is set by the schedule"))
+	}
+	if extra > 0 && len(m.Labels) > maxMapEntries-1-extra {
+		*errs = append(*errs, Invalid(p.Child("labels"),
+			"must have at most %d entries: the run adds %s, and the jobs it starts %d more", maxMapEntries-1-extra, LabelSchedule, extra))
 	}
 }
 
@@ -193,9 +261,20 @@ func (TemplateMeta) JSONSchemaExtend(s *jsonschema.Schema) {
 	labelMapSchema(annotations, maxAnnotationLength, "")
 }
 
-// JSONSchemaExtend says that a template is required.
+// JSONSchemaExtend says that exactly one template is required.
 func (ScheduleAction) JSONSchemaExtend(s *jsonschema.Schema) {
 	s.OneOf = []*jsonschema.Schema{
 		{Required: []string{"jobTemplate"}},
+		{Required: []string{"experimentTemplate"}},
+		{Required: []string{"pipelineTemplate"}},
+	}
+}
+
+// JSONSchemaExtend bounds the run's parameters.
+func (PipelineTemplate) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("params"); ok {
+		p.MaxProperties = uint64p(maxPipelineParams)
+		p.PropertyNames = &jsonschema.Schema{Type: "string", MaxLength: uint64p(64), Pattern: envNamePattern}
+		p.AdditionalProperties = &jsonschema.Schema{Type: "string", MaxLength: uint64p(maxPipelineParamLength)}
 	}
 }

@@ -16,14 +16,25 @@ import (
 )
 
 // jobControl adapts a Temporal client to activities.JobControl: it follows and stops
-// TrainingJob workflows by id.
+// TrainingJob, Experiment and Pipeline workflows by id.
 type jobControl struct{ tc client.Client }
 
 var _ activities.JobControl = jobControl{}
 
-// WaitJob long-polls the job's workflow for its result.
+// runResult is the part of a TrainingJobResult, an ExperimentResult and a
+// PipelineResult that a schedule records: all three hold a status with a phase (whose
+// terminal values have the same names) and a message.
+type runResult struct {
+	Status struct {
+		Phase          schemas.JobPhase `json:"phase"`
+		Message        string           `json:"message,omitempty"`
+		LastCheckpoint string           `json:"lastCheckpoint,omitempty"`
+	} `json:"status"`
+}
+
+// WaitJob long-polls the run's workflow for its result.
 func (j jobControl) WaitJob(ctx context.Context, workflowID string) (activities.JobOutcome, error) {
-	var res workflows.TrainingJobResult
+	var res runResult
 	err := j.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
 	var notFound *serviceerror.NotFound
 	var terminated *temporal.TerminatedError
@@ -48,9 +59,10 @@ func (j jobControl) WaitJob(ctx context.Context, workflowID string) (activities.
 	return activities.JobOutcome{}, fmt.Errorf("wait for %s: %w", workflowID, err)
 }
 
-// StopJob sends the job its stop update and waits until it is terminal. A job that has
-// already ended, or no longer exists, needs no stopping.
-func (j jobControl) StopJob(ctx context.Context, workflowID, reason string) error {
+// StopJob sends the run's workflow its stop update (jobs, experiments and pipelines
+// all answer "stop" with their phase) and waits until the update completes. A run that
+// has already ended, or no longer exists, needs no stopping.
+func (j jobControl) StopJob(ctx context.Context, workflowID, reason string) (string, error) {
 	h, err := j.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   workflows.UpdateStop,
@@ -60,14 +72,14 @@ func (j jobControl) StopJob(ctx context.Context, workflowID, reason string) erro
 	if err == nil {
 		var res workflows.StopResult
 		if err = h.Get(ctx, &res); err == nil {
-			return nil
+			return string(res.Phase), nil
 		}
 	}
 	desc, derr := j.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 	var notFound *serviceerror.NotFound
 	if errors.As(derr, &notFound) ||
 		(derr == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING) {
-		return nil
+		return "", nil
 	}
-	return fmt.Errorf("stop %s: %w", workflowID, err)
+	return "", fmt.Errorf("stop %s: %w", workflowID, err)
 }

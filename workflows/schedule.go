@@ -122,12 +122,21 @@ const (
 	scheduleActivityTimeout = 5 * time.Minute
 )
 
+// Change ids of workflow.GetVersion branches of the Schedule workflow (see
+// docs/architecture.md).
+const (
+	// changeScheduleActions: a run may start an Experiment or a Pipeline child workflow
+	// (spec.action.experimentTemplate, pipelineTemplate), not only a TrainingJob.
+	changeScheduleActions = "schedule-experiment-pipeline-actions"
+)
+
 // ScheduleWorkflow is one schedule: it sleeps until the next fire time of its cron
-// expression, starts the action as a child TrainingJob with a workflow id derived from
-// the schedule and the nominal time, applies the overlap policy against its runs still
-// running, catches up runs missed while the control plane was down (within the catch-up
-// window, each once), and answers pause, resume, trigger, backfill and spec updates. It
-// continues as new before its history grows large, carrying its state.
+// expression, starts the action as a child TrainingJob, Experiment or Pipeline workflow
+// with a workflow id derived from the schedule and the nominal time, applies the overlap
+// policy against its runs still running, catches up runs missed while the control plane
+// was down (within the catch-up window, each once), and answers pause, resume, trigger,
+// backfill and spec updates. It continues as new before its history grows large,
+// carrying its state.
 func ScheduleWorkflow(ctx workflow.Context, in ScheduleInput) error {
 	w := &scheduleWorkflow{in: in, logger: workflow.GetLogger(ctx)}
 	if err := w.setup(ctx); err != nil {
@@ -152,7 +161,7 @@ type scheduleWorkflow struct {
 	wake bool
 	// requests are triggers and backfills waiting for the main loop, in arrival order.
 	requests []*fireRequest
-	// stopping holds the jobs being stopped (cancelOther), by name.
+	// stopping holds the runs being stopped (cancelOther), by name.
 	stopping map[string]bool
 	// due caches the next scheduled time, so a wake-up with nothing due costs nothing.
 	due dueCache
@@ -217,7 +226,7 @@ func (w *scheduleWorkflow) setup(ctx workflow.Context) error {
 	// Runs started by an earlier run of this workflow have no child future here: learn
 	// their end from Temporal.
 	for _, r := range w.st.Running {
-		w.followByActivity(ctx, r.Job)
+		w.followByActivity(ctx, r)
 	}
 	return nil
 }
@@ -520,8 +529,8 @@ func (w *scheduleWorkflow) recordMissed(ctx workflow.Context, d dueTimes) {
 		if i == 0 && d.Missed > int64(len(d.MissedTimes)) {
 			m += fmt.Sprintf("; %d earlier times were missed too", d.Missed-int64(len(d.MissedTimes)))
 		}
-		w.addHistory(schemas.ScheduleRun{NominalTime: t, Trigger: schemas.TriggerSchedule, Outcome: schemas.RunMissed,
-			Message: m, FinishTime: &now})
+		w.addHistory(schemas.ScheduleRun{NominalTime: t, Trigger: schemas.TriggerSchedule, Kind: w.spec.Spec.Action.Kind(),
+			Outcome: schemas.RunMissed, Message: m, FinishTime: &now})
 	}
 	w.st.Counts.Missed += d.Missed
 }
@@ -529,7 +538,8 @@ func (w *scheduleWorkflow) recordMissed(ctx workflow.Context, d dueTimes) {
 // fire deals with one nominal time: the overlap policy decides whether it starts now,
 // waits or is skipped. A time already fired by this schedule is not fired again.
 func (w *scheduleWorkflow) fire(ctx workflow.Context, nominal time.Time, trigger schemas.RunTrigger, policy schedule.OverlapPolicy) schemas.ScheduleRun {
-	run := schemas.ScheduleRun{NominalTime: nominal.UTC(), Trigger: trigger, Job: ScheduledJobName(w.spec.Metadata.Name, nominal)}
+	run := schemas.ScheduleRun{NominalTime: nominal.UTC(), Trigger: trigger, Kind: w.spec.Spec.Action.Kind(),
+		Job: ScheduledJobName(w.spec.Metadata.Name, nominal)}
 	if prev, ok := w.known(run.Job); ok {
 		return prev
 	}
@@ -603,40 +613,57 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 		}
 	}
 
-	job := w.jobFor(run)
-	if ck := job.Spec.Checkpoint; ck != nil {
-		run.ResumedFrom = ck.ResumeFrom
+	// What runs is what the spec says now: a buffered run may have waited across an
+	// update of the spec.
+	run.Kind = w.spec.Spec.Action.Kind()
+	var c runChild
+	switch run.Kind {
+	case schemas.KindExperiment, schemas.KindPipeline:
+		now := workflow.Now(ctx)
+		if workflow.GetVersion(ctx, changeScheduleActions, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			// Code before this change started only jobs; a history of it cannot reach
+			// here with another action. Refuse rather than start a job of no template.
+			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
+			run.Message = "not started: this schedule's workflow history predates " + string(run.Kind) + " actions"
+			w.addHistory(run)
+			return run
+		}
+		var err error
+		if run.Kind == schemas.KindExperiment {
+			c = w.experimentChild(run)
+		} else if c, err = w.pipelineChild(run); err != nil {
+			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
+			run.Message = "could not start the pipeline: " + err.Error()
+			w.addHistory(run)
+			return run
+		}
+	default:
+		c = w.jobChild(&run)
 	}
+	noun := kindNoun(run.Kind)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            JobWorkflowID(job.Metadata.Workspace, job.Metadata.Name),
+		WorkflowID:            c.id,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			WorkspaceKey.ValueSet(job.Metadata.Workspace),
-			KindKey.ValueSet(string(schemas.KindTrainingJob)),
-			NameKey.ValueSet(job.Metadata.Name),
-			PhaseKey.ValueSet(string(schemas.JobPending)),
-			FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			LabelsKey.ValueSet(LabelKeywords(job.Metadata.Labels)),
-		),
+		TypedSearchAttributes: c.attrs,
 	})
-	child := workflow.ExecuteChildWorkflow(cctx, TrainingJobWorkflowName, TrainingJobInput{Job: job})
+	child := workflow.ExecuteChildWorkflow(cctx, c.workflowType, c.input)
 	err := child.GetChildWorkflowExecution().Get(ctx, nil)
 	now := workflow.Now(ctx)
 	switch {
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
 		// This time was fired before, by a run of the schedule whose record is gone (or the
-		// name was taken by hand). Never start a second job: follow the existing one.
+		// name was taken by hand). Never start a second one: follow the existing one.
 		run.Outcome = schemas.RunRunning
 		run.ResumedFrom = ""
-		run.Message = "already fired: a job with this name exists, so no second one was started"
+		run.Message = "already fired: a " + noun + " with this name exists, so no second one was started"
 		w.st.Running = append(w.st.Running, run)
 		w.addHistory(run)
-		w.followByActivity(ctx, run.Job)
+		w.followByActivity(ctx, run)
 		return run
 	case err != nil:
 		run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
-		run.Message = "could not start the job: " + rootMessage(err)
+		run.Message = "could not start the " + noun + ": " + rootMessage(err)
 		w.addHistory(run)
 		return run
 	}
@@ -646,32 +673,158 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 	w.st.Running = append(w.st.Running, run)
 	w.addHistory(run)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		var res TrainingJobResult
-		err := child.Get(ctx, &res)
-		out := activities.JobOutcome{Found: true, Phase: res.Status.Phase, LastCheckpoint: res.Status.LastCheckpoint, Message: res.Status.Message}
-		if err != nil {
-			out = activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
-		}
-		w.finished(ctx, run.Job, out)
+		w.finished(ctx, run.Job, c.outcome(ctx, child))
 	})
 	return run
+}
+
+// runChild is the child workflow a run starts: its id, type, input and search
+// attributes, and how its result reads as the run's outcome.
+type runChild struct {
+	id, workflowType string
+	input            any
+	attrs            temporal.SearchAttributes
+	// outcome waits for the child's result.
+	outcome func(workflow.Context, workflow.Future) activities.JobOutcome
+}
+
+// kindNoun names what a run of kind k starts, in messages.
+func kindNoun(k schemas.Kind) string {
+	switch k {
+	case schemas.KindExperiment:
+		return "experiment"
+	case schemas.KindPipeline:
+		return "pipeline"
+	}
+	return "job"
+}
+
+// runWorkflowID is the workflow id of what a run started.
+func runWorkflowID(workspace string, run schemas.ScheduleRun) string {
+	switch run.Kind {
+	case schemas.KindExperiment:
+		return ExperimentWorkflowID(workspace, run.Job)
+	case schemas.KindPipeline:
+		return PipelineWorkflowID(workspace, run.Job)
+	}
+	return JobWorkflowID(workspace, run.Job)
+}
+
+// jobChild is a run's TrainingJob; it records the checkpoint the job resumes from.
+func (w *scheduleWorkflow) jobChild(run *schemas.ScheduleRun) runChild {
+	job := w.jobFor(*run)
+	if ck := job.Spec.Checkpoint; ck != nil {
+		run.ResumedFrom = ck.ResumeFrom
+	}
+	return runChild{
+		id:           JobWorkflowID(job.Metadata.Workspace, job.Metadata.Name),
+		workflowType: TrainingJobWorkflowName,
+		input:        TrainingJobInput{Job: job},
+		attrs: temporal.NewSearchAttributes(
+			WorkspaceKey.ValueSet(job.Metadata.Workspace),
+			KindKey.ValueSet(string(schemas.KindTrainingJob)),
+			NameKey.ValueSet(job.Metadata.Name),
+			PhaseKey.ValueSet(string(schemas.JobPending)),
+			FrameworkKey.ValueSet(string(job.Spec.Framework)),
+			LabelsKey.ValueSet(LabelKeywords(job.Metadata.Labels)),
+		),
+		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
+			var res TrainingJobResult
+			if err := f.Get(ctx, &res); err != nil {
+				return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
+			}
+			return activities.JobOutcome{Found: true, Phase: res.Status.Phase, LastCheckpoint: res.Status.LastCheckpoint, Message: res.Status.Message}
+		},
+	}
+}
+
+// experimentChild is a run's Experiment, started as the API starts one.
+func (w *scheduleWorkflow) experimentChild(run schemas.ScheduleRun) runChild {
+	t := w.spec.Spec.Action.ExperimentTemplate
+	exp := schemas.Experiment{
+		APIVersion: schemas.APIVersion,
+		Kind:       schemas.KindExperiment,
+		Metadata:   w.runMeta(run, t.Metadata),
+		Spec:       t.Spec,
+	}
+	return runChild{
+		id:           ExperimentWorkflowID(exp.Metadata.Workspace, exp.Metadata.Name),
+		workflowType: ExperimentWorkflowName,
+		input:        ExperimentInput{Experiment: exp},
+		attrs: temporal.NewSearchAttributes(
+			WorkspaceKey.ValueSet(exp.Metadata.Workspace),
+			KindKey.ValueSet(string(schemas.KindExperiment)),
+			NameKey.ValueSet(exp.Metadata.Name),
+			PhaseKey.ValueSet(string(schemas.ExperimentPending)),
+			LabelsKey.ValueSet(LabelKeywords(exp.Metadata.Labels)),
+		),
+		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
+			var res ExperimentResult
+			if err := f.Get(ctx, &res); err != nil {
+				return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
+			}
+			return activities.JobOutcome{Found: true, Phase: schemas.JobPhase(res.Status.Phase), Message: res.Status.Message}
+		},
+	}
+}
+
+// pipelineChild is a run's Pipeline, started as the API starts one, with the
+// template's parameters.
+func (w *scheduleWorkflow) pipelineChild(run schemas.ScheduleRun) (runChild, error) {
+	t := w.spec.Spec.Action.PipelineTemplate
+	p := schemas.Pipeline{
+		APIVersion: schemas.APIVersion,
+		Kind:       schemas.KindPipeline,
+		Metadata:   w.runMeta(run, t.Metadata),
+		Spec:       t.Spec,
+	}
+	params, errs := p.Spec.ResolveParams(t.Params)
+	if len(errs) > 0 {
+		return runChild{}, errs
+	}
+	return runChild{
+		id:           PipelineWorkflowID(p.Metadata.Workspace, p.Metadata.Name),
+		workflowType: PipelineWorkflowName,
+		input:        PipelineInput{Pipeline: p, Params: params},
+		attrs: temporal.NewSearchAttributes(
+			WorkspaceKey.ValueSet(p.Metadata.Workspace),
+			KindKey.ValueSet(string(schemas.KindPipeline)),
+			NameKey.ValueSet(p.Metadata.Name),
+			PhaseKey.ValueSet(string(schemas.PipelinePending)),
+			LabelsKey.ValueSet(LabelKeywords(p.Metadata.Labels)),
+		),
+		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
+			var res PipelineResult
+			if err := f.Get(ctx, &res); err != nil {
+				return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
+			}
+			return activities.JobOutcome{Found: true, Phase: schemas.JobPhase(res.Status.Phase), Message: res.Status.Message}
+		},
+	}, nil
+}
+
+// runMeta is the metadata of what a run starts: its name, the schedule's workspace, the
+// template's labels plus the schedule's, its annotations plus the nominal time and the
+// trigger.
+func (w *scheduleWorkflow) runMeta(run schemas.ScheduleRun, t schemas.TemplateMeta) schemas.ObjectMeta {
+	labels := maps.Clone(t.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[schemas.LabelSchedule] = w.spec.Metadata.Name
+	annotations := maps.Clone(t.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[schemas.AnnotationNominalTime] = run.NominalTime.UTC().Format(time.RFC3339)
+	annotations[schemas.AnnotationRunTrigger] = string(run.Trigger)
+	return schemas.ObjectMeta{Name: run.Job, Workspace: w.spec.Metadata.Workspace, Labels: labels, Annotations: annotations}
 }
 
 // jobFor builds the job of a run from the template: its name, the schedule's label,
 // the nominal time, and the checkpoint to resume from.
 func (w *scheduleWorkflow) jobFor(run schemas.ScheduleRun) schemas.TrainingJob {
 	t := w.spec.Spec.Action.JobTemplate
-	labels := maps.Clone(t.Metadata.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[schemas.LabelSchedule] = w.spec.Metadata.Name
-	annotations := maps.Clone(t.Metadata.Annotations)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[schemas.AnnotationNominalTime] = run.NominalTime.UTC().Format(time.RFC3339)
-	annotations[schemas.AnnotationRunTrigger] = string(run.Trigger)
 	spec := t.Spec
 	if spec.Checkpoint != nil {
 		ck := *spec.Checkpoint
@@ -683,22 +836,22 @@ func (w *scheduleWorkflow) jobFor(run schemas.ScheduleRun) schemas.TrainingJob {
 	return schemas.TrainingJob{
 		APIVersion: schemas.APIVersion,
 		Kind:       schemas.KindTrainingJob,
-		Metadata: schemas.ObjectMeta{Name: run.Job, Workspace: w.spec.Metadata.Workspace,
-			Labels: labels, Annotations: annotations},
-		Spec: spec,
+		Metadata:   w.runMeta(run, t.Metadata),
+		Spec:       spec,
 	}
 }
 
-// followByActivity learns how a job this workflow holds no child future for ends.
-func (w *scheduleWorkflow) followByActivity(ctx workflow.Context, job string) {
+// followByActivity learns how a run this workflow holds no child future for ends.
+func (w *scheduleWorkflow) followByActivity(ctx workflow.Context, run schemas.ScheduleRun) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var out activities.JobOutcome
 		err := workflow.ExecuteActivity(withFollowActivity(ctx), ActivityWaitScheduledJob,
-			activities.WaitScheduledJobInput{WorkflowID: JobWorkflowID(w.spec.Metadata.Workspace, job)}).Get(ctx, &out)
+			activities.WaitScheduledJobInput{WorkflowID: runWorkflowID(w.spec.Metadata.Workspace, run)}).Get(ctx, &out)
 		if err != nil {
-			out = activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: "could not follow the job: " + rootMessage(err)}
+			out = activities.JobOutcome{Found: true, Phase: schemas.JobFailed,
+				Message: "could not follow the " + kindNoun(run.Kind) + ": " + rootMessage(err)}
 		}
-		w.finished(ctx, job, out)
+		w.finished(ctx, run.Job, out)
 	})
 }
 
@@ -721,7 +874,7 @@ func (w *scheduleWorkflow) finished(ctx workflow.Context, job string, out activi
 	run.FinishTime = &now
 	switch {
 	case !out.Found:
-		run.Outcome, run.Message = schemas.RunUnknown, "the job no longer exists (deleted before its end was learnt)"
+		run.Outcome, run.Message = schemas.RunUnknown, "the "+kindNoun(run.Kind)+" no longer exists (deleted before its end was learnt)"
 	case out.Phase == schemas.JobSucceeded:
 		run.Outcome = schemas.RunSucceeded
 	case out.Phase == schemas.JobStopped:
@@ -740,19 +893,26 @@ func (w *scheduleWorkflow) finished(ctx workflow.Context, job string, out activi
 	w.wake = true
 }
 
-// stopRunning stops every running run (cancelOther); each one's end arrives as usual.
+// stopRunning stops every running run (cancelOther) through its stop update; each
+// one's end arrives as usual. A stopped experiment does not end (it waits for a resume),
+// so for an experiment the answer Stopped is the run's end.
 func (w *scheduleWorkflow) stopRunning(ctx workflow.Context, reason string) {
 	for _, r := range w.st.Running {
 		if w.stopping[r.Job] {
 			continue
 		}
 		w.stopping[r.Job] = true
-		id := JobWorkflowID(w.spec.Metadata.Workspace, r.Job)
+		id := runWorkflowID(w.spec.Metadata.Workspace, r)
 		workflow.Go(ctx, func(ctx workflow.Context) {
+			var res activities.StopScheduledJobResult
 			err := workflow.ExecuteActivity(withFollowActivity(ctx), ActivityStopScheduledJob,
-				activities.StopScheduledJobInput{WorkflowID: id, Reason: reason}).Get(ctx, nil)
+				activities.StopScheduledJobInput{WorkflowID: id, Reason: reason}).Get(ctx, &res)
 			if err != nil {
-				w.logger.Error("stop scheduled job failed", "job", id, "error", err)
+				w.logger.Error("stop scheduled run failed", "workflowId", id, "error", err)
+				return
+			}
+			if r.Kind == schemas.KindExperiment && res.Phase == string(schemas.ExperimentStopped) {
+				w.finished(ctx, r.Job, activities.JobOutcome{Found: true, Phase: schemas.JobStopped, Message: reason})
 			}
 		})
 	}

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -57,16 +61,19 @@ func testSchedule(t *testing.T, mutate ...func(s *schemas.Schedule)) schemas.Sch
 	return s
 }
 
-// startedJob is one start of the fake TrainingJob workflow.
+// startedJob is one start of the fake TrainingJob, Experiment or Pipeline workflow.
 type startedJob struct {
 	Name string
 	At   time.Time
 	Job  schemas.TrainingJob
+	// Experiment and Pipeline are set instead of Job when the run started one.
+	Experiment *schemas.Experiment
+	Pipeline   *workflows.PipelineInput
 }
 
-// schedHarness runs the Schedule workflow in the test environment (time skipping) with a
-// fake TrainingJob child that runs for jobDuration, or until it is stopped, and records
-// every start.
+// schedHarness runs the Schedule workflow in the test environment (time skipping) with
+// fake TrainingJob, Experiment and Pipeline children that run for jobDuration, or until
+// they are stopped, and records every start.
 type schedHarness struct {
 	t   *testing.T
 	env *testsuite.TestWorkflowEnvironment
@@ -80,6 +87,8 @@ type schedHarness struct {
 	views      []workflows.ScheduleView
 	updates    int
 	updateErrs []func() error
+	// failing names the runs whose fake pipeline fails.
+	failing map[string]bool
 }
 
 func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
@@ -89,13 +98,17 @@ func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
 	h.env.SetStartTime(start)
 	h.env.RegisterWorkflowWithOptions(workflows.ScheduleWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleWorkflowName})
 	h.env.RegisterWorkflowWithOptions(h.fakeJob, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
+	h.env.RegisterWorkflowWithOptions(h.fakeExperiment, workflow.RegisterOptions{Name: workflows.ExperimentWorkflowName})
+	h.env.RegisterWorkflowWithOptions(h.fakePipeline, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
 	workers.RegisterScheduleActivities(h.env, &activities.ScheduleActivities{})
+	// Every kind answers its stop update with Stopped: jobs and pipelines once they
+	// have ended, experiments once their trials have (they then wait for a resume).
 	h.env.OnActivity(workflows.ActivityStopScheduledJob, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.StopScheduledJobInput) error {
+		func(_ context.Context, in activities.StopScheduledJobInput) (activities.StopScheduledJobResult, error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.stops[in.WorkflowID] = true
-			return nil
+			return activities.StopScheduledJobResult{Phase: "Stopped"}, nil
 		})
 	return h
 }
@@ -104,11 +117,64 @@ func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
 // jobDuration (or until stopped) and reports a checkpoint named after itself.
 func (h *schedHarness) fakeJob(ctx workflow.Context, in workflows.TrainingJobInput) (workflows.TrainingJobResult, error) {
 	name := in.Job.Metadata.Name
+	stopped, err := h.runFake(ctx, startedJob{Name: name, At: workflow.Now(ctx), Job: in.Job},
+		workflows.JobWorkflowID(in.Job.Metadata.Workspace, name))
+	switch {
+	case err != nil:
+		return workflows.TrainingJobResult{}, err
+	case stopped:
+		return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobStopped, Message: "stopped by request"}}, nil
+	}
+	return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobSucceeded,
+		LastCheckpoint: "s3://ckpt/nightly/" + name}}, nil
+}
+
+// fakeExperiment stands for the Experiment workflow: it records its start and runs for
+// jobDuration; once stopped it does not end but, like a real experiment, waits for a
+// resume (which never comes here).
+func (h *schedHarness) fakeExperiment(ctx workflow.Context, in workflows.ExperimentInput) (workflows.ExperimentResult, error) {
+	exp := in.Experiment
+	stopped, err := h.runFake(ctx, startedJob{Name: exp.Metadata.Name, At: workflow.Now(ctx), Experiment: &exp},
+		workflows.ExperimentWorkflowID(exp.Metadata.Workspace, exp.Metadata.Name))
+	switch {
+	case err != nil:
+		return workflows.ExperimentResult{}, err
+	case stopped:
+		if err := workflow.Sleep(ctx, 7*24*time.Hour); err != nil {
+			return workflows.ExperimentResult{}, err
+		}
+		return workflows.ExperimentResult{Status: schemas.ExperimentStatus{Phase: schemas.ExperimentStopped, Message: "not resumed"}}, nil
+	}
+	return workflows.ExperimentResult{Status: schemas.ExperimentStatus{Phase: schemas.ExperimentSucceeded, Message: "best trial 3"}}, nil
+}
+
+// fakePipeline stands for the Pipeline workflow: it records its start, runs for
+// jobDuration or until stopped, and fails when its run is in failing.
+func (h *schedHarness) fakePipeline(ctx workflow.Context, in workflows.PipelineInput) (workflows.PipelineResult, error) {
+	name := in.Pipeline.Metadata.Name
+	stopped, err := h.runFake(ctx, startedJob{Name: name, At: workflow.Now(ctx), Pipeline: &in},
+		workflows.PipelineWorkflowID(in.Pipeline.Metadata.Workspace, name))
 	h.mu.Lock()
-	h.started = append(h.started, startedJob{Name: name, At: workflow.Now(ctx), Job: in.Job})
+	failing := h.failing[name]
+	h.mu.Unlock()
+	switch {
+	case err != nil:
+		return workflows.PipelineResult{}, err
+	case stopped:
+		return workflows.PipelineResult{Status: schemas.PipelineStatus{Phase: schemas.PipelineStopped, Message: "stopped by request"}}, nil
+	case failing:
+		return workflows.PipelineResult{Status: schemas.PipelineStatus{Phase: schemas.PipelineFailed, Message: "step train failed"}}, nil
+	}
+	return workflows.PipelineResult{Status: schemas.PipelineStatus{Phase: schemas.PipelineSucceeded}}, nil
+}
+
+// runFake records a fake child's start and runs it for jobDuration, looking for a stop
+// of workflow id once a minute with pollStops; stopped says whether one came.
+func (h *schedHarness) runFake(ctx workflow.Context, start startedJob, id string) (stopped bool, err error) {
+	h.mu.Lock()
+	h.started = append(h.started, start)
 	d, poll := h.jobDuration, h.pollStops
 	h.mu.Unlock()
-	id := workflows.JobWorkflowID(in.Job.Metadata.Workspace, name)
 	end := workflow.Now(ctx).Add(d)
 	for workflow.Now(ctx).Before(end) {
 		step := end.Sub(workflow.Now(ctx))
@@ -116,17 +182,16 @@ func (h *schedHarness) fakeJob(ctx workflow.Context, in workflows.TrainingJobInp
 			step = min(step, time.Minute)
 		}
 		if err := workflow.Sleep(ctx, step); err != nil {
-			return workflows.TrainingJobResult{}, err
+			return false, err
 		}
 		h.mu.Lock()
 		stopped := h.stops[id]
 		h.mu.Unlock()
 		if stopped {
-			return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobStopped, Message: "stopped by request"}}, nil
+			return true, nil
 		}
 	}
-	return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobSucceeded,
-		LastCheckpoint: "s3://ckpt/nightly/" + name}}, nil
+	return false, nil
 }
 
 // run executes the schedule from the harness' start time until the given time, when it
@@ -857,5 +922,372 @@ func (h *schedHarness) checkUpdates() {
 		if err := f(); err != nil {
 			h.t.Errorf("update: %v", err)
 		}
+	}
+}
+
+// experimentAction makes a schedule's runs experiments tuning lr of a one-replica job.
+func experimentAction(s *schemas.Schedule) {
+	lrMin, lrMax := 0.001, 1.0
+	s.Spec.Action = schemas.ScheduleAction{ExperimentTemplate: &schemas.ExperimentTemplate{
+		Metadata: schemas.TemplateMeta{Labels: map[string]string{"team": "ml"}},
+		Spec: schemas.ExperimentSpec{
+			SearchSpace: []schemas.ParameterSpec{{Name: "lr", Type: schemas.ParameterFloat, Min: &lrMin, Max: &lrMax, Log: true}},
+			Objective:   schemas.ObjectiveSpec{Metric: "accuracy", Direction: schemas.Maximize},
+			MaxTrials:   4,
+			TrialTemplate: schemas.TrainingJobSpec{
+				Framework: schemas.FrameworkCustom,
+				Command:   []string{"train", "--lr", "${params.lr}"},
+				Roles:     map[string]schemas.RoleSpec{"worker": {Replicas: 1}},
+			},
+		},
+	}}
+}
+
+// pipelineAction makes a schedule's runs one-step pipelines with a parameter the
+// template gives and one left to its default.
+func pipelineAction(s *schemas.Schedule) {
+	key := "clicks/latest"
+	s.Spec.Action = schemas.ScheduleAction{PipelineTemplate: &schemas.PipelineTemplate{
+		Metadata: schemas.TemplateMeta{Labels: map[string]string{"team": "ml"}},
+		Params:   map[string]string{"threshold": "0.9"},
+		Spec: schemas.PipelineSpec{
+			Params: []schemas.PipelineParam{{Name: "threshold"}, {Name: "dataKey", Default: &key}},
+			Steps: []schemas.PipelineStep{{Name: "train", Job: &schemas.TrainingJobSpec{
+				Framework: schemas.FrameworkCustom,
+				Command:   []string{"train", "--data", "${params.dataKey}"},
+				Roles:     map[string]schemas.RoleSpec{"worker": {Replicas: 1}},
+			}}},
+		},
+	}}
+}
+
+// runKinds maps each history entry with a run to its kind.
+func runKinds(runs []schemas.ScheduleRun) map[string]schemas.Kind {
+	out := map[string]schemas.Kind{}
+	for _, r := range runs {
+		if r.Job != "" {
+			out[r.Job] = r.Kind
+		}
+	}
+	return out
+}
+
+// A schedule of experiments starts each run as a child Experiment workflow named like a
+// job, with the template's spec and the schedule's label and annotations, and records
+// how it ended. With cancelOther a running experiment is stopped through its stop update;
+// since a stopped experiment waits for a resume rather than end, its answer Stopped ends
+// the run and the next one starts at once.
+func TestScheduleExperimentAction(t *testing.T) {
+	tests := map[string]struct {
+		policy   schedule.OverlapPolicy
+		duration time.Duration
+		// starts maps each started experiment (by hour) to its start time (HH:MM).
+		starts   map[string]string
+		outcomes map[string]schemas.RunOutcome
+		stopped  []string
+	}{
+		"each ends by itself": {policy: schedule.Skip, duration: 30 * time.Minute,
+			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
+			outcomes: map[string]schemas.RunOutcome{
+				"00": schemas.RunSucceeded, "01": schemas.RunSucceeded, "02": schemas.RunSucceeded}},
+		"skip while one runs": {policy: schedule.Skip, duration: 100 * time.Minute,
+			starts: map[string]string{"00": "00:00", "02": "02:00"},
+			outcomes: map[string]schemas.RunOutcome{
+				"00": schemas.RunSucceeded, "02": schemas.RunRunning, "Skipped@01:00": schemas.RunSkipped}},
+		"cancelOther stops the running one": {policy: schedule.CancelOther, duration: 100 * time.Minute,
+			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
+			outcomes: map[string]schemas.RunOutcome{
+				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
+			stopped: []string{"00", "01"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			start := t0.Add(-30 * time.Minute)
+			h := newSchedHarness(t, start)
+			h.jobDuration = tt.duration
+			h.pollStops = true
+			sched := testSchedule(t, experimentAction, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })
+			h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+
+			want := map[string]string{}
+			for hh, at := range tt.starts {
+				want[jobName(t0.Add(mustHour(t, hh)))] = "2026-06-01T" + at + ":00Z"
+			}
+			if diff := cmp.Diff(want, h.startTimes()); diff != "" {
+				t.Errorf("experiment starts (-want +got):\n%s", diff)
+			}
+			for _, s := range h.started {
+				if s.Experiment == nil {
+					t.Fatalf("run %s started something else than an experiment: %+v", s.Name, s)
+				}
+			}
+			first := h.started[0].Experiment
+			wantMeta := schemas.ObjectMeta{Name: jobName(t0), Workspace: "ml",
+				Labels: map[string]string{"team": "ml", schemas.LabelSchedule: "nightly"},
+				Annotations: map[string]string{schemas.AnnotationNominalTime: "2026-06-01T00:00:00Z",
+					schemas.AnnotationRunTrigger: string(schemas.TriggerSchedule)}}
+			if diff := cmp.Diff(wantMeta, first.Metadata); diff != "" {
+				t.Errorf("experiment metadata (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(sched.Spec.Action.ExperimentTemplate.Spec, first.Spec); diff != "" {
+				t.Errorf("experiment spec (-template +got):\n%s", diff)
+			}
+			if first.Kind != schemas.KindExperiment || first.APIVersion != schemas.APIVersion {
+				t.Errorf("experiment kind %q version %q", first.Kind, first.APIVersion)
+			}
+
+			st := h.lastView().Status
+			wantOutcomes := map[string]schemas.RunOutcome{}
+			for k, o := range tt.outcomes {
+				if strings.Contains(k, "@") {
+					wantOutcomes[k] = o
+					continue
+				}
+				wantOutcomes[jobName(t0.Add(mustHour(t, k)))] = o
+			}
+			if diff := cmp.Diff(wantOutcomes, outcomes(st.History)); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+			for job, k := range runKinds(st.History) {
+				if k != schemas.KindExperiment {
+					t.Errorf("run %s has kind %q, want Experiment", job, k)
+				}
+			}
+			var stopped []string
+			for _, hh := range tt.stopped {
+				stopped = append(stopped, workflows.ExperimentWorkflowID("ml", jobName(t0.Add(mustHour(t, hh)))))
+			}
+			h.mu.Lock()
+			gotStops := slices.Sorted(maps.Keys(h.stops))
+			h.mu.Unlock()
+			if diff := cmp.Diff(stopped, gotStops, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("stop updates sent to (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A schedule of pipelines starts each run as a child Pipeline workflow named like a job,
+// with the template's spec and parameters (defaults filled in) and the schedule's label,
+// and records each run's end: Succeeded, Failed, or Stopped by cancelOther once the
+// pipeline's workflow has ended.
+func TestSchedulePipelineAction(t *testing.T) {
+	tests := map[string]struct {
+		policy   schedule.OverlapPolicy
+		duration time.Duration
+		failing  []string
+		starts   map[string]string
+		outcomes map[string]schemas.RunOutcome
+		stopped  []string
+	}{
+		"succeeded and failed": {policy: schedule.Skip, duration: 30 * time.Minute, failing: []string{"01"},
+			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
+			outcomes: map[string]schemas.RunOutcome{
+				"00": schemas.RunSucceeded, "01": schemas.RunFailed, "02": schemas.RunSucceeded}},
+		"bufferOne waits for the running one": {policy: schedule.BufferOne, duration: 100 * time.Minute,
+			starts:   map[string]string{"00": "00:00", "01": "01:40"},
+			outcomes: map[string]schemas.RunOutcome{"00": schemas.RunSucceeded, "01": schemas.RunRunning}},
+		// The pipeline ends a minute after its stop (the fake looks once a minute); the
+		// next run starts when it has.
+		"cancelOther stops the running one": {policy: schedule.CancelOther, duration: 100 * time.Minute,
+			starts: map[string]string{"00": "00:00", "01": "01:01", "02": "02:01"},
+			outcomes: map[string]schemas.RunOutcome{
+				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
+			stopped: []string{"00", "01"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			start := t0.Add(-30 * time.Minute)
+			h := newSchedHarness(t, start)
+			h.jobDuration = tt.duration
+			h.pollStops = true
+			h.failing = map[string]bool{}
+			for _, hh := range tt.failing {
+				h.failing[jobName(t0.Add(mustHour(t, hh)))] = true
+			}
+			sched := testSchedule(t, pipelineAction, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })
+			h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+
+			want := map[string]string{}
+			for hh, at := range tt.starts {
+				want[jobName(t0.Add(mustHour(t, hh)))] = "2026-06-01T" + at + ":00Z"
+			}
+			if diff := cmp.Diff(want, h.startTimes()); diff != "" {
+				t.Errorf("pipeline starts (-want +got):\n%s", diff)
+			}
+			for _, s := range h.started {
+				if s.Pipeline == nil {
+					t.Fatalf("run %s started something else than a pipeline: %+v", s.Name, s)
+				}
+			}
+			first := h.started[0].Pipeline
+			wantMeta := schemas.ObjectMeta{Name: jobName(t0), Workspace: "ml",
+				Labels: map[string]string{"team": "ml", schemas.LabelSchedule: "nightly"},
+				Annotations: map[string]string{schemas.AnnotationNominalTime: "2026-06-01T00:00:00Z",
+					schemas.AnnotationRunTrigger: string(schemas.TriggerSchedule)}}
+			if diff := cmp.Diff(wantMeta, first.Pipeline.Metadata); diff != "" {
+				t.Errorf("pipeline metadata (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(sched.Spec.Action.PipelineTemplate.Spec, first.Pipeline.Spec); diff != "" {
+				t.Errorf("pipeline spec (-template +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(map[string]string{"threshold": "0.9", "dataKey": "clicks/latest"}, first.Params); diff != "" {
+				t.Errorf("pipeline params (-want +got):\n%s", diff)
+			}
+
+			st := h.lastView().Status
+			wantOutcomes := map[string]schemas.RunOutcome{}
+			for hh, o := range tt.outcomes {
+				wantOutcomes[jobName(t0.Add(mustHour(t, hh)))] = o
+			}
+			if diff := cmp.Diff(wantOutcomes, outcomes(st.History)); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+			for _, r := range st.History {
+				if r.Kind != schemas.KindPipeline {
+					t.Errorf("run %s has kind %q, want Pipeline", r.Job, r.Kind)
+				}
+				if r.Outcome == schemas.RunFailed && r.Message != "step train failed" {
+					t.Errorf("failed run %s: message %q, want the pipeline's", r.Job, r.Message)
+				}
+			}
+			var stopped []string
+			for _, hh := range tt.stopped {
+				stopped = append(stopped, workflows.PipelineWorkflowID("ml", jobName(t0.Add(mustHour(t, hh)))))
+			}
+			h.mu.Lock()
+			gotStops := slices.Sorted(maps.Keys(h.stops))
+			h.mu.Unlock()
+			if diff := cmp.Diff(stopped, gotStops, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("stop updates sent to (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A time already fired as an experiment or a pipeline is not fired again: Temporal
+// refuses a second child with the same workflow id, and the schedule follows the
+// existing run (by the workflow id of its kind) instead.
+func TestScheduleActionAlreadyFired(t *testing.T) {
+	tests := map[string]struct {
+		action func(*schemas.Schedule)
+		id     func(ws, name string) string
+	}{
+		"experiment": {action: experimentAction, id: workflows.ExperimentWorkflowID},
+		"pipeline":   {action: pipelineAction, id: workflows.PipelineWorkflowID},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			start := t0.Add(-30 * time.Minute)
+			h := newSchedHarness(t, start)
+			var followed []string
+			h.env.OnActivity(workflows.ActivityWaitScheduledJob, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					followed = append(followed, in.WorkflowID)
+					return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+				})
+			var res workflows.BackfillScheduleResult
+			h.at(start, t0.Add(90*time.Minute), func() {
+				h.update(workflows.UpdateScheduleBackfill, workflows.BackfillScheduleRequest{From: t0, To: t0.Add(time.Second),
+					OverlapPolicy: schedule.AllowAll}, &res)
+			})
+			h.run(workflows.ScheduleInput{Schedule: testSchedule(t, tt.action, func(s *schemas.Schedule) {
+				s.Spec.HistoryLimit = 1
+				s.Spec.OverlapPolicy = schedule.AllowAll
+			})}, start, t0.Add(105*time.Minute))
+			h.checkUpdates()
+
+			if diff := cmp.Diff(hours(t0, 0, 1), h.names()); diff != "" {
+				t.Errorf("runs started (-want +got):\n%s", diff)
+			}
+			if len(res.Runs) != 1 || res.Runs[0].Outcome != schemas.RunRunning || res.Runs[0].StartTime != nil ||
+				!strings.HasPrefix(res.Runs[0].Message, "already fired: a "+name+" with this name exists") {
+				t.Errorf("backfill of a fired time = %+v, want Running (followed), not started", res.Runs)
+			}
+			if diff := cmp.Diff([]string{tt.id("ml", jobName(t0))}, followed); diff != "" {
+				t.Errorf("followed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Runs carried across continue-as-new are followed by the workflow id of their kind; a
+// run recorded before runs had kinds is a job.
+func TestScheduleFollowsCarriedRunsOfEveryKind(t *testing.T) {
+	start := t0
+	h := newSchedHarness(t, start)
+	var followed []string
+	h.env.OnActivity(workflows.ActivityWaitScheduledJob, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			followed = append(followed, in.WorkflowID)
+			return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+		}).After(10 * time.Minute)
+	running := []schemas.ScheduleRun{
+		{NominalTime: t0.Add(-3 * time.Hour), Job: jobName(t0.Add(-3 * time.Hour)), Outcome: schemas.RunRunning},
+		{NominalTime: t0.Add(-2 * time.Hour), Kind: schemas.KindExperiment, Job: jobName(t0.Add(-2 * time.Hour)), Outcome: schemas.RunRunning},
+		{NominalTime: t0.Add(-time.Hour), Kind: schemas.KindPipeline, Job: jobName(t0.Add(-time.Hour)), Outcome: schemas.RunRunning},
+	}
+	h.run(workflows.ScheduleInput{
+		Schedule: testSchedule(t, func(s *schemas.Schedule) { s.Spec.Paused = true }),
+		State:    &workflows.ScheduleState{CreateTime: t0.Add(-4 * time.Hour), Cursor: t0, Running: running, History: running},
+	}, start, t0.Add(30*time.Minute))
+
+	want := []string{
+		workflows.ExperimentWorkflowID("ml", jobName(t0.Add(-2*time.Hour))),
+		workflows.JobWorkflowID("ml", jobName(t0.Add(-3*time.Hour))),
+		workflows.PipelineWorkflowID("ml", jobName(t0.Add(-time.Hour))),
+	}
+	slices.Sort(followed)
+	if diff := cmp.Diff(want, followed); diff != "" {
+		t.Errorf("followed (-want +got):\n%s", diff)
+	}
+	st := h.lastView().Status
+	if len(st.Running) != 0 || len(h.started) != 0 {
+		t.Errorf("running %+v, started %v", st.Running, h.names())
+	}
+	for _, r := range st.History {
+		if r.Outcome != schemas.RunSucceeded {
+			t.Errorf("carried run %s (%s): %s, want Succeeded", r.Job, r.Kind, r.Outcome)
+		}
+	}
+}
+
+// Both branches of the change that brought experiment and pipeline actions: a history
+// from before it (GetVersion answers DefaultVersion) starts no experiment or pipeline
+// and records why; after it, the run starts.
+func TestScheduleActionsVersioned(t *testing.T) {
+	tests := map[string]struct {
+		action  func(*schemas.Schedule)
+		version workflow.Version
+		want    schemas.RunOutcome
+		started int
+	}{
+		"experiment before": {action: experimentAction, version: workflow.DefaultVersion, want: schemas.RunStartFailed},
+		"experiment after":  {action: experimentAction, version: 1, want: schemas.RunRunning, started: 1},
+		"pipeline before":   {action: pipelineAction, version: workflow.DefaultVersion, want: schemas.RunStartFailed},
+		"pipeline after":    {action: pipelineAction, version: 1, want: schemas.RunRunning, started: 1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			start := t0.Add(-30 * time.Minute)
+			h := newSchedHarness(t, start)
+			h.env.OnGetVersion("schedule-experiment-pipeline-actions", workflow.DefaultVersion, 1).Return(tt.version)
+			h.run(workflows.ScheduleInput{Schedule: testSchedule(t, tt.action)}, start, t0.Add(5*time.Minute))
+
+			if len(h.started) != tt.started {
+				t.Errorf("%d runs started, want %d", len(h.started), tt.started)
+			}
+			st := h.lastView().Status
+			if len(st.History) != 1 || st.History[0].Outcome != tt.want {
+				t.Fatalf("history %+v, want one run %s", st.History, tt.want)
+			}
+			if r := st.History[0]; tt.want == schemas.RunStartFailed && (r.Job != "" || !strings.Contains(r.Message, "predates")) {
+				t.Errorf("refused run %+v: want no name and a message saying why", r)
+			}
+		})
 	}
 }

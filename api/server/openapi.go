@@ -166,9 +166,23 @@ type schemaGen struct {
 }
 
 func (g *schemaGen) content(p *payload) (map[string]any, error) {
-	schema, err := g.ref(p.v)
-	if err != nil {
-		return nil, err
+	var schema any
+	if p.oneOf != nil {
+		var alts []any
+		for _, v := range p.oneOf {
+			s, err := g.ref(v)
+			if err != nil {
+				return nil, err
+			}
+			alts = append(alts, s)
+		}
+		schema = map[string]any{"oneOf": alts}
+	} else {
+		s, err := g.ref(p.v)
+		if err != nil {
+			return nil, err
+		}
+		schema = s
 	}
 	out := map[string]any{}
 	for _, m := range p.media {

@@ -55,7 +55,9 @@ type param struct {
 // payload is a request or response body: a Go value whose type gives the schema, and
 // its media types.
 type payload struct {
-	v     any
+	v any
+	// oneOf, when set instead of v, lists the types any one of which the body may be.
+	oneOf []any
 	media []string
 	// optional bodies may be left out.
 	optional bool
@@ -75,6 +77,15 @@ var (
 )
 
 func jsonBody(v any) *payload { return &payload{v: v, media: jsonMedia} }
+
+// everyKind is an empty document of every kind, for a body that may be any of them.
+func everyKind() []any {
+	var out []any
+	for _, k := range schemas.Kinds() {
+		out = append(out, schemas.NewObject(k))
+	}
+	return out
+}
 
 func withRules(s *Server) bool { return s.opts.Rules != nil }
 
@@ -110,8 +121,8 @@ var routes = []route{
 		responses: []reply{{200, "the workspace", jsonBody(api.Workspace{})}}},
 
 	{method: "POST", path: "/v1/validate", handler: (*Server).validate, readOnly: true,
-		id: "validate", tag: "jobs", summary: "Validate a spec; creates nothing",
-		request:   &payload{v: schemas.TrainingJob{}, media: specMedia},
+		id: "validate", tag: "jobs", summary: "Validate a document of any kind (TrainingJob, Experiment, Schedule, Pipeline, Trigger, NotificationRule); creates nothing",
+		request:   &payload{oneOf: everyKind(), media: specMedia},
 		responses: []reply{{200, "the spec is valid", jsonBody(api.ValidateResult{})}}},
 	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, object: "job",
 		id: "submitJob", tag: "jobs", summary: "Validate and submit a job in the spec's workspace",

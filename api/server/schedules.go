@@ -82,18 +82,35 @@ func (s *Server) readSchedule(w http.ResponseWriter, r *http.Request) *schemas.S
 		err = sched.Validate().Err()
 	}
 	if err == nil {
-		if t := sched.Spec.Action.JobTemplate; t != nil {
-			if _, ferr := frameworks.Get(t.Spec.Framework); ferr != nil {
-				err = schemas.ErrorList{schemas.NotSupported(
-					schemas.NewPath("spec", "action", "jobTemplate", "spec", "framework"), frameworks.Supported())}
-			}
-		}
+		err = scheduleSupported(sched)
 	}
 	if err != nil {
 		writeSpecError(w, err)
 		return nil
 	}
 	return sched
+}
+
+// scheduleSupported checks that the frameworks a schedule's template names run on this
+// server, as the job, experiment or pipeline it starts would be checked.
+func scheduleSupported(sched *schemas.Schedule) error {
+	ap := schemas.NewPath("spec", "action")
+	a := sched.Spec.Action
+	framework := func(f schemas.Framework, p schemas.Path) error {
+		if _, err := frameworks.Get(f); err != nil {
+			return schemas.ErrorList{schemas.NotSupported(p, frameworks.Supported())}
+		}
+		return nil
+	}
+	switch {
+	case a.JobTemplate != nil:
+		return framework(a.JobTemplate.Spec.Framework, ap.Child("jobTemplate", "spec", "framework"))
+	case a.ExperimentTemplate != nil:
+		return framework(a.ExperimentTemplate.Spec.TrialTemplate.Framework, ap.Child("experimentTemplate", "spec", "trialTemplate", "framework"))
+	case a.PipelineTemplate != nil:
+		return supportedSteps(&a.PipelineTemplate.Spec, ap.Child("pipelineTemplate", "spec"))
+	}
+	return nil
 }
 
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {

@@ -165,9 +165,15 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, "", auth.VerbRead) {
 		return
 	}
-	if job := s.readSpec(w, r); job != nil {
-		writeJSON(w, http.StatusOK, api.ValidateResult{Valid: true})
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
 	}
+	if err := validateDocument(body); err != nil {
+		writeSpecError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ValidateResult{Valid: true})
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {

@@ -18,7 +18,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "schedule",
 		Aliases: []string{"schedules", "sched"},
-		Short:   "Manage schedules: jobs run at the times a cron expression names (periodic retraining)",
+		Short:   "Manage schedules: jobs, experiments or pipelines run at the times a cron expression names (periodic retraining)",
 	}
 	var file string
 	create := &cobra.Command{
@@ -304,7 +304,8 @@ func printSchedule(w io.Writer, format string, s *api.ScheduleView) error {
 			state += " (" + st.PauseNote + ")"
 		}
 	}
-	fmt.Fprintf(w, "State:         %s\nOverlap:       %s\nCatch-up:      %s\n", state, sp.OverlapPolicy, sp.CatchupWindow.D())
+	fmt.Fprintf(w, "State:         %s\nAction:        %s\nOverlap:       %s\nCatch-up:      %s\n", state, sp.Action.Kind(),
+		sp.OverlapPolicy, sp.CatchupWindow.D())
 	if sp.Jitter > 0 {
 		fmt.Fprintf(w, "Jitter:        %s\n", sp.Jitter.D())
 	}
@@ -332,29 +333,45 @@ func printSchedule(w io.Writer, format string, s *api.ScheduleView) error {
 		fmt.Fprintf(tw, "  %s\t%s\n", formatScheduleTime(n.NominalTime, zone), formatScheduleTime(n.FireTime, zone))
 	}
 	if len(st.Buffered) > 0 {
-		fmt.Fprintln(tw, "\nWaiting (overlap policy):\n  NOMINAL TIME\tTRIGGER\tJOB")
+		fmt.Fprintln(tw, "\nWaiting (overlap policy):\n  NOMINAL TIME\tTRIGGER\tKIND\tRUN")
 		for _, r := range st.Buffered {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", formatScheduleTime(r.NominalTime, zone), r.Trigger, r.Job)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", formatScheduleTime(r.NominalTime, zone), r.Trigger, runKind(r), r.Job)
 		}
 	}
-	fmt.Fprintln(tw, "\nHistory:\n  NOMINAL TIME\tTRIGGER\tSTARTED\tJOB\tOUTCOME\tMESSAGE")
+	fmt.Fprintln(tw, "\nHistory:\n  NOMINAL TIME\tTRIGGER\tSTARTED\tKIND\tRUN\tOUTCOME\tMESSAGE")
 	for i := len(st.History) - 1; i >= 0; i-- { // newest first
 		r := st.History[i]
 		job := r.Job
 		if job == "" {
 			job = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", formatScheduleTime(r.NominalTime, zone), r.Trigger,
-			optionalTime(r.StartTime, zone), job, r.Outcome, r.Message)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", formatScheduleTime(r.NominalTime, zone), r.Trigger,
+			optionalTime(r.StartTime, zone), runKind(r), job, r.Outcome, r.Message)
 	}
 	return tw.Flush()
+}
+
+// runKind is what a run started: TrainingJob, Experiment or Pipeline. Runs recorded
+// before schedules could start anything but jobs have no kind: they are jobs.
+func runKind(r schemas.ScheduleRun) schemas.Kind {
+	if r.Kind == "" {
+		return schemas.KindTrainingJob
+	}
+	return r.Kind
 }
 
 // describeRun says in one line what became of a run.
 func describeRun(r schemas.ScheduleRun) string {
 	s := fmt.Sprintf("%s %s: %s", r.NominalTime.UTC().Format(time.RFC3339), r.Trigger, r.Outcome)
 	if r.Job != "" {
-		s += " (job " + r.Job + ")"
+		noun := "job"
+		switch runKind(r) {
+		case schemas.KindExperiment:
+			noun = "experiment"
+		case schemas.KindPipeline:
+			noun = "pipeline"
+		}
+		s += " (" + noun + " " + r.Job + ")"
 	}
 	if r.Message != "" {
 		s += ": " + r.Message

@@ -44,13 +44,16 @@ func TestPrintSchedule(t *testing.T) {
 	started := time.Date(2026, 6, 1, 18, 3, 0, 0, time.UTC)
 	s := &api.ScheduleView{
 		Spec: schemas.Schedule{Metadata: schemas.ObjectMeta{Name: "nightly", Workspace: "ml"},
-			Spec: schemas.ScheduleSpec{Cron: "0 2 * * *", TimeZone: "Asia/Shanghai", OverlapPolicy: "skip"}},
+			Spec: schemas.ScheduleSpec{Cron: "0 2 * * *", TimeZone: "Asia/Shanghai", OverlapPolicy: "skip",
+				Action: schemas.ScheduleAction{PipelineTemplate: &schemas.PipelineTemplate{}}}},
 		Status: schemas.ScheduleStatus{
 			Next: []schemas.ScheduledTime{{NominalTime: time.Date(2026, 6, 2, 18, 0, 0, 0, time.UTC), FireTime: time.Date(2026, 6, 2, 18, 3, 0, 0, time.UTC)}},
 			History: []schemas.ScheduleRun{
 				{NominalTime: time.Date(2026, 5, 31, 18, 0, 0, 0, time.UTC), Trigger: "Schedule", Outcome: "NoNewData"},
 				{NominalTime: time.Date(2026, 6, 1, 18, 0, 0, 0, time.UTC), Trigger: "Schedule", Job: "nightly-202606011800",
 					StartTime: &started, Outcome: "Succeeded"},
+				{NominalTime: time.Date(2026, 6, 2, 18, 0, 0, 0, time.UTC), Trigger: "Trigger", Kind: schemas.KindPipeline,
+					Job: "nightly-202606021800", StartTime: &started, Outcome: "Running"},
 			},
 			Counts: schemas.ScheduleCounts{Started: 1, NoNewData: 1},
 		},
@@ -64,6 +67,7 @@ func TestPrintSchedule(t *testing.T) {
 		"Time zone:     Asia/Shanghai",
 		"2026-06-03 02:00:00 CST  2026-06-03 02:03:00 CST",
 		"1 started, 0 skipped, 0 missed, 1 without new data",
+		"Action:        Pipeline",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -71,11 +75,18 @@ func TestPrintSchedule(t *testing.T) {
 	}
 	var rows []string
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "Succeeded") || strings.Contains(l, "NoNewData") {
-			rows = append(rows, strings.Fields(l)[len(strings.Fields(l))-1])
+		if strings.Contains(l, "Succeeded") || strings.Contains(l, "NoNewData") || strings.Contains(l, "Running") {
+			f := strings.Fields(l)
+			rows = append(rows, strings.Join(f[len(f)-3:], " "))
 		}
 	}
-	if diff := cmp.Diff([]string{"Succeeded", "NoNewData"}, rows); diff != "" {
-		t.Errorf("history order (-want +got):\n%s", diff)
+	// Newest first, each with the kind of what it started (a run without one is a job).
+	want := []string{
+		"Pipeline nightly-202606021800 Running",
+		"TrainingJob nightly-202606011800 Succeeded",
+		"TrainingJob - NoNewData",
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("history rows, last three columns (-want +got):\n%s\n%s", diff, out)
 	}
 }

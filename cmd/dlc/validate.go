@@ -14,14 +14,16 @@ func newValidateCmd() *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE",
-		Short: "Check a spec file and print every problem with its field path",
-		Args:  cobra.NoArgs,
+		Short: "Check a spec file of any kind and print every problem with its field path",
+		Long: "Check a TrainingJob, Experiment, Schedule, Pipeline, Trigger or NotificationRule document\n" +
+			"(the kind field says which) without contacting the server. Exits 1 when it has problems.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := readSpecFile(file)
 			if err != nil {
 				return err
 			}
-			if _, err := decodeAndValidate(data); err != nil {
+			if _, err := decodeAndValidateAny(data); err != nil {
 				printSpecErrors(cmd, file, err)
 				return exitError{1}
 			}
@@ -55,6 +57,19 @@ func decodeAndValidate(data []byte) (*schemas.TrainingJob, error) {
 		return nil, err
 	}
 	return job, nil
+}
+
+// decodeAndValidateAny reads a document of any kind (schemas.Decode dispatches on its
+// kind field) and validates it.
+func decodeAndValidateAny(data []byte) (schemas.Object, error) {
+	obj, err := schemas.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := obj.Validate().Err(); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 func printSpecErrors(cmd *cobra.Command, file string, err error) {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,5 +66,83 @@ func TestValidateUnknownFieldNamesItsPath(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "spec.roles.worker.replica: unknown field") {
 		t.Errorf("stderr = %q", stderr)
+	}
+}
+
+// validate takes a document of every kind: the examples (and a rule) are valid, and a
+// broken document of another kind than TrainingJob prints its problems' field paths and
+// exits 1.
+func TestValidateEveryKind(t *testing.T) {
+	valid := map[string]string{
+		"TrainingJob":                "../../examples/trainer/job.yaml",
+		"Experiment":                 "../../examples/experiment/tune.yaml",
+		"Schedule":                   "../../examples/schedule/nightly.yaml",
+		"Schedule of experiments":    "../../examples/schedule/weekly-tune.yaml",
+		"Schedule of pipelines":      "../../examples/schedule/nightly-pipeline.yaml",
+		"Pipeline":                   "../../examples/pipeline/retrain.yaml",
+		"Trigger":                    "../../examples/trigger/on-new-data.yaml",
+		"NotificationRule":           "../../schemas/testdata/notificationrule-valid.yaml",
+		"NotificationRule (as JSON)": "../../schemas/testdata/notificationrule-minimal.json",
+	}
+	for name, file := range valid {
+		t.Run("valid "+name, func(t *testing.T) {
+			stdout, stderr, err := runCLI(t, "validate", "-f", file)
+			if err != nil || stdout != file+": valid\n" {
+				t.Errorf("stdout %q, err %v\n%s", stdout, err, stderr)
+			}
+		})
+	}
+
+	invalid := map[string]struct {
+		doc    string
+		fields []string
+	}{
+		"Schedule": {doc: `apiVersion: opendlc.io/v1alpha1
+kind: Schedule
+metadata: {name: nightly}
+spec:
+  cron: "61 2 * * *"
+  action:
+    experimentTemplate:
+      spec:
+        searchSpace: [{name: lr, type: float, min: 0.1, max: 0.01}]
+        objective: {metric: accuracy, direction: maximize}
+        maxTrials: 4
+        trialTemplate: {framework: custom, command: [train, "${params.lr}"], roles: {worker: {replicas: 1}}}
+`, fields: []string{"spec.action.experimentTemplate.spec.searchSpace[0].max", "spec.cron"}},
+		"Pipeline": {doc: `apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: p}
+spec:
+  steps:
+    - {name: a, dependsOn: [b], job: {framework: custom, command: ["true"], roles: {worker: {replicas: 1}}}}
+    - {name: b, dependsOn: [a], condition: {expression: "1 > 0"}}
+`, fields: []string{"spec.steps[1].dependsOn"}},
+		"unknown kind": {doc: "kind: Model\nmetadata: {name: m}\n", fields: []string{"kind"}},
+	}
+	for name, tt := range invalid {
+		t.Run("invalid "+name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "doc.yaml")
+			if err := os.WriteFile(file, []byte(tt.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := runCLI(t, "validate", "-f", file)
+			var ee exitError
+			if !errors.As(err, &ee) || ee.code != 1 {
+				t.Fatalf("err = %v, want exit status 1", err)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if want := fmt.Sprintf("%s: %d error(s)", file, len(tt.fields)); lines[0] != want {
+				t.Errorf("header %q, want %q", lines[0], want)
+			}
+			var fields []string
+			for _, line := range lines[1:] {
+				field, _, _ := strings.Cut(strings.TrimSpace(line), ":")
+				fields = append(fields, field)
+			}
+			if diff := cmp.Diff(tt.fields, fields); diff != "" {
+				t.Errorf("printed field paths (-want +got):\n%s\nfull output:\n%s", diff, stderr)
+			}
+		})
 	}
 }

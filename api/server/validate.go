@@ -1,0 +1,42 @@
+package server
+
+import (
+	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// validateDocument decodes a document of any kind (schemas.Decode dispatches on its
+// kind), validates it, and checks what the schema allows but this server cannot run, as
+// the route that creates a document of that kind does. Errors are field-path errors
+// (schemas.ErrorList) or a problem with the document as a whole.
+func validateDocument(body []byte) error {
+	obj, err := schemas.Decode(body)
+	if err != nil {
+		return err
+	}
+	if err := obj.Validate().Err(); err != nil {
+		return err
+	}
+	switch o := obj.(type) {
+	case *schemas.TrainingJob:
+		return supported(o)
+	case *schemas.Experiment:
+		if _, err := frameworks.Get(o.Spec.TrialTemplate.Framework); err != nil {
+			return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
+		}
+	case *schemas.Pipeline:
+		return supportedSteps(&o.Spec, schemas.NewPath("spec"))
+	case *schemas.Schedule:
+		return scheduleSupported(o)
+	case *schemas.Trigger:
+		switch a := o.Spec.Action; {
+		case a.Pipeline != nil:
+			return supportedSteps(a.Pipeline, schemas.NewPath("spec", "action", "pipeline"))
+		case a.Job != nil:
+			if _, err := frameworks.Get(a.Job.Framework); err != nil {
+				return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "action", "job", "framework"), frameworks.Supported())}
+			}
+		}
+	}
+	return nil
+}
