@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,11 +59,28 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream) error {
 	return nil
 }
 
-// Store keeps tokens and workspaces in the DLC_AUTH bucket. Every read goes to the
-// bucket, so a revoked token stops working at once on every API server.
+// Store keeps tokens and workspaces in the DLC_AUTH bucket. It also keeps every token
+// record in memory, kept current by a watch of the bucket, so that authenticating a
+// request costs no round trip and keeps working while NATS is unreachable. A token the
+// index does not know yet (created on another server a moment ago) is read from the
+// bucket. Token ids are random and never reused, so a revoked id is remembered as dead
+// for good: a revocation takes effect at once on the server that made it and within
+// the watch's latency (milliseconds) on the others.
 type Store struct {
 	kv  jetstream.KeyValue
 	now func() time.Time
+
+	mu     sync.RWMutex
+	tokens map[string]indexed // by id
+	dead   map[string]bool    // revoked ids
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// indexed is a token record and the bucket revision it was read at.
+type indexed struct {
+	rec record
+	rev uint64
 }
 
 // Option configures a Store.
@@ -80,11 +98,95 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...Option) (*St
 	if err != nil {
 		return nil, fmt.Errorf("auth: open bucket %s: %w", Bucket, err)
 	}
-	s := &Store{kv: kv, now: time.Now}
+	s := &Store{kv: kv, now: time.Now, tokens: map[string]indexed{}, dead: map[string]bool{}, done: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
+	wctx, stop := context.WithCancel(context.Background())
+	w, err := kv.Watch(wctx, "token.*")
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("auth: watch tokens: %w", err)
+	}
+	s.stop = stop
+	go s.follow(wctx, w)
 	return s, nil
+}
+
+// Close stops following the bucket.
+func (s *Store) Close() {
+	s.stop()
+	<-s.done
+}
+
+// follow applies the bucket's token changes to the index until ctx ends.
+func (s *Store) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(s.done)
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // the initial values are in
+			}
+			id := strings.TrimPrefix(e.Key(), "token.")
+			if e.Operation() != jetstream.KeyValuePut {
+				s.forget(id)
+				continue
+			}
+			var rec record
+			if json.Unmarshal(e.Value(), &rec) == nil && rec.ID == id {
+				s.remember(rec, e.Revision())
+			}
+		}
+	}
+}
+
+func (s *Store) remember(rec record, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead[rec.ID] || s.tokens[rec.ID].rev > rev {
+		return
+	}
+	s.tokens[rec.ID] = indexed{rec: rec, rev: rev}
+}
+
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tokens, id)
+	s.dead[id] = true
+}
+
+// lookup finds a token record: in the index, else in the bucket.
+func (s *Store) lookup(ctx context.Context, id string) (record, error) {
+	s.mu.RLock()
+	t, ok := s.tokens[id]
+	dead := s.dead[id]
+	s.mu.RUnlock()
+	switch {
+	case dead:
+		return record{}, ErrUnknownToken
+	case ok:
+		return t.rec, nil
+	}
+	e, err := s.kv.Get(ctx, tokenKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return record{}, ErrUnknownToken
+	}
+	if err != nil {
+		return record{}, fmt.Errorf("auth: look up token: %w", err)
+	}
+	var rec record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return record{}, fmt.Errorf("auth: stored token %s: %w", id, err)
+	}
+	return rec, nil
 }
 
 // record is a stored token: everything but the secret, which is kept only as a hash.
@@ -110,16 +212,9 @@ func (s *Store) Authenticate(ctx context.Context, token string) (api.Identity, e
 	if err != nil {
 		return api.Identity{}, err
 	}
-	e, err := s.kv.Get(ctx, tokenKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return api.Identity{}, ErrUnknownToken
-	}
+	rec, err := s.lookup(ctx, id)
 	if err != nil {
-		return api.Identity{}, fmt.Errorf("auth: look up token: %w", err)
-	}
-	var rec record
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return api.Identity{}, fmt.Errorf("auth: stored token %s: %w", id, err)
+		return api.Identity{}, err
 	}
 	if subtle.ConstantTimeCompare([]byte(HashToken(token)), []byte(rec.Hash)) != 1 {
 		return api.Identity{}, ErrUnknownToken
@@ -212,9 +307,11 @@ func (s *Store) putRecord(ctx context.Context, rec record) error {
 	if err != nil {
 		return fmt.Errorf("auth: encode token: %w", err)
 	}
-	if _, err := s.kv.Put(ctx, tokenKey(rec.ID), data); err != nil {
+	rev, err := s.kv.Put(ctx, tokenKey(rec.ID), data)
+	if err != nil {
 		return fmt.Errorf("auth: store token %s: %w", rec.Name, err)
 	}
+	s.remember(rec, rev)
 	return nil
 }
 
@@ -249,9 +346,11 @@ func (s *Store) RevokeToken(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("auth: revoke token %s: %w", name, err)
 	}
-	if err := s.kv.Delete(ctx, tokenKey(string(e.Value()))); err != nil {
+	id := string(e.Value())
+	if err := s.kv.Delete(ctx, tokenKey(id)); err != nil {
 		return fmt.Errorf("auth: revoke token %s: %w", name, err)
 	}
+	s.forget(id)
 	if err := s.kv.Delete(ctx, tokenNameKey(name)); err != nil {
 		return fmt.Errorf("auth: revoke token %s: %w", name, err)
 	}
@@ -270,6 +369,7 @@ func (s *Store) Bootstrap(ctx context.Context, token string) error {
 		if err := s.kv.Delete(ctx, tokenKey(string(e.Value()))); err != nil {
 			return fmt.Errorf("auth: replace bootstrap token: %w", err)
 		}
+		s.forget(string(e.Value()))
 	} else if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("auth: bootstrap: %w", err)
 	}

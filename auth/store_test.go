@@ -34,14 +34,28 @@ func (c *clock) add(d time.Duration) {
 // newStore starts an embedded NATS server and opens a store on it.
 func newStore(t *testing.T, opts ...auth.Option) *auth.Store {
 	t.Helper()
+	n := startNATS(t)
+	return openStore(t, n.URL, opts...)
+}
+
+func startNATS(t *testing.T) *devstack.NATS {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	defer cancel()
 	n, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Close() })
-	c, err := jetstream.Connect(n.URL)
+	return n
+}
+
+// openStore opens a store on its own connection to the NATS server at url.
+func openStore(t *testing.T, url string, opts ...auth.Option) *auth.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := jetstream.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +64,7 @@ func newStore(t *testing.T, opts ...auth.Option) *auth.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close)
 	return s
 }
 
@@ -237,5 +252,82 @@ func TestBootstrapFile(t *testing.T) {
 	}
 	if _, err := auth.BootstrapFile(ctx, s, path); !errors.Is(err, auth.ErrMalformedToken) {
 		t.Errorf("a file without a token: %v", err)
+	}
+}
+
+// Two API servers share the bucket: a token made on one works on the other at once
+// (read through), and a revocation on one reaches the other within moments.
+func TestRevocationReachesEveryServer(t *testing.T) {
+	n := startNATS(t)
+	one, two := openStore(t, n.URL), openStore(t, n.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := one.CreateWorkspace(ctx, api.Workspace{Name: "vision"}, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := one.CreateToken(ctx, api.TokenRequest{Name: "ci", Workspace: "vision", Role: api.RoleViewer}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.Authenticate(ctx, tok.Secret); err != nil {
+		t.Fatalf("a new token on the other server: %v", err)
+	}
+	if err := one.RevokeToken(ctx, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Authenticate(ctx, tok.Secret); !errors.Is(err, auth.ErrUnknownToken) {
+		t.Errorf("revoked, on the server that revoked it: %v", err)
+	}
+	for {
+		_, err := two.Authenticate(ctx, tok.Secret)
+		if errors.Is(err, auth.ErrUnknownToken) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the other server still accepts the revoked token: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// While NATS is down, tokens the server knows keep working and revoked ones stay
+// refused; a token it has never seen cannot be checked (an error, not a refusal).
+func TestAuthenticateWhileNATSIsDown(t *testing.T) {
+	n := startNATS(t)
+	s := openStore(t, n.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.CreateWorkspace(ctx, api.Workspace{Name: "vision"}, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.CreateToken(ctx, api.TokenRequest{Name: "kept", Workspace: "vision", Role: api.RoleMember}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := s.CreateToken(ctx, api.TokenRequest{Name: "revoked", Workspace: "vision", Role: api.RoleMember}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeToken(ctx, "revoked"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if id, err := s.Authenticate(short, kept.Secret); err != nil || id.Name != "kept" {
+		t.Errorf("a known token with NATS down: %+v, %v", id, err)
+	}
+	if _, err := s.Authenticate(short, revoked.Secret); !errors.Is(err, auth.ErrUnknownToken) {
+		t.Errorf("a revoked token with NATS down: %v", err)
+	}
+	unknown, _, err := auth.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(short, unknown); err == nil || errors.Is(err, auth.ErrUnknownToken) {
+		t.Errorf("an unseen token with NATS down: %v, want an error other than ErrUnknownToken", err)
 	}
 }

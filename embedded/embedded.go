@@ -331,6 +331,9 @@ func (e *Embedded) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	if e.Auth != nil {
+		e.Auth.Close()
+	}
 	if e.events != nil {
 		e.events.Close()
 	}

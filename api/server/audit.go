@@ -15,8 +15,10 @@ type publisher interface {
 	Publish(ctx context.Context, msgs ...events.Msg) error
 }
 
-// auditTimeout bounds the publishing of one audit event (retries included).
-const auditTimeout = 30 * time.Second
+// auditTimeout bounds the publishing of one audit event (retries included): an
+// outage of NATS longer than this loses the audit events of the calls made meanwhile
+// (they are still in the server's log).
+const auditTimeout = 5 * time.Minute
 
 var wsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -78,7 +80,7 @@ func (s *Server) audit(r *http.Request, st *request, rec *recorder, start time.T
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
 		defer cancel()
-		for backoff := 100 * time.Millisecond; ; backoff *= 2 {
+		for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 			err := s.auditPub.Publish(ctx, msg)
 			if err == nil {
 				return

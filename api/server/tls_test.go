@@ -44,6 +44,7 @@ func TestHTTPSWithTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer store.Close()
 	admin, err := auth.BootstrapFile(ctx, store, filepath.Join(dir, auth.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)

@@ -277,6 +277,7 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer store.Close()
 			if adminTokenFile != "" {
 				if _, err := auth.BootstrapFile(ctx, store, adminTokenFile); err != nil {
 					return err
