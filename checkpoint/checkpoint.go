@@ -8,6 +8,11 @@
 //
 // A Ref, the string s3://bucket/prefix/<padded step>, names one checkpoint; it is what
 // DLC_RESUME_FROM holds.
+//
+// Save uploads while the caller waits; SaveAsync uploads in the background, one save at
+// a time per location, in call order, so training continues while a checkpoint it has
+// already serialized is written. Prune keeps the newest N complete checkpoints (a job's
+// spec.checkpoint.keep); OpenDLC also prunes to that number once a job has succeeded.
 package checkpoint
 
 import (

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,6 +29,11 @@ import (
 type Store struct {
 	client *s3.Client
 	now    func() time.Time
+
+	// asyncMu guards queued: the last save SaveAsync queued for each location
+	// ("bucket/prefix").
+	asyncMu sync.Mutex
+	queued  map[string]*Pending
 }
 
 // Option configures a Store.

@@ -145,3 +145,8 @@ func (f checkpointFinder) Latest(ctx context.Context, uri string) (string, error
 	}
 	return m.Ref, nil
 }
+
+// Prune makes checkpointFinder an activities.CheckpointPruner.
+func (f checkpointFinder) Prune(ctx context.Context, uri string, keep int) ([]int64, error) {
+	return f.s.Prune(ctx, uri, keep)
+}

@@ -39,6 +39,7 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 		workflows.ActivityCleanupGang:        a.CleanupGang,
 		workflows.ActivityForwardLogs:        a.ForwardLogs,
 		workflows.ActivityLatestCheckpoint:   a.LatestCheckpoint,
+		workflows.ActivityPruneCheckpoints:   a.PruneCheckpoints,
 		workflows.ActivityCheckNodes:         a.CheckNodes,
 		workflows.ActivityRecheckQuarantined: a.RecheckQuarantined,
 	} {

@@ -551,6 +551,19 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref activities.GangRef, phase
 			w.logger.Warn("could not list checkpoints", "error", err)
 		}
 		w.status.LastCheckpoint = latest
+		if phase == schemas.JobSucceeded && ck.Keep > 0 &&
+			workflow.GetVersion(ctx, changeCheckpointRetention, workflow.DefaultVersion, 1) == 1 {
+			// Retention is housekeeping: a store that cannot be reached must not hold the
+			// job's end up for long, nor fail it.
+			pctx := workflow.WithRetryPolicy(withShortActivity(ctx), temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3,
+			})
+			err := workflow.ExecuteActivity(pctx, ActivityPruneCheckpoints,
+				activities.PruneCheckpointsInput{URI: ck.URI, Keep: int(ck.Keep)}).Get(ctx, nil)
+			if err != nil {
+				w.logger.Warn("could not prune checkpoints", "keep", ck.Keep, "error", err)
+			}
+		}
 	}
 	now := workflow.Now(ctx)
 	w.status.FinishTime = &now

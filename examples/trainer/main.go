@@ -5,8 +5,9 @@
 //   - hyper-parameters from flags and from DLC_PARAMS (JSON; an explicit flag wins);
 //   - rendezvous from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as PyTorch's;
 //   - a "dlc:metric epoch=E step=S loss=L accuracy=A" line on stdout after every epoch;
-//   - checkpoints under DLC_CHECKPOINT_URI (rank 0 saves; "dlc:checkpoint step=S uri=REF"
-//     after each), pruned to DLC_CHECKPOINT_KEEP;
+//   - checkpoints under DLC_CHECKPOINT_URI (rank 0 saves, in the background with
+//     --async-checkpoint; "dlc:checkpoint step=S uri=REF" once each is complete), pruned
+//     to DLC_CHECKPOINT_KEEP;
 //   - resume from DLC_RESUME_FROM: rank 0 loads it and sends the state to the other ranks
 //     in the first exchange, so only rank 0 needs S3.
 //
@@ -54,6 +55,7 @@ type config struct {
 	DataDir           string
 	Seed              uint64
 	CheckpointEvery   int
+	AsyncCheckpoint   bool
 	EpochSleep        time.Duration
 	FailAtEpoch       int
 	FailAttempt       string
@@ -81,6 +83,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (cf
 	fs.StringVar(&cfg.DataDir, "data", getenv("DLC_DATA_DIR"), "directory holding train.csv and test.csv (default $DLC_DATA_DIR, else the embedded data set)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the row order in each epoch")
 	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", 1, "save a checkpoint every N epochs (and after the last) when DLC_CHECKPOINT_URI is set")
+	fs.BoolVar(&cfg.AsyncCheckpoint, "async-checkpoint", false, "upload checkpoints in the background while training goes on (one at a time, in order); the dlc:checkpoint line follows once the upload is complete")
 	fs.DurationVar(&cfg.EpochSleep, "epoch-sleep", 0, "sleep this long after each epoch (tests use it to stop a job mid-run)")
 	fs.IntVar(&cfg.FailAtEpoch, "fail-at-epoch", 0, "exit with --exit-code when epoch N starts (0: never)")
 	fs.StringVar(&cfg.FailAttempt, "fail-attempt", "", "inject the failure only when DLC_ATTEMPT equals this (default: every attempt)")

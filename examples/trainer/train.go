@@ -49,6 +49,9 @@ type trainer struct {
 	group       Group
 	store       *checkpoint.Store // nil unless checkpointing or resuming
 	out, log    io.Writer         // metrics and checkpoint lines; plain log lines
+	// uploads are the checkpoints being saved in the background (--async-checkpoint),
+	// oldest first.
+	uploads []*checkpoint.Pending
 }
 
 // result is where a run ended.
@@ -106,6 +109,9 @@ func (t *trainer) run(ctx context.Context) (result, error) {
 					return result{}, err
 				}
 			}
+			if err := t.reap(ctx, epoch == t.cfg.Epochs); err != nil {
+				return result{}, err
+			}
 		} else {
 			fmt.Fprintf(t.log, "rank %d: epoch %d done, step %d\n", rank, epoch, st.Step)
 		}
@@ -126,7 +132,7 @@ func (t *trainer) evaluate(st syncState) result {
 	return result{syncState: st, Loss: st.Model.Loss(t.train), Accuracy: st.Model.Accuracy(t.test)}
 }
 
-// save writes a checkpoint of res, then prunes to DLC_CHECKPOINT_KEEP.
+// save writes a checkpoint of res, or with --async-checkpoint queues its upload.
 func (t *trainer) save(ctx context.Context, res result) error {
 	mj, err := json.Marshal(modelCheckpoint{Features: t.train.Features, Model: res.Model})
 	if err != nil {
@@ -137,10 +143,43 @@ func (t *trainer) save(ctx context.Context, res result) error {
 		return err
 	}
 	metrics := map[string]float64{"epoch": float64(res.Epoch), "loss": res.Loss, "accuracy": res.Accuracy}
-	m, err := t.store.Save(ctx, t.cfg.CheckpointURI, res.Step, map[string][]byte{modelFile: mj, stateFile: sj}, metrics)
+	files := map[string][]byte{modelFile: mj, stateFile: sj}
+	if t.cfg.AsyncCheckpoint {
+		t.uploads = append(t.uploads, t.store.SaveAsync(ctx, t.cfg.CheckpointURI, res.Step, files, metrics))
+		return nil
+	}
+	m, err := t.store.Save(ctx, t.cfg.CheckpointURI, res.Step, files, metrics)
 	if err != nil {
 		return err
 	}
+	return t.saved(ctx, m)
+}
+
+// reap reports the background uploads that have ended, in order, waiting for all of
+// them when all is set. A failed upload fails the run, as a failed Save does.
+func (t *trainer) reap(ctx context.Context, all bool) error {
+	for len(t.uploads) > 0 {
+		p := t.uploads[0]
+		if !all {
+			select {
+			case <-p.Done():
+			default:
+				return nil
+			}
+		}
+		if err := p.Wait(); err != nil {
+			return err
+		}
+		t.uploads = t.uploads[1:]
+		if err := t.saved(ctx, p.Manifest()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saved reports a complete checkpoint, then prunes to DLC_CHECKPOINT_KEEP.
+func (t *trainer) saved(ctx context.Context, m checkpoint.Manifest) error {
 	fmt.Fprintf(t.out, "dlc:checkpoint step=%d uri=%s\n", m.Step, m.Ref)
 	if t.cfg.CheckpointKeep > 0 {
 		pruned, err := t.store.Prune(ctx, t.cfg.CheckpointURI, t.cfg.CheckpointKeep)

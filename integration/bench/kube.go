@@ -22,8 +22,9 @@ import (
 
 // runKube measures, on the test control plane (kwok nodes), the time from submitting a
 // job of n replicas to all its pods Running, next to plain client-go creating the same
-// number of pods and waiting for them to run, in the same run.
-func runKube(sizes []int) error {
+// number of pods and waiting for them to run, in the same run; then recovery from pod
+// and node failures (runKubeRecovery).
+func runKube(sizes []int, defaultEviction bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-kube-")
@@ -84,7 +85,7 @@ func runKube(sizes []int) error {
 			return err
 		}
 	}
-	return nil
+	return runKubeRecovery(ctx, cluster, c, defaultEviction)
 }
 
 // plainPods creates n pods directly and waits until they all run: the floor.

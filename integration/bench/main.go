@@ -2,7 +2,10 @@
 // 1-replica job, the time from submit to the process starting and from the process
 // exiting to the job being Succeeded, as p50/p99 over many jobs, next to the time it
 // takes to start the same process directly (the floor), and the worker's peak memory.
-// The worker runs as its own process (`dlc worker`) so its memory is its own.
+// The worker runs as its own process (`dlc worker`) so its memory is its own. Then the
+// time from SIGKILL of a trainer replica to the first metric line of the resumed
+// attempt, next to resuming the trainer directly (recovery.go). With -kube: submit to
+// pods Running, and recovery from pod and node failures next to Kubernetes' own.
 //
 //	go tool -modfile=tools/go.mod task bench     # or: go run ./integration/bench -dlc bin/dlc
 package main
@@ -25,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
@@ -36,15 +40,17 @@ func main() {
 	jobs := flag.Int("jobs", 50, "number of jobs (run one after another)")
 	dlcBin := flag.String("dlc", "bin/dlc", "dlc binary, for the worker process")
 	kubeMode := flag.Bool("kube", false, "measure submit -> all pods Running on the Kubernetes test control plane instead")
+	recoveries := flag.Int("recoveries", 5, "number of SIGKILL recoveries of the example trainer to time (0: none)")
+	defaultEviction := flag.Bool("default-eviction", true, "with -kube, also wait out Kubernetes' default 300s not-ready toleration (about 5 minutes)")
 	flag.Parse()
 	if *kubeMode {
-		if err := runKube([]int{1, 8, 64}); err != nil {
+		if err := runKube([]int{1, 8, 64}, *defaultEviction); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := run(*jobs, *dlcBin); err != nil {
+	if err := run(*jobs, *dlcBin, *recoveries); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -53,7 +59,7 @@ func main() {
 // probe prints the wall clock in nanoseconds as soon as the process starts, then exits.
 var probe = []string{"sh", "-c", "date +%s%N"}
 
-func run(n int, dlcBin string) error {
+func run(n int, dlcBin string, recoveries int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-")
@@ -152,6 +158,22 @@ func run(n int, dlcBin string) error {
 	fmt.Printf("HPO trial overhead, %d one-second trials one at a time: trial decided -> process started p50 %s, p99 %s (%.1f%% of a %ds trial at p50)\n",
 		len(trials), pct(trials, 50), pct(trials, 99), 100*pct(trials, 50).Seconds()/trialSeconds, trialSeconds)
 	fmt.Printf("\nworker peak memory (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
+
+	if recoveries > 0 {
+		trainer := filepath.Join(dir, "trainer")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", trainer, "./examples/trainer").CombinedOutput(); err != nil {
+			return fmt.Errorf("build the example trainer: %v\n%s", err, out)
+		}
+		store, err := checkpoint.NewStore(e.S3Config())
+		if err != nil {
+			return err
+		}
+		var s3env []string
+		for _, v := range e.ReplicaEnv() {
+			s3env = append(s3env, v.Name+"="+v.Value)
+		}
+		return runLocalRecovery(ctx, c, store, trainer, s3env, recoveries)
+	}
 	return nil
 }
 
