@@ -540,8 +540,9 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 		w.trialEvent(ctx, t)
 
 		outcome, msg := w.runAttempt(ctx, t, run)
-		now = workflow.Now(ctx)
-		t.FinishTime, t.Message = &now, msg
+		// A new variable: t.StartTime points at now.
+		finished := workflow.Now(ctx)
+		t.FinishTime, t.Message = &finished, msg
 		switch outcome {
 		case attemptCompleted:
 			t.Phase = schemas.TrialCompleted

@@ -294,6 +294,10 @@ func TestExperimentRunsTrialsAndRecordsTheBest(t *testing.T) {
 		if diff := cmp.Diff([]string{"Running", "Completed"}, seen[tr.Job]); diff != "" {
 			t.Errorf("events of %s (-want +got):\n%s", tr.Job, diff)
 		}
+		// The trials run for a while of workflow time: a trial's start is before its end.
+		if tr.StartTime == nil || tr.FinishTime == nil || !tr.StartTime.Before(*tr.FinishTime) {
+			t.Errorf("trial %d: start %v, finish %v", tr.ID, tr.StartTime, tr.FinishTime)
+		}
 	}
 }
 
