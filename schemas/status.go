@@ -130,6 +130,10 @@ type JobStatus struct {
 	Attempts []AttemptRecord `json:"attempts,omitempty"`
 	// Health is the last pre-flight health check's result per node.
 	Health []NodeHealth `json:"health,omitempty"`
+	// Metrics are the last value of each metric the replicas of the last attempt
+	// reported (as seen by the log forwarder; a forwarder restarted with its worker
+	// sees only later lines). The metric events hold every report.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 // FailureClass says why a replica or an attempt failed.

@@ -221,3 +221,16 @@ func TestRecoveryExitCodeRule(t *testing.T) {
 		t.Errorf("%s after %d launches: %q", st.Phase, len(s.launches), st.Message)
 	}
 }
+
+// The last metric values the log forwarder saw are in the status.
+func TestStatusHoldsTheLastMetrics(t *testing.T) {
+	h := newHarness(t)
+	h.forwardLogs = func(context.Context, activities.ForwardLogsInput) (activities.ForwardLogsResult, error) {
+		return activities.ForwardLogsResult{Metrics: map[string]float64{"accuracy": 0.91}}, nil
+	}
+	h.script(map[int][][]schemas.ReplicaStatus{0: {running(), succeeded()}})
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: recoverableJob(0)})
+	if st := h.result(t); st.Metrics["accuracy"] != 0.91 {
+		t.Errorf("metrics %v", st.Metrics)
+	}
+}

@@ -534,6 +534,9 @@ func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs workflow.Future) {
 			w.logger.Warn("log forwarding failed", "error", err)
 		} else if w.recovery && !w.logResult.Hung {
 			w.logResult = res
+			if len(res.Metrics) > 0 {
+				w.status.Metrics = res.Metrics
+			}
 		}
 	})
 	sel.AddFuture(timer, func(workflow.Future) { w.logger.Warn("log forwarding did not finish in time") })

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -180,6 +181,24 @@ func describeJob(w io.Writer, j *api.Job) {
 	if st.LastCheckpoint != "" {
 		fmt.Fprintf(w, "Checkpoint:  %s\n", st.LastCheckpoint)
 	}
+	if st.Restarts+st.Preemptions > 0 || len(st.ExcludedNodes) > 0 {
+		fmt.Fprintf(w, "Restarts:    %d (preemptions %d)\n", st.Restarts, st.Preemptions)
+	}
+	if len(st.ExcludedNodes) > 0 {
+		fmt.Fprintf(w, "Excluded:    %s\n", strings.Join(st.ExcludedNodes, ", "))
+	}
+	if len(st.Metrics) > 0 {
+		keys := make([]string, 0, len(st.Metrics))
+		for k := range st.Metrics {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s=%g", k, st.Metrics[k])
+		}
+		fmt.Fprintf(w, "Metrics:     %s\n", strings.Join(parts, " "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nConditions:\n  TYPE\tSTATUS\tREASON\tMESSAGE")
 	for _, c := range st.Conditions {
@@ -192,6 +211,19 @@ func describeJob(w io.Writer, j *api.Job) {
 			code = fmt.Sprint(*r.ExitCode)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Name, r.Phase, code, r.Node, r.Message)
+	}
+	if len(st.Attempts) > 1 || (len(st.Attempts) == 1 && st.Attempts[0].Class != "") {
+		fmt.Fprintln(tw, "\nAttempts:\n  #\tSTART\tOUTCOME\tCLASS\tACTION\tNODE\tRESUMED FROM")
+		for _, a := range st.Attempts {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.StartTime.Local().Format("15:04:05.000"),
+				a.Outcome, dash(string(a.Class)), dash(a.Action), dash(a.Node), dash(a.ResumedFrom))
+		}
+	}
+	if len(st.Health) > 0 {
+		fmt.Fprintln(tw, "\nHealth check:\n  NODE\tHEALTHY\tREASON\tMESSAGE")
+		for _, h := range st.Health {
+			fmt.Fprintf(tw, "  %s\t%v\t%s\t%s\n", h.Node, h.Healthy, h.Reason, h.Message)
+		}
 	}
 	fmt.Fprintln(tw, "\nTimeline:\n  TIME\tPHASE\tREASON\tMESSAGE")
 	for _, e := range st.Timeline {
@@ -269,4 +301,11 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
