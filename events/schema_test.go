@@ -50,3 +50,10 @@ func TestParseMetricLine(t *testing.T) {
 		}
 	}
 }
+
+// A node's name is one subject token, whatever dots it has.
+func TestNodeHealthSubjectIsOneToken(t *testing.T) {
+	if got, want := events.NodeHealthSubject("ip-10-0-0-1.ec2.internal"), "dlc.system.node.ip-10-0-0-1_ec2_internal.health"; got != want {
+		t.Errorf("NodeHealthSubject = %q, want %q", got, want)
+	}
+}

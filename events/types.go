@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -95,9 +96,11 @@ func ScheduleRunSubject(workspace, schedule string) string {
 }
 
 // NodeHealthSubject carries node health events. Nodes belong to no workspace: they
-// are published under the reserved workspace "system".
+// are published under the reserved workspace "system". The node's name becomes one
+// subject token: node names are DNS subdomains, whose dots would split it, so dots are
+// mapped to "_" (which never appears in a node name: the mapping is one to one).
 func NodeHealthSubject(node string) string {
-	return fmt.Sprintf("dlc.system.node.%s.health", node)
+	return fmt.Sprintf("dlc.system.node.%s.health", strings.ReplaceAll(node, ".", "_"))
 }
 
 // TriggerFiredSubject carries a trigger's fired events; TriggerInboundSubject is where

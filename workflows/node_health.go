@@ -180,9 +180,5 @@ func NodeHealthEvent(h activities.NodeHealth, job string) (events.Msg, error) {
 // NodeEventsWorkspace is the reserved workspace of node events: nodes belong to none.
 const NodeEventsWorkspace = "system"
 
-// NodeHealthSubject is events.NodeHealthSubject with the node's name made one subject
-// token: node names are DNS subdomains, whose dots would split it ("_" never appears in
-// a node name, so the mapping is one to one).
-func NodeHealthSubject(node string) string {
-	return events.NodeHealthSubject(strings.ReplaceAll(node, ".", "_"))
-}
+// NodeHealthSubject is events.NodeHealthSubject.
+func NodeHealthSubject(node string) string { return events.NodeHealthSubject(node) }
