@@ -174,6 +174,9 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 	}
 	var sweep workflow.Future
 	for {
+		if err := ctx.Err(); err != nil {
+			return err // cancelled: the quota goes with it
+		}
 		if sweep == nil && len(q.state.Admitted)+len(q.state.Queue) > 0 {
 			sweep = workflow.NewTimer(ctx, quotaSweepInterval)
 		}
