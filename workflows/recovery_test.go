@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/schemas"
@@ -45,7 +46,7 @@ func (h *harness) script(states map[int][][]schemas.ReplicaStatus) *attemptScrip
 				return activities.WatchGangResult{Replicas: in.Known}, nil
 			}
 			return activities.WatchGangResult{Replicas: seq[i]}, nil
-		})
+		}).After(time.Second) // like the real watch, which waits for a change
 	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
 	return s
 }
@@ -232,5 +233,45 @@ func TestStatusHoldsTheLastMetrics(t *testing.T) {
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: recoverableJob(0)})
 	if st := h.result(t); st.Metrics["accuracy"] != 0.91 {
 		t.Errorf("metrics %v", st.Metrics)
+	}
+}
+
+// A Ray job whose worker fails before the head reports running is Running once every
+// replica has started (the head decides; a worker failure is tolerated): a placement
+// timeout does not release it.
+func TestRayJobRunsDespiteAnEarlyWorkerFailure(t *testing.T) {
+	h := newHarness(t)
+	job := testJob()
+	job.Spec.Framework = schemas.FrameworkRay
+	job.Spec.Roles = map[string]schemas.RoleSpec{"head": {Replicas: 1}, "worker": {Replicas: 1}}
+	job.Spec.Resources.PlacementTimeout = schemas.Duration(5 * time.Minute)
+	head := func(p schemas.ReplicaPhase) schemas.ReplicaStatus {
+		return schemas.ReplicaStatus{Name: "wf-head-0-a0", Role: "head", Phase: p}
+	}
+	worker := schemas.ReplicaStatus{Name: "wf-worker-0-a0", Role: "worker", Phase: schemas.ReplicaFailed, ExitCode: code(3), Reason: schemas.FailureError}
+	s := h.script(map[int][][]schemas.ReplicaStatus{
+		0: {{head(schemas.ReplicaRunning), worker}},
+	})
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var view workflows.JobView
+		if err := v.Get(&view); err != nil {
+			t.Error(err)
+			return
+		}
+		if view.Status.Phase != schemas.JobRunning || view.Status.Attempt != 0 {
+			t.Errorf("after 10 minutes: %s, attempt %d (%s), want Running attempt 0", view.Status.Phase, view.Status.Attempt, view.Status.Message)
+		}
+		h.env.UpdateWorkflow(workflows.UpdateStop, "stop", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Error(err) }, OnAccept: func() {}, OnComplete: func(interface{}, error) {},
+		}, workflows.StopRequest{Reason: "done"})
+	}, 10*time.Minute)
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
+	if st := h.result(t); st.Phase != schemas.JobStopped || len(s.launches) != 1 {
+		t.Errorf("%s after %d launches, want Stopped after 1", st.Phase, len(s.launches))
 	}
 }

@@ -69,6 +69,9 @@ const (
 	// changeGangPlacement: spec.resources.placementTimeout releases a partly placed
 	// gang and retries it after a backoff, in Queued.
 	changeGangPlacement = "gang-placement"
+	// changeRunningWithToleratedFailures: a gang whose replicas have all started runs,
+	// even when the framework's rule tolerates some that already ended (failed).
+	changeRunningWithToleratedFailures = "running-with-tolerated-failures"
 )
 
 // Gang placement retries.
@@ -471,12 +474,30 @@ func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhas
 		return schemas.JobSucceeded, "LeaderSucceeded",
 			fmt.Sprintf("replica %s succeeded, which decides a %s job; the other replicas are stopped", by, fw), true
 	}
-	if running+succeeded == len(reps) && w.status.Phase == schemas.JobLaunching {
+	placed := running+succeeded == len(reps)
+	if !placed && w.status.Phase == schemas.JobLaunching && running > 0 && !anyReplicaPending(reps) &&
+		workflow.GetVersion(ctx, changeRunningWithToleratedFailures, workflow.DefaultVersion, 1) == 1 {
+		// Every replica has started and the rule tolerates the ones that ended (a Ray
+		// worker, a TF ps that failed while the chief runs): the job runs. Before this,
+		// it stayed Launching, and a placement timeout released a gang that was placed.
+		placed = true
+	}
+	if placed && w.status.Phase == schemas.JobLaunching {
 		w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRunning",
 			fmt.Sprintf("%d replicas running", running))
 		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
 	}
 	return "", "", "", false
+}
+
+// anyReplicaPending reports whether a replica has not started.
+func anyReplicaPending(reps []schemas.ReplicaStatus) bool {
+	for _, r := range reps {
+		if r.Phase == schemas.ReplicaPending || r.Phase == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // replicaFailure records the exit code of the replica that failed the job and says why.
