@@ -248,9 +248,14 @@ func TestRecoveryWorkerKilledMidRecovery(t *testing.T) {
 	if err := env.cluster.FailPod(ctx, ws, attemptPods(t, ctx, ws, name, 0)[0].Name, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, ctx, ws, name, "Restarting", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRestarting })
+	r := waitJob(t, ctx, ws, name, "Restarting", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRestarting })
 	stopWorker()
-	time.Sleep(2 * time.Second) // the backoff passes with no worker
+	// Keep the worker down until the restart's backoff (1 s for the first restart) has
+	// passed since the job entered Restarting, so the relaunch is the new worker's.
+	restarting := r.Status.Timeline[len(r.Status.Timeline)-1].Time
+	eventually(t, ctx, "the restart backoff to pass with no worker", func() bool {
+		return time.Since(restarting) > 1500*time.Millisecond
+	})
 	if err := startWorker(); err != nil {
 		t.Fatal(err)
 	}
