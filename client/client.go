@@ -290,26 +290,39 @@ func streamJSONLines[T any](ctx context.Context, c *Client, path string, q url.V
 // WaitJob polls a job until it is terminal, calling onChange (if not nil) whenever its
 // phase or replicas change.
 func (c *Client) WaitJob(ctx context.Context, workspace, name string, interval time.Duration, onChange func(*api.Job)) (*api.Job, error) {
-	var lastKey string
+	return poll(ctx, interval, onChange,
+		func(ctx context.Context) (*api.Job, error) { return c.GetJob(ctx, workspace, name) },
+		func(j *api.Job) (string, bool) {
+			key := string(j.Status.Phase)
+			for _, r := range j.Status.Replicas {
+				key += "|" + string(r.Phase)
+			}
+			return key, j.Status.Phase.Terminal()
+		})
+}
+
+// poll reads an object every interval until done says it has ended, calling onChange
+// (if not nil) whenever the object's key (a summary of its state) changes.
+func poll[T any](ctx context.Context, interval time.Duration, onChange func(T),
+	get func(context.Context) (T, error), state func(T) (key string, done bool)) (T, error) {
+	var zero T
+	lastKey := ""
 	for {
-		j, err := c.GetJob(ctx, workspace, name)
+		obj, err := get(ctx)
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
-		key := string(j.Status.Phase)
-		for _, r := range j.Status.Replicas {
-			key += "|" + string(r.Phase)
-		}
+		key, done := state(obj)
 		if key != lastKey && onChange != nil {
-			onChange(j)
+			onChange(obj)
 		}
 		lastKey = key
-		if j.Status.Phase.Terminal() {
-			return j, nil
+		if done {
+			return obj, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		case <-time.After(interval):
 		}
 	}

@@ -86,30 +86,16 @@ func (c *Client) experimentAction(ctx context.Context, workspace, name, action s
 // phase changes.
 func (c *Client) WaitExperiment(ctx context.Context, workspace, name string, interval time.Duration, stopped bool,
 	onChange func(*api.ExperimentDetail)) (*api.ExperimentDetail, error) {
-	var lastKey string
-	for {
-		e, err := c.GetExperiment(ctx, workspace, name)
-		if err != nil {
-			return nil, err
-		}
-		var key strings.Builder
-		key.WriteString(string(e.Status.Phase))
-		for _, t := range e.Status.Trials {
-			key.WriteString("|" + t.Job + ":" + string(t.Phase))
-		}
-		if key.String() != lastKey && onChange != nil {
-			onChange(e)
-		}
-		lastKey = key.String()
-		if e.Status.Phase.Terminal() || (stopped && e.Status.Phase == schemas.ExperimentStopped) {
-			return e, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(interval):
-		}
-	}
+	return poll(ctx, interval, onChange,
+		func(ctx context.Context) (*api.ExperimentDetail, error) { return c.GetExperiment(ctx, workspace, name) },
+		func(e *api.ExperimentDetail) (string, bool) {
+			var key strings.Builder
+			key.WriteString(string(e.Status.Phase))
+			for _, t := range e.Status.Trials {
+				key.WriteString("|" + t.Job + ":" + string(t.Phase))
+			}
+			return key.String(), e.Status.Phase.Terminal() || (stopped && e.Status.Phase == schemas.ExperimentStopped)
+		})
 }
 
 func experimentPath(workspace, name string) string {

@@ -77,29 +77,15 @@ func (c *Client) StopPipeline(ctx context.Context, workspace, name, reason strin
 // WaitPipeline polls a pipeline run until it is terminal, calling onChange (if not nil)
 // whenever its phase or a step's phase changes.
 func (c *Client) WaitPipeline(ctx context.Context, workspace, name string, interval time.Duration, onChange func(*api.PipelineRun)) (*api.PipelineRun, error) {
-	var lastKey string
-	for {
-		p, err := c.GetPipeline(ctx, workspace, name)
-		if err != nil {
-			return nil, err
-		}
-		key := string(p.Status.Phase)
-		for _, s := range p.Status.Steps {
-			key += "|" + string(s.Phase)
-		}
-		if key != lastKey && onChange != nil {
-			onChange(p)
-		}
-		lastKey = key
-		if p.Status.Phase.Terminal() {
-			return p, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(interval):
-		}
-	}
+	return poll(ctx, interval, onChange,
+		func(ctx context.Context) (*api.PipelineRun, error) { return c.GetPipeline(ctx, workspace, name) },
+		func(p *api.PipelineRun) (string, bool) {
+			key := string(p.Status.Phase)
+			for _, s := range p.Status.Steps {
+				key += "|" + string(s.Phase)
+			}
+			return key, p.Status.Phase.Terminal()
+		})
 }
 
 func pipelinePath(workspace, name string) string {
