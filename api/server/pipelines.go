@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -146,38 +144,8 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, ws, auth.VerbRead) {
 		return
 	}
-	q := r.URL.Query()
-	pageSize := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid limit",
-				Details: []schemas.FieldError{{Field: "limit", Detail: "must be an integer between 1 and 1000"}}})
-			return
-		}
-		pageSize = n
-	}
-	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SearchAttrKind, string(schemas.KindPipeline),
-		workflows.SearchAttrWorkspace, ws)
-	if phase := q.Get("phase"); phase != "" {
-		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrPhase, phase)
-	}
-	for _, l := range q["label"] {
-		if !strings.Contains(l, "=") {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid label filter",
-				Details: []schemas.FieldError{{Field: "label", Detail: "must be key=value"}}})
-			return
-		}
-		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l)
-	}
-	resp, err := s.tc.ListWorkflow(r.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace:     s.opts.Namespace,
-		PageSize:      int32(pageSize),
-		NextPageToken: []byte(q.Get("pageToken")),
-		Query:         query,
-	})
-	if err != nil {
-		s.internal(w, "list pipelines", err)
+	resp, ok := s.listKind(w, r, ws, schemas.KindPipeline, true, "")
+	if !ok {
 		return
 	}
 	list := api.PipelineList{Items: []api.PipelineSummary{}, NextPageToken: string(resp.NextPageToken)}

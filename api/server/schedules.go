@@ -197,27 +197,9 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, ws, auth.VerbRead) {
 		return
 	}
-	pageSize := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid limit",
-				Details: []schemas.FieldError{{Field: "limit", Detail: "must be an integer between 1 and 1000"}}})
-			return
-		}
-		pageSize = n
-	}
 	// Runs that continued as new are closed; the live run of each schedule is running.
-	query := fmt.Sprintf("%s = %q AND %s = %q AND ExecutionStatus = \"Running\"", workflows.SearchAttrKind,
-		string(schemas.KindSchedule), workflows.SearchAttrWorkspace, ws)
-	resp, err := s.tc.ListWorkflow(r.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace:     s.opts.Namespace,
-		PageSize:      int32(pageSize),
-		NextPageToken: []byte(r.URL.Query().Get("pageToken")),
-		Query:         query,
-	})
-	if err != nil {
-		s.internal(w, "list schedules", err)
+	resp, ok := s.listKind(w, r, ws, schemas.KindSchedule, false, `ExecutionStatus = "Running"`)
+	if !ok {
 		return
 	}
 	list := api.ScheduleList{Items: []api.ScheduleSummary{}, NextPageToken: string(resp.NextPageToken)}
