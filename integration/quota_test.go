@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/opendlc/opendlc/api"
@@ -80,4 +81,30 @@ spec:
 		t.Errorf("timeline %v: want a Restarting step, then Succeeded", phases)
 	}
 	recordHistory(t, ctx, ws, "flaky", "training_job_restarted.json")
+}
+
+// A failure rule on a log line, on the real log forwarder: the replica prints a CUDA
+// error and exits 1; the rule says Fail, so the job ends at once with restarts left.
+func TestLogPatternRuleFailsFast(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: cuda, workspace: %s}
+spec:
+  framework: custom
+  command: [sh, -c, 'echo "RuntimeError: CUDA error: an illegal memory access was encountered"; exit 1']
+  roles: {worker: {replicas: 1}}
+  faultTolerance:
+    maxRestarts: 3
+    rules: [{logPattern: "CUDA error: an illegal memory access", action: Fail}]
+`, ws))
+	j := waitTerminal(t, ctx, ws, "cuda")
+	if j.Status.Phase != schemas.JobFailed || j.Status.Restarts != 0 || len(j.Status.Attempts) != 1 {
+		t.Fatalf("%s after %d restarts and %d attempts: %s", j.Status.Phase, j.Status.Restarts, len(j.Status.Attempts), j.Status.Message)
+	}
+	if a := j.Status.Attempts[0]; a.Action != "Fail" || !strings.Contains(j.Status.Message, "rule 0") {
+		t.Errorf("attempt %+v, message %q", a, j.Status.Message)
+	}
 }

@@ -275,3 +275,28 @@ func TestRayJobRunsDespiteAnEarlyWorkerFailure(t *testing.T) {
 		t.Errorf("%s after %d launches, want Stopped after 1", st.Phase, len(s.launches))
 	}
 }
+
+// A failure rule on a log line: the forwarder reports the rule's pattern matched, and
+// the job fails at once though restarts are left.
+func TestRecoveryLogPatternRule(t *testing.T) {
+	h := newHarness(t)
+	job := recoverableJob(5)
+	job.Spec.FaultTolerance.Rules = []schemas.FailureRule{
+		{ExitCodes: []int32{42}, Action: schemas.ActionRetry},
+		{LogPattern: "CUDA error: an illegal memory access", Action: schemas.ActionFail},
+	}
+	h.forwardLogs = func(_ context.Context, in activities.ForwardLogsInput) (activities.ForwardLogsResult, error) {
+		if len(in.LogPatterns) != 1 || in.LogPatterns[0] != "CUDA error: an illegal memory access" {
+			t.Errorf("forwarder patterns %q", in.LogPatterns)
+		}
+		return activities.ForwardLogsResult{Matches: []activities.LogMatch{
+			{Pattern: 0, Replica: "wf-worker-0-a0", Line: "RuntimeError: CUDA error: an illegal memory access"},
+		}}, nil
+	}
+	s := h.script(map[int][][]schemas.ReplicaStatus{0: {failedReplica(schemas.FailureError, 1, "n")}})
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
+	st := h.result(t)
+	if st.Phase != schemas.JobFailed || len(s.launches) != 1 || !strings.Contains(st.Message, "rule 1") {
+		t.Errorf("%s after %d launches: %q", st.Phase, len(s.launches), st.Message)
+	}
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -138,5 +137,5 @@ func jobName(ws, id string) string {
 	if name, ok := strings.CutPrefix(id, workflows.JobWorkflowID(ws, "")); ok {
 		return name
 	}
-	return fmt.Sprint(id)
+	return id
 }
