@@ -2,6 +2,9 @@ package activities
 
 import (
 	"errors"
+	"fmt"
+
+	"github.com/opendlc/opendlc/backend"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -27,4 +30,18 @@ func ErrorType(err error) string {
 		return appErr.Type()
 	}
 	return ""
+}
+
+// backendError turns a backend's error into the activity's: a spec problem
+// (backend.ErrInvalidSpec) becomes a non-retryable InvalidSpec error, anything else is
+// wrapped with what was being done and left retryable. A nil err stays nil.
+func backendError(err error, doing string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, backend.ErrInvalidSpec):
+		return invalidSpec(err)
+	default:
+		return fmt.Errorf("%s: %w", doing, err)
+	}
 }

@@ -8,156 +8,42 @@ import (
 	"sort"
 	"time"
 
-	"github.com/opendlc/opendlc/events"
-	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/backend"
 )
-
-// DefaultHealthCheckTimeout bounds a pre-flight check when neither the caller nor the
-// job's spec.healthCheck.timeout says otherwise.
-const DefaultHealthCheckTimeout = 5 * time.Minute
-
-// Reasons a node is reported healthy or unhealthy (NodeHealth.Reason).
-const (
-	// ReasonChecksPassed: every check passed.
-	ReasonChecksPassed = "ChecksPassed"
-	// ReasonNotChecked: the backend cannot check nodes (local); the host counts as
-	// healthy.
-	ReasonNotChecked = "NotChecked"
-	// ReasonNodeNotReady: the node's Ready condition is not True.
-	ReasonNodeNotReady = "NodeNotReady"
-	// ReasonCordoned: the node is unschedulable (cordoned by an administrator). It is
-	// reported unhealthy but never quarantined: the administrator's decision stands.
-	ReasonCordoned = "Cordoned"
-	// ReasonGPUsLost: the node allocates fewer GPUs than it has (a GPU fell off the
-	// bus, or the device plugin reports it unhealthy).
-	ReasonGPUsLost = "GPUsLost"
-	// ReasonProbeFailed: the check pod ran on the node and failed.
-	ReasonProbeFailed = "ProbeFailed"
-	// ReasonProbeTimeout: the check pod did not finish within the timeout.
-	ReasonProbeTimeout = "ProbeTimeout"
-	// ReasonQuarantined: the node was already quarantined by an earlier check; it is
-	// not probed again until its backoff passes (see NodeChecker.RecheckQuarantined).
-	ReasonQuarantined = "Quarantined"
-)
-
-// Names of the checks in NodeHealth.Checks (and in node-health events).
-const (
-	CheckReady       = "Ready"
-	CheckSchedulable = "Schedulable"
-	CheckGPUs        = "GPUs"
-	CheckProbe       = "Probe"
-)
-
-// NodeHealth is the outcome of checking one node.
-type NodeHealth struct {
-	Node    string `json:"node"`
-	Healthy bool   `json:"healthy"`
-	// Reason is one of the Reason* constants; Message says more, for people.
-	Reason  string `json:"reason"`
-	Message string `json:"message,omitempty"`
-	// CheckedAt is when the verdict was reached.
-	CheckedAt time.Time `json:"checkedAt"`
-	// Quarantined says the node is quarantined after this check (tainted
-	// opendlc.io/quarantined=true:NoSchedule), whether by this check or an earlier
-	// one; QuarantinedAt is when its quarantine began (second precision), which
-	// identifies the quarantine across retries.
-	Quarantined   bool       `json:"quarantined,omitempty"`
-	QuarantinedAt *time.Time `json:"quarantinedAt,omitempty"`
-	// Checks lists the individual checks that ran, in order.
-	Checks []events.HealthCheck `json:"checks,omitempty"`
-}
-
-// CheckNodesInput asks for a pre-flight check of the nodes an attempt may run on.
-type CheckNodesInput struct {
-	// Ref is the attempt the check is for: it names the check pods, so a retried
-	// activity finds the pods its first run created.
-	Ref GangRef `json:"ref"`
-	// Job decides the candidate nodes: its pool (the backend's node selector and
-	// tolerations for it), its roles' node selectors and tolerations, and whether it
-	// needs GPUs.
-	Job schemas.TrainingJob `json:"job"`
-	// Pool, when set, overrides spec.resources.pool (as GangParams.Pool does).
-	Pool schemas.Pool `json:"pool,omitempty"`
-	// Exclude are nodes the workflow already keeps the job off; they are not checked
-	// and not reported.
-	Exclude []string `json:"exclude,omitempty"`
-	// Timeout bounds the check pods; zero means spec.healthCheck.timeout, or
-	// DefaultHealthCheckTimeout.
-	Timeout time.Duration `json:"timeout,omitempty"`
-}
-
-// CheckNodesResult is the verdict on every candidate node.
-type CheckNodesResult struct {
-	// Nodes holds every candidate, sorted by name, nodes quarantined earlier included
-	// (unhealthy, reason Quarantined). Keep the job off every node that is not Healthy.
-	Nodes []NodeHealth `json:"nodes"`
-	// Quarantined names the nodes this check quarantined, sorted. A retried check
-	// reports the nodes its first run quarantined again.
-	Quarantined []string `json:"quarantined,omitempty"`
-}
-
-// Unhealthy returns the names of the nodes that are not healthy, sorted.
-func (r CheckNodesResult) Unhealthy() []string {
-	var out []string
-	for _, n := range r.Nodes {
-		if !n.Healthy {
-			out = append(out, n.Node)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// NodeChecker is implemented by backends that can check the health of the nodes they
-// place replicas on, and quarantine the bad ones (the kubernetes backend). Backends
-// that cannot (local) simply do not implement it.
-type NodeChecker interface {
-	// CheckNodes checks every candidate node of the job and quarantines those found
-	// unhealthy. It waits at most in.Timeout for the check pods.
-	CheckNodes(ctx context.Context, in CheckNodesInput) (CheckNodesResult, error)
-	// RecheckQuarantined re-checks the quarantined nodes whose backoff has passed,
-	// each check pod bounded by probeTimeout, releases those found healthy and
-	// lengthens the backoff of the others. It returns one entry per node re-checked:
-	// Healthy ones were released.
-	RecheckQuarantined(ctx context.Context, probeTimeout time.Duration) ([]NodeHealth, error)
-}
 
 // CheckNodes runs the pre-flight health check of an attempt's candidate nodes,
 // heartbeating while it waits. With a backend that cannot check nodes (local), it
 // reports the local host healthy.
-func (a *JobActivities) CheckNodes(ctx context.Context, in CheckNodesInput) (CheckNodesResult, error) {
+func (a *JobActivities) CheckNodes(ctx context.Context, in backend.CheckNodesInput) (backend.CheckNodesResult, error) {
 	defer keepAlive(ctx)()
 	if in.Timeout <= 0 {
 		in.Timeout = in.Job.Spec.HealthCheck.Timeout.D()
 	}
 	if in.Timeout <= 0 {
-		in.Timeout = DefaultHealthCheckTimeout
+		in.Timeout = backend.DefaultHealthCheckTimeout
 	}
-	nc, ok := a.Backend.(NodeChecker)
+	nc, ok := a.Backend.(backend.NodeChecker)
 	if !ok {
 		return localHealth(in.Exclude), nil
 	}
 	res, err := nc.CheckNodes(ctx, in)
 	if err != nil {
-		if ErrorType(err) != "" {
-			return CheckNodesResult{}, err
-		}
-		return CheckNodesResult{}, fmt.Errorf("check nodes of %s: %w", in.Ref.ID(), err)
+		return backend.CheckNodesResult{}, backendError(err, "check nodes of "+in.Ref.ID())
 	}
 	return res, nil
 }
 
 // localHealth is the verdict of a backend that runs everything on this host.
-func localHealth(exclude []string) CheckNodesResult {
+func localHealth(exclude []string) backend.CheckNodesResult {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "localhost"
 	}
 	if slices.Contains(exclude, host) {
-		return CheckNodesResult{Nodes: []NodeHealth{}}
+		return backend.CheckNodesResult{Nodes: []backend.NodeHealth{}}
 	}
-	return CheckNodesResult{Nodes: []NodeHealth{{
-		Node: host, Healthy: true, Reason: ReasonNotChecked,
+	return backend.CheckNodesResult{Nodes: []backend.NodeHealth{{
+		Node: host, Healthy: true, Reason: backend.ReasonNotChecked,
 		Message:   "the local backend runs every replica on this host and does not check it",
 		CheckedAt: time.Now().UTC(),
 	}}}
@@ -165,18 +51,15 @@ func localHealth(exclude []string) CheckNodesResult {
 
 // RecheckQuarantinedInput configures one round of the node self-healing loop.
 type RecheckQuarantinedInput struct {
-	// ProbeTimeout bounds each check pod; zero means DefaultProbeTimeout.
+	// ProbeTimeout bounds each check pod; zero means backend.DefaultProbeTimeout.
 	ProbeTimeout time.Duration `json:"probeTimeout,omitempty"`
 }
-
-// DefaultProbeTimeout bounds a re-check's pods when RecheckQuarantinedInput does not.
-const DefaultProbeTimeout = 2 * time.Minute
 
 // RecheckQuarantinedResult lists the nodes re-checked and those released.
 type RecheckQuarantinedResult struct {
 	// Nodes holds one entry per node re-checked, sorted by name: Healthy ones were
 	// released, the others stay quarantined with a longer backoff.
-	Nodes []NodeHealth `json:"nodes"`
+	Nodes []backend.NodeHealth `json:"nodes"`
 	// Released names the nodes released, sorted.
 	Released []string `json:"released,omitempty"`
 }
@@ -186,12 +69,12 @@ type RecheckQuarantinedResult struct {
 // nodes has none quarantined.
 func (a *JobActivities) RecheckQuarantined(ctx context.Context, in RecheckQuarantinedInput) (RecheckQuarantinedResult, error) {
 	defer keepAlive(ctx)()
-	nc, ok := a.Backend.(NodeChecker)
+	nc, ok := a.Backend.(backend.NodeChecker)
 	if !ok {
-		return RecheckQuarantinedResult{Nodes: []NodeHealth{}}, nil
+		return RecheckQuarantinedResult{Nodes: []backend.NodeHealth{}}, nil
 	}
 	if in.ProbeTimeout <= 0 {
-		in.ProbeTimeout = DefaultProbeTimeout
+		in.ProbeTimeout = backend.DefaultProbeTimeout
 	}
 	nodes, err := nc.RecheckQuarantined(ctx, in.ProbeTimeout)
 	if err != nil {
@@ -200,7 +83,7 @@ func (a *JobActivities) RecheckQuarantined(ctx context.Context, in RecheckQuaran
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
 	res := RecheckQuarantinedResult{Nodes: nodes}
 	if res.Nodes == nil {
-		res.Nodes = []NodeHealth{}
+		res.Nodes = []backend.NodeHealth{}
 	}
 	for _, n := range nodes {
 		if n.Healthy {

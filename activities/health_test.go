@@ -10,27 +10,28 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
 
 // plainBackend is a Backend that cannot check nodes, as the local backend.
-type plainBackend struct{ activities.Backend }
+type plainBackend struct{ backend.Backend }
 
 // checkingBackend records what CheckNodes and RecheckQuarantined were asked.
 type checkingBackend struct {
 	plainBackend
-	in           activities.CheckNodesInput
+	in           backend.CheckNodesInput
 	probeTimeout time.Duration
-	recheck      []activities.NodeHealth
+	recheck      []backend.NodeHealth
 }
 
-func (b *checkingBackend) CheckNodes(_ context.Context, in activities.CheckNodesInput) (activities.CheckNodesResult, error) {
+func (b *checkingBackend) CheckNodes(_ context.Context, in backend.CheckNodesInput) (backend.CheckNodesResult, error) {
 	b.in = in
-	return activities.CheckNodesResult{Nodes: []activities.NodeHealth{{Node: "n1", Healthy: true}}}, nil
+	return backend.CheckNodesResult{Nodes: []backend.NodeHealth{{Node: "n1", Healthy: true}}}, nil
 }
 
-func (b *checkingBackend) RecheckQuarantined(_ context.Context, probeTimeout time.Duration) ([]activities.NodeHealth, error) {
+func (b *checkingBackend) RecheckQuarantined(_ context.Context, probeTimeout time.Duration) ([]backend.NodeHealth, error) {
 	b.probeTimeout = probeTimeout
 	return b.recheck, nil
 }
@@ -60,12 +61,12 @@ func TestCheckNodesWithoutNodeCheckerReportsTheLocalHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := *schemastest.Job("j").Obj()
-	got := runActivity[activities.CheckNodesResult](t, a.CheckNodes, activities.CheckNodesInput{Job: job})
-	if len(got.Nodes) != 1 || got.Nodes[0].Node != host || !got.Nodes[0].Healthy || got.Nodes[0].Reason != activities.ReasonNotChecked ||
+	got := runActivity[backend.CheckNodesResult](t, a.CheckNodes, backend.CheckNodesInput{Job: job})
+	if len(got.Nodes) != 1 || got.Nodes[0].Node != host || !got.Nodes[0].Healthy || got.Nodes[0].Reason != backend.ReasonNotChecked ||
 		len(got.Quarantined) != 0 || len(got.Unhealthy()) != 0 {
 		t.Errorf("result %+v, want %s healthy", got, host)
 	}
-	got = runActivity[activities.CheckNodesResult](t, a.CheckNodes, activities.CheckNodesInput{Job: job, Exclude: []string{host}})
+	got = runActivity[backend.CheckNodesResult](t, a.CheckNodes, backend.CheckNodesInput{Job: job, Exclude: []string{host}})
 	if len(got.Nodes) != 0 {
 		t.Errorf("excluded host reported: %+v", got)
 	}
@@ -84,7 +85,7 @@ func TestCheckNodesTimeoutDefaults(t *testing.T) {
 	}{
 		"the caller's":    {in: time.Minute, spec: 3 * time.Minute, want: time.Minute},
 		"the spec's":      {spec: 3 * time.Minute, want: 3 * time.Minute},
-		"the default one": {want: activities.DefaultHealthCheckTimeout},
+		"the default one": {want: backend.DefaultHealthCheckTimeout},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -94,9 +95,9 @@ func TestCheckNodesTimeoutDefaults(t *testing.T) {
 			if tt.spec > 0 {
 				job.HealthCheck(tt.spec)
 			}
-			in := activities.CheckNodesInput{Ref: activities.GangRef{Workspace: "ws", Job: "j", Attempt: 1}, Job: *job.Obj(),
+			in := backend.CheckNodesInput{Ref: backend.GangRef{Workspace: "ws", Job: "j", Attempt: 1}, Job: *job.Obj(),
 				Pool: schemas.PoolPublic, Exclude: []string{"n0"}, Timeout: tt.in}
-			got := runActivity[activities.CheckNodesResult](t, a.CheckNodes, in)
+			got := runActivity[backend.CheckNodesResult](t, a.CheckNodes, in)
 			if len(got.Nodes) != 1 || got.Nodes[0].Node != "n1" {
 				t.Errorf("result %+v", got)
 			}
@@ -109,8 +110,8 @@ func TestCheckNodesTimeoutDefaults(t *testing.T) {
 
 // RecheckQuarantined sorts what the backend re-checked and lists the released nodes.
 func TestRecheckQuarantinedListsReleasedNodes(t *testing.T) {
-	b := &checkingBackend{recheck: []activities.NodeHealth{
-		{Node: "c", Healthy: true}, {Node: "a", Reason: activities.ReasonProbeFailed, Quarantined: true}, {Node: "b", Healthy: true},
+	b := &checkingBackend{recheck: []backend.NodeHealth{
+		{Node: "c", Healthy: true}, {Node: "a", Reason: backend.ReasonProbeFailed, Quarantined: true}, {Node: "b", Healthy: true},
 	}}
 	a := &activities.JobActivities{Backend: b}
 	got := runActivity[activities.RecheckQuarantinedResult](t, a.RecheckQuarantined, activities.RecheckQuarantinedInput{})
@@ -124,7 +125,7 @@ func TestRecheckQuarantinedListsReleasedNodes(t *testing.T) {
 	if diff := cmp.Diff([]string{"b", "c"}, got.Released); diff != "" {
 		t.Errorf("released (-want +got):\n%s", diff)
 	}
-	if b.probeTimeout != activities.DefaultProbeTimeout {
+	if b.probeTimeout != backend.DefaultProbeTimeout {
 		t.Errorf("probe timeout %s, want the default", b.probeTimeout)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -35,7 +36,7 @@ type CheckpointFinder interface {
 // and are safe for concurrent use; workflows refer to them by the names in
 // workflows/names.go.
 type JobActivities struct {
-	Backend     Backend
+	Backend     backend.Backend
 	Publisher   Publisher
 	Checkpoints CheckpointFinder
 	// LogStream is the JetStream stream holding log records, used to find where a
@@ -70,7 +71,7 @@ func (a *JobActivities) PublishEvents(ctx context.Context, in PublishEventsInput
 // LaunchGangInput is the job and the attempt to launch.
 type LaunchGangInput struct {
 	Job    schemas.TrainingJob `json:"job"`
-	Params GangParams          `json:"params"`
+	Params backend.GangParams  `json:"params"`
 }
 
 // LaunchGangResult lists the replicas created.
@@ -82,26 +83,23 @@ type LaunchGangResult struct {
 // exists already is left alone, so a retry after a worker crash creates nothing twice.
 func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (LaunchGangResult, error) {
 	defer keepAlive(ctx)()
-	gang, err := BuildGang(&in.Job, in.Params)
+	gang, err := backend.BuildGang(&in.Job, in.Params)
 	if err != nil {
 		return LaunchGangResult{}, invalidSpec(err)
 	}
 	if err := a.Backend.Launch(ctx, gang); err != nil {
-		if ErrorType(err) != "" {
-			return LaunchGangResult{}, err
-		}
-		return LaunchGangResult{}, fmt.Errorf("launch %s: %w", gang.ID(), err)
+		return LaunchGangResult{}, backendError(err, "launch "+gang.ID())
 	}
 	st, err := a.Backend.Observe(ctx, gang.GangRef)
 	if err != nil {
-		return LaunchGangResult{}, fmt.Errorf("observe %s: %w", gang.ID(), err)
+		return LaunchGangResult{}, backendError(err, "observe "+gang.ID())
 	}
 	return LaunchGangResult{Replicas: st.Replicas}, nil
 }
 
 // WatchGangInput names the gang and the replica states the workflow knows.
 type WatchGangInput struct {
-	Ref   GangRef                 `json:"ref"`
+	Ref   backend.GangRef         `json:"ref"`
 	Known []schemas.ReplicaStatus `json:"known"`
 	// MaxWait bounds the call: when nothing changed by then, it returns the current
 	// state anyway, so the workflow's history grows slowly during long runs.
@@ -122,12 +120,12 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 	deadline := time.Now().Add(in.MaxWait)
 	for {
 		st, err := a.Backend.Observe(ctx, in.Ref)
-		if errors.Is(err, ErrGangNotFound) {
+		if errors.Is(err, backend.ErrGangNotFound) {
 			return WatchGangResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("gang %s is unknown to the %s backend", in.Ref.ID(), a.Backend.Name()), ErrTypeGangLost, err)
 		}
 		if err != nil {
-			return WatchGangResult{}, fmt.Errorf("observe %s: %w", in.Ref.ID(), err)
+			return WatchGangResult{}, backendError(err, "observe "+in.Ref.ID())
 		}
 		if ReplicasChanged(in.Known, st.Replicas) || !time.Now().Before(deadline) {
 			return WatchGangResult{Replicas: st.Replicas}, nil
@@ -163,15 +161,15 @@ func equalCode(a, b *int32) bool {
 }
 
 // StopGang kills every replica of an attempt.
-func (a *JobActivities) StopGang(ctx context.Context, ref GangRef) error {
+func (a *JobActivities) StopGang(ctx context.Context, ref backend.GangRef) error {
 	defer keepAlive(ctx)()
-	return a.Backend.Stop(ctx, ref)
+	return backendError(a.Backend.Stop(ctx, ref), "stop "+ref.ID())
 }
 
 // CleanupGang removes what an attempt left behind.
-func (a *JobActivities) CleanupGang(ctx context.Context, ref GangRef) error {
+func (a *JobActivities) CleanupGang(ctx context.Context, ref backend.GangRef) error {
 	defer keepAlive(ctx)()
-	return a.Backend.Cleanup(ctx, ref)
+	return backendError(a.Backend.Cleanup(ctx, ref), "clean up "+ref.ID())
 }
 
 // keepAlive heartbeats every second until the returned func is called, so that an
@@ -213,7 +211,7 @@ func (a *JobActivities) LatestCheckpoint(ctx context.Context, in LatestCheckpoin
 
 // ForwardLogsInput names the gang whose logs to forward.
 type ForwardLogsInput struct {
-	Ref      GangRef                 `json:"ref"`
+	Ref      backend.GangRef         `json:"ref"`
 	UID      string                  `json:"uid"`
 	Replicas []schemas.ReplicaStatus `json:"replicas"`
 	// HangTimeout, when set, ends the forwarding with Hung once every replica runs and
@@ -429,7 +427,7 @@ func (f *logForwarder) run(ctx context.Context) error {
 			}
 		}
 	}()
-	err = f.a.Backend.FollowLogs(ctx, f.in.Ref, f.replica.Name, after, func(l LogLine) error {
+	err = f.a.Backend.FollowLogs(ctx, f.in.Ref, f.replica.Name, after, func(l backend.LogLine) error {
 		rec := events.LogRecord{
 			Workspace: f.in.Ref.Workspace, Job: f.in.Ref.Job, UID: f.in.UID, Attempt: f.in.Ref.Attempt,
 			Role: f.replica.Role, Index: f.replica.Index, Replica: f.replica.Name, Node: f.replica.Node,
@@ -487,7 +485,7 @@ func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, 
 	return 0, nil
 }
 
-func (f *logForwarder) metricMsg(l LogLine, vals map[string]float64) (events.Msg, error) {
+func (f *logForwarder) metricMsg(l backend.LogLine, vals map[string]float64) (events.Msg, error) {
 	id := fmt.Sprintf("%s:a%d:%s:m%d", f.in.UID, f.in.Ref.Attempt, f.replica.Name, l.Seq)
 	ev, err := events.New(id, events.TypeJobMetric, f.in.Ref.Workspace,
 		events.JobSource(f.in.Ref.Workspace, f.in.Ref.Job), f.in.Ref.Job, l.Time,

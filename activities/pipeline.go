@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -218,7 +219,7 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 			continue
 		}
 		outputs[k] = s
-		spec.Env = mergeEnv(spec.Env, []schemas.EnvVar{{Name: "DLC_OUTPUT_" + envName(k), Value: s}})
+		spec.Env = backend.MergeEnv(spec.Env, []schemas.EnvVar{{Name: "DLC_OUTPUT_" + backend.EnvName(k), Value: s}})
 	}
 	if len(errs) > 0 {
 		return fail("step %s: %s", in.Step.Name, strings.Join(errs, "; "))

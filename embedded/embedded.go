@@ -20,11 +20,11 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opendlc/opendlc/activities"
-	"github.com/opendlc/opendlc/activities/kube"
-	"github.com/opendlc/opendlc/activities/local"
 	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/auth"
+	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -257,7 +257,7 @@ func (e *Embedded) ReplicaEnv() []schemas.EnvVar {
 }
 
 // backend is the worker's backend: kubernetes when a kubeconfig is given, else local.
-func (e *Embedded) backend() (activities.Backend, error) {
+func (e *Embedded) backend() (backend.Backend, error) {
 	if e.opts.Kubeconfig == "" {
 		return e.LocalBackend()
 	}
@@ -288,7 +288,7 @@ func NewKubeBackend(kubeconfig string, opts ...kube.Option) (*kube.Backend, erro
 }
 
 // LocalBackend returns a local backend keeping its state under the stack's Dir.
-func (e *Embedded) LocalBackend(opts ...local.Option) (activities.Backend, error) {
+func (e *Embedded) LocalBackend(opts ...local.Option) (backend.Backend, error) {
 	return local.New(append([]local.Option{
 		local.WithStateDir(filepath.Join(e.Dir, "local")),
 		local.WithBaseDir(e.opts.WorkDir),

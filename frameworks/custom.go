@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -20,7 +20,7 @@ func (Custom) PortNames() []string { return nil }
 
 // Env returns DLC_HOSTS (role-index=host for every replica, comma-separated, in rank
 // order), DLC_WORLD_SIZE and DLC_RANK.
-func (Custom) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (Custom) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	order := RankOrder(g)
 	hosts := make([]string, len(order))
 	for i, x := range order {

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -22,7 +22,7 @@ func (DeepSpeed) Name() schemas.Framework { return schemas.FrameworkDeepSpeed }
 func (DeepSpeed) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns PyTorch's environment plus DLC_HOSTFILE_CONTENT.
-func (DeepSpeed) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (DeepSpeed) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	var file strings.Builder
 	for _, n := range RankOrder(g) {
 		file.WriteString(ep.Host(n.Role, n.Index) + " slots=" + strconv.Itoa(slots(n)) + "\n")

@@ -5,14 +5,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
 // DeepSpeed's hostfile lists every replica in rank order with its GPUs as slots.
 func TestDeepSpeedHostfile(t *testing.T) {
-	ref := activities.GangRef{Workspace: "ws", Job: "ds"}
-	g := activities.GangSpec{GangRef: ref, Framework: schemas.FrameworkDeepSpeed, Replicas: []activities.ReplicaSpec{
+	ref := backend.GangRef{Workspace: "ws", Job: "ds"}
+	g := backend.GangSpec{GangRef: ref, Framework: schemas.FrameworkDeepSpeed, Replicas: []backend.ReplicaSpec{
 		{Name: ref.ReplicaName("worker", 0), Role: "worker", Index: 0, Resources: schemas.Resources{GPU: 8}},
 		{Name: ref.ReplicaName("worker", 1), Role: "worker", Index: 1, Resources: schemas.Resources{GPU: 8}},
 		{Name: ref.ReplicaName("master", 0), Role: "master", Index: 0},
@@ -42,10 +42,10 @@ func (hostsAndPorts) Port(string) int                    { return 29500 }
 
 // An elastic PyTorch job gets torchrun's c10d rendezvous and a min:max node count.
 func TestPyTorchElastic(t *testing.T) {
-	ref := activities.GangRef{Workspace: "ws", Job: "el"}
-	g := activities.GangSpec{GangRef: ref, Framework: schemas.FrameworkPyTorch,
+	ref := backend.GangRef{Workspace: "ws", Job: "el"}
+	g := backend.GangSpec{GangRef: ref, Framework: schemas.FrameworkPyTorch,
 		Elastic: &schemas.ElasticSpec{MinReplicas: 2, MaxReplicas: 4},
-		Replicas: []activities.ReplicaSpec{
+		Replicas: []backend.ReplicaSpec{
 			{Name: ref.ReplicaName("worker", 0), Role: "worker", Index: 0},
 			{Name: ref.ReplicaName("worker", 1), Role: "worker", Index: 1},
 		}}

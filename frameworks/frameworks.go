@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -44,7 +44,7 @@ type Framework interface {
 	PortNames() []string
 	// Env returns the rendezvous environment of replica r of gang g, in a stable order.
 	// r must be one of g's replicas; EnvFor checks that.
-	Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar
+	Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar
 	// Outcome applies the framework's success rule to a snapshot of the replicas of one
 	// attempt (see the package function Outcome).
 	Outcome(replicas []schemas.ReplicaStatus) (phase schemas.JobPhase, decidedBy string)
@@ -94,7 +94,7 @@ func Supported() []schemas.Framework {
 // EnvFor returns the rendezvous environment of replica r of gang g under g's framework.
 // It fails for an unknown framework, a replica that is not in the gang, or a port the
 // framework needs that ep does not provide.
-func EnvFor(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) ([]schemas.EnvVar, error) {
+func EnvFor(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) ([]schemas.EnvVar, error) {
 	fw, err := Get(g.Framework)
 	if err != nil {
 		return nil, err
@@ -113,9 +113,9 @@ func EnvFor(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) ([]sc
 // RankOrder returns the gang's replicas in global rank order: the leader role first (see
 // LeaderRole), then the other roles by name, each role's replicas by index. Every
 // framework ranks replicas this way, so RANK 0 is always the replica at MASTER_ADDR.
-func RankOrder(g activities.GangSpec) []activities.ReplicaSpec {
+func RankOrder(g backend.GangSpec) []backend.ReplicaSpec {
 	leader := LeaderRole(g)
-	out := append([]activities.ReplicaSpec(nil), g.Replicas...)
+	out := append([]backend.ReplicaSpec(nil), g.Replicas...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if (a.Role == leader) != (b.Role == leader) {
@@ -131,7 +131,7 @@ func RankOrder(g activities.GangSpec) []activities.ReplicaSpec {
 
 // LeaderRole is the role whose replica 0 hosts the rendezvous: "master" if the gang has
 // one, else "worker", else the first role by name; "" for an empty gang.
-func LeaderRole(g activities.GangSpec) string {
+func LeaderRole(g backend.GangSpec) string {
 	first := ""
 	hasWorker := false
 	for _, r := range g.Replicas {
@@ -152,7 +152,7 @@ func LeaderRole(g activities.GangSpec) string {
 }
 
 // rankOf returns r's global rank in g, or -1 when r is not in g.
-func rankOf(g activities.GangSpec, r activities.ReplicaSpec) int {
+func rankOf(g backend.GangSpec, r backend.ReplicaSpec) int {
 	for i, x := range RankOrder(g) {
 		if x.Role == r.Role && x.Index == r.Index {
 			return i
@@ -162,8 +162,8 @@ func rankOf(g activities.GangSpec, r activities.ReplicaSpec) int {
 }
 
 // roleReplicas returns the gang's replicas of role, by index.
-func roleReplicas(g activities.GangSpec, role string) []activities.ReplicaSpec {
-	var out []activities.ReplicaSpec
+func roleReplicas(g backend.GangSpec, role string) []backend.ReplicaSpec {
+	var out []backend.ReplicaSpec
 	for _, r := range g.Replicas {
 		if r.Role == role {
 			out = append(out, r)
@@ -174,7 +174,7 @@ func roleReplicas(g activities.GangSpec, role string) []activities.ReplicaSpec {
 }
 
 // slots is how many processes a replica runs: one per GPU, or one without GPUs.
-func slots(r activities.ReplicaSpec) int {
+func slots(r backend.ReplicaSpec) int {
 	if r.Resources.GPU > 0 {
 		return int(r.Resources.GPU)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -22,11 +22,11 @@ func (p fakeEndpoints) Port(name string) int { return p[name] }
 var ports = fakeEndpoints{PortRendezvous: 29500, PortRayGCS: 6379}
 
 // gangBuilder builds fixture gangs: gang(fw).role("worker", 2).obj().
-type gangBuilder struct{ g activities.GangSpec }
+type gangBuilder struct{ g backend.GangSpec }
 
 func gang(f schemas.Framework) *gangBuilder {
-	return &gangBuilder{g: activities.GangSpec{
-		GangRef:   activities.GangRef{Workspace: "ws", Job: "j", Attempt: 1},
+	return &gangBuilder{g: backend.GangSpec{
+		GangRef:   backend.GangRef{Workspace: "ws", Job: "j", Attempt: 1},
 		Framework: f,
 	}}
 }
@@ -34,7 +34,7 @@ func gang(f schemas.Framework) *gangBuilder {
 // role adds n replicas of role, each with gpus GPUs.
 func (b *gangBuilder) role(name string, n int, gpus int32) *gangBuilder {
 	for i := 0; i < n; i++ {
-		b.g.Replicas = append(b.g.Replicas, activities.ReplicaSpec{
+		b.g.Replicas = append(b.g.Replicas, backend.ReplicaSpec{
 			Name:      b.g.ReplicaName(name, i),
 			Role:      name,
 			Index:     i,
@@ -45,9 +45,9 @@ func (b *gangBuilder) role(name string, n int, gpus int32) *gangBuilder {
 	return b
 }
 
-func (b *gangBuilder) obj() activities.GangSpec { return b.g }
+func (b *gangBuilder) obj() backend.GangSpec { return b.g }
 
-func replica(g activities.GangSpec, role string, index int) activities.ReplicaSpec {
+func replica(g backend.GangSpec, role string, index int) backend.ReplicaSpec {
 	for _, r := range g.Replicas {
 		if r.Role == role && r.Index == index {
 			return r
@@ -88,8 +88,8 @@ func TestEnvFor(t *testing.T) {
 	custom := gang(schemas.FrameworkCustom).role("worker", 2, 0).role("master", 1, 0).role("aux", 1, 0).obj()
 
 	tests := map[string]struct {
-		gang    activities.GangSpec
-		replica activities.ReplicaSpec
+		gang    backend.GangSpec
+		replica backend.ReplicaSpec
 		want    []schemas.EnvVar
 	}{
 		"pytorch master is rank 0": {
@@ -150,7 +150,7 @@ func TestEnvFor(t *testing.T) {
 // TestEnvForIsDeterministic checks that the order of the gang's replicas does not change
 // anything, for any framework, since backends may list replicas in any order.
 func TestEnvForIsDeterministic(t *testing.T) {
-	gangs := []activities.GangSpec{
+	gangs := []backend.GangSpec{
 		gang(schemas.FrameworkPyTorch).role("worker", 3, 0).role("master", 1, 0).role("aux", 2, 0).obj(),
 		gang(schemas.FrameworkDeepSpeed).role("worker", 3, 2).role("master", 1, 2).obj(),
 		gang(schemas.FrameworkMegatron).role("worker", 3, 2).obj(),
@@ -196,7 +196,7 @@ func TestEnvForIsDeterministic(t *testing.T) {
 
 func TestRankOrder(t *testing.T) {
 	tests := map[string]struct {
-		gang activities.GangSpec
+		gang backend.GangSpec
 		want []string
 	}{
 		"master then roles by name": {
@@ -232,14 +232,14 @@ func TestEnvForErrors(t *testing.T) {
 	ray := gang(schemas.FrameworkRay).role("head", 1, 0).obj()
 	jax := gang("jax").role("worker", 1, 0).obj()
 	tests := map[string]struct {
-		gang    activities.GangSpec
-		replica activities.ReplicaSpec
+		gang    backend.GangSpec
+		replica backend.ReplicaSpec
 		ep      Endpoints
 		want    error
 	}{
 		"unregistered framework": {gang: jax, replica: jax.Replicas[0], ep: ports, want: ErrUnknownFramework},
 		"replica not in gang": {
-			gang: g, replica: activities.ReplicaSpec{Role: "worker", Index: 5}, ep: ports, want: ErrReplicaNotInGang,
+			gang: g, replica: backend.ReplicaSpec{Role: "worker", Index: 5}, ep: ports, want: ErrReplicaNotInGang,
 		},
 		"port not allocated": {gang: g, replica: g.Replicas[0], ep: fakeEndpoints{}},
 		"ray port not allocated": {

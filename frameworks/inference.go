@@ -1,7 +1,7 @@
 package frameworks
 
 import (
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -15,7 +15,7 @@ func (Inference) Name() schemas.Framework { return schemas.FrameworkInference }
 func (Inference) PortNames() []string { return nil }
 
 // Env returns DLC_SHARD_INDEX and DLC_SHARD_COUNT.
-func (Inference) Env(g activities.GangSpec, r activities.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
+func (Inference) Env(g backend.GangSpec, r backend.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
 	return shardEnv(g, r)
 }
 

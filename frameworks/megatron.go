@@ -1,7 +1,7 @@
 package frameworks
 
 import (
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -16,7 +16,7 @@ func (Megatron) Name() schemas.Framework { return schemas.FrameworkMegatron }
 func (Megatron) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns the same environment as PyTorch.
-func (Megatron) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (Megatron) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	return torchEnv(g, r, ep)
 }
 

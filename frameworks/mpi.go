@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -37,7 +37,7 @@ const mpiLauncher = "launcher"
 // per worker, in index order), DLC_MPI_HOSTS (host:N,... in the same order), DLC_MPI_NP
 // (the total of the slots) and OMPI_MCA_orte_keep_fqdn_hostnames=true, so that Open MPI
 // does not shorten the hosts' DNS names to labels that do not resolve.
-func (MPI) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (MPI) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	nodes := workerNodes(g, mpiLauncher)
 	var file strings.Builder
 	hosts := make([]string, len(nodes))
@@ -65,8 +65,8 @@ func (MPI) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) 
 
 // workerNodes returns the hosts a launcher-based framework hands out: every replica
 // that is not the launcher, in RankOrder, or the launcher alone when it has no peers.
-func workerNodes(g activities.GangSpec, launcher string) []activities.ReplicaSpec {
-	var nodes []activities.ReplicaSpec
+func workerNodes(g backend.GangSpec, launcher string) []backend.ReplicaSpec {
+	var nodes []backend.ReplicaSpec
 	for _, x := range RankOrder(g) {
 		if x.Role != launcher {
 			nodes = append(nodes, x)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -24,8 +24,8 @@ func TestMPIEnv(t *testing.T) {
 	gpuEnv := mpi("worker-0.gang slots=8\nworker-1.gang slots=8\n", "worker-0.gang:8,worker-1.gang:8", "16")
 
 	tests := map[string]struct {
-		gang    activities.GangSpec
-		replica activities.ReplicaSpec
+		gang    backend.GangSpec
+		replica backend.ReplicaSpec
 		want    []schemas.EnvVar
 	}{
 		"launcher: a slot per worker GPU": {gang: gpus, replica: replica(gpus, "launcher", 0), want: gpuEnv},

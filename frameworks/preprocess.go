@@ -3,7 +3,7 @@ package frameworks
 import (
 	"strconv"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -19,7 +19,7 @@ func (Preprocess) Name() schemas.Framework { return schemas.FrameworkPreprocess 
 func (Preprocess) PortNames() []string { return nil }
 
 // Env returns DLC_SHARD_INDEX and DLC_SHARD_COUNT.
-func (Preprocess) Env(g activities.GangSpec, r activities.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
+func (Preprocess) Env(g backend.GangSpec, r backend.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
 	return shardEnv(g, r)
 }
 
@@ -30,7 +30,7 @@ func (Preprocess) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, s
 
 // shardEnv numbers the replicas in RankOrder, which for the single "worker" role is
 // their index.
-func shardEnv(g activities.GangSpec, r activities.ReplicaSpec) []schemas.EnvVar {
+func shardEnv(g backend.GangSpec, r backend.ReplicaSpec) []schemas.EnvVar {
 	return []schemas.EnvVar{
 		{Name: "DLC_SHARD_INDEX", Value: strconv.Itoa(rankOf(g, r))},
 		{Name: "DLC_SHARD_COUNT", Value: strconv.Itoa(len(g.Replicas))},

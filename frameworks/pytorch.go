@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -27,12 +27,12 @@ func (PyTorch) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK,
 // LOCAL_WORLD_SIZE and their PET_* twins.
-func (PyTorch) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (PyTorch) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	return torchEnv(g, r, ep)
 }
 
 // torchEnv is shared by every framework built on torch.distributed.
-func torchEnv(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func torchEnv(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	order := RankOrder(g)
 	masterAddr := ""
 	if len(order) > 0 {

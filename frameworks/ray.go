@@ -3,7 +3,7 @@ package frameworks
 import (
 	"strconv"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -34,7 +34,7 @@ const rayHead = "head"
 
 // Env returns RAY_ADDRESS (head-0's host:GCS port), RAY_HEAD_IP (head-0's host),
 // DLC_RAY_PORT (the GCS port) and DLC_RAY_HEAD ("true" on the head, else "false").
-func (Ray) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (Ray) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	host := ep.Host(rayHead, 0)
 	port := strconv.Itoa(ep.Port(PortRayGCS))
 	return []schemas.EnvVar{

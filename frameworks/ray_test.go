@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -20,7 +20,7 @@ func TestRayEnv(t *testing.T) {
 		}
 	}
 	tests := map[string]struct {
-		replica activities.ReplicaSpec
+		replica backend.ReplicaSpec
 		want    []schemas.EnvVar
 	}{
 		"head":   {replica: replica(g, "head", 0), want: ray("true")},

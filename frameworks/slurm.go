@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -33,7 +33,7 @@ const slurmLauncher = "launcher"
 // SLURM_NTASKS and SLURM_NPROCS (the total of the tasks), SLURM_TASKS_PER_NODE (Slurm's
 // compressed form, e.g. "8(x2),4"), SLURM_NODEID, SLURM_PROCID (the node's first task),
 // SLURM_LOCALID=0 and, when the replica has a working directory, SLURM_SUBMIT_DIR.
-func (Slurm) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	nodes := workerNodes(g, slurmLauncher)
 	hosts := make([]string, len(nodes))
 	tasks := make([]int, len(nodes))

@@ -5,14 +5,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
 func TestSlurmEnv(t *testing.T) {
 	// Workers 0 and 1 have 8 GPUs, worker 2 has 4.
 	g := gang(schemas.FrameworkSlurm).role("launcher", 1, 0).role("worker", 2, 8).obj()
-	g.Replicas = append(g.Replicas, activities.ReplicaSpec{
+	g.Replicas = append(g.Replicas, backend.ReplicaSpec{
 		Name: g.ReplicaName("worker", 2), Role: "worker", Index: 2, Command: []string{"train"},
 		Resources: schemas.Resources{GPU: 4}, WorkingDir: "/work/run",
 	})
@@ -39,8 +39,8 @@ func TestSlurmEnv(t *testing.T) {
 		return env
 	}
 	tests := map[string]struct {
-		gang    activities.GangSpec
-		replica activities.ReplicaSpec
+		gang    backend.GangSpec
+		replica backend.ReplicaSpec
 		want    []schemas.EnvVar
 	}{
 		"launcher plays the batch step on node 0": {

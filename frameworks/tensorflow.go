@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -41,7 +41,7 @@ type tfTask struct {
 }
 
 // Env returns TF_CONFIG.
-func (TensorFlow) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (TensorFlow) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	order := RankOrder(g)
 	port := ep.Port(PortRendezvous)
 	hosts := map[string]bool{}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -22,8 +22,8 @@ func TestTensorFlowEnv(t *testing.T) {
 		`"worker":["worker-0.gang:29500","worker-1.gang:29500"]}`
 
 	tests := map[string]struct {
-		gang    activities.GangSpec
-		replica activities.ReplicaSpec
+		gang    backend.GangSpec
+		replica backend.ReplicaSpec
 		ep      Endpoints
 		want    string
 	}{

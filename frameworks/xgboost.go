@@ -3,7 +3,7 @@ package frameworks
 import (
 	"strconv"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -24,7 +24,7 @@ func (XGBoost) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns DMLC_TRACKER_URI (rank 0's host), DMLC_TRACKER_PORT, DMLC_NUM_WORKER (every
 // replica), DMLC_TASK_ID (the replica's rank) and DMLC_ROLE=worker.
-func (XGBoost) Env(g activities.GangSpec, r activities.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (XGBoost) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	order := RankOrder(g)
 	tracker := ""
 	if len(order) > 0 {

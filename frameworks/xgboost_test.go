@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -22,8 +22,8 @@ func TestXGBoostEnv(t *testing.T) {
 		}
 	}
 	tests := map[string]struct {
-		gang    activities.GangSpec
-		replica activities.ReplicaSpec
+		gang    backend.GangSpec
+		replica backend.ReplicaSpec
 		want    []schemas.EnvVar
 	}{
 		"master runs the tracker and is task 0": {

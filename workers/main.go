@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/workflows"
@@ -42,7 +43,7 @@ type Config struct {
 	// S3 is how the control plane reads checkpoints.
 	S3 checkpoint.Config
 	// Backend runs the gangs.
-	Backend activities.Backend
+	Backend backend.Backend
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Interceptors wrap workflow and activity calls (tracing, metrics, fault injection

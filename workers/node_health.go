@@ -6,7 +6,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -16,7 +16,7 @@ import (
 // that exists is not an error. A failure is logged, not fatal: the worker still runs
 // jobs, and the next worker start tries again.
 func startNodeHealth(ctx context.Context, tc client.Client, cfg Config) {
-	if _, ok := cfg.Backend.(activities.NodeChecker); !ok {
+	if _, ok := cfg.Backend.(backend.NodeChecker); !ok {
 		return
 	}
 	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

@@ -3,7 +3,7 @@ package workflows
 // Wire names of the node health checks and of the node self-healing workflow.
 const (
 	// ActivityCheckNodes runs a job attempt's pre-flight node health check
-	// (activities.CheckNodesInput → activities.CheckNodesResult).
+	// (backend.CheckNodesInput → backend.CheckNodesResult).
 	ActivityCheckNodes = "CheckNodes"
 	// ActivityRecheckQuarantined re-checks the quarantined nodes whose backoff has
 	// passed and releases the healthy ones (activities.RecheckQuarantinedInput →

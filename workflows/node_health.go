@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 )
 
@@ -23,7 +24,7 @@ import (
 // Defaults of the node self-healing workflow.
 const (
 	// DefaultNodeHealthInterval is how often quarantined nodes are looked at. A node is
-	// re-checked only once its own backoff has passed (see activities/kube).
+	// re-checked only once its own backoff has passed (see backend/kube).
 	DefaultNodeHealthInterval = time.Minute
 	// nodeHealthRoundsPerRun bounds a run's history: about an hour of rounds, ten
 	// events each.
@@ -35,16 +36,16 @@ const (
 type NodeHealthState struct {
 	// Interval between rounds; zero means DefaultNodeHealthInterval.
 	Interval time.Duration `json:"interval,omitempty"`
-	// ProbeTimeout bounds each re-check pod; zero means activities.DefaultProbeTimeout.
+	// ProbeTimeout bounds each re-check pod; zero means backend.DefaultProbeTimeout.
 	ProbeTimeout time.Duration `json:"probeTimeout,omitempty"`
 	// Rounds and Released count the rounds run and the nodes released, over every run.
 	Rounds   int64 `json:"rounds,omitempty"`
 	Released int64 `json:"released,omitempty"`
 	// LastRound is when the latest round ended; LastNodes what it re-checked, and
 	// LastError why it failed, if it did.
-	LastRound *time.Time              `json:"lastRound,omitempty"`
-	LastNodes []activities.NodeHealth `json:"lastNodes,omitempty"`
-	LastError string                  `json:"lastError,omitempty"`
+	LastRound *time.Time           `json:"lastRound,omitempty"`
+	LastNodes []backend.NodeHealth `json:"lastNodes,omitempty"`
+	LastError string               `json:"lastError,omitempty"`
 }
 
 // NodeHealthWorkflow re-checks quarantined nodes forever (see NodeHealthState).
@@ -78,7 +79,7 @@ type nodeHealthWorkflow struct {
 func (w *nodeHealthWorkflow) round(ctx workflow.Context) {
 	probe := w.state.ProbeTimeout
 	if probe <= 0 {
-		probe = activities.DefaultProbeTimeout
+		probe = backend.DefaultProbeTimeout
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// Node patches and pod creations around the probes, plus the probes.
@@ -146,7 +147,7 @@ const (
 // is published again, so a retried publish or a retried check does not duplicate it:
 // a quarantine and its release are keyed by when the quarantine began, any other
 // verdict by when it was reached.
-func NodeHealthEvent(h activities.NodeHealth, job string) (events.Msg, error) {
+func NodeHealthEvent(h backend.NodeHealth, job string) (events.Msg, error) {
 	status, key := NodeStatusUnhealthy, h.CheckedAt
 	switch {
 	case h.Healthy:

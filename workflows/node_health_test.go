@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/workers"
 	"github.com/opendlc/opendlc/workflows"
@@ -38,15 +39,15 @@ func TestNodeHealthWorkflowPublishesReleasesAndContinuesAsNew(t *testing.T) {
 			timeouts = append(timeouts, in.ProbeTimeout)
 			switch calls {
 			case 1:
-				return activities.RecheckQuarantinedResult{Nodes: []activities.NodeHealth{
-					{Node: "gpu-1.example.internal", Healthy: true, Reason: activities.ReasonChecksPassed, CheckedAt: checked, QuarantinedAt: &since,
-						Checks: []events.HealthCheck{{Name: activities.CheckProbe, OK: true}}},
-					{Node: "gpu-2", Reason: activities.ReasonProbeFailed, CheckedAt: checked, Quarantined: true, QuarantinedAt: &since},
+				return activities.RecheckQuarantinedResult{Nodes: []backend.NodeHealth{
+					{Node: "gpu-1.example.internal", Healthy: true, Reason: backend.ReasonChecksPassed, CheckedAt: checked, QuarantinedAt: &since,
+						Checks: []events.HealthCheck{{Name: backend.CheckProbe, OK: true}}},
+					{Node: "gpu-2", Reason: backend.ReasonProbeFailed, CheckedAt: checked, Quarantined: true, QuarantinedAt: &since},
 				}, Released: []string{"gpu-1.example.internal"}}, nil
 			case 2, 3, 4: // the second round fails, each of its three attempts
 				return activities.RecheckQuarantinedResult{}, errors.New("apiserver unavailable")
 			}
-			return activities.RecheckQuarantinedResult{Nodes: []activities.NodeHealth{}}, nil
+			return activities.RecheckQuarantinedResult{Nodes: []backend.NodeHealth{}}, nil
 		})
 	var published []events.Msg
 	env.OnActivity(workflows.ActivityPublishEvents, mock.Anything, mock.Anything).Return(
@@ -112,7 +113,7 @@ func TestNodeHealthWorkflowPublishesReleasesAndContinuesAsNew(t *testing.T) {
 		t.Errorf("envelope %+v", ev)
 	}
 	if diff := cmp.Diff(events.NodeHealthData{Node: "gpu-1.example.internal", Status: "Healthy",
-		Checks: []events.HealthCheck{{Name: activities.CheckProbe, OK: true}}}, d); diff != "" {
+		Checks: []events.HealthCheck{{Name: backend.CheckProbe, OK: true}}}, d); diff != "" {
 		t.Errorf("data (-want +got):\n%s", diff)
 	}
 }
@@ -125,19 +126,19 @@ func TestNodeHealthEventIDs(t *testing.T) {
 	since := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 	at := since.Add(time.Hour)
 	tests := map[string]struct {
-		h       activities.NodeHealth
+		h       backend.NodeHealth
 		job     string
 		want    string
 		wantSt  string
 		subject string
 	}{
-		"quarantined by a job's check": {h: activities.NodeHealth{Node: "n1", Quarantined: true, QuarantinedAt: &since, CheckedAt: at, Reason: activities.ReasonGPUsLost},
+		"quarantined by a job's check": {h: backend.NodeHealth{Node: "n1", Quarantined: true, QuarantinedAt: &since, CheckedAt: at, Reason: backend.ReasonGPUsLost},
 			job: "llama", want: "node:n1:quarantined:" + itoa(since.Unix()), wantSt: "Quarantined"},
-		"released": {h: activities.NodeHealth{Node: "n1", Healthy: true, QuarantinedAt: &since, CheckedAt: at},
+		"released": {h: backend.NodeHealth{Node: "n1", Healthy: true, QuarantinedAt: &since, CheckedAt: at},
 			want: "node:n1:healthy:" + itoa(since.Unix()), wantSt: "Healthy"},
-		"healthy in a job's check": {h: activities.NodeHealth{Node: "n1", Healthy: true, CheckedAt: at}, job: "llama",
+		"healthy in a job's check": {h: backend.NodeHealth{Node: "n1", Healthy: true, CheckedAt: at}, job: "llama",
 			want: "node:n1:healthy:" + itoa(at.Unix()) + ":llama", wantSt: "Healthy"},
-		"unhealthy, not quarantined": {h: activities.NodeHealth{Node: "n1", CheckedAt: at, Reason: activities.ReasonCordoned}, job: "llama",
+		"unhealthy, not quarantined": {h: backend.NodeHealth{Node: "n1", CheckedAt: at, Reason: backend.ReasonCordoned}, job: "llama",
 			want: "node:n1:unhealthy:" + itoa(at.Unix()) + ":llama", wantSt: "Unhealthy"},
 	}
 	for name, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -114,7 +115,7 @@ type attemptPlan struct {
 // newest complete checkpoint for a restarted attempt, the spot fallback to public, the
 // excluded nodes, and the pre-flight health check's verdict. It returns false with the
 // job's terminal phase when the job must end (stopped, or no healthy node left).
-func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref activities.GangRef) (attemptPlan, schemas.JobPhase, string, string, bool) {
+func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (attemptPlan, schemas.JobPhase, string, string, bool) {
 	job := &w.in.Job
 	plan := attemptPlan{pool: w.pool(ctx)}
 	if ref.Attempt > 0 && job.Spec.Checkpoint != nil {
@@ -140,8 +141,8 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref activities.GangRef) 
 			StartToCloseTimeout: job.Spec.HealthCheck.Timeout.D() + 2*time.Minute,
 			HeartbeatTimeout:    heartbeatTimeout,
 		})
-		var res activities.CheckNodesResult
-		err := workflow.ExecuteActivity(hctx, ActivityCheckNodes, activities.CheckNodesInput{
+		var res backend.CheckNodesResult
+		err := workflow.ExecuteActivity(hctx, ActivityCheckNodes, backend.CheckNodesInput{
 			Ref: ref, Job: *job, Pool: plan.pool, Exclude: w.status.ExcludedNodes,
 		}).Get(ctx, &res)
 		if err != nil {
@@ -163,7 +164,7 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref activities.GangRef) 
 
 // recordHealth keeps the health check's verdict in status and excludes the unhealthy
 // nodes.
-func (w *jobWorkflow) recordHealth(ctx workflow.Context, res activities.CheckNodesResult) {
+func (w *jobWorkflow) recordHealth(ctx workflow.Context, res backend.CheckNodesResult) {
 	w.status.Health = w.status.Health[:0]
 	for _, n := range res.Nodes {
 		w.status.Health = append(w.status.Health, schemas.NodeHealth{
@@ -192,7 +193,7 @@ func (w *jobWorkflow) recordHealth(ctx workflow.Context, res activities.CheckNod
 	w.setCondition(ctx, schemas.ConditionHealthChecked, schemas.ConditionTrue, "Checked", msg)
 }
 
-func healthSummary(nodes []activities.NodeHealth) string {
+func healthSummary(nodes []backend.NodeHealth) string {
 	parts := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		parts = append(parts, n.Node+" "+n.Reason)
@@ -230,7 +231,7 @@ func (w *jobWorkflow) pool(ctx workflow.Context) schemas.Pool {
 // recover decides whether a failed attempt is restarted. It returns true when a new
 // attempt should start (after the backoff it waited), or false with the job's
 // terminal phase.
-func (w *jobWorkflow) recover(ctx workflow.Context, ref activities.GangRef, f failure, phase schemas.JobPhase, reason, msg string) (bool, schemas.JobPhase, string, string) {
+func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failure, phase schemas.JobPhase, reason, msg string) (bool, schemas.JobPhase, string, string) {
 	job := &w.in.Job
 	class, action, why := classify(job, f, w.logResult.Matches)
 	rec := w.currentAttempt()

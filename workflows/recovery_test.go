@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -23,7 +24,7 @@ type attemptScript struct {
 	mu       sync.Mutex
 	states   map[int][][]schemas.ReplicaStatus
 	calls    map[int]int
-	launches []activities.GangParams
+	launches []backend.GangParams
 }
 
 func (h *harness) script(states map[int][][]schemas.ReplicaStatus) *attemptScript {

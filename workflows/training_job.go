@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
@@ -168,7 +169,7 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	w.setCondition(ctx, schemas.ConditionAccepted, schemas.ConditionTrue, "Validated", "spec accepted")
 	w.transition(ctx, schemas.JobPending, "Accepted", "job accepted")
 
-	ref := activities.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
+	ref := backend.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
 	if job.Spec.Resources.Pool == schemas.PoolQuota &&
 		workflow.GetVersion(ctx, changeWorkspaceQuota, workflow.DefaultVersion, 1) == 1 {
 		if phase, reason, msg, ok := w.admitToQuota(ctx); !ok {
@@ -242,7 +243,7 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 
 // runAttempt launches one attempt and follows it to its end. It returns the job's
 // terminal phase with a reason and message.
-func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef, plan attemptPlan) (schemas.JobPhase, string, string) {
+func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan attemptPlan) (schemas.JobPhase, string, string) {
 	job := &w.in.Job
 	if w.stopRequested(ctx) {
 		return schemas.JobStopped, "StopRequested", w.stopReason
@@ -253,7 +254,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef, p
 	var launched activities.LaunchGangResult
 	err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLaunchGang, activities.LaunchGangInput{
 		Job: *job,
-		Params: activities.GangParams{
+		Params: backend.GangParams{
 			Ref: ref, UID: w.uid, Params: w.in.Params,
 			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
 		},
@@ -312,7 +313,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref activities.GangRef, p
 // follow watches the gang until it ends, a stop is requested or the timeout fires, or
 // the placement timeout fires before every replica runs (reason
 // reasonPlacementTimeout, no phase).
-func (w *jobWorkflow) follow(ctx workflow.Context, ref activities.GangRef, timeout, placement, hang workflow.Future) (schemas.JobPhase, string, string) {
+func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout, placement, hang workflow.Future) (schemas.JobPhase, string, string) {
 	for {
 		if phase, reason, msg, done := w.evaluate(ctx); done {
 			return phase, reason, msg
@@ -535,7 +536,7 @@ func anyReplicaLive(reps []schemas.ReplicaStatus) bool {
 }
 
 // refreshReplicas records the replicas' final state after a stop.
-func (w *jobWorkflow) refreshReplicas(ctx workflow.Context, ref activities.GangRef) {
+func (w *jobWorkflow) refreshReplicas(ctx workflow.Context, ref backend.GangRef) {
 	var result activities.WatchGangResult
 	err := workflow.ExecuteActivity(withWatchActivity(ctx), ActivityWatchGang, activities.WatchGangInput{
 		Ref: ref, Known: w.status.Replicas, MaxWait: time.Nanosecond,
@@ -566,7 +567,7 @@ func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs workflow.Future) {
 
 // finish records the last checkpoint, enters the terminal phase, cleans up and waits
 // until every event is published and every update handled.
-func (w *jobWorkflow) finish(ctx workflow.Context, ref activities.GangRef, phase schemas.JobPhase, reason, msg string) {
+func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, phase schemas.JobPhase, reason, msg string) {
 	if ck := w.in.Job.Spec.Checkpoint; ck != nil {
 		var latest string
 		err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLatestCheckpoint,

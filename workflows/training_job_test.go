@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workers"
@@ -37,7 +38,7 @@ func testJob() schemas.TrainingJob {
 func replicas(phases ...schemas.ReplicaPhase) []schemas.ReplicaStatus {
 	out := make([]schemas.ReplicaStatus, len(phases))
 	for i, p := range phases {
-		out[i] = schemas.ReplicaStatus{Name: activities.GangRef{Job: "wf"}.ReplicaName("worker", i), Role: "worker", Index: i, Phase: p}
+		out[i] = schemas.ReplicaStatus{Name: backend.GangRef{Job: "wf"}.ReplicaName("worker", i), Role: "worker", Index: i, Phase: p}
 	}
 	return out
 }
@@ -170,7 +171,7 @@ func TestTrainingJobFailsWithExitCode(t *testing.T) {
 	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning), failed)
 	stopped := false
 	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.GangRef) error { stopped = true; return nil })
+		func(context.Context, backend.GangRef) error { stopped = true; return nil })
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
 	st := h.result(t)
 
@@ -192,7 +193,7 @@ func TestTrainingJobStop(t *testing.T) {
 	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning))
 	stopped := false
 	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.GangRef) error { stopped = true; return nil })
+		func(context.Context, backend.GangRef) error { stopped = true; return nil })
 
 	var stopResult workflows.StopResult
 	h.env.RegisterDelayedCallback(func() {
@@ -301,7 +302,7 @@ func TestTrainingJobTensorFlowChiefDecides(t *testing.T) {
 	)
 	stopped := false
 	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.GangRef) error { stopped = true; return nil })
+		func(context.Context, backend.GangRef) error { stopped = true; return nil })
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 	st := h.result(t)
 	if st.Phase != schemas.JobSucceeded || st.Reason != "LeaderSucceeded" {
@@ -335,7 +336,7 @@ func TestTrainingJobPlacementTimeoutReleasesAndRetries(t *testing.T) {
 		}).After(30 * time.Second)
 	var stops []int
 	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref activities.GangRef) error { stops = append(stops, ref.Attempt); return nil })
+		func(_ context.Context, ref backend.GangRef) error { stops = append(stops, ref.Attempt); return nil })
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 	st := h.result(t)
 	if st.Phase != schemas.JobSucceeded || st.Attempt != 1 {

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/opendlc/opendlc/activities/kube"
+	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/schemas"
 )
 

@@ -17,11 +17,11 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/opendlc/opendlc/activities"
-	"github.com/opendlc/opendlc/activities/kube"
-	"github.com/opendlc/opendlc/activities/local"
 	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/auth"
+	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -327,7 +327,7 @@ func newWorkerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			s3 := checkpoint.ConfigFromEnv()
-			var backend activities.Backend
+			var backend backend.Backend
 			if kubeconfig != "" {
 				path := kubeconfig
 				if path == "in-cluster" {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opendlc/opendlc/activities/kube"
+	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/kubestack"

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	kubebackend "github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/api"
+	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opendlc/opendlc/activities"
-	kubebackend "github.com/opendlc/opendlc/activities/kube"
+	"github.com/opendlc/opendlc/backend"
+	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 	"github.com/opendlc/opendlc/workflows"
@@ -127,8 +127,8 @@ func TestHealthCheckQuarantinesAndReleasesNode(t *testing.T) {
 
 	job := schemastest.Job(jobName).Workspace(ws).GPUs(1).Obj()
 	start := time.Now()
-	res, err := b.CheckNodes(ctx, activities.CheckNodesInput{
-		Ref: activities.GangRef{Workspace: ws, Job: jobName, Attempt: 0}, Job: *job, Timeout: time.Minute,
+	res, err := b.CheckNodes(ctx, backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: ws, Job: jobName, Attempt: 0}, Job: *job, Timeout: time.Minute,
 	})
 	if err != nil {
 		t.Fatalf("CheckNodes: %v", err)
@@ -145,7 +145,7 @@ func TestHealthCheckQuarantinesAndReleasesNode(t *testing.T) {
 	got := map[string]bool{}
 	for _, n := range res.Nodes {
 		got[n.Node] = n.Healthy
-		if n.Node == bad && (n.Reason != activities.ReasonProbeFailed || !n.Quarantined || !strings.Contains(n.Message, "exit code 3")) {
+		if n.Node == bad && (n.Reason != backend.ReasonProbeFailed || !n.Quarantined || !strings.Contains(n.Message, "exit code 3")) {
 			t.Errorf("bad node's verdict: %+v", n)
 		}
 	}

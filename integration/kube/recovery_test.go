@@ -14,9 +14,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/opendlc/opendlc/activities"
-	kubebackend "github.com/opendlc/opendlc/activities/kube"
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/backend"
+	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
@@ -313,7 +313,7 @@ func TestRecoveryHealthCheckExcludesBadNode(t *testing.T) {
 	healthy := 0
 	for _, h := range j.Status.Health {
 		switch {
-		case h.Node == bad && (h.Healthy || h.Reason != activities.ReasonProbeFailed):
+		case h.Node == bad && (h.Healthy || h.Reason != backend.ReasonProbeFailed):
 			t.Errorf("bad node's verdict %+v", h)
 		case h.Node != bad && h.Healthy:
 			healthy++

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/opendlc/opendlc/backend"
 	"golang.org/x/sys/unix"
-
-	"github.com/opendlc/opendlc/activities"
 )
 
 const (
@@ -73,7 +72,7 @@ type child struct {
 // being exec'd), so that a Stop that follows Launch reaches it. It returns no error when
 // the supervisor could not be started: that is recorded in the exit file, as a pod whose
 // container cannot run is reported rather than refused.
-func (b *Backend) start(ctx context.Context, rdir string, r activities.ReplicaSpec, argv0 string, env []string) error {
+func (b *Backend) start(ctx context.Context, rdir string, r backend.ReplicaSpec, argv0 string, env []string) error {
 	wd := b.workingDir(r.WorkingDir)
 	failed := func(err error) error {
 		if werr := cannotStart(rdir, err); werr != nil {

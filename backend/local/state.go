@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -34,18 +34,18 @@ const (
 
 // gangState is gang.json.
 type gangState struct {
-	Spec activities.GangSpec `json:"spec"`
+	Spec backend.GangSpec `json:"spec"`
 	// Ports are the named ports allocated at the first Launch, reused by later ones so
 	// every replica of the gang agrees on them.
 	Ports map[string]int `json:"ports,omitempty"`
 }
 
-// readState reads gang.json; a gang without one is activities.ErrGangNotFound.
+// readState reads gang.json; a gang without one is backend.ErrGangNotFound.
 func readState(dir string) (gangState, error) {
 	var st gangState
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return st, fmt.Errorf("%w: %s", activities.ErrGangNotFound, filepath.Base(dir))
+		return st, fmt.Errorf("%w: %s", backend.ErrGangNotFound, filepath.Base(dir))
 	}
 	if err != nil {
 		return st, fmt.Errorf("local: %w", err)
@@ -59,7 +59,7 @@ func readState(dir string) (gangState, error) {
 // sameSpec compares specs by their JSON form, which is what is recorded and what
 // survives a round trip (resource quantities, for one, compare unequal in memory after
 // one).
-func sameSpec(a, b activities.GangSpec) (bool, error) {
+func sameSpec(a, b backend.GangSpec) (bool, error) {
 	ja, err := json.Marshal(a)
 	if err != nil {
 		return false, fmt.Errorf("local: %w", err)

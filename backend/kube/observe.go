@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -98,18 +98,18 @@ type gangRecord struct {
 // cache where it is complete and from the API server otherwise. The replica list comes
 // from the gang's Service; if the Service is gone but pods remain, from the pods' labels
 // (roles by name, then indexes). A gang with neither is ErrGangNotFound.
-func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activities.GangStatus, error) {
+func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.GangStatus, error) {
 	ns := b.namespace(ref.Workspace)
 	rec, found, err := b.record(ctx, ns, ref)
 	if err != nil {
-		return activities.GangStatus{}, err
+		return backend.GangStatus{}, err
 	}
 	pods, err := b.cache.gangPods(ctx, ns, ref, len(rec.replicas))
 	if err != nil {
-		return activities.GangStatus{}, err
+		return backend.GangStatus{}, err
 	}
 	if !found && len(pods) == 0 {
-		return activities.GangStatus{}, fmt.Errorf("%w: %s (namespace %s)", activities.ErrGangNotFound, ref.ID(), ns)
+		return backend.GangStatus{}, fmt.Errorf("%w: %s (namespace %s)", backend.ErrGangNotFound, ref.ID(), ns)
 	}
 	if !found {
 		rec.replicas = replicasFromPods(pods)
@@ -119,7 +119,7 @@ func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activiti
 	for _, p := range pods {
 		byName[p.Name] = p
 	}
-	out := activities.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(rec.replicas))}
+	out := backend.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(rec.replicas))}
 	for _, r := range rec.replicas {
 		st := replicaStatus(r, byName[r.Name], rec)
 		if st.Reason == schemas.FailurePodDeleted && byName[r.Name] == nil {
@@ -132,7 +132,7 @@ func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activiti
 }
 
 // record reads the gang's Service. found is false when it does not exist.
-func (b *Backend) record(ctx context.Context, ns string, ref activities.GangRef) (rec gangRecord, found bool, err error) {
+func (b *Backend) record(ctx context.Context, ns string, ref backend.GangRef) (rec gangRecord, found bool, err error) {
 	rec.stopped = b.stoppedHere(ref.ID())
 	svc, err := b.cache.service(ctx, ns, serviceName(ref))
 	if err != nil || svc == nil {

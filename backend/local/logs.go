@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 )
 
 const (
@@ -48,7 +48,7 @@ const streamName = "stdout"
 // it returned: no earlier than the line was written, within a poll interval of it while
 // following a running replica, and the time of the last write for a replica that had
 // ended before it was read (the same on every read then).
-func (b *Backend) FollowLogs(ctx context.Context, ref activities.GangRef, replica string, afterSeq int64, fn func(activities.LogLine) error) error {
+func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica string, afterSeq int64, fn func(backend.LogLine) error) error {
 	id := ref.ID()
 	dir := b.gangDir(id)
 	st, err := readState(dir)
@@ -86,7 +86,7 @@ func (b *Backend) FollowLogs(ctx context.Context, ref activities.GangRef, replic
 		}
 		timer.Stop()
 		if !exists(filepath.Join(dir, stateFile)) {
-			return fmt.Errorf("%w: %s was cleaned up while its logs were followed", activities.ErrGangNotFound, id)
+			return fmt.Errorf("%w: %s was cleaned up while its logs were followed", backend.ErrGangNotFound, id)
 		}
 	}
 }
@@ -134,7 +134,7 @@ type tail struct {
 	rdir     string
 	replica  string
 	afterSeq int64
-	fn       func(activities.LogLine) error
+	fn       func(backend.LogLine) error
 
 	f     *os.File
 	idx   *seqIndex
@@ -221,7 +221,7 @@ func (t *tail) records(final bool) error {
 			// Records travel as JSON text; say where the bytes were not UTF-8.
 			line = strings.ToValidUTF8(line, "\uFFFD")
 		}
-		if err := t.fn(activities.LogLine{Replica: t.replica, Stream: streamName, Seq: t.seq, Time: t.mtime, Line: line}); err != nil {
+		if err := t.fn(backend.LogLine{Replica: t.replica, Stream: streamName, Seq: t.seq, Time: t.mtime, Line: line}); err != nil {
 			return err
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -221,18 +221,18 @@ func TestStopBeforeStartAndUnknown(t *testing.T) {
 		t.Errorf("logs of a replica that never ran: %v", lines)
 	}
 
-	ref := activities.GangRef{Workspace: "test", Job: "never", Attempt: 1}
+	ref := backend.GangRef{Workspace: "test", Job: "never", Attempt: 1}
 	if err := b.Stop(context.Background(), ref); err != nil {
 		t.Errorf("Stop of an unknown gang: %v", err)
 	}
 	if err := b.Cleanup(context.Background(), ref); err != nil {
 		t.Errorf("Cleanup of an unknown gang: %v", err)
 	}
-	if _, err := b.Observe(context.Background(), ref); !errors.Is(err, activities.ErrGangNotFound) {
+	if _, err := b.Observe(context.Background(), ref); !errors.Is(err, backend.ErrGangNotFound) {
 		t.Errorf("Observe of an unknown gang = %v, want ErrGangNotFound", err)
 	}
-	err := b.FollowLogs(context.Background(), ref, "x", 0, func(activities.LogLine) error { return nil })
-	if !errors.Is(err, activities.ErrGangNotFound) {
+	err := b.FollowLogs(context.Background(), ref, "x", 0, func(backend.LogLine) error { return nil })
+	if !errors.Is(err, backend.ErrGangNotFound) {
 		t.Errorf("FollowLogs of an unknown gang = %v, want ErrGangNotFound", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestLaunchIsIdempotent(t *testing.T) {
 // (claimed on disk, no process known yet).
 func TestObserveDuringLaunch(t *testing.T) {
 	b := newBackend(t)
-	var replicas []activities.ReplicaSpec
+	var replicas []backend.ReplicaSpec
 	for i := range 16 {
 		replicas = append(replicas, rep("worker", i, "sleep", "600"))
 	}
@@ -306,7 +306,7 @@ func TestObserveDuringLaunch(t *testing.T) {
 		default:
 		}
 		st, err := b.Observe(context.Background(), g.GangRef)
-		if errors.Is(err, activities.ErrGangNotFound) {
+		if errors.Is(err, backend.ErrGangNotFound) {
 			continue // gang.json not written yet
 		} else if err != nil {
 			t.Fatal(err)
@@ -325,14 +325,14 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 	good := gangOf(t, schemas.FrameworkPyTorch, rep("worker", 0, "/bin/true"))
 	launch(t, b, good)
 	changed := good
-	changed.Replicas = []activities.ReplicaSpec{good.Replicas[0]}
+	changed.Replicas = []backend.ReplicaSpec{good.Replicas[0]}
 	changed.Replicas[0].Command = []string{"/bin/false"}
 	dup := good
 	dup.Job += "-dup"
-	dup.Replicas = []activities.ReplicaSpec{good.Replicas[0], good.Replicas[0]}
+	dup.Replicas = []backend.ReplicaSpec{good.Replicas[0], good.Replicas[0]}
 	empty := good
 	empty.Job += "-empty"
-	empty.Replicas = []activities.ReplicaSpec{{Name: "x", Role: "worker"}}
+	empty.Replicas = []backend.ReplicaSpec{{Name: "x", Role: "worker"}}
 	tf := good
 	tf.Job += "-tf"
 	tf.Framework = "caffe"
@@ -342,7 +342,7 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 	secrets.Job += "-secrets"
 	secrets.EnvFromSecrets = []string{"s3-creds"}
 
-	tests := map[string]activities.GangSpec{
+	tests := map[string]backend.GangSpec{
 		"different spec, same gang": changed,
 		"duplicate replica":         dup,
 		"empty command":             empty,
@@ -353,8 +353,8 @@ func TestLaunchRejectsBadSpecs(t *testing.T) {
 	for name, g := range tests {
 		t.Run(name, func(t *testing.T) {
 			err := b.Launch(context.Background(), g)
-			if got := activities.ErrorType(err); got != activities.ErrTypeInvalidSpec {
-				t.Errorf("Launch error = %v (type %q), want a non-retryable %s", err, got, activities.ErrTypeInvalidSpec)
+			if !errors.Is(err, backend.ErrInvalidSpec) {
+				t.Errorf("Launch error = %v, want one that is backend.ErrInvalidSpec", err)
 			}
 		})
 	}
@@ -420,16 +420,16 @@ func TestNewBackendAdoptsReplicas(t *testing.T) {
 }
 
 // followAll follows a replica's log after afterSeq to its end in the background.
-func followAll(ctx context.Context, b *Backend, ref activities.GangRef, replica string, afterSeq int64) <-chan []activities.LogLine {
-	out := make(chan []activities.LogLine, 1)
+func followAll(ctx context.Context, b *Backend, ref backend.GangRef, replica string, afterSeq int64) <-chan []backend.LogLine {
+	out := make(chan []backend.LogLine, 1)
 	go func() {
-		var lines []activities.LogLine
-		err := b.FollowLogs(ctx, ref, replica, afterSeq, func(l activities.LogLine) error {
+		var lines []backend.LogLine
+		err := b.FollowLogs(ctx, ref, replica, afterSeq, func(l backend.LogLine) error {
 			lines = append(lines, l)
 			return nil
 		})
 		if err != nil {
-			lines = append(lines, activities.LogLine{Seq: -1, Line: err.Error()})
+			lines = append(lines, backend.LogLine{Seq: -1, Line: err.Error()})
 		}
 		out <- lines
 	}()
@@ -491,7 +491,7 @@ exit $2`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	follows := map[string]<-chan []activities.LogLine{}
+	follows := map[string]<-chan []backend.LogLine{}
 	for _, r := range g.Replicas {
 		follows[r.Name] = followAll(ctx, b, g.GangRef, r.Name, forwarded)
 	}
@@ -724,7 +724,7 @@ func TestCleanupRemovesState(t *testing.T) {
 	if _, err := os.Stat(b.gangDir(g.ID())); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state dir after Cleanup: %v", err)
 	}
-	if _, err := b.Observe(context.Background(), g.GangRef); !errors.Is(err, activities.ErrGangNotFound) {
+	if _, err := b.Observe(context.Background(), g.GangRef); !errors.Is(err, backend.ErrGangNotFound) {
 		t.Errorf("Observe after Cleanup = %v, want ErrGangNotFound", err)
 	}
 	if err := b.Cleanup(context.Background(), g.GangRef); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opendlc/opendlc/backend"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,8 +15,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/opendlc/opendlc/activities"
 )
 
 // gangIndex indexes pods by namespace and gang label.
@@ -190,7 +189,7 @@ func (c *podCache) pod(ctx context.Context, ns, name string) (*corev1.Pod, error
 // gangPods returns the gang's pods. It reads the cache when that holds at least want
 // pods, and the API server otherwise: right after Launch the cache may not have seen
 // every pod yet, and a pod that really is missing must be confirmed missing.
-func (c *podCache) gangPods(ctx context.Context, ns string, ref activities.GangRef, want int) ([]*corev1.Pod, error) {
+func (c *podCache) gangPods(ctx context.Context, ns string, ref backend.GangRef, want int) ([]*corev1.Pod, error) {
 	if want > 0 {
 		if pods, ok := c.cachedGangPods(ns, ref); ok && len(pods) >= want {
 			return pods, nil
@@ -200,7 +199,7 @@ func (c *podCache) gangPods(ctx context.Context, ns string, ref activities.GangR
 }
 
 // cachedGangPods returns the gang's pods in the cache; false when it has not synced.
-func (c *podCache) cachedGangPods(ns string, ref activities.GangRef) ([]*corev1.Pod, bool) {
+func (c *podCache) cachedGangPods(ns string, ref backend.GangRef) ([]*corev1.Pod, bool) {
 	if !c.synced() {
 		return nil, false
 	}
@@ -216,7 +215,7 @@ func (c *podCache) cachedGangPods(ns string, ref activities.GangRef) ([]*corev1.
 }
 
 // listGangPods lists the gang's pods from the API server.
-func listGangPods(ctx context.Context, client kubernetes.Interface, ns string, ref activities.GangRef) ([]*corev1.Pod, error) {
+func listGangPods(ctx context.Context, client kubernetes.Interface, ns string, ref backend.GangRef) ([]*corev1.Pod, error) {
 	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: gangSelector(ref).String()})
 	if err != nil {
 		return nil, fmt.Errorf("kube: list pods of %s: %w", ref.ID(), err)

@@ -10,9 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/opendlc/opendlc/backend"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/opendlc/opendlc/activities"
 )
 
 // maxLogLine bounds one log line; the rest of a longer line is dropped, so a replica
@@ -39,7 +38,7 @@ const finishedAttempts = 3
 // has finished and a few more tries failed (with backoff from the poll interval),
 // logging the failure at debug level: those pods have no log to lose. An error from fn
 // stops the follow and is returned as is.
-func (b *Backend) FollowLogs(ctx context.Context, ref activities.GangRef, replica string, afterSeq int64, fn func(activities.LogLine) error) error {
+func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica string, afterSeq int64, fn func(backend.LogLine) error) error {
 	b.cache.start()
 	ns := b.namespace(ref.Workspace)
 	f := &logFollower{replica: replica, delivered: afterSeq, now: b.clock.Now, fn: fn}
@@ -125,7 +124,7 @@ func (b *Backend) FollowLogs(ctx context.Context, ref activities.GangRef, replic
 }
 
 // awaitFinished waits up to eofPatience for the pod to finish or go.
-func (b *Backend) awaitFinished(ctx context.Context, ns string, ref activities.GangRef, replica string) (bool, error) {
+func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string) (bool, error) {
 	deadline := b.clock.Now().Add(eofPatience)
 	for {
 		changed := b.cache.changes()
@@ -148,7 +147,7 @@ func (b *Backend) awaitFinished(ctx context.Context, ns string, ref activities.G
 
 // logPod returns the replica's pod; nil when it is gone for good (or, in a stopped
 // gang, was never created). It waits while the pod is still to be created.
-func (b *Backend) logPod(ctx context.Context, ns string, ref activities.GangRef, replica string) (*corev1.Pod, error) {
+func (b *Backend) logPod(ctx context.Context, ns string, ref backend.GangRef, replica string) (*corev1.Pod, error) {
 	for {
 		changed := b.cache.changes()
 		pod, err := b.cache.pod(ctx, ns, replica)
@@ -171,7 +170,7 @@ func (b *Backend) logPod(ctx context.Context, ns string, ref activities.GangRef,
 				return nil, err
 			}
 			if len(pods) == 0 {
-				return nil, fmt.Errorf("%w: %s (namespace %s)", activities.ErrGangNotFound, ref.ID(), ns)
+				return nil, fmt.Errorf("%w: %s (namespace %s)", backend.ErrGangNotFound, ref.ID(), ns)
 			}
 			return nil, nil // its Service is gone and so is it
 		}
@@ -202,7 +201,7 @@ type logFollower struct {
 	replica   string
 	delivered int64 // lines handed to fn (or skipped by afterSeq)
 	now       func() time.Time
-	fn        func(activities.LogLine) error
+	fn        func(backend.LogLine) error
 
 	seen    int64  // complete lines read in the current stream
 	partial []byte // an unterminated last line, delivered only by flush
@@ -267,7 +266,7 @@ func (f *logFollower) line(raw []byte) error {
 		return nil
 	}
 	t, text := splitTimestamp(raw, f.now)
-	if err := f.fn(activities.LogLine{Replica: f.replica, Stream: "stdout", Seq: f.seen, Time: t, Line: text}); err != nil {
+	if err := f.fn(backend.LogLine{Replica: f.replica, Stream: "stdout", Seq: f.seen, Time: t, Line: text}); err != nil {
 		return &callbackError{err}
 	}
 	f.delivered = f.seen

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -238,8 +238,8 @@ func TestReplicaStatus(t *testing.T) {
 
 func TestObserveUnknownGang(t *testing.T) {
 	b := newBackend(t, newClient())
-	_, err := b.Observe(context.Background(), activities.GangRef{Workspace: "vision", Job: "nope", Attempt: 1})
-	if !errors.Is(err, activities.ErrGangNotFound) {
+	_, err := b.Observe(context.Background(), backend.GangRef{Workspace: "vision", Job: "nope", Attempt: 1})
+	if !errors.Is(err, backend.ErrGangNotFound) {
 		t.Fatalf("Observe = %v, want ErrGangNotFound", err)
 	}
 }

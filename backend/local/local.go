@@ -75,14 +75,12 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 )
 
-var _ activities.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // LostMessage is the message of a replica whose supervisor is gone without having
 // recorded how the replica ended: the host rebooted, someone killed the supervisor, or
@@ -218,13 +216,13 @@ func (b *Backend) Name() string { return "local" }
 // started is ready. A replica whose command cannot be started (not found, not
 // executable) is not a Launch error: it is recorded and Observe reports it Failed, as a
 // pod whose container cannot run would be.
-func (b *Backend) Launch(ctx context.Context, spec activities.GangSpec) error {
+func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 	fw, err := frameworks.Get(spec.Framework)
 	if err != nil {
-		return invalidSpec(err)
+		return backend.InvalidSpec(err)
 	}
 	if err := validate(spec); err != nil {
-		return invalidSpec(err)
+		return backend.InvalidSpec(err)
 	}
 	dir := b.gangDir(spec.ID())
 	var unlock func()
@@ -255,7 +253,7 @@ func (b *Backend) Launch(ctx context.Context, spec activities.GangSpec) error {
 		}
 		fwEnv, err := frameworks.EnvFor(spec, r, ep)
 		if err != nil {
-			return invalidSpec(err)
+			return backend.InvalidSpec(err)
 		}
 		rdir := filepath.Join(dir, r.Name)
 		env := b.environ(r, fwEnv, rdir)
@@ -286,21 +284,21 @@ func (b *Backend) Launch(ctx context.Context, spec activities.GangSpec) error {
 // Observe reports every replica of the gang, in GangSpec order, from the state
 // directory alone: it sees the replicas of previous worker processes as well as this
 // one's.
-func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activities.GangStatus, error) {
+func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.GangStatus, error) {
 	if err := ctx.Err(); err != nil {
-		return activities.GangStatus{}, err
+		return backend.GangStatus{}, err
 	}
 	dir := b.gangDir(ref.ID())
 	st, err := readState(dir)
 	if err != nil {
-		return activities.GangStatus{}, err
+		return backend.GangStatus{}, err
 	}
 	stopped := exists(filepath.Join(dir, stoppedFile))
-	out := activities.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(st.Spec.Replicas))}
+	out := backend.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(st.Spec.Replicas))}
 	for _, r := range st.Spec.Replicas {
 		s, err := b.replicaStatus(dir, r, stopped)
 		if err != nil {
-			return activities.GangStatus{}, err
+			return backend.GangStatus{}, err
 		}
 		out.Replicas = append(out.Replicas, s)
 	}
@@ -308,7 +306,7 @@ func (b *Backend) Observe(ctx context.Context, ref activities.GangRef) (activiti
 }
 
 // replicaStatus derives one replica's state from its directory and its supervisor.
-func (b *Backend) replicaStatus(dir string, r activities.ReplicaSpec, gangStopped bool) (schemas.ReplicaStatus, error) {
+func (b *Backend) replicaStatus(dir string, r backend.ReplicaSpec, gangStopped bool) (schemas.ReplicaStatus, error) {
 	s := schemas.ReplicaStatus{Name: r.Name, Role: r.Role, Index: r.Index, Phase: schemas.ReplicaPending}
 	rdir := filepath.Join(dir, r.Name)
 	if !exists(rdir) {
@@ -359,7 +357,7 @@ func (b *Backend) replicaStatus(dir string, r activities.ReplicaSpec, gangStoppe
 // still runs. It returns once every supervisor has recorded how its replica ended and
 // every process of the gang is gone. Replicas not started yet never will be. Stopping an
 // unknown or finished gang does nothing.
-func (b *Backend) Stop(ctx context.Context, ref activities.GangRef) error {
+func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	dir := b.gangDir(ref.ID())
 	if !exists(dir) {
 		return nil
@@ -390,7 +388,7 @@ type supervised struct {
 // stopLocked is Stop with the gang's lock held.
 func (b *Backend) stopLocked(ctx context.Context, dir string) error {
 	st, err := readState(dir)
-	if errors.Is(err, activities.ErrGangNotFound) {
+	if errors.Is(err, backend.ErrGangNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -537,7 +535,7 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // Cleanup stops the gang and removes its state directory, logs included.
-func (b *Backend) Cleanup(ctx context.Context, ref activities.GangRef) error {
+func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 	dir := b.gangDir(ref.ID())
 	if !exists(dir) {
 		return nil
@@ -571,7 +569,7 @@ func (b *Backend) gangDir(id string) string {
 // environ is a replica's environment. Later entries win (os/exec keeps the last of
 // duplicate names): the worker's, then PWD, then WithEnv's, then the replica's, then the
 // framework's, then the marker that tells the replica's processes from any other.
-func (b *Backend) environ(r activities.ReplicaSpec, fwEnv []schemas.EnvVar, rdir string) []string {
+func (b *Backend) environ(r backend.ReplicaSpec, fwEnv []schemas.EnvVar, rdir string) []string {
 	// os/exec sets PWD to the command's Dir only when it builds the environment itself;
 	// the worker's PWD would tell the replica it runs where the worker does.
 	env := append(os.Environ(), "PWD="+b.workingDir(r.WorkingDir))
@@ -597,7 +595,7 @@ func (b *Backend) workingDir(wd string) string {
 // loadOrInitState returns the gang's recorded state, creating it (and allocating its
 // ports) on the first Launch. A repeated Launch must bring the same spec: the gang's
 // name is deterministic per attempt, so a different one is a caller bug.
-func (b *Backend) loadOrInitState(dir string, spec activities.GangSpec, portNames []string) (gangState, error) {
+func (b *Backend) loadOrInitState(dir string, spec backend.GangSpec, portNames []string) (gangState, error) {
 	st, err := readState(dir)
 	switch {
 	case err == nil:
@@ -606,10 +604,10 @@ func (b *Backend) loadOrInitState(dir string, spec activities.GangSpec, portName
 			return st, err
 		}
 		if !same {
-			return st, invalidSpec(fmt.Errorf("local: gang %s was launched with a different spec", spec.ID()))
+			return st, backend.InvalidSpec(fmt.Errorf("local: gang %s was launched with a different spec", spec.ID()))
 		}
 		return st, nil
-	case !errors.Is(err, activities.ErrGangNotFound):
+	case !errors.Is(err, backend.ErrGangNotFound):
 		return st, err
 	}
 	ports, err := allocatePorts(portNames)
@@ -665,7 +663,7 @@ func (endpoints) Host(string, int) string { return "127.0.0.1" }
 func (e endpoints) Port(name string) int { return e[name] }
 
 // validate refuses gangs that cannot be laid out on disk or run.
-func validate(spec activities.GangSpec) error {
+func validate(spec backend.GangSpec) error {
 	if len(spec.EnvFromSecrets) > 0 {
 		return fmt.Errorf("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
 	}
@@ -700,11 +698,6 @@ func validate(spec activities.GangSpec) error {
 // isPathElem reports whether s can be used as one directory name.
 func isPathElem(s string) bool {
 	return s != "" && s != "." && s != ".." && filepath.Base(s) == s && filepath.IsLocal(s)
-}
-
-// invalidSpec marks err as a spec problem that retrying will not fix.
-func invalidSpec(err error) error {
-	return temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeInvalidSpec, err)
 }
 
 func ptr[T any](v T) *T { return &v }

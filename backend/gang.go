@@ -1,4 +1,4 @@
-package activities
+package backend
 
 import (
 	"encoding/json"
@@ -89,7 +89,7 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 			return GangSpec{}, fmt.Errorf("spec.roles.%s.command: no command for this role", role)
 		}
 		for i := 0; i < int(rs.Replicas); i++ {
-			env := mergeEnv(spec.Env, rs.Env)
+			env := MergeEnv(spec.Env, rs.Env)
 			env = append(env,
 				schemas.EnvVar{Name: "DLC_JOB", Value: p.Ref.Job},
 				schemas.EnvVar{Name: "DLC_JOB_UID", Value: p.UID},
@@ -115,9 +115,9 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 				if d.PVC != nil {
 					v = d.MountPath
 				}
-				env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + envName(d.Name), Value: v})
+				env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + EnvName(d.Name), Value: v})
 				if d.MountPath != "" {
-					env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + envName(d.Name) + "_PATH", Value: d.MountPath})
+					env = append(env, schemas.EnvVar{Name: "DLC_DATA_" + EnvName(d.Name) + "_PATH", Value: d.MountPath})
 				}
 			}
 			g.Replicas = append(g.Replicas, ReplicaSpec{
@@ -136,9 +136,9 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 	return g, nil
 }
 
-// mergeEnv returns base with overrides applied, keeping base's order and appending new
+// MergeEnv returns base with overrides applied, keeping base's order and appending new
 // names in override order.
-func mergeEnv(base, override []schemas.EnvVar) []schemas.EnvVar {
+func MergeEnv(base, override []schemas.EnvVar) []schemas.EnvVar {
 	out := append([]schemas.EnvVar{}, base...)
 	for _, o := range override {
 		replaced := false
@@ -155,9 +155,10 @@ func mergeEnv(base, override []schemas.EnvVar) []schemas.EnvVar {
 }
 
 // DataEnvName is the environment variable of data source name: DLC_DATA_<NAME>.
-func DataEnvName(name string) string { return "DLC_DATA_" + envName(name) }
+func DataEnvName(name string) string { return "DLC_DATA_" + EnvName(name) }
 
-func envName(s string) string {
+// EnvName turns s into the upper-case, underscore-separated form used in variable names.
+func EnvName(s string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(s))
 }
 

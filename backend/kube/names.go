@@ -6,9 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opendlc/opendlc/backend"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/opendlc/opendlc/activities"
 )
 
 // Labels and annotations OpenDLC puts on the objects it creates. The label values are
@@ -70,7 +69,7 @@ func (b *Backend) namespace(workspace string) string {
 // serviceName is the gang's headless Service: <job>-a<attempt>. Service names must
 // start with a letter (DNS-1035), job names need not, so a job starting with a digit
 // gets a "j-" in front.
-func serviceName(ref activities.GangRef) string {
+func serviceName(ref backend.GangRef) string {
 	name := ref.Job + "-a" + strconv.Itoa(ref.Attempt)
 	if name[0] < 'a' || name[0] > 'z' {
 		name = "j-" + name
@@ -84,18 +83,18 @@ func hostname(role string, index int) string {
 }
 
 // gangValue is the gang's LabelGang value.
-func gangValue(ref activities.GangRef) string {
+func gangValue(ref backend.GangRef) string {
 	return shorten(ref.ID(), maxLabel)
 }
 
 // gangSelector selects the gang's objects.
-func gangSelector(ref activities.GangRef) labels.Selector {
+func gangSelector(ref backend.GangRef) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelGang: gangValue(ref)})
 }
 
 // gangLabels are the labels of the gang's Service; pods add their role and index. The
 // job's own labels come first, so a job cannot override OpenDLC's.
-func gangLabels(g activities.GangSpec) map[string]string {
+func gangLabels(g backend.GangSpec) map[string]string {
 	l := make(map[string]string, len(g.Labels)+6)
 	for k, v := range g.Labels {
 		l[k] = v

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -36,10 +36,10 @@ func newBackend(t *testing.T, opts ...Option) *Backend {
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
 // gangOf builds a gang named after the test, naming its replicas deterministically.
-func gangOf(t *testing.T, fw schemas.Framework, replicas ...activities.ReplicaSpec) activities.GangSpec {
+func gangOf(t *testing.T, fw schemas.Framework, replicas ...backend.ReplicaSpec) backend.GangSpec {
 	job := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	g := activities.GangSpec{
-		GangRef:   activities.GangRef{Workspace: "test", Job: job, Attempt: 1},
+	g := backend.GangSpec{
+		GangRef:   backend.GangRef{Workspace: "test", Job: job, Attempt: 1},
 		Framework: fw,
 	}
 	for _, r := range replicas {
@@ -50,12 +50,12 @@ func gangOf(t *testing.T, fw schemas.Framework, replicas ...activities.ReplicaSp
 }
 
 // rep is a replica running argv.
-func rep(role string, index int, argv ...string) activities.ReplicaSpec {
-	return activities.ReplicaSpec{Role: role, Index: index, Command: argv}
+func rep(role string, index int, argv ...string) backend.ReplicaSpec {
+	return backend.ReplicaSpec{Role: role, Index: index, Command: argv}
 }
 
 // launch launches g and stops it when the test ends, so no process outlives a test.
-func launch(t *testing.T, b *Backend, g activities.GangSpec) {
+func launch(t *testing.T, b *Backend, g backend.GangSpec) {
 	t.Helper()
 	t.Cleanup(func() { _ = b.Stop(context.Background(), g.GangRef) })
 	if err := b.Launch(context.Background(), g); err != nil {
@@ -76,9 +76,9 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 }
 
 // waitFor observes the gang until every replica satisfies ok, and returns that status.
-func waitFor(t *testing.T, b *Backend, ref activities.GangRef, what string, ok func(schemas.ReplicaStatus) bool) activities.GangStatus {
+func waitFor(t *testing.T, b *Backend, ref backend.GangRef, what string, ok func(schemas.ReplicaStatus) bool) backend.GangStatus {
 	t.Helper()
-	var st activities.GangStatus
+	var st backend.GangStatus
 	eventually(t, 20*time.Second, what, func() bool {
 		var err error
 		st, err = b.Observe(context.Background(), ref)
@@ -99,12 +99,12 @@ func terminal(r schemas.ReplicaStatus) bool { return r.Phase.Terminal() }
 func running(r schemas.ReplicaStatus) bool  { return r.Phase == schemas.ReplicaRunning }
 
 // logs follows a replica's whole output after afterSeq.
-func logs(t *testing.T, b *Backend, ref activities.GangRef, replica string, afterSeq int64) []activities.LogLine {
+func logs(t *testing.T, b *Backend, ref backend.GangRef, replica string, afterSeq int64) []backend.LogLine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out []activities.LogLine
-	err := b.FollowLogs(ctx, ref, replica, afterSeq, func(l activities.LogLine) error {
+	var out []backend.LogLine
+	err := b.FollowLogs(ctx, ref, replica, afterSeq, func(l backend.LogLine) error {
 		out = append(out, l)
 		return nil
 	})
@@ -117,12 +117,12 @@ func logs(t *testing.T, b *Backend, ref activities.GangRef, replica string, afte
 var errEnough = errors.New("enough")
 
 // firstLines follows a running replica until it has printed n lines.
-func firstLines(t *testing.T, b *Backend, ref activities.GangRef, replica string, n int) []activities.LogLine {
+func firstLines(t *testing.T, b *Backend, ref backend.GangRef, replica string, n int) []backend.LogLine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var out []activities.LogLine
-	err := b.FollowLogs(ctx, ref, replica, 0, func(l activities.LogLine) error {
+	var out []backend.LogLine
+	err := b.FollowLogs(ctx, ref, replica, 0, func(l backend.LogLine) error {
 		out = append(out, l)
 		if len(out) == n {
 			return errEnough
@@ -162,7 +162,7 @@ func replicaSessions(t *testing.T, stateDir string) map[string][]int {
 }
 
 // pidOf reads a replica's pid file: its supervisor's pid.
-func pidOf(t *testing.T, b *Backend, g activities.GangSpec, replica string) int {
+func pidOf(t *testing.T, b *Backend, g backend.GangSpec, replica string) int {
 	t.Helper()
 	pid := readPid(filepath.Join(b.gangDir(g.ID()), replica))
 	if pid == 0 {
@@ -178,9 +178,9 @@ const workerEnv = "OPENDLC_LOCAL_TEST_WORKER"
 // workerSpec is what a worker process does: launch Gang on Dir, and follow the first
 // Follow lines of each replica.
 type workerSpec struct {
-	Dir    string              `json:"dir"`
-	Gang   activities.GangSpec `json:"gang"`
-	Follow int                 `json:"follow"`
+	Dir    string           `json:"dir"`
+	Gang   backend.GangSpec `json:"gang"`
+	Follow int              `json:"follow"`
 }
 
 // actAsWorker, called first thing by a test that uses startWorker, turns this test
@@ -217,7 +217,7 @@ func actAsWorker(t *testing.T) {
 // startWorker re-executes the running test as a worker process (actAsWorker) that
 // launches g on dir, and returns once it is ready, with the lines it followed by replica
 // (index = seq-1). The process is killed when the test ends.
-func startWorker(t *testing.T, dir string, g activities.GangSpec, follow int) (*exec.Cmd, map[string][]string) {
+func startWorker(t *testing.T, dir string, g backend.GangSpec, follow int) (*exec.Cmd, map[string][]string) {
 	t.Helper()
 	spec, err := json.Marshal(workerSpec{Dir: dir, Gang: g, Follow: follow})
 	if err != nil {
@@ -266,7 +266,7 @@ func killWorker(t *testing.T, cmd *exec.Cmd) {
 
 // stopOnCleanup stops the gang with a Backend on dir when the test ends, so that no
 // process outlives a test, whichever Backend started it.
-func stopOnCleanup(t *testing.T, dir string, ref activities.GangRef) {
+func stopOnCleanup(t *testing.T, dir string, ref backend.GangRef) {
 	t.Cleanup(func() {
 		if b, err := New(WithStateDir(dir)); err == nil {
 			_ = b.Stop(context.Background(), ref)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
@@ -162,7 +162,7 @@ func stateOf(n *corev1.Node) quarantineState {
 	return s
 }
 
-func verdicts(nodes []activities.NodeHealth) map[string]string {
+func verdicts(nodes []backend.NodeHealth) map[string]string {
 	out := map[string]string{}
 	for _, n := range nodes {
 		v := n.Reason
@@ -251,9 +251,9 @@ func TestCheckNodesQuarantinesUnhealthyNodes(t *testing.T) {
 		WithHealthProbeAnnotations(map[string]string{"kwok.opendlc.io/complete-after": "1s"}),
 		WithPodAnnotations(map[string]string{"training-only": "yes"}))
 	job := schemastest.Job("llama").Workspace("vision").GPUs(8).Obj()
-	ref := activities.GangRef{Workspace: "vision", Job: "llama", Attempt: 2}
+	ref := backend.GangRef{Workspace: "vision", Job: "llama", Attempt: 2}
 
-	res, err := b.CheckNodes(context.Background(), activities.CheckNodesInput{
+	res, err := b.CheckNodes(context.Background(), backend.CheckNodesInput{
 		Ref: ref, Job: *job, Exclude: []string{"i-excluded"}, Timeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -368,8 +368,8 @@ func TestCheckNodesRetryIsIdempotent(t *testing.T) {
 	(&fakeKubelet{}).install(cs)
 	now := healthT0
 	b := newHealthBackend(t, cs, func() time.Time { return now })
-	in := activities.CheckNodesInput{
-		Ref: activities.GangRef{Workspace: "ws", Job: "j", Attempt: 0}, Job: *schemastest.Job("j").Workspace("ws").GPUs(1).Obj(),
+	in := backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: "ws", Job: "j", Attempt: 0}, Job: *schemastest.Job("j").Workspace("ws").GPUs(1).Obj(),
 		Timeout: 5 * time.Second,
 	}
 	first, err := b.CheckNodes(context.Background(), in)
@@ -386,7 +386,7 @@ func TestCheckNodesRetryIsIdempotent(t *testing.T) {
 	if diff := cmp.Diff([]string{"d"}, second.Quarantined); diff != "" {
 		t.Errorf("retry's quarantined (-want +got):\n%s", diff)
 	}
-	opts := cmpopts.IgnoreFields(activities.NodeHealth{}, "CheckedAt", "Checks", "Message")
+	opts := cmpopts.IgnoreFields(backend.NodeHealth{}, "CheckedAt", "Checks", "Message")
 	if diff := cmp.Diff(first, second, opts); diff != "" {
 		t.Errorf("retry differs (-first +second):\n%s", diff)
 	}
@@ -399,7 +399,7 @@ func TestCheckNodesRetryIsIdempotent(t *testing.T) {
 		t.Errorf("node d changed (-before +after):\n%s", diff)
 	}
 	// Quarantining an already quarantined node directly changes nothing either.
-	h, mine, err := b.quarantine(context.Background(), "d", activities.NodeHealth{Node: "d", Reason: "X"}, "another.check.a1")
+	h, mine, err := b.quarantine(context.Background(), "d", backend.NodeHealth{Node: "d", Reason: "X"}, "another.check.a1")
 	if err != nil || mine || !h.Quarantined || h.QuarantinedAt == nil || !h.QuarantinedAt.Equal(healthT0) {
 		t.Errorf("quarantine again: %+v mine=%v %v", h, mine, err)
 	}
@@ -414,8 +414,8 @@ func TestCheckNodesDoesNotQuarantineMostNodesAtOnce(t *testing.T) {
 	cs := newClient(testNode("a").obj(), testNode("b").obj(), testNode("c").obj())
 	(&fakeKubelet{outcome: map[string]corev1.PodStatus{"a": probeFailed("no GPUs"), "b": probeFailed("no GPUs")}}).install(cs)
 	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
-	res, err := b.CheckNodes(context.Background(), activities.CheckNodesInput{
-		Ref: activities.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: 5 * time.Second,
+	res, err := b.CheckNodes(context.Background(), backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -438,8 +438,8 @@ func TestCheckNodesProbeTimeout(t *testing.T) {
 	cs := newClient(testNode("a").obj(), testNode("b").obj(), testNode("c").obj())
 	(&fakeKubelet{outcome: map[string]corev1.PodStatus{"b": waiting("ContainerCreating")}}).install(cs)
 	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
-	res, err := b.CheckNodes(context.Background(), activities.CheckNodesInput{
-		Ref: activities.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: 300 * time.Millisecond,
+	res, err := b.CheckNodes(context.Background(), backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: 300 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -557,7 +557,7 @@ func TestRecheckQuarantinedReleasesHealthyNodesAfterBackoff(t *testing.T) {
 	}
 	// Releasing a node that is not quarantined changes nothing.
 	cs.ClearActions()
-	if _, err := b.release(context.Background(), "e-never-quarantined", activities.NodeHealth{}); err != nil {
+	if _, err := b.release(context.Background(), "e-never-quarantined", backend.NodeHealth{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range cs.Actions() {
@@ -605,8 +605,8 @@ func checkAndRecheckNodes(t *testing.T, cs *fake.Clientset, b *Backend) {
 		t.Fatal(err)
 	}
 	(&fakeKubelet{}).install(cs)
-	res, err := b.CheckNodes(ctx, activities.CheckNodesInput{
-		Ref: activities.GangRef{Workspace: "vision", Job: "check", Attempt: 0}, Job: *schemastest.Job("check").Workspace("vision").Obj(),
+	res, err := b.CheckNodes(ctx, backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: "vision", Job: "check", Attempt: 0}, Job: *schemastest.Job("check").Workspace("vision").Obj(),
 		Timeout: 5 * time.Second,
 	})
 	if err != nil || !slices.Equal(res.Quarantined, []string{"node-bad"}) {

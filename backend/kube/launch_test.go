@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
@@ -276,7 +276,7 @@ func TestLaunchRefusesAnotherGangsObjects(t *testing.T) {
 			cs := newClient()
 			setup(cs)
 			err := newBackend(t, cs).Launch(context.Background(), gangOf(t, ddp("resnet")))
-			if activities.ErrorType(err) != activities.ErrTypeInvalidSpec || !strings.Contains(err.Error(), `"other"`) {
+			if !errors.Is(err, backend.ErrInvalidSpec) || !strings.Contains(err.Error(), `"other"`) {
 				t.Fatalf("Launch = %v, want an InvalidSpec error naming the other gang", err)
 			}
 		})
@@ -285,13 +285,13 @@ func TestLaunchRefusesAnotherGangsObjects(t *testing.T) {
 
 func TestLaunchInvalidSpec(t *testing.T) {
 	long := strings.Repeat("r", 62) // with "-0": one past a DNS label's 63
-	tests := map[string]func(g *activities.GangSpec){
-		"no image":          func(g *activities.GangSpec) { g.Image = "" },
-		"unknown framework": func(g *activities.GangSpec) { g.Framework = "caffe" },
-		"bad pod name":      func(g *activities.GangSpec) { g.Replicas[0].Name = "Not_A_Name" },
-		"duplicate name":    func(g *activities.GangSpec) { g.Replicas[1].Name = g.Replicas[0].Name },
-		"long role":         func(g *activities.GangSpec) { g.Replicas[0].Role = long },
-		"empty command":     func(g *activities.GangSpec) { g.Replicas[0].Command = nil },
+	tests := map[string]func(g *backend.GangSpec){
+		"no image":          func(g *backend.GangSpec) { g.Image = "" },
+		"unknown framework": func(g *backend.GangSpec) { g.Framework = "caffe" },
+		"bad pod name":      func(g *backend.GangSpec) { g.Replicas[0].Name = "Not_A_Name" },
+		"duplicate name":    func(g *backend.GangSpec) { g.Replicas[1].Name = g.Replicas[0].Name },
+		"long role":         func(g *backend.GangSpec) { g.Replicas[0].Role = long },
+		"empty command":     func(g *backend.GangSpec) { g.Replicas[0].Command = nil },
 	}
 	for name, mutate := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -299,7 +299,7 @@ func TestLaunchInvalidSpec(t *testing.T) {
 			g := gangOf(t, ddp("resnet"))
 			mutate(&g)
 			err := newUncachedBackend(t, cs).Launch(context.Background(), g)
-			if activities.ErrorType(err) != activities.ErrTypeInvalidSpec {
+			if !errors.Is(err, backend.ErrInvalidSpec) {
 				t.Fatalf("Launch = %v, want an InvalidSpec error", err)
 			}
 			if n := len(cs.Actions()); n != 0 {
@@ -365,15 +365,15 @@ func TestLaunchRacingStopDeletesItsPods(t *testing.T) {
 func TestNames(t *testing.T) {
 	long := strings.Repeat("a", 50)
 	tests := map[string]struct {
-		ref             activities.GangRef
+		ref             backend.GangRef
 		prefix          string
 		wantSvc, wantNS string
 	}{
-		"plain":       {ref: activities.GangRef{Workspace: "vision", Job: "resnet", Attempt: 3}, wantSvc: "resnet-a3", wantNS: "vision"},
-		"prefix":      {ref: activities.GangRef{Workspace: "vision", Job: "resnet"}, prefix: "dlc-", wantSvc: "resnet-a0", wantNS: "dlc-vision"},
-		"digit first": {ref: activities.GangRef{Workspace: "v", Job: "7b-sft", Attempt: 1}, wantSvc: "j-7b-sft-a1", wantNS: "v"},
-		"long job":    {ref: activities.GangRef{Workspace: "v", Job: long + "-0123456789ab", Attempt: 12}, wantSvc: shorten(long+"-0123456789ab-a12", 63), wantNS: "v"},
-		"long ns":     {ref: activities.GangRef{Workspace: strings.Repeat("w", 40), Job: "j"}, prefix: strings.Repeat("p", 30), wantSvc: "j-a0", wantNS: shorten(strings.Repeat("p", 30)+strings.Repeat("w", 40), 63)},
+		"plain":       {ref: backend.GangRef{Workspace: "vision", Job: "resnet", Attempt: 3}, wantSvc: "resnet-a3", wantNS: "vision"},
+		"prefix":      {ref: backend.GangRef{Workspace: "vision", Job: "resnet"}, prefix: "dlc-", wantSvc: "resnet-a0", wantNS: "dlc-vision"},
+		"digit first": {ref: backend.GangRef{Workspace: "v", Job: "7b-sft", Attempt: 1}, wantSvc: "j-7b-sft-a1", wantNS: "v"},
+		"long job":    {ref: backend.GangRef{Workspace: "v", Job: long + "-0123456789ab", Attempt: 12}, wantSvc: shorten(long+"-0123456789ab-a12", 63), wantNS: "v"},
+		"long ns":     {ref: backend.GangRef{Workspace: strings.Repeat("w", 40), Job: "j"}, prefix: strings.Repeat("p", 30), wantSvc: "j-a0", wantNS: shorten(strings.Repeat("p", 30)+strings.Repeat("w", 40), 63)},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

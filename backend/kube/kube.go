@@ -34,7 +34,6 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -42,11 +41,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
-var _ activities.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // Defaults of the options.
 const (
@@ -403,11 +402,6 @@ func (b *Backend) stoppedHere(id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.stopped[id]
-}
-
-// invalidSpec marks err as a spec problem that retrying will not fix.
-func invalidSpec(err error) error {
-	return temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeInvalidSpec, err)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -43,13 +43,13 @@ type replicaRef struct {
 // then every pod that does not exist yet. Objects that exist already count as created,
 // unless they belong to another gang (a name collision: an InvalidSpec error). A Launch
 // after Stop creates nothing: Stop is final for an attempt.
-func (b *Backend) Launch(ctx context.Context, g activities.GangSpec) error {
+func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	fw, err := frameworks.Get(g.Framework)
 	if err != nil {
-		return invalidSpec(err)
+		return backend.InvalidSpec(err)
 	}
 	if err := validate(g); err != nil {
-		return invalidSpec(err)
+		return backend.InvalidSpec(err)
 	}
 	// Every spec problem surfaces before the first request.
 	ns := b.namespace(g.Workspace)
@@ -58,7 +58,7 @@ func (b *Backend) Launch(ctx context.Context, g activities.GangSpec) error {
 	fwEnvs := make([][]schemas.EnvVar, len(g.Replicas))
 	for i, r := range g.Replicas {
 		if fwEnvs[i], err = frameworks.EnvFor(g, r, ep); err != nil {
-			return invalidSpec(err)
+			return backend.InvalidSpec(err)
 		}
 	}
 
@@ -118,7 +118,7 @@ func (b *Backend) Launch(ctx context.Context, g activities.GangSpec) error {
 }
 
 // validate refuses gangs that cannot become pods.
-func validate(g activities.GangSpec) error {
+func validate(g backend.GangSpec) error {
 	if g.Image == "" {
 		return errors.New("kube: the job has no image")
 	}
@@ -182,7 +182,7 @@ func (b *Backend) ensureNamespace(ctx context.Context, ns, workspace string) err
 
 // ensureService creates the gang's Service, or returns the existing one if it is this
 // gang's.
-func (b *Backend) ensureService(ctx context.Context, ns string, g activities.GangSpec, ports []namedPort) (*corev1.Service, error) {
+func (b *Backend) ensureService(ctx context.Context, ns string, g backend.GangSpec, ports []namedPort) (*corev1.Service, error) {
 	want := serviceFor(ns, g, ports)
 	svc, err := b.client.CoreV1().Services(ns).Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
@@ -204,14 +204,14 @@ func (b *Backend) ensureService(ctx context.Context, ns string, g activities.Gan
 		return nil, fmt.Errorf("kube: get service %s/%s: %w", ns, want.Name, err)
 	}
 	if got := svc.Labels[LabelGang]; got != want.Labels[LabelGang] {
-		return nil, invalidSpec(fmt.Errorf("kube: service %s/%s belongs to gang %q, not %q", ns, svc.Name, got, want.Labels[LabelGang]))
+		return nil, backend.InvalidSpec(fmt.Errorf("kube: service %s/%s belongs to gang %q, not %q", ns, svc.Name, got, want.Labels[LabelGang]))
 	}
 	return svc, nil
 }
 
 // serviceFor is the gang's headless Service. publishNotReadyAddresses, because replicas
 // must resolve each other before any is ready: rendezvous is how they get ready.
-func serviceFor(ns string, g activities.GangSpec, ports []namedPort) *corev1.Service {
+func serviceFor(ns string, g backend.GangSpec, ports []namedPort) *corev1.Service {
 	refs := make([]replicaRef, len(g.Replicas))
 	for i, r := range g.Replicas {
 		refs[i] = replicaRef{Name: r.Name, Role: r.Role, Index: r.Index}
@@ -274,7 +274,7 @@ func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	if g := got.Labels[LabelGang]; g != pod.Labels[LabelGang] {
-		return invalidSpec(fmt.Errorf("kube: pod %s/%s belongs to gang %q, not %q", pod.Namespace, pod.Name, g, pod.Labels[LabelGang]))
+		return backend.InvalidSpec(fmt.Errorf("kube: pod %s/%s belongs to gang %q, not %q", pod.Namespace, pod.Name, g, pod.Labels[LabelGang]))
 	}
 	return nil
 }
@@ -294,7 +294,7 @@ func (b *Backend) annotateService(ctx context.Context, ns, name, key string) (*c
 }
 
 // podFor is the pod of replica r.
-func (b *Backend) podFor(g activities.GangSpec, r activities.ReplicaSpec, svc *corev1.Service, fwEnv []schemas.EnvVar, ports []namedPort) *corev1.Pod {
+func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.Service, fwEnv []schemas.EnvVar, ports []namedPort) *corev1.Pod {
 	labels := gangLabels(g)
 	labels[LabelRole] = r.Role
 	labels[LabelReplicaIndex] = strconv.Itoa(r.Index)
@@ -556,7 +556,7 @@ func dataVolumeName(name string) string { return "data-" + name }
 // pair is required (the pod does not start without it, a config error the job reports),
 // the endpoint and region are optional.
 func dataSecretEnv(d schemas.DataSource) []corev1.EnvVar {
-	prefix := activities.DataEnvName(d.Name)
+	prefix := backend.DataEnvName(d.Name)
 	ref := func(env, key string, optional bool) corev1.EnvVar {
 		return corev1.EnvVar{Name: prefix + env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretRef}, Key: key, Optional: ptr(optional),

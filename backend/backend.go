@@ -1,7 +1,8 @@
-package activities
+package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +34,21 @@ type Backend interface {
 }
 
 // ErrGangNotFound is returned by Observe for a gang the backend does not know.
-var ErrGangNotFound = fmt.Errorf("activities: gang not found")
+var ErrGangNotFound = errors.New("backend: gang not found")
+
+// ErrInvalidSpec marks an error that retrying cannot fix: the gang cannot be run as
+// written. Test for it with errors.Is; the activities turn it into a non-retryable
+// Temporal error, so backends never build Temporal errors themselves.
+var ErrInvalidSpec = errors.New("backend: invalid spec")
+
+// InvalidSpec marks err as a spec problem (errors.Is(err, ErrInvalidSpec) holds); its
+// message is err's.
+func InvalidSpec(err error) error { return invalidSpecError{err} }
+
+type invalidSpecError struct{ err error }
+
+func (e invalidSpecError) Error() string   { return e.err.Error() }
+func (e invalidSpecError) Unwrap() []error { return []error{e.err, ErrInvalidSpec} }
 
 // GangRef names one attempt of one job.
 type GangRef struct {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
@@ -82,9 +82,9 @@ func newUncachedBackend(t *testing.T, cs *fake.Clientset, opts ...Option) *Backe
 }
 
 // gangOf expands a job into the gang of its first attempt, as the activity layer does.
-func gangOf(t *testing.T, job *schemastest.JobBuilder) activities.GangSpec {
+func gangOf(t *testing.T, job *schemastest.JobBuilder) backend.GangSpec {
 	t.Helper()
-	g, err := activities.BuildGang(job.Obj(), activities.GangParams{Ref: activities.GangRef{
+	g, err := backend.BuildGang(job.Obj(), backend.GangParams{Ref: backend.GangRef{
 		Workspace: job.Obj().Metadata.Workspace, Job: job.Obj().Metadata.Name, Attempt: 1,
 	}, UID: "job-uid"})
 	if err != nil {
@@ -102,14 +102,14 @@ func ddp(name string) *schemastest.JobBuilder {
 		Toleration(schemas.Toleration{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"})
 }
 
-func launch(t *testing.T, b *Backend, g activities.GangSpec) {
+func launch(t *testing.T, b *Backend, g backend.GangSpec) {
 	t.Helper()
 	if err := b.Launch(context.Background(), g); err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
 }
 
-func observe(t *testing.T, b *Backend, ref activities.GangRef) []schemas.ReplicaStatus {
+func observe(t *testing.T, b *Backend, ref backend.GangRef) []schemas.ReplicaStatus {
 	t.Helper()
 	st, err := b.Observe(context.Background(), ref)
 	if err != nil {

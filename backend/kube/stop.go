@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/opendlc/opendlc/backend"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/opendlc/opendlc/activities"
 )
 
 // forceAfter is how long past the grace period Stop waits for a deleted pod to go before
@@ -23,7 +22,7 @@ const forceAfter = 15 * time.Second
 // on the Service before any pod is deleted: Observe then reports Stopped, and a Launch
 // retried later (by any worker) creates nothing. Stopping an unknown or finished gang
 // does nothing.
-func (b *Backend) Stop(ctx context.Context, ref activities.GangRef) error {
+func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	b.cache.start()
 	id := ref.ID()
 	l := b.lockGang(id)
@@ -82,7 +81,7 @@ func countRunning(pods []*corev1.Pod) int {
 // deleteRunning deletes the gang's pods that have not finished (with the given grace
 // period unless one is being deleted already) and returns how many of those, and of the
 // pods already being deleted, still exist.
-func (b *Backend) deleteRunning(ctx context.Context, ns string, ref activities.GangRef, grace time.Duration) (int, error) {
+func (b *Backend) deleteRunning(ctx context.Context, ns string, ref backend.GangRef, grace time.Duration) (int, error) {
 	pods, err := listGangPods(ctx, b.client, ns, ref)
 	if err != nil {
 		return 0, err
@@ -123,7 +122,7 @@ func (b *Backend) deletePod(ctx context.Context, p *corev1.Pod, grace time.Durat
 // are deleted directly too, so nothing is left even where the garbage collector is slow
 // or absent. It does not wait for the pods to go. The namespace stays: it is the
 // workspace's, shared with its other jobs.
-func (b *Backend) Cleanup(ctx context.Context, ref activities.GangRef) error {
+func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 	id := ref.ID()
 	l := b.lockGang(id)
 	defer l.Unlock()

@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/opendlc/opendlc/backend"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-
-	"github.com/opendlc/opendlc/activities"
 )
 
 // line is what a test compares of a LogLine.
@@ -78,7 +77,7 @@ func TestLogFollower(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var got []line
 			f := &logFollower{replica: "r", delivered: tt.afterSeq, now: func() time.Time { return now },
-				fn: func(l activities.LogLine) error {
+				fn: func(l backend.LogLine) error {
 					if l.Replica != "r" || l.Stream != "stdout" {
 						t.Errorf("replica %q stream %q", l.Replica, l.Stream)
 					}
@@ -114,7 +113,7 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 func TestLogFollowerCallbackError(t *testing.T) {
 	stop := errors.New("stop")
 	var seen []int64
-	f := &logFollower{now: time.Now, fn: func(l activities.LogLine) error {
+	f := &logFollower{now: time.Now, fn: func(l backend.LogLine) error {
 		seen = append(seen, l.Seq)
 		if l.Seq == 2 {
 			return stop
@@ -164,7 +163,7 @@ func (f *fakeLogs) requests() int {
 }
 
 // follow runs FollowLogs in the background and returns what it delivered once it ends.
-func follow(b *Backend, ref activities.GangRef, replica string, after int64) func(t *testing.T) ([]string, error) {
+func follow(b *Backend, ref backend.GangRef, replica string, after int64) func(t *testing.T) ([]string, error) {
 	type result struct {
 		lines []string
 		err   error
@@ -174,7 +173,7 @@ func follow(b *Backend, ref activities.GangRef, replica string, after int64) fun
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var lines []string
-		err := b.FollowLogs(ctx, ref, replica, after, func(l activities.LogLine) error {
+		err := b.FollowLogs(ctx, ref, replica, after, func(l backend.LogLine) error {
 			lines = append(lines, fmt.Sprintf("%d %s", l.Seq, l.Line))
 			return nil
 		})
@@ -263,6 +262,6 @@ func TestFollowLogsOfGoneReplicas(t *testing.T) {
 	}
 	eventually(t, "a cleaned-up gang to be unknown", func() bool {
 		_, err := follow(b, g.GangRef, "resnet-master-0-a1", 0)(t)
-		return errors.Is(err, activities.ErrGangNotFound)
+		return errors.Is(err, backend.ErrGangNotFound)
 	})
 }

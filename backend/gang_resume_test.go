@@ -1,11 +1,11 @@
-package activities_test
+package backend_test
 
 import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -33,8 +33,8 @@ func TestBuildGangResumeFrom(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			g, err := activities.BuildGang(job(tt.spec), activities.GangParams{
-				Ref: activities.GangRef{Workspace: "ml", Job: "nightly-202601020200"}, ResumeFrom: tt.params,
+			g, err := backend.BuildGang(job(tt.spec), backend.GangParams{
+				Ref: backend.GangRef{Workspace: "ml", Job: "nightly-202601020200"}, ResumeFrom: tt.params,
 			})
 			if err != nil {
 				t.Fatal(err)

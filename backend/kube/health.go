@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -183,7 +183,7 @@ func WithQuarantineBackoff(base, limit time.Duration) Option {
 	}
 }
 
-var _ activities.NodeChecker = (*Backend)(nil)
+var _ backend.NodeChecker = (*Backend)(nil)
 
 func (b *Backend) healthNow() time.Time {
 	if b.health.now != nil {
@@ -219,9 +219,9 @@ func (b *Backend) quarantineBackoff(count int) time.Duration {
 // CheckNodes checks every candidate node of the job (see the package comment on
 // health) and quarantines the unhealthy ones. Nodes quarantined earlier are reported
 // unhealthy (reason Quarantined) without being probed.
-func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput) (activities.CheckNodesResult, error) {
+func (b *Backend) CheckNodes(ctx context.Context, in backend.CheckNodesInput) (backend.CheckNodesResult, error) {
 	if in.Timeout <= 0 {
-		in.Timeout = activities.DefaultHealthCheckTimeout
+		in.Timeout = backend.DefaultHealthCheckTimeout
 	}
 	pool := in.Pool
 	if pool == "" {
@@ -230,14 +230,14 @@ func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput)
 	checkID := in.Ref.ID()
 	nodes, err := b.listNodes(ctx)
 	if err != nil {
-		return activities.CheckNodesResult{}, err
+		return backend.CheckNodesResult{}, err
 	}
 	exclude := map[string]bool{}
 	for _, n := range in.Exclude {
 		exclude[n] = true
 	}
-	res := activities.CheckNodesResult{Nodes: []activities.NodeHealth{}}
-	verdicts := map[string]activities.NodeHealth{}
+	res := backend.CheckNodesResult{Nodes: []backend.NodeHealth{}}
+	verdicts := map[string]backend.NodeHealth{}
 	var toProbe []*corev1.Node
 	now := b.healthNow().UTC()
 	for _, n := range nodes {
@@ -265,7 +265,7 @@ func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput)
 	if len(toProbe) > 0 {
 		ns := b.namespace(in.Ref.Workspace)
 		if err := b.ensureNamespace(ctx, ns, in.Ref.Workspace); err != nil {
-			return activities.CheckNodesResult{}, err
+			return backend.CheckNodesResult{}, err
 		}
 		pods := make([]*corev1.Pod, len(toProbe))
 		for i, n := range toProbe {
@@ -277,7 +277,7 @@ func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput)
 		}
 		probed, err := b.probe(ctx, pods, in.Timeout)
 		if err != nil {
-			return activities.CheckNodesResult{}, err
+			return backend.CheckNodesResult{}, err
 		}
 		for i, n := range toProbe {
 			verdicts[n.Name] = withProbe(verdicts[n.Name], probed[i])
@@ -289,7 +289,7 @@ func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput)
 	checked := 0
 	for _, n := range nodes {
 		h, ok := verdicts[n.Name]
-		if !ok || h.Reason == activities.ReasonQuarantined || h.Quarantined {
+		if !ok || h.Reason == backend.ReasonQuarantined || h.Quarantined {
 			continue
 		}
 		checked++
@@ -309,7 +309,7 @@ func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput)
 	for _, name := range bad {
 		h, mine, err := b.quarantine(ctx, name, verdicts[name], checkID)
 		if err != nil {
-			return activities.CheckNodesResult{}, err
+			return backend.CheckNodesResult{}, err
 		}
 		verdicts[name] = h
 		if mine {
@@ -331,9 +331,9 @@ func (b *Backend) CheckNodes(ctx context.Context, in activities.CheckNodesInput)
 // releases the healthy ones and records another failure on the others. It also
 // deletes check pods left behind by checks that never finished (a worker that died
 // mid-check and whose activity was not retried).
-func (b *Backend) RecheckQuarantined(ctx context.Context, probeTimeout time.Duration) ([]activities.NodeHealth, error) {
+func (b *Backend) RecheckQuarantined(ctx context.Context, probeTimeout time.Duration) ([]backend.NodeHealth, error) {
 	if probeTimeout <= 0 {
-		probeTimeout = activities.DefaultProbeTimeout
+		probeTimeout = backend.DefaultProbeTimeout
 	}
 	if err := b.sweepCheckPods(ctx); err != nil {
 		b.logger.Warn("kube: could not sweep old check pods", "error", err)
@@ -343,7 +343,7 @@ func (b *Backend) RecheckQuarantined(ctx context.Context, probeTimeout time.Dura
 		return nil, err
 	}
 	now := b.healthNow().UTC()
-	verdicts := map[string]activities.NodeHealth{}
+	verdicts := map[string]backend.NodeHealth{}
 	var due, toProbe []*corev1.Node
 	for _, n := range nodes {
 		if !quarantined(n) || now.Before(b.recheckDue(n)) {
@@ -357,7 +357,7 @@ func (b *Backend) RecheckQuarantined(ctx context.Context, probeTimeout time.Dura
 		}
 	}
 	if len(due) == 0 {
-		return []activities.NodeHealth{}, nil
+		return []backend.NodeHealth{}, nil
 	}
 	if len(toProbe) > 0 {
 		ns := b.healthNamespace()
@@ -377,7 +377,7 @@ func (b *Backend) RecheckQuarantined(ctx context.Context, probeTimeout time.Dura
 			verdicts[n.Name] = withProbe(verdicts[n.Name], probed[i])
 		}
 	}
-	out := make([]activities.NodeHealth, 0, len(due))
+	out := make([]backend.NodeHealth, 0, len(due))
 	for _, n := range due {
 		h := verdicts[n.Name]
 		var err error
@@ -479,15 +479,15 @@ func tolerates(t corev1.Toleration, taint corev1.Taint) bool {
 
 // staticHealth judges a node by what it reports: Ready, schedulable, every GPU
 // allocatable.
-func staticHealth(n *corev1.Node, now time.Time) activities.NodeHealth {
-	h := activities.NodeHealth{Node: n.Name, Healthy: true, Reason: activities.ReasonChecksPassed, CheckedAt: now}
+func staticHealth(n *corev1.Node, now time.Time) backend.NodeHealth {
+	h := backend.NodeHealth{Node: n.Name, Healthy: true, Reason: backend.ReasonChecksPassed, CheckedAt: now}
 	fail := func(reason, msg string) {
 		if h.Healthy {
 			h.Healthy, h.Reason, h.Message = false, reason, msg
 		}
 	}
 
-	ready := events.HealthCheck{Name: activities.CheckReady, OK: true}
+	ready := events.HealthCheck{Name: backend.CheckReady, OK: true}
 	var cond *corev1.NodeCondition
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == corev1.NodeReady {
@@ -501,23 +501,23 @@ func staticHealth(n *corev1.Node, now time.Time) activities.NodeHealth {
 		ready.OK, ready.Message = false, joinReason("Ready is "+string(cond.Status), joinReason(cond.Reason, cond.Message))
 	}
 	if !ready.OK {
-		fail(activities.ReasonNodeNotReady, ready.Message)
+		fail(backend.ReasonNodeNotReady, ready.Message)
 	}
 
-	gpus := events.HealthCheck{Name: activities.CheckGPUs, OK: true}
+	gpus := events.HealthCheck{Name: backend.CheckGPUs, OK: true}
 	capacity, allocatable := n.Status.Capacity[ResourceGPU], n.Status.Allocatable[ResourceGPU]
 	if allocatable.Cmp(capacity) < 0 {
 		gpus.OK = false
 		gpus.Message = fmt.Sprintf("allocatable %s of %s %s: GPUs lost", allocatable.String(), capacity.String(), ResourceGPU)
-		fail(activities.ReasonGPUsLost, gpus.Message)
+		fail(backend.ReasonGPUsLost, gpus.Message)
 	} else if !capacity.IsZero() {
 		gpus.Message = fmt.Sprintf("%s of %s %s allocatable", allocatable.String(), capacity.String(), ResourceGPU)
 	}
 
-	sched := events.HealthCheck{Name: activities.CheckSchedulable, OK: !n.Spec.Unschedulable}
+	sched := events.HealthCheck{Name: backend.CheckSchedulable, OK: !n.Spec.Unschedulable}
 	if n.Spec.Unschedulable {
 		sched.Message = "the node is cordoned"
-		fail(activities.ReasonCordoned, "the node is cordoned (spec.unschedulable)")
+		fail(backend.ReasonCordoned, "the node is cordoned (spec.unschedulable)")
 	}
 	h.Checks = []events.HealthCheck{ready, sched, gpus}
 	return h
@@ -525,12 +525,12 @@ func staticHealth(n *corev1.Node, now time.Time) activities.NodeHealth {
 
 // quarantinable reports whether a verdict quarantines its node: unhealthy, and not for
 // a reason that is somebody else's decision or more likely the probe's fault.
-func quarantinable(h activities.NodeHealth) bool {
+func quarantinable(h backend.NodeHealth) bool {
 	if h.Healthy {
 		return false
 	}
 	switch h.Reason {
-	case activities.ReasonCordoned, reasonProbeNotStarted, activities.ReasonQuarantined:
+	case backend.ReasonCordoned, reasonProbeNotStarted, backend.ReasonQuarantined:
 		return false
 	}
 	return true
@@ -545,9 +545,9 @@ func quarantined(n *corev1.Node) bool {
 }
 
 // quarantinedHealth is the verdict on a node quarantined by an earlier check.
-func quarantinedHealth(n *corev1.Node, now time.Time) activities.NodeHealth {
-	h := activities.NodeHealth{
-		Node: n.Name, Reason: activities.ReasonQuarantined, CheckedAt: now,
+func quarantinedHealth(n *corev1.Node, now time.Time) backend.NodeHealth {
+	h := backend.NodeHealth{
+		Node: n.Name, Reason: backend.ReasonQuarantined, CheckedAt: now,
 		Quarantined: true, QuarantinedAt: annotationTime(n, AnnotationQuarantinedAt),
 	}
 	h.Message = "quarantined"
@@ -591,7 +591,7 @@ func (b *Backend) recheckDue(n *corev1.Node) time.Time {
 }
 
 // reasonText is what AnnotationQuarantineReason holds, bounded.
-func reasonText(h activities.NodeHealth) string {
+func reasonText(h backend.NodeHealth) string {
 	s := joinReason(h.Reason, h.Message)
 	if len(s) > 1024 {
 		s = s[:1021] + "..."
@@ -669,7 +669,7 @@ func withTaint(taints []corev1.Taint, now time.Time) ([]corev1.Taint, bool) {
 // quarantining check); only a missing taint is put back. It returns h with the
 // quarantine's facts, and whether the quarantine is the check by's own (false when a
 // concurrent check quarantined the node first, or the node no longer exists).
-func (b *Backend) quarantine(ctx context.Context, name string, h activities.NodeHealth, by string) (activities.NodeHealth, bool, error) {
+func (b *Backend) quarantine(ctx context.Context, name string, h backend.NodeHealth, by string) (backend.NodeHealth, bool, error) {
 	now := b.healthNow().UTC().Truncate(time.Second)
 	n, err := b.patchNode(ctx, name, func(n *corev1.Node) map[string]any {
 		taints, added := withTaint(n.Spec.Taints, now)
@@ -707,7 +707,7 @@ func (b *Backend) quarantine(ctx context.Context, name string, h activities.Node
 
 // recordFailure records a failed re-check: one more failure, a longer backoff, the
 // latest reason. The taint and label are put back if someone removed one of them.
-func (b *Backend) recordFailure(ctx context.Context, name string, h activities.NodeHealth) (activities.NodeHealth, error) {
+func (b *Backend) recordFailure(ctx context.Context, name string, h backend.NodeHealth) (backend.NodeHealth, error) {
 	now := b.healthNow().UTC().Truncate(time.Second)
 	n, err := b.patchNode(ctx, name, func(n *corev1.Node) map[string]any {
 		taints, _ := withTaint(n.Spec.Taints, now)
@@ -735,7 +735,7 @@ func (b *Backend) recordFailure(ctx context.Context, name string, h activities.N
 // release removes the quarantine: taint, label and annotations. Releasing a node that
 // is not quarantined changes nothing. It returns h with the quarantine's start, which
 // identifies the quarantine that ended.
-func (b *Backend) release(ctx context.Context, name string, h activities.NodeHealth) (activities.NodeHealth, error) {
+func (b *Backend) release(ctx context.Context, name string, h backend.NodeHealth) (backend.NodeHealth, error) {
 	var since *time.Time
 	_, err := b.patchNode(ctx, name, func(n *corev1.Node) map[string]any {
 		since = annotationTime(n, AnnotationQuarantinedAt)
@@ -768,7 +768,7 @@ func (b *Backend) release(ctx context.Context, name string, h activities.NodeHea
 
 // jobCheckPodName is the check pod of a node for one attempt of a job:
 // <job>-check-a<attempt>-<hash of the node's name>.
-func jobCheckPodName(ref activities.GangRef, node string) string {
+func jobCheckPodName(ref backend.GangRef, node string) string {
 	return shorten(fmt.Sprintf("%s-check-a%d-%s", ref.Job, ref.Attempt, nodeHash(node)), maxLabel)
 }
 
@@ -924,7 +924,7 @@ func (b *Backend) probe(ctx context.Context, pods []*corev1.Pod, timeout time.Du
 		if !b.clock.Now().Before(deadline) {
 			for i := range pods {
 				if !done[i] {
-					results[i] = probeResult{reason: activities.ReasonProbeTimeout,
+					results[i] = probeResult{reason: backend.ReasonProbeTimeout,
 						message: fmt.Sprintf("check pod %s did not finish within %s: %s", pods[i].Name, timeout, podState(last[i]))}
 				}
 			}
@@ -950,7 +950,7 @@ func probeOutcome(p *corev1.Pod) (probeResult, bool) {
 			t := cs.State.Terminated
 			msg = joinReason(msg, joinReason(fmt.Sprintf("exit code %d", t.ExitCode), joinReason(t.Reason, strings.TrimSpace(t.Message))))
 		}
-		return probeResult{reason: activities.ReasonProbeFailed, message: "check pod " + p.Name + " failed: " + msg}, true
+		return probeResult{reason: backend.ReasonProbeFailed, message: "check pod " + p.Name + " failed: " + msg}, true
 	}
 	if p.DeletionTimestamp != nil {
 		return probeResult{}, false // an earlier run's pod on its way out; we recreate it once gone
@@ -978,8 +978,8 @@ func podState(p *corev1.Pod) string {
 }
 
 // withProbe adds a probe's outcome to a node's verdict.
-func withProbe(h activities.NodeHealth, r probeResult) activities.NodeHealth {
-	h.Checks = append(h.Checks, events.HealthCheck{Name: activities.CheckProbe, OK: r.ok, Message: r.message})
+func withProbe(h backend.NodeHealth, r probeResult) backend.NodeHealth {
+	h.Checks = append(h.Checks, events.HealthCheck{Name: backend.CheckProbe, OK: r.ok, Message: r.message})
 	if !r.ok {
 		h.Healthy, h.Reason, h.Message = false, r.reason, r.message
 	}

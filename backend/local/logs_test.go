@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -56,7 +56,7 @@ func TestFollowLogsResumes(t *testing.T) {
 	if len(tail) != 2*n-12345 || tail[0].Seq != 12346 {
 		t.Errorf("resume from 12345 after the end: %d lines starting at seq %d", len(tail), tail[0].Seq)
 	}
-	if diff := cmp.Diff(all[12345:], tail, cmpopts.IgnoreFields(activities.LogLine{}, "Time")); diff != "" {
+	if diff := cmp.Diff(all[12345:], tail, cmpopts.IgnoreFields(backend.LogLine{}, "Time")); diff != "" {
 		t.Errorf("resumed tail differs (-first follow +resumed):\n%s", diff)
 	}
 }
@@ -67,11 +67,11 @@ func TestFollowLogsHonoursContext(t *testing.T) {
 	launch(t, b, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err := b.FollowLogs(ctx, g.GangRef, g.Replicas[0].Name, 0, func(activities.LogLine) error { return nil })
+	err := b.FollowLogs(ctx, g.GangRef, g.Replicas[0].Name, 0, func(backend.LogLine) error { return nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("FollowLogs = %v, want context.DeadlineExceeded", err)
 	}
-	err = b.FollowLogs(context.Background(), g.GangRef, "no-such-replica", 0, func(activities.LogLine) error { return nil })
+	err = b.FollowLogs(context.Background(), g.GangRef, "no-such-replica", 0, func(backend.LogLine) error { return nil })
 	if err == nil {
 		t.Error("FollowLogs of an unknown replica succeeded")
 	}
@@ -122,7 +122,7 @@ func TestManyLinesFromFourReplicas(t *testing.T) {
 	dir := t.TempDir()
 	first := newBackendOn(t, dir)
 	script := fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo "$1 line $i"; i=$((i+1)); done`, n)
-	var specs []activities.ReplicaSpec
+	var specs []backend.ReplicaSpec
 	for i := range replicas {
 		specs = append(specs, rep("worker", i, "sh", "-c", script, "sh", fmt.Sprintf("r%d", i)))
 	}
@@ -132,7 +132,7 @@ func TestManyLinesFromFourReplicas(t *testing.T) {
 	start := time.Now()
 	type result struct {
 		name  string
-		lines []activities.LogLine
+		lines []backend.LogLine
 		err   error
 	}
 	results := make(chan result, replicas)
@@ -140,8 +140,8 @@ func TestManyLinesFromFourReplicas(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			var lines []activities.LogLine
-			collect := func(l activities.LogLine) error {
+			var lines []backend.LogLine
+			collect := func(l backend.LogLine) error {
 				lines = append(lines, l)
 				if len(lines) == n/2 {
 					return errEnough
@@ -215,7 +215,7 @@ func TestPartialLines(t *testing.T) {
 	rdir := t.TempDir()
 	path := filepath.Join(rdir, logFile)
 	var got []string
-	tl := &tail{rdir: rdir, replica: "r", fn: func(l activities.LogLine) error {
+	tl := &tail{rdir: rdir, replica: "r", fn: func(l backend.LogLine) error {
 		got = append(got, fmt.Sprintf("%d %s", l.Seq, l.Line))
 		return nil
 	}}
@@ -274,7 +274,7 @@ func TestRecordsAreDeterministic(t *testing.T) {
 	// given size.
 	read := func(dir string, afterSeq int64, writeSize int) []string {
 		var got []string
-		tl := &tail{rdir: dir, replica: "r", afterSeq: afterSeq, fn: func(l activities.LogLine) error {
+		tl := &tail{rdir: dir, replica: "r", afterSeq: afterSeq, fn: func(l backend.LogLine) error {
 			got = append(got, fmt.Sprintf("%d %s", l.Seq, l.Line))
 			return nil
 		}}
@@ -314,7 +314,7 @@ func TestRecordsAreDeterministic(t *testing.T) {
 	read(dir, 0, len(data))
 	for _, after := range []int64{1, indexEvery - 1, indexEvery, indexEvery + 1, 2*indexEvery + 7, int64(len(whole)) - 1} {
 		var got []string
-		tl := &tail{rdir: dir, replica: "r", afterSeq: after, fn: func(l activities.LogLine) error {
+		tl := &tail{rdir: dir, replica: "r", afterSeq: after, fn: func(l backend.LogLine) error {
 			got = append(got, fmt.Sprintf("%d %s", l.Seq, l.Line))
 			return nil
 		}}

@@ -14,7 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -95,7 +95,7 @@ func TestStopKillsWhatRunsAndKeepsWhatFinished(t *testing.T) {
 
 func TestStopUnknownGang(t *testing.T) {
 	b := newBackend(t, newClient())
-	if err := b.Stop(context.Background(), activities.GangRef{Workspace: "w", Job: "nope", Attempt: 1}); err != nil {
+	if err := b.Stop(context.Background(), backend.GangRef{Workspace: "w", Job: "nope", Attempt: 1}); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 }
@@ -211,7 +211,7 @@ func TestCleanup(t *testing.T) {
 	}
 	eventually(t, "the gang to be unknown", func() bool {
 		_, err := b.Observe(context.Background(), g.GangRef)
-		return errors.Is(err, activities.ErrGangNotFound)
+		return errors.Is(err, backend.ErrGangNotFound)
 	})
 	if err := b.Cleanup(context.Background(), g.GangRef); err != nil {
 		t.Fatalf("second Cleanup: %v", err)
