@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,25 +56,13 @@ func IsPermissionDenied(err error) bool {
 
 // Whoami returns the identity of the client's token.
 func (c *Client) Whoami(ctx context.Context) (*api.Identity, error) {
-	var id api.Identity
-	if err := c.do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &id); err != nil {
-		return nil, err
-	}
-	return &id, nil
+	return call[api.Identity](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)
 }
 
 // CreateToken creates a token (admin only). The answer holds the secret, which the
 // server does not keep: it cannot be shown again.
 func (c *Client) CreateToken(ctx context.Context, req api.TokenRequest) (*api.CreatedToken, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var t api.CreatedToken
-	if err := c.do(ctx, http.MethodPost, "/v1/tokens", nil, body, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return callJSON[api.CreatedToken](ctx, c, http.MethodPost, "/v1/tokens", req)
 }
 
 // ListTokens lists tokens (admin only), without secrets; workspace "" for all.
@@ -84,11 +71,7 @@ func (c *Client) ListTokens(ctx context.Context, workspace string) (*api.TokenLi
 	if workspace != "" {
 		q.Set("workspace", workspace)
 	}
-	var l api.TokenList
-	if err := c.do(ctx, http.MethodGet, "/v1/tokens", q, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return call[api.TokenList](ctx, c, http.MethodGet, "/v1/tokens", q, nil)
 }
 
 // RevokeToken deletes a token (admin only); it stops working at once.
@@ -98,32 +81,16 @@ func (c *Client) RevokeToken(ctx context.Context, name string) error {
 
 // CreateWorkspace registers a workspace (admin only).
 func (c *Client) CreateWorkspace(ctx context.Context, ws api.Workspace) (*api.Workspace, error) {
-	body, err := json.Marshal(ws)
-	if err != nil {
-		return nil, err
-	}
-	var out api.Workspace
-	if err := c.do(ctx, http.MethodPost, "/v1/workspaces", nil, body, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callJSON[api.Workspace](ctx, c, http.MethodPost, "/v1/workspaces", ws)
 }
 
 // ListWorkspaces lists the workspaces the token may see: all for an admin, its own
 // otherwise.
 func (c *Client) ListWorkspaces(ctx context.Context) (*api.WorkspaceList, error) {
-	var l api.WorkspaceList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces", nil, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return call[api.WorkspaceList](ctx, c, http.MethodGet, "/v1/workspaces", nil, nil)
 }
 
 // GetWorkspace returns a workspace of the registry.
 func (c *Client) GetWorkspace(ctx context.Context, name string) (*api.Workspace, error) {
-	var ws api.Workspace
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(name), nil, nil, &ws); err != nil {
-		return nil, err
-	}
-	return &ws, nil
+	return call[api.Workspace](ctx, c, http.MethodGet, workspacePath(name), nil, nil)
 }

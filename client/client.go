@@ -96,6 +96,37 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
+// call sends a request whose answer is a T, decoded.
+func call[T any](ctx context.Context, c *Client, method, path string, query url.Values, body []byte) (*T, error) {
+	var v T
+	if err := c.do(ctx, method, path, query, body, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// callJSON sends req as JSON and decodes the answer, a T.
+func callJSON[T any](ctx context.Context, c *Client, method, path string, req any) (*T, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	return call[T](ctx, c, method, path, nil, body)
+}
+
+// workspacePath is /v1/workspaces/{ws}, then each of parts escaped: /{kind}/{name}...
+func workspacePath(workspace string, parts ...string) string {
+	p := "/v1/workspaces/" + url.PathEscape(workspace)
+	for i, part := range parts {
+		if i == 0 {
+			p += "/" + part // a collection, such as jobs
+		} else {
+			p += "/" + url.PathEscape(part)
+		}
+	}
+	return p
+}
+
 // send performs a request and turns non-2xx answers into *Error.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte) (*http.Response, error) {
 	u := *c.base
@@ -147,20 +178,12 @@ func (c *Client) Validate(ctx context.Context, spec []byte) error {
 
 // SubmitJob creates a job from a spec (YAML or JSON).
 func (c *Client) SubmitJob(ctx context.Context, spec []byte) (*api.Job, error) {
-	var j api.Job
-	if err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, spec, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return call[api.Job](ctx, c, http.MethodPost, "/v1/jobs", nil, spec)
 }
 
 // GetJob returns a job's spec and status.
 func (c *Client) GetJob(ctx context.Context, workspace, name string) (*api.Job, error) {
-	var j api.Job
-	if err := c.do(ctx, http.MethodGet, jobPath(workspace, name), nil, nil, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return call[api.Job](ctx, c, http.MethodGet, jobPath(workspace, name), nil, nil)
 }
 
 // ListOptions filter and page a list.
@@ -175,12 +198,18 @@ type ListOptions struct {
 
 // ListJobs lists a workspace's jobs, newest first.
 func (c *Client) ListJobs(ctx context.Context, workspace string, opts ListOptions) (*api.JobList, error) {
+	q := opts.query()
+	if opts.Framework != "" {
+		q.Set("framework", opts.Framework)
+	}
+	return call[api.JobList](ctx, c, http.MethodGet, workspacePath(workspace, "jobs"), q, nil)
+}
+
+// query is the phase, label and paging part of a list's query.
+func (opts ListOptions) query() url.Values {
 	q := url.Values{}
 	if opts.Phase != "" {
 		q.Set("phase", opts.Phase)
-	}
-	if opts.Framework != "" {
-		q.Set("framework", opts.Framework)
 	}
 	for _, l := range opts.Labels {
 		q.Add("label", l)
@@ -191,21 +220,12 @@ func (c *Client) ListJobs(ctx context.Context, workspace string, opts ListOption
 	if opts.PageToken != "" {
 		q.Set("pageToken", opts.PageToken)
 	}
-	var l api.JobList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/jobs", q, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return q
 }
 
 // StopJob stops a job and returns once it is terminal.
 func (c *Client) StopJob(ctx context.Context, workspace, name, reason string) (*api.StopResult, error) {
-	body, _ := json.Marshal(map[string]string{"reason": reason})
-	var r api.StopResult
-	if err := c.do(ctx, http.MethodPost, jobPath(workspace, name)+"/stop", nil, body, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return callJSON[api.StopResult](ctx, c, http.MethodPost, jobPath(workspace, name)+"/stop", map[string]string{"reason": reason})
 }
 
 // DeleteJob stops a job if it runs and deletes it.
@@ -260,7 +280,7 @@ func (c *Client) Events(ctx context.Context, workspace string, opts EventOptions
 	if opts.Follow {
 		q.Set("follow", "true")
 	}
-	return streamJSONLines(ctx, c, "/v1/workspaces/"+url.PathEscape(workspace)+"/events", q, "event", fn)
+	return streamJSONLines(ctx, c, workspacePath(workspace, "events"), q, "event", fn)
 }
 
 // streamJSONLines GETs path and calls fn with each JSON line of the answer, decoded.
@@ -329,34 +349,22 @@ func poll[T any](ctx context.Context, interval time.Duration, onChange func(T),
 }
 
 func jobPath(workspace, name string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/jobs/" + url.PathEscape(name)
+	return workspacePath(workspace, "jobs", name)
 }
 
 // ApplyRule creates or replaces a notification rule from a spec (YAML or JSON).
 func (c *Client) ApplyRule(ctx context.Context, spec []byte) (*schemas.NotificationRule, error) {
-	var r schemas.NotificationRule
-	if err := c.do(ctx, http.MethodPost, "/v1/notificationrules", nil, spec, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[schemas.NotificationRule](ctx, c, http.MethodPost, "/v1/notificationrules", nil, spec)
 }
 
 // GetRule returns a notification rule, its secrets redacted.
 func (c *Client) GetRule(ctx context.Context, workspace, name string) (*schemas.NotificationRule, error) {
-	var r schemas.NotificationRule
-	if err := c.do(ctx, http.MethodGet, rulePath(workspace, name), nil, nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[schemas.NotificationRule](ctx, c, http.MethodGet, rulePath(workspace, name), nil, nil)
 }
 
 // ListRules lists a workspace's notification rules, their secrets redacted.
 func (c *Client) ListRules(ctx context.Context, workspace string) (*api.RuleList, error) {
-	var l api.RuleList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/notificationrules", nil, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return call[api.RuleList](ctx, c, http.MethodGet, workspacePath(workspace, "notificationrules"), nil, nil)
 }
 
 // DeleteRule deletes a notification rule.
@@ -365,19 +373,11 @@ func (c *Client) DeleteRule(ctx context.Context, workspace, name string) error {
 }
 
 func rulePath(workspace, name string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/notificationrules/" + url.PathEscape(name)
+	return workspacePath(workspace, "notificationrules", name)
 }
 
 // CloneJob starts a new job, name, from an existing one's spec with overrides (a JSON
 // merge patch of the spec document; nil for none).
 func (c *Client) CloneJob(ctx context.Context, workspace, from, name string, overrides map[string]any) (*api.Job, error) {
-	body, err := json.Marshal(api.CloneRequest{Name: name, Overrides: overrides})
-	if err != nil {
-		return nil, err
-	}
-	var j api.Job
-	if err := c.do(ctx, http.MethodPost, jobPath(workspace, from)+"/clone", nil, body, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return callJSON[api.Job](ctx, c, http.MethodPost, jobPath(workspace, from)+"/clone", api.CloneRequest{Name: name, Overrides: overrides})
 }

@@ -2,10 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -15,42 +12,17 @@ import (
 
 // CreateExperiment validates and starts an HPO experiment from a spec (YAML or JSON).
 func (c *Client) CreateExperiment(ctx context.Context, spec []byte) (*api.ExperimentDetail, error) {
-	var e api.ExperimentDetail
-	if err := c.do(ctx, http.MethodPost, "/v1/experiments", nil, spec, &e); err != nil {
-		return nil, err
-	}
-	return &e, nil
+	return call[api.ExperimentDetail](ctx, c, http.MethodPost, "/v1/experiments", nil, spec)
 }
 
 // GetExperiment returns an experiment's spec and status: every trial and the best.
 func (c *Client) GetExperiment(ctx context.Context, workspace, name string) (*api.ExperimentDetail, error) {
-	var e api.ExperimentDetail
-	if err := c.do(ctx, http.MethodGet, experimentPath(workspace, name), nil, nil, &e); err != nil {
-		return nil, err
-	}
-	return &e, nil
+	return call[api.ExperimentDetail](ctx, c, http.MethodGet, experimentPath(workspace, name), nil, nil)
 }
 
 // ListExperiments lists a workspace's experiments, newest first. Framework is ignored.
 func (c *Client) ListExperiments(ctx context.Context, workspace string, opts ListOptions) (*api.ExperimentList, error) {
-	q := url.Values{}
-	if opts.Phase != "" {
-		q.Set("phase", opts.Phase)
-	}
-	for _, l := range opts.Labels {
-		q.Add("label", l)
-	}
-	if opts.Limit > 0 {
-		q.Set("limit", fmt.Sprint(opts.Limit))
-	}
-	if opts.PageToken != "" {
-		q.Set("pageToken", opts.PageToken)
-	}
-	var l api.ExperimentList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/experiments", q, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return call[api.ExperimentList](ctx, c, http.MethodGet, workspacePath(workspace, "experiments"), opts.query(), nil)
 }
 
 // StopExperiment stops an experiment's running trials and returns once it is Stopped
@@ -70,15 +42,12 @@ func (c *Client) ExtendExperiment(ctx context.Context, workspace, name string, m
 }
 
 func (c *Client) experimentAction(ctx context.Context, workspace, name, action string, req any) (*api.ExperimentActionResult, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var r api.ExperimentActionResult
-	if err := c.do(ctx, http.MethodPost, experimentPath(workspace, name)+"/"+action, nil, body, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return callJSON[api.ExperimentActionResult](ctx, c, http.MethodPost, experimentPath(workspace, name)+"/"+action, req)
+}
+
+// DeleteExperiment stops an experiment if it runs and deletes it.
+func (c *Client) DeleteExperiment(ctx context.Context, workspace, name string) error {
+	return c.do(ctx, http.MethodDelete, experimentPath(workspace, name), nil, nil, nil)
 }
 
 // WaitExperiment polls an experiment until it has ended (Succeeded, Failed, or Stopped
@@ -99,5 +68,5 @@ func (c *Client) WaitExperiment(ctx context.Context, workspace, name string, int
 }
 
 func experimentPath(workspace, name string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/experiments/" + url.PathEscape(name)
+	return workspacePath(workspace, "experiments", name)
 }

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -25,53 +23,23 @@ func (c *Client) RunPipeline(ctx context.Context, spec []byte, params map[string
 	for _, k := range keys {
 		q.Add("param", k+"="+params[k])
 	}
-	var p api.PipelineRun
-	if err := c.do(ctx, http.MethodPost, "/v1/pipelines", q, spec, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return call[api.PipelineRun](ctx, c, http.MethodPost, "/v1/pipelines", q, spec)
 }
 
 // GetPipeline returns a pipeline run: the pipeline and the status of every step.
 func (c *Client) GetPipeline(ctx context.Context, workspace, name string) (*api.PipelineRun, error) {
-	var p api.PipelineRun
-	if err := c.do(ctx, http.MethodGet, pipelinePath(workspace, name), nil, nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return call[api.PipelineRun](ctx, c, http.MethodGet, pipelinePath(workspace, name), nil, nil)
 }
 
 // ListPipelines lists a workspace's pipeline runs, newest first. Framework is ignored.
 func (c *Client) ListPipelines(ctx context.Context, workspace string, opts ListOptions) (*api.PipelineList, error) {
-	q := url.Values{}
-	if opts.Phase != "" {
-		q.Set("phase", opts.Phase)
-	}
-	for _, l := range opts.Labels {
-		q.Add("label", l)
-	}
-	if opts.Limit > 0 {
-		q.Set("limit", fmt.Sprint(opts.Limit))
-	}
-	if opts.PageToken != "" {
-		q.Set("pageToken", opts.PageToken)
-	}
-	var l api.PipelineList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/pipelines", q, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return call[api.PipelineList](ctx, c, http.MethodGet, workspacePath(workspace, "pipelines"), opts.query(), nil)
 }
 
 // StopPipeline stops a pipeline run (its running jobs are stopped, the steps not started
 // are skipped) and returns once it is terminal.
 func (c *Client) StopPipeline(ctx context.Context, workspace, name, reason string) (*api.PipelineStopResult, error) {
-	body, _ := json.Marshal(map[string]string{"reason": reason})
-	var r api.PipelineStopResult
-	if err := c.do(ctx, http.MethodPost, pipelinePath(workspace, name)+"/stop", nil, body, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return callJSON[api.PipelineStopResult](ctx, c, http.MethodPost, pipelinePath(workspace, name)+"/stop", map[string]string{"reason": reason})
 }
 
 // WaitPipeline polls a pipeline run until it is terminal, calling onChange (if not nil)
@@ -89,34 +57,22 @@ func (c *Client) WaitPipeline(ctx context.Context, workspace, name string, inter
 }
 
 func pipelinePath(workspace, name string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/pipelines/" + url.PathEscape(name)
+	return workspacePath(workspace, "pipelines", name)
 }
 
 // ApplyTrigger creates or replaces a trigger from a spec (YAML or JSON).
 func (c *Client) ApplyTrigger(ctx context.Context, spec []byte) (*schemas.Trigger, error) {
-	var t schemas.Trigger
-	if err := c.do(ctx, http.MethodPost, "/v1/triggers", nil, spec, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return call[schemas.Trigger](ctx, c, http.MethodPost, "/v1/triggers", nil, spec)
 }
 
 // GetTrigger returns a trigger.
 func (c *Client) GetTrigger(ctx context.Context, workspace, name string) (*schemas.Trigger, error) {
-	var t schemas.Trigger
-	if err := c.do(ctx, http.MethodGet, triggerPath(workspace, name), nil, nil, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return call[schemas.Trigger](ctx, c, http.MethodGet, triggerPath(workspace, name), nil, nil)
 }
 
 // ListTriggers lists a workspace's triggers.
 func (c *Client) ListTriggers(ctx context.Context, workspace string) (*api.TriggerList, error) {
-	var l api.TriggerList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/triggers", nil, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return call[api.TriggerList](ctx, c, http.MethodGet, workspacePath(workspace, "triggers"), nil, nil)
 }
 
 // DeleteTrigger deletes a trigger; what it started keeps running.
@@ -125,5 +81,5 @@ func (c *Client) DeleteTrigger(ctx context.Context, workspace, name string) erro
 }
 
 func triggerPath(workspace, name string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/triggers/" + url.PathEscape(name)
+	return workspacePath(workspace, "triggers", name)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 
 	"github.com/opendlc/opendlc/api"
 )
@@ -20,13 +19,9 @@ func (c *Client) SetQuota(ctx context.Context, workspace string, q api.Quota) er
 
 // GetQuota returns a workspace's quota, what is in use and the queue.
 func (c *Client) GetQuota(ctx context.Context, workspace string) (*api.QuotaStatus, error) {
-	var st api.QuotaStatus
-	if err := c.do(ctx, http.MethodGet, quotaPath(workspace), nil, nil, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return call[api.QuotaStatus](ctx, c, http.MethodGet, quotaPath(workspace), nil, nil)
 }
 
 func quotaPath(workspace string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/quota"
+	return workspacePath(workspace, "quota")
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,21 +13,13 @@ import (
 
 // CreateSchedule creates a schedule from a spec (YAML or JSON).
 func (c *Client) CreateSchedule(ctx context.Context, spec []byte) (*api.ScheduleView, error) {
-	var s api.ScheduleView
-	if err := c.do(ctx, http.MethodPost, "/v1/schedules", nil, spec, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[api.ScheduleView](ctx, c, http.MethodPost, "/v1/schedules", nil, spec)
 }
 
 // UpdateSchedule replaces a schedule's spec (YAML or JSON); the document names the
 // schedule.
 func (c *Client) UpdateSchedule(ctx context.Context, workspace, name string, spec []byte) (*api.ScheduleView, error) {
-	var s api.ScheduleView
-	if err := c.do(ctx, http.MethodPut, schedulePath(workspace, name), nil, spec, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[api.ScheduleView](ctx, c, http.MethodPut, schedulePath(workspace, name), nil, spec)
 }
 
 // GetSchedule returns a schedule's spec and status with its next fire times (next of
@@ -38,28 +29,14 @@ func (c *Client) GetSchedule(ctx context.Context, workspace, name string, next i
 	if next > 0 {
 		q.Set("next", fmt.Sprint(next))
 	}
-	var s api.ScheduleView
-	if err := c.do(ctx, http.MethodGet, schedulePath(workspace, name), q, nil, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[api.ScheduleView](ctx, c, http.MethodGet, schedulePath(workspace, name), q, nil)
 }
 
 // ListSchedules lists one page of a workspace's schedules (limit 0: the server's
 // default; pageToken from the previous page).
 func (c *Client) ListSchedules(ctx context.Context, workspace string, limit int, pageToken string) (*api.ScheduleList, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", fmt.Sprint(limit))
-	}
-	if pageToken != "" {
-		q.Set("pageToken", pageToken)
-	}
-	var l api.ScheduleList
-	if err := c.do(ctx, http.MethodGet, "/v1/workspaces/"+url.PathEscape(workspace)+"/schedules", q, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	q := ListOptions{Limit: limit, PageToken: pageToken}.query()
+	return call[api.ScheduleList](ctx, c, http.MethodGet, workspacePath(workspace, "schedules"), q, nil)
 }
 
 // PauseSchedule pauses a schedule's scheduled runs, with a note saying why.
@@ -73,46 +50,24 @@ func (c *Client) ResumeSchedule(ctx context.Context, workspace, name string) (*a
 }
 
 func (c *Client) scheduleCall(ctx context.Context, workspace, name, op string, req any) (*api.ScheduleView, error) {
-	var body []byte
-	if req != nil {
-		var err error
-		if body, err = json.Marshal(req); err != nil {
-			return nil, err
-		}
+	if req == nil {
+		return call[api.ScheduleView](ctx, c, http.MethodPost, schedulePath(workspace, name)+"/"+op, nil, nil)
 	}
-	var s api.ScheduleView
-	if err := c.do(ctx, http.MethodPost, schedulePath(workspace, name)+"/"+op, nil, body, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return callJSON[api.ScheduleView](ctx, c, http.MethodPost, schedulePath(workspace, name)+"/"+op, req)
 }
 
 // TriggerSchedule runs a schedule's action now. An empty policy uses the schedule's
 // overlap policy; schedule.AllowAll runs it even while another run runs.
 func (c *Client) TriggerSchedule(ctx context.Context, workspace, name string, policy schedule.OverlapPolicy) (*api.TriggerScheduleResult, error) {
-	body, err := json.Marshal(api.TriggerScheduleRequest{OverlapPolicy: policy})
-	if err != nil {
-		return nil, err
-	}
-	var r api.TriggerScheduleResult
-	if err := c.do(ctx, http.MethodPost, schedulePath(workspace, name)+"/trigger", nil, body, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return callJSON[api.TriggerScheduleResult](ctx, c, http.MethodPost, schedulePath(workspace, name)+"/trigger",
+		api.TriggerScheduleRequest{OverlapPolicy: policy})
 }
 
 // BackfillSchedule runs every time of [from, to) the schedule names, once each. An empty
 // policy runs them one after another (bufferAll); schedule.AllowAll runs them at once.
 func (c *Client) BackfillSchedule(ctx context.Context, workspace, name string, from, to time.Time, policy schedule.OverlapPolicy) (*api.BackfillScheduleResult, error) {
-	body, err := json.Marshal(api.BackfillScheduleRequest{From: from, To: to, OverlapPolicy: policy})
-	if err != nil {
-		return nil, err
-	}
-	var r api.BackfillScheduleResult
-	if err := c.do(ctx, http.MethodPost, schedulePath(workspace, name)+"/backfill", nil, body, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return callJSON[api.BackfillScheduleResult](ctx, c, http.MethodPost, schedulePath(workspace, name)+"/backfill",
+		api.BackfillScheduleRequest{From: from, To: to, OverlapPolicy: policy})
 }
 
 // DeleteSchedule deletes a schedule; the jobs it started are left alone.
@@ -121,5 +76,5 @@ func (c *Client) DeleteSchedule(ctx context.Context, workspace, name string) err
 }
 
 func schedulePath(workspace, name string) string {
-	return "/v1/workspaces/" + url.PathEscape(workspace) + "/schedules/" + url.PathEscape(name)
+	return workspacePath(workspace, "schedules", name)
 }
