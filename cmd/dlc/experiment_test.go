@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/xml"
-	"io"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,38 +16,18 @@ import (
 func expVal(v float64) *float64 { return &v }
 
 // plotFixture is a finished experiment over a log-scale float and a categorical
-// parameter: trial 1 is best, trial 2 was pruned, trial 3 failed.
+// parameter: trial 1 is best, trial 2 was pruned, trial 3 failed (the plot package's
+// fixture).
 func plotFixture() *api.ExperimentDetail {
-	lo, hi := 0.001, 1.0
-	best := 1
-	return &api.ExperimentDetail{
-		UID: "u1",
-		Spec: schemas.Experiment{
-			Metadata: schemas.ObjectMeta{Name: "tune", Workspace: "ml"},
-			Spec: schemas.ExperimentSpec{
-				SearchSpace: []schemas.ParameterSpec{
-					{Name: "lr", Type: schemas.ParameterFloat, Min: &lo, Max: &hi, Log: true},
-					{Name: "bs", Type: schemas.ParameterCategorical, Values: []schemas.CategoricalValue{"16", "32", "adam<&>"}},
-				},
-				Objective:   schemas.ObjectiveSpec{Metric: "accuracy", Direction: schemas.Maximize},
-				Algorithm:   schemas.AlgorithmSpec{Name: schemas.AlgorithmTPE},
-				MaxTrials:   4,
-				Parallelism: 2,
-			},
-		},
-		Status: schemas.ExperimentStatus{
-			Phase: schemas.ExperimentSucceeded, Seed: 9, MaxTrials: 4, Completed: 2, Pruned: 1, Failed: 1,
-			BestTrial: &best, BestValue: expVal(0.9), BestParams: map[string]any{"lr": 0.1, "bs": 32.0},
-			Trials: []schemas.TrialStatus{
-				{ID: 0, Job: "tune-t0", Phase: schemas.TrialCompleted, Value: expVal(0.8), Step: 5, Params: map[string]any{"lr": 0.01, "bs": 16.0}},
-				{ID: 1, Job: "tune-t1", Phase: schemas.TrialCompleted, Value: expVal(0.9), Step: 5, Params: map[string]any{"lr": 0.1, "bs": 32.0}},
-				{ID: 2, Job: "tune-t2", Phase: schemas.TrialPruned, Value: expVal(0.95), Step: 1, Params: map[string]any{"lr": 0.5, "bs": "adam<&>"},
-					Message: "stopped early at step 1"},
-				{ID: 3, Job: "tune-t3-r1", Phase: schemas.TrialFailed, Attempts: 2, Params: map[string]any{"lr": 0.002, "bs": 16.0},
-					Message: "job tune-t3-r1 ended Failed"},
-			},
-		},
+	data, err := os.ReadFile("../../internal/plot/testdata/experiment.json")
+	if err != nil {
+		panic(err)
 	}
+	var e api.ExperimentDetail
+	if err := json.Unmarshal(data, &e); err != nil {
+		panic(err)
+	}
+	return &e
 }
 
 func TestExperimentTrialsSortedByObjective(t *testing.T) {
@@ -97,63 +77,5 @@ func TestPrintExperiment(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"1*", "0", "2", "3"}, rows); diff != "" {
 		t.Errorf("rows (-want +got):\n%s\n%s", diff, out)
-	}
-}
-
-// The plot is well-formed SVG with one panel for the objective by trial and one per
-// parameter, a dot for every trial with a value in each, and the best ringed.
-func TestPlotExperimentSVG(t *testing.T) {
-	svg := plotExperimentSVG(plotFixture())
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	counts := map[string]int{}
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("invalid XML: %v\n%s", err, svg)
-		}
-		if se, ok := tok.(xml.StartElement); ok {
-			for _, a := range se.Attr {
-				if a.Name.Local == "class" {
-					counts[a.Value]++
-				}
-			}
-		}
-	}
-	want := map[string]int{
-		"panel":           3, // by trial, by lr, by bs
-		"trial completed": 6, // 2 completed trials in 3 panels
-		"trial pruned":    3,
-		"best-trial":      3,
-		"best":            1, // the best-so-far line
-		"legend":          1,
-	}
-	if diff := cmp.Diff(want, counts); diff != "" {
-		t.Errorf("elements by class (-want +got):\n%s", diff)
-	}
-	for _, label := range []string{"accuracy by lr", "accuracy by bs", "adam&lt;&amp;&gt;", ">0.001<", ">1<"} {
-		if !bytes.Contains(svg, []byte(label)) {
-			t.Errorf("plot lacks %q", label)
-		}
-	}
-}
-
-func TestNiceAxes(t *testing.T) {
-	a := newAxis([]float64{0.81, 0.93}, false)
-	if a.lo > 0.81 || a.hi < 0.93 || len(a.ticks) < 3 {
-		t.Errorf("linear axis %+v", a)
-	}
-	l := newAxis([]float64{0.001, 0.3}, true)
-	if diff := cmp.Diff([]float64{0.001, 0.01, 0.1}, l.ticks); diff != "" {
-		t.Errorf("log ticks (-want +got):\n%s", diff)
-	}
-	if f := l.frac(0.001); f != 0 {
-		t.Errorf("frac(min) = %v", f)
-	}
-	one := newAxis([]float64{2, 2}, false)
-	if one.lo >= 2 || one.hi <= 2 {
-		t.Errorf("single-value axis %+v", one)
 	}
 }
