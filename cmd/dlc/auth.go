@@ -1,19 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
+	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -49,22 +50,14 @@ func newWhoamiCmd(g *globals) *cobra.Command {
 		Use:   "whoami",
 		Short: "Show the token's name, workspace, role and expiry",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			id, err := c.Whoami(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, id)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "name:       %s\nworkspace:  %s\nrole:       %s\nexpires:    %s\n",
-				id.Name, id.Workspace, id.Role, expiry(id.ExpiresAt))
-			return nil
-		},
+			return g.print(cmd, id, line("name:       %s\nworkspace:  %s\nrole:       %s\nexpires:    %s",
+				id.Name, id.Workspace, id.Role, expiry(id.ExpiresAt)))
+		}),
 	}
 }
 
@@ -76,143 +69,107 @@ func expiry(t *time.Time) string {
 }
 
 func newTokenCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "token", Aliases: []string{"tokens"}, Short: "Manage API tokens (admin)"}
+	k := &kindCommands[api.Token, api.Token]{
+		noun:    "token",
+		aliases: []string{"tokens"},
+		short:   "Manage API tokens (admin)",
+
+		list:          whole((*client.Client).ListTokens, func(l *api.TokenList) []api.Token { return l.Items }),
+		listShort:     "List tokens (not their secrets); -w for one workspace's",
+		listAnyWSDflt: true,
+		columns: []column[api.Token]{
+			{"NAME", func(t api.Token) string { return t.Name }},
+			{"WORKSPACE", func(t api.Token) string { return t.Workspace }},
+			{"ROLE", func(t api.Token) string { return string(t.Role) }},
+			{"EXPIRES", func(t api.Token) string { return expiry(t.ExpiresAt) }},
+			{"CREATED BY", func(t api.Token) string { return t.CreatedBy }},
+		},
+
+		del:       func(c *client.Client, ctx context.Context, _, name string) error { return c.RevokeToken(ctx, name) },
+		delVerb:   "revoke",
+		delAlias:  []string{"delete"},
+		delShort:  "Revoke a token; it stops working at once",
+		delPast:   "revoked",
+		delGlobal: true,
+	}
+	k.more = func() []*cobra.Command { return []*cobra.Command{newTokenCreateCmd(g)} }
+	return k.command(g)
+}
+
+func newTokenCreateCmd(g *globals) *cobra.Command {
 	var role string
 	var ttl time.Duration
-	create := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "create NAME [-w WORKSPACE] [--role viewer|member|admin] [--ttl 720h]",
 		Short: "Create a token and print its secret, once: it is stored only as a hash",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			req := api.TokenRequest{Name: args[0], Workspace: g.workspace, Role: api.Role(role), TTL: schemas.Duration(ttl)}
 			if req.Role == api.RoleAdmin && !cmd.Flag("workspace").Changed {
 				req.Workspace = api.AllWorkspaces
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
 			}
 			t, err := c.CreateToken(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, t)
-			}
-			// The secret alone on stdout, so that TOKEN=$(dlc token create ...) works;
-			// what it is on stderr.
-			fmt.Fprintf(cmd.ErrOrStderr(), "token %s (workspace %s, role %s, expires %s); the secret is shown only now:\n",
-				t.Name, t.Workspace, t.Role, expiry(t.ExpiresAt))
-			fmt.Fprintln(cmd.OutOrStdout(), t.Secret)
-			return nil
-		},
+			return g.print(cmd, t, func(w io.Writer) error {
+				// The secret alone on stdout, so that TOKEN=$(dlc token create ...) works;
+				// what it is on stderr.
+				fmt.Fprintf(cmd.ErrOrStderr(), "token %s (workspace %s, role %s, expires %s); the secret is shown only now:\n",
+					t.Name, t.Workspace, t.Role, expiry(t.ExpiresAt))
+				_, err := fmt.Fprintln(w, t.Secret)
+				return err
+			})
+		}),
 	}
-	create.Flags().StringVar(&role, "role", string(api.RoleViewer), "viewer, member or admin (admin tokens act in every workspace)")
-	create.Flags().DurationVar(&ttl, "ttl", auth.DefaultTTL, "how long the token works (at most 8784h)")
-
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List tokens (not their secrets); -w for one workspace's",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ws := ""
-			if cmd.Flag("workspace").Changed {
-				ws = g.workspace
-			}
-			l, err := c.ListTokens(cmd.Context(), ws)
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, l)
-			}
-			return printTokens(cmd.OutOrStdout(), l.Items)
-		},
-	}
-	revoke := &cobra.Command{
-		Use:     "revoke NAME",
-		Aliases: []string{"delete"},
-		Short:   "Revoke a token; it stops working at once",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "token %s revoked\n", args[0])
-			return nil
-		},
-	}
-	cmd.AddCommand(create, list, revoke)
+	cmd.Flags().StringVar(&role, "role", string(api.RoleViewer), "viewer, member or admin (admin tokens act in every workspace)")
+	cmd.Flags().DurationVar(&ttl, "ttl", auth.DefaultTTL, "how long the token works (at most 8784h)")
 	return cmd
 }
 
-func printTokens(w io.Writer, toks []api.Token) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tWORKSPACE\tROLE\tEXPIRES\tCREATED BY")
-	for _, t := range toks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Workspace, t.Role, expiry(t.ExpiresAt), t.CreatedBy)
+func newWorkspaceCmd(g *globals) *cobra.Command {
+	k := &kindCommands[api.Workspace, api.Workspace]{
+		noun:    "workspace",
+		aliases: []string{"workspaces", "ws"},
+		short:   "Manage workspaces (create: admin)",
+
+		get: func(c *client.Client, ctx context.Context, _, name string) (*api.Workspace, error) {
+			return c.GetWorkspace(ctx, name)
+		},
+		getShort: "Show a workspace",
+		show: func(w io.Writer, ws *api.Workspace) error {
+			return printTable(w, workspaceColumns, []api.Workspace{*ws})
+		},
+
+		list: whole(func(c *client.Client, ctx context.Context, _ string) (*api.WorkspaceList, error) {
+			return c.ListWorkspaces(ctx)
+		},
+			func(l *api.WorkspaceList) []api.Workspace { return l.Items }),
+		listShort: "List the workspaces you may see",
+		columns:   workspaceColumns,
 	}
-	return tw.Flush()
+	k.more = func() []*cobra.Command { return []*cobra.Command{newWorkspaceCreateCmd(g)} }
+	return k.command(g)
 }
 
-func newWorkspaceCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "workspace", Aliases: []string{"workspaces", "ws"}, Short: "Manage workspaces (create: admin)"}
+var workspaceColumns = []column[api.Workspace]{
+	{"NAME", func(w api.Workspace) string { return w.Name }},
+	{"NAMESPACE", func(w api.Workspace) string { return w.Namespace }},
+	{"DESCRIPTION", func(w api.Workspace) string { return w.Description }},
+}
+
+func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 	var ws api.Workspace
-	create := &cobra.Command{
-		Use:   "create NAME [--namespace NS] [--description TEXT]",
-		Short: "Register a workspace and the Kubernetes namespace its pods run in",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ws.Name = args[0]
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+	cmd := g.nameCmd("create NAME [--namespace NS] [--description TEXT]", "Register a workspace and the Kubernetes namespace its pods run in",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			ws.Name = name
 			out, err := c.CreateWorkspace(cmd.Context(), ws)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, out)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workspace %s created (namespace %s)\n", out.Name, out.Namespace)
-			return nil
-		},
-	}
-	create.Flags().StringVar(&ws.Namespace, "namespace", "", "Kubernetes namespace (default: the workspace's name)")
-	create.Flags().StringVar(&ws.Description, "description", "", "what the workspace is for")
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the workspaces you may see",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			l, err := c.ListWorkspaces(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, l)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tNAMESPACE\tDESCRIPTION")
-			for _, w := range l.Items {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, w.Namespace, w.Description)
-			}
-			return tw.Flush()
-		},
-	}
-	cmd.AddCommand(create, list)
+			return out, line("workspace %s created (namespace %s)", out.Name, out.Namespace), nil
+		})
+	cmd.Flags().StringVar(&ws.Namespace, "namespace", "", "Kubernetes namespace (default: the workspace's name)")
+	cmd.Flags().StringVar(&ws.Description, "description", "", "what the workspace is for")
 	return cmd
 }

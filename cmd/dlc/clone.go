@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/opendlc/opendlc/client"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
@@ -18,12 +19,8 @@ func newCloneCmd(g *globals) *cobra.Command {
 			"spec document, for example --set spec.roles.worker.replicas=8 --set 'spec.args=[--lr, \"0.01\"]';\n" +
 			"VALUE is YAML.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			overrides, err := overridesFromSets(sets)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
 			if err != nil {
 				return err
 			}
@@ -31,9 +28,8 @@ func newCloneCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s/%s cloned from %s (uid %s)\n", j.Spec.Metadata.Workspace, j.Spec.Metadata.Name, args[0], j.UID)
-			return nil
-		},
+			return g.print(cmd, j, line("job %s/%s cloned from %s (uid %s)", j.Spec.Metadata.Workspace, j.Spec.Metadata.Name, args[0], j.UID))
+		}),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the new job's name")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override PATH=VALUE (YAML value); repeatable")

@@ -13,27 +13,23 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 )
 
-func newEventsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "events", Short: "Read the event stream"}
+func newEventCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "event", Aliases: []string{"events"}, Short: "Read the event stream"}
 	var opts client.EventOptions
 	tail := &cobra.Command{
 		Use:   "tail",
 		Short: "Print the workspace's events (status, metrics); -f keeps following",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			out := cmd.OutOrStdout()
-			err = c.Events(cmd.Context(), g.workspace, opts, func(ev events.Event) error {
+			err := c.Events(cmd.Context(), g.workspace, opts, func(ev events.Event) error {
 				return printEvent(out, g.output, ev)
 			})
 			if cmd.Context().Err() != nil {
 				return nil
 			}
 			return err
-		},
+		}),
 	}
 	f := tail.Flags()
 	f.StringVar(&opts.Type, "type", "", "only this event type, such as "+events.TypeJobPhase)
@@ -46,7 +42,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p := jetstream.WorkspacePermissions(g.workspace)
-			return printObject(cmd.OutOrStdout(), "json", map[string]any{
+			return printObject(cmd.OutOrStdout(), g.format("json"), map[string]any{
 				"permissions": map[string]any{
 					"publish":   map[string]any{"allow": p.PublishAllow},
 					"subscribe": map[string]any{"allow": p.SubscribeAllow},
@@ -59,8 +55,15 @@ func newEventsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// printEvent writes an event as a line, a JSON line, or a YAML document.
 func printEvent(w io.Writer, format string, ev events.Event) error {
-	if format == "json" {
+	switch format {
+	case "yaml":
+		if _, err := fmt.Fprintln(w, "---"); err != nil {
+			return err
+		}
+		return printObject(w, format, ev)
+	case "json":
 		b, err := json.Marshal(ev)
 		if err != nil {
 			return err

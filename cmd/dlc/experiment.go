@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/client"
@@ -18,198 +19,106 @@ import (
 )
 
 func newExperimentCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "experiment",
-		Aliases: []string{"experiments", "exp"},
-		Short:   "Hyper-parameter search: experiments that run trials of a job template (docs/experiments.md)",
-	}
-	var (
-		file string
-		wait bool
-	)
-	create := &cobra.Command{
-		Use:     "create -f FILE",
-		Aliases: []string{"submit", "apply"},
-		Short:   "Validate and start an experiment",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := readSpecFile(file)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			e, err := c.CreateExperiment(cmd.Context(), data)
-			if err != nil {
-				return err
-			}
-			ws, name := e.Spec.Metadata.Workspace, e.Spec.Metadata.Name
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "experiment %s/%s created (uid %s)\n", ws, name, e.UID)
+	var wait bool
+	k := &kindCommands[api.ExperimentDetail, api.ExperimentSummary]{
+		noun:    "experiment",
+		aliases: []string{"experiments", "exp"},
+		short:   "Hyper-parameter search: experiments that run trials of a job template (docs/experiments.md)",
+
+		apply:        (*client.Client).CreateExperiment,
+		applyVerb:    "create",
+		applyAliases: []string{"submit", "apply"},
+		applyShort:   "Validate and start an experiment",
+		applied: func(e *api.ExperimentDetail) string {
+			return fmt.Sprintf("experiment %s/%s created (uid %s)", e.Spec.Metadata.Workspace, e.Spec.Metadata.Name, e.UID)
+		},
+		applyFlags: func(f *pflag.FlagSet) {
+			f.BoolVar(&wait, "wait", false, "follow the experiment until it ends, then show it; exit 1 unless it succeeded")
+		},
+		afterApply: func(cmd *cobra.Command, c *client.Client, e *api.ExperimentDetail) error {
 			if !wait {
 				return nil
 			}
-			return waitExperiment(cmd, c, ws, name)
+			return waitExperiment(cmd, c, e.Spec.Metadata.Workspace, e.Spec.Metadata.Name)
 		},
-	}
-	create.Flags().StringVarP(&file, "file", "f", "", "experiment file (YAML or JSON); - for stdin")
-	create.Flags().BoolVar(&wait, "wait", false, "follow the experiment until it ends, then show it; exit 1 unless it succeeded")
-	_ = create.MarkFlagRequired("file")
 
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show an experiment: its trials sorted by objective, and the best",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			e, err := c.GetExperiment(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, e)
-			}
-			return printExperiment(cmd.OutOrStdout(), e)
+		get:      (*client.Client).GetExperiment,
+		getShort: "Show an experiment: its trials sorted by objective, and the best",
+		show:     printExperiment,
+
+		list:        paged((*client.Client).ListExperiments, func(l *api.ExperimentList) ([]api.ExperimentSummary, string) { return l.Items, l.NextPageToken }),
+		listShort:   "List the workspace's experiments",
+		listFilters: []string{"phase", "label"},
+		columns: []column[api.ExperimentSummary]{
+			{"NAME", func(e api.ExperimentSummary) string { return e.Name }},
+			{"PHASE", func(e api.ExperimentSummary) string { return string(e.Phase) }},
+			{"AGE", func(e api.ExperimentSummary) string { return age(e.StartTime) }},
+			{"DURATION", func(e api.ExperimentSummary) string { return duration(e.StartTime, e.EndTime) }},
 		},
-	}
 
-	var phase string
-	var labels []string
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the workspace's experiments",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			opts := client.ListOptions{Phase: phase, Labels: labels}
-			var all []api.ExperimentSummary
-			for {
-				l, err := c.ListExperiments(cmd.Context(), g.workspace, opts)
-				if err != nil {
-					return err
-				}
-				all = append(all, l.Items...)
-				if l.NextPageToken == "" {
-					break
-				}
-				opts.PageToken = l.NextPageToken
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, api.ExperimentList{Items: all})
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tPHASE\tAGE\tDURATION")
-			for _, e := range all {
-				dur := "-"
-				if e.EndTime != nil {
-					dur = e.EndTime.Sub(e.StartTime).Round(time.Second).String()
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, e.Phase, age(e.StartTime), dur)
-			}
-			return tw.Flush()
-		},
+		del:      (*client.Client).DeleteExperiment,
+		delShort: "Delete an experiment",
 	}
-	list.Flags().StringVar(&phase, "phase", "", "only experiments in this phase")
-	list.Flags().StringArrayVarP(&labels, "label", "l", nil, "only experiments with this label KEY=VALUE; repeatable")
-
-	var reason string
-	stop := &cobra.Command{
-		Use:   "stop NAME",
-		Short: "Stop an experiment's running trials; it waits to be resumed",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.StopExperiment(cmd.Context(), g.workspace, args[0], reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: %s\n", args[0], r.Phase)
-			return nil
-		},
+	k.more = func() []*cobra.Command {
+		return []*cobra.Command{
+			stopCmd(g, "experiment", "Stop an experiment's running trials; it waits to be resumed", "why, recorded in the experiment's status",
+				(*client.Client).StopExperiment, func(r *api.ExperimentActionResult) any { return r.Phase }),
+			g.nameCmd("resume NAME", "Resume a stopped experiment: its stopped trials run again, then new ones",
+				func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+					r, err := c.ResumeExperiment(cmd.Context(), g.workspace, name)
+					if err != nil {
+						return nil, nil, err
+					}
+					return r, line("experiment %s: %s", name, r.Phase), nil
+				}),
+			newExtendCmd(g),
+			newPlotCmd(g),
+		}
 	}
-	stop.Flags().StringVar(&reason, "reason", "", "why, recorded in the experiment's status")
+	return k.command(g)
+}
 
-	resume := &cobra.Command{
-		Use:   "resume NAME",
-		Short: "Resume a stopped experiment: its stopped trials run again, then new ones",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.ResumeExperiment(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: %s\n", args[0], r.Phase)
-			return nil
-		},
-	}
-
+func newExtendCmd(g *globals) *cobra.Command {
 	var maxTrials int
-	extend := &cobra.Command{
-		Use:   "extend NAME --max-trials N",
-		Short: "Raise an experiment's maxTrials",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+	cmd := g.nameCmd("extend NAME --max-trials N", "Raise an experiment's maxTrials",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			r, err := c.ExtendExperiment(cmd.Context(), g.workspace, name, maxTrials)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			r, err := c.ExtendExperiment(cmd.Context(), g.workspace, args[0], maxTrials)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: %s, maxTrials %d\n", args[0], r.Phase, r.MaxTrials)
-			return nil
-		},
-	}
-	extend.Flags().IntVar(&maxTrials, "max-trials", 0, "the new maxTrials")
-	_ = extend.MarkFlagRequired("max-trials")
+			return r, line("experiment %s: %s, maxTrials %d", name, r.Phase, r.MaxTrials), nil
+		})
+	cmd.Flags().IntVar(&maxTrials, "max-trials", 0, "the new maxTrials")
+	_ = cmd.MarkFlagRequired("max-trials")
+	return cmd
+}
 
-	var plotFile string
-	plot := &cobra.Command{
+func newPlotCmd(g *globals) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
 		Use:   "plot NAME -o FILE.svg",
 		Short: "Plot an experiment as SVG: objective by trial, and objective by each parameter",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			e, err := c.GetExperiment(cmd.Context(), g.workspace, args[0])
 			if err != nil {
 				return err
 			}
 			svg := plot.ExperimentSVG(e)
-			if plotFile == "-" {
+			if file == "-" {
 				_, err = cmd.OutOrStdout().Write(svg)
 				return err
 			}
-			if err := os.WriteFile(plotFile, svg, 0o644); err != nil {
+			if err := os.WriteFile(file, svg, 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d trials)\n", plotFile, len(e.Status.Trials))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d trials)\n", file, len(e.Status.Trials))
 			return nil
-		},
+		}),
 	}
 	// -o is the global output format elsewhere; here it names the SVG file.
-	plot.Flags().StringVarP(&plotFile, "output", "o", "", "SVG file to write; - for stdout")
-	_ = plot.MarkFlagRequired("output")
-
-	cmd.AddCommand(create, get, list, stop, resume, extend, plot)
+	cmd.Flags().StringVarP(&file, "output", "o", "", "SVG file to write; - for stdout")
+	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
 

@@ -15,104 +15,52 @@ import (
 	"github.com/opendlc/opendlc/events"
 )
 
-func newSubmitCmd(g *globals) *cobra.Command {
-	var file string
-	cmd := &cobra.Command{
-		Use:     "submit -f FILE",
-		Aliases: []string{"apply", "create"},
-		Short:   "Submit a job and return at once",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := readSpecFile(file)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.SubmitJob(cmd.Context(), data)
-			if err != nil {
-				return err
-			}
-			if g.output == "table" {
-				fmt.Fprintf(cmd.OutOrStdout(), "job %s/%s submitted (uid %s)\n", j.Spec.Metadata.Workspace, j.Spec.Metadata.Name, j.UID)
-				return nil
-			}
-			return printObject(cmd.OutOrStdout(), g.output, j)
+func newJobCmd(g *globals) *cobra.Command {
+	k := &kindCommands[api.Job, api.JobSummary]{
+		noun:    "job",
+		aliases: []string{"jobs"},
+		short:   "Training jobs: submit, follow, describe, stop, clone and delete them",
+
+		apply:        (*client.Client).SubmitJob,
+		applyVerb:    "submit",
+		applyAliases: []string{"apply", "create"},
+		applyShort:   "Submit a job and return at once",
+		applied: func(j *api.Job) string {
+			return fmt.Sprintf("job %s/%s submitted (uid %s)", j.Spec.Metadata.Workspace, j.Spec.Metadata.Name, j.UID)
 		},
+
+		get:      (*client.Client).GetJob,
+		getShort: "Show a job's summary, or print its spec (-o yaml re-submits as is)",
+		show:     func(w io.Writer, j *api.Job) error { return printTable(w, jobColumns, []api.JobSummary{summaryOf(j)}) },
+		view:     func(j *api.Job) any { return j.Spec },
+
+		list:        paged((*client.Client).ListJobs, func(l *api.JobList) ([]api.JobSummary, string) { return l.Items, l.NextPageToken }),
+		listShort:   "List the workspace's jobs",
+		listFilters: []string{"phase", "framework", "label"},
+		columns:     jobColumns,
+
+		del:      (*client.Client).DeleteJob,
+		delShort: "Stop a job if it runs and delete it",
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (YAML or JSON); - for stdin")
-	_ = cmd.MarkFlagRequired("file")
-	return cmd
+	k.more = func() []*cobra.Command {
+		return []*cobra.Command{newDescribeCmd(g), newLogsCmd(g), newStopCmd(g), newCloneCmd(g), newRunCmd(g)}
+	}
+	return k.command(g)
 }
 
-func newGetCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "get (jobs | job NAME)",
-		Short: "List jobs, or print one job's spec (-o yaml re-submits as is)",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case len(args) == 1 && (args[0] == "jobs" || args[0] == "job"):
-				return listJobs(cmd, g, client.ListOptions{})
-			case len(args) == 2 && (args[0] == "job" || args[0] == "jobs"):
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				j, err := c.GetJob(cmd.Context(), g.workspace, args[1])
-				if err != nil {
-					return err
-				}
-				if g.output == "table" {
-					return printJobTable(cmd.OutOrStdout(), []api.JobSummary{summaryOf(j)})
-				}
-				return printObject(cmd.OutOrStdout(), g.output, j.Spec)
-			default:
-				return fmt.Errorf("usage: dlc get jobs | dlc get job NAME")
-			}
-		},
-	}
-	return cmd
+var jobColumns = []column[api.JobSummary]{
+	{"NAME", func(j api.JobSummary) string { return j.Name }},
+	{"PHASE", func(j api.JobSummary) string { return string(j.Phase) }},
+	{"AGE", func(j api.JobSummary) string { return age(j.StartTime) }},
+	{"DURATION", func(j api.JobSummary) string { return duration(j.StartTime, j.EndTime) }},
 }
 
-func newListCmd(g *globals) *cobra.Command {
-	var opts client.ListOptions
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the workspace's jobs",
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return listJobs(cmd, g, opts) },
+// duration is how long something ran, "-" while it runs.
+func duration(start time.Time, end *time.Time) string {
+	if end == nil {
+		return "-"
 	}
-	cmd.Flags().StringVar(&opts.Phase, "phase", "", "only jobs in this phase")
-	cmd.Flags().StringVar(&opts.Framework, "framework", "", "only jobs of this framework")
-	cmd.Flags().StringArrayVarP(&opts.Labels, "label", "l", nil, "only jobs with this label KEY=VALUE; repeatable")
-	return cmd
-}
-
-func listJobs(cmd *cobra.Command, g *globals, opts client.ListOptions) error {
-	c, err := g.client()
-	if err != nil {
-		return err
-	}
-	var all []api.JobSummary
-	for {
-		l, err := c.ListJobs(cmd.Context(), g.workspace, opts)
-		if err != nil {
-			return err
-		}
-		all = append(all, l.Items...)
-		if l.NextPageToken == "" {
-			break
-		}
-		opts.PageToken = l.NextPageToken
-	}
-	if g.output != "table" {
-		return printObject(cmd.OutOrStdout(), g.output, api.JobList{Items: all})
-	}
-	return printJobTable(cmd.OutOrStdout(), all)
+	return end.Sub(start).Round(time.Second).String()
 }
 
 func summaryOf(j *api.Job) api.JobSummary {
@@ -124,19 +72,6 @@ func summaryOf(j *api.Job) api.JobSummary {
 	return s
 }
 
-func printJobTable(w io.Writer, jobs []api.JobSummary) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPHASE\tAGE\tDURATION")
-	for _, j := range jobs {
-		dur := "-"
-		if j.EndTime != nil {
-			dur = j.EndTime.Sub(j.StartTime).Round(time.Second).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Name, j.Phase, age(j.StartTime), dur)
-	}
-	return tw.Flush()
-}
-
 func age(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -145,26 +80,11 @@ func age(t time.Time) string {
 }
 
 func newDescribeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show a job's status: phase, conditions, replicas and timeline",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.GetJob(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, j)
-			}
-			describeJob(cmd.OutOrStdout(), j)
-			return nil
-		},
-	}
+	return g.nameCmd("describe NAME", "Show a job's status: phase, conditions, replicas and timeline",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			j, err := c.GetJob(cmd.Context(), g.workspace, name)
+			return j, func(w io.Writer) error { describeJob(w, j); return nil }, err
+		})
 }
 
 func describeJob(w io.Writer, j *api.Job) {
@@ -233,27 +153,21 @@ func describeJob(w io.Writer, j *api.Job) {
 }
 
 func newLogsCmd(g *globals) *cobra.Command {
-	var follow bool
-	var replica string
+	var opts client.LogOptions
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print a job's logs (kept in JetStream after the replicas are gone)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			out := cmd.OutOrStdout()
-			return c.Logs(cmd.Context(), g.workspace, args[0], client.LogOptions{Follow: follow, Replica: replica},
-				func(r events.LogRecord) error {
-					_, err := fmt.Fprintln(out, formatLogLine(r))
-					return err
-				})
-		},
+			return c.Logs(cmd.Context(), g.workspace, args[0], opts, func(r events.LogRecord) error {
+				_, err := fmt.Fprintln(out, formatLogLine(r))
+				return err
+			})
+		}),
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the job ends")
-	cmd.Flags().StringVar(&replica, "replica", "", "only this replica, such as worker-0")
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing until the job ends")
+	cmd.Flags().StringVar(&opts.Replica, "replica", "", "only this replica, such as worker-0")
 	return cmd
 }
 
@@ -262,45 +176,8 @@ func formatLogLine(r events.LogRecord) string {
 }
 
 func newStopCmd(g *globals) *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "stop NAME",
-		Short: "Stop a job and wait until every replica is gone",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.StopJob(cmd.Context(), g.workspace, args[0], reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s: %s\n", args[0], r.Phase)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the timeline)")
-	return cmd
-}
-
-func newDeleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Stop a job if it runs and delete it",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteJob(cmd.Context(), g.workspace, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s deleted\n", args[0])
-			return nil
-		},
-	}
+	return stopCmd(g, "job", "Stop a job and wait until every replica is gone", "why (recorded in the timeline)",
+		(*client.Client).StopJob, func(r *api.StopResult) any { return r.Phase })
 }
 
 func dash(s string) string {

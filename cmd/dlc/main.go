@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -75,7 +76,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.server, "server", "", "API server URL (default $DLC_SERVER or http://"+embedded.DefaultAPIAddr+")")
 	pf.StringVarP(&g.workspace, "workspace", "w", schemas.DefaultWorkspace, "workspace")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, yaml or json")
-	pf.StringVar(&g.token, "token", "", "API token (default $DLC_TOKEN, else the admin token `dlc up` wrote in "+embedded.DefaultDir()+")")
+	pf.StringVar(&g.token, "token", "", "API token (default $DLC_TOKEN, else the admin token that dlc up wrote in "+embedded.DefaultDir()+")")
 	pf.StringVar(&g.caCert, "ca-cert", "", "CA certificate (PEM) of an https API server (default $DLC_CA_CERT)")
 
 	root.AddCommand(
@@ -84,24 +85,60 @@ func newRoot() *cobra.Command {
 		newWorkerCmd(),
 		newValidateCmd(),
 		newRunCmd(g),
-		newSubmitCmd(g),
-		newGetCmd(g),
-		newListCmd(g),
-		newDescribeCmd(g),
-		newLogsCmd(g),
-		newStopCmd(g),
-		newDeleteCmd(g),
-		newEventsCmd(g),
-		newRulesCmd(g),
-		newCloneCmd(g),
 		newWhoamiCmd(g),
-		newTokenCmd(g),
-		newWorkspaceCmd(g),
 	)
-	root.AddCommand(newQuotaCmd(g))
-	root.AddCommand(newExperimentCmd(g))
-	root.AddCommand(newScheduleCmd(g))
-	root.AddCommand(newPipelineCmd(g))
-	root.AddCommand(newTriggerCmd(g))
+	// One noun a kind: dlc KIND VERB [NAME].
+	root.AddCommand(
+		newJobCmd(g),
+		newExperimentCmd(g),
+		newScheduleCmd(g),
+		newPipelineCmd(g),
+		newTriggerCmd(g),
+		newRuleCmd(g),
+		newWorkspaceCmd(g),
+		newTokenCmd(g),
+		newQuotaCmd(g),
+		newEventCmd(g),
+	)
+	addVerbAliases(root, g)
 	return root
+}
+
+// jobVerbAliases are the verbs of the verb-first grammar that came before the nouns:
+// `dlc submit` is `dlc job submit`, and so on.
+var jobVerbAliases = []string{"submit", "list", "describe", "logs", "stop", "delete", "clone"}
+
+// addVerbAliases adds the old verb-first commands, hidden from help: the job verbs, made
+// by the same code as `dlc job VERB`, and `dlc get KIND [NAME]`.
+func addVerbAliases(root *cobra.Command, g *globals) {
+	job := newJobCmd(g)
+	for _, sub := range job.Commands() {
+		if slices.Contains(jobVerbAliases, sub.Name()) {
+			job.RemoveCommand(sub)
+			sub.Hidden = true
+			root.AddCommand(sub)
+		}
+	}
+	root.AddCommand(&cobra.Command{
+		Use:    "get KIND [NAME]",
+		Short:  "dlc KIND list, or dlc KIND get NAME: dlc get jobs, dlc get job NAME",
+		Hidden: true,
+		Args:   cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			noun, _, err := root.Find(args[:1])
+			if err != nil || noun == root || noun.Hidden {
+				return fmt.Errorf("usage: dlc get jobs | dlc get job NAME (%q is no kind)", args[0])
+			}
+			verb := "list"
+			if len(args) == 2 {
+				verb = "get"
+			}
+			sub, _, err := noun.Find([]string{verb})
+			if err != nil || sub == noun {
+				return fmt.Errorf("dlc %s has no %s", noun.Name(), verb)
+			}
+			sub.SetContext(cmd.Context())
+			return sub.RunE(sub, args[1:])
+		},
+	})
 }

@@ -12,24 +12,55 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 func newPipelineCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "pipeline",
-		Aliases: []string{"pipelines"},
-		Short:   "Run pipelines: small DAGs of jobs and conditions (docs/pipelines.md)",
+	k := &kindCommands[api.PipelineRun, api.PipelineSummary]{
+		noun:    "pipeline",
+		aliases: []string{"pipelines"},
+		short:   "Run pipelines: small DAGs of jobs and conditions (docs/pipelines.md)",
+
+		get:      (*client.Client).GetPipeline,
+		getShort: "Show a pipeline run: every step's phase, job, outputs and metrics",
+		show:     printPipeline,
+
+		list:        paged((*client.Client).ListPipelines, func(l *api.PipelineList) ([]api.PipelineSummary, string) { return l.Items, l.NextPageToken }),
+		listShort:   "List the workspace's pipeline runs",
+		listFilters: []string{"phase", "label"},
+		columns: []column[api.PipelineSummary]{
+			{"NAME", func(p api.PipelineSummary) string { return p.Name }},
+			{"PHASE", func(p api.PipelineSummary) string { return string(p.Phase) }},
+			{"STARTED", func(p api.PipelineSummary) string { return p.StartTime.Local().Format(time.DateTime) }},
+			{"ENDED", func(p api.PipelineSummary) string {
+				if p.EndTime == nil {
+					return "-"
+				}
+				return p.EndTime.Local().Format(time.DateTime)
+			}},
+		},
 	}
+	k.more = func() []*cobra.Command {
+		return []*cobra.Command{
+			newPipelineRunCmd(g),
+			stopCmd(g, "pipeline", "Stop a pipeline run: its running jobs are stopped, the steps not started skipped",
+				"why, recorded in the run's status", (*client.Client).StopPipeline, func(r *api.PipelineStopResult) any { return r.Phase }),
+		}
+	}
+	return k.command(g)
+}
+
+func newPipelineRunCmd(g *globals) *cobra.Command {
 	var (
 		file   string
 		params []string
 		wait   bool
 	)
-	run := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "run -f FILE",
 		Short: "Start a run of a pipeline, named by its metadata.name",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			data, err := readSpecFile(file)
 			if err != nil {
 				return err
@@ -42,18 +73,13 @@ func newPipelineCmd(g *globals) *cobra.Command {
 				}
 				values[k] = v
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			p, err := c.RunPipeline(cmd.Context(), data, values)
 			if err != nil {
 				return err
 			}
 			ws, name := p.Spec.Metadata.Workspace, p.Spec.Metadata.Name
-			fmt.Fprintf(cmd.OutOrStdout(), "pipeline %s/%s started\n", ws, name)
-			if !wait {
-				return nil
+			if err := g.print(cmd, p, line("pipeline %s/%s started", ws, name)); err != nil || !wait {
+				return err
 			}
 			final, err := c.WaitPipeline(cmd.Context(), ws, name, time.Second, func(p *api.PipelineRun) {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s  %s\n", time.Now().Format("15:04:05"), p.Status.Phase, stepSummary(p))
@@ -66,84 +92,12 @@ func newPipelineCmd(g *globals) *cobra.Command {
 				return exitError{code: 1}
 			}
 			return nil
-		},
+		}),
 	}
-	run.Flags().StringVarP(&file, "file", "f", "", "pipeline file (YAML or JSON); - for stdin")
-	run.Flags().StringArrayVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
-	run.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
-	_ = run.MarkFlagRequired("file")
-
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show a pipeline run: every step's phase, job, outputs and metrics",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := c.GetPipeline(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, p)
-			}
-			return printPipeline(cmd.OutOrStdout(), p)
-		},
-	}
-	var phase string
-	var labels []string
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the workspace's pipeline runs",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			l, err := c.ListPipelines(cmd.Context(), g.workspace, client.ListOptions{Phase: phase, Labels: labels})
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, l)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tPHASE\tSTARTED\tENDED")
-			for _, p := range l.Items {
-				ended := "-"
-				if p.EndTime != nil {
-					ended = p.EndTime.Local().Format(time.DateTime)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, p.Phase, p.StartTime.Local().Format(time.DateTime), ended)
-			}
-			return tw.Flush()
-		},
-	}
-	list.Flags().StringVar(&phase, "phase", "", "only runs in this phase")
-	list.Flags().StringArrayVarP(&labels, "selector", "l", nil, "key=value label filter (repeatable)")
-	var reason string
-	stop := &cobra.Command{
-		Use:   "stop NAME",
-		Short: "Stop a pipeline run: its running jobs are stopped, the steps not started skipped",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.StopPipeline(cmd.Context(), g.workspace, args[0], reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pipeline %s: %s\n", args[0], r.Phase)
-			return nil
-		},
-	}
-	stop.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's status")
-	cmd.AddCommand(run, get, list, stop)
+	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline file (YAML or JSON); - for stdin")
+	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
+	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 
@@ -214,100 +168,36 @@ func sortedMapKeys[V any](m map[string]V) []string {
 }
 
 func newTriggerCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "trigger",
-		Aliases: []string{"triggers"},
-		Short:   "Manage triggers: inbound events that start pipelines or jobs (docs/triggers.md)",
-	}
-	var file string
-	apply := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or replace a trigger",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := readSpecFile(file)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.ApplyTrigger(cmd.Context(), data)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "trigger %s/%s applied: listening on %s\n", t.Metadata.Workspace, t.Metadata.Name, t.Spec.Subject)
-			return nil
-		},
-	}
-	apply.Flags().StringVarP(&file, "file", "f", "", "trigger file (YAML or JSON); - for stdin")
-	_ = apply.MarkFlagRequired("file")
+	k := &kindCommands[schemas.Trigger, schemas.Trigger]{
+		noun:    "trigger",
+		aliases: []string{"triggers"},
+		short:   "Manage triggers: inbound events that start pipelines or jobs (docs/triggers.md)",
 
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the workspace's triggers",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			l, err := c.ListTriggers(cmd.Context(), g.workspace)
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, l)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSUBJECT\tFILTERS\tACTION")
-			for _, t := range l.Items {
-				action := "job"
+		apply:      (*client.Client).ApplyTrigger,
+		applyShort: "Create or replace a trigger",
+		applied: func(t *schemas.Trigger) string {
+			return fmt.Sprintf("trigger %s/%s applied: listening on %s", t.Metadata.Workspace, t.Metadata.Name, t.Spec.Subject)
+		},
+
+		get:      (*client.Client).GetTrigger,
+		getShort: "Print a trigger",
+
+		list:      whole((*client.Client).ListTriggers, func(l *api.TriggerList) []schemas.Trigger { return l.Items }),
+		listShort: "List the workspace's triggers",
+		columns: []column[schemas.Trigger]{
+			{"NAME", func(t schemas.Trigger) string { return t.Metadata.Name }},
+			{"SUBJECT", func(t schemas.Trigger) string { return t.Spec.Subject }},
+			{"FILTERS", func(t schemas.Trigger) string { return fmt.Sprint(len(t.Spec.Filter)) }},
+			{"ACTION", func(t schemas.Trigger) string {
 				if p := t.Spec.Action.Pipeline; p != nil {
-					action = fmt.Sprintf("pipeline (%d steps)", len(p.Steps))
+					return fmt.Sprintf("pipeline (%d steps)", len(p.Steps))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Metadata.Name, t.Spec.Subject, len(t.Spec.Filter), action)
-			}
-			return tw.Flush()
+				return "job"
+			}},
 		},
+
+		del:      (*client.Client).DeleteTrigger,
+		delShort: "Delete a trigger (what it started keeps running)",
 	}
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Print a trigger",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.GetTrigger(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			format := g.output
-			if format == "table" {
-				format = "yaml"
-			}
-			return printObject(cmd.OutOrStdout(), format, t)
-		},
-	}
-	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a trigger (what it started keeps running)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteTrigger(cmd.Context(), g.workspace, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "trigger %s deleted\n", args[0])
-			return nil
-		},
-	}
-	cmd.AddCommand(apply, list, get, del)
-	return cmd
+	return k.command(g)
 }

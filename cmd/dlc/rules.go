@@ -3,111 +3,51 @@ package main
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/schemas"
 )
 
-func newRulesCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "rules",
-		Aliases: []string{"notificationrules", "rule"},
-		Short:   "Manage notification rules: events delivered to webhooks or NATS subjects",
-	}
-	var file string
-	apply := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or replace a rule",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := readSpecFile(file)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.ApplyRule(cmd.Context(), data)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rule %s/%s applied\n", r.Metadata.Workspace, r.Metadata.Name)
-			return nil
-		},
-	}
-	apply.Flags().StringVarP(&file, "file", "f", "", "rule file (YAML or JSON); - for stdin")
-	_ = apply.MarkFlagRequired("file")
+func newRuleCmd(g *globals) *cobra.Command {
+	k := &kindCommands[schemas.NotificationRule, schemas.NotificationRule]{
+		noun:    "rule",
+		aliases: []string{"rules", "notificationrules", "notificationrule"},
+		short:   "Manage notification rules: events delivered to webhooks or NATS subjects",
 
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the workspace's rules",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			l, err := c.ListRules(cmd.Context(), g.workspace)
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, l)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTYPES\tPHASES\tTARGET")
-			for _, r := range l.Items {
-				target := r.Spec.Subject
-				if r.Spec.Webhook != nil {
-					target = r.Spec.Webhook.URL
-				}
+		apply:      (*client.Client).ApplyRule,
+		applyShort: "Create or replace a rule",
+		applied: func(r *schemas.NotificationRule) string {
+			return fmt.Sprintf("rule %s/%s applied", r.Metadata.Workspace, r.Metadata.Name)
+		},
+
+		get:      (*client.Client).GetRule,
+		getShort: "Print a rule (secrets redacted)",
+
+		list:      whole((*client.Client).ListRules, func(l *api.RuleList) []schemas.NotificationRule { return l.Items }),
+		listShort: "List the workspace's rules",
+		columns: []column[schemas.NotificationRule]{
+			{"NAME", func(r schemas.NotificationRule) string { return r.Metadata.Name }},
+			{"TYPES", func(r schemas.NotificationRule) string { return strings.Join(r.Spec.Match.Types, ",") }},
+			{"PHASES", func(r schemas.NotificationRule) string {
 				phases := make([]string, len(r.Spec.Match.Phases))
 				for i, p := range r.Spec.Match.Phases {
 					phases[i] = string(p)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Metadata.Name, strings.Join(r.Spec.Match.Types, ","),
-					strings.Join(phases, ","), target)
-			}
-			return tw.Flush()
+				return strings.Join(phases, ",")
+			}},
+			{"TARGET", func(r schemas.NotificationRule) string {
+				if r.Spec.Webhook != nil {
+					return r.Spec.Webhook.URL
+				}
+				return r.Spec.Subject
+			}},
 		},
+
+		del:      (*client.Client).DeleteRule,
+		delShort: "Delete a rule",
 	}
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Print a rule (secrets redacted)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.GetRule(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			format := g.output
-			if format == "table" {
-				format = "yaml"
-			}
-			return printObject(cmd.OutOrStdout(), format, r)
-		},
-	}
-	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a rule",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteRule(cmd.Context(), g.workspace, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rule %s deleted\n", args[0])
-			return nil
-		},
-	}
-	cmd.AddCommand(apply, list, get, del)
-	return cmd
+	return k.command(g)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -8,62 +9,80 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/schedule"
 	"github.com/opendlc/opendlc/schemas"
 )
 
 func newScheduleCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "schedule",
-		Aliases: []string{"schedules", "sched"},
-		Short:   "Manage schedules: jobs, experiments or pipelines run at the times a cron expression names (periodic retraining)",
+	var next int
+	k := &kindCommands[api.ScheduleView, api.ScheduleSummary]{
+		noun:    "schedule",
+		aliases: []string{"schedules", "sched"},
+		short:   "Manage schedules: jobs, experiments or pipelines run at the times a cron expression names (periodic retraining)",
+
+		apply:        (*client.Client).CreateSchedule,
+		applyVerb:    "create",
+		applyAliases: []string{"apply"},
+		applyShort:   "Create a schedule",
+		applied: func(s *api.ScheduleView) string {
+			return fmt.Sprintf("schedule %s/%s created (%s, %s)", s.Spec.Metadata.Workspace, s.Spec.Metadata.Name, s.Spec.Spec.Cron, s.Spec.Spec.TimeZone)
+		},
+
+		get: func(c *client.Client, ctx context.Context, ws, name string) (*api.ScheduleView, error) {
+			return c.GetSchedule(ctx, ws, name, next)
+		},
+		getShort: "Show a schedule: its spec, next fire times, running runs and history (-o yaml for all of it)",
+		getFlags: func(f *pflag.FlagSet) { f.IntVar(&next, "next", 5, "how many next fire times to show (1 to 100)") },
+		show:     func(w io.Writer, s *api.ScheduleView) error { return printSchedule(w, "table", s) },
+
+		list: func(c *client.Client, ctx context.Context, ws string, opts client.ListOptions) ([]api.ScheduleSummary, string, error) {
+			l, err := c.ListSchedules(ctx, ws, opts.Limit, opts.PageToken)
+			if err != nil {
+				return nil, "", err
+			}
+			return l.Items, l.NextPageToken, nil
+		},
+		listShort: "List the workspace's schedules",
+		columns: []column[api.ScheduleSummary]{
+			{"NAME", func(s api.ScheduleSummary) string { return s.Name }},
+			{"CRON", func(s api.ScheduleSummary) string { return s.Cron }},
+			{"TIME ZONE", func(s api.ScheduleSummary) string { return s.TimeZone }},
+			{"STATE", func(s api.ScheduleSummary) string { return scheduleState(s.Paused) }},
+			{"AGE", func(s api.ScheduleSummary) string { return age(s.CreateTime) }},
+		},
+
+		del:      (*client.Client).DeleteSchedule,
+		delShort: "Delete a schedule (the jobs it started are left alone)",
 	}
+	k.more = func() []*cobra.Command {
+		return []*cobra.Command{newScheduleUpdateCmd(g), newSchedulePauseCmd(g), newScheduleResumeCmd(g), newScheduleTriggerCmd(g), newBackfillCmd(g)}
+	}
+	return k.command(g)
+}
+
+func scheduleState(paused bool) string {
+	if paused {
+		return "Paused"
+	}
+	return "Active"
+}
+
+func newScheduleUpdateCmd(g *globals) *cobra.Command {
 	var file string
-	create := &cobra.Command{
-		Use:   "create -f FILE",
-		Short: "Create a schedule",
+	cmd := &cobra.Command{
+		Use:   "update -f FILE",
+		Short: "Replace a schedule's spec; the next fire time follows at once",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			data, err := readSpecFile(file)
 			if err != nil {
 				return err
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			s, err := c.CreateSchedule(cmd.Context(), data)
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, s)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s/%s created (%s, %s)\n", s.Spec.Metadata.Workspace,
-				s.Spec.Metadata.Name, s.Spec.Spec.Cron, s.Spec.Spec.TimeZone)
-			return nil
-		},
-	}
-	create.Flags().StringVarP(&file, "file", "f", "", "schedule file (YAML or JSON); - for stdin")
-	_ = create.MarkFlagRequired("file")
-
-	var updateFile string
-	update := &cobra.Command{
-		Use:   "update -f FILE",
-		Short: "Replace a schedule's spec; the next fire time follows at once",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := readSpecFile(updateFile)
-			if err != nil {
-				return err
-			}
 			doc, err := schemas.DecodeSchedule(data)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
 			if err != nil {
 				return err
 			}
@@ -72,197 +91,88 @@ func newScheduleCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return printSchedule(cmd.OutOrStdout(), g.output, s)
-		},
+		}),
 	}
-	update.Flags().StringVarP(&updateFile, "file", "f", "", "schedule file (YAML or JSON); - for stdin")
-	_ = update.MarkFlagRequired("file")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "schedule file (YAML or JSON); - for stdin")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
 
-	var next int
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show a schedule: its spec, next fire times, running runs and history (-o yaml for all of it)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+func newSchedulePauseCmd(g *globals) *cobra.Command {
+	var note string
+	cmd := g.nameCmd("pause NAME", "Pause scheduled runs (trigger and backfill still work); times passing meanwhile are not caught up",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			s, err := c.PauseSchedule(cmd.Context(), g.workspace, name, note)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			s, err := c.GetSchedule(cmd.Context(), g.workspace, args[0], next)
-			if err != nil {
-				return err
-			}
-			return printSchedule(cmd.OutOrStdout(), g.output, s)
-		},
-	}
-	get.Flags().IntVar(&next, "next", 5, "how many next fire times to show (1 to 100)")
+			return s, line("schedule %s paused", name), nil
+		})
+	cmd.Flags().StringVar(&note, "note", "", "why (shown by get)")
+	return cmd
+}
 
-	list := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the workspace's schedules",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+func newScheduleResumeCmd(g *globals) *cobra.Command {
+	return g.nameCmd("resume NAME", "Resume scheduled runs",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			s, err := c.ResumeSchedule(cmd.Context(), g.workspace, name)
 			if err != nil {
-				return err
-			}
-			var all []api.ScheduleSummary
-			token := ""
-			for {
-				l, err := c.ListSchedules(cmd.Context(), g.workspace, 0, token)
-				if err != nil {
-					return err
-				}
-				all = append(all, l.Items...)
-				if token = l.NextPageToken; token == "" {
-					break
-				}
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, api.ScheduleList{Items: all})
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tCRON\tTIME ZONE\tSTATE\tAGE")
-			for _, s := range all {
-				state := "Active"
-				if s.Paused {
-					state = "Paused"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Cron, s.TimeZone, state, age(s.CreateTime))
-			}
-			return tw.Flush()
-		},
-	}
-
-	var noteText string
-	pause := &cobra.Command{
-		Use:   "pause NAME",
-		Short: "Pause scheduled runs (trigger and backfill still work); times passing meanwhile are not caught up",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			s, err := c.PauseSchedule(cmd.Context(), g.workspace, args[0], noteText)
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, s)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s paused\n", args[0])
-			return nil
-		},
-	}
-	pause.Flags().StringVar(&noteText, "note", "", "why (shown by get)")
-
-	resume := &cobra.Command{
-		Use:   "resume NAME",
-		Short: "Resume scheduled runs",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			s, err := c.ResumeSchedule(cmd.Context(), g.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, s)
+				return nil, nil, err
 			}
 			msg := "no further fire time"
 			if len(s.Status.Next) > 0 {
 				msg = "next run at " + formatScheduleTime(s.Status.Next[0].FireTime, s.Spec.Spec.TimeZone)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s resumed; %s\n", args[0], msg)
-			return nil
-		},
-	}
+			return s, line("schedule %s resumed; %s", name, msg), nil
+		})
+}
 
-	var triggerPolicy string
-	trigger := &cobra.Command{
-		Use:   "trigger NAME",
-		Short: "Run the schedule's action now",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+func newScheduleTriggerCmd(g *globals) *cobra.Command {
+	var policy string
+	cmd := g.nameCmd("trigger NAME", "Run the schedule's action now",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			r, err := c.TriggerSchedule(cmd.Context(), g.workspace, name, schedule.OverlapPolicy(policy))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			r, err := c.TriggerSchedule(cmd.Context(), g.workspace, args[0], schedule.OverlapPolicy(triggerPolicy))
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, r)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), describeRun(r.Run))
-			return nil
-		},
-	}
-	trigger.Flags().StringVar(&triggerPolicy, "overlap", "", "overlap policy for this run (default: the schedule's); allowAll runs it alongside running runs")
+			return r, line("%s", describeRun(r.Run)), nil
+		})
+	cmd.Flags().StringVar(&policy, "overlap", "", "overlap policy for this run (default: the schedule's); allowAll runs it alongside running runs")
+	return cmd
+}
 
-	var from, to, backfillPolicy string
-	backfill := &cobra.Command{
-		Use:   "backfill NAME --from TIME --to TIME",
-		Short: "Run every time of [from, to) the schedule names, once each (one after another by default)",
-		Long: "Run every time of [from, to) the schedule's expression names, once each, ignoring pause and the\n" +
-			"start and end times. A time already run is not run again. TIME is RFC 3339 (2026-01-02T02:00:00+08:00),\n" +
-			"a date (2026-01-02, midnight UTC), \"now\", or a duration before now (-48h).",
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+func newBackfillCmd(g *globals) *cobra.Command {
+	var from, to, policy string
+	cmd := g.nameCmd("backfill NAME --from TIME --to TIME", "Run every time of [from, to) the schedule names, once each (one after another by default)",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
 			now := time.Now()
 			f, err := parseBackfillTime(from, now)
 			if err != nil {
-				return fmt.Errorf("--from: %w", err)
+				return nil, nil, fmt.Errorf("--from: %w", err)
 			}
 			t, err := parseBackfillTime(to, now)
 			if err != nil {
-				return fmt.Errorf("--to: %w", err)
+				return nil, nil, fmt.Errorf("--to: %w", err)
 			}
-			c, err := g.client()
+			r, err := c.BackfillSchedule(cmd.Context(), g.workspace, name, f, t, schedule.OverlapPolicy(policy))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			r, err := c.BackfillSchedule(cmd.Context(), g.workspace, args[0], f, t, schedule.OverlapPolicy(backfillPolicy))
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				return printObject(cmd.OutOrStdout(), g.output, r)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d time(s) in [%s, %s)\n", len(r.Runs), f.UTC().Format(time.RFC3339), t.UTC().Format(time.RFC3339))
-			for _, run := range r.Runs {
-				fmt.Fprintln(cmd.OutOrStdout(), "  "+describeRun(run))
-			}
-			return nil
-		},
-	}
-	backfill.Flags().StringVar(&from, "from", "", "start of the range (inclusive)")
-	backfill.Flags().StringVar(&to, "to", "now", "end of the range (exclusive)")
-	backfill.Flags().StringVar(&backfillPolicy, "overlap", "", "bufferAll (default: one after another) or allowAll (all at once)")
-	_ = backfill.MarkFlagRequired("from")
-
-	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a schedule (the jobs it started are left alone)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteSchedule(cmd.Context(), g.workspace, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s deleted\n", args[0])
-			return nil
-		},
-	}
-	cmd.AddCommand(create, update, get, list, pause, resume, trigger, backfill, del)
+			return r, func(w io.Writer) error {
+				fmt.Fprintf(w, "%d time(s) in [%s, %s)\n", len(r.Runs), f.UTC().Format(time.RFC3339), t.UTC().Format(time.RFC3339))
+				for _, run := range r.Runs {
+					fmt.Fprintln(w, "  "+describeRun(run))
+				}
+				return nil
+			}, nil
+		})
+	cmd.Long = "Run every time of [from, to) the schedule's expression names, once each, ignoring pause and the\n" +
+		"start and end times. A time already run is not run again. TIME is RFC 3339 (2026-01-02T02:00:00+08:00),\n" +
+		"a date (2026-01-02, midnight UTC), \"now\", or a duration before now (-48h)."
+	cmd.Flags().StringVar(&from, "from", "", "start of the range (inclusive)")
+	cmd.Flags().StringVar(&to, "to", "now", "end of the range (exclusive)")
+	cmd.Flags().StringVar(&policy, "overlap", "", "bufferAll (default: one after another) or allowAll (all at once)")
+	_ = cmd.MarkFlagRequired("from")
 	return cmd
 }
 
@@ -297,12 +207,9 @@ func printSchedule(w io.Writer, format string, s *api.ScheduleView) error {
 	zone := sp.TimeZone
 	fmt.Fprintf(w, "Name:          %s\nWorkspace:     %s\nCron:          %s\nTime zone:     %s\n",
 		s.Spec.Metadata.Name, s.Spec.Metadata.Workspace, sp.Cron, zone)
-	state := "Active"
-	if st.Paused {
-		state = "Paused"
-		if st.PauseNote != "" {
-			state += " (" + st.PauseNote + ")"
-		}
+	state := scheduleState(st.Paused)
+	if st.Paused && st.PauseNote != "" {
+		state += " (" + st.PauseNote + ")"
 	}
 	fmt.Fprintf(w, "State:         %s\nAction:        %s\nOverlap:       %s\nCatch-up:      %s\n", state, sp.Action.Kind(),
 		sp.OverlapPolicy, sp.CatchupWindow.D())
