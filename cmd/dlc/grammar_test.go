@@ -39,6 +39,7 @@ var fakeAnswers = map[string]string{
 	"GET /v1/workspaces/ml/experiments?pageToken=p2": `{"items":[{"name":"tune2","workspace":"ml","phase":"Succeeded"}]}`,
 	"GET /v1/workspaces/ml/triggers":                 `{"items":[{"metadata":{"name":"t1","workspace":"ml"},"spec":{"subject":"dlc.ml.trigger.x"}}]}`,
 	"GET /v1/workspaces/ml/triggers/t1":              `{"metadata":{"name":"t1","workspace":"ml"},"spec":{"subject":"dlc.ml.trigger.x"}}`,
+	"GET /v1/workspaces/ml/pipelines":                `{"items":[{"name":"p1","workspace":"ml","phase":"Running","startTime":"2026-01-01T00:00:00Z"}]}`,
 	"GET /v1/tokens":                                 `{"items":[{"name":"alice","workspace":"ml","role":"viewer"}]}`,
 	"DELETE /v1/tokens/alice":                        ``,
 }
@@ -158,6 +159,11 @@ func TestOldAndNewSpellingsAgree(t *testing.T) {
 			spellings: [][]string{{"experiment", "list"}, {"experiments", "list"}, {"get", "experiments"}},
 			want:      "tune2  Succeeded",
 			calls:     []string{"GET /v1/workspaces/ml/experiments", "GET /v1/workspaces/ml/experiments?pageToken=p2"},
+		},
+		{ // --selector, pipeline list's name of --label before
+			spellings: [][]string{{"pipeline", "list", "-l", "a=b"}, {"pipelines", "list", "--selector", "a=b"}, {"pipeline", "ls", "--label", "a=b"}},
+			want:      "p1    Running",
+			calls:     []string{"GET /v1/workspaces/ml/pipelines?label=a%3Db"},
 		},
 		{ // a trigger or a rule is shown as YAML
 			spellings: [][]string{{"trigger", "get", "t1"}, {"triggers", "get", "t1"}},

@@ -204,7 +204,12 @@ func (k *kindCommands[T, I]) listCmd(g *globals) *cobra.Command {
 			return g.print(cmd, list, func(w io.Writer) error { return printTable(w, k.columns, all) })
 		}),
 	}
-	f := cmd.Flags()
+	k.filterFlags(cmd.Flags(), &opts)
+	return cmd
+}
+
+// filterFlags registers the list's filter flags into opts.
+func (k *kindCommands[T, I]) filterFlags(f *pflag.FlagSet, opts *client.ListOptions) {
 	for _, filter := range k.listFilters {
 		switch filter {
 		case "phase":
@@ -222,7 +227,6 @@ func (k *kindCommands[T, I]) listCmd(g *globals) *cobra.Command {
 			})
 		}
 	}
-	return cmd
 }
 
 func (k *kindCommands[T, I]) deleteCmd(g *globals) *cobra.Command {
