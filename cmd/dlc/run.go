@@ -27,7 +27,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			"When no API server answers (and --server is not set), run starts the embedded stack for\n" +
 			"the duration of the run. A finished job of the same name is replaced.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			data, err := readSpecFile(file)
 			if err != nil {
 				return err
@@ -39,13 +39,13 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			out := &syncWriter{w: cmd.OutOrStdout()}
-			c, cleanup, ephemeral, err := connectOrStart(ctx, g, dir, cmd.ErrOrStderr())
+			c, cleanup, ephemeral, err := connectOrStart(ctx, g, c, dir, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer cleanup()
 			return runJob(ctx, c, job, data, out, ephemeral)
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (YAML or JSON); - for stdin")
 	cmd.Flags().StringVar(&dir, "dir", embedded.DefaultDir(), "state directory of the embedded stack, when one is started")
@@ -53,13 +53,9 @@ func newRunCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// connectOrStart returns a client for the configured server, or starts the embedded
+// connectOrStart returns c, the client of the configured server, or starts the embedded
 // stack when no server was configured and none answers at the default address.
-func connectOrStart(ctx context.Context, g *globals, dir string, errw io.Writer) (*client.Client, func(), bool, error) {
-	c, err := g.client()
-	if err != nil {
-		return nil, nil, false, err
-	}
+func connectOrStart(ctx context.Context, g *globals, c *client.Client, dir string, errw io.Writer) (*client.Client, func(), bool, error) {
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
 	herr := c.Health(hctx)
 	cancel()
