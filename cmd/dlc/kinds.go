@@ -135,8 +135,7 @@ func (k *kindCommands[T, I]) applyCmd(g *globals) *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", k.noun+" file (YAML or JSON); - for stdin")
-	_ = cmd.MarkFlagRequired("file")
+	fileFlag(cmd, &file, k.noun)
 	if k.applyFlags != nil {
 		k.applyFlags(cmd.Flags())
 	}

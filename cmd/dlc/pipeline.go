@@ -94,10 +94,9 @@ func newPipelineRunCmd(g *globals) *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline file (YAML or JSON); - for stdin")
+	fileFlag(cmd, &file, "pipeline")
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 

@@ -47,9 +47,8 @@ func newRunCmd(g *globals) *cobra.Command {
 			return runJob(ctx, c, job, data, out, ephemeral)
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (YAML or JSON); - for stdin")
+	fileFlag(cmd, &file, "spec")
 	cmd.Flags().StringVar(&dir, "dir", embedded.DefaultDir(), "state directory of the embedded stack, when one is started")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 

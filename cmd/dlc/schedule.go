@@ -93,8 +93,7 @@ func newScheduleUpdateCmd(g *globals) *cobra.Command {
 			return printSchedule(cmd.OutOrStdout(), g.output, s)
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "schedule file (YAML or JSON); - for stdin")
-	_ = cmd.MarkFlagRequired("file")
+	fileFlag(cmd, &file, "schedule")
 	return cmd
 }
 

@@ -31,9 +31,14 @@ func newValidateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (YAML or JSON); - for stdin")
-	_ = cmd.MarkFlagRequired("file")
+	fileFlag(cmd, &file, "spec")
 	return cmd
+}
+
+// fileFlag adds the required -f FILE flag: a what file (YAML or JSON), - for stdin.
+func fileFlag(cmd *cobra.Command, file *string, what string) {
+	cmd.Flags().StringVarP(file, "file", "f", "", what+" file (YAML or JSON); - for stdin")
+	_ = cmd.MarkFlagRequired("file")
 }
 
 func readSpecFile(file string) ([]byte, error) {
