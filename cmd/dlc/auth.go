@@ -74,9 +74,9 @@ func newTokenCmd(g *globals) *cobra.Command {
 		aliases: []string{"tokens"},
 		short:   "Manage API tokens (admin)",
 
-		list:          whole((*client.Client).ListTokens, func(l *api.TokenList) []api.Token { return l.Items }),
-		listShort:     "List tokens (not their secrets); -w for one workspace's",
-		listAnyWSDflt: true,
+		list:              whole((*client.Client).ListTokens, func(l *api.TokenList) []api.Token { return l.Items }),
+		listShort:         "List tokens (not their secrets); -w for one workspace's",
+		listAllWorkspaces: true,
 		columns: []column[api.Token]{
 			{"NAME", func(t api.Token) string { return t.Name }},
 			{"WORKSPACE", func(t api.Token) string { return t.Workspace }},
@@ -85,12 +85,11 @@ func newTokenCmd(g *globals) *cobra.Command {
 			{"CREATED BY", func(t api.Token) string { return t.CreatedBy }},
 		},
 
-		del:       func(c *client.Client, ctx context.Context, _, name string) error { return c.RevokeToken(ctx, name) },
-		delVerb:   "revoke",
-		delAlias:  []string{"delete"},
-		delShort:  "Revoke a token; it stops working at once",
-		delPast:   "revoked",
-		delGlobal: true,
+		del:      func(c *client.Client, ctx context.Context, _, name string) error { return c.RevokeToken(ctx, name) },
+		delVerb:  "revoke",
+		delAlias: []string{"delete"},
+		delShort: "Revoke a token; it stops working at once",
+		delPast:  "revoked",
 	}
 	k.more = func() []*cobra.Command { return []*cobra.Command{newTokenCreateCmd(g)} }
 	return k.command(g)

@@ -19,7 +19,8 @@ import (
 // verbs (job logs, schedule pause...) in more.
 
 // kindCommands declares one kind of object to the CLI. T is the object the SDK's get and
-// apply return, I an item of its list. A nil SDK call leaves its verb out.
+// apply return, I an item of its list. A nil SDK call leaves its verb out. The calls take
+// the client first, so that method expressions such as (*client.Client).GetJob fit.
 type kindCommands[T, I any] struct {
 	noun    string   // singular: "job"
 	aliases []string // the plural and short forms: "jobs"
@@ -43,18 +44,17 @@ type kindCommands[T, I any] struct {
 
 	// list returns a page of the workspace's objects and the next page's token ("" on
 	// the last page); the list command reads every page.
-	list          listFunc[I]
-	listShort     string
-	listFilters   []string // the filter flags it takes: phase, label, framework
-	listAnyWSDflt bool     // without -w, list every workspace's objects (workspace "")
-	columns       []column[I]
+	list              listFunc[I]
+	listShort         string
+	listFilters       []string // the filter flags it takes: phase, label, framework
+	listAllWorkspaces bool     // without -w, list every workspace's objects (workspace "")
+	columns           []column[I]
 
-	del       func(c *client.Client, ctx context.Context, workspace, name string) error
-	delVerb   string   // default "delete"
-	delAlias  []string // other names of the verb
-	delShort  string
-	delPast   string // "deleted" by default: "job NAME deleted"
-	delGlobal bool   // the object is not in a workspace (tokens)
+	del      func(c *client.Client, ctx context.Context, workspace, name string) error
+	delVerb  string   // default "delete"
+	delAlias []string // other names of the verb
+	delShort string
+	delPast  string // "deleted" by default: "job NAME deleted"
 
 	// more makes the kind's other verbs.
 	more func() []*cobra.Command
@@ -183,7 +183,7 @@ func (k *kindCommands[T, I]) listCmd(g *globals) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			ws := g.workspace
-			if k.listAnyWSDflt && !cmd.Flag("workspace").Changed {
+			if k.listAllWorkspaces && !cmd.Flag("workspace").Changed {
 				ws = ""
 			}
 			var all []I
@@ -240,11 +240,7 @@ func (k *kindCommands[T, I]) deleteCmd(g *globals) *cobra.Command {
 		past = "deleted"
 	}
 	return g.nameCmd(verb+" NAME", k.delShort, func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
-		ws := g.workspace
-		if k.delGlobal {
-			ws = ""
-		}
-		return nil, line("%s %s %s", k.noun, name, past), k.del(c, cmd.Context(), ws, name)
+		return nil, line("%s %s %s", k.noun, name, past), k.del(c, cmd.Context(), g.workspace, name)
 	}, k.delAlias...)
 }
 
