@@ -21,7 +21,7 @@ from .checkpoint import (
     save_async,
     wait,
 )
-from .env import DataSource, Env, Rendezvous, S3Config, env
+from .environment import DataSource, Env, Rendezvous, S3Config, env
 from .metrics import report
 
 __all__ = [

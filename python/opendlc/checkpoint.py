@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import env as _env
+from . import environment as _env
 
 __all__ = [
     "MANIFEST_NAME", "STEP_DIGITS", "CheckpointError", "InvalidURI", "NoCheckpoint", "CorruptCheckpoint",

@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from typing import Any, Mapping, Optional, Tuple, Union
 
 from . import checkpoint as _ckpt
-from . import env as _env
+from . import environment as _env
 
 __all__ = ["STATE_FILE", "save_state", "load_state"]
 

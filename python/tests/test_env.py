@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 
 from opendlc import Env
-from opendlc.env import parse_go_duration
+from opendlc.environment import parse_go_duration
 
 # What backend.BuildGang and frameworks.PyTorch give replica worker-1 of a job with a
 # checkpoint, a data source on S3, a PVC data source and HPO parameters.
