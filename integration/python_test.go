@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,11 +48,19 @@ func pythonDir(t *testing.T) string {
 	return dir
 }
 
+// pythonCheck runs once: whether Debian's Python and its boto3 are there.
+var pythonCheck = sync.OnceValue(func() error {
+	if out, err := exec.Command(python, "-c", "import boto3").CombinedOutput(); err != nil {
+		return fmt.Errorf("the Python tests need %s with boto3 (Debian package python3-boto3): run `task deps` (%v: %s)", python, err, out)
+	}
+	return nil
+})
+
 // requirePython fails (never skips) when Debian's Python or its boto3 is missing.
 func requirePython(t *testing.T) {
 	t.Helper()
-	if out, err := exec.Command(python, "-c", "import boto3").CombinedOutput(); err != nil {
-		t.Fatalf("the Python tests need %s with boto3 (Debian package python3-boto3): run `task deps` (%v: %s)", python, err, out)
+	if err := pythonCheck(); err != nil {
+		t.Fatal(err)
 	}
 }
 
