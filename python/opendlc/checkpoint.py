@@ -334,8 +334,8 @@ def _remove(files: Files) -> None:
             if not isinstance(src, bytes):
                 _unlink(os.fspath(src))
     else:
-        for p in files:
-            _unlink(os.fspath(p))
+        for f in files:
+            _unlink(os.fspath(f))
 
 
 def _unlink(p: str) -> None:
@@ -410,8 +410,8 @@ class Checkpoints:
         """Uploads the checkpoint of step: every file, then the manifest. Saving a step that
         exists replaces it: its manifest is deleted first, so it reads as incomplete until
         the new one is written. Metrics must be finite. Returns the manifest."""
-        entries, metrics = self._check(step, files, metrics)
-        return self._save(step, entries, metrics)
+        entries, clean = self._check(step, files, metrics)
+        return self._save(step, entries, clean)
 
     def save_async(self, step: int, files: Files, metrics: Optional[Mapping[str, float]] = None,
                    *, delete_after: bool = False) -> "Future[Manifest]":
@@ -420,11 +420,11 @@ class Checkpoints:
         failed save does not stop the next. The files must stay unchanged until the save
         has ended (the future is done); with delete_after they are deleted then (a
         directory with everything in it). wait() waits for every save queued here."""
-        entries, metrics = self._check(step, files, metrics)
+        entries, clean = self._check(step, files, metrics)
 
         def run() -> Manifest:
             try:
-                return self._save(step, entries, metrics)
+                return self._save(step, entries, clean)
             finally:
                 if delete_after:
                     _remove(files)
