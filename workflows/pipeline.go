@@ -387,19 +387,9 @@ func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Futur
 // jobSucceeded reads the job's last metrics and records the step's outputs.
 func (w *pipelineWorkflow) jobSucceeded(ctx workflow.Context, i int, js schemas.JobStatus) {
 	st := &w.status.Steps[i]
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    10,
-		},
-	})
-	var metrics activities.JobMetricsResult
-	err := workflow.ExecuteActivity(actx, ActivityJobMetrics, activities.JobMetricsInput{
+	metrics, err := jobMetrics(ctx, activities.JobMetricsInput{
 		Workspace: w.in.Pipeline.Metadata.Workspace, Job: st.Job, UID: st.JobUID,
-	}).Get(ctx, &metrics)
+	})
 	if err != nil {
 		w.endStep(ctx, i, schemas.StepFailed, "MetricsUnavailable",
 			fmt.Sprintf("job %s succeeded but its metrics could not be read: %s", st.Job, rootMessage(err)))
@@ -428,16 +418,7 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 	if w.ending == endStopped {
 		reason = "the pipeline was stopped: " + w.stopReason
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: stopJobTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    10,
-		},
-	})
-	var stops []workflow.Future
+	var stops []doneFuture
 	for _, i := range w.order {
 		j := w.jobs[i]
 		if j == nil || j.cancelling {
@@ -449,14 +430,14 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 			continue
 		}
 		st := &w.status.Steps[i]
-		stops = append(stops, workflow.ExecuteActivity(actx, ActivityStopJob, activities.StopJobInput{
+		stops = append(stops, stopJob(ctx, activities.StopJobInput{
 			WorkflowID: JobWorkflowID(w.in.Pipeline.Metadata.Workspace, st.Job),
 			UpdateName: UpdateStop,
 			Reason:     reason,
 		}))
 	}
 	for _, f := range stops {
-		if err := f.Get(ctx, nil); err != nil {
+		if err := f.wait(ctx); err != nil {
 			w.logger.Error("could not stop a step's job", "error", err)
 		}
 	}

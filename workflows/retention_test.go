@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/schemas"
@@ -24,15 +23,13 @@ type retentionCall struct {
 	SawSucceeded bool
 }
 
-// Change checkpoint-retention: a job that succeeds with spec.checkpoint.keep > 0 has its
-// checkpoints pruned to keep before it enters Succeeded; any other end, keep 0, or a
-// history from before the change prunes nothing. A prune that fails does not fail the
-// job.
+// Checkpoint retention: a job that succeeds with spec.checkpoint.keep > 0 has its
+// checkpoints pruned to keep before it enters Succeeded; any other end, or keep 0,
+// prunes nothing. A prune that fails does not fail the job.
 func TestTrainingJobCheckpointRetention(t *testing.T) {
 	tests := map[string]struct {
 		keep       int32
 		fail       bool // a replica fails the job
-		before     bool // the workflow started before the change
 		pruneErr   error
 		wantPhase  schemas.JobPhase
 		wantCalls  []retentionCall
@@ -46,7 +43,6 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 		},
 		"failed keeps every checkpoint": {keep: 3, fail: true, wantPhase: schemas.JobFailed},
 		"keep 0 keeps every checkpoint": {keep: 0, wantPhase: schemas.JobSucceeded},
-		"before the change":             {keep: 3, before: true, wantPhase: schemas.JobSucceeded},
 		"a failed prune does not fail the job": {
 			keep: 1, pruneErr: errors.New("S3 unreachable"), wantPhase: schemas.JobSucceeded, wantPrunes: 3,
 			wantCalls: []retentionCall{
@@ -59,9 +55,6 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
-			if tc.before {
-				h.env.OnGetVersion("checkpoint-retention", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-			}
 			job := testJob()
 			job.Spec.Checkpoint.Keep = tc.keep
 			h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/backend"
@@ -268,23 +267,7 @@ func TestTrainingJobFastReplicasPassThroughRunning(t *testing.T) {
 	}
 }
 
-// The branch before change running-before-succeeded: histories of jobs that started
-// before it keep going straight from Launching to Succeeded.
-func TestTrainingJobFastReplicasBeforeTheChange(t *testing.T) {
-	h := newHarness(t)
-	h.env.OnGetVersion("framework-outcome", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	h.env.OnGetVersion("running-before-succeeded", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
-	h.watchSequence(replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded))
-	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
-	h.result(t)
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Succeeded"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
-}
-
-// TensorFlow's chief decides (change framework-outcome): the chief succeeding ends the
+// TensorFlow's chief decides (frameworks.Outcome): the chief succeeding ends the
 // job while the parameter server still runs, and the rest of the gang is stopped.
 func TestTrainingJobTensorFlowChiefDecides(t *testing.T) {
 	h := newHarness(t)
