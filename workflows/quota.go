@@ -55,7 +55,7 @@ const (
 	// ended without releasing their share.
 	quotaSweepInterval = time.Minute
 	// quotaHistoryLimit bounds the quota workflow's history before it continues as new.
-	quotaHistoryLimit = 2000
+	quotaHistoryLimit   = 2000
 	reasonQuotaExceeded = "QuotaExceeded"
 )
 
