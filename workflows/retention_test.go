@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/schemas"
@@ -57,21 +56,19 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 			h := newHarness(t)
 			job := testJob()
 			job.Spec.Checkpoint.Keep = tc.keep
-			h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-				activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+			returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 			end := replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded)
 			if tc.fail {
 				end = replicas(schemas.ReplicaFailed, schemas.ReplicaRunning)
 				end[0].ExitCode = code(1)
 			}
 			h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning), end)
-			h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+			returnActivityErr(h.env, jobActs.StopGang, nil)
 			var calls []retentionCall
-			h.env.OnActivity(workflows.ActivityPruneCheckpoints, mock.Anything, mock.Anything).Return(
-				func(_ context.Context, in activities.PruneCheckpointsInput) (activities.PruneCheckpointsResult, error) {
-					calls = append(calls, retentionCall{In: in, SawSucceeded: slices.Contains(h.phases, "Succeeded")})
-					return activities.PruneCheckpointsResult{Deleted: []int64{1}}, tc.pruneErr
-				})
+			onActivity(h.env, jobActs.PruneCheckpoints, func(_ context.Context, in activities.PruneCheckpointsInput) (activities.PruneCheckpointsResult, error) {
+				calls = append(calls, retentionCall{In: in, SawSucceeded: slices.Contains(h.phases, "Succeeded")})
+				return activities.PruneCheckpointsResult{Deleted: []int64{1}}, tc.pruneErr
+			})
 			h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 			st := h.result(t)
 
