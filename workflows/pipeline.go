@@ -144,7 +144,7 @@ type PipelineStopResult struct {
 func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 	now := workflow.Now(ctx)
 	w.status.StartTime = &now
-	w.transition(ctx, schemas.PipelineRunning, "Started", fmt.Sprintf("%d steps", len(w.status.Steps)))
+	w.transition(ctx, pipelineOutcome{schemas.PipelineRunning, "Started", fmt.Sprintf("%d steps", len(w.status.Steps))})
 
 	for {
 		w.startReady(ctx)
@@ -493,24 +493,26 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	w.status.FinishTime = &now
 	switch w.ending {
 	case endStopped:
-		w.transition(ctx, schemas.PipelineStopped, "StopRequested", w.stopReason)
+		w.transition(ctx, pipelineOutcome{schemas.PipelineStopped, "StopRequested", w.stopReason})
 	case endFailed:
 		msg := fmt.Sprintf("step %s failed", w.failedStep)
 		if st := w.status.Step(w.failedStep); st != nil && st.Message != "" {
 			msg += ": " + st.Message
 		}
-		w.transition(ctx, schemas.PipelineFailed, "StepFailed", msg)
+		w.transition(ctx, pipelineOutcome{schemas.PipelineFailed, "StepFailed", msg})
 	default:
-		w.transition(ctx, schemas.PipelineSucceeded, "AllStepsDone",
-			fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped))
+		w.transition(ctx, pipelineOutcome{schemas.PipelineSucceeded, "AllStepsDone", fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)})
 	}
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
+// pipelineOutcome is a phase of a pipeline run with its reason and message.
+type pipelineOutcome = outcome[schemas.PipelinePhase]
+
 // transition moves the run to a phase and upserts the DlcPhase search attribute.
-func (w *pipelineWorkflow) transition(ctx workflow.Context, phase schemas.PipelinePhase, reason, msg string) {
-	w.status.Phase, w.status.Reason, w.status.Message = phase, reason, msg
-	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(phase))); err != nil {
+func (w *pipelineWorkflow) transition(ctx workflow.Context, to pipelineOutcome) {
+	w.status.Phase, w.status.Reason, w.status.Message = to.phase, to.reason, to.message
+	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(to.phase))); err != nil {
 		w.logger.Warn("upsert phase search attribute failed", "error", err)
 	}
 }
