@@ -15,9 +15,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
@@ -269,7 +266,7 @@ spec:
 	if r, err := c.StopExperiment(ctx, ws, name, ""); err != nil || r.Phase != schemas.ExperimentSucceeded {
 		t.Errorf("stop of a finished experiment: %+v, %v", r, err)
 	}
-	recordExperimentHistory(t, ctx, ws, name, "experiment_tune_succeeded.json")
+	recordHistory(t, ctx, workflows.ExperimentWorkflowID(ws, name), "experiment_tune_succeeded.json")
 }
 
 // The same experiment, once undisturbed and once while its worker is SIGKILLed and the
@@ -407,32 +404,4 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 	if len(evs) != 16 {
 		t.Errorf("%d trial events, want 16", len(evs))
 	}
-}
-
-// recordExperimentHistory writes an experiment's workflow history into
-// workflows/testdata with -record-histories, for the replay test.
-func recordExperimentHistory(t *testing.T, ctx context.Context, ws, name, file string) {
-	t.Helper()
-	if !*recordHistories {
-		return
-	}
-	it := env.temporal.GetWorkflowHistory(ctx, workflows.ExperimentWorkflowID(ws, name), "", false,
-		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatalf("read history: %v", err)
-		}
-		h.Events = append(h.Events, ev)
-	}
-	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("..", "workflows", "testdata", file)
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events in %s", len(h.Events), path)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
 )
 
 // TensorFlow on the local backend: every replica gets a TF_CONFIG describing the same
@@ -71,7 +72,7 @@ spec:
 	if len(cluster["chief"]) != 1 || len(cluster["ps"]) != 1 || len(cluster["worker"]) != 2 {
 		t.Errorf("cluster = %v", cluster)
 	}
-	recordHistory(t, ctx, ws, "tf", "training_job_tf_chief_decides.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "tf"), "training_job_tf_chief_decides.json")
 }
 
 // A preprocessing job of independent shards succeeds only when every shard has: each

@@ -10,8 +10,6 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/encoding/protojson"
-
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // recordHistories makes the tests that call recordHistory write their workflow's
@@ -21,12 +19,15 @@ import (
 //	go test ./integration/ -run 'Trainer|Failing|Stop' -record-histories
 var recordHistories = flag.Bool("record-histories", false, "write workflow histories to workflows/testdata")
 
-func recordHistory(t *testing.T, ctx context.Context, ws, name, file string) {
+// recordHistory writes the history of the workflow with id workflowID (a job's, an
+// experiment's, a pipeline's or a schedule's: workflows.JobWorkflowID and the like) into
+// workflows/testdata/file, with -record-histories; without it, it does nothing.
+func recordHistory(t *testing.T, ctx context.Context, workflowID, file string) {
 	t.Helper()
 	if !*recordHistories {
 		return
 	}
-	it := env.temporal.GetWorkflowHistory(ctx, workflows.JobWorkflowID(ws, name), "", false,
+	it := env.temporal.GetWorkflowHistory(ctx, workflowID, "", false,
 		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {

@@ -98,7 +98,7 @@ spec:
 			t.Errorf("event %d: seq %d uid %s", i, e.Seq, e.UID)
 		}
 	}
-	recordHistory(t, ctx, ws, "logreg", "training_job_succeeded.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "logreg"), "training_job_succeeded.json")
 }
 
 // A replica that exits non-zero fails the job, with the exit code in status and in the
@@ -128,7 +128,7 @@ spec:
 	if last.Phase != "Failed" || last.ExitCode == nil || *last.ExitCode != 3 {
 		t.Errorf("last event = %+v, want Failed with exit code 3", last)
 	}
-	recordHistory(t, ctx, ws, "crash", "training_job_failed.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "crash"), "training_job_failed.json")
 }
 
 // Stop mid-run kills every process of the gang and ends the job Stopped.
@@ -198,7 +198,7 @@ spec:
 	if res, err := env.api.StopJob(ctx, ws, "sleeper", ""); err != nil || res.Phase != schemas.JobStopped {
 		t.Errorf("second stop = %+v, %v", res, err)
 	}
-	recordHistory(t, ctx, ws, "sleeper", "training_job_stopped.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "sleeper"), "training_job_stopped.json")
 }
 
 // A spec with five mistakes is refused by the API with the same five field-path errors
@@ -351,7 +351,7 @@ spec:
 	if diff := cmp.Diff(want, phasesOf(statusEvents(t, ctx, ws, "quick"))); diff != "" {
 		t.Errorf("status events (-want +got):\n%s", diff)
 	}
-	recordHistory(t, ctx, ws, "quick", "training_job_fast_replicas.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "quick"), "training_job_fast_replicas.json")
 }
 
 // A job with a placement timeout that is placed in time runs as any other (the timer is
@@ -376,5 +376,5 @@ spec:
 	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, phaseList(st)); diff != "" {
 		t.Errorf("timeline (-want +got):\n%s", diff)
 	}
-	recordHistory(t, ctx, ws, "placed", "training_job_placement_in_time.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "placed"), "training_job_placement_in_time.json")
 }

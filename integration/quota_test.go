@@ -8,6 +8,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
 )
 
 // On the embedded stack (local backend): two quota-pool jobs whose sum exceeds the
@@ -51,7 +52,7 @@ spec:
 	if launched == nil || launched.Time.Before(*first.Status.FinishTime) {
 		t.Errorf("second launched at %v, first finished at %v: not one after the other", launched, first.Status.FinishTime)
 	}
-	recordHistory(t, ctx, ws, "second", "training_job_quota_queued.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "second"), "training_job_quota_queued.json")
 }
 
 // A job whose first attempt fails is restarted (maxRestarts) and its second attempt
@@ -80,7 +81,7 @@ spec:
 	if !slices.Contains(phases, "Restarting") || phases[len(phases)-1] != "Succeeded" {
 		t.Errorf("timeline %v: want a Restarting step, then Succeeded", phases)
 	}
-	recordHistory(t, ctx, ws, "flaky", "training_job_restarted.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "flaky"), "training_job_restarted.json")
 }
 
 // A failure rule on a log line, on the real log forwarder: the replica prints a CUDA

@@ -18,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
 )
 
 // rawS3 is a plain S3 client on the stack's gateway, and the bucket and prefix of uri:
@@ -258,7 +259,7 @@ spec:
 	t.Logf("SIGKILL %s → fault seen %s → released %s → attempt 1 running %s → first resumed metric %s",
 		killed.Format("15:04:05.000"), a0.FaultTime.Format("15:04:05.000"), a0.ReleasedTime.Format("15:04:05.000"),
 		a1.RunningTime.Format("15:04:05.000"), first.Time.Format("15:04:05.000"))
-	recordHistory(t, ctx, ws, name, "training_job_recovered.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, name), "training_job_recovered.json")
 }
 
 // Checkpoint retention: once a job has succeeded, its checkpoints are pruned to

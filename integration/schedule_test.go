@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
@@ -234,7 +230,7 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 			t.Errorf("job %s listed %d times, want once", job, listed[job])
 		}
 	}
-	recordScheduleHistory(t, ctx, ws, "tick", "schedule_every_2s.json")
+	recordHistory(t, ctx, workflows.ScheduleWorkflowID(ws, "tick"), "schedule_every_2s.json")
 
 	if err := c.DeleteSchedule(ctx, ws, "tick"); err != nil {
 		t.Fatalf("delete: %v", err)
@@ -332,7 +328,7 @@ spec:
 			t.Errorf("run %s: pipeline listed %d times, step job %d times; want once each", run, pipelines[run], jobs[schemas.StepJobName(run, "eval")])
 		}
 	}
-	recordScheduleHistory(t, ctx, ws, name, "schedule_pipeline_every_3s.json")
+	recordHistory(t, ctx, workflows.ScheduleWorkflowID(ws, name), "schedule_pipeline_every_3s.json")
 	if err := c.DeleteSchedule(ctx, ws, name); err != nil {
 		t.Errorf("delete: %v", err)
 	}
@@ -480,34 +476,6 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 		t.Errorf("the job of the time the worker was down across (%s) listed %d times, want 1", job, listed[job])
 	}
 	t.Logf("%d runs from %s to %s", len(nominals), nominals[0].Format(time.StampMilli), nominals[len(nominals)-1].Format(time.StampMilli))
-}
-
-// recordScheduleHistory writes a schedule workflow's history into workflows/testdata for
-// the replay test (with -record-histories).
-func recordScheduleHistory(t *testing.T, ctx context.Context, ws, name, file string) {
-	t.Helper()
-	if !*recordHistories {
-		return
-	}
-	it := env.temporal.GetWorkflowHistory(ctx, workflows.ScheduleWorkflowID(ws, name), "", false,
-		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatalf("read history: %v", err)
-		}
-		h.Events = append(h.Events, ev)
-	}
-	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("..", "workflows", "testdata", file)
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events in %s", len(h.Events), path)
 }
 
 // apiStatus is the HTTP status of an API error; 0 for other errors and nil.

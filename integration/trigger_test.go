@@ -17,9 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
@@ -229,11 +226,11 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 		t.Errorf("promote: %s %s, started %v", promote.Phase, promote.Reason, promote.StartTime)
 	}
 
-	recordPipelineHistory(t, ctx, ws, runWorse, "pipeline_condition_false.json")
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, runWorse), "pipeline_condition_false.json")
 
 	// The second event's run promotes.
 	p2 := waitPipeline(t, ctx, ws, runBetter)
-	recordPipelineHistory(t, ctx, ws, runBetter, "pipeline_promoted.json")
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, runBetter), "pipeline_promoted.json")
 	if p2.Status.Phase != schemas.PipelineSucceeded || p2.Status.Step("promote").Phase != schemas.StepSucceeded {
 		t.Fatalf("run %s: %s (%s); steps %s", runBetter, p2.Status.Phase, p2.Status.Message, stepsOf(p2.Status))
 	}
@@ -424,33 +421,6 @@ func paramsOf(st schemas.PipelineStatus) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// recordPipelineHistory is recordHistory for a pipeline run (-record-histories).
-func recordPipelineHistory(t *testing.T, ctx context.Context, ws, name, file string) {
-	t.Helper()
-	if !*recordHistories {
-		return
-	}
-	it := env.temporal.GetWorkflowHistory(ctx, workflows.PipelineWorkflowID(ws, name), "", false,
-		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatalf("read history: %v", err)
-		}
-		h.Events = append(h.Events, ev)
-	}
-	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("..", "workflows", "testdata", file)
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events in %s", len(h.Events), path)
 }
 
 // A pipeline submitted through the API runs with the parameters given; stopping it stops

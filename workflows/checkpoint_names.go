@@ -7,8 +7,4 @@ const (
 	// spec.checkpoint.keep (activities.PruneCheckpointsInput →
 	// activities.PruneCheckpointsResult).
 	ActivityPruneCheckpoints = "PruneCheckpoints"
-
-	// changeCheckpointRetention: a job that succeeded with spec.checkpoint.keep > 0 has
-	// its checkpoints pruned to keep before it enters Succeeded.
-	changeCheckpointRetention = "checkpoint-retention"
 )

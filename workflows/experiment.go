@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -173,11 +172,9 @@ type trialRun struct {
 	childDone  bool
 }
 
-// ending is the phase an experiment ends in once its running trials have stopped.
-type ending struct {
-	phase           schemas.ExperimentPhase
-	reason, message string
-}
+// experimentOutcome is the phase an experiment moves to, or ends in once its running
+// trials have stopped.
+type experimentOutcome = outcome[schemas.ExperimentPhase]
 
 // ExperimentWorkflow runs a hyper-parameter search: it suggests trials, runs each as a
 // child TrainingJob, reads their objective from their metric reports, stops the losing
@@ -205,12 +202,11 @@ type experimentWorkflow struct {
 	runs     []*trialRun // by trial ID; nil when the trial does not run
 	running  int
 	changed  bool
-	ending   *ending
+	ending   *experimentOutcome
 	draining bool
 
-	outbox     []events.Msg
-	publishing bool
-	closing    bool
+	// events holds the trial events not yet published.
+	events *outbox
 }
 
 func (w *experimentWorkflow) setup(ctx workflow.Context) error {
@@ -274,7 +270,7 @@ func (w *experimentWorkflow) setup(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	workflow.Go(ctx, w.publishLoop)
+	w.events = newOutbox(ctx, "trial events")
 	return nil
 }
 
@@ -287,11 +283,10 @@ func seedFrom(uid string) int64 {
 
 func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error) {
 	if w.configErr != nil {
-		return w.finish(ctx, schemas.ExperimentFailed, "InvalidSpec", w.configErr.Error())
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "InvalidSpec", w.configErr.Error()})
 	}
 	if w.st.Phase == schemas.ExperimentPending {
-		w.setPhase(ctx, schemas.ExperimentRunning, "Started",
-			fmt.Sprintf("searching with %s, %d trial(s) at a time", w.exp.Spec.Algorithm.Name, w.parallelism()))
+		w.setPhase(ctx, experimentOutcome{schemas.ExperimentRunning, "Started", fmt.Sprintf("searching with %s, %d trial(s) at a time", w.exp.Spec.Algorithm.Name, w.parallelism())})
 	} else {
 		w.upsertPhase(ctx)
 	}
@@ -306,9 +301,9 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 		if w.running == 0 {
 			switch {
 			case w.ending != nil:
-				return w.finish(ctx, w.ending.phase, w.ending.reason, w.ending.message)
+				return w.finish(ctx, *w.ending)
 			case w.st.Phase == schemas.ExperimentStopping:
-				w.setPhase(ctx, schemas.ExperimentStopped, w.st.Reason, w.st.Message)
+				w.setPhase(ctx, experimentOutcome{schemas.ExperimentStopped, w.st.Reason, w.st.Message})
 			case w.st.Phase == schemas.ExperimentRunning && w.allDone():
 				return w.finishSearch(ctx)
 			case w.st.Phase == schemas.ExperimentRunning && w.draining:
@@ -321,8 +316,7 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 				return ExperimentResult{}, err
 			}
 			if !ok {
-				return w.finish(ctx, schemas.ExperimentStopped, "NotResumed",
-					fmt.Sprintf("not resumed within %s of being stopped", w.opts.ResumeWindow))
+				return w.finish(ctx, experimentOutcome{schemas.ExperimentStopped, "NotResumed", fmt.Sprintf("not resumed within %s of being stopped", w.opts.ResumeWindow)})
 			}
 			continue
 		}
@@ -364,8 +358,7 @@ func (w *experimentWorkflow) checkFailures(ctx workflow.Context) {
 		}
 	}
 	if failed > w.maxFailed() {
-		w.end(schemas.ExperimentFailed, "TooManyFailedTrials",
-			fmt.Sprintf("%d trials failed; spec.maxFailedTrials is %d", failed, w.maxFailed()))
+		w.end(experimentOutcome{schemas.ExperimentFailed, "TooManyFailedTrials", fmt.Sprintf("%d trials failed; spec.maxFailedTrials is %d", failed, w.maxFailed())})
 	}
 }
 
@@ -408,7 +401,7 @@ func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 			return
 		}
 		if sug.Err != "" {
-			w.end(schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("suggesting trial %d: %s", n, sug.Err))
+			w.end(experimentOutcome{schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("suggesting trial %d: %s", n, sug.Err)})
 			return
 		}
 		t := &TrialState{ID: n, Params: sug.Params, Phase: schemas.TrialPending}
@@ -564,8 +557,7 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 		}
 		w.trialEvent(ctx, t)
 		if t.Phase == schemas.TrialCompleted && t.Value != nil && w.exp.Spec.Objective.Reached(*t.Value) {
-			w.end(schemas.ExperimentSucceeded, "GoalReached",
-				fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.Objective.Metric, *t.Value))
+			w.end(experimentOutcome{schemas.ExperimentSucceeded, "GoalReached", fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.Objective.Metric, *t.Value)})
 		}
 		return
 	}
@@ -774,20 +766,20 @@ func (w *experimentWorkflow) sendStop(ctx workflow.Context, t *TrialState, run *
 	}
 	run.stopSent = true
 	run.wake.ReceiveAsync(nil) // the stop is being sent: nothing more to wake for
-	run.stopDone = workflow.ExecuteActivity(withShortActivity(ctx), ActivityStopTrialJob, activities.StopTrialJobInput{
+	run.stopDone = stopTrialJob(ctx, activities.StopTrialJobInput{
 		WorkflowID: JobWorkflowID(w.exp.Metadata.Workspace, t.Job),
 		UpdateName: UpdateStop,
 		Request:    StopRequest{Reason: run.stopReason},
 	})
 }
 
-// end makes the experiment end in phase once its running trials have been stopped.
-func (w *experimentWorkflow) end(phase schemas.ExperimentPhase, reason, msg string) {
+// end makes the experiment end with out once its running trials have been stopped.
+func (w *experimentWorkflow) end(out experimentOutcome) {
 	if w.ending != nil {
 		return
 	}
-	w.ending = &ending{phase: phase, reason: reason, message: msg}
-	w.stopAll(msg)
+	w.ending = &out
+	w.stopAll(out.message)
 }
 
 func (w *experimentWorkflow) stopAll(reason string) {
@@ -805,7 +797,7 @@ func (w *experimentWorkflow) handleStop(ctx workflow.Context, req StopRequest) (
 		if reason == "" {
 			reason = "stopped by request"
 		}
-		w.setPhase(ctx, schemas.ExperimentStopping, "StopRequested", reason)
+		w.setPhase(ctx, experimentOutcome{schemas.ExperimentStopping, "StopRequested", reason})
 		w.stopAll(reason)
 	}
 	if err := workflow.Await(ctx, func() bool {
@@ -825,7 +817,7 @@ func (w *experimentWorkflow) handleResume(ctx workflow.Context, req ResumeReques
 		if msg == "" {
 			msg = "resumed by request"
 		}
-		w.setPhase(ctx, schemas.ExperimentRunning, "Resumed", msg)
+		w.setPhase(ctx, experimentOutcome{schemas.ExperimentRunning, "Resumed", msg})
 		w.changed = true
 	}
 	return ExperimentUpdateResult{Phase: w.st.Phase, MaxTrials: w.st.MaxTrials}, nil
@@ -841,15 +833,13 @@ func (w *experimentWorkflow) handleExtend(ctx workflow.Context, req ExtendReques
 func (w *experimentWorkflow) finishSearch(ctx workflow.Context) (ExperimentResult, error) {
 	best, ok := hpo.Best(w.allTrialsHistory())
 	if !ok {
-		return w.finish(ctx, schemas.ExperimentFailed, "NoTrialCompleted",
-			fmt.Sprintf("none of the %d trials completed with a value of %s", len(w.st.Trials), w.exp.Spec.Objective.Metric))
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "NoTrialCompleted", fmt.Sprintf("none of the %d trials completed with a value of %s", len(w.st.Trials), w.exp.Spec.Objective.Metric)})
 	}
 	reason, msg := "MaxTrialsReached", fmt.Sprintf("%d trials ran", len(w.st.Trials))
 	if w.st.Exhausted {
 		reason, msg = "SearchSpaceExhausted", fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
 	}
-	return w.finish(ctx, schemas.ExperimentSucceeded, reason,
-		fmt.Sprintf("%s; best: trial %d, %s = %g", msg, best.ID, w.exp.Spec.Objective.Metric, *best.Value))
+	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason, fmt.Sprintf("%s; best: trial %d, %s = %g", msg, best.ID, w.exp.Spec.Objective.Metric, *best.Value)})
 }
 
 func (w *experimentWorkflow) allTrialsHistory() hpo.History {
@@ -862,17 +852,16 @@ func (w *experimentWorkflow) allTrialsHistory() hpo.History {
 
 // finish enters a final phase and waits until every event is published and every
 // update handled.
-func (w *experimentWorkflow) finish(ctx workflow.Context, phase schemas.ExperimentPhase, reason, msg string) (ExperimentResult, error) {
+func (w *experimentWorkflow) finish(ctx workflow.Context, out experimentOutcome) (ExperimentResult, error) {
 	now := workflow.Now(ctx)
 	w.st.FinishTime = &now
-	w.setPhase(ctx, phase, reason, msg)
+	w.setPhase(ctx, out)
 	w.drainOutbox(ctx)
 	return ExperimentResult{Status: w.status()}, nil
 }
 
 func (w *experimentWorkflow) drainOutbox(ctx workflow.Context) {
-	w.closing = true
-	_ = workflow.Await(ctx, func() bool { return len(w.outbox) == 0 && !w.publishing })
+	w.events.drain(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
@@ -888,10 +877,10 @@ func (w *experimentWorkflow) continueAsNew(ctx workflow.Context) error {
 		ExperimentInput{Experiment: w.in.Experiment, State: w.st, Options: w.in.Options})
 }
 
-func (w *experimentWorkflow) setPhase(ctx workflow.Context, phase schemas.ExperimentPhase, reason, msg string) {
-	w.st.Phase, w.st.Reason, w.st.Message = phase, reason, msg
+func (w *experimentWorkflow) setPhase(ctx workflow.Context, to experimentOutcome) {
+	w.st.Phase, w.st.Reason, w.st.Message = to.phase, to.reason, to.message
 	w.upsertPhase(ctx)
-	w.logger.Info("experiment phase", "phase", phase, "reason", reason, "message", msg)
+	w.logger.Info("experiment phase", "phase", to.phase, "reason", to.reason, "message", to.message)
 }
 
 func (w *experimentWorkflow) upsertPhase(ctx workflow.Context) {
@@ -965,10 +954,7 @@ func (w *experimentWorkflow) trialEvent(ctx workflow.Context, t *TrialState) {
 		Params: w.paramValues(t.Params), Objective: t.Value, EarlyStopped: t.Phase == schemas.TrialPruned}
 	ev, err := events.New(id, events.TypeExperimentTrial, ws, ExperimentSource(ws, name), name, workflow.Now(ctx), data)
 	if err == nil {
-		var b []byte
-		if b, err = json.Marshal(ev); err == nil {
-			w.outbox = append(w.outbox, events.Msg{Subject: events.ExperimentTrialSubject(ws, name), ID: id, Data: b})
-		}
+		err = w.events.addEvent(events.ExperimentTrialSubject(ws, name), ev)
 	}
 	if err != nil {
 		w.logger.Error("could not encode trial event", "error", err)
@@ -978,33 +964,6 @@ func (w *experimentWorkflow) trialEvent(ctx workflow.Context, t *TrialState) {
 // ExperimentSource is the CloudEvents source of an experiment's events.
 func ExperimentSource(workspace, name string) string {
 	return fmt.Sprintf("/opendlc/workspaces/%s/experiments/%s", workspace, name)
-}
-
-// publishLoop publishes the outbox in order until the run ends (as the job workflow's).
-func (w *experimentWorkflow) publishLoop(ctx workflow.Context) {
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    10 * time.Second,
-		ScheduleToCloseTimeout: 7 * 24 * time.Hour,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
-	for {
-		_ = workflow.Await(ctx, func() bool { return len(w.outbox) > 0 || w.closing })
-		if len(w.outbox) == 0 {
-			return
-		}
-		batch := w.outbox
-		w.outbox = nil
-		w.publishing = true
-		err := workflow.ExecuteLocalActivity(lctx, ActivityPublishEvents, activities.PublishEventsInput{Msgs: batch}).Get(ctx, nil)
-		w.publishing = false
-		if err != nil {
-			w.logger.Error("trial events not published", "count", len(batch), "error", err)
-		}
-	}
 }
 
 // searchSpace converts the spec's search space to hpo's.
@@ -1063,18 +1022,4 @@ func newStopper(es schemas.EarlyStoppingSpec) (hpo.Stopper, error) {
 		}
 	}
 	return hpo.NewStopper(string(es.Rule), opts...)
-}
-
-// withMetricsActivity is for WatchTrialMetrics: it waits up to wait, heartbeating, and
-// is retried without limit (NATS may be down for a while).
-func withMetricsActivity(ctx workflow.Context, wait time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: wait + time.Minute,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -113,55 +112,52 @@ func newExpHarness(t *testing.T) *expHarness {
 	h.env.RegisterWorkflowWithOptions(h.trialJob, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
 	workers.RegisterActivities(h.env, &activities.JobActivities{})
 	workers.RegisterExperimentActivities(h.env, &activities.ExperimentActivities{})
-	h.env.OnActivity(workflows.ActivityPublishEvents, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PublishEventsInput) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			for _, m := range in.Msgs {
-				if h.eventIDs[m.ID] {
-					t.Errorf("event %s published twice", m.ID)
-				}
-				h.eventIDs[m.ID] = true
-				var ev events.Event
-				if err := json.Unmarshal(m.Data, &ev); err != nil {
-					return err
-				}
-				var d events.TrialData
-				if err := json.Unmarshal(ev.Data, &d); err != nil {
-					return err
-				}
-				if ev.Type != events.TypeExperimentTrial || m.Subject != "dlc.team.experiment.tune.trial" {
-					t.Errorf("event %s type %s on %s", m.ID, ev.Type, m.Subject)
-				}
-				h.events = append(h.events, d)
+	onActivityErr(h.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, m := range in.Msgs {
+			if h.eventIDs[m.ID] {
+				t.Errorf("event %s published twice", m.ID)
 			}
-			return nil
-		})
-	h.env.OnActivity(workflows.ActivityWatchTrialMetrics, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WatchTrialMetricsInput) (activities.WatchTrialMetricsResult, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.metricCalls++
-			tr := h.trials[in.Job]
-			res := activities.WatchTrialMetricsResult{LastSeq: in.AfterSeq}
-			for i := int(in.AfterSeq); tr != nil && i < len(tr.reports); i++ {
-				step := int64(i + 1)
-				res.Reports = append(res.Reports, activities.MetricReport{Step: &step, Value: tr.reports[i]})
-				res.LastSeq = uint64(i + 1)
+			h.eventIDs[m.ID] = true
+			var ev events.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				return err
 			}
-			return res, nil
-		}).After(3 * time.Second)
-	h.env.OnActivity(workflows.ActivityStopTrialJob, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.StopTrialJobInput) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			job := in.WorkflowID[strings.LastIndex(in.WorkflowID, "/")+1:]
-			h.stopCalls = append(h.stopCalls, job)
-			if tr := h.trials[job]; tr != nil {
-				tr.stopped = true
+			var d events.TrialData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
 			}
-			return nil
-		})
+			if ev.Type != events.TypeExperimentTrial || m.Subject != "dlc.team.experiment.tune.trial" {
+				t.Errorf("event %s type %s on %s", m.ID, ev.Type, m.Subject)
+			}
+			h.events = append(h.events, d)
+		}
+		return nil
+	})
+	onActivity(h.env, experimentActs.WatchTrialMetrics, func(_ context.Context, in activities.WatchTrialMetricsInput) (activities.WatchTrialMetricsResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.metricCalls++
+		tr := h.trials[in.Job]
+		res := activities.WatchTrialMetricsResult{LastSeq: in.AfterSeq}
+		for i := int(in.AfterSeq); tr != nil && i < len(tr.reports); i++ {
+			step := int64(i + 1)
+			res.Reports = append(res.Reports, activities.MetricReport{Step: &step, Value: tr.reports[i]})
+			res.LastSeq = uint64(i + 1)
+		}
+		return res, nil
+	}).After(3 * time.Second)
+	onActivityErr(h.env, experimentActs.StopTrialJob, func(_ context.Context, in activities.StopTrialJobInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		job := in.WorkflowID[strings.LastIndex(in.WorkflowID, "/")+1:]
+		h.stopCalls = append(h.stopCalls, job)
+		if tr := h.trials[job]; tr != nil {
+			tr.stopped = true
+		}
+		return nil
+	})
 	return h
 }
 

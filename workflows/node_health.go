@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
@@ -81,19 +80,7 @@ func (w *nodeHealthWorkflow) round(ctx workflow.Context) {
 	if probe <= 0 {
 		probe = backend.DefaultProbeTimeout
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// Node patches and pod creations around the probes, plus the probes.
-		StartToCloseTimeout: probe + 3*time.Minute,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    3, // the next round tries again anyway
-		},
-	})
-	var res activities.RecheckQuarantinedResult
-	err := workflow.ExecuteActivity(actx, ActivityRecheckQuarantined, activities.RecheckQuarantinedInput{ProbeTimeout: probe}).Get(ctx, &res)
+	res, err := recheckQuarantined(ctx, activities.RecheckQuarantinedInput{ProbeTimeout: probe})
 	now := workflow.Now(ctx)
 	w.state.Rounds++
 	w.state.LastRound = &now
@@ -120,16 +107,8 @@ func (w *nodeHealthWorkflow) round(ctx workflow.Context) {
 	if len(msgs) == 0 {
 		return
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    10 * time.Second,
-		ScheduleToCloseTimeout: 10 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
-	if err := workflow.ExecuteLocalActivity(lctx, ActivityPublishEvents, activities.PublishEventsInput{Msgs: msgs}).Get(ctx, nil); err != nil {
+	// Published within the round, retried for up to ten minutes.
+	if err := publishEvents(ctx, msgs, 10*time.Minute); err != nil {
 		w.logger.Error("node-health events not published", "count", len(msgs), "error", err)
 	}
 }

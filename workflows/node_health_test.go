@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -33,28 +32,26 @@ func TestNodeHealthWorkflowPublishesReleasesAndContinuesAsNew(t *testing.T) {
 	checked := since.Add(10 * time.Minute)
 	calls := 0
 	var timeouts []time.Duration
-	env.OnActivity(workflows.ActivityRecheckQuarantined, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RecheckQuarantinedInput) (activities.RecheckQuarantinedResult, error) {
-			calls++
-			timeouts = append(timeouts, in.ProbeTimeout)
-			switch calls {
-			case 1:
-				return activities.RecheckQuarantinedResult{Nodes: []backend.NodeHealth{
-					{Node: "gpu-1.example.internal", Healthy: true, Reason: backend.ReasonChecksPassed, CheckedAt: checked, QuarantinedAt: &since,
-						Checks: []events.HealthCheck{{Name: backend.CheckProbe, OK: true}}},
-					{Node: "gpu-2", Reason: backend.ReasonProbeFailed, CheckedAt: checked, Quarantined: true, QuarantinedAt: &since},
-				}, Released: []string{"gpu-1.example.internal"}}, nil
-			case 2, 3, 4: // the second round fails, each of its three attempts
-				return activities.RecheckQuarantinedResult{}, errors.New("apiserver unavailable")
-			}
-			return activities.RecheckQuarantinedResult{Nodes: []backend.NodeHealth{}}, nil
-		})
+	onActivity(env, jobActs.RecheckQuarantined, func(_ context.Context, in activities.RecheckQuarantinedInput) (activities.RecheckQuarantinedResult, error) {
+		calls++
+		timeouts = append(timeouts, in.ProbeTimeout)
+		switch calls {
+		case 1:
+			return activities.RecheckQuarantinedResult{Nodes: []backend.NodeHealth{
+				{Node: "gpu-1.example.internal", Healthy: true, Reason: backend.ReasonChecksPassed, CheckedAt: checked, QuarantinedAt: &since,
+					Checks: []events.HealthCheck{{Name: backend.CheckProbe, OK: true}}},
+				{Node: "gpu-2", Reason: backend.ReasonProbeFailed, CheckedAt: checked, Quarantined: true, QuarantinedAt: &since},
+			}, Released: []string{"gpu-1.example.internal"}}, nil
+		case 2, 3, 4: // the second round fails, each of its three attempts
+			return activities.RecheckQuarantinedResult{}, errors.New("apiserver unavailable")
+		}
+		return activities.RecheckQuarantinedResult{Nodes: []backend.NodeHealth{}}, nil
+	})
 	var published []events.Msg
-	env.OnActivity(workflows.ActivityPublishEvents, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PublishEventsInput) error {
-			published = append(published, in.Msgs...)
-			return nil
-		})
+	onActivityErr(env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
+		published = append(published, in.Msgs...)
+		return nil
+	})
 	var mid workflows.NodeHealthState
 	env.RegisterDelayedCallback(func() {
 		v, err := env.QueryWorkflow(workflows.QueryNodeHealth)

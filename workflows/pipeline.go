@@ -144,7 +144,7 @@ type PipelineStopResult struct {
 func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 	now := workflow.Now(ctx)
 	w.status.StartTime = &now
-	w.transition(ctx, schemas.PipelineRunning, "Started", fmt.Sprintf("%d steps", len(w.status.Steps)))
+	w.transition(ctx, pipelineOutcome{schemas.PipelineRunning, "Started", fmt.Sprintf("%d steps", len(w.status.Steps))})
 
 	for {
 		w.startReady(ctx)
@@ -387,19 +387,9 @@ func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Futur
 // jobSucceeded reads the job's last metrics and records the step's outputs.
 func (w *pipelineWorkflow) jobSucceeded(ctx workflow.Context, i int, js schemas.JobStatus) {
 	st := &w.status.Steps[i]
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    10,
-		},
-	})
-	var metrics activities.JobMetricsResult
-	err := workflow.ExecuteActivity(actx, ActivityJobMetrics, activities.JobMetricsInput{
+	metrics, err := jobMetrics(ctx, activities.JobMetricsInput{
 		Workspace: w.in.Pipeline.Metadata.Workspace, Job: st.Job, UID: st.JobUID,
-	}).Get(ctx, &metrics)
+	})
 	if err != nil {
 		w.endStep(ctx, i, schemas.StepFailed, "MetricsUnavailable",
 			fmt.Sprintf("job %s succeeded but its metrics could not be read: %s", st.Job, rootMessage(err)))
@@ -428,16 +418,7 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 	if w.ending == endStopped {
 		reason = "the pipeline was stopped: " + w.stopReason
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: stopJobTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    10,
-		},
-	})
-	var stops []workflow.Future
+	var stops []doneFuture
 	for _, i := range w.order {
 		j := w.jobs[i]
 		if j == nil || j.cancelling {
@@ -449,14 +430,14 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 			continue
 		}
 		st := &w.status.Steps[i]
-		stops = append(stops, workflow.ExecuteActivity(actx, ActivityStopJob, activities.StopJobInput{
+		stops = append(stops, stopJob(ctx, activities.StopJobInput{
 			WorkflowID: JobWorkflowID(w.in.Pipeline.Metadata.Workspace, st.Job),
 			UpdateName: UpdateStop,
 			Reason:     reason,
 		}))
 	}
 	for _, f := range stops {
-		if err := f.Get(ctx, nil); err != nil {
+		if err := f.wait(ctx); err != nil {
 			w.logger.Error("could not stop a step's job", "error", err)
 		}
 	}
@@ -512,24 +493,26 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	w.status.FinishTime = &now
 	switch w.ending {
 	case endStopped:
-		w.transition(ctx, schemas.PipelineStopped, "StopRequested", w.stopReason)
+		w.transition(ctx, pipelineOutcome{schemas.PipelineStopped, "StopRequested", w.stopReason})
 	case endFailed:
 		msg := fmt.Sprintf("step %s failed", w.failedStep)
 		if st := w.status.Step(w.failedStep); st != nil && st.Message != "" {
 			msg += ": " + st.Message
 		}
-		w.transition(ctx, schemas.PipelineFailed, "StepFailed", msg)
+		w.transition(ctx, pipelineOutcome{schemas.PipelineFailed, "StepFailed", msg})
 	default:
-		w.transition(ctx, schemas.PipelineSucceeded, "AllStepsDone",
-			fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped))
+		w.transition(ctx, pipelineOutcome{schemas.PipelineSucceeded, "AllStepsDone", fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)})
 	}
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
+// pipelineOutcome is a phase of a pipeline run with its reason and message.
+type pipelineOutcome = outcome[schemas.PipelinePhase]
+
 // transition moves the run to a phase and upserts the DlcPhase search attribute.
-func (w *pipelineWorkflow) transition(ctx workflow.Context, phase schemas.PipelinePhase, reason, msg string) {
-	w.status.Phase, w.status.Reason, w.status.Message = phase, reason, msg
-	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(phase))); err != nil {
+func (w *pipelineWorkflow) transition(ctx workflow.Context, to pipelineOutcome) {
+	w.status.Phase, w.status.Reason, w.status.Message = to.phase, to.reason, to.message
+	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(to.phase))); err != nil {
 		w.logger.Warn("upsert phase search attribute failed", "error", err)
 	}
 }

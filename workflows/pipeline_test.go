@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -106,22 +105,20 @@ func newPipelineHarness(t *testing.T, jobs map[string]fakeJob) *pipelineHarness 
 	h.env.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
 	h.env.RegisterWorkflowWithOptions(h.fakeTrainingJob, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
 	workers.RegisterPipelineActivities(h.env, &activities.PipelineActivities{})
-	h.env.OnActivity(workflows.ActivityJobMetrics, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.JobMetricsInput) (activities.JobMetricsResult, error) {
-			step := strings.TrimPrefix(in.Job, "retrain-")
-			step = strings.TrimPrefix(step, "fan-")
-			return activities.JobMetricsResult{Values: h.jobs[step].metrics}, nil
-		})
-	h.env.OnActivity(workflows.ActivityStopJob, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.StopJobInput) error {
-			h.mu.Lock()
-			h.stopped = append(h.stopped, in.WorkflowID)
-			h.mu.Unlock()
-			if in.UpdateName != workflows.UpdateStop {
-				return errors.New("wrong update name " + in.UpdateName)
-			}
-			return h.env.SignalWorkflowByID(in.WorkflowID, "test-stop", nil)
-		})
+	onActivity(h.env, pipelineActs.JobMetrics, func(_ context.Context, in activities.JobMetricsInput) (activities.JobMetricsResult, error) {
+		step := strings.TrimPrefix(in.Job, "retrain-")
+		step = strings.TrimPrefix(step, "fan-")
+		return activities.JobMetricsResult{Values: h.jobs[step].metrics}, nil
+	})
+	onActivityErr(h.env, pipelineActs.StopJob, func(_ context.Context, in activities.StopJobInput) error {
+		h.mu.Lock()
+		h.stopped = append(h.stopped, in.WorkflowID)
+		h.mu.Unlock()
+		if in.UpdateName != workflows.UpdateStop {
+			return errors.New("wrong update name " + in.UpdateName)
+		}
+		return h.env.SignalWorkflowByID(in.WorkflowID, "test-stop", nil)
+	})
 	return h
 }
 

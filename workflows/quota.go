@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
@@ -56,11 +55,8 @@ const (
 	// ended without releasing their share.
 	quotaSweepInterval = time.Minute
 	// quotaHistoryLimit bounds the quota workflow's history before it continues as new.
-	quotaHistoryLimit = 2000
-	// changeWorkspaceQuota: a job in the quota pool is admitted by its workspace's
-	// quota workflow before its first attempt.
-	changeWorkspaceQuota = "workspace-quota"
-	reasonQuotaExceeded  = "QuotaExceeded"
+	quotaHistoryLimit   = 2000
+	reasonQuotaExceeded = "QuotaExceeded"
 )
 
 // Amounts are resources in the units the quota counts: whole GPUs, millicores, bytes.
@@ -340,12 +336,8 @@ func (q *quotaWorkflow) sweep(ctx workflow.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
-	var closed []string
-	if err := workflow.ExecuteActivity(actx, ActivityClosedJobs, ids).Get(ctx, &closed); err != nil {
+	closed, err := closedJobs(ctx, ids)
+	if err != nil {
 		q.logger.Warn("quota sweep failed", "error", err)
 		return
 	}

@@ -24,7 +24,7 @@ func TestQuotaAdmitsByPriorityThenArrival(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	workers.RegisterWorkflows(env)
 	workers.RegisterQuotaActivities(env, &activities.QuotaActivities{})
-	env.OnActivity(workflows.ActivityClosedJobs, mock.Anything, mock.Anything).Return([]string{}, nil)
+	returnActivity(env, quotaActs.ClosedJobs, []string{}, nil)
 
 	var signalled []string
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalQuotaDecision, mock.Anything).Return(
@@ -130,7 +130,7 @@ func TestQuotaSweepReleasesClosedJobs(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	workers.RegisterWorkflows(env)
 	workers.RegisterQuotaActivities(env, &activities.QuotaActivities{})
-	env.OnActivity(workflows.ActivityClosedJobs, mock.Anything, mock.Anything).Return([]string{"gone"}, nil)
+	returnActivity(env, quotaActs.ClosedJobs, []string{"gone"}, nil)
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalQuotaDecision, mock.Anything).Return(nil)
 	var d workflows.QuotaDecision
 	var end workflows.QuotaView

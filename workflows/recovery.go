@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
@@ -30,10 +29,6 @@ const (
 
 // Recovery parameters.
 const (
-	// changeRecovery: failed attempts are classified and restarted (maxRestarts,
-	// preemptions, hang detection, health checks, checkpoint resume).
-	changeRecovery = "recovery"
-
 	reasonRestarting     = "Restarting"
 	defaultMaxPreempt    = 100
 	restartBackoff       = time.Second
@@ -114,19 +109,14 @@ type attemptPlan struct {
 // planAttempt decides where the next attempt runs and what it resumes from: the
 // newest complete checkpoint for a restarted attempt, the spot fallback to public, the
 // excluded nodes, and the pre-flight health check's verdict. It returns false with the
-// job's terminal phase when the job must end (stopped, or no healthy node left).
-func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (attemptPlan, schemas.JobPhase, string, string, bool) {
+// job's terminal outcome when the job must end (stopped, or no healthy node left).
+func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (attemptPlan, jobOutcome, bool) {
 	job := &w.in.Job
 	plan := attemptPlan{pool: w.pool(ctx)}
 	if ref.Attempt > 0 && job.Spec.Checkpoint != nil {
-		var latest string
 		// A store that cannot be read must not hold the recovery up for long: after a
 		// few tries the attempt starts from spec.checkpoint.resumeFrom.
-		cctx := workflow.WithRetryPolicy(withShortActivity(ctx), temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3,
-		})
-		err := workflow.ExecuteActivity(cctx, ActivityLatestCheckpoint,
-			activities.LatestCheckpointInput{URI: job.Spec.Checkpoint.URI}).Get(ctx, &latest)
+		latest, err := latestCheckpointToResume(ctx, activities.LatestCheckpointInput{URI: job.Spec.Checkpoint.URI})
 		if err != nil {
 			w.logger.Warn("could not list checkpoints; the attempt starts fresh", "error", err)
 		}
@@ -136,30 +126,25 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (at
 		}
 	}
 	if job.Spec.HealthCheck.Enabled {
-		w.transition(ctx, schemas.JobHealthCheck, reasonHealthCheck, fmt.Sprintf("checking the candidate nodes of attempt %d", ref.Attempt))
-		hctx := workflow.WithActivityOptions(withShortActivity(ctx), workflow.ActivityOptions{
-			StartToCloseTimeout: job.Spec.HealthCheck.Timeout.D() + 2*time.Minute,
-			HeartbeatTimeout:    heartbeatTimeout,
-		})
-		var res backend.CheckNodesResult
-		err := workflow.ExecuteActivity(hctx, ActivityCheckNodes, backend.CheckNodesInput{
+		w.transition(ctx, jobOutcome{schemas.JobHealthCheck, reasonHealthCheck, fmt.Sprintf("checking the candidate nodes of attempt %d", ref.Attempt)})
+		res, err := checkNodes(ctx, backend.CheckNodesInput{
 			Ref: ref, Job: *job, Pool: plan.pool, Exclude: w.status.ExcludedNodes,
-		}).Get(ctx, &res)
+		})
 		if err != nil {
 			w.logger.Warn("health check failed to run; launching without it", "error", err)
 		} else {
 			w.recordHealth(ctx, res)
 			if len(res.Nodes) > 0 && len(res.Unhealthy()) == len(res.Nodes) {
-				return plan, schemas.JobFailed, reasonNoHealthyNodes,
-					fmt.Sprintf("no healthy node: %s", healthSummary(res.Nodes)), false
+				return plan, jobOutcome{schemas.JobFailed, reasonNoHealthyNodes,
+					fmt.Sprintf("no healthy node: %s", healthSummary(res.Nodes))}, false
 			}
 		}
 	}
 	plan.exclude = slices.Clone(w.status.ExcludedNodes)
 	if w.stopRequested(ctx) {
-		return plan, schemas.JobStopped, "StopRequested", w.stopReason, false
+		return plan, w.stopped(), false
 	}
-	return plan, "", "", "", true
+	return plan, jobOutcome{}, true
 }
 
 // recordHealth keeps the health check's verdict in status and excludes the unhealthy
@@ -181,7 +166,7 @@ func (w *jobWorkflow) recordHealth(ctx workflow.Context, res backend.CheckNodesR
 			continue
 		}
 		if m, err := NodeHealthEvent(n, w.in.Job.Metadata.Name); err == nil {
-			w.outbox = append(w.outbox, m)
+			w.events.add(m)
 		} else {
 			w.logger.Warn("could not encode a node-health event", "node", n.Node, "error", err)
 		}
@@ -228,11 +213,13 @@ func (w *jobWorkflow) pool(ctx workflow.Context) schemas.Pool {
 	return p
 }
 
-// recover decides whether a failed attempt is restarted. It returns true when a new
-// attempt should start (after the backoff it waited), or false with the job's
-// terminal phase.
-func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failure, phase schemas.JobPhase, reason, msg string) (bool, schemas.JobPhase, string, string) {
+// recover decides whether a failed attempt (that ended with out) is restarted. It
+// returns true when a new attempt should start (after the backoff it waited), or false
+// with the job's terminal outcome.
+func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failure, out jobOutcome) (bool, jobOutcome) {
 	job := &w.in.Job
+	msg := out.message
+	failedWith := func(msg string) jobOutcome { return jobOutcome{out.phase, out.reason, msg} }
 	class, action, why := classify(job, f, w.logResult.Matches)
 	rec := w.currentAttempt()
 	rec.Class, rec.Action, rec.Message = class, action, msg
@@ -252,19 +239,19 @@ func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failu
 	switch {
 	case action == actionFail && ft.MaxRestarts == 0:
 		rec.Outcome = schemas.JobFailed
-		return false, phase, reason, msg
+		return false, out
 	case action == actionFail:
 		rec.Outcome = schemas.JobFailed
-		return false, phase, reason, fmt.Sprintf("%s (%s: not retried, %s)", msg, class, why)
+		return false, failedWith(fmt.Sprintf("%s (%s: not retried, %s)", msg, class, why))
 	case action == actionPreemption && w.status.Preemptions >= maxPreempt:
 		rec.Outcome = schemas.JobFailed
-		return false, phase, reason, fmt.Sprintf("%s (%s: %d preemptions, the limit)", msg, class, maxPreempt)
+		return false, failedWith(fmt.Sprintf("%s (%s: %d preemptions, the limit)", msg, class, maxPreempt))
 	case action == actionRetry && w.status.Restarts >= int(ft.MaxRestarts):
 		rec.Outcome = schemas.JobFailed
 		if ft.MaxRestarts == 0 {
-			return false, phase, reason, msg
+			return false, out
 		}
-		return false, phase, reason, fmt.Sprintf("%s (%s: %d restarts used, maxRestarts %d)", msg, class, w.status.Restarts, ft.MaxRestarts)
+		return false, failedWith(fmt.Sprintf("%s (%s: %d restarts used, maxRestarts %d)", msg, class, w.status.Restarts, ft.MaxRestarts))
 	}
 	rec.Outcome = schemas.JobRestarting
 	backoff := restartBackoff
@@ -284,17 +271,17 @@ func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failu
 		w.exclude(f.replica.Node)
 	}
 	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionFalse, string(class), msg)
-	w.transition(ctx, schemas.JobRestarting, reasonRestarting, fmt.Sprintf("attempt %d %s: %s; %s %d in %s%s",
-		ref.Attempt, strings.ToLower(string(class)), msg, strings.ToLower(action), w.actionCount(action), backoff, w.excludedNote()))
+	w.transition(ctx, jobOutcome{schemas.JobRestarting, reasonRestarting, fmt.Sprintf("attempt %d %s: %s; %s %d in %s%s",
+		ref.Attempt, strings.ToLower(string(class)), msg, strings.ToLower(action), w.actionCount(action), backoff, w.excludedNote())})
 	stopped := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
 	sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
 	sel.Select(ctx)
 	if stopped {
-		return false, schemas.JobStopped, "StopRequested", w.stopReason
+		return false, w.stopped()
 	}
-	return true, "", "", ""
+	return true, jobOutcome{}
 }
 
 func (w *jobWorkflow) actionCount(action string) int {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/activities"
@@ -29,26 +28,24 @@ type attemptScript struct {
 
 func (h *harness) script(states map[int][][]schemas.ReplicaStatus) *attemptScript {
 	s := &attemptScript{states: states, calls: map[int]int{}}
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.LaunchGangInput) (activities.LaunchGangResult, error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.launches = append(s.launches, in.Params)
-			return activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil
-		})
-	h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			seq := s.states[in.Ref.Attempt]
-			i := s.calls[in.Ref.Attempt]
-			s.calls[in.Ref.Attempt]++
-			if i >= len(seq) {
-				return activities.WatchGangResult{Replicas: in.Known}, nil
-			}
-			return activities.WatchGangResult{Replicas: seq[i]}, nil
-		}).After(time.Second) // like the real watch, which waits for a change
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+	onActivity(h.env, jobActs.LaunchGang, func(_ context.Context, in activities.LaunchGangInput) (activities.LaunchGangResult, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.launches = append(s.launches, in.Params)
+		return activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil
+	})
+	onActivity(h.env, jobActs.WatchGang, func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		seq := s.states[in.Ref.Attempt]
+		i := s.calls[in.Ref.Attempt]
+		s.calls[in.Ref.Attempt]++
+		if i >= len(seq) {
+			return activities.WatchGangResult{Replicas: in.Known}, nil
+		}
+		return activities.WatchGangResult{Replicas: seq[i]}, nil
+	}).After(time.Second) // like the real watch, which waits for a change
+	returnActivityErr(h.env, jobActs.StopGang, nil)
 	return s
 }
 

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/schemas"
@@ -24,15 +22,13 @@ type retentionCall struct {
 	SawSucceeded bool
 }
 
-// Change checkpoint-retention: a job that succeeds with spec.checkpoint.keep > 0 has its
-// checkpoints pruned to keep before it enters Succeeded; any other end, keep 0, or a
-// history from before the change prunes nothing. A prune that fails does not fail the
-// job.
+// Checkpoint retention: a job that succeeds with spec.checkpoint.keep > 0 has its
+// checkpoints pruned to keep before it enters Succeeded; any other end, or keep 0,
+// prunes nothing. A prune that fails does not fail the job.
 func TestTrainingJobCheckpointRetention(t *testing.T) {
 	tests := map[string]struct {
 		keep       int32
 		fail       bool // a replica fails the job
-		before     bool // the workflow started before the change
 		pruneErr   error
 		wantPhase  schemas.JobPhase
 		wantCalls  []retentionCall
@@ -46,7 +42,6 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 		},
 		"failed keeps every checkpoint": {keep: 3, fail: true, wantPhase: schemas.JobFailed},
 		"keep 0 keeps every checkpoint": {keep: 0, wantPhase: schemas.JobSucceeded},
-		"before the change":             {keep: 3, before: true, wantPhase: schemas.JobSucceeded},
 		"a failed prune does not fail the job": {
 			keep: 1, pruneErr: errors.New("S3 unreachable"), wantPhase: schemas.JobSucceeded, wantPrunes: 3,
 			wantCalls: []retentionCall{
@@ -59,26 +54,21 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
-			if tc.before {
-				h.env.OnGetVersion("checkpoint-retention", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-			}
 			job := testJob()
 			job.Spec.Checkpoint.Keep = tc.keep
-			h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-				activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+			returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 			end := replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded)
 			if tc.fail {
 				end = replicas(schemas.ReplicaFailed, schemas.ReplicaRunning)
 				end[0].ExitCode = code(1)
 			}
 			h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning), end)
-			h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+			returnActivityErr(h.env, jobActs.StopGang, nil)
 			var calls []retentionCall
-			h.env.OnActivity(workflows.ActivityPruneCheckpoints, mock.Anything, mock.Anything).Return(
-				func(_ context.Context, in activities.PruneCheckpointsInput) (activities.PruneCheckpointsResult, error) {
-					calls = append(calls, retentionCall{In: in, SawSucceeded: slices.Contains(h.phases, "Succeeded")})
-					return activities.PruneCheckpointsResult{Deleted: []int64{1}}, tc.pruneErr
-				})
+			onActivity(h.env, jobActs.PruneCheckpoints, func(_ context.Context, in activities.PruneCheckpointsInput) (activities.PruneCheckpointsResult, error) {
+				calls = append(calls, retentionCall{In: in, SawSucceeded: slices.Contains(h.phases, "Succeeded")})
+				return activities.PruneCheckpointsResult{Deleted: []int64{1}}, tc.pruneErr
+			})
 			h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 			st := h.result(t)
 

@@ -122,14 +122,6 @@ const (
 	scheduleActivityTimeout = 5 * time.Minute
 )
 
-// Change ids of workflow.GetVersion branches of the Schedule workflow (see
-// docs/architecture.md).
-const (
-	// changeScheduleActions: a run may start an Experiment or a Pipeline child workflow
-	// (spec.action.experimentTemplate, pipelineTemplate), not only a TrainingJob.
-	changeScheduleActions = "schedule-experiment-pipeline-actions"
-)
-
 // ScheduleWorkflow is one schedule: it sleeps until the next fire time of its cron
 // expression, starts the action as a child TrainingJob, Experiment or Pipeline workflow
 // with a workflow id derived from the schedule and the nominal time, applies the overlap
@@ -620,14 +612,6 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 	switch run.Kind {
 	case schemas.KindExperiment, schemas.KindPipeline:
 		now := workflow.Now(ctx)
-		if workflow.GetVersion(ctx, changeScheduleActions, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			// Code before this change started only jobs; a history of it cannot reach
-			// here with another action. Refuse rather than start a job of no template.
-			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
-			run.Message = "not started: this schedule's workflow history predates " + string(run.Kind) + " actions"
-			w.addHistory(run)
-			return run
-		}
 		var err error
 		if run.Kind == schemas.KindExperiment {
 			c = w.experimentChild(run)
@@ -844,9 +828,7 @@ func (w *scheduleWorkflow) jobFor(run schemas.ScheduleRun) schemas.TrainingJob {
 // followByActivity learns how a run this workflow holds no child future for ends.
 func (w *scheduleWorkflow) followByActivity(ctx workflow.Context, run schemas.ScheduleRun) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		var out activities.JobOutcome
-		err := workflow.ExecuteActivity(withFollowActivity(ctx), ActivityWaitScheduledJob,
-			activities.WaitScheduledJobInput{WorkflowID: runWorkflowID(w.spec.Metadata.Workspace, run)}).Get(ctx, &out)
+		out, err := waitScheduledJob(ctx, activities.WaitScheduledJobInput{WorkflowID: runWorkflowID(w.spec.Metadata.Workspace, run)})
 		if err != nil {
 			out = activities.JobOutcome{Found: true, Phase: schemas.JobFailed,
 				Message: "could not follow the " + kindNoun(run.Kind) + ": " + rootMessage(err)}
@@ -904,9 +886,7 @@ func (w *scheduleWorkflow) stopRunning(ctx workflow.Context, reason string) {
 		w.stopping[r.Job] = true
 		id := runWorkflowID(w.spec.Metadata.Workspace, r)
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			var res activities.StopScheduledJobResult
-			err := workflow.ExecuteActivity(withFollowActivity(ctx), ActivityStopScheduledJob,
-				activities.StopScheduledJobInput{WorkflowID: id, Reason: reason}).Get(ctx, &res)
+			res, err := stopScheduledJob(ctx, activities.StopScheduledJobInput{WorkflowID: id, Reason: reason})
 			if err != nil {
 				w.logger.Error("stop scheduled run failed", "workflowId", id, "error", err)
 				return
@@ -985,24 +965,4 @@ func (w *scheduleWorkflow) view(_ workflow.Context, n int) ScheduleView {
 		}
 	}
 	return ScheduleView{Schedule: w.spec, Status: st}
-}
-
-// withDataCheckActivity is for the S3 listing of skipIfNoNewDataUnder.
-func withDataCheckActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: scheduleActivityTimeout,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeNoDataSource},
-		},
-	})
-}
-
-// withFollowActivity is for waiting on and stopping jobs: as long as a job runs.
-func withFollowActivity(ctx workflow.Context) workflow.Context {
-	return withLongActivity(ctx)
 }

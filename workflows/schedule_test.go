@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -103,13 +102,12 @@ func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
 	workers.RegisterScheduleActivities(h.env, &activities.ScheduleActivities{})
 	// Every kind answers its stop update with Stopped: jobs and pipelines once they
 	// have ended, experiments once their trials have (they then wait for a resume).
-	h.env.OnActivity(workflows.ActivityStopScheduledJob, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.StopScheduledJobInput) (activities.StopScheduledJobResult, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.stops[in.WorkflowID] = true
-			return activities.StopScheduledJobResult{Phase: "Stopped"}, nil
-		})
+	onActivity(h.env, scheduleActs.StopScheduledJob, func(_ context.Context, in activities.StopScheduledJobInput) (activities.StopScheduledJobResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.stops[in.WorkflowID] = true
+		return activities.StopScheduledJobResult{Phase: "Stopped"}, nil
+	})
 	return h
 }
 
@@ -571,10 +569,8 @@ func TestScheduleCatchupAfterDowntime(t *testing.T) {
 func TestScheduleCatchupAfterAStall(t *testing.T) {
 	start := t0.Add(-30 * time.Minute)
 	h := newSchedHarness(t, start)
-	h.env.OnActivity(workflows.ActivityCheckNewData, mock.Anything, mock.Anything).
-		Return(activities.CheckNewDataResult{Found: true}, nil).After(5*time.Hour + 30*time.Minute).Once()
-	h.env.OnActivity(workflows.ActivityCheckNewData, mock.Anything, mock.Anything).
-		Return(activities.CheckNewDataResult{Found: true}, nil)
+	returnActivity(h.env, scheduleActs.CheckNewData, activities.CheckNewDataResult{Found: true}, nil).After(5*time.Hour + 30*time.Minute).Once()
+	returnActivity(h.env, scheduleActs.CheckNewData, activities.CheckNewDataResult{Found: true}, nil)
 	h.run(workflows.ScheduleInput{Schedule: testSchedule(t, func(s *schemas.Schedule) {
 		s.Spec.CatchupWindow = schemas.Duration(2 * time.Hour)
 		s.Spec.OverlapPolicy = schedule.AllowAll
@@ -709,8 +705,7 @@ func TestScheduleBackfill(t *testing.T) {
 func TestScheduleAlreadyFiredIsNotFiredAgain(t *testing.T) {
 	start := t0.Add(-30 * time.Minute)
 	h := newSchedHarness(t, start)
-	h.env.OnActivity(workflows.ActivityWaitScheduledJob, mock.Anything, mock.Anything).Return(
-		activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded, LastCheckpoint: "s3://ckpt/nightly/x"}, nil)
+	returnActivity(h.env, scheduleActs.WaitScheduledJob, activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded, LastCheckpoint: "s3://ckpt/nightly/x"}, nil)
 	var res workflows.BackfillScheduleResult
 	h.at(start, t0.Add(2*time.Hour+30*time.Minute), func() {
 		h.update(workflows.UpdateScheduleBackfill, workflows.BackfillScheduleRequest{From: t0, To: t0.Add(time.Hour + time.Second),
@@ -748,18 +743,17 @@ func TestScheduleRunOptions(t *testing.T) {
 	var since []time.Time
 	var mu sync.Mutex
 	found := []bool{false, true}
-	h.env.OnActivity(workflows.ActivityCheckNewData, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CheckNewDataInput) (activities.CheckNewDataResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if in.URI != "s3://datasets/clicks/" {
-				return activities.CheckNewDataResult{}, fmt.Errorf("checked %s", in.URI)
-			}
-			since = append(since, in.Since)
-			f := found[0]
-			found = append(found[1:], true)
-			return activities.CheckNewDataResult{Found: f, Key: "clicks/part-1"}, nil
-		})
+	onActivity(h.env, scheduleActs.CheckNewData, func(_ context.Context, in activities.CheckNewDataInput) (activities.CheckNewDataResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if in.URI != "s3://datasets/clicks/" {
+			return activities.CheckNewDataResult{}, fmt.Errorf("checked %s", in.URI)
+		}
+		since = append(since, in.Since)
+		f := found[0]
+		found = append(found[1:], true)
+		return activities.CheckNewDataResult{Found: f, Key: "clicks/part-1"}, nil
+	})
 	h.run(workflows.ScheduleInput{Schedule: testSchedule(t, func(s *schemas.Schedule) {
 		s.Spec.RunOptions = schemas.ScheduleRunOptions{ResumeFromPreviousCheckpoint: true, SkipIfNoNewDataUnder: "s3://datasets/clicks/"}
 	})}, start, t0.Add(2*time.Hour+30*time.Minute))
@@ -888,13 +882,12 @@ func TestScheduleContinueAsNew(t *testing.T) {
 	h2 := newSchedHarness(t, restart)
 	var followed []string
 	var mu sync.Mutex
-	h2.env.OnActivity(workflows.ActivityWaitScheduledJob, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-			mu.Lock()
-			followed = append(followed, in.WorkflowID)
-			mu.Unlock()
-			return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded, LastCheckpoint: "s3://ckpt/nightly/from-" + in.WorkflowID}, nil
-		}).After(20 * time.Minute)
+	onActivity(h2.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+		mu.Lock()
+		followed = append(followed, in.WorkflowID)
+		mu.Unlock()
+		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded, LastCheckpoint: "s3://ckpt/nightly/from-" + in.WorkflowID}, nil
+	}).After(20 * time.Minute)
 	h2.run(next, restart, t0.Add(3*time.Hour+30*time.Minute))
 
 	carried := workflows.JobWorkflowID("ml", jobName(t0.Add(time.Hour)))
@@ -1181,13 +1174,12 @@ func TestScheduleActionAlreadyFired(t *testing.T) {
 			start := t0.Add(-30 * time.Minute)
 			h := newSchedHarness(t, start)
 			var followed []string
-			h.env.OnActivity(workflows.ActivityWaitScheduledJob, mock.Anything, mock.Anything).Return(
-				func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-					h.mu.Lock()
-					defer h.mu.Unlock()
-					followed = append(followed, in.WorkflowID)
-					return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
-				})
+			onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				followed = append(followed, in.WorkflowID)
+				return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+			})
 			var res workflows.BackfillScheduleResult
 			h.at(start, t0.Add(90*time.Minute), func() {
 				h.update(workflows.UpdateScheduleBackfill, workflows.BackfillScheduleRequest{From: t0, To: t0.Add(time.Second),
@@ -1219,13 +1211,12 @@ func TestScheduleFollowsCarriedRunsOfEveryKind(t *testing.T) {
 	start := t0
 	h := newSchedHarness(t, start)
 	var followed []string
-	h.env.OnActivity(workflows.ActivityWaitScheduledJob, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			followed = append(followed, in.WorkflowID)
-			return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
-		}).After(10 * time.Minute)
+	onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		followed = append(followed, in.WorkflowID)
+		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+	}).After(10 * time.Minute)
 	running := []schemas.ScheduleRun{
 		{NominalTime: t0.Add(-3 * time.Hour), Job: jobName(t0.Add(-3 * time.Hour)), Outcome: schemas.RunRunning},
 		{NominalTime: t0.Add(-2 * time.Hour), Kind: schemas.KindExperiment, Job: jobName(t0.Add(-2 * time.Hour)), Outcome: schemas.RunRunning},
@@ -1256,37 +1247,24 @@ func TestScheduleFollowsCarriedRunsOfEveryKind(t *testing.T) {
 	}
 }
 
-// Both branches of the change that brought experiment and pipeline actions: a history
-// from before it (GetVersion answers DefaultVersion) starts no experiment or pipeline
-// and records why; after it, the run starts.
-func TestScheduleActionsVersioned(t *testing.T) {
-	tests := map[string]struct {
-		action  func(*schemas.Schedule)
-		version workflow.Version
-		want    schemas.RunOutcome
-		started int
-	}{
-		"experiment before": {action: experimentAction, version: workflow.DefaultVersion, want: schemas.RunStartFailed},
-		"experiment after":  {action: experimentAction, version: 1, want: schemas.RunRunning, started: 1},
-		"pipeline before":   {action: pipelineAction, version: workflow.DefaultVersion, want: schemas.RunStartFailed},
-		"pipeline after":    {action: pipelineAction, version: 1, want: schemas.RunRunning, started: 1},
+// A run of a schedule whose action is an experiment or a pipeline starts it.
+func TestScheduleStartsExperimentAndPipelineActions(t *testing.T) {
+	tests := map[string]func(*schemas.Schedule){
+		"experiment": experimentAction,
+		"pipeline":   pipelineAction,
 	}
-	for name, tt := range tests {
+	for name, action := range tests {
 		t.Run(name, func(t *testing.T) {
 			start := t0.Add(-30 * time.Minute)
 			h := newSchedHarness(t, start)
-			h.env.OnGetVersion("schedule-experiment-pipeline-actions", workflow.DefaultVersion, 1).Return(tt.version)
-			h.run(workflows.ScheduleInput{Schedule: testSchedule(t, tt.action)}, start, t0.Add(5*time.Minute))
+			h.run(workflows.ScheduleInput{Schedule: testSchedule(t, action)}, start, t0.Add(5*time.Minute))
 
-			if len(h.started) != tt.started {
-				t.Errorf("%d runs started, want %d", len(h.started), tt.started)
+			if len(h.started) != 1 {
+				t.Errorf("%d runs started, want 1", len(h.started))
 			}
 			st := h.lastView().Status
-			if len(st.History) != 1 || st.History[0].Outcome != tt.want {
-				t.Fatalf("history %+v, want one run %s", st.History, tt.want)
-			}
-			if r := st.History[0]; tt.want == schemas.RunStartFailed && (r.Job != "" || !strings.Contains(r.Message, "predates")) {
-				t.Errorf("refused run %+v: want no name and a message saying why", r)
+			if len(st.History) != 1 || st.History[0].Outcome != schemas.RunRunning {
+				t.Fatalf("history %+v, want one run %s", st.History, schemas.RunRunning)
 			}
 		})
 	}

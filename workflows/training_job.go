@@ -1,14 +1,11 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
@@ -38,41 +35,13 @@ type JobView struct {
 	Status schemas.JobStatus   `json:"status"`
 }
 
-// StopRequest asks a job to stop.
-type StopRequest struct {
-	Reason string `json:"reason,omitempty"`
-}
-
-// StopResult is the job's phase once the stop has been handled.
-type StopResult struct {
-	Phase schemas.JobPhase `json:"phase"`
-}
-
 // Timeouts used by the TrainingJob workflow's activities.
 const (
-	// heartbeatTimeout bounds how long a dead worker holds a long activity.
-	heartbeatTimeout = 10 * time.Second
 	// watchMaxWait bounds one WatchGang call, so history grows by one activity per
 	// watchMaxWait at most while nothing changes.
 	watchMaxWait = 10 * time.Minute
 	// logDrainTimeout bounds how long a finished job waits for its last log lines.
 	logDrainTimeout = 2 * time.Minute
-)
-
-// Change ids of workflow.GetVersion branches (see docs/architecture.md).
-const (
-	// changeRunningBeforeSucceeded: a gang first seen already succeeded passes
-	// through Running.
-	changeRunningBeforeSucceeded = "running-before-succeeded"
-	// changeFrameworkOutcome: each framework's success rule decides (frameworks.Outcome)
-	// instead of "any failure fails, all successes succeed".
-	changeFrameworkOutcome = "framework-outcome"
-	// changeGangPlacement: spec.resources.placementTimeout releases a partly placed
-	// gang and retries it after a backoff, in Queued.
-	changeGangPlacement = "gang-placement"
-	// changeRunningWithToleratedFailures: a gang whose replicas have all started runs,
-	// even when the framework's rule tolerates some that already ended (failed).
-	changeRunningWithToleratedFailures = "running-with-tolerated-failures"
 )
 
 // Gang placement retries.
@@ -93,6 +62,9 @@ func TrainingJobWorkflow(ctx workflow.Context, in TrainingJobInput) (TrainingJob
 	return w.run(ctx)
 }
 
+// jobOutcome is how a job, or one of its attempts, ends.
+type jobOutcome = outcome[schemas.JobPhase]
+
 // jobWorkflow is the TrainingJob state machine's state.
 type jobWorkflow struct {
 	in     TrainingJobInput
@@ -104,21 +76,17 @@ type jobWorkflow struct {
 	stopCh     workflow.Channel
 	stopReason string
 
-	// outbox holds status events not yet published; the publisher goroutine drains it
-	// in order.
-	outbox     []events.Msg
-	eventSeq   int
-	publishing bool
-	closing    bool
+	// events holds the status (and node-health) events not yet published; eventSeq
+	// numbers the status events.
+	events   *outbox
+	eventSeq int
 
 	// quotaRequested is set once the job has asked its workspace's quota workflow for
 	// admission: it must give its share back when it ends.
 	quotaRequested bool
 
-	// recovery is set for jobs started after failed attempts became recoverable
-	// (changeRecovery); failed holds what the current attempt's failure was, and
-	// logResult what its log forwarder saw.
-	recovery  bool
+	// failed holds what the current attempt's failure was, and logResult what its log
+	// forwarder saw.
 	failed    *failure
 	logResult activities.ForwardLogsResult
 	// spotWaitSince is when a spot job was last preempted and has not run since.
@@ -158,7 +126,7 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
-	workflow.Go(ctx, w.publishLoop)
+	w.events = newOutbox(ctx, "status events")
 	return nil
 }
 
@@ -167,114 +135,108 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	now := workflow.Now(ctx)
 	w.status.StartTime = &now
 	w.setCondition(ctx, schemas.ConditionAccepted, schemas.ConditionTrue, "Validated", "spec accepted")
-	w.transition(ctx, schemas.JobPending, "Accepted", "job accepted")
+	w.transition(ctx, jobOutcome{schemas.JobPending, "Accepted", "job accepted"})
 
 	ref := backend.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
-	if job.Spec.Resources.Pool == schemas.PoolQuota &&
-		workflow.GetVersion(ctx, changeWorkspaceQuota, workflow.DefaultVersion, 1) == 1 {
-		if phase, reason, msg, ok := w.admitToQuota(ctx); !ok {
-			w.finish(ctx, ref, phase, reason, msg)
+	if job.Spec.Resources.Pool == schemas.PoolQuota {
+		if out, ok := w.admitToQuota(ctx); !ok {
+			w.finish(ctx, ref, out)
 			return TrainingJobResult{Status: w.status}, nil
 		}
 	}
-	w.recovery = workflow.GetVersion(ctx, changeRecovery, workflow.DefaultVersion, 1) == 1
 	backoff := placementBackoff
-	var phase schemas.JobPhase
-	var reason, msg string
+	var out jobOutcome
 	for {
-		plan := attemptPlan{}
-		if w.recovery {
-			var ok bool
-			if plan, phase, reason, msg, ok = w.planAttempt(ctx, ref); !ok {
-				break
-			}
-			w.status.Attempts = append(w.status.Attempts, schemas.AttemptRecord{
-				Attempt: ref.Attempt, Pool: plan.pool, StartTime: workflow.Now(ctx), ResumedFrom: plan.resumeFrom,
-			})
+		plan, end, ok := w.planAttempt(ctx, ref)
+		if !ok {
+			out = end
+			break
 		}
+		w.status.Attempts = append(w.status.Attempts, schemas.AttemptRecord{
+			Attempt: ref.Attempt, Pool: plan.pool, StartTime: workflow.Now(ctx), ResumedFrom: plan.resumeFrom,
+		})
 		w.failed, w.logResult = nil, activities.ForwardLogsResult{}
-		phase, reason, msg = w.runAttempt(ctx, ref, plan)
-		if w.recovery {
-			end := workflow.Now(ctx)
-			w.currentAttempt().EndTime = &end
-			w.currentAttempt().Outcome = phase
-		}
-		if w.recovery && phase == schemas.JobFailed && w.failed != nil {
-			again, p, r, m := w.recover(ctx, ref, *w.failed, phase, reason, msg)
+		out = w.runAttempt(ctx, ref, plan)
+		ended := workflow.Now(ctx)
+		w.currentAttempt().EndTime = &ended
+		w.currentAttempt().Outcome = out.phase
+		if out.phase == schemas.JobFailed && w.failed != nil {
+			again, final := w.recover(ctx, ref, *w.failed, out)
 			if !again {
-				phase, reason, msg = p, r, m
+				out = final
 				break
 			}
-			if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
+			if err := cleanupGang(ctx, ref); err != nil {
 				w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
 			}
 			ref.Attempt++
 			continue
 		}
-		if reason != reasonPlacementTimeout {
+		if out.reason != reasonPlacementTimeout {
 			break
 		}
-		if w.recovery {
-			w.currentAttempt().Outcome = schemas.JobQueued
-		}
+		w.currentAttempt().Outcome = schemas.JobQueued
 		// Not every replica could be placed in time: release them all, wait, try again
 		// with a new attempt.
-		if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
+		if err := cleanupGang(ctx, ref); err != nil {
 			w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
 		}
-		w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonPlacementTimeout, msg)
-		w.transition(ctx, schemas.JobQueued, reasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", msg, backoff))
+		w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonPlacementTimeout, out.message)
+		w.transition(ctx, jobOutcome{schemas.JobQueued, reasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", out.message, backoff)})
 		stopped := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
 		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil); stopped = true })
 		sel.Select(ctx)
 		if stopped {
-			phase, reason, msg = schemas.JobStopped, "StopRequested", w.stopReason
+			out = w.stopped()
 			break
 		}
 		backoff = min(2*backoff, maxPlacementBackoff)
 		ref.Attempt++
 	}
 
-	w.finish(ctx, ref, phase, reason, msg)
+	w.finish(ctx, ref, out)
 	return TrainingJobResult{Status: w.status}, nil
 }
 
+// stopped is the outcome of a stop request.
+func (w *jobWorkflow) stopped() jobOutcome {
+	return jobOutcome{schemas.JobStopped, "StopRequested", w.stopReason}
+}
+
 // runAttempt launches one attempt and follows it to its end. It returns the job's
-// terminal phase with a reason and message.
-func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan attemptPlan) (schemas.JobPhase, string, string) {
+// terminal outcome, or the placement timeout (reason reasonPlacementTimeout, no phase).
+func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan attemptPlan) jobOutcome {
 	job := &w.in.Job
 	if w.stopRequested(ctx) {
-		return schemas.JobStopped, "StopRequested", w.stopReason
+		return w.stopped()
 	}
 	w.status.Attempt = ref.Attempt
-	w.transition(ctx, schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", job.Spec.TotalReplicas()))
+	w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", job.Spec.TotalReplicas())})
 
-	var launched activities.LaunchGangResult
-	err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLaunchGang, activities.LaunchGangInput{
+	launched, err := launchGang(ctx, activities.LaunchGangInput{
 		Job: *job,
 		Params: backend.GangParams{
 			Ref: ref, UID: w.uid, Params: w.in.Params,
 			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
 		},
-	}).Get(ctx, &launched)
+	})
 	if err != nil {
 		w.failed = &failure{class: schemas.FailureLaunch, message: rootMessage(err), at: workflow.Now(ctx)}
-		return schemas.JobFailed, "LaunchFailed", rootMessage(err)
+		return jobOutcome{schemas.JobFailed, "LaunchFailed", rootMessage(err)}
 	}
 	w.status.Replicas = launched.Replicas
 	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionTrue, "ReplicasCreated",
 		fmt.Sprintf("%d replicas created", len(launched.Replicas)))
 
-	var logs workflow.Future
+	var logs *future[activities.ForwardLogsResult]
 	if job.Spec.Logs.ForwardLogs() {
-		in := activities.ForwardLogsInput{Ref: ref, UID: w.uid, Replicas: launched.Replicas}
-		if w.recovery {
-			in.HangTimeout = job.Spec.FaultTolerance.HangTimeout.D()
-			in.LogPatterns = logPatterns(job)
-		}
-		logs = workflow.ExecuteActivity(withLongActivity(ctx), ActivityForwardLogs, in)
+		f := forwardLogs(ctx, activities.ForwardLogsInput{
+			Ref: ref, UID: w.uid, Replicas: launched.Replicas,
+			HangTimeout: job.Spec.FaultTolerance.HangTimeout.D(), LogPatterns: logPatterns(job),
+		})
+		logs = &f
 	}
 
 	var timeout workflow.Future
@@ -284,54 +246,52 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 	}
 
 	var placement workflow.Future
-	if pt := job.Spec.Resources.PlacementTimeout.D(); pt > 0 &&
-		workflow.GetVersion(ctx, changeGangPlacement, workflow.DefaultVersion, 1) == 1 {
+	if pt := job.Spec.Resources.PlacementTimeout.D(); pt > 0 {
 		pctx, cancelPlacement := workflow.WithCancel(ctx)
 		defer cancelPlacement()
 		placement = workflow.NewTimer(pctx, pt)
 	}
 
-	var hang workflow.Future
-	if w.recovery && job.Spec.FaultTolerance.HangTimeout.D() > 0 {
+	var hang *future[activities.ForwardLogsResult]
+	if job.Spec.FaultTolerance.HangTimeout.D() > 0 {
 		hang = logs
 	}
-	phase, reason, msg := w.follow(ctx, ref, timeout, placement, hang)
-	if phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
+	out := w.follow(ctx, ref, timeout, placement, hang)
+	if out.phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
 		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
 		// them on stop or timeout.
-		if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityStopGang, ref).Get(ctx, nil); err != nil {
+		if err := stopGang(ctx, ref); err != nil {
 			w.logger.Error("stop gang failed", "gang", ref.ID(), "error", err)
 		}
 		w.refreshReplicas(ctx, ref)
 	}
 	if logs != nil {
-		w.waitLogs(ctx, logs)
+		w.waitLogs(ctx, *logs)
 	}
-	return phase, reason, msg
+	return out
 }
 
 // follow watches the gang until it ends, a stop is requested or the timeout fires, or
 // the placement timeout fires before every replica runs (reason
-// reasonPlacementTimeout, no phase).
-func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout, placement, hang workflow.Future) (schemas.JobPhase, string, string) {
+// reasonPlacementTimeout, no phase), or the log forwarder (hang) reports a hang.
+func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout, placement workflow.Future,
+	hang *future[activities.ForwardLogsResult]) jobOutcome {
 	for {
-		if phase, reason, msg, done := w.evaluate(ctx); done {
-			return phase, reason, msg
+		if out, done := w.evaluate(ctx); done {
+			return out
 		}
 		if w.status.Phase != schemas.JobLaunching {
 			placement = nil // placed: the placement timeout no longer applies
-			if w.recovery && w.spotWaitSince != nil {
+			if w.spotWaitSince != nil {
 				w.spotWaitSince = nil // spot capacity ran the job again
 			}
-			if w.recovery {
-				if rec := w.currentAttempt(); rec.RunningTime == nil {
-					now := workflow.Now(ctx)
-					rec.RunningTime = &now
-				}
+			if rec := w.currentAttempt(); rec.RunningTime == nil {
+				now := workflow.Now(ctx)
+				rec.RunningTime = &now
 			}
 		}
 		watchCtx, cancelWatch := workflow.WithCancel(ctx)
-		watch := workflow.ExecuteActivity(withWatchActivity(watchCtx), ActivityWatchGang, activities.WatchGangInput{
+		watch := watchGang(watchCtx, activities.WatchGangInput{
 			Ref: ref, Known: w.status.Replicas, MaxWait: watchMaxWait,
 		})
 		var (
@@ -343,7 +303,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			hung      bool
 		)
 		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(watch, func(f workflow.Future) { watchErr = f.Get(ctx, &result) })
+		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx) })
 		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil); stopped = true })
 		if timeout != nil {
 			sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
@@ -352,9 +312,9 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			sel.AddFuture(placement, func(workflow.Future) { notPlaced = true })
 		}
 		if hang != nil {
-			sel.AddFuture(hang, func(f workflow.Future) {
-				var res activities.ForwardLogsResult
-				if err := f.Get(ctx, &res); err == nil && res.Hung {
+			h := *hang
+			sel.AddFuture(h.Future, func(workflow.Future) {
+				if res, err := h.get(ctx); err == nil && res.Hung {
 					w.logResult, hung = res, true
 				}
 				hang = nil // done either way: its outcome is read once
@@ -367,12 +327,12 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			cancelWatch()
 			_ = watch.Get(ctx, nil)
 			if stopped {
-				return schemas.JobStopped, "StopRequested", w.stopReason
+				return w.stopped()
 			}
 			if hung {
 				msg := fmt.Sprintf("no replica wrote a line for %s (hangTimeout %s)", w.logResult.Quiet, w.in.Job.Spec.FaultTolerance.HangTimeout.D())
 				w.failed = &failure{class: schemas.FailureHang, message: msg, at: workflow.Now(ctx)}
-				return schemas.JobFailed, "Hang", msg
+				return jobOutcome{schemas.JobFailed, "Hang", msg}
 			}
 			if notPlaced {
 				running := 0
@@ -381,63 +341,28 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 						running++
 					}
 				}
-				return "", reasonPlacementTimeout, fmt.Sprintf("only %d of %d replicas were placed within %s",
-					running, len(w.status.Replicas), w.in.Job.Spec.Resources.PlacementTimeout.D())
+				return jobOutcome{"", reasonPlacementTimeout, fmt.Sprintf("only %d of %d replicas were placed within %s",
+					running, len(w.status.Replicas), w.in.Job.Spec.Resources.PlacementTimeout.D())}
 			}
-			return schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())
+			return jobOutcome{schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())}
 		}
 		cancelWatch()
 		if watchErr != nil {
-			return schemas.JobFailed, "WatchFailed", rootMessage(watchErr)
+			return jobOutcome{schemas.JobFailed, "WatchFailed", rootMessage(watchErr)}
 		}
 		w.status.Replicas = result.Replicas
 	}
 }
 
-// evaluate applies the success rule to the replicas: any failed replica fails the job,
-// all succeeded replicas succeed it, all running ones make it Running.
-func (w *jobWorkflow) evaluate(ctx workflow.Context) (schemas.JobPhase, string, string, bool) {
+// evaluate applies the framework's success rule (frameworks.Outcome) to the replicas:
+// for example TensorFlow's chief, MPI's launcher or Ray's head decides, while PyTorch
+// needs every replica to succeed. It returns true with the job's outcome once the rule
+// decides; until then it moves the job to Running once every replica has started.
+func (w *jobWorkflow) evaluate(ctx workflow.Context) (jobOutcome, bool) {
 	reps := w.status.Replicas
 	if len(reps) == 0 {
-		return "", "", "", false
+		return jobOutcome{}, false
 	}
-	if workflow.GetVersion(ctx, changeFrameworkOutcome, workflow.DefaultVersion, 1) == 1 {
-		return w.evaluateByFramework(ctx)
-	}
-	running, succeeded := 0, 0
-	for _, r := range reps {
-		switch r.Phase {
-		case schemas.ReplicaFailed, schemas.ReplicaStopped:
-			reason, msg := w.replicaFailure(r)
-			return schemas.JobFailed, reason, msg, true
-		case schemas.ReplicaSucceeded:
-			succeeded++
-		case schemas.ReplicaRunning:
-			running++
-		}
-	}
-	if succeeded == len(reps) {
-		// Replicas that finished between two observations did run: record Running so
-		// that every successful job's timeline reads the same.
-		if w.status.Phase == schemas.JobLaunching &&
-			workflow.GetVersion(ctx, changeRunningBeforeSucceeded, workflow.DefaultVersion, 1) == 1 {
-			w.markRan(ctx, succeeded)
-		}
-		return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
-	}
-	if running+succeeded == len(reps) && w.status.Phase == schemas.JobLaunching {
-		w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRunning",
-			fmt.Sprintf("%d replicas running", running))
-		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
-	}
-	return "", "", "", false
-}
-
-// evaluateByFramework applies the framework's success rule (frameworks.Outcome): for
-// example TensorFlow's chief, MPI's launcher or Ray's head decides, while PyTorch needs
-// every replica to succeed.
-func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhase, string, string, bool) {
-	reps := w.status.Replicas
 	fw := w.in.Job.Spec.Framework
 	running, succeeded := 0, 0
 	for _, r := range reps {
@@ -454,41 +379,40 @@ func (w *jobWorkflow) evaluateByFramework(ctx workflow.Context) (schemas.JobPhas
 		for _, r := range reps {
 			if r.Name == by {
 				reason, msg := w.replicaFailure(r)
-				if w.recovery {
-					class := r.Reason
-					if class == "" {
-						class = schemas.FailureUnclassified
-					}
-					w.failed = &failure{replica: &r, class: class, message: msg, at: workflow.Now(ctx)}
+				class := r.Reason
+				if class == "" {
+					class = schemas.FailureUnclassified
 				}
-				return schemas.JobFailed, reason, msg, true
+				w.failed = &failure{replica: &r, class: class, message: msg, at: workflow.Now(ctx)}
+				return jobOutcome{schemas.JobFailed, reason, msg}, true
 			}
 		}
-		return schemas.JobFailed, "ReplicaFailed", fmt.Sprintf("replica %s failed", by), true
+		return jobOutcome{schemas.JobFailed, "ReplicaFailed", fmt.Sprintf("replica %s failed", by)}, true
 	case schemas.JobSucceeded:
 		if w.status.Phase == schemas.JobLaunching {
+			// Replicas that finished between two observations did run: record Running so
+			// that every successful job's timeline reads the same.
 			w.markRan(ctx, succeeded)
 		}
 		if succeeded == len(reps) {
-			return schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded), true
+			return jobOutcome{schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded)}, true
 		}
-		return schemas.JobSucceeded, "LeaderSucceeded",
-			fmt.Sprintf("replica %s succeeded, which decides a %s job; the other replicas are stopped", by, fw), true
+		return jobOutcome{schemas.JobSucceeded, "LeaderSucceeded",
+			fmt.Sprintf("replica %s succeeded, which decides a %s job; the other replicas are stopped", by, fw)}, true
 	}
 	placed := running+succeeded == len(reps)
-	if !placed && w.status.Phase == schemas.JobLaunching && running > 0 && !anyReplicaPending(reps) &&
-		workflow.GetVersion(ctx, changeRunningWithToleratedFailures, workflow.DefaultVersion, 1) == 1 {
+	if !placed && w.status.Phase == schemas.JobLaunching && running > 0 && !anyReplicaPending(reps) {
 		// Every replica has started and the rule tolerates the ones that ended (a Ray
-		// worker, a TF ps that failed while the chief runs): the job runs. Before this,
-		// it stayed Launching, and a placement timeout released a gang that was placed.
+		// worker, a TF ps that failed while the chief runs): the job runs, and a
+		// placement timeout no longer applies.
 		placed = true
 	}
 	if placed && w.status.Phase == schemas.JobLaunching {
 		w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRunning",
 			fmt.Sprintf("%d replicas running", running))
-		w.transition(ctx, schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running))
+		w.transition(ctx, jobOutcome{schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running)})
 	}
-	return "", "", "", false
+	return jobOutcome{}, false
 }
 
 // anyReplicaPending reports whether a replica has not started.
@@ -522,7 +446,7 @@ func (w *jobWorkflow) replicaFailure(r schemas.ReplicaStatus) (reason, msg strin
 func (w *jobWorkflow) markRan(ctx workflow.Context, n int) {
 	w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
 		fmt.Sprintf("%d replicas ran to completion between two observations", n))
-	w.transition(ctx, schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", n))
+	w.transition(ctx, jobOutcome{schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", n)})
 }
 
 // anyReplicaLive reports whether a replica has not finished.
@@ -537,24 +461,23 @@ func anyReplicaLive(reps []schemas.ReplicaStatus) bool {
 
 // refreshReplicas records the replicas' final state after a stop.
 func (w *jobWorkflow) refreshReplicas(ctx workflow.Context, ref backend.GangRef) {
-	var result activities.WatchGangResult
-	err := workflow.ExecuteActivity(withWatchActivity(ctx), ActivityWatchGang, activities.WatchGangInput{
+	result, err := watchGang(ctx, activities.WatchGangInput{
 		Ref: ref, Known: w.status.Replicas, MaxWait: time.Nanosecond,
-	}).Get(ctx, &result)
+	}).get(ctx)
 	if err == nil {
 		w.status.Replicas = result.Replicas
 	}
 }
 
 // waitLogs waits, for a bounded time, until every log line has been forwarded.
-func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs workflow.Future) {
+func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs future[activities.ForwardLogsResult]) {
 	timer := workflow.NewTimer(ctx, logDrainTimeout)
 	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(logs, func(f workflow.Future) {
-		var res activities.ForwardLogsResult
-		if err := f.Get(ctx, &res); err != nil {
+	sel.AddFuture(logs.Future, func(workflow.Future) {
+		res, err := logs.get(ctx)
+		if err != nil {
 			w.logger.Warn("log forwarding failed", "error", err)
-		} else if w.recovery && !w.logResult.Hung {
+		} else if !w.logResult.Hung {
 			w.logResult = res
 			if len(res.Metrics) > 0 {
 				w.status.Metrics = res.Metrics
@@ -567,63 +490,42 @@ func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs workflow.Future) {
 
 // finish records the last checkpoint, enters the terminal phase, cleans up and waits
 // until every event is published and every update handled.
-func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, phase schemas.JobPhase, reason, msg string) {
+func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobOutcome) {
 	if ck := w.in.Job.Spec.Checkpoint; ck != nil {
-		var latest string
-		err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityLatestCheckpoint,
-			activities.LatestCheckpointInput{URI: ck.URI}).Get(ctx, &latest)
+		latest, err := latestCheckpoint(ctx, activities.LatestCheckpointInput{URI: ck.URI})
 		if err != nil {
 			w.logger.Warn("could not list checkpoints", "error", err)
 		}
 		w.status.LastCheckpoint = latest
-		if phase == schemas.JobSucceeded && ck.Keep > 0 &&
-			workflow.GetVersion(ctx, changeCheckpointRetention, workflow.DefaultVersion, 1) == 1 {
-			// Retention is housekeeping: a store that cannot be reached must not hold the
-			// job's end up for long, nor fail it.
-			pctx := workflow.WithRetryPolicy(withShortActivity(ctx), temporal.RetryPolicy{
-				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3,
-			})
-			err := workflow.ExecuteActivity(pctx, ActivityPruneCheckpoints,
-				activities.PruneCheckpointsInput{URI: ck.URI, Keep: int(ck.Keep)}).Get(ctx, nil)
-			if err != nil {
+		if out.phase == schemas.JobSucceeded && ck.Keep > 0 {
+			if _, err := pruneCheckpoints(ctx, activities.PruneCheckpointsInput{URI: ck.URI, Keep: int(ck.Keep)}); err != nil {
 				w.logger.Warn("could not prune checkpoints", "keep", ck.Keep, "error", err)
 			}
 		}
 	}
 	now := workflow.Now(ctx)
 	w.status.FinishTime = &now
-	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionTrue, string(phase), msg)
-	w.transition(ctx, phase, reason, msg)
+	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionTrue, string(out.phase), out.message)
+	w.transition(ctx, out)
 
-	if err := workflow.ExecuteActivity(withShortActivity(ctx), ActivityCleanupGang, ref).Get(ctx, nil); err != nil {
+	if err := cleanupGang(ctx, ref); err != nil {
 		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
 	}
 	if w.quotaRequested {
 		w.releaseQuota(ctx)
 	}
-	w.closing = true
-	_ = workflow.Await(ctx, func() bool { return len(w.outbox) == 0 && !w.publishing })
+	w.events.drain(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
 // admitToQuota asks the workspace's quota workflow to admit the job and waits, in
-// Queued, until it does. It returns false with the job's terminal phase when the job is
-// stopped while it waits, or when it alone asks for more than the quota.
-func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (schemas.JobPhase, string, string, bool) {
+// Queued, until it does. It returns false with the job's terminal outcome when the job
+// is stopped while it waits, or when it alone asks for more than the quota.
+func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
 	job := &w.in.Job
 	info := workflow.GetInfo(ctx)
 	decisions := workflow.GetSignalChannel(ctx, SignalQuotaDecision)
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 10 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
-	var d QuotaDecision
-	err := workflow.ExecuteLocalActivity(lctx, ActivityRequestQuota, activities.RequestQuotaInput{
+	d, err := requestQuota(ctx, activities.RequestQuotaInput{
 		WorkflowID:   QuotaWorkflowID(job.Metadata.Workspace),
 		WorkflowType: QuotaWorkflowName,
 		TaskQueue:    info.TaskQueueName,
@@ -633,17 +535,17 @@ func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (schemas.JobPhase, stri
 			JobID: info.WorkflowExecution.ID, Priority: job.Spec.Resources.Priority, Resources: jobDemand(job),
 		},
 		InitialState: QuotaView{Workspace: job.Metadata.Workspace},
-	}).Get(ctx, &d)
+	})
 	if err != nil {
-		return schemas.JobFailed, "QuotaUnavailable", "could not reach the workspace quota: " + rootMessage(err), false
+		return jobOutcome{schemas.JobFailed, "QuotaUnavailable", "could not reach the workspace quota: " + rootMessage(err)}, false
 	}
 	w.quotaRequested = true
 	for !d.Granted {
 		if d.Rejected {
-			return schemas.JobFailed, reasonQuotaExceeded, d.Message, false
+			return jobOutcome{schemas.JobFailed, reasonQuotaExceeded, d.Message}, false
 		}
 		if w.status.Phase != schemas.JobQueued || w.status.Message != d.Message {
-			w.transition(ctx, schemas.JobQueued, reasonQuotaExceeded, d.Message)
+			w.transition(ctx, jobOutcome{schemas.JobQueued, reasonQuotaExceeded, d.Message})
 		}
 		stopped := false
 		sel := workflow.NewSelector(ctx)
@@ -651,11 +553,11 @@ func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (schemas.JobPhase, stri
 		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
 		sel.Select(ctx)
 		if stopped {
-			return schemas.JobStopped, "StopRequested", w.stopReason, false
+			return w.stopped(), false
 		}
 	}
 	w.setCondition(ctx, schemas.ConditionAdmitted, schemas.ConditionTrue, "QuotaGranted", "admitted by the workspace quota")
-	return "", "", "", true
+	return jobOutcome{}, true
 }
 
 // releaseQuota gives the job's share of the workspace quota back (or leaves the queue).
@@ -675,7 +577,8 @@ func (w *jobWorkflow) stopRequested(ctx workflow.Context) bool {
 }
 
 // transition moves the job to a phase: timeline, search attribute, status event.
-func (w *jobWorkflow) transition(ctx workflow.Context, phase schemas.JobPhase, reason, msg string) {
+func (w *jobWorkflow) transition(ctx workflow.Context, to jobOutcome) {
+	phase, reason, msg := to.phase, to.reason, to.message
 	prev := w.status.Phase
 	now := workflow.Now(ctx)
 	w.status.Phase, w.status.Reason, w.status.Message = phase, reason, msg
@@ -700,12 +603,7 @@ func (w *jobWorkflow) transition(ctx workflow.Context, phase schemas.JobPhase, r
 	ev, err := events.New(id, events.TypeJobPhase, job.Metadata.Workspace,
 		events.JobSource(job.Metadata.Workspace, job.Metadata.Name), job.Metadata.Name, now, data)
 	if err == nil {
-		var b []byte
-		if b, err = json.Marshal(ev); err == nil {
-			w.outbox = append(w.outbox, events.Msg{
-				Subject: events.JobStatusSubject(job.Metadata.Workspace, job.Metadata.Name), ID: id, Data: b,
-			})
-		}
+		err = w.events.addEvent(events.JobStatusSubject(job.Metadata.Workspace, job.Metadata.Name), ev)
 	}
 	if err != nil {
 		w.logger.Error("could not encode status event", "error", err)
@@ -714,112 +612,4 @@ func (w *jobWorkflow) transition(ctx workflow.Context, phase schemas.JobPhase, r
 
 func (w *jobWorkflow) setCondition(ctx workflow.Context, t schemas.ConditionType, s schemas.ConditionStatus, reason, msg string) {
 	w.status.SetCondition(schemas.Condition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: workflow.Now(ctx)})
-}
-
-// publishLoop publishes the outbox in order, one batch at a time, until the workflow
-// closes. Publishing never blocks the state machine: if NATS is down, events queue up
-// and the local activity retries until it is back.
-func (w *jobWorkflow) publishLoop(ctx workflow.Context) {
-	lao := workflow.LocalActivityOptions{
-		StartToCloseTimeout:    10 * time.Second,
-		ScheduleToCloseTimeout: 7 * 24 * time.Hour,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	}
-	lctx := workflow.WithLocalActivityOptions(ctx, lao)
-	for {
-		_ = workflow.Await(ctx, func() bool { return len(w.outbox) > 0 || w.closing })
-		if len(w.outbox) == 0 {
-			return
-		}
-		batch := w.outbox
-		w.outbox = nil
-		w.publishing = true
-		err := workflow.ExecuteLocalActivity(lctx, ActivityPublishEvents, activities.PublishEventsInput{Msgs: batch}).Get(ctx, nil)
-		w.publishing = false
-		if err != nil {
-			w.logger.Error("status events not published", "count", len(batch), "error", err)
-		}
-	}
-}
-
-// PhaseKey and the other typed search attribute keys.
-var (
-	WorkspaceKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkspace)
-	KindKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrKind)
-	PhaseKey     = temporal.NewSearchAttributeKeyKeyword(SearchAttrPhase)
-	NameKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrName)
-	FrameworkKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrFramework)
-	LabelsKey    = temporal.NewSearchAttributeKeyKeywordList(SearchAttrLabels)
-)
-
-// LabelKeywords are a job's labels as sorted "key=value" keywords (the DlcLabels search
-// attribute).
-func LabelKeywords(labels map[string]string) []string {
-	out := make([]string, 0, len(labels))
-	for k, v := range labels {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// withShortActivity is for activities that finish in seconds to minutes (launch, stop,
-// cleanup, checkpoint lookup); they heartbeat, so a dead worker is noticed quickly.
-func withShortActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidSpec},
-		},
-	})
-}
-
-func withWatchActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: watchMaxWait + time.Minute,
-		HeartbeatTimeout:    heartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeGangLost},
-		},
-	})
-}
-
-func withLongActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * 24 * time.Hour,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
-}
-
-// rootMessage is the innermost error's message, without Temporal's wrapping.
-func rootMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Message()
-	}
-	for {
-		u := errors.Unwrap(err)
-		if u == nil {
-			return err.Error()
-		}
-		err = u
-	}
 }

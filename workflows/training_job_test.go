@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/backend"
@@ -63,34 +62,31 @@ func newHarness(t *testing.T) *harness {
 	workers.RegisterActivities(h.env, &activities.JobActivities{})
 	workers.RegisterQuotaActivities(h.env, &activities.QuotaActivities{})
 	// The workspace has room: the quota admits every job at once.
-	h.env.OnActivity(workflows.ActivityRequestQuota, mock.Anything, mock.Anything).Return(
-		map[string]any{"granted": true}, nil)
+	returnActivity(h.env, quotaActs.RequestQuota, map[string]any{"granted": true}, nil)
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, workflows.SignalQuotaRelease, mock.Anything).Return(nil)
-	h.env.OnActivity(workflows.ActivityPublishEvents, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PublishEventsInput) error {
-			for _, m := range in.Msgs {
-				var ev events.Event
-				if err := json.Unmarshal(m.Data, &ev); err != nil {
-					return err
-				}
-				var d events.JobPhaseData
-				if err := json.Unmarshal(ev.Data, &d); err != nil {
-					return err
-				}
-				h.phases = append(h.phases, d.Phase)
-				h.ids = append(h.ids, m.ID)
+	onActivityErr(h.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
+		for _, m := range in.Msgs {
+			var ev events.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				return err
 			}
-			return nil
-		})
-	h.env.OnActivity(workflows.ActivityForwardLogs, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ForwardLogsInput) (activities.ForwardLogsResult, error) {
-			if h.forwardLogs != nil {
-				return h.forwardLogs(ctx, in)
+			var d events.JobPhaseData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
 			}
-			return activities.ForwardLogsResult{}, nil
-		})
-	h.env.OnActivity(workflows.ActivityCleanupGang, mock.Anything, mock.Anything).Return(nil)
-	h.env.OnActivity(workflows.ActivityLatestCheckpoint, mock.Anything, mock.Anything).Return("s3://ckpt/wf/000000000010", nil)
+			h.phases = append(h.phases, d.Phase)
+			h.ids = append(h.ids, m.ID)
+		}
+		return nil
+	})
+	onActivity(h.env, jobActs.ForwardLogs, func(ctx context.Context, in activities.ForwardLogsInput) (activities.ForwardLogsResult, error) {
+		if h.forwardLogs != nil {
+			return h.forwardLogs(ctx, in)
+		}
+		return activities.ForwardLogsResult{}, nil
+	})
+	returnActivityErr(h.env, jobActs.CleanupGang, nil)
+	returnActivity(h.env, jobActs.LatestCheckpoint, "s3://ckpt/wf/000000000010", nil)
 	return h
 }
 
@@ -98,13 +94,11 @@ func newHarness(t *testing.T) *harness {
 // activity, return the known state unchanged after MaxWait on the workflow clock.
 func (h *harness) watchSequence(states ...[]schemas.ReplicaStatus) {
 	for _, st := range states {
-		h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).
-			Return(activities.WatchGangResult{Replicas: st}, nil).Once()
+		returnActivity(h.env, jobActs.WatchGang, activities.WatchGangResult{Replicas: st}, nil).Once()
 	}
-	h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
-			return activities.WatchGangResult{Replicas: in.Known}, nil
-		}).After(time.Minute)
+	onActivity(h.env, jobActs.WatchGang, func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
+		return activities.WatchGangResult{Replicas: in.Known}, nil
+	}).After(time.Minute)
 }
 
 func (h *harness) result(t *testing.T) schemas.JobStatus {
@@ -124,8 +118,7 @@ func (h *harness) result(t *testing.T) schemas.JobStatus {
 
 func TestTrainingJobSucceeds(t *testing.T) {
 	h := newHarness(t)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 	h.watchSequence(
 		replicas(schemas.ReplicaRunning, schemas.ReplicaPending),
 		replicas(schemas.ReplicaRunning, schemas.ReplicaRunning),
@@ -164,14 +157,12 @@ func TestTrainingJobSucceeds(t *testing.T) {
 
 func TestTrainingJobFailsWithExitCode(t *testing.T) {
 	h := newHarness(t)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 	failed := replicas(schemas.ReplicaFailed, schemas.ReplicaRunning)
 	failed[0].ExitCode = code(3)
 	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning), failed)
 	stopped := false
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, backend.GangRef) error { stopped = true; return nil })
+	onActivityErr(h.env, jobActs.StopGang, func(context.Context, backend.GangRef) error { stopped = true; return nil })
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
 	st := h.result(t)
 
@@ -188,12 +179,10 @@ func TestTrainingJobFailsWithExitCode(t *testing.T) {
 
 func TestTrainingJobStop(t *testing.T) {
 	h := newHarness(t)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning))
 	stopped := false
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, backend.GangRef) error { stopped = true; return nil })
+	onActivityErr(h.env, jobActs.StopGang, func(context.Context, backend.GangRef) error { stopped = true; return nil })
 
 	var stopResult workflows.StopResult
 	h.env.RegisterDelayedCallback(func() {
@@ -223,12 +212,11 @@ func TestTrainingJobStop(t *testing.T) {
 func TestTrainingJobInvalidSpecFailsWithoutRetry(t *testing.T) {
 	h := newHarness(t)
 	calls := 0
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.LaunchGangInput) (activities.LaunchGangResult, error) {
-			calls++
-			return activities.LaunchGangResult{}, temporal.NewNonRetryableApplicationError("no command", activities.ErrTypeInvalidSpec, nil)
-		})
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+	onActivity(h.env, jobActs.LaunchGang, func(context.Context, activities.LaunchGangInput) (activities.LaunchGangResult, error) {
+		calls++
+		return activities.LaunchGangResult{}, temporal.NewNonRetryableApplicationError("no command", activities.ErrTypeInvalidSpec, nil)
+	})
+	returnActivityErr(h.env, jobActs.StopGang, nil)
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
 	st := h.result(t)
 	if st.Phase != schemas.JobFailed || st.Reason != "LaunchFailed" || st.Message != "no command" || calls != 1 {
@@ -240,10 +228,9 @@ func TestTrainingJobTimeout(t *testing.T) {
 	h := newHarness(t)
 	job := testJob()
 	job.Spec.Timeout = schemas.Duration(time.Hour)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 	h.watchSequence(replicas(schemas.ReplicaRunning, schemas.ReplicaRunning))
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(nil)
+	returnActivityErr(h.env, jobActs.StopGang, nil)
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 	st := h.result(t)
 	if st.Phase != schemas.JobFailed || st.Reason != "Timeout" {
@@ -255,8 +242,7 @@ func TestTrainingJobTimeout(t *testing.T) {
 // (change running-before-succeeded).
 func TestTrainingJobFastReplicasPassThroughRunning(t *testing.T) {
 	h := newHarness(t)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
 	h.watchSequence(replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded))
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
 	st := h.result(t)
@@ -268,23 +254,7 @@ func TestTrainingJobFastReplicasPassThroughRunning(t *testing.T) {
 	}
 }
 
-// The branch before change running-before-succeeded: histories of jobs that started
-// before it keep going straight from Launching to Succeeded.
-func TestTrainingJobFastReplicasBeforeTheChange(t *testing.T) {
-	h := newHarness(t)
-	h.env.OnGetVersion("framework-outcome", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	h.env.OnGetVersion("running-before-succeeded", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil)
-	h.watchSequence(replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded))
-	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
-	h.result(t)
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Succeeded"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
-}
-
-// TensorFlow's chief decides (change framework-outcome): the chief succeeding ends the
+// TensorFlow's chief decides (frameworks.Outcome): the chief succeeding ends the
 // job while the parameter server still runs, and the rest of the gang is stopped.
 func TestTrainingJobTensorFlowChiefDecides(t *testing.T) {
 	h := newHarness(t)
@@ -294,15 +264,13 @@ func TestTrainingJobTensorFlowChiefDecides(t *testing.T) {
 	rep := func(role string, p schemas.ReplicaPhase) schemas.ReplicaStatus {
 		return schemas.ReplicaStatus{Name: "wf-" + role + "-0-a0", Role: role, Phase: p}
 	}
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: []schemas.ReplicaStatus{rep("chief", schemas.ReplicaPending), rep("ps", schemas.ReplicaPending)}}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: []schemas.ReplicaStatus{rep("chief", schemas.ReplicaPending), rep("ps", schemas.ReplicaPending)}}, nil)
 	h.watchSequence(
 		[]schemas.ReplicaStatus{rep("chief", schemas.ReplicaRunning), rep("ps", schemas.ReplicaRunning)},
 		[]schemas.ReplicaStatus{rep("chief", schemas.ReplicaSucceeded), rep("ps", schemas.ReplicaRunning)},
 	)
 	stopped := false
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(context.Context, backend.GangRef) error { stopped = true; return nil })
+	onActivityErr(h.env, jobActs.StopGang, func(context.Context, backend.GangRef) error { stopped = true; return nil })
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 	st := h.result(t)
 	if st.Phase != schemas.JobSucceeded || st.Reason != "LeaderSucceeded" {
@@ -321,22 +289,19 @@ func TestTrainingJobPlacementTimeoutReleasesAndRetries(t *testing.T) {
 	job := testJob()
 	job.Spec.Resources.PlacementTimeout = schemas.Duration(3 * time.Minute)
 	pending := replicas(schemas.ReplicaPending, schemas.ReplicaPending)
-	h.env.OnActivity(workflows.ActivityLaunchGang, mock.Anything, mock.Anything).Return(
-		activities.LaunchGangResult{Replicas: pending}, nil)
-	h.env.OnActivity(workflows.ActivityWatchGang, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
-			switch {
-			case in.Ref.Attempt == 0: // room for one replica only
-				return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaPending)}, nil
-			case in.Known[0].Phase == schemas.ReplicaPending:
-				return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaRunning)}, nil
-			default:
-				return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded)}, nil
-			}
-		}).After(30 * time.Second)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: pending}, nil)
+	onActivity(h.env, jobActs.WatchGang, func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
+		switch {
+		case in.Ref.Attempt == 0: // room for one replica only
+			return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaPending)}, nil
+		case in.Known[0].Phase == schemas.ReplicaPending:
+			return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaRunning)}, nil
+		default:
+			return activities.WatchGangResult{Replicas: replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded)}, nil
+		}
+	}).After(30 * time.Second)
 	var stops []int
-	h.env.OnActivity(workflows.ActivityStopGang, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref backend.GangRef) error { stops = append(stops, ref.Attempt); return nil })
+	onActivityErr(h.env, jobActs.StopGang, func(_ context.Context, ref backend.GangRef) error { stops = append(stops, ref.Attempt); return nil })
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
 	st := h.result(t)
 	if st.Phase != schemas.JobSucceeded || st.Attempt != 1 {

@@ -1,0 +1,47 @@
+package workers
+
+import (
+	"slices"
+	"testing"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/opendlc/opendlc/activities"
+)
+
+type names struct{ workflows, activities []string }
+
+func (n *names) RegisterWorkflowWithOptions(_ interface{}, o workflow.RegisterOptions) {
+	n.workflows = append(n.workflows, o.Name)
+}
+
+func (n *names) RegisterActivityWithOptions(_ interface{}, o activity.RegisterOptions) {
+	n.activities = append(n.activities, o.Name)
+}
+
+// The wire names of the workflows and activities never change: recorded histories and
+// running workflows name them.
+func TestRegisteredNames(t *testing.T) {
+	var n names
+	RegisterWorkflows(&n)
+	RegisterActivities(&n, &activities.JobActivities{})
+	RegisterQuotaActivities(&n, &activities.QuotaActivities{})
+	RegisterPipelineActivities(&n, &activities.PipelineActivities{})
+	RegisterExperimentActivities(&n, &activities.ExperimentActivities{})
+	RegisterScheduleActivities(&n, &activities.ScheduleActivities{})
+	slices.Sort(n.workflows)
+	slices.Sort(n.activities)
+	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "WorkspaceQuota"}
+	wantActivities := []string{
+		"BuildStepJob", "CheckNewData", "CheckNodes", "CleanupGang", "ClosedJobs", "ForwardLogs", "JobMetrics",
+		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "RecheckQuarantined", "RequestQuota",
+		"StopGang", "StopJob", "StopScheduledJob", "StopTrialJob", "WaitScheduledJob", "WatchGang", "WatchTrialMetrics",
+	}
+	if !slices.Equal(n.workflows, wantWorkflows) {
+		t.Errorf("workflows registered as %q, want %q", n.workflows, wantWorkflows)
+	}
+	if !slices.Equal(n.activities, wantActivities) {
+		t.Errorf("activities registered as %q, want %q", n.activities, wantActivities)
+	}
+}
