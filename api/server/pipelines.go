@@ -74,8 +74,8 @@ func (s *Server) runPipeline(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, ws, auth.VerbWrite) {
 		return
 	}
-	run, err := s.tc.ExecuteWorkflow(r.Context(), workflows.PipelineStartOptions(p, s.opts.TaskQueue),
-		workflows.PipelineWorkflowName, workflows.PipelineInput{Pipeline: *p, Params: values})
+	start := workflows.PipelineStart(workflows.PipelineInput{Pipeline: *p, Params: values})
+	run, err := s.tc.ExecuteWorkflow(r.Context(), start.ClientOptions(s.opts.TaskQueue), start.WorkflowType, start.Input)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
