@@ -3,77 +3,72 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
 
 // setQuota sets a workspace's quota. The quota workflow is started if the workspace has
 // none yet; queued jobs that now fit are admitted at once.
-func (s *Server) setQuota(w http.ResponseWriter, r *http.Request) {
+func (s *Server) setQuota(r *http.Request) (any, error) {
 	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbAdmin) {
-		return
-	}
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	var q api.Quota
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
-		writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid quota: " + err.Error()})
-		return
+		return nil, &httpError{http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid quota: " + err.Error()}}
 	}
 	limits, errs := quotaLimits(q)
 	if len(errs) > 0 {
-		writeSpecError(w, errs)
-		return
+		return nil, specError(errs)
 	}
-	_, err := s.tc.SignalWithStartWorkflow(r.Context(), workflows.QuotaWorkflowID(ws), workflows.SignalQuotaSet, limits,
+	_, err = s.tc.SignalWithStartWorkflow(r.Context(), workflows.QuotaWorkflowID(ws), workflows.SignalQuotaSet, limits,
 		client.StartWorkflowOptions{ID: workflows.QuotaWorkflowID(ws), TaskQueue: s.opts.TaskQueue},
 		workflows.QuotaWorkflowName, workflows.QuotaView{Workspace: ws})
 	if err != nil {
-		s.internal(w, "set quota", err)
-		return
+		return nil, fmt.Errorf("set quota: %w", err)
 	}
-	writeJSON(w, http.StatusOK, q)
+	return q, nil
 }
 
 // getQuota answers a workspace's quota and use; a workspace without a quota has no
 // limits and nothing counted.
-func (s *Server) getQuota(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getQuota(r *http.Request) (any, error) {
 	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
 	var view workflows.QuotaView
 	v, err := s.tc.QueryWorkflow(r.Context(), workflows.QuotaWorkflowID(ws), "", workflows.QueryQuota)
 	switch {
 	case isNotFound(err):
 		view = workflows.QuotaView{Workspace: ws}
 	case err != nil:
-		s.internal(w, "get quota", err)
-		return
+		return nil, fmt.Errorf("get quota: %w", err)
 	default:
 		if err := v.Get(&view); err != nil {
-			s.internal(w, "get quota", err)
-			return
+			return nil, fmt.Errorf("get quota: %w", err)
 		}
 	}
-	writeJSON(w, http.StatusOK, quotaStatus(view))
+	return quotaStatus(view), nil
 }
 
-// quotaLimits checks a quota and converts it to the quota workflow's units.
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
 func quotaLimits(q api.Quota) (workflows.QuotaLimits, schemas.ErrorList) {
 	var l workflows.QuotaLimits
 	var errs schemas.ErrorList
