@@ -59,7 +59,10 @@ func TestExperimentDeleteAndReuseName(t *testing.T) {
 	}
 
 	token := func(role api.Role, tokWS string) string {
-		n := fmt.Sprintf("%s-%s-%s", ws, tokWS, role)
+		n := "expdel-" + string(role)
+		if tokWS != ws {
+			n += "-other"
+		}
 		tok, err := env.api.CreateToken(ctx, api.TokenRequest{Name: n, Workspace: tokWS, Role: role, TTL: schemas.Duration(time.Hour)})
 		if err != nil {
 			t.Fatalf("create token %s: %v", n, err)
