@@ -91,18 +91,18 @@ func (s *Experiments) List(ctx context.Context, ws string, o ListOptions) (api.E
 
 // Stop stops an experiment's running trials and answers once it is Stopped; an
 // experiment that has ended answers with its final phase.
-func (s *Experiments) Stop(ctx context.Context, ws, name string, req workflows.StopRequest) (api.ExperimentActionResult, error) {
-	return s.update(ctx, ws, name, workflows.UpdateStop, req)
+func (s *Experiments) Stop(ctx context.Context, ws, name string, req api.StopRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateStop, workflows.StopRequest{Reason: req.Reason})
 }
 
 // Resume makes a Stopped experiment carry on.
-func (s *Experiments) Resume(ctx context.Context, ws, name string, req workflows.ResumeRequest) (api.ExperimentActionResult, error) {
-	return s.update(ctx, ws, name, workflows.UpdateResume, req)
+func (s *Experiments) Resume(ctx context.Context, ws, name string, req api.ResumeRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateResume, workflows.ResumeRequest{Reason: req.Reason})
 }
 
 // Extend raises an experiment's maxTrials.
-func (s *Experiments) Extend(ctx context.Context, ws, name string, req workflows.ExtendRequest) (api.ExperimentActionResult, error) {
-	return s.update(ctx, ws, name, workflows.UpdateExtend, req)
+func (s *Experiments) Extend(ctx context.Context, ws, name string, req api.ExtendRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateExtend, workflows.ExtendRequest{MaxTrials: req.MaxTrials})
 }
 
 // update sends an update (stop, resume, extend) to an experiment and answers with its

@@ -77,8 +77,8 @@ func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList,
 
 // Stop asks a job to stop and waits until it is terminal. A job that has already
 // finished answers with its final phase.
-func (s *Jobs) Stop(ctx context.Context, ws, name string, req workflows.StopRequest) (api.StopResult, error) {
-	res, err := s.stop(ctx, ws, name, req)
+func (s *Jobs) Stop(ctx context.Context, ws, name string, req api.StopRequest) (api.StopResult, error) {
+	res, err := s.stop(ctx, ws, name, workflows.StopRequest{Reason: req.Reason})
 	if err != nil {
 		if isNotFound(err) {
 			return api.StopResult{}, notFound("job", ws, name)

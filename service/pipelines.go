@@ -78,11 +78,11 @@ func (s *Pipelines) List(ctx context.Context, ws string, o ListOptions) (api.Pip
 
 // Stop stops a pipeline run (its jobs are stopped) and answers once it is terminal;
 // a run that has ended answers with its final phase.
-func (s *Pipelines) Stop(ctx context.Context, ws, name string, req workflows.StopRequest) (api.PipelineStopResult, error) {
+func (s *Pipelines) Stop(ctx context.Context, ws, name string, req api.StopRequest) (api.PipelineStopResult, error) {
 	h, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.PipelineWorkflowID(ws, name),
 		UpdateName:   workflows.UpdateStop,
-		Args:         []any{req},
+		Args:         []any{workflows.StopRequest{Reason: req.Reason}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {

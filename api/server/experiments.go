@@ -7,7 +7,6 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // The experiment routes join the route table, which registers them and documents them.
@@ -34,11 +33,11 @@ var experimentRoutes = []route{
 		responses: []reply{{200, "the experiment", jsonBody(api.ExperimentDetail{})}}},
 	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/stop", handler: (*Server).stopExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "stopExperiment", tag: "experiments", summary: "Stop an experiment's running trials; answers once it is Stopped (resume carries on)",
-		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the phase", jsonBody(api.ExperimentActionResult{})}}},
 	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/resume", handler: (*Server).resumeExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "resumeExperiment", tag: "experiments", summary: "Resume a Stopped experiment: its stopped trials run again, then new ones",
-		request:   &payload{v: workflows.ResumeRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.ResumeRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the phase", jsonBody(api.ExperimentActionResult{})}}},
 	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/extend", handler: (*Server).extendExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "extendExperiment", tag: "experiments", summary: "Raise an experiment's maxTrials",
@@ -86,7 +85,7 @@ func (s *Server) listExperiments(r *http.Request) (any, error) {
 }
 
 func (s *Server) stopExperiment(r *http.Request) (any, error) {
-	var req workflows.StopRequest
+	var req api.StopRequest
 	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
 		return nil, err
 	}
@@ -94,7 +93,7 @@ func (s *Server) stopExperiment(r *http.Request) (any, error) {
 }
 
 func (s *Server) resumeExperiment(r *http.Request) (any, error) {
-	var req workflows.ResumeRequest
+	var req api.ResumeRequest
 	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
 		return nil, err
 	}
@@ -102,7 +101,7 @@ func (s *Server) resumeExperiment(r *http.Request) (any, error) {
 }
 
 func (s *Server) extendExperiment(r *http.Request) (any, error) {
-	var req workflows.ExtendRequest
+	var req api.ExtendRequest
 	if err := decodeJSON(r, &req, smallBodyLimit, false); err != nil {
 		return nil, err
 	}

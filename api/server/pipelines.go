@@ -10,7 +10,6 @@ import (
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // WithTriggers serves triggers from store. Default none: the trigger routes answer 503.
@@ -86,7 +85,7 @@ func (s *Server) listPipelines(r *http.Request) (any, error) {
 }
 
 func (s *Server) stopPipeline(r *http.Request) (any, error) {
-	var req workflows.StopRequest
+	var req api.StopRequest
 	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // route is one operation of the API, as data: the same entry registers the handler on
@@ -177,7 +176,7 @@ var routes = []route{
 		responses: []reply{{200, "the job", jsonBody(api.Job{})}}},
 	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/stop", handler: (*Server).stopJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
 		id: "stopJob", tag: "jobs", summary: "Stop a job; answers once it is terminal",
-		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the final phase", jsonBody(api.StopResult{})}}},
 	{method: "DELETE", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).deleteJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
 		id: "deleteJob", tag: "jobs", summary: "Stop a job if it runs, then delete it",
@@ -244,7 +243,7 @@ var routes = []route{
 		responses: []reply{{200, "the run", jsonBody(api.PipelineRun{})}}},
 	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/stop", handler: (*Server).stopPipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
 		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
-		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
 
 	{method: "POST", path: "/v1/triggers", handler: (*Server).applyTrigger, verb: auth.VerbWrite, ws: wsBody, object: "trigger",

@@ -179,7 +179,7 @@ func (s *Server) listJobs(r *http.Request) (any, error) {
 }
 
 func (s *Server) stopJob(r *http.Request) (any, error) {
-	var req workflows.StopRequest
+	var req api.StopRequest
 	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
 		return nil, err
 	}
