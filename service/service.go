@@ -34,6 +34,7 @@ type Service struct {
 	Experiments *Experiments
 	Pipelines   *Pipelines
 	Schedules   *Schedules
+	Quotas      *Quotas
 }
 
 // New returns the services using tc, in namespace, starting workflows on taskQueue.
@@ -47,6 +48,7 @@ func New(tc client.Client, namespace, taskQueue string, logger *slog.Logger) *Se
 		Experiments: &Experiments{temporalBase: t},
 		Pipelines:   &Pipelines{t},
 		Schedules:   &Schedules{t},
+		Quotas:      &Quotas{t},
 	}
 	s.Experiments.jobs = s.Jobs
 	return s

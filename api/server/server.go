@@ -62,7 +62,6 @@ func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l 
 
 // Server serves the API.
 type Server struct {
-	tc client.Client
 	// svc is the domain layer: every kind's operations over Temporal.
 	svc  *service.Service
 	ev   *jetstream.Client
@@ -81,7 +80,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{tc: tc, ev: ev, opts: o, svc: service.New(tc, o.Namespace, o.TaskQueue, o.Logger)}
+	s := &Server{ev: ev, opts: o, svc: service.New(tc, o.Namespace, o.TaskQueue, o.Logger)}
 	if o.Auth != nil {
 		s.authn = o.Auth
 	}
