@@ -35,6 +35,10 @@ type Service struct {
 	Pipelines   *Pipelines
 	Schedules   *Schedules
 	Quotas      *Quotas
+	// Triggers and Rules are set by the front end when it serves them (they need their
+	// JetStream key-value stores): NewTriggers, NewRules.
+	Triggers *Documents[*schemas.Trigger]
+	Rules    *Documents[*schemas.NotificationRule]
 }
 
 // New returns the services using tc, in namespace, starting workflows on taskQueue.

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -120,41 +118,23 @@ func (s *Server) applyTrigger(r *http.Request) (any, error) {
 	if err := s.inWorkspace(r, t.Metadata.Workspace, "trigger "+t.Metadata.Workspace+"/"+t.Metadata.Name); err != nil {
 		return nil, err
 	}
-	if _, err := s.opts.Triggers.Put(r.Context(), t); err != nil {
-		var list schemas.ErrorList
-		if errors.As(err, &list) {
-			return nil, specError(err)
-		}
-		return nil, fmt.Errorf("store trigger: %w", err)
-	}
-	return t, nil
+	return s.svc.Triggers.Apply(r.Context(), t)
 }
 
 func (s *Server) getTrigger(r *http.Request) (any, error) {
 	if err := s.triggersOff(); err != nil {
 		return nil, err
 	}
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	t, err := s.opts.Triggers.Get(r.Context(), ws, name)
-	if errors.Is(err, triggers.ErrNotFound) || errors.Is(err, triggers.ErrInvalidName) {
-		return nil, triggerNotFound(ws, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get trigger: %w", err)
-	}
-	return t, nil
+	return s.svc.Triggers.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
 func (s *Server) listTriggers(r *http.Request) (any, error) {
 	if err := s.triggersOff(); err != nil {
 		return nil, err
 	}
-	list, err := s.opts.Triggers.List(r.Context(), r.PathValue("ws"))
-	if errors.Is(err, triggers.ErrInvalidName) {
-		return api.TriggerList{Items: []schemas.Trigger{}}, nil
-	}
+	list, err := s.svc.Triggers.List(r.Context(), r.PathValue("ws"))
 	if err != nil {
-		return nil, fmt.Errorf("list triggers: %w", err)
+		return nil, err
 	}
 	out := api.TriggerList{Items: []schemas.Trigger{}}
 	for _, t := range list {
@@ -167,17 +147,5 @@ func (s *Server) deleteTrigger(r *http.Request) (any, error) {
 	if err := s.triggersOff(); err != nil {
 		return nil, err
 	}
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	err := s.opts.Triggers.Delete(r.Context(), ws, name)
-	if errors.Is(err, triggers.ErrNotFound) || errors.Is(err, triggers.ErrInvalidName) {
-		return nil, triggerNotFound(ws, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("delete trigger: %w", err)
-	}
-	return nil, nil
-}
-
-func triggerNotFound(ws, name string) error {
-	return notFound(fmt.Sprintf("trigger %s not found in workspace %s", name, ws))
+	return nil, s.svc.Triggers.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }

@@ -1,12 +1,9 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -30,36 +27,24 @@ func (s *Server) applyRule(r *http.Request) (any, error) {
 	if err := s.inWorkspace(r, ws, "notification rule "+ws+"/"+rule.Metadata.Name); err != nil {
 		return nil, err
 	}
-	if _, err := s.opts.Rules.Put(r.Context(), rule); err != nil {
-		var list schemas.ErrorList
-		if errors.As(err, &list) {
-			return nil, specError(err)
-		}
-		return nil, fmt.Errorf("store rule: %w", err)
+	if _, err := s.svc.Rules.Apply(r.Context(), rule); err != nil {
+		return nil, err
 	}
 	return redact(rule), nil
 }
 
-func ruleNotFound(ws, name string) error {
-	return notFound(fmt.Sprintf("notification rule %s not found in workspace %s", name, ws))
-}
-
 func (s *Server) getRule(r *http.Request) (any, error) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	rule, err := s.opts.Rules.Get(r.Context(), ws, name)
-	if errors.Is(err, notify.ErrNotFound) {
-		return nil, ruleNotFound(ws, name)
-	}
+	rule, err := s.svc.Rules.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 	if err != nil {
-		return nil, fmt.Errorf("get rule: %w", err)
+		return nil, err
 	}
 	return redact(rule), nil
 }
 
 func (s *Server) listRules(r *http.Request) (any, error) {
-	rules, err := s.opts.Rules.List(r.Context(), r.PathValue("ws"))
+	rules, err := s.svc.Rules.List(r.Context(), r.PathValue("ws"))
 	if err != nil {
-		return nil, fmt.Errorf("list rules: %w", err)
+		return nil, err
 	}
 	out := api.RuleList{Items: []schemas.NotificationRule{}}
 	for _, rule := range rules {
@@ -69,15 +54,7 @@ func (s *Server) listRules(r *http.Request) (any, error) {
 }
 
 func (s *Server) deleteRule(r *http.Request) (any, error) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	err := s.opts.Rules.Delete(r.Context(), ws, name)
-	if errors.Is(err, notify.ErrNotFound) {
-		return nil, ruleNotFound(ws, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("delete rule: %w", err)
-	}
-	return nil, nil
+	return nil, s.svc.Rules.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
 // redact hides a rule's webhook secret and header values: they are credentials.

@@ -84,6 +84,12 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	if o.Auth != nil {
 		s.authn = o.Auth
 	}
+	if o.Triggers != nil {
+		s.svc.Triggers = service.NewTriggers(o.Triggers)
+	}
+	if o.Rules != nil {
+		s.svc.Rules = service.NewRules(o.Rules)
+	}
 	if ev != nil {
 		s.auditPub = ev
 	}
