@@ -167,9 +167,9 @@ func (s *Server) authorize(r *http.Request, ws string, verb auth.Verb) error {
 	return nil
 }
 
-// inWorkspace is the authorization of a wsBody route once its document is read: the
-// document names workspace ws and the object (for the audit record); the caller must
-// be allowed the route's verb there.
+// inWorkspace is the authorization of a wsBody or wsBodyLate route once its document
+// is read: the document names workspace ws and the object (for the audit record); the
+// caller must be allowed the route's verb there.
 func (s *Server) inWorkspace(r *http.Request, ws, object string) error {
 	note(r, ws, object)
 	verb := auth.VerbWrite

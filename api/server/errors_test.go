@@ -84,7 +84,7 @@ func TestRouteTableDeclaresAuthorization(t *testing.T) {
 			if hasWS != (rt.ws == wsPath) {
 				t.Errorf("ws scope %d does not match the path", rt.ws)
 			}
-			if rt.ws == wsBody && (rt.method != http.MethodPost || rt.request == nil) {
+			if (rt.ws == wsBody || rt.ws == wsBodyLate) && (rt.method != http.MethodPost || rt.request == nil) {
 				t.Errorf("a workspace from the body needs a POSTed document")
 			}
 			if rt.mutating() && rt.verb == "read" {

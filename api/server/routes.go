@@ -57,6 +57,12 @@ const (
 	// handler names the workspace once the document is read (Server.inWorkspace),
 	// and another workspace is refused with 403 before anything is created.
 	wsBody
+	// wsBodyLate: the document's metadata.workspace, with the role checked only once
+	// the document is read (Server.inWorkspace checks the workspace, then the role): an
+	// invalid document is answered 422 whoever sends it, and a document naming another
+	// workspace 403 naming metadata.workspace. Job submission and notification rules
+	// have always answered so.
+	wsBodyLate
 )
 
 // success is the status of a successful answer: the first documented one.
@@ -157,7 +163,7 @@ var routes = []route{
 		id: "validate", tag: "jobs", summary: "Validate a document of any kind (TrainingJob, Experiment, Schedule, Pipeline, Trigger, NotificationRule); creates nothing",
 		request:   &payload{oneOf: everyKind(), media: specMedia},
 		responses: []reply{{200, "the spec is valid", jsonBody(api.ValidateResult{})}}},
-	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, verb: auth.VerbWrite, ws: wsBody, object: "job",
+	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, verb: auth.VerbWrite, ws: wsBodyLate, object: "job",
 		id: "submitJob", tag: "jobs", summary: "Validate and submit a job in the spec's workspace",
 		request:   &payload{v: schemas.TrainingJob{}, media: specMedia},
 		responses: []reply{{201, "the job, Pending", jsonBody(api.Job{})}}},
@@ -210,7 +216,7 @@ var routes = []route{
 		id: "getQuota", tag: "quota", summary: "A workspace's quota, use, admitted and queued jobs",
 		responses: []reply{{200, "the quota and its use", jsonBody(api.QuotaStatus{})}}},
 
-	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, verb: auth.VerbWrite, ws: wsBody, enabled: withRules, object: "notification rule",
+	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, verb: auth.VerbWrite, ws: wsBodyLate, enabled: withRules, object: "notification rule",
 		id: "applyRule", tag: "notifications", summary: "Create or replace a notification rule in the rule's workspace",
 		request:   &payload{v: schemas.NotificationRule{}, media: specMedia},
 		responses: []reply{{200, "the rule, secrets redacted", jsonBody(schemas.NotificationRule{})}}},
@@ -305,9 +311,11 @@ func (s *Server) serveRoute(rt *route, w http.ResponseWriter, r *http.Request) {
 		if rt.ws == wsPath {
 			ws = r.PathValue("ws")
 		}
-		if err := s.authorize(r, ws, rt.verb); err != nil {
-			s.writeErr(w, r, err)
-			return
+		if rt.ws != wsBodyLate {
+			if err := s.authorize(r, ws, rt.verb); err != nil {
+				s.writeErr(w, r, err)
+				return
+			}
 		}
 	}
 	if rt.stream != nil {
