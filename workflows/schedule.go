@@ -671,7 +671,8 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 	return run
 }
 
-// runChild is the child workflow a run starts: how it is started, and how its result reads as the run's outcome.
+// runChild is the child workflow a run starts: how it is started, and how its result
+// reads as the run's outcome.
 type runChild struct {
 	// start is how the child is started (workflows/start.go).
 	start StartSpec
