@@ -47,3 +47,8 @@ type ExtendRequest struct {
 // CodeFailedPrecondition: the request is valid but the object's state does not allow
 // it now (resume or extend a finished experiment).
 const CodeFailedPrecondition = "FailedPrecondition"
+
+// ResumeRequest asks a Stopped experiment to carry on.
+type ResumeRequest struct {
+	Reason string `json:"reason,omitempty"`
+}

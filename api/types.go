@@ -80,3 +80,8 @@ type CloneRequest struct {
 	// {"spec": {"roles": {"worker": {"replicas": 8}}}}.
 	Overrides map[string]any `json:"overrides,omitempty"`
 }
+
+// StopRequest asks a job, a pipeline run or an experiment to stop.
+type StopRequest struct {
+	Reason string `json:"reason,omitempty"`
+}

@@ -370,12 +370,9 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 	maps.Copy(labels, t.Metadata.Labels)
 	labels[schemas.LabelTrigger] = t.Metadata.Name
 
-	var (
-		opts     client.StartWorkflowOptions
-		workflow string
-		input    any
-		kind     schemas.Kind
-	)
+	// start is how the action's workflow starts: the one definition of its id, options
+	// and search attributes (workflows/start.go), shared with the API.
+	var start workflows.StartSpec
 	switch a := t.Spec.Action; {
 	case a.Pipeline != nil:
 		p := schemas.Pipeline{
@@ -391,8 +388,7 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		if len(errs) > 0 {
 			return permanent("the pipeline's parameters: %v", errs)
 		}
-		opts, workflow, kind = workflows.PipelineStartOptions(&p, d.o.TaskQueue), workflows.PipelineWorkflowName, schemas.KindPipeline
-		input = workflows.PipelineInput{Pipeline: p, Params: values}
+		start = workflows.PipelineStart(workflows.PipelineInput{Pipeline: p, Params: values})
 	case a.Job != nil:
 		spec := schemas.CopyJobSpec(a.Job)
 		var errs []error
@@ -421,15 +417,15 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		if errs := job.Validate(); len(errs) > 0 {
 			return permanent("the job is invalid: %v", errs)
 		}
-		opts, workflow, kind = workflows.JobStartOptions(&job, d.o.TaskQueue), workflows.TrainingJobWorkflowName, schemas.KindTrainingJob
-		input = workflows.TrainingJobInput{Job: job}
+		start = workflows.JobStart(workflows.TrainingJobInput{Job: job})
 	default:
 		return permanent("the trigger has no action")
 	}
 
 	ctx, cancel := context.WithTimeout(d.ctx, d.o.StartTimeout)
 	defer cancel()
-	_, err = d.starter.ExecuteWorkflow(ctx, opts, workflow, input)
+	_, err = d.starter.ExecuteWorkflow(ctx, start.ClientOptions(d.o.TaskQueue), start.WorkflowType, start.Input)
+	kind := start.Kind
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &started):

@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -566,27 +565,13 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 // runAttempt runs one job of a trial as a child workflow, follows its metric reports
 // until it ends, and says how the attempt went.
 func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run *trialRun) (attemptOutcome, string) {
-	ws := w.exp.Metadata.Workspace
 	job, err := w.exp.TrialJob(t.Job, t.ID, hpo.Format(w.space, t.Params))
 	if err != nil {
 		return attemptFailed, err.Error()
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: JobWorkflowID(ws, t.Job),
-		// The experiment stops its trials itself; a trial whose experiment was
-		// terminated runs to its end and cleans up after itself.
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			WorkspaceKey.ValueSet(ws),
-			KindKey.ValueSet(string(schemas.KindTrainingJob)),
-			NameKey.ValueSet(t.Job),
-			PhaseKey.ValueSet(string(schemas.JobPending)),
-			FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			LabelsKey.ValueSet(LabelKeywords(job.Metadata.Labels)),
-		),
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, TrainingJobWorkflowName,
-		TrainingJobInput{Job: job, Params: w.paramValues(t.Params)})
+	// The experiment stops its trials itself; a trial whose experiment was terminated
+	// runs to its end and cleans up after itself.
+	child := TrialJobStart(TrainingJobInput{Job: job, Params: w.paramValues(t.Params)}).ExecuteChild(ctx)
 	var exec workflow.Execution
 	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
 		return attemptFailed, fmt.Sprintf("could not start job %s: %s", t.Job, rootMessage(err))

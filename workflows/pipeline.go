@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -303,22 +302,9 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 		return
 	}
 	job := &built.Job
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            JobWorkflowID(job.Metadata.Workspace, job.Metadata.Name),
-		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// The job is stopped through its stop update (which cleans its replicas up), not
-		// by Temporal closing it with the pipeline.
-		ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			WorkspaceKey.ValueSet(job.Metadata.Workspace),
-			KindKey.ValueSet(string(schemas.KindTrainingJob)),
-			NameKey.ValueSet(job.Metadata.Name),
-			PhaseKey.ValueSet(string(schemas.JobPending)),
-			FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			LabelsKey.ValueSet(built.LabelKeywords),
-		),
-	})
-	fut := workflow.ExecuteChildWorkflow(cctx, TrainingJobWorkflowName, TrainingJobInput{Job: *job})
+	// The job is stopped through its stop update (which cleans its replicas up), not by
+	// Temporal closing it with the pipeline.
+	fut := JobStartWithLabels(TrainingJobInput{Job: *job}, built.LabelKeywords).ExecuteChild(ctx)
 	w.jobs[i] = &stepJob{future: fut}
 	w.status.Steps[i].Outputs = built.Outputs
 	w.status.Steps[i].Phase = schemas.StepRunning

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -625,13 +624,7 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 		c = w.jobChild(&run)
 	}
 	noun := kindNoun(run.Kind)
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            c.id,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: c.attrs,
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, c.workflowType, c.input)
+	child := c.start.ExecuteChild(ctx)
 	err := child.GetChildWorkflowExecution().Get(ctx, nil)
 	now := workflow.Now(ctx)
 	switch {
@@ -662,12 +655,11 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 	return run
 }
 
-// runChild is the child workflow a run starts: its id, type, input and search
-// attributes, and how its result reads as the run's outcome.
+// runChild is the child workflow a run starts: how it is started, and how its result
+// reads as the run's outcome.
 type runChild struct {
-	id, workflowType string
-	input            any
-	attrs            temporal.SearchAttributes
+	// start is how the child is started (workflows/start.go).
+	start StartSpec
 	// outcome waits for the child's result.
 	outcome func(workflow.Context, workflow.Future) activities.JobOutcome
 }
@@ -701,17 +693,7 @@ func (w *scheduleWorkflow) jobChild(run *schemas.ScheduleRun) runChild {
 		run.ResumedFrom = ck.ResumeFrom
 	}
 	return runChild{
-		id:           JobWorkflowID(job.Metadata.Workspace, job.Metadata.Name),
-		workflowType: TrainingJobWorkflowName,
-		input:        TrainingJobInput{Job: job},
-		attrs: temporal.NewSearchAttributes(
-			WorkspaceKey.ValueSet(job.Metadata.Workspace),
-			KindKey.ValueSet(string(schemas.KindTrainingJob)),
-			NameKey.ValueSet(job.Metadata.Name),
-			PhaseKey.ValueSet(string(schemas.JobPending)),
-			FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			LabelsKey.ValueSet(LabelKeywords(job.Metadata.Labels)),
-		),
+		start: JobStart(TrainingJobInput{Job: job}),
 		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
 			var res TrainingJobResult
 			if err := f.Get(ctx, &res); err != nil {
@@ -732,16 +714,7 @@ func (w *scheduleWorkflow) experimentChild(run schemas.ScheduleRun) runChild {
 		Spec:       t.Spec,
 	}
 	return runChild{
-		id:           ExperimentWorkflowID(exp.Metadata.Workspace, exp.Metadata.Name),
-		workflowType: ExperimentWorkflowName,
-		input:        ExperimentInput{Experiment: exp},
-		attrs: temporal.NewSearchAttributes(
-			WorkspaceKey.ValueSet(exp.Metadata.Workspace),
-			KindKey.ValueSet(string(schemas.KindExperiment)),
-			NameKey.ValueSet(exp.Metadata.Name),
-			PhaseKey.ValueSet(string(schemas.ExperimentPending)),
-			LabelsKey.ValueSet(LabelKeywords(exp.Metadata.Labels)),
-		),
+		start: ExperimentStart(ExperimentInput{Experiment: exp}),
 		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
 			var res ExperimentResult
 			if err := f.Get(ctx, &res); err != nil {
@@ -767,16 +740,7 @@ func (w *scheduleWorkflow) pipelineChild(run schemas.ScheduleRun) (runChild, err
 		return runChild{}, errs
 	}
 	return runChild{
-		id:           PipelineWorkflowID(p.Metadata.Workspace, p.Metadata.Name),
-		workflowType: PipelineWorkflowName,
-		input:        PipelineInput{Pipeline: p, Params: params},
-		attrs: temporal.NewSearchAttributes(
-			WorkspaceKey.ValueSet(p.Metadata.Workspace),
-			KindKey.ValueSet(string(schemas.KindPipeline)),
-			NameKey.ValueSet(p.Metadata.Name),
-			PhaseKey.ValueSet(string(schemas.PipelinePending)),
-			LabelsKey.ValueSet(LabelKeywords(p.Metadata.Labels)),
-		),
+		start: PipelineStart(PipelineInput{Pipeline: p, Params: params}),
 		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
 			var res PipelineResult
 			if err := f.Get(ctx, &res); err != nil {

@@ -47,6 +47,8 @@ type request struct {
 	// workspace and object are what the call acts on, for the audit record; authorize
 	// and note set them.
 	workspace, object string
+	// w is the answer's writer, for reading a body with a size limit.
+	w http.ResponseWriter
 }
 
 type ctxKey struct{}
@@ -134,37 +136,47 @@ func unauthenticated(w http.ResponseWriter, msg string) {
 	writeError(w, http.StatusUnauthorized, api.Error{Code: api.CodeUnauthenticated, Message: msg})
 }
 
-// authorize is called by every handler before it acts: may the caller do verb in
-// workspace ws ("" when the call concerns no workspace)? On refusal it has answered:
+// authorize is the router's check before any handler of a route that is not public
+// runs (serveRoute), and inWorkspace's once a document names its workspace: may the
+// caller do verb in workspace ws ("" when the call concerns no workspace)? A refusal
+// is an error to answer:
 //   - 404 for another workspace's object named in the path, exactly as if nothing
 //     existed there, so nobody learns what another workspace holds;
 //   - 403 for a document (a spec, a rule) that names another workspace;
 //   - 403 when the token's role may not do verb.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ws string, verb auth.Verb) bool {
+func (s *Server) authorize(r *http.Request, ws string, verb auth.Verb) error {
 	st := requestOf(r)
 	if st == nil || !st.authenticated {
-		unauthenticated(w, "a bearer token is required")
-		return false
+		return &httpError{http.StatusUnauthorized, api.Error{Code: api.CodeUnauthenticated, Message: "a bearer token is required"}}
 	}
 	if ws != "" {
 		st.workspace = ws
 		if !auth.InWorkspace(st.identity, ws) {
 			if ws == r.PathValue("ws") {
-				hidden(w, r, st, ws)
-				return false
+				return hidden(r, st, ws)
 			}
-			writeError(w, http.StatusForbidden, api.Error{Code: api.CodePermissionDenied,
+			return &httpError{http.StatusForbidden, api.Error{Code: api.CodePermissionDenied,
 				Message: fmt.Sprintf("token %s belongs to workspace %s and cannot act in workspace %s", st.identity.Name, st.identity.Workspace, ws),
-				Details: []schemas.FieldError{{Field: "metadata.workspace", Detail: "must be the token's workspace, " + st.identity.Workspace}}})
-			return false
+				Details: []schemas.FieldError{{Field: "metadata.workspace", Detail: "must be the token's workspace, " + st.identity.Workspace}}}}
 		}
 	}
 	if !auth.Allows(st.identity.Role, verb) {
-		writeError(w, http.StatusForbidden, api.Error{Code: api.CodePermissionDenied,
-			Message: fmt.Sprintf("role %s may not %s here", st.identity.Role, verbWords[verb])})
-		return false
+		return &httpError{http.StatusForbidden, api.Error{Code: api.CodePermissionDenied,
+			Message: fmt.Sprintf("role %s may not %s here", st.identity.Role, verbWords[verb])}}
 	}
-	return true
+	return nil
+}
+
+// inWorkspace is the authorization of a wsBody or wsBodyLate route once its document
+// is read: the document names workspace ws and the object (for the audit record); the
+// caller must be allowed the route's verb there.
+func (s *Server) inWorkspace(r *http.Request, ws, object string) error {
+	note(r, ws, object)
+	verb := auth.VerbWrite
+	if st := requestOf(r); st != nil && st.route != nil {
+		verb = st.route.verb
+	}
+	return s.authorize(r, ws, verb)
 }
 
 var verbWords = map[auth.Verb]string{
@@ -175,7 +187,7 @@ var verbWords = map[auth.Verb]string{
 
 // hidden answers a request for another workspace's object with the same 404 as for an
 // object that does not exist.
-func hidden(w http.ResponseWriter, r *http.Request, st *request, ws string) {
+func hidden(r *http.Request, st *request, ws string) error {
 	msg := fmt.Sprintf("workspace %s not found", ws)
 	if name := r.PathValue("name"); name != "" {
 		object := "object"
@@ -184,7 +196,7 @@ func hidden(w http.ResponseWriter, r *http.Request, st *request, ws string) {
 		}
 		msg = fmt.Sprintf("%s %s not found in workspace %s", object, name, ws)
 	}
-	writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: msg})
+	return notFound(msg)
 }
 
 // note records what a call acts on when it is not in the path (a submitted spec's

@@ -2,42 +2,36 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
 )
 
 // cloneJob starts a new job from an existing one's spec, with a new name and a JSON
 // merge patch (RFC 7386) of overrides applied to the spec document. The result is
 // decoded and validated like any submitted spec.
-func (s *Server) cloneJob(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, r.PathValue("ws"), auth.VerbWrite) {
-		return
-	}
+func (s *Server) cloneJob(r *http.Request) (any, error) {
 	var req api.CloneRequest
-	if !decodeJSON(w, r, &req, s.opts.MaxBodySize, false) {
-		return
+	if err := decodeJSON(r, &req, s.opts.MaxBodySize, false); err != nil {
+		return nil, err
 	}
 	if req.Name == "" {
-		writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid clone request",
-			Details: []schemas.FieldError{{Field: "name", Detail: "is required: the new job's name"}}})
-		return
+		return nil, badRequest("invalid clone request", "name", "is required: the new job's name")
 	}
-	src, ok := s.lookup(w, r)
-	if !ok {
-		return
+	ws := r.PathValue("ws")
+	src, err := s.svc.Jobs.Get(r.Context(), ws, r.PathValue("name"))
+	if err != nil {
+		return nil, err
 	}
 	doc, err := json.Marshal(src.Spec)
 	if err != nil {
-		s.internal(w, "clone", err)
-		return
+		return nil, fmt.Errorf("clone: %w", err)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(doc, &m); err != nil {
-		s.internal(w, "clone", err)
-		return
+		return nil, fmt.Errorf("clone: %w", err)
 	}
 	if req.Overrides != nil {
 		m = mergePatch(m, req.Overrides).(map[string]any)
@@ -48,11 +42,10 @@ func (s *Server) cloneJob(w http.ResponseWriter, r *http.Request) {
 		m["metadata"] = meta
 	}
 	meta["name"] = req.Name
-	meta["workspace"] = r.PathValue("ws")
+	meta["workspace"] = ws
 	body, err := json.Marshal(m)
 	if err != nil {
-		s.internal(w, "clone", err)
-		return
+		return nil, fmt.Errorf("clone: %w", err)
 	}
 	job, err := schemas.DecodeTrainingJob(body)
 	if err == nil {
@@ -62,10 +55,9 @@ func (s *Server) cloneJob(w http.ResponseWriter, r *http.Request) {
 		err = supported(job)
 	}
 	if err != nil {
-		writeSpecError(w, err)
-		return
+		return nil, specError(err)
 	}
-	s.start(w, r, job)
+	return s.svc.Jobs.Start(r.Context(), job)
 }
 
 // mergePatch applies a JSON merge patch (RFC 7386): objects merge recursively, null

@@ -19,21 +19,18 @@ const bodyField = "body"
 
 // decodeJSON reads a JSON body of at most limit bytes into v, strictly: unknown
 // fields, values of the wrong type and trailing data are refused. With allowEmpty an
-// empty body leaves v as it is. On failure it has answered 400 (413 when too large),
-// naming the field at fault.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64, allowEmpty bool) bool {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+// empty body leaves v as it is. A failure is an error to answer: 400 (413 when too
+// large), naming the field at fault.
+func decodeJSON(r *http.Request, v any, limit int64, allowEmpty bool) error {
+	data, err := io.ReadAll(http.MaxBytesReader(writerOf(r), r.Body, limit))
 	if err != nil {
-		bodyReadError(w, err, limit)
-		return false
+		return bodyReadError(err, limit)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if allowEmpty {
-			return true
+			return nil
 		}
-		writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "the request body is empty",
-			Details: []schemas.FieldError{{Field: bodyField, Detail: "required: a JSON object"}}})
-		return false
+		return badRequest("the request body is empty", bodyField, "required: a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -42,11 +39,19 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64, allo
 		err = errors.New("unexpected data after the JSON object")
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid request body",
-			Details: []schemas.FieldError{jsonFieldError(err)}})
-		return false
+		return &httpError{http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid request body",
+			Details: []schemas.FieldError{jsonFieldError(err)}}}
 	}
-	return true
+	return nil
+}
+
+// writerOf is the answer's writer of a routed request (nil outside the router), which
+// http.MaxBytesReader tells to close the connection after a too large body.
+func writerOf(r *http.Request) http.ResponseWriter {
+	if st := requestOf(r); st != nil {
+		return st.w
+	}
+	return nil
 }
 
 // jsonFieldError names the field of an encoding/json error where it can.
@@ -89,15 +94,14 @@ func jsonKind(t reflect.Type) string {
 	return "a number"
 }
 
-// bodyReadError answers a failure to read a body: 413 when it is larger than limit.
-func bodyReadError(w http.ResponseWriter, err error, limit int64) {
+// bodyReadError is the answer to a failure to read a body: 413 when it is larger than
+// limit.
+func bodyReadError(err error, limit int64) error {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge,
+		return &httpError{http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge,
 			Message: fmt.Sprintf("request body is larger than %d bytes", limit),
-			Details: []schemas.FieldError{{Field: bodyField, Detail: fmt.Sprintf("must be at most %d bytes", limit)}}})
-		return
+			Details: []schemas.FieldError{{Field: bodyField, Detail: fmt.Sprintf("must be at most %d bytes", limit)}}}}
 	}
-	writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "cannot read the request body",
-		Details: []schemas.FieldError{{Field: bodyField, Detail: err.Error()}}})
+	return badRequest("cannot read the request body", bodyField, err.Error())
 }

@@ -1,23 +1,12 @@
 package server
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"strings"
-
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // The experiment routes join the route table, which registers them and documents them.
@@ -26,11 +15,11 @@ func init() {
 }
 
 var experimentRoutes = []route{
-	{method: "POST", path: "/v1/experiments", handler: (*Server).createExperiment, object: "experiment",
+	{method: "POST", path: "/v1/experiments", handler: (*Server).createExperiment, verb: auth.VerbWrite, ws: wsBody, object: "experiment",
 		id: "createExperiment", tag: "experiments", summary: "Validate and start an HPO experiment in the spec's workspace",
 		request:   &payload{v: schemas.Experiment{}, media: specMedia},
 		responses: []reply{{201, "the experiment, Pending", jsonBody(api.ExperimentDetail{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/experiments", handler: (*Server).listExperiments, object: "experiment",
+	{method: "GET", path: "/v1/workspaces/{ws}/experiments", handler: (*Server).listExperiments, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "listExperiments", tag: "experiments", summary: "List a workspace's experiments, newest first",
 		query: []param{
 			{name: "phase", typ: "string", desc: "only experiments in this phase"},
@@ -39,31 +28,30 @@ var experimentRoutes = []route{
 			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
 		},
 		responses: []reply{{200, "a page of experiments", jsonBody(api.ExperimentList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/experiments/{name}", handler: (*Server).getExperiment, object: "experiment",
+	{method: "GET", path: "/v1/workspaces/{ws}/experiments/{name}", handler: (*Server).getExperiment, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "getExperiment", tag: "experiments", summary: "An experiment's spec and live status: every trial, the best",
 		responses: []reply{{200, "the experiment", jsonBody(api.ExperimentDetail{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/stop", handler: (*Server).stopExperiment, object: "experiment",
+	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/stop", handler: (*Server).stopExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "stopExperiment", tag: "experiments", summary: "Stop an experiment's running trials; answers once it is Stopped (resume carries on)",
-		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the phase", jsonBody(api.ExperimentActionResult{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/resume", handler: (*Server).resumeExperiment, object: "experiment",
+	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/resume", handler: (*Server).resumeExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "resumeExperiment", tag: "experiments", summary: "Resume a Stopped experiment: its stopped trials run again, then new ones",
-		request:   &payload{v: workflows.ResumeRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.ResumeRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the phase", jsonBody(api.ExperimentActionResult{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/extend", handler: (*Server).extendExperiment, object: "experiment",
+	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/extend", handler: (*Server).extendExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "extendExperiment", tag: "experiments", summary: "Raise an experiment's maxTrials",
 		request:   jsonBody(api.ExtendRequest{}),
 		responses: []reply{{200, "the phase and the new limit", jsonBody(api.ExperimentActionResult{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/experiments/{name}", handler: (*Server).deleteExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
+		id: "deleteExperiment", tag: "experiments", summary: "Stop an experiment if it runs, then delete it and its trial jobs; its name can be used again",
+		responses: []reply{{204, "deleted", nil}}},
 }
 
-func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) {
-	// The role first: the workspace is known once the document is read.
-	if !s.authorize(w, r, "", auth.VerbWrite) {
-		return
-	}
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+func (s *Server) createExperiment(r *http.Request) (any, error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	exp, err := schemas.DecodeExperiment(body)
 	if err == nil {
@@ -75,179 +63,53 @@ func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeSpecError(w, err)
-		return
+		return nil, specError(err)
 	}
 	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
-	note(r, ws, "experiment "+ws+"/"+name)
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
+	if err := s.inWorkspace(r, ws, "experiment "+ws+"/"+name); err != nil {
+		return nil, err
 	}
-	run, err := s.tc.ExecuteWorkflow(r.Context(), client.StartWorkflowOptions{
-		ID:                       workflows.ExperimentWorkflowID(ws, name),
-		TaskQueue:                s.opts.TaskQueue,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		// Without this the SDK answers a duplicate with the existing run.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.WorkspaceKey.ValueSet(ws),
-			workflows.KindKey.ValueSet(string(schemas.KindExperiment)),
-			workflows.NameKey.ValueSet(name),
-			workflows.PhaseKey.ValueSet(string(schemas.ExperimentPending)),
-			workflows.LabelsKey.ValueSet(workflows.LabelKeywords(exp.Metadata.Labels)),
-		),
-	}, workflows.ExperimentWorkflowName, workflows.ExperimentInput{Experiment: *exp})
+	return s.svc.Experiments.Start(r.Context(), exp)
+}
+
+func (s *Server) getExperiment(r *http.Request) (any, error) {
+	return s.svc.Experiments.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+}
+
+func (s *Server) listExperiments(r *http.Request) (any, error) {
+	o, err := listOptions(r)
 	if err != nil {
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			writeError(w, http.StatusConflict, api.Error{Code: api.CodeAlreadyExists,
-				Message: fmt.Sprintf("experiment %s already exists in workspace %s; choose another name", name, ws)})
-			return
-		}
-		s.internal(w, "start experiment", err)
-		return
+		return nil, err
 	}
-	s.opts.Logger.Info("experiment started", "workspace", ws, "experiment", name, "uid", run.GetRunID())
-	writeJSON(w, http.StatusCreated, api.ExperimentDetail{UID: run.GetRunID(), Spec: *exp,
-		Status: schemas.ExperimentStatus{Phase: schemas.ExperimentPending, MaxTrials: int(exp.Spec.MaxTrials),
-			Seed: exp.Spec.Algorithm.Seed, Trials: []schemas.TrialStatus{}}})
+	return s.svc.Experiments.List(r.Context(), r.PathValue("ws"), o)
 }
 
-func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
+func (s *Server) stopExperiment(r *http.Request) (any, error) {
+	var req api.StopRequest
+	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
+		return nil, err
 	}
-	view, err := s.queryExperiment(r.Context(), ws, name)
-	if err != nil {
-		if isNotFound(err) {
-			experimentNotFound(w, ws, name)
-			return
-		}
-		s.internal(w, "query experiment", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, view)
+	return s.svc.Experiments.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
-func (s *Server) queryExperiment(ctx context.Context, ws, name string) (api.ExperimentDetail, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.ExperimentWorkflowID(ws, name), "", workflows.QueryStatus)
-	if err != nil {
-		return api.ExperimentDetail{}, err
+func (s *Server) resumeExperiment(r *http.Request) (any, error) {
+	var req api.ResumeRequest
+	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
+		return nil, err
 	}
-	var view workflows.ExperimentView
-	if err := v.Get(&view); err != nil {
-		return api.ExperimentDetail{}, err
-	}
-	return api.ExperimentDetail{UID: view.UID, Spec: view.Experiment, Status: view.Status}, nil
+	return s.svc.Experiments.Resume(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
-func experimentNotFound(w http.ResponseWriter, ws, name string) {
-	writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-		Message: fmt.Sprintf("experiment %s not found in workspace %s", name, ws)})
+func (s *Server) extendExperiment(r *http.Request) (any, error) {
+	var req api.ExtendRequest
+	if err := decodeJSON(r, &req, smallBodyLimit, false); err != nil {
+		return nil, err
+	}
+	return s.svc.Experiments.Extend(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
-func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request) {
-	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
-	resp, ok := s.listKind(w, r, ws, schemas.KindExperiment, true, "")
-	if !ok {
-		return
-	}
-	list := api.ExperimentList{Items: []api.ExperimentSummary{}, NextPageToken: string(resp.NextPageToken)}
-	dc := converter.GetDefaultDataConverter()
-	for _, e := range resp.Executions {
-		// An experiment that continued as new is listed once, by its current run.
-		if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-			continue
-		}
-		sum := api.ExperimentSummary{Workspace: ws, UID: e.GetExecution().GetRunId(), StartTime: e.GetStartTime().AsTime()}
-		fields := e.GetSearchAttributes().GetIndexedFields()
-		_ = dc.FromPayload(fields[workflows.SearchAttrName], &sum.Name)
-		var phase string
-		_ = dc.FromPayload(fields[workflows.SearchAttrPhase], &phase)
-		sum.Phase = schemas.ExperimentPhase(phase)
-		if e.GetCloseTime() != nil {
-			t := e.GetCloseTime().AsTime()
-			sum.EndTime = &t
-			if !sum.Phase.Terminal() && sum.Phase != schemas.ExperimentStopped {
-				// Closed without reaching a final phase: terminated by an operator.
-				sum.Phase = schemas.ExperimentFailed
-			}
-		}
-		list.Items = append(list.Items, sum)
-	}
-	writeJSON(w, http.StatusOK, list)
-}
-
-func (s *Server) stopExperiment(w http.ResponseWriter, r *http.Request) {
-	var req workflows.StopRequest
-	s.experimentUpdate(w, r, workflows.UpdateStop, &req, true)
-}
-
-func (s *Server) resumeExperiment(w http.ResponseWriter, r *http.Request) {
-	var req workflows.ResumeRequest
-	s.experimentUpdate(w, r, workflows.UpdateResume, &req, true)
-}
-
-func (s *Server) extendExperiment(w http.ResponseWriter, r *http.Request) {
-	var req workflows.ExtendRequest
-	s.experimentUpdate(w, r, workflows.UpdateExtend, &req, false)
-}
-
-// experimentUpdate sends an update (stop, resume, extend) to an experiment and answers
-// with its phase once the update was handled. An experiment that has ended answers
-// stop with its final phase and refuses resume and extend (409).
-func (s *Server) experimentUpdate(w http.ResponseWriter, r *http.Request, update string, req any, allowEmpty bool) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
-	}
-	if !decodeJSON(w, r, req, smallBodyLimit, allowEmpty) {
-		return
-	}
-	ctx := r.Context()
-	handle, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.ExperimentWorkflowID(ws, name),
-		UpdateName:   update,
-		Args:         []any{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	var res workflows.ExperimentUpdateResult
-	if err == nil {
-		err = handle.Get(ctx, &res)
-	}
-	if err == nil {
-		writeJSON(w, http.StatusOK, api.ExperimentActionResult{Phase: res.Phase, MaxTrials: res.MaxTrials})
-		return
-	}
-	// The update was refused by its validator: the request does not fit the
-	// experiment's state.
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		if update == workflows.UpdateExtend && strings.HasPrefix(appErr.Message(), "maxTrials:") {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid extend request",
-				Details: []schemas.FieldError{{Field: "maxTrials", Detail: strings.TrimSpace(strings.TrimPrefix(appErr.Message(), "maxTrials:"))}}})
-			return
-		}
-		writeError(w, http.StatusConflict, api.Error{Code: api.CodeFailedPrecondition,
-			Message: fmt.Sprintf("cannot %s experiment %s: %s", update, name, appErr.Message())})
-		return
-	}
-	// An experiment whose workflow has ended cannot take updates.
-	view, qerr := s.queryExperiment(ctx, ws, name)
-	switch {
-	case qerr != nil && isNotFound(qerr):
-		experimentNotFound(w, ws, name)
-	case qerr == nil && update == workflows.UpdateStop && isNotFound(err):
-		writeJSON(w, http.StatusOK, api.ExperimentActionResult{Phase: view.Status.Phase, MaxTrials: view.Status.MaxTrials})
-	case qerr == nil && isNotFound(err):
-		writeError(w, http.StatusConflict, api.Error{Code: api.CodeFailedPrecondition,
-			Message: fmt.Sprintf("cannot %s experiment %s: it has ended (%s)", update, name, view.Status.Phase)})
-	default:
-		s.internal(w, update+" experiment", err)
-	}
+// deleteExperiment deletes an experiment and its trial jobs; its name can then be
+// used again.
+func (s *Server) deleteExperiment(r *http.Request) (any, error) {
+	return nil, s.svc.Experiments.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }

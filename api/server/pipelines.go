@@ -1,47 +1,31 @@
 package server
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // WithTriggers serves triggers from store. Default none: the trigger routes answer 503.
 func WithTriggers(store *triggers.Store) Option { return func(o *Options) { o.Triggers = store } }
 
-// triggersOff answers 503 when the server has no trigger store.
-func (s *Server) triggersOff(w http.ResponseWriter) bool {
+// triggersOff is the answer of the trigger routes when the server has no trigger
+// store: 503.
+func (s *Server) triggersOff() error {
 	if s.opts.Triggers != nil {
-		return false
+		return nil
 	}
-	writeError(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable,
-		Message: "this server does not serve triggers: it was started without a trigger store"})
-	return true
+	return unavailable("this server does not serve triggers: it was started without a trigger store")
 }
 
-// runPipeline starts a pipeline run from a Pipeline document (YAML or JSON body); the
-// query's param=NAME=VALUE entries set its parameters.
-func (s *Server) runPipeline(w http.ResponseWriter, r *http.Request) {
-	// The role first: the workspace is known once the document is read.
-	if !s.authorize(w, r, "", auth.VerbWrite) {
-		return
-	}
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+func (s *Server) runPipeline(r *http.Request) (any, error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	p, err := schemas.DecodePipeline(body)
 	if err == nil {
@@ -51,47 +35,28 @@ func (s *Server) runPipeline(w http.ResponseWriter, r *http.Request) {
 		err = supportedSteps(&p.Spec, schemas.NewPath("spec"))
 	}
 	if err != nil {
-		writeSpecError(w, err)
-		return
+		return nil, specError(err)
 	}
 	given := map[string]string{}
 	for _, kv := range r.URL.Query()["param"] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid param",
-				Details: []schemas.FieldError{{Field: "param", Detail: "must be NAME=VALUE"}}})
-			return
+			return nil, badRequest("invalid param", "param", "must be NAME=VALUE")
 		}
 		given[k] = v
 	}
 	values, errs := p.Spec.ResolveParams(given)
 	if len(errs) > 0 {
-		writeSpecError(w, errs)
-		return
+		return nil, specError(errs)
 	}
 	ws, name := p.Metadata.Workspace, p.Metadata.Name
-	note(r, ws, "pipeline "+ws+"/"+name)
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
+	if err := s.inWorkspace(r, ws, "pipeline "+ws+"/"+name); err != nil {
+		return nil, err
 	}
-	run, err := s.tc.ExecuteWorkflow(r.Context(), workflows.PipelineStartOptions(p, s.opts.TaskQueue),
-		workflows.PipelineWorkflowName, workflows.PipelineInput{Pipeline: *p, Params: values})
-	if err != nil {
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			writeError(w, http.StatusConflict, api.Error{Code: api.CodeAlreadyExists,
-				Message: fmt.Sprintf("pipeline %s already exists in workspace %s; choose another name", name, ws)})
-			return
-		}
-		s.internal(w, "start pipeline", err)
-		return
-	}
-	s.opts.Logger.Info("pipeline started", "workspace", ws, "pipeline", name, "uid", run.GetRunID())
-	writeJSON(w, http.StatusCreated, api.PipelineRun{UID: run.GetRunID(), Spec: *p,
-		Status: schemas.PipelineStatus{Phase: schemas.PipelinePending, Params: values}})
+	return s.svc.Pipelines.Start(r.Context(), p, values)
 }
 
-// supportedSteps checks that every job step's framework runs on this server.
+// supportedSteps checks that every job step's framework is one this server runs.
 func supportedSteps(spec *schemas.PipelineSpec, p schemas.Path) error {
 	var errs schemas.ErrorList
 	for i, st := range spec.Steps {
@@ -105,117 +70,33 @@ func supportedSteps(spec *schemas.PipelineSpec, p schemas.Path) error {
 	return errs.Err()
 }
 
-func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
-	view, err := s.queryPipeline(r.Context(), ws, name)
+func (s *Server) getPipeline(r *http.Request) (any, error) {
+	return s.svc.Pipelines.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+}
+
+func (s *Server) listPipelines(r *http.Request) (any, error) {
+	o, err := listOptions(r)
 	if err != nil {
-		if isNotFound(err) {
-			pipelineNotFound(w, ws, name)
-			return
-		}
-		s.internal(w, "query pipeline", err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, view)
+	return s.svc.Pipelines.List(r.Context(), r.PathValue("ws"), o)
 }
 
-func (s *Server) queryPipeline(ctx context.Context, ws, name string) (api.PipelineRun, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.PipelineWorkflowID(ws, name), "", workflows.QueryStatus)
+func (s *Server) stopPipeline(r *http.Request) (any, error) {
+	var req api.StopRequest
+	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
+		return nil, err
+	}
+	return s.svc.Pipelines.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+}
+
+func (s *Server) applyTrigger(r *http.Request) (any, error) {
+	if err := s.triggersOff(); err != nil {
+		return nil, err
+	}
+	body, err := s.readBody(r)
 	if err != nil {
-		return api.PipelineRun{}, err
-	}
-	var view workflows.PipelineView
-	if err := v.Get(&view); err != nil {
-		return api.PipelineRun{}, err
-	}
-	return api.PipelineRun{UID: view.UID, Spec: view.Pipeline, Status: view.Status}, nil
-}
-
-func pipelineNotFound(w http.ResponseWriter, ws, name string) {
-	writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-		Message: fmt.Sprintf("pipeline %s not found in workspace %s", name, ws)})
-}
-
-func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
-	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
-	resp, ok := s.listKind(w, r, ws, schemas.KindPipeline, true, "")
-	if !ok {
-		return
-	}
-	list := api.PipelineList{Items: []api.PipelineSummary{}, NextPageToken: string(resp.NextPageToken)}
-	dc := converter.GetDefaultDataConverter()
-	for _, e := range resp.Executions {
-		sum := api.PipelineSummary{Workspace: ws, UID: e.GetExecution().GetRunId(), StartTime: e.GetStartTime().AsTime()}
-		fields := e.GetSearchAttributes().GetIndexedFields()
-		_ = dc.FromPayload(fields[workflows.SearchAttrName], &sum.Name)
-		var phase string
-		_ = dc.FromPayload(fields[workflows.SearchAttrPhase], &phase)
-		sum.Phase = schemas.PipelinePhase(phase)
-		if e.GetCloseTime() != nil {
-			t := e.GetCloseTime().AsTime()
-			sum.EndTime = &t
-			if !sum.Phase.Terminal() {
-				// Closed without reaching a terminal phase: terminated by an operator.
-				sum.Phase = schemas.PipelineFailed
-			}
-		}
-		list.Items = append(list.Items, sum)
-	}
-	writeJSON(w, http.StatusOK, list)
-}
-
-// stopPipeline stops a run: its running jobs are stopped, the steps not started are
-// skipped. It answers once the run is terminal; a run already finished answers with
-// its final phase.
-func (s *Server) stopPipeline(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
-	}
-	var req workflows.StopRequest
-	if !decodeJSON(w, r, &req, smallBodyLimit, true) {
-		return
-	}
-	ctx := r.Context()
-	h, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.PipelineWorkflowID(ws, name),
-		UpdateName:   workflows.UpdateStop,
-		Args:         []any{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		var res workflows.PipelineStopResult
-		if err = h.Get(ctx, &res); err == nil {
-			writeJSON(w, http.StatusOK, api.PipelineStopResult{Phase: res.Phase})
-			return
-		}
-	}
-	view, qerr := s.queryPipeline(ctx, ws, name)
-	switch {
-	case qerr == nil && view.Status.Phase.Terminal():
-		writeJSON(w, http.StatusOK, api.PipelineStopResult{Phase: view.Status.Phase})
-	case isNotFound(err) && isNotFound(qerr):
-		pipelineNotFound(w, ws, name)
-	default:
-		s.internal(w, "stop pipeline", err)
-	}
-}
-
-// applyTrigger creates or replaces a trigger (YAML or JSON body).
-func (s *Server) applyTrigger(w http.ResponseWriter, r *http.Request) {
-	// The role first: the workspace is known once the document is read.
-	if !s.authorize(w, r, "", auth.VerbWrite) || s.triggersOff(w) {
-		return
-	}
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+		return nil, err
 	}
 	t, err := schemas.DecodeTrigger(body)
 	if err == nil {
@@ -232,81 +113,39 @@ func (s *Server) applyTrigger(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeSpecError(w, err)
-		return
+		return nil, specError(err)
 	}
-	note(r, t.Metadata.Workspace, "trigger "+t.Metadata.Workspace+"/"+t.Metadata.Name)
-	if !s.authorize(w, r, t.Metadata.Workspace, auth.VerbWrite) {
-		return
+	if err := s.inWorkspace(r, t.Metadata.Workspace, "trigger "+t.Metadata.Workspace+"/"+t.Metadata.Name); err != nil {
+		return nil, err
 	}
-	if _, err := s.opts.Triggers.Put(r.Context(), t); err != nil {
-		var list schemas.ErrorList
-		if errors.As(err, &list) {
-			writeSpecError(w, err)
-			return
-		}
-		s.internal(w, "store trigger", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, t)
+	return s.svc.Triggers.Apply(r.Context(), t)
 }
 
-func (s *Server) getTrigger(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbRead) || s.triggersOff(w) {
-		return
+func (s *Server) getTrigger(r *http.Request) (any, error) {
+	if err := s.triggersOff(); err != nil {
+		return nil, err
 	}
-	t, err := s.opts.Triggers.Get(r.Context(), ws, name)
-	if errors.Is(err, triggers.ErrNotFound) || errors.Is(err, triggers.ErrInvalidName) {
-		triggerNotFound(w, ws, name)
-		return
-	}
-	if err != nil {
-		s.internal(w, "get trigger", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, t)
+	return s.svc.Triggers.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
-func (s *Server) listTriggers(w http.ResponseWriter, r *http.Request) {
-	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbRead) || s.triggersOff(w) {
-		return
+func (s *Server) listTriggers(r *http.Request) (any, error) {
+	if err := s.triggersOff(); err != nil {
+		return nil, err
 	}
-	list, err := s.opts.Triggers.List(r.Context(), ws)
-	if errors.Is(err, triggers.ErrInvalidName) {
-		writeJSON(w, http.StatusOK, api.TriggerList{Items: []schemas.Trigger{}})
-		return
-	}
+	list, err := s.svc.Triggers.List(r.Context(), r.PathValue("ws"))
 	if err != nil {
-		s.internal(w, "list triggers", err)
-		return
+		return nil, err
 	}
 	out := api.TriggerList{Items: []schemas.Trigger{}}
 	for _, t := range list {
 		out.Items = append(out.Items, *t)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) deleteTrigger(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbWrite) || s.triggersOff(w) {
-		return
+func (s *Server) deleteTrigger(r *http.Request) (any, error) {
+	if err := s.triggersOff(); err != nil {
+		return nil, err
 	}
-	err := s.opts.Triggers.Delete(r.Context(), ws, name)
-	if errors.Is(err, triggers.ErrNotFound) || errors.Is(err, triggers.ErrInvalidName) {
-		triggerNotFound(w, ws, name)
-		return
-	}
-	if err != nil {
-		s.internal(w, "delete trigger", err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func triggerNotFound(w http.ResponseWriter, ws, name string) {
-	writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-		Message: fmt.Sprintf("trigger %s not found in workspace %s", name, ws)})
+	return nil, s.svc.Triggers.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // route is one operation of the API, as data: the same entry registers the handler on
@@ -16,12 +16,21 @@ import (
 // that the table does not hold.
 type route struct {
 	method, path string
-	handler      func(*Server, http.ResponseWriter, *http.Request)
+	// handler does the call once the router has authenticated and authorized it: it
+	// returns the answer's body (written with the first documented status; none for
+	// 204) or an error, which errorReply maps to a status and an error body.
+	handler func(*Server, *http.Request) (any, error)
+	// stream, set instead of handler, writes a streamed answer itself; it returns an
+	// error only before it has written anything.
+	stream func(*Server, http.ResponseWriter, *http.Request) error
 	// enabled, when set, says whether this server serves the route.
 	enabled func(*Server) bool
 
-	// public routes need no token; every other route authenticates first.
+	// public routes need no token; every other route authenticates first, then the
+	// router authorizes verb (the role policy is auth.Allows) in the workspace ws says.
 	public bool
+	verb   auth.Verb
+	ws     wsScope
 	// readOnly marks a POST that changes nothing (validate): not audited.
 	readOnly bool
 	// object names what {name} is, in not-found answers and audit records.
@@ -32,6 +41,36 @@ type route struct {
 	query            []param
 	request          *payload
 	responses        []reply
+}
+
+// wsScope says where a route's workspace comes from.
+type wsScope int
+
+const (
+	// wsNone: the call concerns no workspace (tokens, workspaces, validate); only the
+	// role is checked.
+	wsNone wsScope = iota
+	// wsPath: the {ws} path segment. Another workspace's objects answer 404, as if
+	// nothing were there.
+	wsPath
+	// wsBody: the document's metadata.workspace. The router checks the role first; the
+	// handler names the workspace once the document is read (Server.inWorkspace),
+	// and another workspace is refused with 403 before anything is created.
+	wsBody
+	// wsBodyLate: the document's metadata.workspace, with the role checked only once
+	// the document is read (Server.inWorkspace checks the workspace, then the role): an
+	// invalid document is answered 422 whoever sends it, and a document naming another
+	// workspace 403 naming metadata.workspace. Job submission and notification rules
+	// have always answered so.
+	wsBodyLate
+)
+
+// success is the status of a successful answer: the first documented one.
+func (rt *route) success() int {
+	if len(rt.responses) > 0 {
+		return rt.responses[0].status
+	}
+	return http.StatusOK
 }
 
 // pattern is the route's ServeMux pattern.
@@ -94,41 +133,41 @@ var routes = []route{
 	{method: "GET", path: "/healthz", handler: (*Server).healthz, public: true,
 		id: "health", tag: "system", summary: "Liveness; needs no token",
 		responses: []reply{{200, "the server answers", jsonBody(map[string]string{})}}},
-	{method: "GET", path: "/v1/whoami", handler: (*Server).whoami,
+	{method: "GET", path: "/v1/whoami", handler: (*Server).whoami, verb: auth.VerbRead, ws: wsNone,
 		id: "whoami", tag: "access", summary: "The identity of the request's token",
 		responses: []reply{{200, "the token's name, workspace, role and expiry", jsonBody(api.Identity{})}}},
 
-	{method: "POST", path: "/v1/tokens", handler: (*Server).createToken, object: "token",
+	{method: "POST", path: "/v1/tokens", handler: (*Server).createToken, verb: auth.VerbAdmin, ws: wsNone, object: "token",
 		id: "createToken", tag: "access", summary: "Create a token (admin); the secret is shown only in this answer",
 		request:   jsonBody(api.TokenRequest{}),
 		responses: []reply{{201, "the token and its secret", jsonBody(api.CreatedToken{})}}},
-	{method: "GET", path: "/v1/tokens", handler: (*Server).listTokens, object: "token",
+	{method: "GET", path: "/v1/tokens", handler: (*Server).listTokens, verb: auth.VerbAdmin, ws: wsNone, object: "token",
 		id: "listTokens", tag: "access", summary: "List tokens (admin), without their secrets",
 		query:     []param{{name: "workspace", typ: "string", desc: "only this workspace's tokens"}},
 		responses: []reply{{200, "the tokens", jsonBody(api.TokenList{})}}},
-	{method: "DELETE", path: "/v1/tokens/{name}", handler: (*Server).revokeToken, object: "token",
+	{method: "DELETE", path: "/v1/tokens/{name}", handler: (*Server).revokeToken, verb: auth.VerbAdmin, ws: wsNone, object: "token",
 		id: "revokeToken", tag: "access", summary: "Revoke a token (admin); it stops working at once",
 		responses: []reply{{204, "revoked", nil}}},
-	{method: "POST", path: "/v1/workspaces", handler: (*Server).createWorkspace, object: "workspace",
+	{method: "POST", path: "/v1/workspaces", handler: (*Server).createWorkspace, verb: auth.VerbAdmin, ws: wsNone, object: "workspace",
 		id: "createWorkspace", tag: "access", summary: "Register a workspace and its Kubernetes namespace (admin)",
 		request:   jsonBody(api.Workspace{}),
 		responses: []reply{{201, "the workspace", jsonBody(api.Workspace{})}}},
-	{method: "GET", path: "/v1/workspaces", handler: (*Server).listWorkspaces, object: "workspace",
+	{method: "GET", path: "/v1/workspaces", handler: (*Server).listWorkspaces, verb: auth.VerbRead, ws: wsNone, object: "workspace",
 		id: "listWorkspaces", tag: "access", summary: "The workspaces the caller may see: all for an admin, its own otherwise",
 		responses: []reply{{200, "the workspaces", jsonBody(api.WorkspaceList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}", handler: (*Server).getWorkspace, object: "workspace",
+	{method: "GET", path: "/v1/workspaces/{ws}", handler: (*Server).getWorkspace, verb: auth.VerbRead, ws: wsPath, object: "workspace",
 		id: "getWorkspace", tag: "access", summary: "A workspace of the registry",
 		responses: []reply{{200, "the workspace", jsonBody(api.Workspace{})}}},
 
-	{method: "POST", path: "/v1/validate", handler: (*Server).validate, readOnly: true,
+	{method: "POST", path: "/v1/validate", handler: (*Server).validate, verb: auth.VerbRead, ws: wsNone, readOnly: true,
 		id: "validate", tag: "jobs", summary: "Validate a document of any kind (TrainingJob, Experiment, Schedule, Pipeline, Trigger, NotificationRule); creates nothing",
 		request:   &payload{oneOf: everyKind(), media: specMedia},
 		responses: []reply{{200, "the spec is valid", jsonBody(api.ValidateResult{})}}},
-	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, object: "job",
+	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, verb: auth.VerbWrite, ws: wsBodyLate, object: "job",
 		id: "submitJob", tag: "jobs", summary: "Validate and submit a job in the spec's workspace",
 		request:   &payload{v: schemas.TrainingJob{}, media: specMedia},
 		responses: []reply{{201, "the job, Pending", jsonBody(api.Job{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/jobs", handler: (*Server).listJobs, object: "job",
+	{method: "GET", path: "/v1/workspaces/{ws}/jobs", handler: (*Server).listJobs, verb: auth.VerbRead, ws: wsPath, object: "job",
 		id: "listJobs", tag: "jobs", summary: "List a workspace's jobs, newest first",
 		query: []param{
 			{name: "phase", typ: "string", desc: "only jobs in this phase"},
@@ -138,28 +177,28 @@ var routes = []route{
 			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
 		},
 		responses: []reply{{200, "a page of jobs", jsonBody(api.JobList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).getJob, object: "job",
+	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).getJob, verb: auth.VerbRead, ws: wsPath, object: "job",
 		id: "getJob", tag: "jobs", summary: "A job's spec and live status",
 		responses: []reply{{200, "the job", jsonBody(api.Job{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/stop", handler: (*Server).stopJob, object: "job",
+	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/stop", handler: (*Server).stopJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
 		id: "stopJob", tag: "jobs", summary: "Stop a job; answers once it is terminal",
-		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the final phase", jsonBody(api.StopResult{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).deleteJob, object: "job",
+	{method: "DELETE", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).deleteJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
 		id: "deleteJob", tag: "jobs", summary: "Stop a job if it runs, then delete it",
 		responses: []reply{{204, "deleted", nil}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/clone", handler: (*Server).cloneJob, object: "job",
+	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/clone", handler: (*Server).cloneJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
 		id: "cloneJob", tag: "jobs", summary: "Start a new job from this one's spec with overrides (JSON merge patch)",
 		request:   jsonBody(api.CloneRequest{}),
 		responses: []reply{{201, "the new job", jsonBody(api.Job{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}/logs", handler: (*Server).jobLogs, object: "job",
+	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}/logs", stream: (*Server).jobLogs, verb: auth.VerbRead, ws: wsPath, object: "job",
 		id: "jobLogs", tag: "jobs", summary: "A job's log records as JSON lines, from JetStream",
 		query: []param{
 			{name: "follow", typ: "boolean", desc: "stream until the job is terminal and drained"},
 			{name: "replica", typ: "string", desc: "only this replica, such as worker-0"},
 		},
 		responses: []reply{{200, "log records, one JSON object per line", &payload{v: events.LogRecord{}, media: ndjson}}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/events", handler: (*Server).workspaceEvents,
+	{method: "GET", path: "/v1/workspaces/{ws}/events", stream: (*Server).workspaceEvents, verb: auth.VerbRead, ws: wsPath,
 		id: "workspaceEvents", tag: "events", summary: "A workspace's events as JSON lines",
 		query: []param{
 			{name: "type", typ: "string", desc: "only events of this type"},
@@ -169,34 +208,34 @@ var routes = []route{
 		},
 		responses: []reply{{200, "events, one JSON object per line", &payload{v: events.Event{}, media: ndjson}}}},
 
-	{method: "PUT", path: "/v1/workspaces/{ws}/quota", handler: (*Server).setQuota,
+	{method: "PUT", path: "/v1/workspaces/{ws}/quota", handler: (*Server).setQuota, verb: auth.VerbAdmin, ws: wsPath,
 		id: "setQuota", tag: "quota", summary: "Set a workspace's quota (admin)",
 		request:   jsonBody(api.Quota{}),
 		responses: []reply{{200, "the quota set", jsonBody(api.Quota{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/quota", handler: (*Server).getQuota,
+	{method: "GET", path: "/v1/workspaces/{ws}/quota", handler: (*Server).getQuota, verb: auth.VerbRead, ws: wsPath,
 		id: "getQuota", tag: "quota", summary: "A workspace's quota, use, admitted and queued jobs",
 		responses: []reply{{200, "the quota and its use", jsonBody(api.QuotaStatus{})}}},
 
-	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, enabled: withRules, object: "notification rule",
+	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, verb: auth.VerbWrite, ws: wsBodyLate, enabled: withRules, object: "notification rule",
 		id: "applyRule", tag: "notifications", summary: "Create or replace a notification rule in the rule's workspace",
 		request:   &payload{v: schemas.NotificationRule{}, media: specMedia},
 		responses: []reply{{200, "the rule, secrets redacted", jsonBody(schemas.NotificationRule{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules", handler: (*Server).listRules, enabled: withRules, object: "notification rule",
+	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules", handler: (*Server).listRules, verb: auth.VerbRead, ws: wsPath, enabled: withRules, object: "notification rule",
 		id: "listRules", tag: "notifications", summary: "A workspace's notification rules, secrets redacted",
 		responses: []reply{{200, "the rules", jsonBody(api.RuleList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).getRule, enabled: withRules, object: "notification rule",
+	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).getRule, verb: auth.VerbRead, ws: wsPath, enabled: withRules, object: "notification rule",
 		id: "getRule", tag: "notifications", summary: "A notification rule, secrets redacted",
 		responses: []reply{{200, "the rule", jsonBody(schemas.NotificationRule{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).deleteRule, enabled: withRules, object: "notification rule",
+	{method: "DELETE", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).deleteRule, verb: auth.VerbWrite, ws: wsPath, enabled: withRules, object: "notification rule",
 		id: "deleteRule", tag: "notifications", summary: "Delete a notification rule",
 		responses: []reply{{204, "deleted", nil}}},
 
-	{method: "POST", path: "/v1/pipelines", handler: (*Server).runPipeline, object: "pipeline",
+	{method: "POST", path: "/v1/pipelines", handler: (*Server).runPipeline, verb: auth.VerbWrite, ws: wsBody, object: "pipeline",
 		id: "runPipeline", tag: "pipelines", summary: "Validate a pipeline and start a run of it, named metadata.name, in its workspace",
 		query:     []param{{name: "param", typ: "string", repeat: true, desc: "NAME=VALUE: a parameter of the pipeline; repeatable"}},
 		request:   &payload{v: schemas.Pipeline{}, media: specMedia},
 		responses: []reply{{201, "the run, Pending", jsonBody(api.PipelineRun{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/pipelines", handler: (*Server).listPipelines, object: "pipeline",
+	{method: "GET", path: "/v1/workspaces/{ws}/pipelines", handler: (*Server).listPipelines, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
 		id: "listPipelines", tag: "pipelines", summary: "List a workspace's pipeline runs, newest first",
 		query: []param{
 			{name: "phase", typ: "string", desc: "only runs in this phase"},
@@ -205,25 +244,25 @@ var routes = []route{
 			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
 		},
 		responses: []reply{{200, "a page of runs", jsonBody(api.PipelineList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).getPipeline, object: "pipeline",
+	{method: "GET", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).getPipeline, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
 		id: "getPipeline", tag: "pipelines", summary: "A pipeline run: the pipeline and the live status of every step",
 		responses: []reply{{200, "the run", jsonBody(api.PipelineRun{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/stop", handler: (*Server).stopPipeline, object: "pipeline",
+	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/stop", handler: (*Server).stopPipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
 		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
-		request:   &payload{v: workflows.StopRequest{}, media: jsonMedia, optional: true},
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
 
-	{method: "POST", path: "/v1/triggers", handler: (*Server).applyTrigger, object: "trigger",
+	{method: "POST", path: "/v1/triggers", handler: (*Server).applyTrigger, verb: auth.VerbWrite, ws: wsBody, object: "trigger",
 		id: "applyTrigger", tag: "triggers", summary: "Create or replace a trigger in the trigger's workspace",
 		request:   &payload{v: schemas.Trigger{}, media: specMedia},
 		responses: []reply{{200, "the trigger", jsonBody(schemas.Trigger{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/triggers", handler: (*Server).listTriggers, object: "trigger",
+	{method: "GET", path: "/v1/workspaces/{ws}/triggers", handler: (*Server).listTriggers, verb: auth.VerbRead, ws: wsPath, object: "trigger",
 		id: "listTriggers", tag: "triggers", summary: "A workspace's triggers",
 		responses: []reply{{200, "the triggers", jsonBody(api.TriggerList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).getTrigger, object: "trigger",
+	{method: "GET", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).getTrigger, verb: auth.VerbRead, ws: wsPath, object: "trigger",
 		id: "getTrigger", tag: "triggers", summary: "A trigger",
 		responses: []reply{{200, "the trigger", jsonBody(schemas.Trigger{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).deleteTrigger, object: "trigger",
+	{method: "DELETE", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).deleteTrigger, verb: auth.VerbWrite, ws: wsPath, object: "trigger",
 		id: "deleteTrigger", tag: "triggers", summary: "Delete a trigger; what it started keeps running",
 		responses: []reply{{204, "deleted", nil}}},
 }
@@ -256,10 +295,44 @@ func (s *Server) tableMux() *routeMux {
 		if rt.enabled != nil && !rt.enabled(s) {
 			continue
 		}
-		h := rt.handler
-		mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { s.serveRoute(rt, w, r) })
 	}
 	return mux
+}
+
+// serveRoute authorizes a call as its route declares, runs the handler and answers
+// its result or its error. (Authentication and audit are withAuth's.)
+func (s *Server) serveRoute(rt *route, w http.ResponseWriter, r *http.Request) {
+	if st := requestOf(r); st != nil {
+		st.w = w
+	}
+	if !rt.public {
+		ws := ""
+		if rt.ws == wsPath {
+			ws = r.PathValue("ws")
+		}
+		if rt.ws != wsBodyLate {
+			if err := s.authorize(r, ws, rt.verb); err != nil {
+				s.writeErr(w, r, err)
+				return
+			}
+		}
+	}
+	if rt.stream != nil {
+		if err := rt.stream(s, w, r); err != nil {
+			s.writeErr(w, r, err)
+		}
+		return
+	}
+	resp, err := rt.handler(s, r)
+	switch {
+	case err != nil:
+		s.writeErr(w, r, err)
+	case rt.success() == http.StatusNoContent:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeJSON(w, rt.success(), resp)
+	}
 }
 
 // routeByPattern finds the table entry of a mux pattern; nil for a route registered
@@ -284,6 +357,6 @@ func pathWorkspace(path string) string {
 	return ws
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (s *Server) healthz(*http.Request) (any, error) {
+	return map[string]string{"status": "ok"}, nil
 }

@@ -1,13 +1,9 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/auth"
-	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -15,85 +11,50 @@ import (
 const redacted = "********"
 
 // applyRule creates or replaces a notification rule (YAML or JSON body).
-func (s *Server) applyRule(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+func (s *Server) applyRule(r *http.Request) (any, error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	rule, err := schemas.DecodeNotificationRule(body)
 	if err == nil {
 		err = rule.Validate().Err()
 	}
 	if err != nil {
-		writeSpecError(w, err)
-		return
+		return nil, specError(err)
 	}
-	note(r, rule.Metadata.Workspace, "notification rule "+rule.Metadata.Workspace+"/"+rule.Metadata.Name)
-	if !s.authorize(w, r, rule.Metadata.Workspace, auth.VerbWrite) {
-		return
+	ws := rule.Metadata.Workspace
+	if err := s.inWorkspace(r, ws, "notification rule "+ws+"/"+rule.Metadata.Name); err != nil {
+		return nil, err
 	}
-	if _, err := s.opts.Rules.Put(r.Context(), rule); err != nil {
-		var list schemas.ErrorList
-		if errors.As(err, &list) {
-			writeSpecError(w, err)
-			return
-		}
-		s.internal(w, "store rule", err)
-		return
+	if _, err := s.svc.Rules.Apply(r.Context(), rule); err != nil {
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, redact(rule))
+	return redact(rule), nil
 }
 
-func (s *Server) getRule(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
-	rule, err := s.opts.Rules.Get(r.Context(), ws, name)
-	if errors.Is(err, notify.ErrNotFound) {
-		writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-			Message: fmt.Sprintf("notification rule %s not found in workspace %s", name, ws)})
-		return
-	}
+func (s *Server) getRule(r *http.Request) (any, error) {
+	rule, err := s.svc.Rules.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 	if err != nil {
-		s.internal(w, "get rule", err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, redact(rule))
+	return redact(rule), nil
 }
 
-func (s *Server) listRules(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, r.PathValue("ws"), auth.VerbRead) {
-		return
-	}
-	rules, err := s.opts.Rules.List(r.Context(), r.PathValue("ws"))
+func (s *Server) listRules(r *http.Request) (any, error) {
+	rules, err := s.svc.Rules.List(r.Context(), r.PathValue("ws"))
 	if err != nil {
-		s.internal(w, "list rules", err)
-		return
+		return nil, err
 	}
 	out := api.RuleList{Items: []schemas.NotificationRule{}}
 	for _, rule := range rules {
 		out.Items = append(out.Items, *redact(rule))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
-	}
-	err := s.opts.Rules.Delete(r.Context(), ws, name)
-	if errors.Is(err, notify.ErrNotFound) {
-		writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-			Message: fmt.Sprintf("notification rule %s not found in workspace %s", name, ws)})
-		return
-	}
-	if err != nil {
-		s.internal(w, "delete rule", err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+func (s *Server) deleteRule(r *http.Request) (any, error) {
+	return nil, s.svc.Rules.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
 // redact hides a rule's webhook secret and header values: they are credentials.

@@ -4,24 +4,15 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
@@ -30,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -70,7 +62,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l 
 
 // Server serves the API.
 type Server struct {
-	tc   client.Client
+	// svc is the domain layer: every kind's operations over Temporal.
+	svc  *service.Service
 	ev   *jetstream.Client
 	opts Options
 	// authn checks tokens (opts.Auth unless a test sets another); auditPub publishes
@@ -87,9 +80,15 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{tc: tc, ev: ev, opts: o}
+	s := &Server{ev: ev, opts: o, svc: service.New(tc, o.Namespace, o.TaskQueue, o.Logger)}
 	if o.Auth != nil {
 		s.authn = o.Auth
+	}
+	if o.Triggers != nil {
+		s.svc.Triggers = service.NewTriggers(o.Triggers)
+	}
+	if o.Rules != nil {
+		s.svc.Rules = service.NewRules(o.Rules)
 	}
 	if ev != nil {
 		s.auditPub = ev
@@ -105,12 +104,11 @@ func (s *Server) Handler() http.Handler {
 	return s.withAuth(mux)
 }
 
-// readSpec reads and decodes a job spec from the body; on failure it has written the
-// error response and returns nil.
-func (s *Server) readSpec(w http.ResponseWriter, r *http.Request) *schemas.TrainingJob {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return nil
+// readSpec reads, decodes and validates a job spec from the body.
+func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	job, err := schemas.DecodeTrainingJob(body)
 	if err == nil {
@@ -120,10 +118,9 @@ func (s *Server) readSpec(w http.ResponseWriter, r *http.Request) *schemas.Train
 		err = supported(job)
 	}
 	if err != nil {
-		writeSpecError(w, err)
-		return nil
+		return nil, specError(err)
 	}
-	return job
+	return job, nil
 }
 
 // supported checks what the schema allows but this server cannot run yet.
@@ -134,311 +131,78 @@ func supported(job *schemas.TrainingJob) error {
 	return nil
 }
 
-// readBody reads a request body of at most MaxBodySize bytes; on failure it has
-// written the error response (413 when too large).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodySize))
-	if err == nil {
-		return body, true
+// readBody reads a request body of at most MaxBodySize bytes (413 when larger).
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(writerOf(r), r.Body, s.opts.MaxBodySize))
+	if err != nil {
+		return nil, bodyReadError(err, s.opts.MaxBodySize)
 	}
-	bodyReadError(w, err, s.opts.MaxBodySize)
-	return nil, false
+	return body, nil
 }
 
-func writeSpecError(w http.ResponseWriter, err error) {
-	var list schemas.ErrorList
-	if errors.As(err, &list) {
-		details := make([]schemas.FieldError, len(list))
-		for i, fe := range list {
-			details[i] = *fe
-		}
-		writeError(w, http.StatusUnprocessableEntity, api.Error{Code: api.CodeInvalidSpec,
-			Message: fmt.Sprintf("the spec has %d problem(s)", len(list)), Details: details})
-		return
-	}
-	// A problem with the document as a whole (not YAML or JSON, empty, too large).
-	writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidSpec, Message: err.Error(),
-		Details: []schemas.FieldError{{Field: bodyField, Detail: err.Error()}}})
-}
-
-func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbRead) {
-		return
-	}
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+func (s *Server) validate(r *http.Request) (any, error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	if err := validateDocument(body); err != nil {
-		writeSpecError(w, err)
-		return
+		return nil, specError(err)
 	}
-	writeJSON(w, http.StatusOK, api.ValidateResult{Valid: true})
+	return api.ValidateResult{Valid: true}, nil
 }
 
-func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
-	if job := s.readSpec(w, r); job != nil {
-		note(r, job.Metadata.Workspace, "job "+job.Metadata.Workspace+"/"+job.Metadata.Name)
-		if !s.authorize(w, r, job.Metadata.Workspace, auth.VerbWrite) {
-			return
-		}
-		s.start(w, r, job)
-	}
-}
-
-// start starts a validated job's workflow and answers 201 with the job.
-func (s *Server) start(w http.ResponseWriter, r *http.Request, job *schemas.TrainingJob) {
-	ws, name := job.Metadata.Workspace, job.Metadata.Name
-	run, err := s.tc.ExecuteWorkflow(r.Context(), client.StartWorkflowOptions{
-		ID:                       workflows.JobWorkflowID(ws, name),
-		TaskQueue:                s.opts.TaskQueue,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		// Without this the SDK answers a duplicate with the existing run instead of an
-		// error.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.WorkspaceKey.ValueSet(ws),
-			workflows.KindKey.ValueSet(string(schemas.KindTrainingJob)),
-			workflows.NameKey.ValueSet(name),
-			workflows.PhaseKey.ValueSet(string(schemas.JobPending)),
-			workflows.FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			workflows.LabelsKey.ValueSet(workflows.LabelKeywords(job.Metadata.Labels)),
-		),
-	}, workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: *job})
+func (s *Server) submitJob(r *http.Request) (any, error) {
+	job, err := s.readSpec(r)
 	if err != nil {
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			writeError(w, http.StatusConflict, api.Error{Code: api.CodeAlreadyExists,
-				Message: fmt.Sprintf("job %s already exists in workspace %s; delete it first or choose another name", name, ws)})
-			return
-		}
-		s.internal(w, "start job", err)
-		return
+		return nil, err
 	}
-	s.opts.Logger.Info("job submitted", "workspace", ws, "job", name, "uid", run.GetRunID())
-	writeJSON(w, http.StatusCreated, api.Job{UID: run.GetRunID(), Spec: *job,
-		Status: schemas.JobStatus{Phase: schemas.JobPending}})
+	ws := job.Metadata.Workspace
+	if err := s.inWorkspace(r, ws, "job "+ws+"/"+job.Metadata.Name); err != nil {
+		return nil, err
+	}
+	return s.svc.Jobs.Start(r.Context(), job)
 }
 
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, r.PathValue("ws"), auth.VerbRead) {
-		return
-	}
-	view, ok := s.lookup(w, r)
-	if ok {
-		writeJSON(w, http.StatusOK, view)
-	}
+func (s *Server) getJob(r *http.Request) (any, error) {
+	return s.svc.Jobs.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
-// lookup queries a job's status; on failure it has written the error response.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (api.Job, bool) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	view, err := s.queryJob(r.Context(), ws, name)
+// listOptions reads the paging and filter parameters of a list route.
+func listOptions(r *http.Request) (service.ListOptions, error) {
+	q := r.URL.Query()
+	limit, err := service.ParseLimit(q.Get("limit"))
+	return service.ListOptions{Limit: limit, PageToken: q.Get("pageToken"), Phase: q.Get("phase"),
+		Framework: q.Get("framework"), Labels: q["label"]}, err
+}
+
+func (s *Server) listJobs(r *http.Request) (any, error) {
+	o, err := listOptions(r)
 	if err != nil {
-		if isNotFound(err) {
-			jobNotFound(w, ws, name)
-			return api.Job{}, false
-		}
-		s.internal(w, "query job", err)
-		return api.Job{}, false
+		return nil, err
 	}
-	return view, true
+	return s.svc.Jobs.List(r.Context(), r.PathValue("ws"), o)
 }
 
-func (s *Server) queryJob(ctx context.Context, ws, name string) (api.Job, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.JobWorkflowID(ws, name), "", workflows.QueryStatus)
-	if err != nil {
-		return api.Job{}, err
+func (s *Server) stopJob(r *http.Request) (any, error) {
+	var req api.StopRequest
+	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
+		return nil, err
 	}
-	var view workflows.JobView
-	if err := v.Get(&view); err != nil {
-		return api.Job{}, err
-	}
-	return api.Job{UID: view.UID, Spec: view.Job, Status: view.Status}, nil
+	return s.svc.Jobs.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
-func isNotFound(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
-}
-
-func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
-	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
-	pageSize := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument,
-				Details: []schemas.FieldError{{Field: "limit", Detail: "must be an integer between 1 and 1000"}},
-				Message: "invalid limit"})
-			return
-		}
-		pageSize = n
-	}
-	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SearchAttrKind, string(schemas.KindTrainingJob),
-		workflows.SearchAttrWorkspace, ws)
-	if phase := r.URL.Query().Get("phase"); phase != "" {
-		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrPhase, phase)
-	}
-	if fw := r.URL.Query().Get("framework"); fw != "" {
-		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrFramework, fw)
-	}
-	for _, l := range r.URL.Query()["label"] {
-		if !strings.Contains(l, "=") {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid label filter",
-				Details: []schemas.FieldError{{Field: "label", Detail: "must be key=value"}}})
-			return
-		}
-		query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l)
-	}
-	resp, err := s.tc.ListWorkflow(r.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace:     s.opts.Namespace,
-		PageSize:      int32(pageSize),
-		NextPageToken: []byte(r.URL.Query().Get("pageToken")),
-		Query:         query,
-	})
-	if err != nil {
-		s.internal(w, "list jobs", err)
-		return
-	}
-	list := api.JobList{Items: []api.JobSummary{}, NextPageToken: string(resp.NextPageToken)}
-	dc := converter.GetDefaultDataConverter()
-	for _, e := range resp.Executions {
-		sum := api.JobSummary{Workspace: ws, UID: e.GetExecution().GetRunId(), StartTime: e.GetStartTime().AsTime()}
-		fields := e.GetSearchAttributes().GetIndexedFields()
-		_ = dc.FromPayload(fields[workflows.SearchAttrName], &sum.Name)
-		var phase string
-		_ = dc.FromPayload(fields[workflows.SearchAttrPhase], &phase)
-		sum.Phase = schemas.JobPhase(phase)
-		if e.GetCloseTime() != nil {
-			t := e.GetCloseTime().AsTime()
-			sum.EndTime = &t
-			if !sum.Phase.Terminal() {
-				// Closed without reaching a terminal phase: terminated by an operator.
-				sum.Phase = schemas.JobFailed
-			}
-		}
-		list.Items = append(list.Items, sum)
-	}
-	writeJSON(w, http.StatusOK, list)
-}
-
-func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
-	}
-	var req workflows.StopRequest
-	if !decodeJSON(w, r, &req, smallBodyLimit, true) {
-		return
-	}
-	res, err := s.stop(r.Context(), ws, name, req)
-	if err != nil {
-		if isNotFound(err) {
-			jobNotFound(w, ws, name)
-			return
-		}
-		s.internal(w, "stop job", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// stop asks the job to stop and waits until it is terminal. A job that has already
-// finished answers with its final phase.
-func (s *Server) stop(ctx context.Context, ws, name string, req workflows.StopRequest) (api.StopResult, error) {
-	id := workflows.JobWorkflowID(ws, name)
-	handle, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   id,
-		UpdateName:   workflows.UpdateStop,
-		Args:         []any{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		var res workflows.StopResult
-		if err = handle.Get(ctx, &res); err == nil {
-			return api.StopResult{Phase: res.Phase}, nil
-		}
-	}
-	// A job that has already finished (or is finishing) cannot take the update: answer
-	// with its final phase.
-	view, qerr := s.queryJob(ctx, ws, name)
-	if qerr == nil && view.Status.Phase.Terminal() {
-		return api.StopResult{Phase: view.Status.Phase}, nil
-	}
-	return api.StopResult{}, err
-}
-
-func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbWrite) {
-		return
-	}
-	id := workflows.JobWorkflowID(ws, name)
-	desc, err := s.tc.DescribeWorkflowExecution(r.Context(), id, "")
-	if err != nil {
-		if isNotFound(err) {
-			jobNotFound(w, ws, name)
-			return
-		}
-		s.internal(w, "describe job", err)
-		return
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if _, err := s.stop(r.Context(), ws, name, workflows.StopRequest{Reason: "deleted"}); err != nil {
-			s.internal(w, "stop job before delete", err)
-			return
-		}
-	}
-	_, err = s.tc.WorkflowService().DeleteWorkflowExecution(r.Context(), &workflowservice.DeleteWorkflowExecutionRequest{
-		Namespace:         s.opts.Namespace,
-		WorkflowExecution: desc.GetWorkflowExecutionInfo().GetExecution(),
-	})
-	if err != nil && !isNotFound(err) {
-		s.internal(w, "delete job", err)
-		return
-	}
-	// Temporal deletes asynchronously; answer once the job is really gone so that a
-	// get or a new submit with the same name right after behaves as the user expects.
-	if err := s.waitDeleted(r.Context(), id); err != nil {
-		s.internal(w, "delete job", err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// waitDeleted polls until the execution is gone, for at most 30 seconds.
-func (s *Server) waitDeleted(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		_, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
-		if isNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("job %s still exists after delete: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+func (s *Server) deleteJob(r *http.Request) (any, error) {
+	return nil, s.svc.Jobs.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
 // jobLogs streams a job's log records as JSON lines, read back from JetStream so logs
 // stay readable after the replicas are gone. With follow=true it streams until the job
 // is terminal and every line has been sent.
-func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) error {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
-	view, ok := s.lookup(w, r)
-	if !ok {
-		return
+	view, err := s.svc.Jobs.Get(r.Context(), ws, name)
+	if err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	follow := q.Get("follow") == "true" || q.Get("follow") == "1"
@@ -447,11 +211,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	if replica != "" {
 		role, index, ok := splitReplica(view, replica)
 		if !ok {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument,
-				Message: "unknown replica",
-				Details: []schemas.FieldError{{Field: "replica", Detail: "must name a replica of the job, such as worker-0"}},
-			})
-			return
+			return badRequest("unknown replica", "replica", "must name a replica of the job, such as worker-0")
 		}
 		filter = events.JobLogSubject(ws, name, role, index)
 	}
@@ -472,7 +232,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					if v, err := s.queryJob(ctx, ws, name); err == nil && v.Status.Phase.Terminal() {
+					if s.svc.Jobs.Terminal(ctx, ws, name) {
 						terminal.Store(true)
 					}
 				}
@@ -481,7 +241,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		done = terminal.Load
 	}
 	enc := json.NewEncoder(w)
-	err := s.ev.ReadUntil(ctx, jetstream.LogsStream, filter, done, func(_ string, data []byte) error {
+	err = s.ev.ReadUntil(ctx, jetstream.LogsStream, filter, done, func(_ string, data []byte) error {
 		var rec events.LogRecord
 		if err := json.Unmarshal(data, &rec); err != nil || rec.UID != view.UID {
 			return nil
@@ -497,24 +257,20 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	if err != nil && ctx.Err() == nil {
 		s.opts.Logger.Warn("log stream ended with an error", "job", name, "error", err)
 	}
+	return nil
 }
 
 // workspaceEvents streams a workspace's events (status and metrics) as JSON lines, from
 // `since` ago (default 1h). Filters: type (an event type), job (a job name). With
 // follow=true it keeps streaming until the client goes away.
-func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) error {
 	ws := r.PathValue("ws")
-	if !s.authorize(w, r, ws, auth.VerbRead) {
-		return
-	}
 	q := r.URL.Query()
 	since := time.Hour
 	if v := q.Get("since"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid since",
-				Details: []schemas.FieldError{{Field: "since", Detail: "must be a duration such as 10m or 24h"}}})
-			return
+			return badRequest("invalid since", "since", "must be a duration such as 10m or 24h")
 		}
 		since = d
 	}
@@ -547,6 +303,7 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil && r.Context().Err() == nil {
 		s.opts.Logger.Warn("event stream ended with an error", "workspace", ws, "error", err)
 	}
+	return nil
 }
 
 // splitReplica maps "worker-0" (role-index) or a full replica name to role and index.
@@ -564,21 +321,6 @@ func splitReplica(view api.Job, replica string) (string, int, bool) {
 		}
 	}
 	return "", 0, false
-}
-
-func (s *Server) internal(w http.ResponseWriter, what string, err error) {
-	s.opts.Logger.Error(what, "error", err)
-	code, status := api.CodeInternal, http.StatusInternalServerError
-	var unavailable *serviceerror.Unavailable
-	if errors.As(err, &unavailable) || errors.Is(err, context.DeadlineExceeded) {
-		code, status = api.CodeUnavailable, http.StatusServiceUnavailable
-	}
-	writeError(w, status, api.Error{Code: code, Message: what + ": " + err.Error()})
-}
-
-func jobNotFound(w http.ResponseWriter, ws, name string) {
-	writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-		Message: fmt.Sprintf("job %s not found in workspace %s", name, ws)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

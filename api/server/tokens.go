@@ -14,35 +14,28 @@ import (
 // smallBodyLimit bounds the JSON bodies of token, workspace, stop and clone requests.
 const smallBodyLimit = 64 << 10
 
-func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbRead) {
-		return
-	}
+func (s *Server) whoami(r *http.Request) (any, error) {
 	id, _ := IdentityFrom(r.Context())
-	writeJSON(w, http.StatusOK, id)
+	return id, nil
 }
 
-// store answers 503 when the server has no token store (it then authenticates
-// nobody anyway).
-func (s *Server) store(w http.ResponseWriter) (*auth.Store, bool) {
+// store is the token store; without one the token and workspace routes answer 503 (the
+// server then authenticates nobody anyway).
+func (s *Server) store() (*auth.Store, error) {
 	if s.opts.Auth == nil {
-		writeError(w, http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: "no token store configured"})
-		return nil, false
+		return nil, unavailable("no token store configured")
 	}
-	return s.opts.Auth, true
+	return s.opts.Auth, nil
 }
 
-func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbAdmin) {
-		return
-	}
-	store, ok := s.store(w)
-	if !ok {
-		return
+func (s *Server) createToken(r *http.Request) (any, error) {
+	store, err := s.store()
+	if err != nil {
+		return nil, err
 	}
 	var req api.TokenRequest
-	if !decodeJSON(w, r, &req, smallBodyLimit, false) {
-		return
+	if err := decodeJSON(r, &req, smallBodyLimit, false); err != nil {
+		return nil, err
 	}
 	ws := req.Workspace
 	if ws == api.AllWorkspaces {
@@ -52,85 +45,68 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	id, _ := IdentityFrom(r.Context())
 	tok, err := store.CreateToken(r.Context(), req, id.Name)
 	if err != nil {
-		s.storeError(w, "create token", err)
-		return
+		return nil, storeError("create token", err)
 	}
 	// Never the secret: only who made which token.
 	s.opts.Logger.Info("token created", "token", tok.Name, "workspace", tok.Workspace, "role", tok.Role, "by", id.Name)
-	writeJSON(w, http.StatusCreated, tok)
+	return tok, nil
 }
 
-func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbAdmin) {
-		return
-	}
-	store, ok := s.store(w)
-	if !ok {
-		return
+func (s *Server) listTokens(r *http.Request) (any, error) {
+	store, err := s.store()
+	if err != nil {
+		return nil, err
 	}
 	toks, err := store.ListTokens(r.Context(), r.URL.Query().Get("workspace"))
 	if err != nil {
-		s.internal(w, "list tokens", err)
-		return
+		return nil, fmt.Errorf("list tokens: %w", err)
 	}
 	if toks == nil {
 		toks = []api.Token{}
 	}
-	writeJSON(w, http.StatusOK, api.TokenList{Items: toks})
+	return api.TokenList{Items: toks}, nil
 }
 
-func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbAdmin) {
-		return
-	}
-	store, ok := s.store(w)
-	if !ok {
-		return
+func (s *Server) revokeToken(r *http.Request) (any, error) {
+	store, err := s.store()
+	if err != nil {
+		return nil, err
 	}
 	if err := store.RevokeToken(r.Context(), r.PathValue("name")); err != nil {
-		s.storeError(w, "revoke token", err)
-		return
+		return nil, storeError("revoke token", err)
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return nil, nil
 }
 
-func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbAdmin) {
-		return
-	}
-	store, ok := s.store(w)
-	if !ok {
-		return
+func (s *Server) createWorkspace(r *http.Request) (any, error) {
+	store, err := s.store()
+	if err != nil {
+		return nil, err
 	}
 	var ws api.Workspace
-	if !decodeJSON(w, r, &ws, smallBodyLimit, false) {
-		return
+	if err := decodeJSON(r, &ws, smallBodyLimit, false); err != nil {
+		return nil, err
 	}
 	note(r, "", "workspace "+ws.Name)
 	id, _ := IdentityFrom(r.Context())
 	created, err := store.CreateWorkspace(r.Context(), api.Workspace{Name: ws.Name, Namespace: ws.Namespace, Description: ws.Description}, id.Name)
 	if err != nil {
-		s.storeError(w, "create workspace", err)
-		return
+		return nil, storeError("create workspace", err)
 	}
-	writeJSON(w, http.StatusCreated, created)
+	return created, nil
 }
 
-func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r, "", auth.VerbRead) {
-		return
-	}
-	store, ok := s.store(w)
-	if !ok {
-		return
+func (s *Server) listWorkspaces(r *http.Request) (any, error) {
+	store, err := s.store()
+	if err != nil {
+		return nil, err
 	}
 	id, _ := IdentityFrom(r.Context())
 	list := api.WorkspaceList{Items: []api.Workspace{}}
 	if id.Workspace == api.AllWorkspaces {
 		all, err := store.ListWorkspaces(r.Context())
 		if err != nil {
-			s.internal(w, "list workspaces", err)
-			return
+			return nil, fmt.Errorf("list workspaces: %w", err)
 		}
 		list.Items = append(list.Items, all...)
 	} else {
@@ -139,46 +115,38 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
 		case err == nil:
 			list.Items = append(list.Items, ws)
 		case !errors.Is(err, auth.ErrNotFound):
-			s.internal(w, "list workspaces", err)
-			return
+			return nil, fmt.Errorf("list workspaces: %w", err)
 		}
 	}
-	writeJSON(w, http.StatusOK, list)
+	return list, nil
 }
 
-func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("ws")
-	if !s.authorize(w, r, name, auth.VerbRead) {
-		return
-	}
-	store, ok := s.store(w)
-	if !ok {
-		return
-	}
-	ws, err := store.GetWorkspace(r.Context(), name)
+func (s *Server) getWorkspace(r *http.Request) (any, error) {
+	store, err := s.store()
 	if err != nil {
-		s.storeError(w, "get workspace", err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, ws)
+	ws, err := store.GetWorkspace(r.Context(), r.PathValue("ws"))
+	if err != nil {
+		return nil, storeError("get workspace", err)
+	}
+	return ws, nil
 }
 
-// storeError answers an error of the token store.
-func (s *Server) storeError(w http.ResponseWriter, what string, err error) {
+// storeError is the answer to an error of the token store.
+func storeError(what string, err error) error {
 	var list schemas.ErrorList
 	switch {
 	case errors.As(err, &list):
-		writeError(w, http.StatusUnprocessableEntity, api.Error{Code: api.CodeInvalidArgument,
-			Message: fmt.Sprintf("%s: %d problem(s)", what, len(list)), Details: fieldErrors(list)})
+		return &httpError{http.StatusUnprocessableEntity, api.Error{Code: api.CodeInvalidArgument,
+			Message: fmt.Sprintf("%s: %d problem(s)", what, len(list)), Details: fieldErrors(list)}}
 	case errors.Is(err, auth.ErrExists):
-		writeError(w, http.StatusConflict, api.Error{Code: api.CodeAlreadyExists,
-			Message: strings.TrimPrefix(err.Error(), auth.ErrExists.Error()+": ") + " already exists"})
+		return &httpError{http.StatusConflict, api.Error{Code: api.CodeAlreadyExists,
+			Message: strings.TrimPrefix(err.Error(), auth.ErrExists.Error()+": ") + " already exists"}}
 	case errors.Is(err, auth.ErrNotFound):
-		writeError(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound,
-			Message: strings.TrimPrefix(err.Error(), auth.ErrNotFound.Error()+": ") + " not found"})
-	default:
-		s.internal(w, what, err)
+		return notFound(strings.TrimPrefix(err.Error(), auth.ErrNotFound.Error()+": ") + " not found")
 	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func fieldErrors(list schemas.ErrorList) []schemas.FieldError {

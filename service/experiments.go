@@ -1,0 +1,207 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// Experiments is the Experiment (HPO) service.
+type Experiments struct {
+	*temporalBase
+	// jobs deletes an experiment's trial jobs with it.
+	jobs *Jobs
+}
+
+// Start starts a validated experiment in its workspace; it answers it, Pending.
+func (s *Experiments) Start(ctx context.Context, exp *schemas.Experiment) (api.ExperimentDetail, error) {
+	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
+	run, err := s.start(ctx, workflows.ExperimentStart(workflows.ExperimentInput{Experiment: *exp}), "start experiment",
+		fmt.Sprintf("experiment %s already exists in workspace %s; choose another name", name, ws))
+	if err != nil {
+		return api.ExperimentDetail{}, err
+	}
+	s.log.Info("experiment started", "workspace", ws, "experiment", name, "uid", run.GetRunID())
+	return api.ExperimentDetail{UID: run.GetRunID(), Spec: *exp,
+		Status: schemas.ExperimentStatus{Phase: schemas.ExperimentPending, MaxTrials: int(exp.Spec.MaxTrials),
+			Seed: exp.Spec.Algorithm.Seed, Trials: []schemas.TrialStatus{}}}, nil
+}
+
+// Get answers an experiment's spec and live status.
+func (s *Experiments) Get(ctx context.Context, ws, name string) (api.ExperimentDetail, error) {
+	view, err := s.query(ctx, ws, name)
+	if err != nil {
+		if isNotFound(err) {
+			return api.ExperimentDetail{}, notFound("experiment", ws, name)
+		}
+		return api.ExperimentDetail{}, fmt.Errorf("query experiment: %w", err)
+	}
+	return view, nil
+}
+
+func (s *Experiments) query(ctx context.Context, ws, name string) (api.ExperimentDetail, error) {
+	v, err := s.tc.QueryWorkflow(ctx, workflows.ExperimentWorkflowID(ws, name), "", workflows.QueryStatus)
+	if err != nil {
+		return api.ExperimentDetail{}, err
+	}
+	var view workflows.ExperimentView
+	if err := v.Get(&view); err != nil {
+		return api.ExperimentDetail{}, err
+	}
+	return api.ExperimentDetail{UID: view.UID, Spec: view.Experiment, Status: view.Status}, nil
+}
+
+// List answers one page of a workspace's experiments, newest first.
+func (s *Experiments) List(ctx context.Context, ws string, o ListOptions) (api.ExperimentList, error) {
+	o.Framework = ""
+	execs, next, err := s.list(ctx, ws, schemas.KindExperiment, o, true, "")
+	if err != nil {
+		return api.ExperimentList{}, err
+	}
+	list := api.ExperimentList{Items: []api.ExperimentSummary{}, NextPageToken: next}
+	for _, e := range execs {
+		// An experiment that continued as new is listed once, by its current run.
+		if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			continue
+		}
+		name, phase := summary(e)
+		sum := api.ExperimentSummary{Workspace: ws, Name: name, UID: e.GetExecution().GetRunId(),
+			StartTime: e.GetStartTime().AsTime(), Phase: schemas.ExperimentPhase(phase)}
+		if e.GetCloseTime() != nil {
+			t := e.GetCloseTime().AsTime()
+			sum.EndTime = &t
+			if !sum.Phase.Terminal() && sum.Phase != schemas.ExperimentStopped {
+				// Closed without reaching a final phase: terminated by an operator.
+				sum.Phase = schemas.ExperimentFailed
+			}
+		}
+		list.Items = append(list.Items, sum)
+	}
+	return list, nil
+}
+
+// Stop stops an experiment's running trials and answers once it is Stopped; an
+// experiment that has ended answers with its final phase.
+func (s *Experiments) Stop(ctx context.Context, ws, name string, req api.StopRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateStop, workflows.StopRequest{Reason: req.Reason})
+}
+
+// Resume makes a Stopped experiment carry on.
+func (s *Experiments) Resume(ctx context.Context, ws, name string, req api.ResumeRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateResume, workflows.ResumeRequest{Reason: req.Reason})
+}
+
+// Extend raises an experiment's maxTrials.
+func (s *Experiments) Extend(ctx context.Context, ws, name string, req api.ExtendRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateExtend, workflows.ExtendRequest{MaxTrials: req.MaxTrials})
+}
+
+// update sends an update (stop, resume, extend) to an experiment and answers with its
+// phase once the update was handled. An experiment that has ended answers stop with
+// its final phase and refuses resume and extend (ErrConflict).
+func (s *Experiments) update(ctx context.Context, ws, name, update string, req any) (api.ExperimentActionResult, error) {
+	handle, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.ExperimentWorkflowID(ws, name),
+		UpdateName:   update,
+		Args:         []any{req},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.ExperimentUpdateResult
+	if err == nil {
+		err = handle.Get(ctx, &res)
+	}
+	if err == nil {
+		return api.ExperimentActionResult{Phase: res.Phase, MaxTrials: res.MaxTrials}, nil
+	}
+	// The update was refused by its validator: the request does not fit the
+	// experiment's state.
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		if update == workflows.UpdateExtend && strings.HasPrefix(appErr.Message(), "maxTrials:") {
+			return api.ExperimentActionResult{}, invalid("invalid extend request", "maxTrials",
+				strings.TrimSpace(strings.TrimPrefix(appErr.Message(), "maxTrials:")))
+		}
+		return api.ExperimentActionResult{}, &Error{Kind: ErrConflict,
+			Message: fmt.Sprintf("cannot %s experiment %s: %s", update, name, appErr.Message())}
+	}
+	// An experiment whose workflow has ended cannot take updates.
+	view, qerr := s.query(ctx, ws, name)
+	switch {
+	case qerr != nil && isNotFound(qerr):
+		return api.ExperimentActionResult{}, notFound("experiment", ws, name)
+	case qerr == nil && update == workflows.UpdateStop && isNotFound(err):
+		return api.ExperimentActionResult{Phase: view.Status.Phase, MaxTrials: view.Status.MaxTrials}, nil
+	case qerr == nil && isNotFound(err):
+		return api.ExperimentActionResult{}, &Error{Kind: ErrConflict,
+			Message: fmt.Sprintf("cannot %s experiment %s: it has ended (%s)", update, name, view.Status.Phase)}
+	}
+	return api.ExperimentActionResult{}, fmt.Errorf("%s experiment: %w", update, err)
+}
+
+// Delete deletes an experiment and its trial jobs, so that its name can be used
+// again; it returns once they are gone. A running experiment's trials are stopped
+// first (as deleting a job stops it), then its execution (every run, earlier ones
+// continued as new) is deleted. The trial jobs are the ones its status names, every
+// attempt of each trial.
+func (s *Experiments) Delete(ctx context.Context, ws, name string) error {
+	id := workflows.ExperimentWorkflowID(ws, name)
+	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		if isNotFound(err) {
+			return notFound("experiment", ws, name)
+		}
+		return fmt.Errorf("describe experiment: %w", err)
+	}
+	view, err := s.query(ctx, ws, name)
+	if err != nil {
+		return fmt.Errorf("query experiment before delete: %w", err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if _, err := s.update(ctx, ws, name, workflows.UpdateStop, workflows.StopRequest{Reason: "deleted"}); err != nil {
+			return fmt.Errorf("stop experiment before delete: %w", err)
+		}
+		if err := s.tc.TerminateWorkflow(ctx, id, "", "experiment deleted"); err != nil && !isNotFound(err) {
+			return fmt.Errorf("terminate experiment: %w", err)
+		}
+	}
+	if err := s.deleteRuns(ctx, id); err != nil {
+		return fmt.Errorf("delete experiment: %w", err)
+	}
+	for _, job := range trialJobs(view) {
+		if err := s.jobs.Delete(ctx, ws, job); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("delete trial job %s: %w", job, err)
+		}
+	}
+	if err := s.waitDeleted(ctx, id); err != nil {
+		return fmt.Errorf("delete experiment: %w", err)
+	}
+	return nil
+}
+
+// trialJobs names the jobs an experiment's trials ran: every attempt of every trial.
+func trialJobs(view api.ExperimentDetail) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, t := range view.Status.Trials {
+		for a := 0; a < t.Attempts; a++ {
+			add(workflows.TrialJobName(view.Spec.Metadata.Name, t.ID, a))
+		}
+		add(t.Job)
+	}
+	return out
+}

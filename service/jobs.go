@@ -1,0 +1,142 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// Jobs is the TrainingJob service.
+type Jobs struct{ *temporalBase }
+
+// Start starts a validated job in its workspace; it answers the job, Pending.
+func (s *Jobs) Start(ctx context.Context, job *schemas.TrainingJob) (api.Job, error) {
+	ws, name := job.Metadata.Workspace, job.Metadata.Name
+	run, err := s.start(ctx, workflows.JobStart(workflows.TrainingJobInput{Job: *job}), "start job",
+		fmt.Sprintf("job %s already exists in workspace %s; delete it first or choose another name", name, ws))
+	if err != nil {
+		return api.Job{}, err
+	}
+	s.log.Info("job submitted", "workspace", ws, "job", name, "uid", run.GetRunID())
+	return api.Job{UID: run.GetRunID(), Spec: *job, Status: schemas.JobStatus{Phase: schemas.JobPending}}, nil
+}
+
+// Get answers a job's spec and live status.
+func (s *Jobs) Get(ctx context.Context, ws, name string) (api.Job, error) {
+	view, err := s.query(ctx, ws, name)
+	if err != nil {
+		if isNotFound(err) {
+			return api.Job{}, notFound("job", ws, name)
+		}
+		return api.Job{}, fmt.Errorf("query job: %w", err)
+	}
+	return view, nil
+}
+
+func (s *Jobs) query(ctx context.Context, ws, name string) (api.Job, error) {
+	v, err := s.tc.QueryWorkflow(ctx, workflows.JobWorkflowID(ws, name), "", workflows.QueryStatus)
+	if err != nil {
+		return api.Job{}, err
+	}
+	var view workflows.JobView
+	if err := v.Get(&view); err != nil {
+		return api.Job{}, err
+	}
+	return api.Job{UID: view.UID, Spec: view.Job, Status: view.Status}, nil
+}
+
+// List answers one page of a workspace's jobs, newest first.
+func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList, error) {
+	execs, next, err := s.list(ctx, ws, schemas.KindTrainingJob, o, true, "")
+	if err != nil {
+		return api.JobList{}, err
+	}
+	list := api.JobList{Items: []api.JobSummary{}, NextPageToken: next}
+	for _, e := range execs {
+		name, phase := summary(e)
+		sum := api.JobSummary{Workspace: ws, Name: name, UID: e.GetExecution().GetRunId(), StartTime: e.GetStartTime().AsTime(),
+			Phase: schemas.JobPhase(phase)}
+		if e.GetCloseTime() != nil {
+			t := e.GetCloseTime().AsTime()
+			sum.EndTime = &t
+			if !sum.Phase.Terminal() {
+				// Closed without reaching a terminal phase: terminated by an operator.
+				sum.Phase = schemas.JobFailed
+			}
+		}
+		list.Items = append(list.Items, sum)
+	}
+	return list, nil
+}
+
+// Stop asks a job to stop and waits until it is terminal. A job that has already
+// finished answers with its final phase.
+func (s *Jobs) Stop(ctx context.Context, ws, name string, req api.StopRequest) (api.StopResult, error) {
+	res, err := s.stop(ctx, ws, name, workflows.StopRequest{Reason: req.Reason})
+	if err != nil {
+		if isNotFound(err) {
+			return api.StopResult{}, notFound("job", ws, name)
+		}
+		return api.StopResult{}, fmt.Errorf("stop job: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Jobs) stop(ctx context.Context, ws, name string, req workflows.StopRequest) (api.StopResult, error) {
+	handle, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.JobWorkflowID(ws, name),
+		UpdateName:   workflows.UpdateStop,
+		Args:         []any{req},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		var res workflows.StopResult
+		if err = handle.Get(ctx, &res); err == nil {
+			return api.StopResult{Phase: res.Phase}, nil
+		}
+	}
+	// A job that has already finished (or is finishing) cannot take the update: answer
+	// with its final phase.
+	view, qerr := s.query(ctx, ws, name)
+	if qerr == nil && view.Status.Phase.Terminal() {
+		return api.StopResult{Phase: view.Status.Phase}, nil
+	}
+	return api.StopResult{}, err
+}
+
+// Delete stops a job if it runs, then deletes its execution, so that its name can be
+// used again; it returns once the job is gone.
+func (s *Jobs) Delete(ctx context.Context, ws, name string) error {
+	id := workflows.JobWorkflowID(ws, name)
+	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		if isNotFound(err) {
+			return notFound("job", ws, name)
+		}
+		return fmt.Errorf("describe job: %w", err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if _, err := s.stop(ctx, ws, name, workflows.StopRequest{Reason: "deleted"}); err != nil {
+			return fmt.Errorf("stop job before delete: %w", err)
+		}
+	}
+	if err := s.deleteExecution(ctx, desc.GetWorkflowExecutionInfo().GetExecution()); err != nil {
+		return fmt.Errorf("delete job: %w", err)
+	}
+	if err := s.waitDeleted(ctx, id); err != nil {
+		return fmt.Errorf("delete job: %w", err)
+	}
+	return nil
+}
+
+// Terminal reports whether a job is in a terminal phase (a log follower's end).
+func (s *Jobs) Terminal(ctx context.Context, ws, name string) bool {
+	v, err := s.query(ctx, ws, name)
+	return err == nil && v.Status.Phase.Terminal()
+}

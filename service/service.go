@@ -1,0 +1,210 @@
+// Package service is OpenDLC's domain layer: one service per kind (jobs, experiments,
+// pipelines, schedules) with the operations the kind has (start, get, list, stop,
+// delete...). It owns how each kind lives in Temporal: workflow ids, start options and
+// search attributes (through workflows.StartSpec, shared with the workflows that start
+// children), updates, queries and the visibility queries that list a kind.
+//
+// Methods take a context, a workspace and api/schemas values and return api values and
+// errors of the kinds in errors.go. Nothing here knows HTTP: the API server
+// (api/server) is one front end on top; it authenticates, authorizes and maps errors.
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"strconv"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// Service holds the per-kind services over one Temporal namespace and task queue.
+type Service struct {
+	Jobs        *Jobs
+	Experiments *Experiments
+	Pipelines   *Pipelines
+	Schedules   *Schedules
+	Quotas      *Quotas
+	// Triggers and Rules are set by the front end when it serves them (they need their
+	// JetStream key-value stores): NewTriggers, NewRules.
+	Triggers *Documents[*schemas.Trigger]
+	Rules    *Documents[*schemas.NotificationRule]
+}
+
+// New returns the services using tc, in namespace, starting workflows on taskQueue.
+func New(tc client.Client, namespace, taskQueue string, logger *slog.Logger) *Service {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	t := &temporalBase{tc: tc, namespace: namespace, taskQueue: taskQueue, log: logger}
+	s := &Service{
+		Jobs:        &Jobs{t},
+		Experiments: &Experiments{temporalBase: t},
+		Pipelines:   &Pipelines{t},
+		Schedules:   &Schedules{t},
+		Quotas:      &Quotas{t},
+	}
+	s.Experiments.jobs = s.Jobs
+	return s
+}
+
+// temporalBase is what every kind's service shares.
+type temporalBase struct {
+	tc        client.Client
+	namespace string
+	taskQueue string
+	log       *slog.Logger
+}
+
+// start starts spec's workflow; a taken id is ErrAlreadyExists with the message
+// exists.
+func (t *temporalBase) start(ctx context.Context, spec workflows.StartSpec, what, exists string) (client.WorkflowRun, error) {
+	run, err := t.tc.ExecuteWorkflow(ctx, spec.ClientOptions(t.taskQueue), spec.WorkflowType, spec.Input)
+	if err != nil {
+		if isAlreadyStarted(err) {
+			return nil, &Error{Kind: ErrAlreadyExists, Message: exists}
+		}
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return run, nil
+}
+
+// ListOptions select one page of a listing.
+type ListOptions struct {
+	// Limit is the page size, 1 to 1000; 0 means 100.
+	Limit int
+	// PageToken is the previous page's NextPageToken.
+	PageToken string
+	// Phase, when set, keeps only objects in that phase.
+	Phase string
+	// Framework, when set, keeps only jobs of that framework.
+	Framework string
+	// Labels are key=value filters, all of which must match.
+	Labels []string
+}
+
+// ParseLimit reads a page size as given by a user: empty is 0 (the default).
+func ParseLimit(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, invalid("invalid limit", "limit", "must be an integer between 1 and 1000")
+	}
+	return n, nil
+}
+
+// list lists one page of a workspace's workflows of kind from Temporal visibility.
+// filters says whether the phase, framework and label options apply; extra, when set,
+// is one more clause.
+func (t *temporalBase) list(ctx context.Context, ws string, kind schemas.Kind, o ListOptions, filters bool, extra string) ([]*workflow.WorkflowExecutionInfo, string, error) {
+	if o.Limit != 0 && (o.Limit < 1 || o.Limit > 1000) {
+		return nil, "", invalid("invalid limit", "limit", "must be an integer between 1 and 1000")
+	}
+	pageSize := o.Limit
+	if pageSize == 0 {
+		pageSize = 100
+	}
+	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SearchAttrKind, string(kind), workflows.SearchAttrWorkspace, ws)
+	if extra != "" {
+		query += " AND " + extra
+	}
+	if filters {
+		if o.Phase != "" {
+			query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrPhase, o.Phase)
+		}
+		if o.Framework != "" {
+			query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrFramework, o.Framework)
+		}
+		for _, l := range o.Labels {
+			if !strings.Contains(l, "=") {
+				return nil, "", invalid("invalid label filter", "label", "must be key=value")
+			}
+			query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l)
+		}
+	}
+	resp, err := t.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace:     t.namespace,
+		PageSize:      int32(pageSize),
+		NextPageToken: []byte(o.PageToken),
+		Query:         query,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list %ss: %w", strings.ToLower(string(kind)), err)
+	}
+	return resp.Executions, string(resp.NextPageToken), nil
+}
+
+// summary reads the name and phase search attributes of a listed execution.
+func summary(e *workflow.WorkflowExecutionInfo) (name, phase string) {
+	dc := converter.GetDefaultDataConverter()
+	fields := e.GetSearchAttributes().GetIndexedFields()
+	_ = dc.FromPayload(fields[workflows.SearchAttrName], &name)
+	_ = dc.FromPayload(fields[workflows.SearchAttrPhase], &phase)
+	return name, phase
+}
+
+// deleteExecution deletes one execution (terminating it if it runs).
+func (t *temporalBase) deleteExecution(ctx context.Context, e *commonpb.WorkflowExecution) error {
+	_, err := t.tc.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+		Namespace:         t.namespace,
+		WorkflowExecution: e,
+	})
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// waitDeleted polls until the execution is gone, for at most 30 seconds: Temporal
+// deletes asynchronously, and a get or a new start with the same name right after a
+// delete must behave as the user expects.
+func (t *temporalBase) waitDeleted(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := t.tc.DescribeWorkflowExecution(ctx, id, "")
+		if isNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("job %s still exists after delete: %w", id, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// deleteRuns deletes every execution with a workflow id (a workflow that continued as
+// new has several).
+func (t *temporalBase) deleteRuns(ctx context.Context, id string) error {
+	var token []byte
+	for {
+		resp, err := t.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: t.namespace, PageSize: 100, NextPageToken: token,
+			Query: fmt.Sprintf("WorkflowId = %q", id),
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range resp.Executions {
+			if err := t.deleteExecution(ctx, e.GetExecution()); err != nil {
+				return err
+			}
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package workflows
+
+import (
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// StartSpec is how a workflow of one kind is started: its id, its workflow type and
+// input, the id reuse policy and the search attributes that list it. It is the one
+// definition of these for every starter: the service (api/server's front end), the
+// trigger dispatcher, and the workflows that start children (schedules, pipelines,
+// experiments). ClientOptions and ChildOptions turn it into Temporal's options.
+type StartSpec struct {
+	Kind schemas.Kind
+	// ID is the workflow id, unique per workspace, kind and name.
+	ID string
+	// WorkflowType is the registered workflow name; Input its one argument.
+	WorkflowType string
+	Input        any
+	// Reuse is the workflow id reuse policy; unspecified leaves Temporal's default.
+	Reuse enumspb.WorkflowIdReusePolicy
+	// Attrs are the search attributes set at start (DlcWorkspace, DlcKind, DlcName,
+	// DlcPhase, DlcLabels, and DlcFramework for jobs).
+	Attrs []temporal.SearchAttributeUpdate
+	// Memo is set at start; only schedules have one.
+	Memo map[string]any
+}
+
+// JobStart starts a TrainingJob: refused when the id was ever used (a deleted job's
+// name can be used again because deleting removes the execution).
+func JobStart(in TrainingJobInput) StartSpec {
+	return jobStart(in, LabelKeywords(in.Job.Metadata.Labels))
+}
+
+// JobStartWithLabels is JobStart with the DlcLabels keywords given (a pipeline step's
+// job has them computed by the activity that builds it).
+func JobStartWithLabels(in TrainingJobInput, labelKeywords []string) StartSpec {
+	return jobStart(in, labelKeywords)
+}
+
+func jobStart(in TrainingJobInput, labelKeywords []string) StartSpec {
+	job := &in.Job
+	ws, name := job.Metadata.Workspace, job.Metadata.Name
+	return StartSpec{
+		Kind:         schemas.KindTrainingJob,
+		ID:           JobWorkflowID(ws, name),
+		WorkflowType: TrainingJobWorkflowName,
+		Input:        in,
+		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Attrs: []temporal.SearchAttributeUpdate{
+			WorkspaceKey.ValueSet(ws),
+			KindKey.ValueSet(string(schemas.KindTrainingJob)),
+			NameKey.ValueSet(name),
+			PhaseKey.ValueSet(string(schemas.JobPending)),
+			FrameworkKey.ValueSet(string(job.Spec.Framework)),
+			LabelsKey.ValueSet(labelKeywords),
+		},
+	}
+}
+
+// TrialJobStart starts an experiment's trial job. Trials have always been started
+// with Temporal's default id reuse policy, which recorded histories keep.
+func TrialJobStart(in TrainingJobInput) StartSpec {
+	s := JobStart(in)
+	s.Reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_UNSPECIFIED
+	return s
+}
+
+// ExperimentStart starts an Experiment: refused when the id was ever used (deleting an
+// experiment removes its execution, so the name can be used again).
+func ExperimentStart(in ExperimentInput) StartSpec {
+	exp := &in.Experiment
+	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
+	return StartSpec{
+		Kind:         schemas.KindExperiment,
+		ID:           ExperimentWorkflowID(ws, name),
+		WorkflowType: ExperimentWorkflowName,
+		Input:        in,
+		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Attrs: []temporal.SearchAttributeUpdate{
+			WorkspaceKey.ValueSet(ws),
+			KindKey.ValueSet(string(schemas.KindExperiment)),
+			NameKey.ValueSet(name),
+			PhaseKey.ValueSet(string(schemas.ExperimentPending)),
+			LabelsKey.ValueSet(LabelKeywords(exp.Metadata.Labels)),
+		},
+	}
+}
+
+// PipelineStart starts a pipeline run: refused when the id was ever used.
+func PipelineStart(in PipelineInput) StartSpec {
+	p := &in.Pipeline
+	ws, name := p.Metadata.Workspace, p.Metadata.Name
+	return StartSpec{
+		Kind:         schemas.KindPipeline,
+		ID:           PipelineWorkflowID(ws, name),
+		WorkflowType: PipelineWorkflowName,
+		Input:        in,
+		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Attrs: []temporal.SearchAttributeUpdate{
+			WorkspaceKey.ValueSet(ws),
+			KindKey.ValueSet(string(schemas.KindPipeline)),
+			NameKey.ValueSet(name),
+			PhaseKey.ValueSet(string(schemas.PipelinePending)),
+			LabelsKey.ValueSet(LabelKeywords(p.Metadata.Labels)),
+		},
+	}
+}
+
+// MemoCreateTime is the memo key of a schedule's creation time (the workflow's own
+// start time changes when it continues as new).
+const MemoCreateTime = "createTime"
+
+// ScheduleStart starts a Schedule created at createTime. A deleted schedule's name may
+// be used again; a live one's may not (the conflict policy refuses it).
+func ScheduleStart(in ScheduleInput, createTime time.Time) StartSpec {
+	sched := &in.Schedule
+	ws, name := sched.Metadata.Workspace, sched.Metadata.Name
+	phase := SchedulePhaseActive
+	if sched.Spec.Paused {
+		phase = SchedulePhasePaused
+	}
+	return StartSpec{
+		Kind:         schemas.KindSchedule,
+		ID:           ScheduleWorkflowID(ws, name),
+		WorkflowType: ScheduleWorkflowName,
+		Input:        in,
+		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		Attrs: []temporal.SearchAttributeUpdate{
+			WorkspaceKey.ValueSet(ws),
+			KindKey.ValueSet(string(schemas.KindSchedule)),
+			NameKey.ValueSet(name),
+			PhaseKey.ValueSet(phase),
+			LabelsKey.ValueSet(LabelKeywords(sched.Metadata.Labels)),
+		},
+		Memo: map[string]any{MemoCron: sched.Spec.Cron, MemoTimeZone: sched.Spec.TimeZone, MemoCreateTime: createTime},
+	}
+}
+
+// ClientOptions are the options to start s from a Temporal client on taskQueue. A
+// running workflow of the same id is a conflict, reported as an error (never answered
+// with the existing run).
+func (s StartSpec) ClientOptions(taskQueue string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       s.ID,
+		TaskQueue:                taskQueue,
+		WorkflowIDReusePolicy:    s.Reuse,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK answers a duplicate with the existing run instead of an
+		// error.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(s.Attrs...),
+		Memo:                                     s.Memo,
+	}
+}
+
+// ChildOptions are the options to start s as a child workflow. Children are
+// abandoned when their parent closes: a parent stops its children itself (through
+// their stop update, which cleans up), and a child whose parent was terminated runs
+// to its end.
+func (s StartSpec) ChildOptions() workflow.ChildWorkflowOptions {
+	return workflow.ChildWorkflowOptions{
+		WorkflowID:            s.ID,
+		WorkflowIDReusePolicy: s.Reuse,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		TypedSearchAttributes: temporal.NewSearchAttributes(s.Attrs...),
+		Memo:                  s.Memo,
+	}
+}
+
+// ExecuteChild starts s as a child workflow of ctx.
+func (s StartSpec) ExecuteChild(ctx workflow.Context) workflow.ChildWorkflowFuture {
+	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, s.ChildOptions()), s.WorkflowType, s.Input)
+}
