@@ -73,7 +73,7 @@ func run(n int, dlcBin string, recoveries int) error {
 		return err
 	}
 
-	e, err := embedded.Start(ctx, embedded.Options{
+	e, err := embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
