@@ -136,18 +136,13 @@ type Process struct {
 // Start connects, declares the streams and buckets, and starts the parts cfg switches
 // on, in this order: worker, notification dispatcher, trigger dispatcher, API. It
 // returns once every part runs (the API accepts connections). On error, whatever had
-// started is stopped again. ctx bounds the start only.
+// started is stopped again, and APIConfig.Listener is closed. ctx bounds the start
+// only.
 func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Namespace = cmp.Or(cfg.Namespace, "default")
-	var tlsConfig *tls.Config
-	if cfg.API != nil {
-		if tlsConfig, err = server.LoadTLS(cfg.API.TLSCertFile, cfg.API.TLSKeyFile); err != nil {
-			return nil, err
-		}
-	}
 	p := &Process{serveErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -157,6 +152,12 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 			p.Close()
 		}
 	}()
+	var tlsConfig *tls.Config
+	if cfg.API != nil {
+		if tlsConfig, err = server.LoadTLS(cfg.API.TLSCertFile, cfg.API.TLSKeyFile); err != nil {
+			return nil, err
+		}
+	}
 	p.Temporal, err = client.DialContext(ctx, client.Options{
 		HostPort:          cfg.TemporalAddress,
 		Namespace:         cfg.Namespace,
