@@ -1,31 +1,18 @@
 package jetstream_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
 )
 
 // TestEnsureStreamsIsIdempotent: EnsureStreams runs at every start, updates limits, and
 // declares every stream and bucket.
 func TestEnsureStreamsIsIdempotent(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := jetstream.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := connect(t)
 	js := c.JetStream()
 	if err := jetstream.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
