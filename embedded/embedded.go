@@ -17,6 +17,7 @@ import (
 
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/backend/kube"
@@ -129,7 +130,10 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 			return nil, err
 		}
 	}
-	// Listen first: a busy API port should fail before minutes of start-up.
+	// A bad TLS pair or a busy API port should fail before minutes of start-up.
+	if _, err := server.LoadTLS(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen on %s: %w", cfg.APIAddr, err)
