@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opendlc/opendlc/api"
+	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -23,7 +24,7 @@ import (
 //	token.<id>          a token's record (hash, name, workspace, role, expiry)
 //	tokenname.<name>    the id of the token of that name (names are unique)
 //	workspace.<name>    a workspace
-const Bucket = "DLC_AUTH"
+const Bucket = dlcjs.AuthBucket
 
 // Bounds of tokens and workspaces.
 const (
@@ -44,20 +45,6 @@ const (
 )
 
 var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
-// EnsureBucket creates or updates the DLC_AUTH bucket.
-func EnsureBucket(ctx context.Context, js jetstream.JetStream) error {
-	_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      Bucket,
-		Description: "OpenDLC tokens (hashed) and workspaces",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return fmt.Errorf("auth: ensure bucket %s: %w", Bucket, err)
-	}
-	return nil
-}
 
 // Store keeps tokens and workspaces in the DLC_AUTH bucket. It also keeps every token
 // record in memory, kept current by a watch of the bucket, so that authenticating a
@@ -89,14 +76,11 @@ type Option func(*Store)
 // WithClock sets the clock expiry is checked against. Default time.Now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
-// OpenStore opens the bucket (creating it if needed).
+// OpenStore opens the bucket, which events/jetstream.EnsureStreams creates.
 func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, error) {
-	if err := EnsureBucket(ctx, js); err != nil {
-		return nil, err
-	}
 	kv, err := js.KeyValue(ctx, Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("auth: open bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("auth: open bucket %s (created by jetstream.EnsureStreams): %w", Bucket, err)
 	}
 	s := &Store{kv: kv, now: time.Now, tokens: map[string]indexed{}, dead: map[string]bool{}, done: make(chan struct{})}
 	for _, o := range opts {

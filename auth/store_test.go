@@ -60,6 +60,9 @@ func openStore(t *testing.T, url string, opts ...auth.Option) *auth.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	if err := c.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
 	s, err := auth.OpenStore(ctx, c.JetStream(), opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -43,17 +44,7 @@ func ensureWorkspace(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
-func jobDoc(ws, name, command string) []byte {
-	return fmt.Appendf(nil, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
-  framework: custom
-  command: [sh, -c, %q]
-  roles: {worker: {replicas: 1}}
-`, name, ws, command)
-}
+func jobDoc(ws, name, command string) []byte { return []byte(itest.ShellJob(ws, name, command)) }
 
 func ruleDoc(ws, name string) []byte {
 	return fmt.Appendf(nil, `

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,22 +18,12 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
-	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
-
-// adminClient is an SDK client of a stack's API with its admin token.
-func adminClient(t *testing.T, e *embedded.Embedded) *dlc.Client {
-	t.Helper()
-	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // tuneSpec is examples/experiment/tune.yaml with the built trainer as its command (and
 // extra trainer flags), in workspace ws, named name, changed by the replacements.
@@ -131,7 +120,7 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ws := workspace(t)
-	c := adminClient(t, env.e)
+	c := itest.AdminClient(t, env.e)
 	bin, err := buildDLC()
 	if err != nil {
 		t.Fatal(err)
@@ -277,17 +266,7 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 	defer cancel()
 	// The interrupted run has its own stack, so that its worker can be killed and its
 	// Temporal restarted; the undisturbed one runs on the shared stack at the same time.
-	dir := t.TempDir()
-	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, WorkDir: env.dir,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	stateDir := filepath.Join(dir, "local")
-	worker := startWorker(t, e, stateDir)
+	e, stateDir, worker := workerStack(t, ctx)
 
 	ws := "hpo-crash"
 	// 8 trials, 2 at a time, TPE from the third trial on, ASHA; each epoch sleeps so that
@@ -300,7 +279,7 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 			`args: [--epochs, "10",`, `args: [--epochs, "6",`,
 			"maxResource: 10", "maxResource: 6")
 	}
-	steadyAPI, crashAPI := adminClient(t, env.e), adminClient(t, e)
+	steadyAPI, crashAPI := itest.AdminClient(t, env.e), itest.AdminClient(t, e)
 	if _, err := steadyAPI.CreateExperiment(ctx, []byte(spec("steady"))); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +311,7 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 	}
 	restartedAt := time.Now()
 	restarted, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{
-		Dir: filepath.Join(dir, "stack", "temporal"), Port: p, Namespace: e.Stack.Temporal.Namespace,
+		Dir: filepath.Join(e.Dir, "temporal"), Port: p, Namespace: e.Stack.Temporal.Namespace,
 	})
 	if err != nil {
 		t.Fatal(err)

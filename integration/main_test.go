@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -41,59 +41,46 @@ var env struct {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(itest.Main(m, "integration", 20*time.Minute, setup))
 }
 
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "opendlc-integration-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
+func setup(ctx context.Context, dir string) (func(), error) {
 	env.dir = dir
-	if err := setup(ctx, dir); err != nil {
-		fmt.Fprintln(os.Stderr, "integration setup:", err)
-		return 1
-	}
-	defer env.e.Close()
-	defer env.temporal.Close()
-	defer env.events.Close()
-	return m.Run()
-}
-
-func setup(ctx context.Context, dir string) error {
 	env.trainer = filepath.Join(dir, "trainer")
-	build := exec.CommandContext(ctx, "go", "build", "-o", env.trainer, "./examples/trainer")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build trainer: %v\n%s", err, out)
+	if err := itest.Build(ctx, "./examples/trainer", env.trainer); err != nil {
+		return nil, err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env.faults = newFaults()
-	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: logger, S3EventsWorkspace: s3Workspace,
-		Interceptors: []interceptor.WorkerInterceptor{env.faults},
+	e, err := embedded.Start(ctx, embedded.Config{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: itest.Logger(slog.LevelWarn),
+		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env.e = e
-	if env.api, err = dlc.New(e.APIURL, dlc.WithToken(e.AdminToken)); err != nil {
-		return err
+	teardown := func() {
+		if env.events != nil {
+			env.events.Close()
+		}
+		if env.temporal != nil {
+			env.temporal.Close()
+		}
+		e.Close()
+	}
+	if env.api, err = itest.Client(e); err != nil {
+		return teardown, err
 	}
 	if env.temporal, err = client.DialContext(ctx, client.Options{
 		HostPort: e.Stack.Temporal.Address, Namespace: e.Stack.Temporal.Namespace,
 	}); err != nil {
-		return err
+		return teardown, err
 	}
 	if env.events, err = jetstream.Connect(e.Stack.NATS.URL); err != nil {
-		return err
+		return teardown, err
 	}
 	env.store, err = checkpoint.NewStore(e.S3Config())
-	return err
+	return teardown, err
 }
 
 // workspace derives a workspace name (a DNS label) from the test name.
@@ -107,39 +94,17 @@ func workspace(t *testing.T) string {
 	return s
 }
 
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testContext(t *testing.T) context.Context { return itest.Context(t, 3*time.Minute) }
 
 func submit(t *testing.T, ctx context.Context, spec string) *api.Job {
 	t.Helper()
-	j, err := env.api.SubmitJob(ctx, []byte(spec))
-	if err != nil {
-		t.Fatalf("submit: %v", err)
-	}
-	return j
+	return itest.Submit(t, ctx, env.api, spec)
 }
 
 // waitFor polls a job until cond holds, failing the test at ctx's deadline.
 func waitFor(t *testing.T, ctx context.Context, ws, name string, what string, cond func(*api.Job) bool) *api.Job {
 	t.Helper()
-	var last *api.Job
-	for {
-		j, err := env.api.GetJob(ctx, ws, name)
-		if err == nil {
-			last = j
-			if cond(j) {
-				return j
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s/%s never became %s; last status: %+v (err %v)", ws, name, what, last, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return itest.WaitJob(t, ctx, env.api, ws, name, what, cond)
 }
 
 func waitTerminal(t *testing.T, ctx context.Context, ws, name string) *api.Job {

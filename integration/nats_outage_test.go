@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -28,18 +27,8 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: env.dir,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := itest.StartStack(t, ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), WorkDir: env.dir})
+	c := itest.AdminClient(t, e)
 	if _, err := c.SubmitJob(ctx, []byte(`
 apiVersion: opendlc.io/v1alpha1
 kind: TrainingJob

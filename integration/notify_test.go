@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/notify"
 )
 
@@ -62,15 +63,7 @@ spec:
 	}
 
 	for _, job := range []struct{ name, cmd string }{{"ok", "true"}, {"bad", "exit 7"}} {
-		submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
-  framework: custom
-  command: [sh, -c, %q]
-  roles: {worker: {replicas: 1}}
-`, job.name, ws, job.cmd))
+		submit(t, ctx, itest.ShellJob(ws, job.name, job.cmd))
 		waitTerminal(t, ctx, ws, job.name)
 	}
 	want := []string{"bad:Failed", "ok:Succeeded"}

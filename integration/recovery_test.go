@@ -17,6 +17,7 @@ import (
 
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -25,18 +26,7 @@ import (
 // it writes and lists objects behind the checkpoint package's back.
 func rawS3(t *testing.T, uri string) (client *s3.Client, bucket, prefix string) {
 	t.Helper()
-	cfg := env.e.S3Config()
-	client = s3.New(s3.Options{
-		BaseEndpoint: aws.String(cfg.Endpoint), Region: cfg.Region, UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey}, nil
-		}),
-	})
-	bucket, prefix, err := checkpoint.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client, bucket, prefix
+	return itest.RawS3(t, env.e, uri)
 }
 
 // putPartial writes the files of a checkpoint at step under uri without its manifest,

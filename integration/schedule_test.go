@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
-	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schedule"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
@@ -38,16 +37,6 @@ spec:
         command: [sh, -c, 'echo "run $DLC_JOB"']
         roles: {worker: {replicas: 1}}
 `, name, ws, cron, extra))
-}
-
-// scheduleClient is an API client of a stack with its admin token.
-func scheduleClient(t *testing.T, e *embedded.Embedded) *dlc.Client {
-	t.Helper()
-	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // waitSchedule polls a schedule until cond holds, failing the test at ctx's deadline.
@@ -120,7 +109,7 @@ func succeeded(st schemas.ScheduleStatus) int {
 func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	c := scheduleClient(t, env.e)
+	c := itest.AdminClient(t, env.e)
 	created := time.Now()
 	s, err := c.CreateSchedule(ctx, scheduleDoc(ws, "tick", "@every 2s", "  overlapPolicy: allowAll"))
 	if err != nil {
@@ -251,7 +240,7 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 func TestScheduleFiresPipelines(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	c := scheduleClient(t, env.e)
+	c := itest.AdminClient(t, env.e)
 	name := "pipe"
 	doc := fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1
@@ -359,7 +348,7 @@ func scheduledPipelines(t *testing.T, ctx context.Context, c *dlc.Client, ws, na
 func TestScheduleInvalidIsRefused(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	c := scheduleClient(t, env.e)
+	c := itest.AdminClient(t, env.e)
 	_, err := c.CreateSchedule(ctx, scheduleDoc(ws, "bad", "61 * * * *", "  timeZone: Mars/Olympus"))
 	var apiErr *dlc.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 422 {
@@ -386,17 +375,8 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// Its own stack, so that no other worker polls its task queue.
-	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(t.TempDir(), "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, WorkDir: env.dir,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	c := scheduleClient(t, e)
-	stateDir := filepath.Join(t.TempDir(), "local")
-	first := startWorker(t, e, stateDir)
+	e, stateDir, first := workerStack(t, ctx)
+	c := itest.AdminClient(t, e)
 
 	ws, name := "restart", "tock"
 	if _, err := c.CreateSchedule(ctx, scheduleDoc(ws, name, "*/5 * * * * *", "  overlapPolicy: allowAll")); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,16 +19,13 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
 var buildDLC = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(env.dir, "dlc")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/dlc").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build dlc: %v\n%s", err, out)
-	}
-	return bin, nil
+	return bin, itest.Build(context.Background(), "./cmd/dlc", bin)
 })
 
 // workerProc is a `dlc worker` process with the local backend.
@@ -48,12 +44,8 @@ func startWorker(t *testing.T, e *embedded.Embedded, stateDir string) *workerPro
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "worker", "--temporal", e.Stack.Temporal.Address, "--namespace", e.Stack.Temporal.Namespace,
-		"--nats", e.Stack.NATS.URL, "--state-dir", stateDir, "--workdir", env.dir)
-	cmd.Env = os.Environ()
-	for _, v := range e.ReplicaEnv() {
-		cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
-	}
+	cmd := exec.Command(bin, itest.WorkerArgs(e, "--state-dir", stateDir, "--workdir", env.dir)...)
+	cmd.Env = itest.WorkerEnv(e)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -61,6 +53,17 @@ func startWorker(t *testing.T, e *embedded.Embedded, stateDir string) *workerPro
 	w := &workerProc{cmd: cmd, log: logf}
 	t.Cleanup(func() { w.kill() })
 	return w
+}
+
+// workerStack starts a stack of the test's own with no worker in it, so that no other
+// worker polls its task queue, and a `dlc worker` process on it; the worker keeps its
+// local backend's state in stateDir, where the next worker started carries on.
+func workerStack(t *testing.T, ctx context.Context) (e *embedded.Embedded, stateDir string, first *workerProc) {
+	t.Helper()
+	dir := t.TempDir()
+	e = itest.StartStack(t, ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), NoWorker: true, WorkDir: env.dir})
+	stateDir = filepath.Join(dir, "local")
+	return e, stateDir, startWorker(t, e, stateDir)
 }
 
 func (w *workerProc) kill() {
@@ -78,20 +81,8 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// Its own stack, so that no other worker polls its task queue.
-	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(t.TempDir(), "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, WorkDir: env.dir,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	c, err := dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateDir := filepath.Join(t.TempDir(), "local")
-	first := startWorker(t, e, stateDir)
+	e, stateDir, first := workerStack(t, ctx)
+	c := itest.AdminClient(t, e)
 
 	const perReplica = 25000
 	ws, name := "restart", "lines"

@@ -176,7 +176,8 @@ type ruleEntry struct {
 
 // StartDispatcher loads every rule, starts a durable consumer on DLC_EVENTS for each
 // workspace that has rules, and delivers from then on until Close. The DLC_EVENTS
-// stream (events/jetstream) and what EnsureStreams creates must exist.
+// stream and the DLC_RULES bucket (events/jetstream.EnsureStreams declares both) must
+// exist.
 //
 // A consumer left with unacknowledged events by a dispatcher that crashed or was closed
 // mid-delivery is reset to its first unacknowledged event, so those events are
@@ -224,7 +225,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 	}
 	var err error
 	if d.kv, err = js.KeyValue(ctx, RulesBucket); err != nil {
-		return nil, fmt.Errorf("notify: open bucket %s (created by notify.EnsureStreams): %w", RulesBucket, err)
+		return nil, fmt.Errorf("notify: open bucket %s (created by jetstream.EnsureStreams): %w", RulesBucket, err)
 	}
 	if d.stream, err = js.Stream(ctx, dlcjs.EventsStream); err != nil {
 		return nil, fmt.Errorf("notify: stream %s: %w", dlcjs.EventsStream, err)

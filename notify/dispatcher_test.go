@@ -539,29 +539,6 @@ func TestSecretRef(t *testing.T) {
 	}
 }
 
-// TestEnsureStreamsIsIdempotent: EnsureStreams may run at every start.
-func TestEnsureStreamsIsIdempotent(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	if err := notify.EnsureStreams(e.ctx, e.js, notify.WithNotifyRetention(dlcjs.Retention{MaxAge: time.Hour, Duplicates: time.Minute})); err != nil {
-		t.Fatal(err)
-	}
-	s, err := e.js.Stream(e.ctx, notify.NotifyStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
-	if diff := cmp.Diff([]string{notify.NotifySubjects}, cfg.Subjects); diff != "" {
-		t.Errorf("subjects (-want +got):\n%s", diff)
-	}
-	if cfg.MaxAge != time.Hour || cfg.Duplicates != time.Minute {
-		t.Errorf("retention not updated: max age %v, duplicates %v", cfg.MaxAge, cfg.Duplicates)
-	}
-	if err := notify.EnsureStreams(e.ctx, e.js, notify.WithRuleHistory(0)); err == nil {
-		t.Errorf("rule history 0 accepted")
-	}
-}
-
 // TestDeletedConsumerIsRecreated: a workspace consumer deleted behind the dispatcher's
 // back is created again, and delivery goes on (events since the rule was created may
 // come again: at least once). A pull request of the old consumer's reader sometimes

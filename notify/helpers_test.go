@@ -60,9 +60,6 @@ func newEnv(t *testing.T) *env {
 	if err := c.EnsureStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := notify.EnsureStreams(ctx, c.JetStream()); err != nil {
-		t.Fatal(err)
-	}
 	store, err := notify.OpenStore(ctx, c.JetStream())
 	if err != nil {
 		t.Fatal(err)

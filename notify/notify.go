@@ -40,26 +40,22 @@
 package notify
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 )
 
-// Names of the JetStream resources notify uses.
+// Names of the JetStream resources notify uses. events/jetstream.EnsureStreams declares
+// the stream and the bucket.
 const (
 	// RulesBucket is the key-value bucket of every workspace's rules, keyed
 	// "<workspace>.<name>".
-	RulesBucket = "DLC_RULES"
+	RulesBucket = dlcjs.RulesBucket
 	// NotifyStream keeps what notifications publish in the dlc namespace: dead letters
 	// and forwarded events, on dlc.<workspace>.notify.>.
-	NotifyStream = "DLC_NOTIFY"
+	NotifyStream = dlcjs.NotifyStream
 	// NotifySubjects is the subject filter of NotifyStream.
-	NotifySubjects = "dlc.*.notify.>"
+	NotifySubjects = dlcjs.NotifySubjects
 	// DefaultConsumerPrefix starts the name of each workspace's durable consumer on
 	// DLC_EVENTS: "dlc-notify-<workspace>".
 	DefaultConsumerPrefix = "dlc-notify"
@@ -87,79 +83,3 @@ var (
 	// ErrInvalidName: a workspace or rule name that is not a DNS label.
 	ErrInvalidName = errors.New("notify: invalid name")
 )
-
-// StreamOptions configure EnsureStreams.
-type StreamOptions struct {
-	// Retention limits DLC_NOTIFY.
-	Retention dlcjs.Retention
-	// RuleHistory is how many revisions of each rule DLC_RULES keeps.
-	RuleHistory uint8
-}
-
-// StreamOption changes StreamOptions.
-type StreamOption func(*StreamOptions) error
-
-// WithNotifyRetention sets DLC_NOTIFY's limits. Default: 30 days, 1 GiB, unlimited per
-// subject, 1 hour duplicate window. The duplicate window is how long a repeated
-// forward or dead letter of the same event is recognised.
-func WithNotifyRetention(r dlcjs.Retention) StreamOption {
-	return func(o *StreamOptions) error { o.Retention = r; return nil }
-}
-
-// WithRuleHistory sets how many revisions of each rule are kept, 1 to 64. Default 5.
-func WithRuleHistory(n uint8) StreamOption {
-	return func(o *StreamOptions) error {
-		if n < 1 || n > 64 {
-			return fmt.Errorf("notify: rule history %d: must be 1 to 64", n)
-		}
-		o.RuleHistory = n
-		return nil
-	}
-}
-
-// EnsureStreams creates or updates what notifications need: the DLC_NOTIFY stream and
-// the DLC_RULES bucket. DLC_EVENTS itself is created by events/jetstream's
-// Client.EnsureStreams.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOption) error {
-	o := StreamOptions{
-		Retention:   dlcjs.Retention{MaxAge: 30 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
-		RuleHistory: 5,
-	}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return err
-		}
-	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              NotifyStream,
-		Description:       "OpenDLC notifications: dead letters and forwarded events",
-		Subjects:          []string{NotifySubjects},
-		Storage:           jetstream.FileStorage,
-		Retention:         jetstream.LimitsPolicy,
-		Discard:           jetstream.DiscardOld,
-		MaxAge:            o.Retention.MaxAge,
-		MaxBytes:          orUnlimited(o.Retention.MaxBytes),
-		MaxMsgsPerSubject: orUnlimited(o.Retention.MaxMsgsPerSubject),
-		Duplicates:        o.Retention.Duplicates,
-	})
-	if err != nil {
-		return fmt.Errorf("notify: ensure stream %s: %w", NotifyStream, err)
-	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      RulesBucket,
-		Description: "OpenDLC notification rules, keyed <workspace>.<name>",
-		History:     o.RuleHistory,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return fmt.Errorf("notify: ensure bucket %s: %w", RulesBucket, err)
-	}
-	return nil
-}
-
-func orUnlimited(n int64) int64 {
-	if n <= 0 {
-		return -1
-	}
-	return n
-}

@@ -50,7 +50,7 @@ var ruleKind = kvdocs.Kind[*schemas.NotificationRule]{
 	InvalidName: ErrInvalidName,
 }
 
-// OpenStore opens the rules bucket, which EnsureStreams creates.
+// OpenStore opens the rules bucket, which events/jetstream.EnsureStreams creates.
 func OpenStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	s, err := kvdocs.Open(ctx, js, RulesBucket, ruleKind)
 	if err != nil {

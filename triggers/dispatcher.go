@@ -101,7 +101,7 @@ type Dispatcher struct {
 }
 
 // StartDispatcher loads every trigger, then consumes DLC_INBOUND through the durable
-// consumer until Close. What EnsureStreams creates, and DLC_EVENTS, must exist.
+// consumer until Close. The streams and buckets events/jetstream.EnsureStreams declares must exist.
 func StartDispatcher(ctx context.Context, js jetstream.JetStream, starter Starter, opts ...Option) (*Dispatcher, error) {
 	o := Options{
 		Consumer:     DefaultConsumer,
@@ -125,7 +125,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, starter Starte
 	d.log = d.log.With("component", "triggers")
 	var err error
 	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
-		return nil, fmt.Errorf("triggers: open bucket %s (created by triggers.EnsureStreams): %w", TriggersBucket, err)
+		return nil, fmt.Errorf("triggers: open bucket %s (created by jetstream.EnsureStreams): %w", TriggersBucket, err)
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watcher, err := d.kv.WatchAll(watchCtx)

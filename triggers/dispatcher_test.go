@@ -94,9 +94,6 @@ func newEnv(t *testing.T) *env {
 	if err := c.EnsureStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := triggers.EnsureStreams(ctx, c.JetStream()); err != nil {
-		t.Fatal(err)
-	}
 	store, err := triggers.OpenStore(ctx, c.JetStream())
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ var triggerKind = kvdocs.Kind[*schemas.Trigger]{
 	InvalidName: ErrInvalidName,
 }
 
-// OpenStore opens the triggers bucket, which EnsureStreams creates.
+// OpenStore opens the triggers bucket, which events/jetstream.EnsureStreams creates.
 func OpenStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	s, err := kvdocs.Open(ctx, js, TriggersBucket, triggerKind)
 	if err != nil {

@@ -28,23 +28,19 @@
 package triggers
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 )
 
-// Names of the JetStream resources triggers use.
+// Names of the JetStream resources triggers use. events/jetstream.EnsureStreams declares
+// the stream and the bucket.
 const (
 	// TriggersBucket is the key-value bucket of every workspace's triggers, keyed
 	// "<workspace>.<name>".
-	TriggersBucket = "DLC_TRIGGERS"
+	TriggersBucket = dlcjs.TriggersBucket
 	// InboundStream keeps the inbound events triggers listen to.
-	InboundStream = "DLC_INBOUND"
+	InboundStream = dlcjs.InboundStream
 	// DefaultConsumer is the name of the dispatcher's durable consumer on InboundStream.
 	DefaultConsumer = "dlc-triggers"
 )
@@ -53,7 +49,7 @@ const (
 // S3 bucket notifications, per workspace. They are one token deeper than nothing else
 // OpenDLC publishes (dlc.<workspace>.trigger.<name>.fired is an outbound event, in
 // DLC_EVENTS).
-var InboundSubjects = []string{"dlc.*.trigger.*", "dlc.*.s3.*"}
+var InboundSubjects = dlcjs.InboundSubjects
 
 // Sentinel errors.
 var (
@@ -66,79 +62,3 @@ var (
 	// sends when it starts. It is acknowledged and ignored.
 	ErrNoEventID = errors.New("triggers: the message has no event id")
 )
-
-// StreamOptions configure EnsureStreams.
-type StreamOptions struct {
-	// Retention limits DLC_INBOUND.
-	Retention dlcjs.Retention
-	// History is how many revisions of each trigger DLC_TRIGGERS keeps.
-	History uint8
-}
-
-// StreamOption changes StreamOptions.
-type StreamOption func(*StreamOptions) error
-
-// WithInboundRetention sets DLC_INBOUND's limits. Default: 7 days, 1 GiB, unlimited per
-// subject, 1 hour duplicate window (a publisher that sets Nats-Msg-Id has a repeat
-// within it dropped before any dispatcher sees it).
-func WithInboundRetention(r dlcjs.Retention) StreamOption {
-	return func(o *StreamOptions) error { o.Retention = r; return nil }
-}
-
-// WithHistory sets how many revisions of each trigger are kept, 1 to 64. Default 5.
-func WithHistory(n uint8) StreamOption {
-	return func(o *StreamOptions) error {
-		if n < 1 || n > 64 {
-			return fmt.Errorf("triggers: history %d: must be 1 to 64", n)
-		}
-		o.History = n
-		return nil
-	}
-}
-
-// EnsureStreams creates or updates what triggers need: the DLC_INBOUND stream and the
-// DLC_TRIGGERS bucket. DLC_EVENTS, where fired events go, is created by
-// events/jetstream's Client.EnsureStreams.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOption) error {
-	o := StreamOptions{
-		Retention: dlcjs.Retention{MaxAge: 7 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
-		History:   5,
-	}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return err
-		}
-	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              InboundStream,
-		Description:       "OpenDLC inbound events for triggers: dlc.<workspace>.trigger.<name> and S3 notifications",
-		Subjects:          InboundSubjects,
-		Storage:           jetstream.FileStorage,
-		Retention:         jetstream.LimitsPolicy,
-		Discard:           jetstream.DiscardOld,
-		MaxAge:            o.Retention.MaxAge,
-		MaxBytes:          orUnlimited(o.Retention.MaxBytes),
-		MaxMsgsPerSubject: orUnlimited(o.Retention.MaxMsgsPerSubject),
-		Duplicates:        o.Retention.Duplicates,
-	})
-	if err != nil {
-		return fmt.Errorf("triggers: ensure stream %s: %w", InboundStream, err)
-	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      TriggersBucket,
-		Description: "OpenDLC triggers, keyed <workspace>.<name>",
-		History:     o.History,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return fmt.Errorf("triggers: ensure bucket %s: %w", TriggersBucket, err)
-	}
-	return nil
-}
-
-func orUnlimited(n int64) int64 {
-	if n <= 0 {
-		return -1
-	}
-	return n
-}

@@ -2,16 +2,13 @@ package workers
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/opendlc/opendlc/activities"
@@ -21,25 +18,17 @@ import (
 	"github.com/opendlc/opendlc/workflows"
 )
 
-// Config is what a worker needs to reach Temporal, NATS, S3 and its backend.
+// Config is what a worker needs: its connections to Temporal and NATS, S3 and its
+// backend. app.Start assembles one from a process's configuration; use that, not this,
+// to run a worker.
 type Config struct {
-	// TemporalAddress is host:port of the Temporal frontend.
-	TemporalAddress string
-	// Namespace is the Temporal namespace; default "default".
-	Namespace string
+	// Temporal is the client the worker polls with. Required; Close leaves it open.
+	Temporal client.Client
+	// Events publishes events and log lines. Required; Close leaves it open. The streams
+	// must exist (events/jetstream.EnsureStreams).
+	Events *jetstream.Client
 	// TaskQueue; default workflows.TaskQueue.
 	TaskQueue string
-	// TemporalTLS, when set, connects to Temporal over TLS (mTLS with a client
-	// certificate). Default: plain text.
-	TemporalTLS *tls.Config
-	// NATSURL is the NATS server URL.
-	NATSURL string
-	// Streams configure the event and log streams' retention (the worker creates or
-	// updates them at start). Default: jetstream's defaults.
-	Streams []jetstream.Option
-	// NATSOptions carry credentials and TLS settings (nats.UserCredentials,
-	// nats.UserInfo, nats.RootCAs...). Default none.
-	NATSOptions []nats.Option
 	// S3 is how the control plane reads checkpoints.
 	S3 checkpoint.Config
 	// Backend runs the gangs.
@@ -52,21 +41,20 @@ type Config struct {
 }
 
 // Main is a running worker: a Temporal worker with the workflows and activities
-// registered, and the clients it holds. Close stops it.
+// registered. Close stops it.
 type Main struct {
-	Temporal client.Client
-	Events   *jetstream.Client
-	worker   worker.Worker
+	worker worker.Worker
 }
 
-// Start connects to Temporal and NATS, makes sure the event streams exist, and starts
-// polling the task queue.
+// Start registers the workflows and activities on a Temporal worker and starts polling
+// the task queue; on a backend that checks nodes it also makes sure the node
+// self-healing workflow runs.
 func Start(ctx context.Context, cfg Config) (*Main, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("workers: Config.Backend is required")
 	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = "default"
+	if cfg.Temporal == nil || cfg.Events == nil {
+		return nil, errors.New("workers: Config.Temporal and Config.Events are required")
 	}
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = workflows.TaskQueue
@@ -74,29 +62,9 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	tc, err := client.DialContext(ctx, client.Options{
-		HostPort:          cfg.TemporalAddress,
-		Namespace:         cfg.Namespace,
-		Logger:            sdklog.NewStructuredLogger(cfg.Logger),
-		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("workers: dial temporal %s: %w", cfg.TemporalAddress, err)
-	}
-	ev, err := jetstream.Connect(cfg.NATSURL, cfg.NATSOptions...)
-	if err != nil {
-		tc.Close()
-		return nil, err
-	}
-	if err := ev.EnsureStreams(ctx, cfg.Streams...); err != nil {
-		ev.Close()
-		tc.Close()
-		return nil, err
-	}
+	tc, ev := cfg.Temporal, cfg.Events
 	store, err := checkpoint.NewStore(cfg.S3)
 	if err != nil {
-		ev.Close()
-		tc.Close()
 		return nil, fmt.Errorf("workers: checkpoint store: %w", err)
 	}
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
@@ -118,19 +86,15 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	RegisterExperimentActivities(w, &activities.ExperimentActivities{Events: ev, EventStream: jetstream.EventsStream, Temporal: tc})
 	RegisterPipelineActivities(w, &activities.PipelineActivities{Workflows: tc, Events: ev, EventsStream: jetstream.EventsStream})
 	if err := w.Start(); err != nil {
-		ev.Close()
-		tc.Close()
 		return nil, fmt.Errorf("workers: start: %w", err)
 	}
 	startNodeHealth(ctx, tc, cfg)
-	return &Main{Temporal: tc, Events: ev, worker: w}, nil
+	return &Main{worker: w}, nil
 }
 
-// Close stops polling, waits for running activities to return, and closes the clients.
+// Close stops polling and waits for running activities to return.
 func (m *Main) Close() {
 	m.worker.Stop()
-	m.Events.Close()
-	m.Temporal.Close()
 }
 
 // checkpointFinder adapts the checkpoint store to activities.CheckpointFinder.

@@ -1,38 +1,30 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/opendlc/opendlc/api/server"
+	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/auth"
-	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events/jetstream"
-	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/triggers"
-	"github.com/opendlc/opendlc/workers"
 )
 
 func newUpCmd() *cobra.Command {
-	var opts embedded.Options
+	var opts embedded.Config
 	var verbose bool
 	var ret retentionFlags
 	var pools poolFlags
@@ -192,18 +184,28 @@ func (c *componentFlags) temporalTLS() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// dialTemporal connects to Temporal with the flags' address, namespace and TLS.
-func (c *componentFlags) dialTemporal(ctx context.Context, logger *slog.Logger) (client.Client, error) {
-	tlsConfig, err := c.temporalTLS()
+// appConfig is a process's configuration with the flags' connections: Temporal's
+// address, namespace and TLS, and NATS's URL, credentials and TLS.
+func (c *componentFlags) appConfig(logger *slog.Logger) (app.Config, error) {
+	temporalTLS, err := c.temporalTLS()
 	if err != nil {
-		return nil, err
+		return app.Config{}, err
 	}
-	tc, err := client.DialContext(ctx, client.Options{HostPort: c.temporal, Namespace: c.namespace,
-		Logger: sdklog.NewStructuredLogger(logger), ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
-	if err != nil {
-		return nil, fmt.Errorf("dial temporal: %w", err)
+	return app.Config{
+		TemporalAddress: c.temporal, Namespace: c.namespace, TemporalTLS: temporalTLS,
+		NATSURL: c.nats, NATSOptions: c.natsOptions(), Logger: logger,
+	}, nil
+}
+
+// envFrom is the variables of names that are set in the environment.
+func envFrom(names ...string) []schemas.EnvVar {
+	var env []schemas.EnvVar
+	for _, name := range names {
+		if v := os.Getenv(name); v != "" {
+			env = append(env, schemas.EnvVar{Name: name, Value: v})
+		}
 	}
-	return tc, nil
+	return env
 }
 
 func (c *componentFlags) register(cmd *cobra.Command) {
@@ -240,62 +242,21 @@ func newServerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			logger := newLogger(verbose)
-			tlsConfig, err := server.LoadTLS(tlsCert, tlsKey)
+			cfg, err := c.appConfig(newLogger(verbose))
 			if err != nil {
 				return err
 			}
-			tc, err := c.dialTemporal(ctx, logger)
+			cfg.API = &app.APIConfig{Addr: addr, TLSCertFile: tlsCert, TLSKeyFile: tlsKey, AdminTokenFile: adminTokenFile}
+			p, err := app.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			defer tc.Close()
-			ev, err := jetstream.Connect(c.nats, c.natsOptions()...)
-			if err != nil {
-				return err
-			}
-			defer ev.Close()
-			if err := ev.EnsureStreams(ctx); err != nil {
-				return err
-			}
-			js := ev.JetStream()
-			if err := notify.EnsureStreams(ctx, js); err != nil {
-				return err
-			}
-			rules, err := notify.OpenStore(ctx, js)
-			if err != nil {
-				return err
-			}
-			if err := triggers.EnsureStreams(ctx, js); err != nil {
-				return err
-			}
-			triggerStore, err := triggers.OpenStore(ctx, js)
-			if err != nil {
-				return err
-			}
-			store, err := auth.OpenStore(ctx, js)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+			defer p.Close()
 			if adminTokenFile != "" {
-				if _, err := auth.BootstrapFile(ctx, store, adminTokenFile); err != nil {
-					return err
-				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token in %s\n", adminTokenFile)
 			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
-			srv := server.New(tc, ev, server.WithNamespace(c.namespace), server.WithLogger(logger),
-				server.WithRules(rules), server.WithAuth(store), server.WithTriggers(triggerStore)).HTTPServer(tlsConfig)
-			scheme := "http"
-			if tlsConfig != nil {
-				scheme = "https"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s://%s\n", scheme, ln.Addr())
-			return server.Serve(ctx, srv, ln)
+			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s\n", p.APIURL)
+			return p.Wait(ctx)
 		},
 	}
 	c.register(cmd)
@@ -326,20 +287,19 @@ func newWorkerCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			s3 := checkpoint.ConfigFromEnv()
-			var backend backend.Backend
+			cfg, err := c.appConfig(newLogger(verbose))
+			if err != nil {
+				return err
+			}
+			cfg.Worker = true
+			cfg.S3 = checkpoint.ConfigFromEnv()
+			// The trigger dispatcher starts pipelines and jobs from inbound events; several
+			// workers share its durable consumer.
+			cfg.Triggers = true
 			if kubeconfig != "" {
-				path := kubeconfig
-				if path == "in-cluster" {
-					path = ""
-				}
-				var env []schemas.EnvVar
-				for _, name := range []string{"DLC_S3_ENDPOINT", "AWS_REGION"} {
-					if v := os.Getenv(name); v != "" {
-						env = append(env, schemas.EnvVar{Name: name, Value: v})
-					}
-				}
-				opts := []kube.Option{kube.WithEnv(env...), kube.WithNamespacePrefix(nsPrefix), kube.WithPodAnnotations(podAnnotations)}
+				cfg.Kubeconfig = kubeconfig
+				opts := []kube.Option{kube.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION")...),
+					kube.WithNamespacePrefix(nsPrefix), kube.WithPodAnnotations(podAnnotations)}
 				poolOpts, err := pools.options()
 				if err != nil {
 					return err
@@ -352,63 +312,23 @@ func newWorkerCmd() *cobra.Command {
 				if probeImage != "" {
 					opts = append(opts, kube.WithHealthProbe(probeImage, kube.DefaultHealthProbeCommand...))
 				}
-				kb, err := embedded.NewKubeBackend(path, opts...)
-				if err != nil {
-					return err
-				}
-				defer kb.Close()
-				backend = kb
+				cfg.KubeOptions = opts
 			} else {
-				var env []schemas.EnvVar
-				for _, name := range []string{"DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
-					if v := os.Getenv(name); v != "" {
-						env = append(env, schemas.EnvVar{Name: name, Value: v})
-					}
-				}
-				opts := []local.Option{local.WithEnv(env...)}
+				cfg.LocalOptions = []local.Option{local.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")...)}
 				if stateDir != "" {
-					opts = append(opts, local.WithStateDir(stateDir))
+					cfg.LocalOptions = append(cfg.LocalOptions, local.WithStateDir(stateDir))
 				}
 				if workDir != "" {
-					opts = append(opts, local.WithBaseDir(workDir))
+					cfg.LocalOptions = append(cfg.LocalOptions, local.WithBaseDir(workDir))
 				}
-				lb, err := local.New(opts...)
-				if err != nil {
-					return err
-				}
-				backend = lb
 			}
-			temporalTLS, err := c.temporalTLS()
+			p, err := app.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			m, err := workers.Start(ctx, workers.Config{
-				TemporalAddress: c.temporal, Namespace: c.namespace, TemporalTLS: temporalTLS,
-				NATSURL: c.nats, NATSOptions: c.natsOptions(),
-				S3: s3, Backend: backend, Logger: newLogger(verbose),
-			})
-			if err != nil {
-				return err
-			}
-			// The trigger dispatcher starts pipelines and jobs from inbound events; several
-			// workers share its durable consumer.
-			js := m.Events.JetStream()
-			if err := triggers.EnsureStreams(ctx, js); err != nil {
-				m.Close()
-				return err
-			}
-			td, err := triggers.StartDispatcher(ctx, js, m.Temporal, triggers.WithLogger(newLogger(verbose)))
-			if err != nil {
-				m.Close()
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "worker started (%s backend)\n", backend.Name())
-			<-ctx.Done()
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = td.Close(cctx)
-			cancel()
-			m.Close()
-			return nil
+			defer p.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "worker started (%s backend)\n", p.Backend.Name())
+			return p.Wait(ctx)
 		},
 	}
 	c.register(cmd)

@@ -16,62 +16,6 @@ import (
 	"github.com/opendlc/opendlc/events"
 )
 
-// EventSubjects are the subjects the events stream captures.
-var EventSubjects = []string{
-	"dlc.*.job.*.status", "dlc.*.job.*.metrics", "dlc.*.experiment.*.trial",
-	"dlc.*.schedule.*.run", "dlc.*.node.*.health", "dlc.*.trigger.*.fired",
-}
-
-// Stream names.
-const (
-	EventsStream = "DLC_EVENTS"
-	LogsStream   = "DLC_LOGS"
-	// AuditStream keeps the API's audit events (events.AuditSubjects).
-	AuditStream = "DLC_AUDIT"
-)
-
-// Retention limits one stream, like the TTL and size of an SLS logstore.
-type Retention struct {
-	// MaxAge drops messages older than this; zero keeps them forever.
-	MaxAge time.Duration
-	// MaxBytes bounds the stream's size; zero is unlimited.
-	MaxBytes int64
-	// MaxMsgsPerSubject bounds each subject (one job's status, one replica's logs);
-	// zero is unlimited.
-	MaxMsgsPerSubject int64
-	// Duplicates is the window in which a repeated Nats-Msg-Id is dropped. It must
-	// cover the longest time an activity may take to be retried.
-	Duplicates time.Duration
-}
-
-// Options configure a Client.
-type Options struct {
-	Events Retention
-	Logs   Retention
-	Audit  Retention
-}
-
-// Option changes Options.
-type Option func(*Options) error
-
-// WithEventRetention sets the status/metric stream's limits. Default: 30 days, 1 GiB,
-// unlimited per subject, 1 hour duplicate window.
-func WithEventRetention(r Retention) Option {
-	return func(o *Options) error { o.Events = r; return nil }
-}
-
-// WithLogRetention sets the log stream's limits. Default: 7 days, 4 GiB, unlimited per
-// subject, 1 hour duplicate window.
-func WithLogRetention(r Retention) Option {
-	return func(o *Options) error { o.Logs = r; return nil }
-}
-
-// WithAuditRetention sets the audit stream's limits. Default: 365 days, 1 GiB,
-// unlimited per subject, 1 hour duplicate window.
-func WithAuditRetention(r Retention) Option {
-	return func(o *Options) error { o.Audit = r; return nil }
-}
-
 // Client publishes to and reads from OpenDLC's streams.
 type Client struct {
 	nc *nats.Conn
@@ -110,51 +54,10 @@ func (c *Client) Close() { c.nc.Close() }
 // JetStream exposes the underlying JetStream handle for readers.
 func (c *Client) JetStream() jetstream.JetStream { return c.js }
 
-// EnsureStreams creates or updates OpenDLC's streams with the configured retention.
+// EnsureStreams declares every stream and bucket OpenDLC uses (see the package
+// function EnsureStreams) on this client's connection.
 func (c *Client) EnsureStreams(ctx context.Context, opts ...Option) error {
-	o := Options{
-		Events: Retention{MaxAge: 30 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
-		Logs:   Retention{MaxAge: 7 * 24 * time.Hour, MaxBytes: 4 << 30, Duplicates: time.Hour},
-		Audit:  Retention{MaxAge: 365 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
-	}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return err
-		}
-	}
-	streams := []struct {
-		name     string
-		subjects []string
-		r        Retention
-	}{
-		{EventsStream, EventSubjects, o.Events},
-		{LogsStream, []string{"dlc.*.job.*.logs.>"}, o.Logs},
-		{AuditStream, []string{events.AuditSubjects}, o.Audit},
-	}
-	for _, s := range streams {
-		cfg := jetstream.StreamConfig{
-			Name:              s.name,
-			Subjects:          s.subjects,
-			Storage:           jetstream.FileStorage,
-			Retention:         jetstream.LimitsPolicy,
-			Discard:           jetstream.DiscardOld,
-			MaxAge:            s.r.MaxAge,
-			MaxBytes:          orUnlimited(s.r.MaxBytes),
-			MaxMsgsPerSubject: orUnlimited(s.r.MaxMsgsPerSubject),
-			Duplicates:        s.r.Duplicates,
-		}
-		if _, err := c.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("jetstream: ensure stream %s: %w", s.name, err)
-		}
-	}
-	return nil
-}
-
-func orUnlimited(n int64) int64 {
-	if n <= 0 {
-		return -1
-	}
-	return n
+	return EnsureStreams(ctx, c.js, opts...)
 }
 
 // Publish publishes msgs in order and waits for every acknowledgement. Messages with

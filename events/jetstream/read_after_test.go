@@ -1,14 +1,12 @@
 package jetstream_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 )
@@ -17,18 +15,7 @@ import (
 // once (even without waiting), then, with a wait, what arrives later; a read from the
 // same sequence reads the same messages again.
 func TestReadAfter(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := jetstream.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := connect(t)
 	if err := c.EnsureStreams(ctx); err != nil {
 		t.Fatal(err)
 	}

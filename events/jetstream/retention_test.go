@@ -1,12 +1,10 @@
 package jetstream_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 )
@@ -14,18 +12,7 @@ import (
 // Retention limits apply like a logstore's TTL and quota, and a repeated message id is
 // stored once.
 func TestRetentionAndDeduplication(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := jetstream.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := connect(t)
 	if err := c.EnsureStreams(ctx,
 		jetstream.WithLogRetention(jetstream.Retention{MaxAge: time.Hour, MaxMsgsPerSubject: 3, Duplicates: time.Minute}),
 		jetstream.WithEventRetention(jetstream.Retention{MaxAge: 2 * time.Hour, MaxBytes: 1 << 20, Duplicates: time.Minute}),

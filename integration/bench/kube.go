@@ -13,11 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/kubestack"
-	"github.com/opendlc/opendlc/workers"
 )
 
 // runKube measures, on the test control plane (kwok nodes), the time from submitting a
@@ -39,7 +39,7 @@ func runKube(sizes []int, defaultEviction bool) error {
 		return err
 	}
 	defer cluster.Close()
-	e, err := embedded.Start(ctx, embedded.Options{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -49,10 +49,7 @@ func runKube(sizes []int, defaultEviction bool) error {
 		return err
 	}
 	defer backend.Close()
-	w, err := workers.Start(ctx, workers.Config{
-		TemporalAddress: e.Stack.Temporal.Address, Namespace: e.Stack.Temporal.Namespace,
-		NATSURL: e.Stack.NATS.URL, S3: e.S3Config(), Backend: backend, Logger: quiet,
-	})
+	w, err := app.Start(ctx, e.AppConfig(app.Config{Worker: true, Backend: backend, Logger: quiet}))
 	if err != nil {
 		return err
 	}

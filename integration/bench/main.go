@@ -33,6 +33,7 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -73,28 +74,22 @@ func run(n int, dlcBin string, recoveries int) error {
 		return err
 	}
 
-	e, err := embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	e, err := embedded.Start(ctx, embedded.Config{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: itest.Logger(slog.LevelError),
 	})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	worker := exec.CommandContext(ctx, dlcBin, "worker",
-		"--temporal", e.Stack.Temporal.Address, "--namespace", e.Stack.Temporal.Namespace,
-		"--nats", e.Stack.NATS.URL, "--state-dir", filepath.Join(dir, "local"), "--workdir", dir)
-	worker.Env = os.Environ()
-	for _, v := range e.ReplicaEnv() {
-		worker.Env = append(worker.Env, v.Name+"="+v.Value)
-	}
+	worker := exec.CommandContext(ctx, dlcBin, itest.WorkerArgs(e, "--state-dir", filepath.Join(dir, "local"), "--workdir", dir)...)
+	worker.Env = itest.WorkerEnv(e)
 	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		return fmt.Errorf("start worker %s: %w", dlcBin, err)
 	}
 	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
 
-	c, err := client.New(e.APIURL, client.WithToken(e.AdminToken))
+	c, err := itest.Client(e)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -58,25 +59,10 @@ var env struct {
 	dir        string
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "opendlc-kube-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	env.dir = dir
-	if err := setup(ctx, dir); err != nil {
-		fmt.Fprintln(os.Stderr, "kube integration setup:", err)
-		teardown()
-		return 1
-	}
-	defer teardown()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(itest.Main(m, "kube", 30*time.Minute, func(ctx context.Context, dir string) (func(), error) {
+		return teardown, setup(ctx, dir)
+	}))
 }
 
 func teardown() {
@@ -90,9 +76,10 @@ func teardown() {
 }
 
 func setup(ctx context.Context, dir string) error {
+	env.dir = dir
 	env.dlcBin = filepath.Join(dir, "dlc")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", env.dlcBin, "../../cmd/dlc").CombinedOutput(); err != nil {
-		return fmt.Errorf("build dlc: %v\n%s", err, out)
+	if err := itest.Build(ctx, "./cmd/dlc", env.dlcBin); err != nil {
+		return err
 	}
 	var err error
 	if env.cluster, err = kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster")}); err != nil {
@@ -111,14 +98,13 @@ func setup(ctx context.Context, dir string) error {
 	if env.workerKube, env.workerCfg, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour); err != nil {
 		return err
 	}
-	env.stack, err = embedded.Start(ctx, embedded.Options{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	env.stack, err = embedded.Start(ctx, embedded.Config{
+		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: itest.Logger(slog.LevelError),
 	})
 	if err != nil {
 		return err
 	}
-	if env.api, err = dlc.New(env.stack.APIURL, dlc.WithToken(env.stack.AdminToken)); err != nil {
+	if env.api, err = itest.Client(env.stack); err != nil {
 		return err
 	}
 	return startWorker()
@@ -126,15 +112,12 @@ func setup(ctx context.Context, dir string) error {
 
 // startWorker runs `dlc worker --kubeconfig` as the opendlc-worker service account.
 func startWorker() error {
-	s := env.stack.Stack
-	cmd := exec.Command(env.dlcBin, "worker", "--kubeconfig", env.workerKube,
-		"--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace, "--nats", s.NATS.URL,
+	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(env.stack, "--kubeconfig", env.workerKube,
 		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
 		"--pool-priority-class", "idle="+idleClass,
 		// kwok runs no containers: node health check pods succeed after a second.
-		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s")
-	cmd.Env = append(os.Environ(), "DLC_S3_ENDPOINT="+s.S3.Endpoint, "AWS_REGION="+s.S3.Region,
-		"AWS_ACCESS_KEY_ID="+s.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+s.S3.SecretKey)
+		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s")...)
+	cmd.Env = itest.WorkerEnv(env.stack)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -195,37 +178,17 @@ func applyManifest(ctx context.Context, cs kubernetes.Interface, path string) er
 	}
 }
 
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testContext(t *testing.T) context.Context { return itest.Context(t, 3*time.Minute) }
 
 func submit(t *testing.T, ctx context.Context, spec string) {
 	t.Helper()
-	if _, err := env.api.SubmitJob(ctx, []byte(spec)); err != nil {
-		t.Fatalf("submit: %v", err)
-	}
+	itest.Submit(t, ctx, env.api, spec)
 }
 
 // waitJob polls a job until cond holds.
 func waitJob(t *testing.T, ctx context.Context, ws, name, what string, cond func(*api.Job) bool) *api.Job {
 	t.Helper()
-	var last *api.Job
-	for {
-		j, err := env.api.GetJob(ctx, ws, name)
-		if err == nil {
-			last = j
-			if cond(j) {
-				return j
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s/%s never %s; last: %+v", ws, name, what, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return itest.WaitJob(t, ctx, env.api, ws, name, what, cond)
 }
 
 func terminal(j *api.Job) bool { return j.Status.Phase.Terminal() }

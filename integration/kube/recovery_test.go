@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -18,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/backend"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -70,17 +70,7 @@ func checkpoints(t *testing.T, ctx context.Context, uri string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := env.stack.S3Config()
-	client := s3.New(s3.Options{
-		BaseEndpoint: aws.String(cfg.Endpoint), Region: cfg.Region, UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey}, nil
-		}),
-	})
-	bucket, prefix, err := checkpoint.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, bucket, prefix := itest.RawS3(t, env.stack, uri)
 	key := fmt.Sprintf("%s/%0*d/model.bin", strings.TrimSuffix(prefix, "/"), checkpoint.StepDigits, 200)
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: strings.NewReader("half of step 200")}); err != nil {
 		t.Fatal(err)

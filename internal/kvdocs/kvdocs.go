@@ -46,11 +46,11 @@ type Store[T any] struct {
 	kind Kind[T]
 }
 
-// Open opens bucket, which the package's EnsureStreams creates.
+// Open opens bucket, which events/jetstream.EnsureStreams creates.
 func Open[T any](ctx context.Context, js jetstream.JetStream, bucket string, kind Kind[T]) (*Store[T], error) {
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("%s: open bucket %s (created by %s.EnsureStreams): %w", kind.Pkg, bucket, kind.Pkg, err)
+		return nil, fmt.Errorf("%s: open bucket %s (created by jetstream.EnsureStreams): %w", kind.Pkg, bucket, err)
 	}
 	return &Store[T]{kv: kv, kind: kind}, nil
 }

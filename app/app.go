@@ -1,0 +1,343 @@
+// Package app assembles one OpenDLC process from a Config: it connects to Temporal and
+// NATS, declares every JetStream stream and bucket, and runs the parts the Config
+// switches on — a worker (workflows and activities on the local or kubernetes
+// backend), the notification dispatcher, the trigger dispatcher and the HTTP API.
+// `dlc up` (through package embedded), `dlc server`, `dlc worker` and the integration
+// tests all start their processes here, so each part is wired in one place.
+//
+// Processes take a Config struct; the libraries they assemble (backend/local,
+// backend/kube, events/jetstream, notify, triggers, api/server) take functional
+// options, which a Config carries where a process needs to pass them through.
+package app
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdklog "go.temporal.io/sdk/log"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opendlc/opendlc/api/server"
+	"github.com/opendlc/opendlc/auth"
+	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/backend/local"
+	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/triggers"
+	"github.com/opendlc/opendlc/workers"
+)
+
+// InCluster as Config.Kubeconfig uses the pod's service account.
+const InCluster = "in-cluster"
+
+// Config is one process: what it connects to and which parts it runs. Every part is
+// off unless switched on; the connections are made once and shared by the parts.
+type Config struct {
+	// TemporalAddress is host:port of the Temporal frontend. Required.
+	TemporalAddress string
+	// Namespace is the Temporal namespace; default "default".
+	Namespace string
+	// TemporalTLS, when set, connects to Temporal over TLS (mTLS with a client
+	// certificate). Default: plain text.
+	TemporalTLS *tls.Config
+	// NATSURL is the NATS server URL. Required.
+	NATSURL string
+	// NATSOptions carry credentials and TLS settings (nats.UserCredentials,
+	// nats.UserInfo, nats.RootCAs...). Default none.
+	NATSOptions []nats.Option
+	// Streams set the limits of the streams and buckets that Start declares
+	// (jetstream.EnsureStreams). Default: jetstream's defaults.
+	Streams []jetstream.Option
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+
+	// Worker runs the workflows and activities on the backend.
+	Worker bool
+	// Backend is the worker's backend. When nil, Start makes one: the kubernetes
+	// backend when Kubeconfig is set, else the local one. Start closes the one it
+	// makes, never one given here.
+	Backend backend.Backend
+	// Kubeconfig selects the kubernetes backend: a kubeconfig file, or InCluster.
+	Kubeconfig string
+	// KubeOptions configure the kubernetes backend.
+	KubeOptions []kube.Option
+	// LocalOptions configure the local backend.
+	LocalOptions []local.Option
+	// S3 is how the worker reads checkpoints.
+	S3 checkpoint.Config
+	// TaskQueue the worker polls and the API and triggers start work on; default
+	// workflows.TaskQueue.
+	TaskQueue string
+	// Interceptors wrap the worker's workflow and activity calls. Default none.
+	Interceptors []interceptor.WorkerInterceptor
+
+	// Notifications runs the notification dispatcher (DLC_RULES to webhooks and
+	// subjects).
+	Notifications bool
+	// Triggers runs the trigger dispatcher (DLC_INBOUND to pipeline and job starts).
+	// Several processes may run it: they share its durable consumer.
+	Triggers bool
+
+	// API serves the HTTP API when set.
+	API *APIConfig
+}
+
+// APIConfig is the HTTP API of a process.
+type APIConfig struct {
+	// Listener is where the API is served. When nil, Start listens on Addr.
+	Listener net.Listener
+	// Addr is the listen address when Listener is nil.
+	Addr string
+	// TLSCertFile and TLSKeyFile, when set, serve HTTPS.
+	TLSCertFile, TLSKeyFile string
+	// AdminTokenFile, when set, installs the admin token kept in that file (generated
+	// there, mode 0600, if missing).
+	AdminTokenFile string
+}
+
+// Process is a running process. Close stops it.
+type Process struct {
+	// Temporal and Events are the process's connections, shared by its parts.
+	Temporal client.Client
+	Events   *jetstream.Client
+	// Backend is the worker's backend; nil without a worker.
+	Backend backend.Backend
+	// Auth is the token and workspace store; nil without the API.
+	Auth *auth.Store
+	// AdminToken is the admin token installed from APIConfig.AdminTokenFile. Never
+	// print it.
+	AdminToken string
+	// APIURL is the API's base URL, http://host:port (https with TLS); "" without the
+	// API.
+	APIURL string
+	// APIAddr is the address the API listens on.
+	APIAddr net.Addr
+
+	worker   *workers.Main
+	notifier *notify.Dispatcher
+	triggers *triggers.Dispatcher
+	http     *http.Server
+	serveErr chan error
+	closers  []func() error
+}
+
+// Start connects, declares the streams and buckets, and starts the parts cfg switches
+// on, in this order: worker, notification dispatcher, trigger dispatcher, API. It
+// returns once every part runs (the API accepts connections). On error, whatever had
+// started is stopped again, and APIConfig.Listener is closed. ctx bounds the start
+// only.
+func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Namespace = cmp.Or(cfg.Namespace, "default")
+	p := &Process{serveErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			if cfg.API != nil && cfg.API.Listener != nil && p.http == nil {
+				cfg.API.Listener.Close()
+			}
+			p.Close()
+		}
+	}()
+	var tlsConfig *tls.Config
+	if cfg.API != nil {
+		if tlsConfig, err = server.LoadTLS(cfg.API.TLSCertFile, cfg.API.TLSKeyFile); err != nil {
+			return nil, err
+		}
+	}
+	p.Temporal, err = client.DialContext(ctx, client.Options{
+		HostPort:          cfg.TemporalAddress,
+		Namespace:         cfg.Namespace,
+		Logger:            sdklog.NewStructuredLogger(cfg.Logger),
+		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("app: dial temporal %s: %w", cfg.TemporalAddress, err)
+	}
+	if p.Events, err = jetstream.Connect(cfg.NATSURL, cfg.NATSOptions...); err != nil {
+		return nil, err
+	}
+	js := p.Events.JetStream()
+	if err := jetstream.EnsureStreams(ctx, js, cfg.Streams...); err != nil {
+		return nil, err
+	}
+	if cfg.Worker {
+		if p.Backend, err = p.backend(cfg); err != nil {
+			return nil, err
+		}
+		p.worker, err = workers.Start(ctx, workers.Config{
+			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
+			S3: cfg.S3, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Notifications {
+		if p.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(cfg.Logger)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Triggers {
+		topts := []triggers.Option{triggers.WithLogger(cfg.Logger)}
+		if cfg.TaskQueue != "" {
+			topts = append(topts, triggers.WithTaskQueue(cfg.TaskQueue))
+		}
+		if p.triggers, err = triggers.StartDispatcher(ctx, js, p.Temporal, topts...); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.API != nil {
+		if err := p.startAPI(ctx, cfg, tlsConfig); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// startAPI opens the stores the API serves from and starts serving.
+func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Config) error {
+	js := p.Events.JetStream()
+	rules, err := notify.OpenStore(ctx, js)
+	if err != nil {
+		return err
+	}
+	triggerStore, err := triggers.OpenStore(ctx, js)
+	if err != nil {
+		return err
+	}
+	if p.Auth, err = auth.OpenStore(ctx, js); err != nil {
+		return err
+	}
+	if cfg.API.AdminTokenFile != "" {
+		if p.AdminToken, err = auth.BootstrapFile(ctx, p.Auth, cfg.API.AdminTokenFile); err != nil {
+			return err
+		}
+	}
+	ln := cfg.API.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.API.Addr); err != nil {
+			return fmt.Errorf("app: listen on %s: %w", cfg.API.Addr, err)
+		}
+	}
+	opts := []server.Option{server.WithNamespace(cfg.Namespace), server.WithLogger(cfg.Logger),
+		server.WithRules(rules), server.WithAuth(p.Auth), server.WithTriggers(triggerStore)}
+	if cfg.TaskQueue != "" {
+		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
+	}
+	p.http = server.New(p.Temporal, p.Events, opts...).HTTPServer(tlsConfig)
+	p.APIAddr = ln.Addr()
+	p.APIURL = "http://" + ln.Addr().String()
+	if tlsConfig != nil {
+		p.APIURL = "https://" + ln.Addr().String()
+	}
+	go func() { p.serveErr <- server.Serve(context.Background(), p.http, ln) }()
+	return nil
+}
+
+// backend returns cfg.Backend, or makes the kubernetes or the local backend.
+func (p *Process) backend(cfg Config) (backend.Backend, error) {
+	if cfg.Backend != nil {
+		return cfg.Backend, nil
+	}
+	if cfg.Kubeconfig == "" {
+		return local.New(cfg.LocalOptions...)
+	}
+	path := cfg.Kubeconfig
+	if path == InCluster {
+		path = ""
+	}
+	kb, err := NewKubeBackend(path, cfg.KubeOptions...)
+	if err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, kb.Close)
+	return kb, nil
+}
+
+// NewKubeBackend returns a kubernetes backend for the cluster of a kubeconfig file (""
+// for in-cluster configuration).
+func NewKubeBackend(kubeconfig string, opts ...kube.Option) (*kube.Backend, error) {
+	rc, err := kube.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("app: kubernetes client: %w", err)
+	}
+	return kube.New(cs, opts...)
+}
+
+// Err returns a channel that receives the API server's error if it stops serving (nil
+// after Close). Without the API nothing is ever sent.
+func (p *Process) Err() <-chan error { return p.serveErr }
+
+// Wait blocks until ctx is done (and returns nil) or the API stops serving (and
+// returns its error). It does not stop the process: Close does.
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-p.serveErr:
+		return err
+	}
+}
+
+// Close stops the API, the dispatchers and the worker, in that order, then the backend
+// Start made and the connections.
+func (p *Process) Close() error {
+	var errs []error
+	if p.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.http.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if p.notifier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.notifier.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if p.triggers != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.triggers.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if p.worker != nil {
+		p.worker.Close()
+	}
+	for _, c := range p.closers {
+		if err := c(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.Auth != nil {
+		p.Auth.Close()
+	}
+	if p.Events != nil {
+		p.Events.Close()
+	}
+	if p.Temporal != nil {
+		p.Temporal.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,212 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/opendlc/opendlc/events"
+)
+
+// Stream names.
+const (
+	EventsStream = "DLC_EVENTS"
+	LogsStream   = "DLC_LOGS"
+	// AuditStream keeps the API's audit events (events.AuditSubjects).
+	AuditStream = "DLC_AUDIT"
+	// NotifyStream keeps what notifications publish in the dlc namespace: dead letters
+	// and forwarded events, on dlc.<workspace>.notify.> (package notify).
+	NotifyStream = "DLC_NOTIFY"
+	// InboundStream keeps the inbound events triggers listen to (package triggers).
+	InboundStream = "DLC_INBOUND"
+	// NotifySubjects is the subject filter of NotifyStream.
+	NotifySubjects = "dlc.*.notify.>"
+)
+
+// Key-value bucket names.
+const (
+	// RulesBucket is the key-value bucket of every workspace's notification rules,
+	// keyed "<workspace>.<name>" (package notify).
+	RulesBucket = "DLC_RULES"
+	// TriggersBucket is the key-value bucket of every workspace's triggers, keyed
+	// "<workspace>.<name>" (package triggers).
+	TriggersBucket = "DLC_TRIGGERS"
+	// AuthBucket is the key-value bucket of tokens and workspaces (package auth).
+	AuthBucket = "DLC_AUTH"
+)
+
+// Subjects the streams capture.
+var (
+	// EventSubjects are the subjects the events stream captures.
+	EventSubjects = []string{
+		"dlc.*.job.*.status", "dlc.*.job.*.metrics", "dlc.*.experiment.*.trial",
+		"dlc.*.schedule.*.run", "dlc.*.node.*.health", "dlc.*.trigger.*.fired",
+	}
+	// LogSubjects are the subjects the log stream captures.
+	LogSubjects = []string{"dlc.*.job.*.logs.>"}
+	// InboundSubjects are the subjects InboundStream captures: programs' trigger events
+	// and S3 bucket notifications, per workspace. They are one token deeper than
+	// anything else OpenDLC publishes (dlc.<workspace>.trigger.<name>.fired is an
+	// outbound event, in DLC_EVENTS).
+	InboundSubjects = []string{"dlc.*.trigger.*", "dlc.*.s3.*"}
+)
+
+// Retention limits one stream, like the TTL and size of an SLS logstore.
+type Retention struct {
+	// MaxAge drops messages older than this; zero keeps them forever.
+	MaxAge time.Duration
+	// MaxBytes bounds the stream's size; zero is unlimited.
+	MaxBytes int64
+	// MaxMsgsPerSubject bounds each subject (one job's status, one replica's logs);
+	// zero is unlimited.
+	MaxMsgsPerSubject int64
+	// Duplicates is the window in which a repeated Nats-Msg-Id is dropped. It must
+	// cover the longest time an activity may take to be retried.
+	Duplicates time.Duration
+}
+
+// Options are the limits of every stream and bucket EnsureStreams declares.
+type Options struct {
+	Events  Retention
+	Logs    Retention
+	Audit   Retention
+	Notify  Retention
+	Inbound Retention
+	// RuleHistory and TriggerHistory are how many revisions of each notification rule
+	// and trigger their buckets keep.
+	RuleHistory, TriggerHistory uint8
+}
+
+// Option changes Options.
+type Option func(*Options) error
+
+// WithEventRetention sets the status/metric stream's limits. Default: 30 days, 1 GiB,
+// unlimited per subject, 1 hour duplicate window.
+func WithEventRetention(r Retention) Option {
+	return func(o *Options) error { o.Events = r; return nil }
+}
+
+// WithLogRetention sets the log stream's limits. Default: 7 days, 4 GiB, unlimited per
+// subject, 1 hour duplicate window.
+func WithLogRetention(r Retention) Option {
+	return func(o *Options) error { o.Logs = r; return nil }
+}
+
+// WithAuditRetention sets the audit stream's limits. Default: 365 days, 1 GiB,
+// unlimited per subject, 1 hour duplicate window.
+func WithAuditRetention(r Retention) Option {
+	return func(o *Options) error { o.Audit = r; return nil }
+}
+
+// WithNotifyRetention sets DLC_NOTIFY's limits. Default: 30 days, 1 GiB, unlimited per
+// subject, 1 hour duplicate window. The duplicate window is how long a repeated
+// forward or dead letter of the same event is recognised.
+func WithNotifyRetention(r Retention) Option {
+	return func(o *Options) error { o.Notify = r; return nil }
+}
+
+// WithInboundRetention sets DLC_INBOUND's limits. Default: 7 days, 1 GiB, unlimited per
+// subject, 1 hour duplicate window (a publisher that sets Nats-Msg-Id has a repeat
+// within it dropped before any dispatcher sees it).
+func WithInboundRetention(r Retention) Option {
+	return func(o *Options) error { o.Inbound = r; return nil }
+}
+
+// WithRuleHistory sets how many revisions of each notification rule are kept, 1 to 64.
+// Default 5.
+func WithRuleHistory(n uint8) Option {
+	return func(o *Options) error {
+		if n < 1 || n > 64 {
+			return fmt.Errorf("jetstream: rule history %d: must be 1 to 64", n)
+		}
+		o.RuleHistory = n
+		return nil
+	}
+}
+
+// WithTriggerHistory sets how many revisions of each trigger are kept, 1 to 64.
+// Default 5.
+func WithTriggerHistory(n uint8) Option {
+	return func(o *Options) error {
+		if n < 1 || n > 64 {
+			return fmt.Errorf("jetstream: trigger history %d: must be 1 to 64", n)
+		}
+		o.TriggerHistory = n
+		return nil
+	}
+}
+
+// DefaultOptions are the limits EnsureStreams applies where no option changes them.
+func DefaultOptions() Options {
+	return Options{
+		Events:         Retention{MaxAge: 30 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
+		Logs:           Retention{MaxAge: 7 * 24 * time.Hour, MaxBytes: 4 << 30, Duplicates: time.Hour},
+		Audit:          Retention{MaxAge: 365 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
+		Notify:         Retention{MaxAge: 30 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
+		Inbound:        Retention{MaxAge: 7 * 24 * time.Hour, MaxBytes: 1 << 30, Duplicates: time.Hour},
+		RuleHistory:    5,
+		TriggerHistory: 5,
+	}
+}
+
+// EnsureStreams creates or updates every stream and key-value bucket of OpenDLC, in
+// one place: the event, log and audit streams; DLC_NOTIFY and the rules bucket of
+// notifications; DLC_INBOUND and the triggers bucket; and the tokens bucket of auth.
+// Every one is file-backed; streams keep messages by limits (the oldest are discarded
+// first). It is idempotent: every process runs it at start (app.Start).
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) error {
+	o := DefaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return err
+		}
+	}
+	streams := []struct {
+		name, description string
+		subjects          []string
+		r                 Retention
+	}{
+		{EventsStream, "", EventSubjects, o.Events},
+		{LogsStream, "", LogSubjects, o.Logs},
+		{AuditStream, "", []string{events.AuditSubjects}, o.Audit},
+		{NotifyStream, "OpenDLC notifications: dead letters and forwarded events", []string{NotifySubjects}, o.Notify},
+		{InboundStream, "OpenDLC inbound events for triggers: dlc.<workspace>.trigger.<name> and S3 notifications", InboundSubjects, o.Inbound},
+	}
+	for _, s := range streams {
+		cfg := jetstream.StreamConfig{
+			Name:              s.name,
+			Description:       s.description,
+			Subjects:          s.subjects,
+			Storage:           jetstream.FileStorage,
+			Retention:         jetstream.LimitsPolicy,
+			Discard:           jetstream.DiscardOld,
+			MaxAge:            s.r.MaxAge,
+			MaxBytes:          orUnlimited(s.r.MaxBytes),
+			MaxMsgsPerSubject: orUnlimited(s.r.MaxMsgsPerSubject),
+			Duplicates:        s.r.Duplicates,
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("jetstream: ensure stream %s: %w", s.name, err)
+		}
+	}
+	buckets := []jetstream.KeyValueConfig{
+		{Bucket: RulesBucket, Description: "OpenDLC notification rules, keyed <workspace>.<name>", History: o.RuleHistory, Storage: jetstream.FileStorage},
+		{Bucket: TriggersBucket, Description: "OpenDLC triggers, keyed <workspace>.<name>", History: o.TriggerHistory, Storage: jetstream.FileStorage},
+		{Bucket: AuthBucket, Description: "OpenDLC tokens (hashed) and workspaces", History: 1, Storage: jetstream.FileStorage},
+	}
+	for _, b := range buckets {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+			return fmt.Errorf("jetstream: ensure bucket %s: %w", b.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func orUnlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}

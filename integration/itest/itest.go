@@ -1,0 +1,197 @@
+// Package itest holds what the integration tests of package integration and of
+// integration/kube share: running a package's tests around one stack (Main), starting a
+// test's own stack (StartStack), building the repository's commands (Build), the
+// arguments and environment of a `dlc worker` process against a stack, API clients,
+// and polling a job until a condition holds.
+package itest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/checkpoint"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+)
+
+// Main runs a package's tests: it makes a temporary directory (removed afterwards),
+// calls setup with it and a context bounded by timeout, runs the tests, and calls the
+// teardown setup returned (also when setup fails, if it returned one). It returns the
+// exit code for os.Exit.
+func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx context.Context, dir string) (teardown func(), err error)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "opendlc-"+name+"-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	teardown, err := setup(ctx, dir)
+	if teardown != nil {
+		defer teardown()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+" setup:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// Logger is a text logger on stderr at level.
+func Logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// StartStack starts an embedded stack of a test's own, closed when the test ends. Where
+// cfg leaves them unset, its state lies in a temporary directory, the API listens on a
+// free port and it logs errors only.
+func StartStack(t testing.TB, ctx context.Context, cfg embedded.Config) *embedded.Embedded {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(t.TempDir(), "stack")
+	}
+	if cfg.APIAddr == "" {
+		cfg.APIAddr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = Logger(slog.LevelError)
+	}
+	e, err := embedded.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// Client is an SDK client of a stack's API with its admin token.
+func Client(e *embedded.Embedded) (*dlc.Client, error) {
+	return dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
+}
+
+// AdminClient is Client, failing the test on error.
+func AdminClient(t testing.TB, e *embedded.Embedded) *dlc.Client {
+	t.Helper()
+	c, err := Client(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Root is the repository's root directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Build builds the package pkg of the repository (such as "./cmd/dlc") into out.
+func Build(ctx context.Context, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = Root()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// WorkerArgs are the arguments of `dlc worker` against a stack: its Temporal address
+// and namespace and its NATS URL, followed by extra.
+func WorkerArgs(e *embedded.Embedded, extra ...string) []string {
+	s := e.Stack
+	return append([]string{"worker", "--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace,
+		"--nats", s.NATS.URL}, extra...)
+}
+
+// WorkerEnv is this process's environment with a stack's S3 settings
+// (embedded.ReplicaEnv), for a `dlc worker` process and the replicas it starts.
+func WorkerEnv(e *embedded.Embedded) []string {
+	env := os.Environ()
+	for _, v := range e.ReplicaEnv() {
+		env = append(env, v.Name+"="+v.Value)
+	}
+	return env
+}
+
+// Context is a context that ends after d or with the test.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Submit submits a job spec, failing the test on error.
+func Submit(t testing.TB, ctx context.Context, c *dlc.Client, spec string) *api.Job {
+	t.Helper()
+	j, err := c.SubmitJob(ctx, []byte(spec))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return j
+}
+
+// WaitJob polls a job every 100ms until cond holds, failing the test at ctx's deadline
+// with what the job never became and its last status.
+func WaitJob(t testing.TB, ctx context.Context, c *dlc.Client, ws, name, what string, cond func(*api.Job) bool) *api.Job {
+	t.Helper()
+	var last *api.Job
+	var err error
+	for {
+		var j *api.Job
+		j, err = c.GetJob(ctx, ws, name)
+		if err == nil {
+			last = j
+			if cond(j) {
+				return j
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s/%s never became %s; last status: %+v (err %v)", ws, name, what, last, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ShellJob is a TrainingJob of one custom replica that runs command with sh -c.
+func ShellJob(ws, name, command string) string {
+	return fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: %s, workspace: %s}
+spec:
+  framework: custom
+  command: [sh, -c, %q]
+  roles: {worker: {replicas: 1}}
+`, name, ws, command)
+}
+
+// RawS3 is a plain S3 client on a stack's gateway, and the bucket and prefix of uri: it
+// writes and lists objects behind the checkpoint package's back.
+func RawS3(t testing.TB, e *embedded.Embedded, uri string) (client *s3.Client, bucket, prefix string) {
+	t.Helper()
+	cfg := e.S3Config()
+	client = s3.New(s3.Options{
+		BaseEndpoint: aws.String(cfg.Endpoint), Region: cfg.Region, UsePathStyle: true,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey}, nil
+		}),
+	})
+	bucket, prefix, err := checkpoint.ParseURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, bucket, prefix
+}
