@@ -74,11 +74,6 @@ type Config struct {
 	S3EventsWorkspace string
 }
 
-// Options is the former name of Config.
-//
-// Deprecated: use Config.
-type Options = Config
-
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
 // ~/.local/state/opendlc.
 func DefaultDir() string {

@@ -27,7 +27,7 @@ import (
 )
 
 // s3Workspace is the workspace the stack's S3 gateway publishes bucket notifications to
-// (embedded.Options.S3EventsWorkspace in TestMain).
+// (embedded.Config.S3EventsWorkspace in TestMain).
 const s3Workspace = "s3-events"
 
 // retrainTriggerDoc starts preprocess → train (the example trainer, checkpointing to S3)

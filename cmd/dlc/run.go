@@ -67,7 +67,7 @@ func connectOrStart(ctx context.Context, g *globals, c *client.Client, dir strin
 	fmt.Fprintf(errw, "no OpenDLC server at %s: starting the embedded stack in %s\n", g.serverURL(), dir)
 	fmt.Fprintln(errw, "(the first start builds the Temporal and S3 servers from source: a few minutes)")
 	start := time.Now()
-	e, err := embedded.Start(ctx, embedded.Options{Dir: dir, APIAddr: "127.0.0.1:0"})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: dir, APIAddr: "127.0.0.1:0"})
 	if err != nil {
 		return nil, nil, false, err
 	}
