@@ -189,21 +189,7 @@ func (e *mvParzen) logDensity(p mvPoint) float64 {
 		}
 		return t
 	}
-	floor := exact(jt) - pruneGap
-	m, s := math.Inf(-1), 0.0
-	for j, u := range e.tmp {
-		if u < floor {
-			continue
-		}
-		t := exact(j)
-		if t > m {
-			s = s*math.Exp(m-t) + 1
-			m = t
-		} else {
-			s += math.Exp(t - m)
-		}
-	}
-	return m + math.Log(s)
+	return prunedLogSumExp(e.tmp, jt, exact)
 }
 
 func (s *TPESampler) multivariate(dims []dim, seed int64, id int, below, above []*Trial) map[string]float64 {
