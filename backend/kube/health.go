@@ -876,7 +876,7 @@ func (b *Backend) probe(ctx context.Context, pods []*corev1.Pod, timeout time.Du
 		// Delete whatever happens, also when ctx was cancelled.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		b.forEachPod(pods, func(p *corev1.Pod) error {
+		forEachPod(pods, probeParallelism, func(p *corev1.Pod) error {
 			zero := int64(0)
 			err := b.client.CoreV1().Pods(p.Namespace).Delete(dctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -885,7 +885,7 @@ func (b *Backend) probe(ctx context.Context, pods []*corev1.Pod, timeout time.Du
 			return nil
 		})
 	}()
-	if err := b.forEachPod(pods, func(p *corev1.Pod) error { return b.createPod(ctx, p) }); err != nil {
+	if err := forEachPod(pods, probeParallelism, func(p *corev1.Pod) error { return b.createPod(ctx, p) }); err != nil {
 		return nil, err
 	}
 
@@ -986,11 +986,11 @@ func withProbe(h backend.NodeHealth, r probeResult) backend.NodeHealth {
 	return h
 }
 
-// forEachPod runs fn on every pod, probeParallelism at a time, and returns the first
-// error in pod order.
-func (b *Backend) forEachPod(pods []*corev1.Pod, fn func(*corev1.Pod) error) error {
+// forEachPod runs fn on every pod, parallelism at a time, and returns the first error
+// in pod order.
+func forEachPod(pods []*corev1.Pod, parallelism int, fn func(*corev1.Pod) error) error {
 	errs := make([]error, len(pods))
-	sem := make(chan struct{}, probeParallelism)
+	sem := make(chan struct{}, parallelism)
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Add(1)

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,22 +83,9 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	for i, r := range g.Replicas {
 		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports)
 	}
-	errs := make([]error, len(pods))
-	sem := make(chan struct{}, createParallelism)
-	var wg sync.WaitGroup
-	for i, pod := range pods {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = b.createPod(ctx, pod)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err // the first in replica order, typed errors intact
-		}
+	// The first error in replica order, typed errors intact.
+	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
+		return err
 	}
 
 	// Mark the gang launched, and read the stopped mark in the same (linearizable)
