@@ -97,22 +97,7 @@ func Decode(data []byte) (Object, error) {
 
 // DecodeTrainingJob is Decode for a document that must be a TrainingJob.
 func DecodeTrainingJob(data []byte) (*TrainingJob, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindTrainingJob))
-	} else if ks, ok := k.(string); ok && ks != string(KindTrainingJob) {
-		// A kind that is not a string is reported by checkTypes.
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindTrainingJob))
-	}
-	job := new(TrainingJob)
-	if err := decodeInto(doc, jsonData, job, errs); err != nil {
-		return nil, err
-	}
-	return job, nil
+	return decodeAs[TrainingJob](data, KindTrainingJob)
 }
 
 func joinKinds() string {
@@ -122,6 +107,29 @@ func joinKinds() string {
 		s[i] = string(k)
 	}
 	return strings.Join(s, ", ")
+}
+
+// decodeAs is Decode for a document that must be of kind k, into a new T.
+func decodeAs[T any, P interface {
+	*T
+	Object
+}](data []byte, k Kind) (*T, error) {
+	doc, jsonData, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	var errs ErrorList
+	if v, ok := doc["kind"]; !ok || v == nil {
+		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", k))
+	} else if s, ok := v.(string); ok && s != string(k) {
+		// A kind that is not a string is reported by checkTypes.
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", k))
+	}
+	obj := new(T)
+	if err := decodeInto(doc, jsonData, P(obj), errs); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // decodeInto checks doc against obj's type, then unmarshals and defaults obj. errs are

@@ -426,31 +426,12 @@ func (e *Experiment) TrialJob(job string, id int, values map[string]string) (Tra
 
 // DecodeExperiment is Decode for a document that must be an Experiment.
 func DecodeExperiment(data []byte) (*Experiment, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindExperiment))
-	} else if ks, ok := k.(string); ok && ks != string(KindExperiment) {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindExperiment))
-	}
-	exp := new(Experiment)
-	if err := decodeInto(doc, jsonData, exp, errs); err != nil {
-		return nil, err
-	}
-	return exp, nil
+	return decodeAs[Experiment](data, KindExperiment)
 }
 
 // JSONSchemaExtend pins apiVersion and kind, and bounds the name.
 func (Experiment) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindExperiment)
-	}
+	pinKind(s, KindExperiment)
 }
 
 // JSONSchemaExtend says what each parameter type requires.

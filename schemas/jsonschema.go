@@ -33,14 +33,19 @@ func labelMapSchema(s *jsonschema.Schema, valueMaxLength uint64, valuePattern st
 	}
 }
 
-// JSONSchemaExtend pins apiVersion and kind.
-func (TrainingJob) JSONSchemaExtend(s *jsonschema.Schema) {
+// pinKind makes a document schema's apiVersion and kind constants: APIVersion and k.
+func pinKind(s *jsonschema.Schema, k Kind) {
 	if p, ok := s.Properties.Get("apiVersion"); ok {
 		p.Const = APIVersion
 	}
 	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindTrainingJob)
+		p.Const = string(k)
 	}
+}
+
+// JSONSchemaExtend pins apiVersion and kind.
+func (TrainingJob) JSONSchemaExtend(s *jsonschema.Schema) {
+	pinKind(s, KindTrainingJob)
 }
 
 // JSONSchemaExtend bounds labels and annotations.

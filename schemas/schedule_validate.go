@@ -220,32 +220,12 @@ func (m *TemplateMeta) validate(extra int, p Path, errs *ErrorList) {
 
 // DecodeSchedule is Decode for a document that must be a Schedule.
 func DecodeSchedule(data []byte) (*Schedule, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindSchedule))
-	} else if ks, ok := k.(string); ok && ks != string(KindSchedule) {
-		// A kind that is not a string is reported by checkTypes.
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
-	}
-	s := new(Schedule)
-	if err := decodeInto(doc, jsonData, s, errs); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return decodeAs[Schedule](data, KindSchedule)
 }
 
 // JSONSchemaExtend pins apiVersion and kind, and bounds the name.
 func (Schedule) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindSchedule)
-	}
+	pinKind(s, KindSchedule)
 	if p, ok := s.Properties.Get("metadata"); ok {
 		name := jsonschema.NewProperties()
 		name.Set("name", &jsonschema.Schema{MaxLength: uint64p(MaxScheduleNameLength)})
