@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,15 +88,7 @@ func (e *Experiment) Default() {
 // does not apply defaults, and accepts the empty values that Default would fill in.
 func (e *Experiment) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(e), "", &errs)
-
-	if e.APIVersion != "" && e.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if e.Kind != "" && e.Kind != KindExperiment {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindExperiment))
-	}
-	validateMeta(&e.Metadata, NewPath("metadata"), &errs)
+	validateHeader(e, e.APIVersion, e.Kind, &errs)
 	if n := len(e.Metadata.Name); n > MaxExperimentNameLength && n <= 50 {
 		errs = append(errs, Invalid(NewPath("metadata", "name"),
 			"must be at most %d characters: trial job names add -t<N>-r<K>", MaxExperimentNameLength))

@@ -89,15 +89,7 @@ func (s *Schedule) Default() {
 // not apply defaults, and accepts the empty values that Default would fill in.
 func (s *Schedule) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(s), "", &errs)
-
-	if s.APIVersion != "" && s.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if s.Kind != "" && s.Kind != KindSchedule {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
-	}
-	validateMeta(&s.Metadata, NewPath("metadata"), &errs)
+	validateHeader(s, s.APIVersion, s.Kind, &errs)
 	n := len(s.Metadata.Name)
 	switch {
 	case n > 50: // reported by the tag

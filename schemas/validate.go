@@ -338,6 +338,19 @@ func validateAnnotations(m map[string]string, p Path, errs *ErrorList) {
 	}
 }
 
+// validateHeader checks what every document has: the jsonschema tags of obj's fields,
+// apiVersion and kind (when given: Default fills them in) and the metadata.
+func validateHeader(obj Object, apiVersion string, kind Kind, errs *ErrorList) {
+	validateTags(reflect.ValueOf(obj), "", errs)
+	if apiVersion != "" && apiVersion != APIVersion {
+		*errs = append(*errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
+	}
+	if want := obj.GetKind(); kind != "" && kind != want {
+		*errs = append(*errs, Invalid(NewPath("kind"), "must be %s", want))
+	}
+	validateMeta(obj.GetMeta(), NewPath("metadata"), errs)
+}
+
 // validateMeta checks the parts of ObjectMeta its tags cannot.
 func validateMeta(m *ObjectMeta, p Path, errs *ErrorList) {
 	validateLabels(m.Labels, p.Child("labels"), errs)
