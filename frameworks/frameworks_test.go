@@ -21,6 +21,29 @@ func (p fakeEndpoints) Port(name string) int { return p[name] }
 
 var ports = fakeEndpoints{PortRendezvous: 29500, PortRayGCS: 6379}
 
+// envForCase is a replica of a gang and the environment EnvFor must give it.
+type envForCase struct {
+	gang    backend.GangSpec
+	replica backend.ReplicaSpec
+	want    []schemas.EnvVar
+}
+
+// testEnvFor runs EnvFor on every case, with ports, as a subtest.
+func testEnvFor(t *testing.T, tests map[string]envForCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := EnvFor(tc.gang, tc.replica, ports)
+			if err != nil {
+				t.Fatalf("EnvFor: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // gangBuilder builds fixture gangs: gang(fw).role("worker", 2).obj().
 type gangBuilder struct{ g backend.GangSpec }
 
@@ -87,11 +110,7 @@ func TestEnvFor(t *testing.T) {
 	mg := gang(schemas.FrameworkMegatron).role("master", 1, 2).role("worker", 1, 2).obj()
 	custom := gang(schemas.FrameworkCustom).role("worker", 2, 0).role("master", 1, 0).role("aux", 1, 0).obj()
 
-	tests := map[string]struct {
-		gang    backend.GangSpec
-		replica backend.ReplicaSpec
-		want    []schemas.EnvVar
-	}{
+	tests := map[string]envForCase{
 		"pytorch master is rank 0": {
 			gang: masterWorkers, replica: replica(masterWorkers, "master", 0),
 			want: torch("master-0.gang", 4, 0, 8),
@@ -134,17 +153,7 @@ func TestEnvFor(t *testing.T) {
 			},
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := EnvFor(tc.gang, tc.replica, ports)
-			if err != nil {
-				t.Fatalf("EnvFor: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
+	testEnvFor(t, tests)
 }
 
 // TestEnvForIsDeterministic checks that the order of the gang's replicas does not change
