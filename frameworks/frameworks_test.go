@@ -3,6 +3,8 @@ package frameworks
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,7 +58,7 @@ func gang(f schemas.Framework) *gangBuilder {
 
 // role adds n replicas of role, each with gpus GPUs.
 func (b *gangBuilder) role(name string, n int, gpus int32) *gangBuilder {
-	for i := 0; i < n; i++ {
+	for i := range n {
 		b.g.Replicas = append(b.g.Replicas, backend.ReplicaSpec{
 			Name:      b.g.ReplicaName(name, i),
 			Role:      name,
@@ -81,7 +83,7 @@ func replica(g backend.GangSpec, role string, index int) backend.ReplicaSpec {
 
 // torch is the expected torch.distributed environment.
 func torch(addr string, world, rank, perNode int) []schemas.EnvVar {
-	s := func(i int) string { return fmt.Sprint(i) }
+	s := func(i int) string { return strconv.Itoa(i) }
 	return []schemas.EnvVar{
 		{Name: "MASTER_ADDR", Value: addr},
 		{Name: "MASTER_PORT", Value: "29500"},
@@ -177,8 +179,8 @@ func TestEnvForIsDeterministic(t *testing.T) {
 		covered[g.Framework] = true
 		reversed := g
 		reversed.Replicas = nil
-		for i := len(g.Replicas) - 1; i >= 0; i-- {
-			reversed.Replicas = append(reversed.Replicas, g.Replicas[i])
+		for _, v := range slices.Backward(g.Replicas) {
+			reversed.Replicas = append(reversed.Replicas, v)
 		}
 		for _, ep := range []Endpoints{ports, sharedEndpoints{ports}} {
 			for _, r := range g.Replicas {
@@ -288,4 +290,4 @@ func TestGet(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return fmt.Sprint(i) }
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -247,8 +248,8 @@ func (c *Cluster) Close() error {
 		}
 	}
 	errs = append(errs, stopAll(clients))
-	for i := len(servers) - 1; i >= 0; i-- {
-		errs = append(errs, servers[i].Stop())
+	for _, server := range slices.Backward(servers) {
+		errs = append(errs, server.Stop())
 	}
 	return errors.Join(errs...)
 }

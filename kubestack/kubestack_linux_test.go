@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,10 +34,12 @@ func TestCrashedParentLeavesNoComponents(t *testing.T) {
 		t.Fatalf("helper: %q, %v", line, err)
 	}
 	pids := map[string]int{}
-	for _, f := range strings.Fields(line) {
+	for f := range strings.FieldsSeq(line) {
 		name, pid, _ := strings.Cut(f, "=")
-		var n int
-		fmt.Sscan(pid, &n)
+		n, err := strconv.Atoi(pid)
+		if err != nil {
+			t.Fatalf("helper printed %q: %v", f, err)
+		}
 		pids[name] = n
 	}
 	t.Cleanup(func() { // a failing test must not leave the components behind either

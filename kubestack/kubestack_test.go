@@ -2,6 +2,7 @@ package kubestack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -359,7 +360,7 @@ func TestSetNodeNotReady(t *testing.T) {
 			return err
 		}
 		if NodeReady(n) {
-			return fmt.Errorf("still Ready")
+			return errors.New("still Ready")
 		}
 		effects := map[corev1.TaintEffect]bool{}
 		for _, taint := range n.Spec.Taints {
@@ -382,7 +383,7 @@ func TestSetNodeNotReady(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("still there")
+		return errors.New("still there")
 	})
 	t.Logf("pod evicted and gone %s after SetNodeNotReady", time.Since(start).Round(time.Millisecond))
 }
@@ -483,7 +484,7 @@ func TestOwnedPodIsGarbageCollected(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("still there")
+		return errors.New("still there")
 	})
 	t.Logf("pod gone %s after its Service was deleted", time.Since(start).Round(time.Millisecond))
 }
@@ -530,7 +531,7 @@ func TestStagesAreOnlyStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
+	for doc := range strings.SplitSeq(string(b), "\n---\n") {
 		var obj struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`

@@ -151,8 +151,7 @@ func decodeInto(doc map[string]any, jsonData []byte, obj Object, errs ErrorList)
 
 // unmarshalError turns an encoding/json error into a FieldError.
 func unmarshalError(err error) *FieldError {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		return &FieldError{Field: te.Field, Detail: "must be " + describeKind(te.Type)}
 	}
 	return &FieldError{Detail: err.Error()}
@@ -366,17 +365,16 @@ func (p *jsonParser) value(path Path, depth int) (any, error) {
 
 // syntaxError adds a line and column to a JSON syntax error.
 func (p *jsonParser) syntaxError(err error) error {
-	if err == errTooDeep {
-		return fmt.Errorf("%w: %v", ErrInvalidDocument, err)
+	if errors.Is(err, errTooDeep) {
+		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%w: invalid JSON at %s: %v", ErrInvalidDocument, p.position(se.Offset), se)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return fmt.Errorf("%w: invalid JSON at %s: %w", ErrInvalidDocument, p.position(se.Offset), se)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: invalid JSON: unexpected end of document", ErrInvalidDocument)
 	}
-	return fmt.Errorf("%w: invalid JSON: %v", ErrInvalidDocument, err)
+	return fmt.Errorf("%w: invalid JSON: %w", ErrInvalidDocument, err)
 }
 
 // position turns a byte offset into "line L, column C".

@@ -325,17 +325,17 @@ func SubstituteParams(s string, values map[string]string) (string, error) {
 			return b.String(), nil
 		}
 		rest := s[i+len(paramRefOpen):]
-		j := strings.IndexByte(rest, '}')
-		if j < 0 {
+		before, after, ok0 := strings.Cut(rest, "}")
+		if !ok0 {
 			return "", fmt.Errorf("unterminated %s", paramRefOpen)
 		}
-		v, ok := values[rest[:j]]
+		v, ok := values[before]
 		if !ok {
-			return "", fmt.Errorf("parameter %q is not defined", rest[:j])
+			return "", fmt.Errorf("parameter %q is not defined", before)
 		}
 		b.WriteString(s[:i])
 		b.WriteString(v)
-		s = rest[j+1:]
+		s = after
 	}
 }
 

@@ -13,7 +13,8 @@ const (
 	labelValuePattern   = `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 )
 
-func uint64p(n uint64) *uint64 { return &n }
+//go:fix inline
+func uint64p(n uint64) *uint64 { return new(n) }
 
 // labelMapSchema constrains a map with Kubernetes label syntax.
 func labelMapSchema(s *jsonschema.Schema, valueMaxLength uint64, valuePattern string) {
@@ -28,7 +29,7 @@ func labelMapSchema(s *jsonschema.Schema, valueMaxLength uint64, valuePattern st
 	}
 	s.AdditionalProperties = &jsonschema.Schema{
 		Type:      "string",
-		MaxLength: uint64p(valueMaxLength),
+		MaxLength: new(valueMaxLength),
 		Pattern:   valuePattern,
 	}
 }

@@ -18,8 +18,8 @@ func structTypes(t reflect.Type, seen map[reflect.Type]bool) {
 		return
 	}
 	seen[t] = true
-	for i := range t.NumField() {
-		structTypes(t.Field(i).Type, seen)
+	for field := range t.Fields() {
+		structTypes(field.Type, seen)
 	}
 }
 

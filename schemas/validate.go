@@ -130,8 +130,8 @@ func splitTag(tag string) []string {
 	var out []string
 	cur := ""
 	for part := range strings.SplitSeq(tag, ",") {
-		if strings.HasSuffix(cur, `\`) {
-			cur = strings.TrimSuffix(cur, `\`) + "," + part
+		if before, ok := strings.CutSuffix(cur, `\`); ok {
+			cur = before + "," + part
 			continue
 		}
 		if cur != "" {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -132,10 +133,10 @@ type healthConfig struct {
 func WithHealthProbe(image string, command ...string) Option {
 	return func(b *Backend) error {
 		if image == "" {
-			return fmt.Errorf("kube: health probe: empty image")
+			return errors.New("kube: health probe: empty image")
 		}
 		if len(command) == 0 || command[0] == "" {
-			return fmt.Errorf("kube: health probe: empty command")
+			return errors.New("kube: health probe: empty command")
 		}
 		b.health.image, b.health.command = image, slices.Clone(command)
 		return nil
@@ -162,7 +163,7 @@ func WithHealthProbeAnnotations(a map[string]string) Option {
 func WithHealthNamespace(ns string) Option {
 	return func(b *Backend) error {
 		if ns == "" {
-			return fmt.Errorf("kube: empty health namespace")
+			return errors.New("kube: empty health namespace")
 		}
 		b.health.namespace = ns
 		return nil
@@ -823,11 +824,11 @@ func (b *Backend) checkPod(ns, name string, n *corev1.Node, timeout time.Duratio
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			ActiveDeadlineSeconds:         &deadline,
 			TerminationGracePeriodSeconds: &grace,
-			AutomountServiceAccountToken:  ptr(false),
-			EnableServiceLinks:            ptr(false),
+			AutomountServiceAccountToken:  new(false),
+			EnableServiceLinks:            new(false),
 			ImagePullSecrets:              pullSecrets,
 			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr(true),
+				RunAsNonRoot:   new(true),
 				RunAsUser:      runAs,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
@@ -838,7 +839,7 @@ func (b *Backend) checkPod(ns, name string, n *corev1.Node, timeout time.Duratio
 				Command:         escapeAll(command),
 				Env:             env,
 				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr(false),
+					AllowPrivilegeEscalation: new(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

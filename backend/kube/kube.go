@@ -404,4 +404,5 @@ func (b *Backend) stoppedHere(id string) bool {
 	return b.stopped[id]
 }
 
-func ptr[T any](v T) *T { return &v }
+//go:fix inline
+func ptr[T any](v T) *T { return new(v) }

@@ -305,7 +305,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		Env:             podEnv(b.env, r.Env, fwEnv),
 		Resources:       resources(r.Resources),
 		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr(false),
+			AllowPrivilegeEscalation: new(false),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 		// The kubelet reads the last lines of output into the status when the
@@ -346,9 +346,9 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		TerminationGracePeriodSeconds: &grace,
 		// Service links would put a variable per Service in the namespace into every
 		// replica's environment: one set per gang, growing with the workspace's jobs.
-		EnableServiceLinks: ptr(false),
+		EnableServiceLinks: new(false),
 		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr(true),
+			RunAsNonRoot:   new(true),
 			RunAsUser:      b.runAsUser,
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
@@ -384,7 +384,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 	if b.serviceAccount != "" {
 		spec.ServiceAccountName = b.serviceAccount
 	} else {
-		spec.AutomountServiceAccountToken = ptr(false)
+		spec.AutomountServiceAccountToken = new(false)
 	}
 	for _, s := range b.pullSecrets {
 		spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
@@ -401,8 +401,8 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 				Kind:               "Service",
 				Name:               svc.Name,
 				UID:                svc.UID,
-				Controller:         ptr(true),
-				BlockOwnerDeletion: ptr(true),
+				Controller:         new(true),
+				BlockOwnerDeletion: new(true),
 			}},
 		},
 		Spec: spec,
@@ -545,7 +545,7 @@ func dataSecretEnv(d schemas.DataSource) []corev1.EnvVar {
 	prefix := backend.DataEnvName(d.Name)
 	ref := func(env, key string, optional bool) corev1.EnvVar {
 		return corev1.EnvVar{Name: prefix + env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretRef}, Key: key, Optional: ptr(optional),
+			LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretRef}, Key: key, Optional: new(optional),
 		}}}
 	}
 	return []corev1.EnvVar{

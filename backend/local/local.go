@@ -665,7 +665,7 @@ func (e endpoints) Port(name string) int { return e[name] }
 // validate refuses gangs that cannot be laid out on disk or run.
 func validate(spec backend.GangSpec) error {
 	if len(spec.EnvFromSecrets) > 0 {
-		return fmt.Errorf("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
+		return errors.New("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
 	}
 	for i, d := range spec.Data {
 		switch {
@@ -700,4 +700,5 @@ func isPathElem(s string) bool {
 	return s != "" && s != "." && s != ".." && filepath.Base(s) == s && filepath.IsLocal(s)
 }
 
-func ptr[T any](v T) *T { return &v }
+//go:fix inline
+func ptr[T any](v T) *T { return new(v) }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,9 +69,7 @@ func TestPyTorchGangEnv(t *testing.T) {
 			"PET_NPROC_PER_NODE": "2", "DLC_ROLE": "worker", "S3_ENDPOINT": "overridden"},
 	}
 	for name, w := range wantEnv {
-		for k, v := range common {
-			w[k] = v
-		}
+		maps.Copy(w, common)
 		got := map[string]string{}
 		for _, l := range logs(t, b, g.GangRef, name, 0) {
 			if k, v, ok := strings.Cut(l.Line, "="); ok {
@@ -689,7 +688,7 @@ func TestWorkingDir(t *testing.T) {
 	launch(t, b, g)
 	waitFor(t, b, g.GangRef, "replicas to finish", terminal)
 	for i, want := range []string{base, filepath.Join(base, "sub"), abs} {
-		real, err := filepath.EvalSymlinks(want)
+		resolved, err := filepath.EvalSymlinks(want)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -697,7 +696,7 @@ func TestWorkingDir(t *testing.T) {
 		for _, l := range logs(t, b, g.GangRef, g.Replicas[i].Name, 0) {
 			got = append(got, l.Line)
 		}
-		if diff := cmp.Diff([]string{want, real}, got); diff != "" {
+		if diff := cmp.Diff([]string{want, resolved}, got); diff != "" {
 			t.Errorf("replica %d working dir (-want +got):\n%s", i, diff)
 		}
 	}
