@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-//go:fix inline
 func ptr(v float64) *float64 { return new(v) }
 
 func TestValidate(t *testing.T) {

@@ -10,10 +10,8 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-//go:fix inline
 func expF64(v float64) *float64 { return new(v) }
 
-//go:fix inline
 func expI32(v int32) *int32 { return new(v) }
 
 // experiment returns a valid experiment tuning lr, l2 and batch_size of a one-replica

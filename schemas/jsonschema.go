@@ -13,7 +13,6 @@ const (
 	labelValuePattern   = `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 )
 
-//go:fix inline
 func uint64p(n uint64) *uint64 { return new(n) }
 
 // labelMapSchema constrains a map with Kubernetes label syntax.

@@ -877,7 +877,7 @@ func (b *Backend) probe(ctx context.Context, pods []*corev1.Pod, timeout time.Du
 		// Delete whatever happens, also when ctx was cancelled.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		forEachPod(pods, probeParallelism, func(p *corev1.Pod) error {
+		_ = forEachPod(pods, probeParallelism, func(p *corev1.Pod) error {
 			zero := int64(0)
 			err := b.client.CoreV1().Pods(p.Namespace).Delete(dctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			if err != nil && !apierrors.IsNotFound(err) {

@@ -404,5 +404,4 @@ func (b *Backend) stoppedHere(id string) bool {
 	return b.stopped[id]
 }
 
-//go:fix inline
 func ptr[T any](v T) *T { return new(v) }

@@ -700,5 +700,4 @@ func isPathElem(s string) bool {
 	return s != "" && s != "." && s != ".." && filepath.Base(s) == s && filepath.IsLocal(s)
 }
 
-//go:fix inline
 func ptr[T any](v T) *T { return new(v) }
