@@ -112,13 +112,13 @@ func ParseURI(uri string) (bucket, prefix string, err error) {
 	}
 	bucket, prefix, _ = strings.Cut(rest, "/")
 	if err := checkBucket(bucket); err != nil {
-		return "", "", fmt.Errorf("%w %q: %s", ErrInvalidURI, uri, err)
+		return "", "", fmt.Errorf("%w %q: %w", ErrInvalidURI, uri, err)
 	}
 	prefix = strings.TrimRight(prefix, "/")
 	if prefix == "" {
 		return bucket, "", nil
 	}
-	for _, seg := range strings.Split(prefix, "/") {
+	for seg := range strings.SplitSeq(prefix, "/") {
 		switch seg {
 		case "":
 			return "", "", fmt.Errorf("%w %q: empty path segment (\"//\")", ErrInvalidURI, uri)
@@ -203,7 +203,7 @@ func checkFileName(name string) error {
 	if name == ManifestName {
 		return fmt.Errorf("file name %q is reserved", name)
 	}
-	for _, seg := range strings.Split(name, "/") {
+	for seg := range strings.SplitSeq(name, "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return fmt.Errorf("file name %q: empty, \".\" or \"..\" path segment", name)
 		}

@@ -176,9 +176,9 @@ func (s *Store) Latest(ctx context.Context, uri string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("checkpoint: latest %s: %w", uri, err)
 	}
-	for i := len(steps) - 1; i >= 0; i-- {
-		if steps[i].complete {
-			m, err := s.readManifest(ctx, bucket, prefix, uri, steps[i].step)
+	for _, step := range slices.Backward(steps) {
+		if step.complete {
+			m, err := s.readManifest(ctx, bucket, prefix, uri, step.step)
 			if err != nil {
 				return Manifest{}, fmt.Errorf("checkpoint: latest %s: %w", uri, err)
 			}
@@ -241,8 +241,8 @@ func (s *Store) Prune(ctx context.Context, uri string, keep int) ([]int64, error
 	}
 	var doomed []stepObjects
 	complete := 0
-	for i := len(steps) - 1; i >= 0; i-- { // newest first
-		st := steps[i]
+	for _, st := range slices.Backward(steps) { // newest first
+
 		switch {
 		case st.complete:
 			complete++
@@ -323,7 +323,7 @@ func (s *Store) readManifest(ctx context.Context, bucket, prefix, uri string, st
 	}
 	var m Manifest
 	if err := json.Unmarshal(body, &m); err != nil {
-		return Manifest{}, fmt.Errorf("%w: s3://%s/%s: %v", ErrCorrupt, bucket, key, err)
+		return Manifest{}, fmt.Errorf("%w: s3://%s/%s: %w", ErrCorrupt, bucket, key, err)
 	}
 	if m.Step != step {
 		return Manifest{}, fmt.Errorf("%w: s3://%s/%s: manifest says step %d", ErrCorrupt, bucket, key, m.Step)
@@ -397,8 +397,7 @@ func isNotFound(err error) bool {
 	if errors.As(err, &nsk) || errors.As(err, &nf) {
 		return true
 	}
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) {
+	if apiErr, ok := errors.AsType[smithy.APIError](err); ok {
 		switch apiErr.ErrorCode() {
 		case "NoSuchKey", "NotFound":
 			return true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,7 +168,7 @@ func TestListAndLatestSkipIncomplete(t *testing.T) {
 
 	// Saved out of order, and past the padding width, to check numeric ordering.
 	for _, step := range []int64{20, 3, 1_000_000_000_000, 100} {
-		if _, err := s.Save(ctx, uri, step, map[string][]byte{"w": []byte(fmt.Sprint(step))}, nil); err != nil {
+		if _, err := s.Save(ctx, uri, step, map[string][]byte{"w": []byte(strconv.FormatInt(step, 10))}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // TestCrashedParentLeavesNoServers starts the servers from a helper process,
@@ -55,31 +56,18 @@ func TestCrashedParentLeavesNoServers(t *testing.T) {
 		syscall.Kill(s3Pid, syscall.SIGKILL)
 		syscall.Kill(temporalPid, syscall.SIGKILL)
 	})
-	if !alive(s3Pid) || !alive(temporalPid) {
+	if !testutil.Alive(s3Pid) || !testutil.Alive(temporalPid) {
 		t.Fatal("servers not running before the helper was killed")
 	}
 	helper.Process.Kill()
 	helper.Wait()
 
-	eventually(t, 10*time.Second, "servers gone after their parent was killed", func() error {
+	testutil.Eventually(t, 10*time.Second, "servers gone after their parent was killed", func() error {
 		for name, pid := range map[string]int{"versitygw": s3Pid, "temporal": temporalPid} {
-			if alive(pid) {
+			if testutil.Alive(pid) {
 				return fmt.Errorf("%s (pid %d) still running", name, pid)
 			}
 		}
 		return nil
 	})
-}
-
-// alive reports whether pid runs; a zombie that nobody has reaped yet
-// counts as gone.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }

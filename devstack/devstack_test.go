@@ -17,28 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/opendlc/opendlc/internal/testutil"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 )
-
-// eventually polls check until it returns nil or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func testContext(t *testing.T, timeout time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -108,7 +93,7 @@ func TestTemporalRestartKeepsState(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 10*time.Second, "workflow visible by search attribute", func() error { return listByWorkspace(c) })
+	testutil.Eventually(t, 10*time.Second, "workflow visible by search attribute", func() error { return listByWorkspace(c) })
 	c.Close()
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -128,7 +113,7 @@ func TestTemporalRestartKeepsState(t *testing.T) {
 	if got := desc.WorkflowExecutionInfo.Status; got != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Errorf("after restart the workflow is %v, want running", got)
 	}
-	eventually(t, 10*time.Second, "workflow visible by search attribute after restart", func() error { return listByWorkspace(c) })
+	testutil.Eventually(t, 10*time.Second, "workflow visible by search attribute after restart", func() error { return listByWorkspace(c) })
 }
 
 func TestNATSRestartKeepsStream(t *testing.T) {

@@ -230,7 +230,7 @@ func (t *Temporal) CreateNamespace(ctx context.Context, namespace string) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("devstack: namespace %s not usable: %w (last error: %v)", namespace, ctx.Err(), err)
+			return fmt.Errorf("devstack: namespace %s not usable: %w (last error: %w)", namespace, ctx.Err(), err)
 		case <-ticker.C:
 		}
 	}
@@ -260,8 +260,7 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		Namespace:        namespace,
 		SearchAttributes: missing,
 	})
-	var exists *serviceerror.AlreadyExists
-	if errors.As(err, &exists) {
+	if _, ok := errors.AsType[*serviceerror.AlreadyExists](err); ok {
 		return nil
 	}
 	return err

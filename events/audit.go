@@ -2,8 +2,8 @@ package events
 
 import "fmt"
 
-// TypeAudit: a mutating API call was answered (whether it succeeded or was refused).
-// Data: AuditData. Audit events travel on dlc.<workspace>.audit, in their own stream, so
+// TypeAudit is the type of the event sent when a mutating API call was answered
+// (whether it succeeded or was refused). Data: AuditData. Audit events travel on dlc.<workspace>.audit, in their own stream, so
 // that readers of a workspace's job events do not receive them.
 const TypeAudit = "opendlc.audit.v1"
 

@@ -19,7 +19,7 @@ func ParseMetricLine(line string) (map[string]float64, bool) {
 			return nil, false
 		}
 		vals := map[string]float64{}
-		for _, f := range strings.Fields(rest) {
+		for f := range strings.FieldsSeq(rest) {
 			k, v, ok := strings.Cut(f, "=")
 			if !ok || k == "" {
 				continue

@@ -3,6 +3,8 @@ package frameworks
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,6 +23,29 @@ func (p fakeEndpoints) Port(name string) int { return p[name] }
 
 var ports = fakeEndpoints{PortRendezvous: 29500, PortRayGCS: 6379}
 
+// envForCase is a replica of a gang and the environment EnvFor must give it.
+type envForCase struct {
+	gang    backend.GangSpec
+	replica backend.ReplicaSpec
+	want    []schemas.EnvVar
+}
+
+// testEnvFor runs EnvFor on every case, with ports, as a subtest.
+func testEnvFor(t *testing.T, tests map[string]envForCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := EnvFor(tc.gang, tc.replica, ports)
+			if err != nil {
+				t.Fatalf("EnvFor: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // gangBuilder builds fixture gangs: gang(fw).role("worker", 2).obj().
 type gangBuilder struct{ g backend.GangSpec }
 
@@ -33,7 +58,7 @@ func gang(f schemas.Framework) *gangBuilder {
 
 // role adds n replicas of role, each with gpus GPUs.
 func (b *gangBuilder) role(name string, n int, gpus int32) *gangBuilder {
-	for i := 0; i < n; i++ {
+	for i := range n {
 		b.g.Replicas = append(b.g.Replicas, backend.ReplicaSpec{
 			Name:      b.g.ReplicaName(name, i),
 			Role:      name,
@@ -58,7 +83,7 @@ func replica(g backend.GangSpec, role string, index int) backend.ReplicaSpec {
 
 // torch is the expected torch.distributed environment.
 func torch(addr string, world, rank, perNode int) []schemas.EnvVar {
-	s := func(i int) string { return fmt.Sprint(i) }
+	s := func(i int) string { return strconv.Itoa(i) }
 	return []schemas.EnvVar{
 		{Name: "MASTER_ADDR", Value: addr},
 		{Name: "MASTER_PORT", Value: "29500"},
@@ -87,11 +112,7 @@ func TestEnvFor(t *testing.T) {
 	mg := gang(schemas.FrameworkMegatron).role("master", 1, 2).role("worker", 1, 2).obj()
 	custom := gang(schemas.FrameworkCustom).role("worker", 2, 0).role("master", 1, 0).role("aux", 1, 0).obj()
 
-	tests := map[string]struct {
-		gang    backend.GangSpec
-		replica backend.ReplicaSpec
-		want    []schemas.EnvVar
-	}{
+	tests := map[string]envForCase{
 		"pytorch master is rank 0": {
 			gang: masterWorkers, replica: replica(masterWorkers, "master", 0),
 			want: torch("master-0.gang", 4, 0, 8),
@@ -134,17 +155,7 @@ func TestEnvFor(t *testing.T) {
 			},
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := EnvFor(tc.gang, tc.replica, ports)
-			if err != nil {
-				t.Fatalf("EnvFor: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
+	testEnvFor(t, tests)
 }
 
 // TestEnvForIsDeterministic checks that the order of the gang's replicas does not change
@@ -168,8 +179,8 @@ func TestEnvForIsDeterministic(t *testing.T) {
 		covered[g.Framework] = true
 		reversed := g
 		reversed.Replicas = nil
-		for i := len(g.Replicas) - 1; i >= 0; i-- {
-			reversed.Replicas = append(reversed.Replicas, g.Replicas[i])
+		for _, v := range slices.Backward(g.Replicas) {
+			reversed.Replicas = append(reversed.Replicas, v)
 		}
 		for _, ep := range []Endpoints{ports, sharedEndpoints{ports}} {
 			for _, r := range g.Replicas {
@@ -279,4 +290,4 @@ func TestGet(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return fmt.Sprint(i) }
+func itoa(i int) string { return strconv.Itoa(i) }

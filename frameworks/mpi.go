@@ -37,7 +37,7 @@ const mpiLauncher = "launcher"
 // per worker, in index order), DLC_MPI_HOSTS (host:N,... in the same order), DLC_MPI_NP
 // (the total of the slots) and OMPI_MCA_orte_keep_fqdn_hostnames=true, so that Open MPI
 // does not shorten the hosts' DNS names to labels that do not resolve.
-func (MPI) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (MPI) Env(g backend.GangSpec, _ backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	nodes := workerNodes(g, mpiLauncher)
 	var file strings.Builder
 	hosts := make([]string, len(nodes))

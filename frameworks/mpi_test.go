@@ -3,9 +3,6 @@ package frameworks
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -23,11 +20,7 @@ func TestMPIEnv(t *testing.T) {
 	}
 	gpuEnv := mpi("worker-0.gang slots=8\nworker-1.gang slots=8\n", "worker-0.gang:8,worker-1.gang:8", "16")
 
-	tests := map[string]struct {
-		gang    backend.GangSpec
-		replica backend.ReplicaSpec
-		want    []schemas.EnvVar
-	}{
+	tests := map[string]envForCase{
 		"launcher: a slot per worker GPU": {gang: gpus, replica: replica(gpus, "launcher", 0), want: gpuEnv},
 		"workers get the same":            {gang: gpus, replica: replica(gpus, "worker", 1), want: gpuEnv},
 		"one slot per worker without GPUs": {
@@ -40,15 +33,5 @@ func TestMPIEnv(t *testing.T) {
 			want: mpi("launcher-0.gang slots=4\n", "launcher-0.gang:4", "4"),
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := EnvFor(tc.gang, tc.replica, ports)
-			if err != nil {
-				t.Fatalf("EnvFor: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
+	testEnvFor(t, tests)
 }

@@ -34,7 +34,7 @@ const rayHead = "head"
 
 // Env returns RAY_ADDRESS (head-0's host:GCS port), RAY_HEAD_IP (head-0's host),
 // DLC_RAY_PORT (the GCS port) and DLC_RAY_HEAD ("true" on the head, else "false").
-func (Ray) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
+func (Ray) Env(_ backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	host := ep.Host(rayHead, 0)
 	port := strconv.Itoa(ep.Port(PortRayGCS))
 	return []schemas.EnvVar{

@@ -3,8 +3,6 @@ package frameworks
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -38,11 +36,7 @@ func TestSlurmEnv(t *testing.T) {
 		}
 		return env
 	}
-	tests := map[string]struct {
-		gang    backend.GangSpec
-		replica backend.ReplicaSpec
-		want    []schemas.EnvVar
-	}{
+	tests := map[string]envForCase{
 		"launcher plays the batch step on node 0": {
 			gang: g, replica: replica(g, "launcher", 0), want: slurm(nodes, 3, 20, "8(x2),4", 0, 0, ""),
 		},
@@ -56,17 +50,7 @@ func TestSlurmEnv(t *testing.T) {
 			gang: alone, replica: replica(alone, "launcher", 0), want: slurm("launcher-0.gang", 1, 1, "1", 0, 0, ""),
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := EnvFor(tc.gang, tc.replica, ports)
-			if err != nil {
-				t.Fatalf("EnvFor: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
+	testEnvFor(t, tests)
 }
 
 func TestCompressCounts(t *testing.T) {

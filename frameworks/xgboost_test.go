@@ -3,9 +3,6 @@ package frameworks
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -21,11 +18,7 @@ func TestXGBoostEnv(t *testing.T) {
 			{Name: "DMLC_ROLE", Value: "worker"},
 		}
 	}
-	tests := map[string]struct {
-		gang    backend.GangSpec
-		replica backend.ReplicaSpec
-		want    []schemas.EnvVar
-	}{
+	tests := map[string]envForCase{
 		"master runs the tracker and is task 0": {
 			gang: master, replica: replica(master, "master", 0), want: dmlc("master-0.gang", 3, 0),
 		},
@@ -36,15 +29,5 @@ func TestXGBoostEnv(t *testing.T) {
 			gang: workers, replica: replica(workers, "worker", 2), want: dmlc("worker-0.gang", 3, 2),
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := EnvFor(tc.gang, tc.replica, ports)
-			if err != nil {
-				t.Fatalf("EnvFor: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
+	testEnvFor(t, tests)
 }

@@ -11,7 +11,7 @@ import (
 // float, log-float, quantised float, int and categorical parameters.
 func benchSpace(n int, mixed bool) Space {
 	var s Space
-	for i := 0; i < n; i++ {
+	for i := range n {
 		p := Param{Name: fmt.Sprintf("p%02d", i), Type: Float, Min: 0, Max: 1}
 		if mixed {
 			switch i % 5 {
@@ -35,7 +35,7 @@ func benchSpace(n int, mixed bool) Space {
 func benchHistory(b *testing.B, space Space, n int) History {
 	h := History{Space: space, Direction: Minimize, Seed: 7}
 	rs, _ := NewRandom()
-	for id := 0; id < n; id++ {
+	for id := range n {
 		p, err := rs.Suggest(h, id)
 		if err != nil {
 			b.Fatal(err)

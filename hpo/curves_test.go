@@ -52,8 +52,8 @@ var acceptanceCurves = curveModel{jitter: 0.2, noise: 0.01}
 
 func (m curveModel) curves(seed int64) []curve {
 	var cs []curve
-	for i := 0; i < 9; i++ {
-		for j := 0; j < 9; j++ {
+	for i := range 9 {
+		for j := range 9 {
 			x := float64(i-4) / 4 // log10(lr) = −2 + 2x
 			y := float64(j-4) / 4 // log10(wd) = −4 + 2y
 			asym := 0.05 + 0.6*x*x + 0.4*y*y
@@ -93,7 +93,7 @@ func simulate(s Stopper, m curveModel, seed int64, workers int, maxStep, by int6
 	curves := m.curves(seed)
 	n := len(curves)
 	h := History{Direction: Minimize, Seed: seed}
-	for id := 0; id < n; id++ {
+	for id := range n {
 		h.Trials = append(h.Trials, Trial{ID: id, Params: map[string]float64{}, State: TrialRunning})
 	}
 	res := curveResult{trials: n, steps: int64(n) * maxStep}

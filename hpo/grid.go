@@ -3,6 +3,7 @@ package hpo
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // GridSampler enumerates the Cartesian product of every parameter's values, the last
@@ -55,9 +56,9 @@ func (g *GridSampler) Suggest(h History, id int) (map[string]float64, error) {
 	}
 	out := make(map[string]float64, len(axes))
 	rest := id
-	for i := len(axes) - 1; i >= 0; i-- {
-		n := len(axes[i])
-		out[h.Space[i].Name] = axes[i][rest%n]
+	for i, axe := range slices.Backward(axes) {
+		n := len(axe)
+		out[h.Space[i].Name] = axe[rest%n]
 		rest /= n
 	}
 	if rest > 0 {

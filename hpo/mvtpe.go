@@ -44,7 +44,7 @@ func newMVParzen(dims []dim, trials []*Trial, priorWeight float64) *mvParzen {
 		total += x
 	}
 	acc := 0.0
-	for j := 0; j < m; j++ {
+	for j := range m {
 		wj := priorWeight
 		if j < nObs {
 			wj = w[j]
@@ -60,7 +60,7 @@ func newMVParzen(dims []dim, trials []*Trial, priorWeight float64) *mvParzen {
 		width := dm.hi - dm.lo
 		s := 0.2 * math.Pow(float64(max(nObs, 1)), -1/float64(D+4)) * width
 		s = math.Min(math.Max(s, width/math.Min(100, float64(1+m))), width)
-		for j := 0; j < m; j++ {
+		for j := range m {
 			i := j*D + d
 			prior := j == nObs
 			if dm.cat {
@@ -189,21 +189,7 @@ func (e *mvParzen) logDensity(p mvPoint) float64 {
 		}
 		return t
 	}
-	floor := exact(jt) - pruneGap
-	m, s := math.Inf(-1), 0.0
-	for j, u := range e.tmp {
-		if u < floor {
-			continue
-		}
-		t := exact(j)
-		if t > m {
-			s = s*math.Exp(m-t) + 1
-			m = t
-		} else {
-			s += math.Exp(t - m)
-		}
-	}
-	return m + math.Log(s)
+	return prunedLogSumExp(e.tmp, jt, exact)
 }
 
 func (s *TPESampler) multivariate(dims []dim, seed int64, id int, below, above []*Trial) map[string]float64 {

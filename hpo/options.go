@@ -59,7 +59,12 @@ func defaultSamplerOptions() SamplerOptions {
 }
 
 func applySamplerOptions(opts []Option) (SamplerOptions, error) {
-	o := defaultSamplerOptions()
+	return applyOptions(defaultSamplerOptions(), opts)
+}
+
+// applyOptions applies opts, skipping nil ones, to the defaults o and returns the
+// result, or the first option's error.
+func applyOptions[O any, F ~func(*O) error](o O, opts []F) (O, error) {
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -71,39 +76,33 @@ func applySamplerOptions(opts []Option) (SamplerOptions, error) {
 	return o, nil
 }
 
+// atLeast returns an option that sets the field that field picks to v, or fails with
+// ErrInvalidOption when v is below lo; what names the option in the error.
+func atLeast[O any, T int | int64](what string, v, lo T, field func(*O) *T) func(*O) error {
+	return func(o *O) error {
+		if v < lo {
+			return fmt.Errorf("%w: %s %d must be >= %d", ErrInvalidOption, what, v, lo)
+		}
+		*field(o) = v
+		return nil
+	}
+}
+
 // GridPoints sets how many points the grid takes from a float parameter without a Step
 // (at least 2; default 0, which makes such a parameter an error).
 func GridPoints(n int) Option {
-	return func(o *SamplerOptions) error {
-		if n < 2 {
-			return fmt.Errorf("%w: grid points %d must be >= 2", ErrInvalidOption, n)
-		}
-		o.GridPoints = n
-		return nil
-	}
+	return atLeast("grid points", n, 2, func(o *SamplerOptions) *int { return &o.GridPoints })
 }
 
 // TPEStartupTrials sets the number of finished trials before TPE leaves random sampling
 // (default 10; 0 starts modelling at once, from the prior alone).
 func TPEStartupTrials(n int) Option {
-	return func(o *SamplerOptions) error {
-		if n < 0 {
-			return fmt.Errorf("%w: startup trials %d must be >= 0", ErrInvalidOption, n)
-		}
-		o.StartupTrials = n
-		return nil
-	}
+	return atLeast("startup trials", n, 0, func(o *SamplerOptions) *int { return &o.StartupTrials })
 }
 
 // TPEEICandidates sets the number of candidates per suggestion (default 24).
 func TPEEICandidates(n int) Option {
-	return func(o *SamplerOptions) error {
-		if n < 1 {
-			return fmt.Errorf("%w: EI candidates %d must be >= 1", ErrInvalidOption, n)
-		}
-		o.EICandidates = n
-		return nil
-	}
+	return atLeast("EI candidates", n, 1, func(o *SamplerOptions) *int { return &o.EICandidates })
 }
 
 // TPEGamma sets the good set to ceil(fraction*n) trials, at most maxTrials (defaults 0.1

@@ -237,9 +237,17 @@ func (e *parzen) logMass(a, b float64) float64 {
 	exact := func(j int) float64 {
 		return e.logwz[j] + logNormMass((a-e.mu[j])*e.inv[j], (b-e.mu[j])*e.inv[j])
 	}
-	floor := exact(jt) - pruneGap
+	return prunedLogSumExp(e.tmp, jt, exact)
+}
+
+// prunedLogSumExp returns the log of the sum of exp(exact(j)) over the kernels j whose
+// upper bound bounds[j] is no more than pruneGap below exact(top), the exact term of
+// the kernel with the highest bound; the others cannot change the sum by more than
+// pruneGap allows. It is a streaming log-sum-exp over the terms it keeps.
+func prunedLogSumExp(bounds []float64, top int, exact func(int) float64) float64 {
+	floor := exact(top) - pruneGap
 	m, s := math.Inf(-1), 0.0
-	for j, u := range e.tmp {
+	for j, u := range bounds {
 		if u < floor {
 			continue
 		}

@@ -41,7 +41,7 @@ func TestDensitiesMatchTheFullSums(t *testing.T) {
 		xs, w := collect(&ws, d, trials)
 		var e parzen
 		e.build(xs, w, d.lo, d.hi, 1)
-		for k := 0; k < 50; k++ {
+		for k := range 50 {
 			x := e.sample(r)
 			if k%5 == 0 {
 				x = d.lo + r.float64()*(d.hi-d.lo) // also points far from the data
@@ -71,7 +71,7 @@ func TestDensitiesMatchTheFullSums(t *testing.T) {
 	}
 	mv := newMVParzen(dims, trials, 1)
 	p := newMVPoint(len(dims))
-	for k := 0; k < 50; k++ {
+	for range 50 {
 		mv.sample(r, p)
 		got := mv.logDensity(p)
 		var terms []float64

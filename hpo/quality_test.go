@@ -47,9 +47,9 @@ var hartmannAlpha = [4]float64{1.0, 1.2, 3.0, 3.2}
 
 func hartmann6(x [6]float64) float64 {
 	sum := 0.0
-	for i := 0; i < 4; i++ {
+	for i := range 4 {
 		inner := 0.0
-		for j := 0; j < 6; j++ {
+		for j := range 6 {
 			d := x[j] - hartmannP[i][j]*1e-4
 			inner += hartmannA[i][j] * d * d
 		}
@@ -100,7 +100,7 @@ var problems = []problem{
 // best observed value (what a user would deploy).
 func optimise(t testing.TB, s Sampler, pr problem, seed int64, trials int) float64 {
 	h := History{Space: pr.space, Direction: Minimize, Seed: seed}
-	for id := 0; id < trials; id++ {
+	for id := range trials {
 		p, err := s.Suggest(h, id)
 		if err != nil {
 			t.Fatalf("%s seed %d trial %d: %v", pr.name, seed, id, err)

@@ -132,17 +132,17 @@ var mixedSpace = Space{
 func mixedHistory(t testing.TB, seed int64, n int) History {
 	h := History{Space: mixedSpace, Direction: Minimize, Seed: seed}
 	rs, _ := NewRandom()
-	for id := 0; id < n; id++ {
+	for id := range n {
 		p, err := rs.Suggest(h, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := math.Abs(math.Log10(p["lr"])+3) + math.Abs(p["momentum"]-0.9) + p["dropout"] + math.Abs(p["layers"]-4)/4 + p["opt"]/4
-		tr := Trial{ID: id, Params: p, State: TrialCompleted, Value: ptr(v)}
+		tr := Trial{ID: id, Params: p, State: TrialCompleted, Value: new(v)}
 		switch id % 7 {
 		case 3:
 			tr.State, tr.Reports = TrialPruned, []Report{{Step: 1, Value: v + 1}, {Step: int64(id%4 + 2), Value: v + 0.5}}
-			tr.Value = ptr(v + 0.5)
+			tr.Value = new(v + 0.5)
 		case 5:
 			tr.State, tr.Value = TrialFailed, nil
 		case 6:
@@ -194,7 +194,7 @@ func TestSamplersArePure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := 0; i < 3; i++ {
+			for range 3 {
 				b, err := ns.s.Suggest(h, 40)
 				if err != nil {
 					t.Fatal(err)
@@ -269,7 +269,7 @@ func randomSpace(seed int64) Space {
 	r := newRNG(seed, 0, 0x5350)
 	n := 1 + r.intn(6)
 	var s Space
-	for i := 0; i < n; i++ {
+	for i := range n {
 		name := fmt.Sprintf("p%d", i)
 		switch r.intn(6) {
 		case 0:
@@ -315,7 +315,7 @@ func TestSamplersRespectTheSpace(t *testing.T) {
 		}
 		for _, ns := range samplers {
 			h := History{Space: space, Direction: Maximize, Seed: seed}
-			for id := 0; id < 40; id++ {
+			for id := range 40 {
 				p, err := ns.s.Suggest(h, id)
 				if errors.Is(err, ErrExhausted) && ns.name == "grid" {
 					break
@@ -355,7 +355,7 @@ func TestRandomDistributions(t *testing.T) {
 	const draws = 4000
 	var lrLow, xLow int
 	counts := map[string]map[float64]int{"n": {}, "q": {}, "c": {}}
-	for id := 0; id < draws; id++ {
+	for id := range draws {
 		p, err := rs.Suggest(History{Space: space, Seed: 9}, id)
 		if err != nil {
 			t.Fatal(err)
@@ -394,7 +394,7 @@ func TestTPEStartupCountsFinishedTrialsOnly(t *testing.T) {
 	tpe, _ := NewTPE()
 	rnd, _ := NewRandom()
 	h := History{Space: space, Seed: 3}
-	for id := 0; id < 30; id++ {
+	for id := range 30 {
 		state := TrialFailed
 		if id >= 20 {
 			state = TrialRunning
@@ -402,7 +402,7 @@ func TestTPEStartupCountsFinishedTrialsOnly(t *testing.T) {
 		h.Trials = append(h.Trials, Trial{ID: id, Params: map[string]float64{"x": 0.5, "c": 1}, State: state})
 	}
 	for id := 9; id >= 0; id-- {
-		h.Trials[id].State, h.Trials[id].Value = TrialCompleted, ptr(float64(id))
+		h.Trials[id].State, h.Trials[id].Value = TrialCompleted, new(float64(id))
 		// id completed trials: with fewer than 10, TPE must sample exactly as random does.
 		got, _ := tpe.Suggest(h, 30)
 		want, _ := rnd.Suggest(h, 30)
@@ -418,13 +418,13 @@ func TestTPEStartupCountsFinishedTrialsOnly(t *testing.T) {
 func TestTPESplit(t *testing.T) {
 	p := map[string]float64{"x": 0}
 	completed := func(id int, v float64) Trial {
-		return Trial{ID: id, Params: p, State: TrialCompleted, Value: ptr(v)}
+		return Trial{ID: id, Params: p, State: TrialCompleted, Value: new(v)}
 	}
 	pruned := func(id int, step int64, v float64) Trial {
 		return Trial{ID: id, Params: p, State: TrialPruned, Reports: []Report{{Step: 0, Value: 99}, {Step: step, Value: v}}}
 	}
 	var twenty []Trial
-	for i := 0; i < 20; i++ {
+	for i := range 20 {
 		twenty = append(twenty, completed(i, float64((i*7)%20)))
 	}
 	tests := map[string]struct {
@@ -465,14 +465,14 @@ func TestTPESplit(t *testing.T) {
 		"gamma is capped at 25": {
 			h: func() History {
 				var ts []Trial
-				for i := 0; i < 400; i++ {
+				for i := range 400 {
 					ts = append(ts, completed(i, float64(i)))
 				}
 				return History{Trials: ts}
 			}(),
 			wantBelow: func() []int {
 				var ids []int
-				for i := 0; i < 25; i++ {
+				for i := range 25 {
 					ids = append(ids, i)
 				}
 				return ids
@@ -538,7 +538,7 @@ func TestTPEFocusesOnTheGoodRegion(t *testing.T) {
 				tpe, _ := NewTPE(TPEMultivariate(multivariate))
 				h := History{Space: Space{tc.p}, Seed: 5}
 				near := 0
-				for id := 0; id < 100; id++ {
+				for id := range 100 {
 					p, err := tpe.Suggest(h, id)
 					if err != nil {
 						t.Fatal(err)

@@ -30,7 +30,7 @@ func Validate(space Space) error {
 		}
 		seen[p.Name] = true
 		if err := validateParam(p); err != nil {
-			return fmt.Errorf("%w: parameter %q: %s", ErrInvalidSpace, p.Name, err)
+			return fmt.Errorf("%w: parameter %q: %w", ErrInvalidSpace, p.Name, err)
 		}
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func ptr(v float64) *float64 { return &v }
+func ptr(v float64) *float64 { return new(v) }
 
 func TestValidate(t *testing.T) {
 	ok := Param{Name: "ok", Type: Float, Min: 0, Max: 1}

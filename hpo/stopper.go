@@ -58,36 +58,18 @@ func defaultStopperOptions() StopperOptions {
 // MedianStartupTrials sets the number of Completed trials before the median rule acts
 // (default 5).
 func MedianStartupTrials(n int) StopperOption {
-	return func(o *StopperOptions) error {
-		if n < 0 {
-			return fmt.Errorf("%w: startup trials %d must be >= 0", ErrInvalidOption, n)
-		}
-		o.StartupTrials = n
-		return nil
-	}
+	return atLeast("startup trials", n, 0, func(o *StopperOptions) *int { return &o.StartupTrials })
 }
 
 // MedianWarmupSteps sets the step below which the median rule never stops (default 0).
 func MedianWarmupSteps(n int64) StopperOption {
-	return func(o *StopperOptions) error {
-		if n < 0 {
-			return fmt.Errorf("%w: warm-up steps %d must be >= 0", ErrInvalidOption, n)
-		}
-		o.WarmupSteps = n
-		return nil
-	}
+	return atLeast("warm-up steps", n, 0, func(o *StopperOptions) *int64 { return &o.WarmupSteps })
 }
 
 // MedianMinTrials sets how many Completed trials need a value at a step for the median
 // rule to judge there (default 1).
 func MedianMinTrials(n int) StopperOption {
-	return func(o *StopperOptions) error {
-		if n < 1 {
-			return fmt.Errorf("%w: min trials %d must be >= 1", ErrInvalidOption, n)
-		}
-		o.MinTrials = n
-		return nil
-	}
+	return atLeast("min trials", n, 1, func(o *StopperOptions) *int { return &o.MinTrials })
 }
 
 // MedianRunningAverage makes the median rule use running averages (default false).
@@ -97,72 +79,37 @@ func MedianRunningAverage(on bool) StopperOption {
 
 // ASHAMinResource sets the step of the first rung (default 1).
 func ASHAMinResource(r int64) StopperOption {
-	return func(o *StopperOptions) error {
-		if r < 1 {
-			return fmt.Errorf("%w: min resource %d must be >= 1", ErrInvalidOption, r)
-		}
-		o.MinResource = r
-		return nil
-	}
+	return atLeast("min resource", r, 1, func(o *StopperOptions) *int64 { return &o.MinResource })
 }
 
 // ASHAReductionFactor sets η (default 3).
 func ASHAReductionFactor(eta int) StopperOption {
-	return func(o *StopperOptions) error {
-		if eta < 2 {
-			return fmt.Errorf("%w: reduction factor %d must be >= 2", ErrInvalidOption, eta)
-		}
-		o.ReductionFactor = eta
-		return nil
-	}
+	return atLeast("reduction factor", eta, 2, func(o *StopperOptions) *int { return &o.ReductionFactor })
 }
 
 // ASHAMaxResource sets the step trials end at; no rung is placed at or past it (default
 // 0, no bound).
 func ASHAMaxResource(r int64) StopperOption {
-	return func(o *StopperOptions) error {
-		if r < 0 {
-			return fmt.Errorf("%w: max resource %d must be >= 0", ErrInvalidOption, r)
-		}
-		o.MaxResource = r
-		return nil
-	}
+	return atLeast("max resource", r, 0, func(o *StopperOptions) *int64 { return &o.MaxResource })
 }
 
 // ASHAMaxRungs bounds the number of rungs (default 0, no bound).
 func ASHAMaxRungs(n int) StopperOption {
-	return func(o *StopperOptions) error {
-		if n < 0 {
-			return fmt.Errorf("%w: max rungs %d must be >= 0", ErrInvalidOption, n)
-		}
-		o.MaxRungs = n
-		return nil
-	}
+	return atLeast("max rungs", n, 0, func(o *StopperOptions) *int { return &o.MaxRungs })
 }
 
 // ASHAMinTrialsAtRung sets how many trials must reach a rung before any is stopped there
 // (default 0: the reduction factor).
 func ASHAMinTrialsAtRung(n int) StopperOption {
-	return func(o *StopperOptions) error {
-		if n < 0 {
-			return fmt.Errorf("%w: min trials at rung %d must be >= 0", ErrInvalidOption, n)
-		}
-		o.MinTrialsAtRung = n
-		return nil
-	}
+	return atLeast("min trials at rung", n, 0, func(o *StopperOptions) *int { return &o.MinTrialsAtRung })
 }
 
 // NewStopper returns the early-stopping rule called name: "median", "asha", or "none"
 // (also the empty name), which never stops a trial.
 func NewStopper(name string, opts ...StopperOption) (Stopper, error) {
-	o := defaultStopperOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	o, err := applyOptions(defaultStopperOptions(), opts)
+	if err != nil {
+		return nil, err
 	}
 	switch name {
 	case StopperNone, "":

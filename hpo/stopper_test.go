@@ -13,7 +13,7 @@ func curveTrial(id int, state TrialState, values ...float64) Trial {
 		t.Reports = append(t.Reports, Report{Step: int64(i + 1), Value: v})
 	}
 	if state != TrialRunning && len(values) > 0 {
-		t.Value = ptr(values[len(values)-1])
+		t.Value = new(values[len(values)-1])
 	}
 	return t
 }

@@ -149,7 +149,7 @@ func tpeWeights(w []float64, n int) []float64 {
 		return w
 	}
 	ramp := n - flat
-	for i := 0; i < ramp; i++ {
+	for i := range ramp {
 		if ramp == 1 {
 			w[i] = 1 / float64(n)
 		} else {

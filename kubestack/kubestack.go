@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -247,8 +248,8 @@ func (c *Cluster) Close() error {
 		}
 	}
 	errs = append(errs, stopAll(clients))
-	for i := len(servers) - 1; i >= 0; i-- {
-		errs = append(errs, servers[i].Stop())
+	for _, server := range slices.Backward(servers) {
+		errs = append(errs, server.Stop())
 	}
 	return errors.Join(errs...)
 }
@@ -391,44 +392,30 @@ func (c *Cluster) writeAdmin() error {
 }
 
 func (c *Cluster) startControllerManager(ctx context.Context, bin string) error {
-	kubeconfig, err := c.writeCertKubeconfig("kube-controller-manager", controllerManagerUser)
-	if err != nil {
-		return err
-	}
-	return c.launch(ctx, func() (*process, func(context.Context) error, error) {
-		port, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
-		args := []string{
-			"--kubeconfig", kubeconfig,
-			"--authentication-kubeconfig", kubeconfig,
-			"--authorization-kubeconfig", kubeconfig,
-			"--bind-address", "127.0.0.1",
-			"--secure-port", strconv.Itoa(port),
-			"--leader-elect=false",
-			// Each controller acts as its own service account, with the
-			// RBAC roles Kubernetes defines for it, as in a real cluster.
-			"--use-service-account-credentials=true",
-			"--service-account-private-key-file", c.pki.saKey,
-			"--root-ca-file", c.pki.caCert,
-			"--cluster-signing-cert-file", c.pki.caCert,
-			"--cluster-signing-key-file", c.pki.caKey,
-			"--cluster-name", "kubestack",
-			"--node-monitor-period", "1s",
-			"--node-monitor-grace-period", c.opts.NodeMonitorGracePeriod.String(),
-			"--profiling=false",
-		}
-		p, err := startProcess("kube-controller-manager", bin, args, c.logPath("kube-controller-manager"))
-		if err != nil {
-			return nil, nil, err
-		}
-		return p, httpReady(insecureLoopbackClient, "https://"+loopback(port)+"/healthz"), nil
-	})
+	return c.startController(ctx, "kube-controller-manager", bin, controllerManagerUser,
+		// Each controller acts as its own service account, with the
+		// RBAC roles Kubernetes defines for it, as in a real cluster.
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file", c.pki.saKey,
+		"--root-ca-file", c.pki.caCert,
+		"--cluster-signing-cert-file", c.pki.caCert,
+		"--cluster-signing-key-file", c.pki.caKey,
+		"--cluster-name", "kubestack",
+		"--node-monitor-period", "1s",
+		"--node-monitor-grace-period", c.opts.NodeMonitorGracePeriod.String(),
+	)
 }
 
 func (c *Cluster) startScheduler(ctx context.Context, bin string) error {
-	kubeconfig, err := c.writeCertKubeconfig("kube-scheduler", schedulerUser)
+	return c.startController(ctx, "kube-scheduler", bin, schedulerUser)
+}
+
+// startController starts kube-controller-manager or kube-scheduler (name) as the
+// client certificate user, with what both take (the kubeconfig for everything, a
+// secure port on loopback, no leader election, no profiling) and the arguments
+// extra, and waits for its /healthz.
+func (c *Cluster) startController(ctx context.Context, name, bin, user string, extra ...string) error {
+	kubeconfig, err := c.writeCertKubeconfig(name, user)
 	if err != nil {
 		return err
 	}
@@ -446,7 +433,8 @@ func (c *Cluster) startScheduler(ctx context.Context, bin string) error {
 			"--leader-elect=false",
 			"--profiling=false",
 		}
-		p, err := startProcess("kube-scheduler", bin, args, c.logPath("kube-scheduler"))
+		args = append(args, extra...)
+		p, err := startProcess(name, bin, args, c.logPath(name))
 		if err != nil {
 			return nil, nil, err
 		}

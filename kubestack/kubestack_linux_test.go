@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // TestCrashedParentLeavesNoComponents starts a cluster from a helper
@@ -31,10 +34,12 @@ func TestCrashedParentLeavesNoComponents(t *testing.T) {
 		t.Fatalf("helper: %q, %v", line, err)
 	}
 	pids := map[string]int{}
-	for _, f := range strings.Fields(line) {
+	for f := range strings.FieldsSeq(line) {
 		name, pid, _ := strings.Cut(f, "=")
-		var n int
-		fmt.Sscan(pid, &n)
+		n, err := strconv.Atoi(pid)
+		if err != nil {
+			t.Fatalf("helper printed %q: %v", f, err)
+		}
 		pids[name] = n
 	}
 	t.Cleanup(func() { // a failing test must not leave the components behind either
@@ -46,32 +51,19 @@ func TestCrashedParentLeavesNoComponents(t *testing.T) {
 		t.Errorf("helper reported %v, want 5 components", pids)
 	}
 	for name, pid := range pids {
-		if !alive(pid) {
+		if !testutil.Alive(pid) {
 			t.Fatalf("%s (pid %d) not running before the helper was killed", name, pid)
 		}
 	}
 	helper.Process.Kill()
 	helper.Wait()
 
-	eventually(t, 10*time.Second, "components gone after their parent was killed", func() error {
+	testutil.Eventually(t, 10*time.Second, "components gone after their parent was killed", func() error {
 		for name, pid := range pids {
-			if alive(pid) {
+			if testutil.Alive(pid) {
 				return fmt.Errorf("%s (pid %d) still running", name, pid)
 			}
 		}
 		return nil
 	})
-}
-
-// alive reports whether pid runs; a zombie that nobody has reaped yet
-// counts as gone.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }

@@ -2,6 +2,7 @@ package kubestack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opendlc/opendlc/internal/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -85,22 +87,6 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// eventually polls check until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -126,7 +112,7 @@ func namespace(t *testing.T, ctx context.Context) string {
 		if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			t.Error(err)
 		}
-		eventually(t, time.Minute, "pods of namespace "+name+" gone", func() error {
+		testutil.Eventually(t, time.Minute, "pods of namespace "+name+" gone", func() error {
 			list, err := pods.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
@@ -176,7 +162,7 @@ func createPod(t *testing.T, ctx context.Context, ns string, pod *corev1.Pod) *c
 func waitPod(t *testing.T, ctx context.Context, ns, name, what string, cond func(*corev1.Pod) error) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, time.Minute, fmt.Sprintf("pod %s/%s %s", ns, name, what), func() error {
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("pod %s/%s %s", ns, name, what), func() error {
 		p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -368,13 +354,13 @@ func TestSetNodeNotReady(t *testing.T) {
 		}
 	})
 
-	eventually(t, time.Minute, "node "+node+" NotReady and tainted", func() error {
+	testutil.Eventually(t, time.Minute, "node "+node+" NotReady and tainted", func() error {
 		n, err := cluster.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if NodeReady(n) {
-			return fmt.Errorf("still Ready")
+			return errors.New("still Ready")
 		}
 		effects := map[corev1.TaintEffect]bool{}
 		for _, taint := range n.Spec.Taints {
@@ -389,7 +375,7 @@ func TestSetNodeNotReady(t *testing.T) {
 	})
 	t.Logf("NotReady and tainted %s after SetNodeNotReady", time.Since(start).Round(time.Millisecond))
 
-	eventually(t, time.Minute, "pod evicted from the NotReady node", func() error {
+	testutil.Eventually(t, time.Minute, "pod evicted from the NotReady node", func() error {
 		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -397,7 +383,7 @@ func TestSetNodeNotReady(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("still there")
+		return errors.New("still there")
 	})
 	t.Logf("pod evicted and gone %s after SetNodeNotReady", time.Since(start).Round(time.Millisecond))
 }
@@ -451,7 +437,7 @@ func TestServiceAccountKubeconfig(t *testing.T) {
 	if _, err := cluster.Client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "listing pods once the role is bound", func() error {
+	testutil.Eventually(t, 30*time.Second, "listing pods once the role is bound", func() error {
 		_, err := sa.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -490,7 +476,7 @@ func TestOwnedPodIsGarbageCollected(t *testing.T) {
 	if err := cluster.Client.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "owned pod garbage-collected", func() error {
+	testutil.Eventually(t, time.Minute, "owned pod garbage-collected", func() error {
 		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -498,7 +484,7 @@ func TestOwnedPodIsGarbageCollected(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("still there")
+		return errors.New("still there")
 	})
 	t.Logf("pod gone %s after its Service was deleted", time.Since(start).Round(time.Millisecond))
 }
@@ -545,7 +531,7 @@ func TestStagesAreOnlyStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
+	for doc := range strings.SplitSeq(string(b), "\n---\n") {
 		var obj struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`

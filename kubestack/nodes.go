@@ -143,7 +143,7 @@ func (c *Cluster) pollUntil(ctx context.Context, what string, check func(context
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kubestack: waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+			return fmt.Errorf("kubestack: waiting for %s: %w (last error: %w)", what, ctx.Err(), last)
 		case <-ticker.C:
 		}
 	}

@@ -1,5 +1,7 @@
 package schedule
 
+import "slices"
+
 // OverlapPolicy says what a schedule does with a run that is due while earlier runs of the
 // same schedule are still running.
 type OverlapPolicy string
@@ -88,10 +90,5 @@ func (p OverlapPolicy) Valid() bool {
 	if p == "" {
 		return true
 	}
-	for _, q := range OverlapPolicies {
-		if p == q {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(OverlapPolicies, p)
 }

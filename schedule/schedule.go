@@ -25,6 +25,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"time"
+
 	// Time zone names resolve even on hosts without a zoneinfo database.
 	_ "time/tzdata"
 
@@ -149,7 +150,7 @@ func ParseCron(expr string) (*cron.SpecSchedule, error) {
 	}
 	parsed, err := parser.Parse(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %v", ErrInvalidCron, expr, err)
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidCron, expr, err)
 	}
 	cs, ok := parsed.(*cron.SpecSchedule)
 	if !ok {

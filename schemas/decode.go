@@ -97,22 +97,7 @@ func Decode(data []byte) (Object, error) {
 
 // DecodeTrainingJob is Decode for a document that must be a TrainingJob.
 func DecodeTrainingJob(data []byte) (*TrainingJob, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindTrainingJob))
-	} else if ks, ok := k.(string); ok && ks != string(KindTrainingJob) {
-		// A kind that is not a string is reported by checkTypes.
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindTrainingJob))
-	}
-	job := new(TrainingJob)
-	if err := decodeInto(doc, jsonData, job, errs); err != nil {
-		return nil, err
-	}
-	return job, nil
+	return decodeAs[TrainingJob](data, KindTrainingJob)
 }
 
 func joinKinds() string {
@@ -122,6 +107,29 @@ func joinKinds() string {
 		s[i] = string(k)
 	}
 	return strings.Join(s, ", ")
+}
+
+// decodeAs is Decode for a document that must be of kind k, into a new T.
+func decodeAs[T any, P interface {
+	*T
+	Object
+}](data []byte, k Kind) (*T, error) {
+	doc, jsonData, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	var errs ErrorList
+	if v, ok := doc["kind"]; !ok || v == nil {
+		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", k))
+	} else if s, ok := v.(string); ok && s != string(k) {
+		// A kind that is not a string is reported by checkTypes.
+		errs = append(errs, Invalid(NewPath("kind"), "must be %s", k))
+	}
+	obj := new(T)
+	if err := decodeInto(doc, jsonData, P(obj), errs); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // decodeInto checks doc against obj's type, then unmarshals and defaults obj. errs are
@@ -143,8 +151,7 @@ func decodeInto(doc map[string]any, jsonData []byte, obj Object, errs ErrorList)
 
 // unmarshalError turns an encoding/json error into a FieldError.
 func unmarshalError(err error) *FieldError {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		return &FieldError{Field: te.Field, Detail: "must be " + describeKind(te.Type)}
 	}
 	return &FieldError{Detail: err.Error()}
@@ -358,17 +365,16 @@ func (p *jsonParser) value(path Path, depth int) (any, error) {
 
 // syntaxError adds a line and column to a JSON syntax error.
 func (p *jsonParser) syntaxError(err error) error {
-	if err == errTooDeep {
-		return fmt.Errorf("%w: %v", ErrInvalidDocument, err)
+	if errors.Is(err, errTooDeep) {
+		return fmt.Errorf("%w: %w", ErrInvalidDocument, err)
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%w: invalid JSON at %s: %v", ErrInvalidDocument, p.position(se.Offset), se)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return fmt.Errorf("%w: invalid JSON at %s: %w", ErrInvalidDocument, p.position(se.Offset), se)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: invalid JSON: unexpected end of document", ErrInvalidDocument)
 	}
-	return fmt.Errorf("%w: invalid JSON: %v", ErrInvalidDocument, err)
+	return fmt.Errorf("%w: invalid JSON: %w", ErrInvalidDocument, err)
 }
 
 // position turns a byte offset into "line L, column C".

@@ -462,8 +462,7 @@ func TestDecodeDocumentErrors(t *testing.T) {
 			if !errors.Is(err, tt.wantIs) {
 				t.Errorf("Decode error %v, want one that is %v", err, tt.wantIs)
 			}
-			var list schemas.ErrorList
-			if errors.As(err, &list) {
+			if _, ok := errors.AsType[schemas.ErrorList](err); ok {
 				t.Errorf("Decode error %v is an ErrorList; want a document error", err)
 			}
 			if diff := cmp.Diff(tt.wantErr, errString(err)); diff != "" {

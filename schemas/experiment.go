@@ -2,7 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -145,7 +145,7 @@ func (v *CategoricalValue) UnmarshalJSON(b []byte) error {
 	default:
 		var n json.Number
 		if err := json.Unmarshal(b, &n); err != nil {
-			return fmt.Errorf("must be a string, a number or a boolean")
+			return errors.New("must be a string, a number or a boolean")
 		}
 		*v = CategoricalValue(n.String())
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-func expF64(v float64) *float64 { return &v }
-func expI32(v int32) *int32     { return &v }
+func expF64(v float64) *float64 { return new(v) }
+
+func expI32(v int32) *int32 { return new(v) }
 
 // experiment returns a valid experiment tuning lr, l2 and batch_size of a one-replica
 // trainer, changed by each mutation.
@@ -22,8 +23,8 @@ func testExp(mutate ...func(e *schemas.Experiment)) *schemas.Experiment {
 		Metadata:   schemas.ObjectMeta{Name: "tune", Workspace: "vision", Labels: map[string]string{"team": "cv"}},
 		Spec: schemas.ExperimentSpec{
 			SearchSpace: []schemas.ParameterSpec{
-				{Name: "lr", Type: schemas.ParameterFloat, Min: expF64(0.001), Max: expF64(1), Log: true},
-				{Name: "l2", Type: schemas.ParameterFloat, Min: expF64(0), Max: expF64(0.01)},
+				{Name: "lr", Type: schemas.ParameterFloat, Min: new(0.001), Max: expF64(1), Log: true},
+				{Name: "l2", Type: schemas.ParameterFloat, Min: expF64(0), Max: new(0.01)},
 				{Name: "batch_size", Type: schemas.ParameterCategorical, Values: []schemas.CategoricalValue{"16", "32", "64"}},
 				{Name: "epochs", Type: schemas.ParameterInt, Min: expF64(2), Max: expF64(10), Step: 2},
 			},
@@ -58,12 +59,12 @@ func TestExperimentValidate(t *testing.T) {
 		"defaulted": {exp: testExp(func(e *schemas.Experiment) { e.Default() })},
 		"grid with float steps": {exp: testExp(func(e *schemas.Experiment) {
 			e.Spec.Algorithm.Name = schemas.AlgorithmGrid
-			e.Spec.SearchSpace[0] = schemas.ParameterSpec{Name: "lr", Type: schemas.ParameterFloat, Min: expF64(0.1), Max: expF64(0.5), Step: 0.1}
+			e.Spec.SearchSpace[0] = schemas.ParameterSpec{Name: "lr", Type: schemas.ParameterFloat, Min: new(0.1), Max: new(0.5), Step: 0.1}
 			e.Spec.SearchSpace[1].Step = 0.005
 		})},
 		"asha and goal": {exp: testExp(func(e *schemas.Experiment) {
 			e.Spec.EarlyStopping = schemas.EarlyStoppingSpec{Rule: schemas.EarlyStoppingASHA, MinResource: 2, ReductionFactor: 2, MaxResource: 20}
-			e.Spec.Objective.Goal = expF64(0.95)
+			e.Spec.Objective.Goal = new(0.95)
 			e.Spec.Objective.StepMetric = "epoch"
 		})},
 		"median": {exp: testExp(func(e *schemas.Experiment) {
@@ -96,7 +97,7 @@ func TestExperimentValidate(t *testing.T) {
 				expParam(0, func(p *schemas.ParameterSpec) { p.Min = expF64(0); p.Max = nil }),
 				expParam(1, func(p *schemas.ParameterSpec) { p.Max = expF64(0) }),
 				expParam(3, func(p *schemas.ParameterSpec) {
-					p.Min = expF64(1.5)
+					p.Min = new(1.5)
 					p.Step = 0.5
 					p.Values = []schemas.CategoricalValue{"a"}
 				}),
@@ -252,7 +253,7 @@ spec:
 	forward := true
 	want := schemas.ExperimentSpec{
 		SearchSpace: []schemas.ParameterSpec{
-			{Name: "lr", Type: schemas.ParameterFloat, Min: expF64(0.01), Max: expF64(1), Log: true},
+			{Name: "lr", Type: schemas.ParameterFloat, Min: new(0.01), Max: expF64(1), Log: true},
 			{Name: "batch_size", Type: schemas.ParameterCategorical, Values: []schemas.CategoricalValue{"16", "32", "true"}},
 		},
 		Objective:       schemas.ObjectiveSpec{Metric: "accuracy", Direction: schemas.Maximize, StepMetric: "step"},
@@ -342,8 +343,8 @@ func TestExperimentTrialJob(t *testing.T) {
 }
 
 func TestObjective(t *testing.T) {
-	maxi := schemas.ObjectiveSpec{Direction: schemas.Maximize, Goal: expF64(0.9)}
-	mini := schemas.ObjectiveSpec{Direction: schemas.Minimize, Goal: expF64(0.1)}
+	maxi := schemas.ObjectiveSpec{Direction: schemas.Maximize, Goal: new(0.9)}
+	mini := schemas.ObjectiveSpec{Direction: schemas.Minimize, Goal: new(0.1)}
 	got := []bool{maxi.Better(2, 1), maxi.Reached(0.9), maxi.Reached(0.89), mini.Better(2, 1), mini.Reached(0.1), mini.Reached(0.2),
 		(&schemas.ObjectiveSpec{Direction: schemas.Maximize}).Reached(1e9)}
 	if diff := cmp.Diff([]bool{true, true, false, false, true, false, false}, got); diff != "" {
@@ -353,7 +354,7 @@ func TestObjective(t *testing.T) {
 
 func TestGridSize(t *testing.T) {
 	e := testExp(func(e *schemas.Experiment) {
-		e.Spec.SearchSpace[0] = schemas.ParameterSpec{Name: "lr", Type: schemas.ParameterFloat, Min: expF64(0.1), Max: expF64(0.5), Step: 0.1}
+		e.Spec.SearchSpace[0] = schemas.ParameterSpec{Name: "lr", Type: schemas.ParameterFloat, Min: new(0.1), Max: new(0.5), Step: 0.1}
 		e.Spec.SearchSpace[1].Step = 0.005
 	})
 	// lr: 5 values, l2: 3, batch_size: 3, epochs 2,4,6,8,10: 5.

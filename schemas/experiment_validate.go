@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,15 +88,7 @@ func (e *Experiment) Default() {
 // does not apply defaults, and accepts the empty values that Default would fill in.
 func (e *Experiment) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(e), "", &errs)
-
-	if e.APIVersion != "" && e.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if e.Kind != "" && e.Kind != KindExperiment {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindExperiment))
-	}
-	validateMeta(&e.Metadata, NewPath("metadata"), &errs)
+	validateHeader(e, e.APIVersion, e.Kind, &errs)
 	if n := len(e.Metadata.Name); n > MaxExperimentNameLength && n <= 50 {
 		errs = append(errs, Invalid(NewPath("metadata", "name"),
 			"must be at most %d characters: trial job names add -t<N>-r<K>", MaxExperimentNameLength))
@@ -334,17 +325,17 @@ func SubstituteParams(s string, values map[string]string) (string, error) {
 			return b.String(), nil
 		}
 		rest := s[i+len(paramRefOpen):]
-		j := strings.IndexByte(rest, '}')
-		if j < 0 {
+		before, after, ok0 := strings.Cut(rest, "}")
+		if !ok0 {
 			return "", fmt.Errorf("unterminated %s", paramRefOpen)
 		}
-		v, ok := values[rest[:j]]
+		v, ok := values[before]
 		if !ok {
-			return "", fmt.Errorf("parameter %q is not defined", rest[:j])
+			return "", fmt.Errorf("parameter %q is not defined", before)
 		}
 		b.WriteString(s[:i])
 		b.WriteString(v)
-		s = rest[j+1:]
+		s = after
 	}
 }
 
@@ -426,31 +417,12 @@ func (e *Experiment) TrialJob(job string, id int, values map[string]string) (Tra
 
 // DecodeExperiment is Decode for a document that must be an Experiment.
 func DecodeExperiment(data []byte) (*Experiment, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindExperiment))
-	} else if ks, ok := k.(string); ok && ks != string(KindExperiment) {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindExperiment))
-	}
-	exp := new(Experiment)
-	if err := decodeInto(doc, jsonData, exp, errs); err != nil {
-		return nil, err
-	}
-	return exp, nil
+	return decodeAs[Experiment](data, KindExperiment)
 }
 
 // JSONSchemaExtend pins apiVersion and kind, and bounds the name.
 func (Experiment) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindExperiment)
-	}
+	pinKind(s, KindExperiment)
 }
 
 // JSONSchemaExtend says what each parameter type requires.

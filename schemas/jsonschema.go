@@ -13,7 +13,7 @@ const (
 	labelValuePattern   = `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 )
 
-func uint64p(n uint64) *uint64 { return &n }
+func uint64p(n uint64) *uint64 { return new(n) }
 
 // labelMapSchema constrains a map with Kubernetes label syntax.
 func labelMapSchema(s *jsonschema.Schema, valueMaxLength uint64, valuePattern string) {
@@ -28,19 +28,24 @@ func labelMapSchema(s *jsonschema.Schema, valueMaxLength uint64, valuePattern st
 	}
 	s.AdditionalProperties = &jsonschema.Schema{
 		Type:      "string",
-		MaxLength: uint64p(valueMaxLength),
+		MaxLength: new(valueMaxLength),
 		Pattern:   valuePattern,
+	}
+}
+
+// pinKind makes a document schema's apiVersion and kind constants: APIVersion and k.
+func pinKind(s *jsonschema.Schema, k Kind) {
+	if p, ok := s.Properties.Get("apiVersion"); ok {
+		p.Const = APIVersion
+	}
+	if p, ok := s.Properties.Get("kind"); ok {
+		p.Const = string(k)
 	}
 }
 
 // JSONSchemaExtend pins apiVersion and kind.
 func (TrainingJob) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindTrainingJob)
-	}
+	pinKind(s, KindTrainingJob)
 }
 
 // JSONSchemaExtend bounds labels and annotations.

@@ -5,6 +5,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -121,7 +122,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("must be a duration string such as \"10m\"")
+		return errors.New("must be a duration string such as \"10m\"")
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {

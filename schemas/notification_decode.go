@@ -6,32 +6,12 @@ var _ Object = (*NotificationRule)(nil)
 
 // DecodeNotificationRule is Decode for a document that must be a NotificationRule.
 func DecodeNotificationRule(data []byte) (*NotificationRule, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindNotificationRule))
-	} else if ks, ok := k.(string); ok && ks != string(KindNotificationRule) {
-		// A kind that is not a string is reported by checkTypes.
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindNotificationRule))
-	}
-	rule := new(NotificationRule)
-	if err := decodeInto(doc, jsonData, rule, errs); err != nil {
-		return nil, err
-	}
-	return rule, nil
+	return decodeAs[NotificationRule](data, KindNotificationRule)
 }
 
 // JSONSchemaExtend pins apiVersion and kind.
 func (NotificationRule) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindNotificationRule)
-	}
+	pinKind(s, KindNotificationRule)
 }
 
 // JSONSchemaExtend bounds the labels a rule matches.

@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"reflect"
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,27 +11,7 @@ import (
 // jsonschema tags are the constants Validate and the JSON Schema use, each with a
 // message in words.
 func TestNotificationPatternTags(t *testing.T) {
-	seen := map[reflect.Type]bool{}
-	structTypes(reflect.TypeFor[NotificationRule](), seen)
-	var patterns []string
-	for st := range seen {
-		for i := range st.NumField() {
-			if p := rulesFor(st, i).pattern; p != "" && !slices.Contains(patterns, p) {
-				patterns = append(patterns, p)
-			}
-		}
-	}
-	slices.Sort(patterns)
-	want := []string{dnsLabelPattern, eventTypePattern, natsSubjectPattern}
-	slices.Sort(want)
-	if diff := cmp.Diff(want, patterns); diff != "" {
-		t.Errorf("patterns in jsonschema tags (-want +got):\n%s", diff)
-	}
-	for _, p := range patterns {
-		if _, ok := patternMessages[p]; !ok {
-			t.Errorf("pattern %q has no entry in patternMessages", p)
-		}
-	}
+	checkTagPatterns(t, reflect.TypeFor[NotificationRule](), []string{dnsLabelPattern, eventTypePattern, natsSubjectPattern})
 
 	f, _ := reflect.TypeFor[NotificationMatch]().FieldByName("Phases")
 	r := rulesFor(reflect.TypeFor[NotificationMatch](), f.Index[0])

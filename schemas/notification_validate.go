@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"net/url"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -79,15 +78,7 @@ func (r *NotificationRule) Default() {
 // not apply defaults, and accepts the empty values that Default would fill in.
 func (r *NotificationRule) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(r), "", &errs)
-
-	if r.APIVersion != "" && r.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if r.Kind != "" && r.Kind != KindNotificationRule {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindNotificationRule))
-	}
-	validateMeta(&r.Metadata, NewPath("metadata"), &errs)
+	validateHeader(r, r.APIVersion, r.Kind, &errs)
 	workspace := r.Metadata.Workspace
 	if workspace == "" {
 		workspace = DefaultWorkspace

@@ -258,12 +258,7 @@ func (s *PipelineSpec) ResolveParams(given map[string]string) (map[string]string
 
 // JSONSchemaExtend pins apiVersion and kind.
 func (Pipeline) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindPipeline)
-	}
+	pinKind(s, KindPipeline)
 }
 
 // JSONSchemaExtend says that a step sets exactly one of job and condition, and bounds
@@ -282,25 +277,5 @@ func (PipelineStep) JSONSchemaExtend(s *jsonschema.Schema) {
 
 // DecodePipeline is Decode for a document that must be a Pipeline.
 func DecodePipeline(data []byte) (*Pipeline, error) {
-	p := new(Pipeline)
-	if err := decodeKind(data, KindPipeline, p); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// decodeKind is Decode into obj for a document that must be of kind k.
-func decodeKind(data []byte, k Kind, obj Object) error {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return err
-	}
-	var errs ErrorList
-	if v, ok := doc["kind"]; !ok || v == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", k))
-	} else if s, ok := v.(string); ok && s != string(k) {
-		// A kind that is not a string is reported by checkTypes.
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", k))
-	}
-	return decodeInto(doc, jsonData, obj, errs)
+	return decodeAs[Pipeline](data, KindPipeline)
 }

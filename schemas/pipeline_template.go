@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -85,7 +86,7 @@ func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
 	case RefEvent:
 		p, err := ParseFieldPath(rest)
 		if err != nil {
-			return ref, true, fmt.Errorf("${%s}: %v", raw, err)
+			return ref, true, fmt.Errorf("${%s}: %w", raw, err)
 		}
 		ref.Path = p
 	default:
@@ -116,8 +117,8 @@ func ExpandTemplate(s string, resolve func(TemplateRef) (string, error)) (string
 		}
 		b.WriteString(s[:i])
 		rest := s[i+2:]
-		j := strings.IndexByte(rest, '}')
-		if j < 0 {
+		before, after, ok0 := strings.Cut(rest, "}")
+		if !ok0 {
 			root, _, _ := strings.Cut(rest, ".")
 			if root == RefParams || root == RefSteps || root == RefPipeline || root == RefEvent {
 				return "", fmt.Errorf("unterminated ${%s", rest)
@@ -125,7 +126,7 @@ func ExpandTemplate(s string, resolve func(TemplateRef) (string, error)) (string
 			b.WriteString(s[i:])
 			return b.String(), nil
 		}
-		ref, ok, err := parseRef(rest[:j])
+		ref, ok, err := parseRef(before)
 		if err != nil {
 			return "", err
 		}
@@ -139,7 +140,7 @@ func ExpandTemplate(s string, resolve func(TemplateRef) (string, error)) (string
 			return "", err
 		}
 		b.WriteString(v)
-		s = rest[j+1:]
+		s = after
 	}
 }
 
@@ -280,12 +281,7 @@ func ParseCondition(s string) (*ConditionExpr, error) {
 }
 
 func isComparisonOp(s string) bool {
-	for _, op := range comparisonOps {
-		if s == op {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(comparisonOps, s)
 }
 
 // lexCondition splits an expression into operands and operators.

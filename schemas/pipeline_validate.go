@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,14 +24,7 @@ var outputKeyRE = regexp.MustCompile(outputKeyPattern)
 // Validate returns every problem with the pipeline, sorted by field path, or nil.
 func (p *Pipeline) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(p), "", &errs)
-	if p.APIVersion != "" && p.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if p.Kind != "" && p.Kind != KindPipeline {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindPipeline))
-	}
-	validateMeta(&p.Metadata, NewPath("metadata"), &errs)
+	validateHeader(p, p.APIVersion, p.Kind, &errs)
 	if len(p.Metadata.Labels) > maxMapEntries-2 {
 		errs = append(errs, Invalid(NewPath("metadata", "labels"),
 			"must have at most %d entries: each step's job also gets %s and %s", maxMapEntries-2, LabelPipeline, LabelPipelineStep))

@@ -89,15 +89,7 @@ func (s *Schedule) Default() {
 // not apply defaults, and accepts the empty values that Default would fill in.
 func (s *Schedule) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(s), "", &errs)
-
-	if s.APIVersion != "" && s.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if s.Kind != "" && s.Kind != KindSchedule {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
-	}
-	validateMeta(&s.Metadata, NewPath("metadata"), &errs)
+	validateHeader(s, s.APIVersion, s.Kind, &errs)
 	n := len(s.Metadata.Name)
 	switch {
 	case n > 50: // reported by the tag
@@ -220,32 +212,12 @@ func (m *TemplateMeta) validate(extra int, p Path, errs *ErrorList) {
 
 // DecodeSchedule is Decode for a document that must be a Schedule.
 func DecodeSchedule(data []byte) (*Schedule, error) {
-	doc, jsonData, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var errs ErrorList
-	if k, ok := doc["kind"]; !ok || k == nil {
-		errs = append(errs, Invalid(NewPath("kind"), "required; must be %s", KindSchedule))
-	} else if ks, ok := k.(string); ok && ks != string(KindSchedule) {
-		// A kind that is not a string is reported by checkTypes.
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindSchedule))
-	}
-	s := new(Schedule)
-	if err := decodeInto(doc, jsonData, s, errs); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return decodeAs[Schedule](data, KindSchedule)
 }
 
 // JSONSchemaExtend pins apiVersion and kind, and bounds the name.
 func (Schedule) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindSchedule)
-	}
+	pinKind(s, KindSchedule)
 	if p, ok := s.Properties.Get("metadata"); ok {
 		name := jsonschema.NewProperties()
 		name.Set("name", &jsonschema.Schema{MaxLength: uint64p(MaxScheduleNameLength)})

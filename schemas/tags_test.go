@@ -18,16 +18,18 @@ func structTypes(t reflect.Type, seen map[reflect.Type]bool) {
 		return
 	}
 	seen[t] = true
-	for i := range t.NumField() {
-		structTypes(t.Field(i).Type, seen)
+	for field := range t.Fields() {
+		structTypes(field.Type, seen)
 	}
 }
 
-// TestPatternTags checks that every pattern in a jsonschema tag compiles and has a message
-// in words, so that the tags and the hand-written checks use the same expressions.
-func TestPatternTags(t *testing.T) {
+// checkTagPatterns checks that the patterns in the jsonschema tags of typ and of every
+// struct type reachable from it are exactly want, and that each compiles and has a
+// message in words.
+func checkTagPatterns(t *testing.T, typ reflect.Type, want []string) {
+	t.Helper()
 	seen := map[reflect.Type]bool{}
-	structTypes(reflect.TypeFor[TrainingJob](), seen)
+	structTypes(typ, seen)
 	var patterns []string
 	for st := range seen {
 		for i := range st.NumField() {
@@ -37,8 +39,7 @@ func TestPatternTags(t *testing.T) {
 		}
 	}
 	slices.Sort(patterns)
-	want := []string{checkpointURIPattern, dnsLabelPattern, envNamePattern}
-	slices.Sort(want)
+	want = slices.Sorted(slices.Values(want))
 	if diff := cmp.Diff(want, patterns); diff != "" {
 		t.Errorf("patterns in jsonschema tags (-want +got):\n%s", diff)
 	}
@@ -50,6 +51,12 @@ func TestPatternTags(t *testing.T) {
 			t.Errorf("pattern %q has no entry in patternMessages", p)
 		}
 	}
+}
+
+// TestPatternTags checks that every pattern in a jsonschema tag compiles and has a message
+// in words, so that the tags and the hand-written checks use the same expressions.
+func TestPatternTags(t *testing.T) {
+	checkTagPatterns(t, reflect.TypeFor[TrainingJob](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern})
 }
 
 func TestSplitTag(t *testing.T) {

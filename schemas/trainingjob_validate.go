@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"path"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -72,15 +71,7 @@ func (j *TrainingJob) Default() {
 // apply defaults, and accepts the empty values that Default would fill in.
 func (j *TrainingJob) Validate() ErrorList {
 	var errs ErrorList
-	validateTags(reflect.ValueOf(j), "", &errs)
-
-	if j.APIVersion != "" && j.APIVersion != APIVersion {
-		errs = append(errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if j.Kind != "" && j.Kind != KindTrainingJob {
-		errs = append(errs, Invalid(NewPath("kind"), "must be %s", KindTrainingJob))
-	}
-	validateMeta(&j.Metadata, NewPath("metadata"), &errs)
+	validateHeader(j, j.APIVersion, j.Kind, &errs)
 	j.Spec.validate(NewPath("spec"), &errs)
 
 	errs.Sort()

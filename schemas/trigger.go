@@ -169,12 +169,7 @@ func FieldString(v any) string {
 
 // JSONSchemaExtend pins apiVersion and kind.
 func (Trigger) JSONSchemaExtend(s *jsonschema.Schema) {
-	if p, ok := s.Properties.Get("apiVersion"); ok {
-		p.Const = APIVersion
-	}
-	if p, ok := s.Properties.Get("kind"); ok {
-		p.Const = string(KindTrigger)
-	}
+	pinKind(s, KindTrigger)
 }
 
 // JSONSchemaExtend bounds the params.
@@ -204,9 +199,5 @@ func (TriggerAction) JSONSchemaExtend(s *jsonschema.Schema) {
 
 // DecodeTrigger is Decode for a document that must be a Trigger.
 func DecodeTrigger(data []byte) (*Trigger, error) {
-	t := new(Trigger)
-	if err := decodeKind(data, KindTrigger, t); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return decodeAs[Trigger](data, KindTrigger)
 }

@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"reflect"
 	"strings"
 )
 
@@ -15,14 +14,7 @@ const (
 func (t *Trigger) Validate() ErrorList {
 	var errs ErrorList
 	add := func(e *FieldError) { errs = append(errs, e) }
-	validateTags(reflect.ValueOf(t), "", &errs)
-	if t.APIVersion != "" && t.APIVersion != APIVersion {
-		add(Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
-	}
-	if t.Kind != "" && t.Kind != KindTrigger {
-		add(Invalid(NewPath("kind"), "must be %s", KindTrigger))
-	}
-	validateMeta(&t.Metadata, NewPath("metadata"), &errs)
+	validateHeader(t, t.APIVersion, t.Kind, &errs)
 	if len(t.Metadata.Labels) > maxMapEntries-3 {
 		add(Invalid(NewPath("metadata", "labels"), "must have at most %d entries: what the trigger starts also gets %s, %s and %s",
 			maxMapEntries-3, LabelTrigger, LabelPipeline, LabelPipelineStep))

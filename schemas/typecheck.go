@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -165,8 +166,8 @@ func checkValue(v any, t reflect.Type, p Path, errs *ErrorList) {
 }
 
 func isRangeError(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
+	ne, ok := errors.AsType[*strconv.NumError](err)
+	return ok && errors.Is(ne.Err, strconv.ErrRange)
 }
 
 func leafError(p Path, t reflect.Type, err error) *FieldError {
@@ -228,8 +229,7 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 }
 
 func addStructFields(t reflect.Type, fields map[string]reflect.Type) {
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue

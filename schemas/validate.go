@@ -130,8 +130,8 @@ func splitTag(tag string) []string {
 	var out []string
 	cur := ""
 	for part := range strings.SplitSeq(tag, ",") {
-		if strings.HasSuffix(cur, `\`) {
-			cur = strings.TrimSuffix(cur, `\`) + "," + part
+		if before, ok := strings.CutSuffix(cur, `\`); ok {
+			cur = before + "," + part
 			continue
 		}
 		if cur != "" {
@@ -336,6 +336,19 @@ func validateAnnotations(m map[string]string, p Path, errs *ErrorList) {
 			*errs = append(*errs, Invalid(p.Key(k), "value must be at most %d characters", maxAnnotationLength))
 		}
 	}
+}
+
+// validateHeader checks what every document has: the jsonschema tags of obj's fields,
+// apiVersion and kind (when given: Default fills them in) and the metadata.
+func validateHeader(obj Object, apiVersion string, kind Kind, errs *ErrorList) {
+	validateTags(reflect.ValueOf(obj), "", errs)
+	if apiVersion != "" && apiVersion != APIVersion {
+		*errs = append(*errs, Invalid(NewPath("apiVersion"), "must be %s", APIVersion))
+	}
+	if want := obj.GetKind(); kind != "" && kind != want {
+		*errs = append(*errs, Invalid(NewPath("kind"), "must be %s", want))
+	}
+	validateMeta(obj.GetMeta(), NewPath("metadata"), errs)
 }
 
 // validateMeta checks the parts of ObjectMeta its tags cannot.

@@ -74,7 +74,7 @@ func (c *podCache) start() {
 		_ = c.pods.AddIndexers(cache.Indexers{gangIndex: func(obj any) ([]string, error) {
 			m, err := meta.Accessor(obj)
 			if err != nil {
-				return nil, nil
+				return nil, nil //nolint:nilerr // an object without metadata is in no gang
 			}
 			return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelGang]}, nil
 		}})

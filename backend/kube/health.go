@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -132,10 +133,10 @@ type healthConfig struct {
 func WithHealthProbe(image string, command ...string) Option {
 	return func(b *Backend) error {
 		if image == "" {
-			return fmt.Errorf("kube: health probe: empty image")
+			return errors.New("kube: health probe: empty image")
 		}
 		if len(command) == 0 || command[0] == "" {
-			return fmt.Errorf("kube: health probe: empty command")
+			return errors.New("kube: health probe: empty command")
 		}
 		b.health.image, b.health.command = image, slices.Clone(command)
 		return nil
@@ -162,7 +163,7 @@ func WithHealthProbeAnnotations(a map[string]string) Option {
 func WithHealthNamespace(ns string) Option {
 	return func(b *Backend) error {
 		if ns == "" {
-			return fmt.Errorf("kube: empty health namespace")
+			return errors.New("kube: empty health namespace")
 		}
 		b.health.namespace = ns
 		return nil
@@ -823,11 +824,11 @@ func (b *Backend) checkPod(ns, name string, n *corev1.Node, timeout time.Duratio
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			ActiveDeadlineSeconds:         &deadline,
 			TerminationGracePeriodSeconds: &grace,
-			AutomountServiceAccountToken:  ptr(false),
-			EnableServiceLinks:            ptr(false),
+			AutomountServiceAccountToken:  new(false),
+			EnableServiceLinks:            new(false),
 			ImagePullSecrets:              pullSecrets,
 			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr(true),
+				RunAsNonRoot:   new(true),
 				RunAsUser:      runAs,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
@@ -838,7 +839,7 @@ func (b *Backend) checkPod(ns, name string, n *corev1.Node, timeout time.Duratio
 				Command:         escapeAll(command),
 				Env:             env,
 				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr(false),
+					AllowPrivilegeEscalation: new(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -876,7 +877,7 @@ func (b *Backend) probe(ctx context.Context, pods []*corev1.Pod, timeout time.Du
 		// Delete whatever happens, also when ctx was cancelled.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		b.forEachPod(pods, func(p *corev1.Pod) error {
+		_ = forEachPod(pods, probeParallelism, func(p *corev1.Pod) error {
 			zero := int64(0)
 			err := b.client.CoreV1().Pods(p.Namespace).Delete(dctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -885,7 +886,7 @@ func (b *Backend) probe(ctx context.Context, pods []*corev1.Pod, timeout time.Du
 			return nil
 		})
 	}()
-	if err := b.forEachPod(pods, func(p *corev1.Pod) error { return b.createPod(ctx, p) }); err != nil {
+	if err := forEachPod(pods, probeParallelism, func(p *corev1.Pod) error { return b.createPod(ctx, p) }); err != nil {
 		return nil, err
 	}
 
@@ -986,11 +987,11 @@ func withProbe(h backend.NodeHealth, r probeResult) backend.NodeHealth {
 	return h
 }
 
-// forEachPod runs fn on every pod, probeParallelism at a time, and returns the first
-// error in pod order.
-func (b *Backend) forEachPod(pods []*corev1.Pod, fn func(*corev1.Pod) error) error {
+// forEachPod runs fn on every pod, parallelism at a time, and returns the first error
+// in pod order.
+func forEachPod(pods []*corev1.Pod, parallelism int, fn func(*corev1.Pod) error) error {
 	errs := make([]error, len(pods))
-	sem := make(chan struct{}, probeParallelism)
+	sem := make(chan struct{}, parallelism)
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Add(1)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -156,9 +157,7 @@ func stateOf(n *corev1.Node) quarantineState {
 			s.OtherTaints = append(s.OtherTaints, t.Key)
 		}
 	}
-	for k, v := range n.Annotations {
-		s.Annotations[k] = v
-	}
+	maps.Copy(s.Annotations, n.Annotations)
 	return s
 }
 

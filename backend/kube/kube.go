@@ -404,4 +404,4 @@ func (b *Backend) stoppedHere(id string) bool {
 	return b.stopped[id]
 }
 
-func ptr[T any](v T) *T { return &v }
+func ptr[T any](v T) *T { return new(v) }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,22 +83,9 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	for i, r := range g.Replicas {
 		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports)
 	}
-	errs := make([]error, len(pods))
-	sem := make(chan struct{}, createParallelism)
-	var wg sync.WaitGroup
-	for i, pod := range pods {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = b.createPod(ctx, pod)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err // the first in replica order, typed errors intact
-		}
+	// The first error in replica order, typed errors intact.
+	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
+		return err
 	}
 
 	// Mark the gang launched, and read the stopped mark in the same (linearizable)
@@ -319,7 +305,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		Env:             podEnv(b.env, r.Env, fwEnv),
 		Resources:       resources(r.Resources),
 		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr(false),
+			AllowPrivilegeEscalation: new(false),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 		// The kubelet reads the last lines of output into the status when the
@@ -360,9 +346,9 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		TerminationGracePeriodSeconds: &grace,
 		// Service links would put a variable per Service in the namespace into every
 		// replica's environment: one set per gang, growing with the workspace's jobs.
-		EnableServiceLinks: ptr(false),
+		EnableServiceLinks: new(false),
 		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr(true),
+			RunAsNonRoot:   new(true),
 			RunAsUser:      b.runAsUser,
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
@@ -398,7 +384,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 	if b.serviceAccount != "" {
 		spec.ServiceAccountName = b.serviceAccount
 	} else {
-		spec.AutomountServiceAccountToken = ptr(false)
+		spec.AutomountServiceAccountToken = new(false)
 	}
 	for _, s := range b.pullSecrets {
 		spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
@@ -415,8 +401,8 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 				Kind:               "Service",
 				Name:               svc.Name,
 				UID:                svc.UID,
-				Controller:         ptr(true),
-				BlockOwnerDeletion: ptr(true),
+				Controller:         new(true),
+				BlockOwnerDeletion: new(true),
 			}},
 		},
 		Spec: spec,
@@ -559,7 +545,7 @@ func dataSecretEnv(d schemas.DataSource) []corev1.EnvVar {
 	prefix := backend.DataEnvName(d.Name)
 	ref := func(env, key string, optional bool) corev1.EnvVar {
 		return corev1.EnvVar{Name: prefix + env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretRef}, Key: key, Optional: ptr(optional),
+			LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretRef}, Key: key, Optional: new(optional),
 		}}}
 	}
 	return []corev1.EnvVar{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -87,9 +88,7 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 	}
 	podLabels := func(role, index string) map[string]string {
 		l := map[string]string{LabelRole: role, LabelReplicaIndex: index}
-		for k, v := range gangLabels {
-			l[k] = v
-		}
+		maps.Copy(l, gangLabels)
 		return l
 	}
 	gpuResources := corev1.ResourceList{
@@ -106,7 +105,7 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 			Annotations: map[string]string{"kwok.opendlc.io/complete-after": "2s"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Service", Name: "resnet-a1", UID: svc.UID,
-				Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+				Controller: new(true), BlockOwnerDeletion: new(true),
 			}},
 		},
 		Spec: corev1.PodSpec{
@@ -149,7 +148,7 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 				Ports:     []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: 23456, Protocol: corev1.ProtocolTCP}},
 				Resources: corev1.ResourceRequirements{Requests: gpuResources, Limits: gpuResources},
 				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr(false),
+					AllowPrivilegeEscalation: new(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -159,10 +158,10 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 				Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 			}},
 			TerminationGracePeriodSeconds: &grace,
-			EnableServiceLinks:            ptr(false),
-			AutomountServiceAccountToken:  ptr(false),
+			EnableServiceLinks:            new(false),
+			AutomountServiceAccountToken:  new(false),
 			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr(true),
+				RunAsNonRoot:   new(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 		},
@@ -340,7 +339,7 @@ func TestLaunchRacingStopDeletesItsPods(t *testing.T) {
 	cs := newClient()
 	g := gangOf(t, ddp("resnet"))
 	svcs := corev1.SchemeGroupVersion.WithResource("services")
-	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("create", "pods", func(_ k8stesting.Action) (bool, runtime.Object, error) {
 		// The other worker's Stop lands while pods are being created. Through the
 		// tracker: the clientset is locked while a reactor runs.
 		obj, err := cs.Tracker().Get(svcs, "vision", "resnet-a1")
@@ -450,7 +449,7 @@ current-context: x
 func TestLaunchWaitsForTheServiceAccount(t *testing.T) {
 	cs := newClient()
 	var refusals atomic.Int32
-	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("create", "pods", func(_ k8stesting.Action) (bool, runtime.Object, error) {
 		if refusals.Add(1) <= 3 {
 			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "x",
 				errors.New(`error looking up service account vision/default: serviceaccount "default" not found`))

@@ -250,8 +250,7 @@ func (f *logFollower) flush() error {
 	p := f.partial
 	f.partial = nil
 	if err := f.line(p); err != nil {
-		var fnErr *callbackError
-		if errors.As(err, &fnErr) {
+		if fnErr, ok := errors.AsType[*callbackError](err); ok {
 			return fnErr.err
 		}
 		return err

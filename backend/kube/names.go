@@ -3,6 +3,7 @@ package kube
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -48,16 +49,16 @@ const (
 // maxLabel is Kubernetes's limit on a label value and on a DNS label.
 const maxLabel = 63
 
-// shorten returns s if it has at most max characters, else a prefix of s and a hash of
-// all of s, max characters long: deterministic, so every worker derives the same name,
+// shorten returns s if it has at most n characters, else a prefix of s and a hash of
+// all of s, n characters long: deterministic, so every worker derives the same name,
 // and distinct for distinct inputs in practice.
-func shorten(s string, max int) string {
-	if len(s) <= max {
+func shorten(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
 	h := hex.EncodeToString(sum[:])[:10]
-	keep := strings.TrimRight(s[:max-len(h)-1], "-._")
+	keep := strings.TrimRight(s[:n-len(h)-1], "-._")
 	return keep + "-" + h
 }
 
@@ -96,9 +97,7 @@ func gangSelector(ref backend.GangRef) labels.Selector {
 // job's own labels come first, so a job cannot override OpenDLC's.
 func gangLabels(g backend.GangSpec) map[string]string {
 	l := make(map[string]string, len(g.Labels)+6)
-	for k, v := range g.Labels {
-		l[k] = v
-	}
+	maps.Copy(l, g.Labels)
 	l[LabelManagedBy] = ManagedByValue
 	l[LabelWorkspace] = shorten(g.Workspace, maxLabel)
 	l[LabelJob] = shorten(g.Job, maxLabel)

@@ -48,7 +48,7 @@ func (c *nodeCache) start() {
 		c.nodes = c.factory.Core().V1().Nodes().Informer()
 		_, _ = c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.notify() },
-			UpdateFunc: func(old, cur any) { c.notify() },
+			UpdateFunc: func(_, _ any) { c.notify() },
 			DeleteFunc: func(any) { c.notify() },
 		})
 		c.factory.Start(c.stop)

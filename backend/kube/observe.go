@@ -203,7 +203,7 @@ func replicaStatus(r replicaRef, pod *corev1.Pod, g gangRecord) schemas.ReplicaS
 		s.Phase = schemas.ReplicaSucceeded
 		s.ExitCode = ptr[int32](0)
 		if cs != nil && cs.State.Terminated != nil {
-			s.ExitCode = ptr(cs.State.Terminated.ExitCode)
+			s.ExitCode = new(cs.State.Terminated.ExitCode)
 			s.FinishTime = timePtr(cs.State.Terminated.FinishedAt)
 		}
 	case pod.Status.Phase == corev1.PodFailed:
@@ -212,7 +212,7 @@ func replicaStatus(r replicaRef, pod *corev1.Pod, g gangRecord) schemas.ReplicaS
 		s.Message = joinReason(pod.Status.Reason, pod.Status.Message)
 		if cs != nil && cs.State.Terminated != nil {
 			t := cs.State.Terminated
-			s.ExitCode = ptr(t.ExitCode)
+			s.ExitCode = new(t.ExitCode)
 			s.FinishTime = timePtr(t.FinishedAt)
 			if s.Message == "" {
 				s.Message = joinReason(t.Reason, t.Message)

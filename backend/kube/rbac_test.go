@@ -26,7 +26,7 @@ func TestRBACManifest(t *testing.T) {
 		binding rbacv1.ClusterRoleBinding
 		sa      corev1.ServiceAccount
 	)
-	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+	for doc := range bytes.SplitSeq(data, []byte("\n---\n")) {
 		var meta struct{ Kind string }
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
 			t.Fatal(err)

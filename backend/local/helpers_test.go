@@ -4,7 +4,6 @@ package local
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,17 +132,6 @@ func firstLines(t *testing.T, b *Backend, ref backend.GangRef, replica string, n
 		t.Fatalf("FollowLogs(%s) = %v after %d lines, want %d lines", replica, err, len(out), n)
 	}
 	return out
-}
-
-// alive reports whether pid is a live process (a zombie is not: nothing runs).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	f := bytes.Fields(stat[i+1:])
-	return len(f) > 0 && string(f[0]) != "Z"
 }
 
 // replicaSessions lists, by marker value, the sessions of the live processes whose

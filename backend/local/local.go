@@ -112,24 +112,24 @@ type Option func(*Backend) error
 // WithStateDir sets the directory holding every gang's state and logs. Default:
 // filepath.Join(os.TempDir(), "opendlc-local").
 func WithStateDir(dir string) Option {
-	return func(b *Backend) error {
-		if dir == "" {
-			return errors.New("local: empty state dir")
-		}
-		b.stateDir = dir
-		return nil
-	}
+	return dirOption("state", dir, func(b *Backend) *string { return &b.stateDir })
 }
 
 // WithBaseDir sets the directory a replica's relative WorkingDir is resolved against,
 // and the working directory of replicas that set none. Default: the process's working
 // directory when New is called.
 func WithBaseDir(dir string) Option {
+	return dirOption("base", dir, func(b *Backend) *string { return &b.baseDir })
+}
+
+// dirOption sets the directory field picks to dir, and refuses an empty one; what
+// names it in the error ("local: empty <what> dir").
+func dirOption(what, dir string, field func(*Backend) *string) Option {
 	return func(b *Backend) error {
 		if dir == "" {
-			return errors.New("local: empty base dir")
+			return errors.New("local: empty " + what + " dir")
 		}
-		b.baseDir = dir
+		*field(b) = dir
 		return nil
 	}
 }
@@ -665,7 +665,7 @@ func (e endpoints) Port(name string) int { return e[name] }
 // validate refuses gangs that cannot be laid out on disk or run.
 func validate(spec backend.GangSpec) error {
 	if len(spec.EnvFromSecrets) > 0 {
-		return fmt.Errorf("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
+		return errors.New("local: spec.envFromSecrets needs the kubernetes backend (Secrets live in the cluster)")
 	}
 	for i, d := range spec.Data {
 		switch {
@@ -700,4 +700,4 @@ func isPathElem(s string) bool {
 	return s != "" && s != "." && s != ".." && filepath.Base(s) == s && filepath.IsLocal(s)
 }
 
-func ptr[T any](v T) *T { return &v }
+func ptr[T any](v T) *T { return new(v) }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -67,9 +69,7 @@ func TestPyTorchGangEnv(t *testing.T) {
 			"PET_NPROC_PER_NODE": "2", "DLC_ROLE": "worker", "S3_ENDPOINT": "overridden"},
 	}
 	for name, w := range wantEnv {
-		for k, v := range common {
-			w[k] = v
-		}
+		maps.Copy(w, common)
 		got := map[string]string{}
 		for _, l := range logs(t, b, g.GangRef, name, 0) {
 			if k, v, ok := strings.Cut(l.Line, "="); ok {
@@ -144,7 +144,7 @@ func TestStopKillsProcessGroups(t *testing.T) {
 		pids = append(pids, child)
 	}
 	for _, pid := range pids {
-		if !alive(pid) {
+		if !testutil.Alive(pid) {
 			t.Fatalf("pid %d is not running before Stop", pid)
 		}
 	}
@@ -155,25 +155,11 @@ func TestStopKillsProcessGroups(t *testing.T) {
 	}
 	t.Logf("Stop took %v", time.Since(start))
 	for _, pid := range pids {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("pid %d still runs after Stop returned", pid)
 		}
 	}
-	check := func() {
-		t.Helper()
-		st, err := b.Observe(context.Background(), g.GangRef)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []schemas.ReplicaStatus{
-			{Name: g.Replicas[0].Name, Role: "master", Phase: schemas.ReplicaStopped, ExitCode: ptr[int32](143), Message: "stopped by SIGTERM", Node: "test-node"},
-			{Name: g.Replicas[1].Name, Role: "worker", Phase: schemas.ReplicaStopped, ExitCode: ptr[int32](137), Message: "stopped by SIGKILL", Node: "test-node"},
-		}
-		if diff := cmp.Diff(want, st.Replicas, cmpopts.IgnoreFields(schemas.ReplicaStatus{}, "StartTime", "FinishTime")); diff != "" {
-			t.Errorf("status mismatch (-want +got):\n%s", diff)
-		}
-	}
-	check()
+	checkTermThenKill(t, b, g)
 
 	// Stop is idempotent, and a stopped gang is not started again.
 	if err := b.Stop(context.Background(), g.GangRef); err != nil {
@@ -182,7 +168,7 @@ func TestStopKillsProcessGroups(t *testing.T) {
 	if err := b.Launch(context.Background(), g); err != nil {
 		t.Fatalf("Launch after Stop: %v", err)
 	}
-	check()
+	checkTermThenKill(t, b, g)
 }
 
 func TestStopBeforeStartAndUnknown(t *testing.T) {
@@ -404,7 +390,7 @@ func TestNewBackendAdoptsReplicas(t *testing.T) {
 	if err := second.Stop(context.Background(), g.GangRef); err != nil {
 		t.Fatal(err)
 	}
-	if alive(pid) {
+	if testutil.Alive(pid) {
 		t.Errorf("supervisor %d survived Stop", pid)
 	}
 	st, err = first.Observe(context.Background(), g.GangRef)
@@ -463,7 +449,7 @@ exit $2`
 	}
 	killWorker(t, worker)
 	for rdir, pid := range sups {
-		if !alive(pid[0]) {
+		if !testutil.Alive(pid[0]) {
 			t.Fatalf("the supervisor of %s died with the worker", filepath.Base(rdir))
 		}
 	}
@@ -557,7 +543,7 @@ func TestStopReadoptedGang(t *testing.T) {
 	}
 	killWorker(t, worker)
 	for _, pid := range pids {
-		if !alive(pid) {
+		if !testutil.Alive(pid) {
 			t.Fatalf("pid %d is not running after the worker died", pid)
 		}
 	}
@@ -573,13 +559,20 @@ func TestStopReadoptedGang(t *testing.T) {
 	}
 	t.Logf("Stop took %v", time.Since(start))
 	for _, pid := range pids {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("pid %d still runs after Stop returned", pid)
 		}
 	}
 	if left := replicaSessions(t, dir); len(left) != 0 {
 		t.Errorf("replica processes left: %v", left)
 	}
+	checkTermThenKill(t, b, g)
+}
+
+// checkTermThenKill checks the status of a stopped gang of a master that SIGTERM ended
+// and a worker that ignored it, so SIGKILL did.
+func checkTermThenKill(t *testing.T, b *Backend, g backend.GangSpec) {
+	t.Helper()
 	st, err := b.Observe(context.Background(), g.GangRef)
 	if err != nil {
 		t.Fatal(err)
@@ -633,14 +626,14 @@ func TestLostSupervisor(t *testing.T) {
 					t.Errorf("logs of the lost replica: %+v", lines)
 				}
 			}
-			if alive(replica) != tc.leftover {
-				t.Fatalf("replica %d alive: %v, want %v", replica, alive(replica), tc.leftover)
+			if testutil.Alive(replica) != tc.leftover {
+				t.Fatalf("replica %d alive: %v, want %v", replica, testutil.Alive(replica), tc.leftover)
 			}
 			b := newBackendOn(t, dir)
 			if err := b.Stop(context.Background(), g.GangRef); err != nil {
 				t.Fatal(err)
 			}
-			if alive(replica) {
+			if testutil.Alive(replica) {
 				t.Errorf("replica %d survived Stop", replica)
 			}
 			st, err := b.Observe(context.Background(), g.GangRef)
@@ -695,7 +688,7 @@ func TestWorkingDir(t *testing.T) {
 	launch(t, b, g)
 	waitFor(t, b, g.GangRef, "replicas to finish", terminal)
 	for i, want := range []string{base, filepath.Join(base, "sub"), abs} {
-		real, err := filepath.EvalSymlinks(want)
+		resolved, err := filepath.EvalSymlinks(want)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -703,7 +696,7 @@ func TestWorkingDir(t *testing.T) {
 		for _, l := range logs(t, b, g.GangRef, g.Replicas[i].Name, 0) {
 			got = append(got, l.Line)
 		}
-		if diff := cmp.Diff([]string{want, real}, got); diff != "" {
+		if diff := cmp.Diff([]string{want, resolved}, got); diff != "" {
 			t.Errorf("replica %d working dir (-want +got):\n%s", i, diff)
 		}
 	}
@@ -718,7 +711,7 @@ func TestCleanupRemovesState(t *testing.T) {
 	if err := b.Cleanup(context.Background(), g.GangRef); err != nil {
 		t.Fatalf("Cleanup: %v", err)
 	}
-	if alive(pid) {
+	if testutil.Alive(pid) {
 		t.Errorf("pid %d survived Cleanup", pid)
 	}
 	if _, err := os.Stat(b.gangDir(g.ID())); !errors.Is(err, os.ErrNotExist) {

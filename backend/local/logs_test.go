@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +151,7 @@ func TestManyLinesFromFourReplicas(t *testing.T) {
 			}
 			err := first.FollowLogs(ctx, g.GangRef, r.Name, 0, collect)
 			if !errors.Is(err, errEnough) {
-				results <- result{r.Name, lines, fmt.Errorf("first follow: %v", err)}
+				results <- result{r.Name, lines, fmt.Errorf("first follow: %w", err)}
 				return
 			}
 			second, err := New(WithStateDir(dir))
@@ -302,7 +303,7 @@ func TestRecordsAreDeterministic(t *testing.T) {
 	whole := read(t.TempDir(), 0, len(data))
 	for i, rec := range whole {
 		seq, line, _ := strings.Cut(rec, " ")
-		if seq != fmt.Sprint(i+1) || len(line) > maxLine || !utf8.ValidString(line) {
+		if seq != strconv.Itoa(i+1) || len(line) > maxLine || !utf8.ValidString(line) {
 			t.Fatalf("record %d: seq %s, %d bytes, valid UTF-8 %v", i, seq, len(line), utf8.ValidString(line))
 		}
 	}

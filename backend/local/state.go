@@ -224,7 +224,7 @@ func pidTime(rdir string) *time.Time {
 	if err != nil {
 		return nil
 	}
-	return ptr(fi.ModTime().UTC())
+	return new(fi.ModTime().UTC())
 }
 
 // lockGang takes the gang's lock: an flock on <dir>/.lock. Launch, Stop and Cleanup

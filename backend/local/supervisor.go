@@ -211,8 +211,7 @@ func lookPath(name, wd string, env []string) (string, error) {
 func executable(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			return pe.Err
 		}
 		return err

@@ -61,7 +61,7 @@ func fixtures(t *testing.T) {
 		trainerBin = filepath.Join(fixtureDir, "trainer")
 		build := exec.Command("go", "build", "-o", trainerBin, ".")
 		if out, err := build.CombinedOutput(); err != nil {
-			fixtureErr = fmt.Errorf("go build: %v\n%s", err, out)
+			fixtureErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
 		s3Srv, fixtureErr = devstack.StartS3(context.Background(), devstack.S3Options{

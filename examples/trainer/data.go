@@ -44,7 +44,7 @@ func (d *Dataset) Shard(rank, world int) *Dataset {
 // loadData reads train.csv and test.csv from dir, or from the embedded copy when dir is
 // empty.
 func loadData(dir string) (train, test *Dataset, err error) {
-	var fsys fs.FS = os.DirFS(dir)
+	fsys := fs.FS(os.DirFS(dir))
 	if dir == "" {
 		if fsys, err = fs.Sub(shipped, "data"); err != nil {
 			return nil, nil, err

@@ -106,14 +106,14 @@ func listenHub(ctx context.Context, ln net.Listener, world int, timeout time.Dur
 			return nil, fmt.Errorf("rendezvous: accept: %w", err)
 		}
 		var h hello
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		p := newPeer(0, c)
 		if err := p.dec.Decode(&h); err != nil {
 			// Not one of ours (a port scan, a health probe): ignore it.
 			c.Close()
 			continue
 		}
-		c.SetReadDeadline(time.Time{})
+		_ = c.SetReadDeadline(time.Time{})
 		switch {
 		case h.World != world:
 			c.Close()

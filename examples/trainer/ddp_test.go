@@ -122,20 +122,20 @@ func TestStartBroadcastsRankZeroState(t *testing.T) {
 func TestRendezvousErrors(t *testing.T) {
 	t.Run("world size mismatch", func(t *testing.T) {
 		err := rendezvousWith(t, 2, 300*time.Millisecond, func(addr string) {
-			dialHub(context.Background(), addr, 1, 3, time.Second)
+			_, _ = dialHub(context.Background(), addr, 1, 3, time.Second)
 		})
 		wantErr(t, err, "rank 1 says WORLD_SIZE=3, rank 0 has 2")
 	})
 	t.Run("duplicate rank", func(t *testing.T) {
 		err := rendezvousWith(t, 3, 5*time.Second, func(addr string) {
-			dialHub(context.Background(), addr, 1, 3, time.Second)
-			dialHub(context.Background(), addr, 1, 3, time.Second)
+			_, _ = dialHub(context.Background(), addr, 1, 3, time.Second)
+			_, _ = dialHub(context.Background(), addr, 1, 3, time.Second)
 		})
 		wantErr(t, err, "two processes claim rank 1")
 	})
 	t.Run("a rank never comes", func(t *testing.T) {
 		err := rendezvousWith(t, 3, 300*time.Millisecond, func(addr string) {
-			dialHub(context.Background(), addr, 2, 3, time.Second)
+			_, _ = dialHub(context.Background(), addr, 2, 3, time.Second)
 		})
 		wantErr(t, err, "2 of 3 ranks joined within 300ms")
 	})
@@ -146,9 +146,9 @@ func TestRendezvousErrors(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+			_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 			c.Close()
-			dialHub(context.Background(), addr, 1, 2, time.Second)
+			_, _ = dialHub(context.Background(), addr, 1, 2, time.Second)
 		})
 		if err != nil {
 			t.Fatalf("rendezvous after a stray connection: %v", err)

@@ -63,7 +63,8 @@ func Start(owner, name, bin string, args []string, logPath string, env []string,
 func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
-		return true, fmt.Errorf("%s: %s exited (%v); end of %s:\n%s", p.owner, p.name, p.err, p.logPath, p.LogTail(20))
+		// p.err is nil after a clean exit, which %w would print as %!w(<nil>).
+		return true, fmt.Errorf("%s: %s exited (%v); end of %s:\n%s", p.owner, p.name, p.err, p.logPath, p.LogTail(20)) //nolint:errorlint
 	default:
 		return false, nil
 	}
@@ -127,7 +128,8 @@ func (p *Process) Poll(ctx context.Context, ready func(context.Context) error) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %s not ready: %w (last error: %v); end of %s:\n%s", p.owner, p.name, ctx.Err(), last, p.logPath, p.LogTail(20))
+			// last is nil when ready never ran; %w would print it as %!w(<nil>).
+			return fmt.Errorf("%s: %s not ready: %w (last error: %v); end of %s:\n%s", p.owner, p.name, ctx.Err(), last, p.logPath, p.LogTail(20)) //nolint:errorlint
 		case <-p.done:
 		case <-ticker.C:
 		}

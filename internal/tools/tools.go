@@ -1,9 +1,9 @@
 // Package tools builds the external programs OpenDLC runs (the Temporal dev
-// server, the versitygw S3 gateway, workflowcheck, and the Kubernetes test
-// control plane: etcd, kube-apiserver, kube-scheduler, kube-controller-manager
-// and kwok) from pinned Go module versions and caches the binaries by version,
-// so every developer and every test run uses exactly the same build without a
-// separate install step.
+// server, the versitygw S3 gateway, workflowcheck, golangci-lint, and the
+// Kubernetes test control plane: etcd, kube-apiserver, kube-scheduler,
+// kube-controller-manager and kwok) from pinned Go module versions and caches
+// the binaries by version, so every developer and every test run uses exactly
+// the same build without a separate install step.
 //
 // Most tools are built with `go install package@version`. The Kubernetes
 // control plane cannot be: k8s.io/kubernetes refers to its staging modules
@@ -105,6 +105,9 @@ var pinned = []Tool{
 	{Name: "temporal", Package: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"},
 	{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"},
 	{Name: "workflowcheck", Package: "go.temporal.io/sdk/contrib/tools/workflowcheck", Version: "v0.6.0"},
+	// golangci-lint reads its version from the module's build info, so go
+	// install stamps it without ldflags; the linters it runs come with it.
+	{Name: "golangci-lint", Package: "github.com/golangci/golangci-lint/v2/cmd/golangci-lint", Version: "v2.15.0"},
 	{Name: "etcd", Package: "github.com/opendlc/opendlc/tools/kube/etcd", Version: etcdVersion,
 		Module: kubeModule, Group: kubeGroup},
 	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver", Version: kubeVersion,

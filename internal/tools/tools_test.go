@@ -25,7 +25,7 @@ func TestDir(t *testing.T) {
 }
 
 func TestListIsPinned(t *testing.T) {
-	for _, name := range []string{"temporal", "versitygw", "workflowcheck"} {
+	for _, name := range []string{"temporal", "versitygw", "workflowcheck", "golangci-lint"} {
 		tool, ok := Lookup(name)
 		if !ok {
 			t.Fatalf("Lookup(%q): not found", name)
@@ -53,7 +53,7 @@ var fakeTool = Tool{Name: "fake", Package: "example.com/fake", Version: "v1.2.3"
 // fakeBuild writes a small file as the "binary" and records each build in
 // <dir>/builds.log, so tests can count builds across goroutines and processes.
 func fakeBuild(dir string) func(context.Context, Tool, string) error {
-	return func(ctx context.Context, tool Tool, gobin string) error {
+	return func(_ context.Context, tool Tool, gobin string) error {
 		f, err := os.OpenFile(filepath.Join(dir, "builds.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			return err

@@ -48,8 +48,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	var code exitCode
-	if errors.As(err, &code) {
+	if code, ok := errors.AsType[exitCode](err); ok {
 		os.Exit(int(code))
 	}
 	if err != nil {
@@ -103,8 +102,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		cmd := exec.CommandContext(ctx, path, args[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
+			if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 				return exitCode(exit.ExitCode())
 			}
 			return err
