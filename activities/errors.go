@@ -25,8 +25,7 @@ func invalidSpec(err error) error {
 
 // ErrorType returns the application error type of err, or "" for other errors.
 func ErrorType(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return appErr.Type()
 	}
 	return ""

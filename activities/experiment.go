@@ -170,8 +170,7 @@ func (a *ExperimentActivities) StopTrialJob(ctx context.Context, in StopTrialJob
 		Args:         []any{in.Request},
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
 		return nil
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"sync"
 	"time"
@@ -294,15 +295,11 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 			if result.Metrics == nil {
 				result.Metrics = map[string]float64{}
 			}
-			for k, v := range vals {
-				result.Metrics[k] = v
-			}
+			maps.Copy(result.Metrics, vals)
 		}
 	}
 	for _, r := range in.Replicas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			f := &logForwarder{a: a, in: in, replica: r, onLine: onLine, onProgress: func(seq int64) {
 				mu.Lock()
 				progress[r.Name] = seq
@@ -311,7 +308,7 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 			if err := f.run(ctx); err != nil {
 				fail(fmt.Errorf("forward logs of %s: %w", r.Name, err))
 			}
-		}()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -336,9 +333,7 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 		case <-hb.C:
 			mu.Lock()
 			snapshot := make(map[string]int64, len(progress))
-			for k, v := range progress {
-				snapshot[k] = v
-			}
+			maps.Copy(snapshot, progress)
 			mu.Unlock()
 			activity.RecordHeartbeat(ctx, snapshot)
 		case <-hangTick:
@@ -476,8 +471,8 @@ func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, 
 		return 0, err
 	}
 	var last events.LogRecord
-	if err := json.Unmarshal(data, &last); err != nil {
-		return 0, nil
+	if json.Unmarshal(data, &last) != nil {
+		return 0, nil //nolint:nilerr // not a record of ours: forward from the start
 	}
 	if last.UID == f.in.UID && last.Attempt == f.in.Ref.Attempt {
 		return last.Seq, nil

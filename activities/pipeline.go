@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,16 +62,14 @@ func (a *PipelineActivities) JobMetrics(ctx context.Context, in JobMetricsInput)
 	err := a.Events.ReadUntil(ctx, a.EventsStream, events.JobMetricsSubject(in.Workspace, in.Job), nil,
 		func(_ string, data []byte) error {
 			var ev events.Event
-			if err := json.Unmarshal(data, &ev); err != nil || ev.Type != events.TypeJobMetric {
-				return nil
+			if json.Unmarshal(data, &ev) != nil || ev.Type != events.TypeJobMetric {
+				return nil //nolint:nilerr // not a metric event: skip it
 			}
 			var m events.MetricData
-			if err := json.Unmarshal(ev.Data, &m); err != nil || (in.UID != "" && m.UID != in.UID) {
-				return nil
+			if json.Unmarshal(ev.Data, &m) != nil || (in.UID != "" && m.UID != in.UID) {
+				return nil //nolint:nilerr // unreadable, or another run's: skip it
 			}
-			for k, v := range m.Values {
-				out.Values[k] = v
-			}
+			maps.Copy(out.Values, m.Values)
 			return nil
 		})
 	if err != nil {
@@ -141,7 +140,7 @@ type BuildStepJobResult struct {
 	LabelKeywords []string `json:"labelKeywords,omitempty"`
 }
 
-// ErrTypeInvalidStep: a pipeline step's job cannot be built (a reference with no value,
+// ErrTypeInvalidStep is the error type of a pipeline step's job cannot be built (a reference with no value,
 // an invalid result). Retrying will not help.
 const ErrTypeInvalidStep = "InvalidStep"
 
@@ -226,9 +225,7 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 	}
 
 	labels := make(map[string]string, len(in.Run.Labels)+2)
-	for k, v := range in.Run.Labels {
-		labels[k] = v
-	}
+	maps.Copy(labels, in.Run.Labels)
 	labels[schemas.LabelPipeline] = in.Run.Name
 	labels[schemas.LabelPipelineStep] = in.Step.Name
 	job := schemas.TrainingJob{

@@ -10,7 +10,7 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// ErrTypeNoDataSource: a schedule asks for a data check but the worker has no S3 access.
+// ErrTypeNoDataSource is the error type of a schedule that asks for a data check but the worker has no S3 access.
 const ErrTypeNoDataSource = "NoDataSource"
 
 // ObjectLister finds objects under an S3 prefix (checkpoint.Store implements it).

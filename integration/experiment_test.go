@@ -35,9 +35,11 @@ func tuneSpec(t *testing.T, ws, name string, extraArgs []string, replace ...stri
 	}
 	spec := string(data)
 	args := ""
+	var argsSb38 strings.Builder
 	for _, a := range extraArgs {
-		args += fmt.Sprintf(", %q", a)
+		argsSb38.WriteString(fmt.Sprintf(", %q", a))
 	}
+	args += argsSb38.String()
 	pairs := append([]string{
 		"command: [go, run, ./examples/trainer]", fmt.Sprintf("command: [%q]", env.trainer),
 		"metadata: {name: tune-logreg, workspace: default,", fmt.Sprintf("metadata: {name: %s, workspace: %s,", name, ws),

@@ -39,7 +39,7 @@ func (f *faults) count(marker, activityType string) int {
 	return f.injected[marker+"|"+activityType]
 }
 
-func (f *faults) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+func (f *faults) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	return &faultyActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, f: f}
 }
 
@@ -48,7 +48,7 @@ type faultyActivity struct {
 	f *faults
 }
 
-func (a *faultyActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (interface{}, error) {
+func (a *faultyActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	res, err := a.Next.ExecuteActivity(ctx, in)
 	if err != nil {
 		return res, err

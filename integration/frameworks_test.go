@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ spec:
 	}
 	phases := map[string]schemas.ReplicaPhase{}
 	for _, r := range st.Replicas {
-		phases[r.Role+"-"+fmt.Sprint(r.Index)] = r.Phase
+		phases[r.Role+"-"+strconv.Itoa(r.Index)] = r.Phase
 	}
 	want := map[string]schemas.ReplicaPhase{"chief-0": "Succeeded", "ps-0": "Stopped", "worker-0": "Stopped", "worker-1": "Stopped"}
 	if diff := cmp.Diff(want, phases); diff != "" {

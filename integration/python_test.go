@@ -51,7 +51,7 @@ func pythonDir(t *testing.T) string {
 // pythonCheck runs once: whether Debian's Python and its boto3 are there.
 var pythonCheck = sync.OnceValue(func() error {
 	if out, err := exec.Command(python, "-c", "import boto3").CombinedOutput(); err != nil {
-		return fmt.Errorf("the Python tests need %s with boto3 (Debian package python3-boto3): run `task deps` (%v: %s)", python, err, out)
+		return fmt.Errorf("the Python tests need %s with boto3 (Debian package python3-boto3): run `task deps` (%w: %s)", python, err, out)
 	}
 	return nil
 })
@@ -93,7 +93,7 @@ func runPython(t *testing.T, ctx context.Context, extra []string, out any, args 
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("crosslang.py %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
 	}
-	for _, line := range strings.Split(stdout.String(), "\n") {
+	for line := range strings.SplitSeq(stdout.String(), "\n") {
 		if doc, ok := strings.CutPrefix(line, "crosslang:"); ok {
 			if err := json.Unmarshal([]byte(doc), out); err != nil {
 				t.Fatalf("crosslang.py %v: decode %s: %v", args, doc, err)

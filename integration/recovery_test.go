@@ -261,7 +261,7 @@ func TestRecoveryRetentionAfterSuccess(t *testing.T) {
 	ws := workspace(t)
 	seed := func(uri string) {
 		for _, step := range []int64{10, 20, 30, 40} {
-			if _, err := env.store.Save(ctx, uri, step, map[string][]byte{"w": []byte(fmt.Sprint(step))}, nil); err != nil {
+			if _, err := env.store.Save(ctx, uri, step, map[string][]byte{"w": []byte(strconv.FormatInt(step, 10))}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

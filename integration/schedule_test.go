@@ -410,11 +410,10 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 		t.Errorf("the run of %s started at %v: it should have waited for the new worker", across, run.StartTime)
 	}
 
-	final, err := c.PauseSchedule(ctx, ws, name, "test over")
-	if err != nil {
+	if _, err := c.PauseSchedule(ctx, ws, name, "test over"); err != nil {
 		t.Fatal(err)
 	}
-	final = waitSchedule(t, ctx, c, ws, name, "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
+	final := waitSchedule(t, ctx, c, ws, name, "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
 	runs := startedRuns(final.Status)
 
 	// Every nominal time from the first run to the last is there, 5 s apart, each once.
@@ -458,8 +457,7 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 
 // apiStatus is the HTTP status of an API error; 0 for other errors and nil.
 func apiStatus(err error) int {
-	var e *dlc.Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*dlc.Error](err); ok {
 		return e.Status
 	}
 	return 0

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,9 +210,11 @@ func waitFor(t *testing.T, what string, cond func() bool, detail ...func() strin
 	for !cond() {
 		if time.Now().After(deadline) {
 			msg := ""
+			var msgSb212 strings.Builder
 			for _, d := range detail {
-				msg += "; " + d()
+				msgSb212.WriteString("; " + d())
 			}
+			msg += msgSb212.String()
 			t.Fatalf("timed out waiting for %s%s", what, msg)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -8,7 +8,7 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// ErrSecretNotFound: a webhook's secretRef names a secret the SecretSource does not have.
+// ErrSecretNotFound means a webhook's secretRef names a secret the SecretSource does not have.
 var ErrSecretNotFound = errors.New("notify: secret not found")
 
 // SecretSource resolves the secretRef of a webhook to its HMAC key, each time a request

@@ -322,8 +322,7 @@ func (d *Dispatcher) handle(msg jetstream.Msg) {
 			continue
 		}
 		if err := d.fire(t, ev); err != nil {
-			var perm *permanentError
-			if errors.As(err, &perm) {
+			if _, ok := errors.AsType[*permanentError](err); ok {
 				d.log.Warn("trigger not fired", "workspace", t.Metadata.Workspace, "trigger", t.Metadata.Name,
 					"event", ev.ID, "err", err)
 				continue

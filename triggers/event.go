@@ -39,7 +39,7 @@ func ParseEvent(subject string, data []byte) (Event, error) {
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		return ev, fmt.Errorf("%w: not JSON: %v", ErrNoEventID, err)
+		return ev, fmt.Errorf("%w: not JSON: %w", ErrNoEventID, err)
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {

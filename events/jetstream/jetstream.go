@@ -208,5 +208,5 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 	}
 }
 
-// ErrStop, returned by a ReadUntil callback, ends the read without error.
+// ErrStop is returned by a ReadUntil callback to end the read without error.
 var ErrStop = errors.New("jetstream: stop reading")

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestReadAfter(t *testing.T) {
 	subject, other := events.JobMetricsSubject("ws", "a"), events.JobMetricsSubject("ws", "b")
 	publish := func(subj string, from, to int) {
 		for i := from; i <= to; i++ {
-			if err := c.Publish(ctx, events.Msg{Subject: subj, ID: fmt.Sprint(subj, i), Data: []byte(fmt.Sprint(i))}); err != nil {
+			if err := c.Publish(ctx, events.Msg{Subject: subj, ID: fmt.Sprint(subj, i), Data: []byte(strconv.Itoa(i))}); err != nil {
 				t.Errorf("publish %d: %v", i, err)
 			}
 		}

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestRetentionAndDeduplication(t *testing.T) {
 	}
 	subject := events.JobLogSubject("ws", "j", "worker", 0)
 	for i := 1; i <= 5; i++ {
-		msg := events.Msg{Subject: subject, ID: fmt.Sprintf("line-%d", i), Data: []byte(fmt.Sprint(i))}
+		msg := events.Msg{Subject: subject, ID: fmt.Sprintf("line-%d", i), Data: []byte(strconv.Itoa(i))}
 		if err := c.Publish(ctx, msg, msg); err != nil { // each twice: the duplicate is dropped
 			t.Fatal(err)
 		}

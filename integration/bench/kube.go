@@ -102,7 +102,7 @@ func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (
 		}
 	}
 	start := time.Now()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strconv.Itoa(i), Labels: map[string]string{"bench": "plain"}},
 			Spec: corev1.PodSpec{

@@ -19,7 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,10 +112,10 @@ func run(n int, dlcBin string, recoveries int) error {
 	if err != nil {
 		return err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 
 	var toStart, toDone, total []time.Duration
-	for i := 0; i < n; i++ {
+	for i := range n {
 		s, d, t, err := oneJob(ctx, c, i)
 		if err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
@@ -157,7 +157,7 @@ func run(n int, dlcBin string, recoveries int) error {
 	if recoveries > 0 {
 		trainer := filepath.Join(dir, "trainer")
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", trainer, "./examples/trainer").CombinedOutput(); err != nil {
-			return fmt.Errorf("build the example trainer: %v\n%s", err, out)
+			return fmt.Errorf("build the example trainer: %w\n%s", err, out)
 		}
 		store, err := checkpoint.NewStore(e.S3Config())
 		if err != nil {
@@ -188,7 +188,7 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 	var first, last time.Time
 	got := 0
 	done := make(chan struct{})
-	sub, err := nc.Subscribe("dlc.bench.job.loglines.logs.>", func(m *nats.Msg) {
+	sub, err := nc.Subscribe("dlc.bench.job.loglines.logs.>", func(*nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
 		now := time.Now()
@@ -204,7 +204,7 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 	if err != nil {
 		return 0, 0, err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"loglines","workspace":"bench"},
 "spec":{"framework":"custom","command":["sh","-c","seq 1 %d | sed 's/^/log line number /'"],"roles":{"worker":{"replicas":4}}}}`, per)
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
@@ -226,7 +226,7 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 		Role: "worker", Replica: "raw-worker-0-a0", Stream: "stdout", Time: time.Now(), Line: "log line number 12345"})
 	batch := make([]events.Msg, 0, 256)
 	start := time.Now()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		batch = append(batch, events.Msg{Subject: "dlc.bench.job.raw.logs.worker.0", ID: fmt.Sprintf("raw-%d", i), Data: rec})
 		if len(batch) == cap(batch) || i == n-1 {
 			if err := js.Publish(ctx, batch...); err != nil {
@@ -242,7 +242,7 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 // measureFloor starts the probe directly n times: the time from exec to its first line.
 func measureFloor(ctx context.Context, n int) ([]time.Duration, error) {
 	var out []time.Duration
-	for i := 0; i < n; i++ {
+	for range n {
 		t0 := time.Now()
 		b, err := exec.CommandContext(ctx, probe[0], probe[1:]...).Output()
 		if err != nil {
@@ -285,7 +285,7 @@ func oneJob(ctx context.Context, c *client.Client, i int) (toStart, toDone, tota
 		return err
 	})
 	if err != nil || started.IsZero() {
-		return 0, 0, 0, fmt.Errorf("probe output not found in logs: %v", err)
+		return 0, 0, 0, fmt.Errorf("probe output not found in logs: %w", err)
 	}
 	done := j.Status.Timeline[len(j.Status.Timeline)-1].Time
 	return started.Sub(t0), done.Sub(started), total, nil
@@ -301,11 +301,8 @@ func parseNanos(s string) (time.Time, error) {
 
 func pct(xs []time.Duration, p int) time.Duration {
 	s := append([]time.Duration(nil), xs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	if i < 1 {
-		i = 1
-	}
+	slices.Sort(s)
+	i := max((len(s)*p+99)/100, 1)
 	return s[i-1].Round(10 * time.Microsecond)
 }
 
@@ -315,7 +312,7 @@ func peakRSS(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10, err

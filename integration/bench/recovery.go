@@ -51,7 +51,7 @@ type localRecovery struct {
 func runLocalRecovery(ctx context.Context, c *client.Client, store *checkpoint.Store, trainer string, s3env []string, n int) error {
 	var runs []localRecovery
 	var floor []time.Duration
-	for i := 0; i < n; i++ {
+	for i := range n {
 		r, err := oneLocalRecovery(ctx, c, store, trainer, i)
 		if err != nil {
 			return fmt.Errorf("recovery %d: %w", i, err)
@@ -87,7 +87,7 @@ func runLocalRecovery(ctx context.Context, c *client.Client, store *checkpoint.S
 func oneLocalRecovery(ctx context.Context, c *client.Client, store *checkpoint.Store, trainer string, i int) (localRecovery, error) {
 	const ws = "bench"
 	name := fmt.Sprintf("recover-%d", i)
-	uri := fmt.Sprintf("s3://dlc/bench/%s", name)
+	uri := "s3://dlc/bench/" + name
 	args := make([]string, 0, len(trainerArgs))
 	for _, a := range trainerArgs {
 		args = append(args, strconv.Quote(a))
@@ -204,7 +204,7 @@ func directResume(ctx context.Context, trainer string, s3env []string, ref strin
 			return time.Since(start), nil
 		}
 	}
-	return 0, fmt.Errorf("rank 0 printed no metric line (%v):\n%s", sc.Err(), logs.String())
+	return 0, fmt.Errorf("rank 0 printed no metric line (%w):\n%s", sc.Err(), logs.String())
 }
 
 // syncBuffer collects the output of several processes.
@@ -309,7 +309,7 @@ func runKubeRecovery(ctx context.Context, cluster *kubestack.Cluster, c *client.
 			return fmt.Errorf("node NotReady, Deployment %s: %w", d.name, d.err)
 		}
 		rows = append(rows, kubeRecoveryRow{fault: "node NotReady", opendlc: dlcNode,
-			baseline: fmt.Sprintf("Deployment, not-ready toleration %s", d.seconds), base: d.replaced, evictedInitial: d.evicted})
+			baseline: "Deployment, not-ready toleration " + d.seconds, base: d.replaced, evictedInitial: d.evicted})
 	}
 	if err := cluster.SetNodeReady(ctx, node); err != nil {
 		return err
@@ -354,7 +354,7 @@ func kubeJobFault(ctx context.Context, cs kubernetes.Interface, c *client.Client
 	}
 	pods, err := cs.CoreV1().Pods(ws).List(ctx, metav1.ListOptions{LabelSelector: "opendlc.io/job=job,opendlc.io/attempt=0,opendlc.io/replica-index=0"})
 	if err != nil || len(pods.Items) != 1 {
-		return 0, fmt.Errorf("pod 0 of attempt 0: %d pods, %v", len(pods.Items), err)
+		return 0, fmt.Errorf("pod 0 of attempt 0: %d pods, %w", len(pods.Items), err)
 	}
 	if err := fault(pods.Items[0]); err != nil {
 		return 0, err
@@ -411,7 +411,7 @@ func kubernetesJobFailure(ctx context.Context, cluster *kubestack.Cluster) (time
 	}
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=job"})
 	if err != nil || len(pods.Items) != 1 {
-		return 0, fmt.Errorf("the Job's pod: %d pods, %v", len(pods.Items), err)
+		return 0, fmt.Errorf("the Job's pod: %d pods, %w", len(pods.Items), err)
 	}
 	first := pods.Items[0].Name
 	if err := cluster.FailPod(ctx, ns, first, 137); err != nil {
@@ -421,7 +421,7 @@ func kubernetesJobFailure(ctx context.Context, cluster *kubestack.Cluster) (time
 	err = poll(ctx, 20*time.Millisecond, func() (bool, error) {
 		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=job"})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // a failed poll is retried until ctx ends
 		}
 		for _, p := range l.Items {
 			if p.Name != first && p.Status.Phase == corev1.PodRunning {
@@ -473,7 +473,7 @@ func deployOn(ctx context.Context, cs kubernetes.Interface, ns, name, node strin
 	}
 	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + name})
 	if err != nil || len(l.Items) != 1 {
-		return corev1.Pod{}, fmt.Errorf("pods of %s: %d, %v", name, len(l.Items), err)
+		return corev1.Pod{}, fmt.Errorf("pods of %s: %d, %w", name, len(l.Items), err)
 	}
 	if p := l.Items[0]; p.Spec.NodeName != node {
 		return corev1.Pod{}, fmt.Errorf("the scheduler put %s on %s, not on %s", p.Name, p.Spec.NodeName, node)
@@ -501,7 +501,7 @@ func waitReplaced(ctx context.Context, cs kubernetes.Interface, ns, name, pod st
 	err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + name})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // a failed poll is retried until ctx ends
 		}
 		gone := true
 		for _, p := range l.Items {
@@ -537,7 +537,7 @@ func waitNodeReady(ctx context.Context, cs kubernetes.Interface, node string) er
 	return poll(ctx, 100*time.Millisecond, func() (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil || !kubestack.NodeReady(n) {
-			return false, nil
+			return false, nil //nolint:nilerr // a failed poll is retried until ctx ends
 		}
 		for _, t := range n.Spec.Taints {
 			if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {

@@ -102,7 +102,7 @@ func Build(ctx context.Context, pkg, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = Root()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
 }

@@ -400,7 +400,7 @@ func with(m map[string]string, k, v string) map[string]string {
 // shardEnv is the environment of a 3-shard preprocess or inference job.
 func shardEnv(fwJob) map[string]map[string]string {
 	out := map[string]map[string]string{}
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		out["worker-"+strconv.Itoa(i)] = map[string]string{"DLC_SHARD_INDEX": strconv.Itoa(i), "DLC_SHARD_COUNT": "3"}
 	}
 	return out

@@ -198,7 +198,7 @@ spec:
 	if err := startWorker(); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, ctx, "kube-restart", "many", "Running or terminal", func(j *api.Job) bool {
+	waitJob(t, ctx, "kube-restart", "many", "Running or terminal", func(j *api.Job) bool {
 		return j.Status.Phase == schemas.JobRunning || j.Status.Phase.Terminal()
 	})
 	pods := jobPods(t, ctx, "kube-restart", "many")
@@ -209,12 +209,12 @@ spec:
 	if len(pods) != replicas || len(names) != replicas {
 		t.Errorf("%d pods (%d names) after the restart, want exactly %d", len(pods), len(names), replicas)
 	}
-	for i := 0; i < replicas; i++ {
+	for i := range replicas {
 		if !names["many-worker-"+strconv.Itoa(i)+"-a0"] {
 			t.Errorf("pod of replica %d missing", i)
 		}
 	}
-	j = waitJob(t, ctx, "kube-restart", "many", "terminal", terminal)
+	j := waitJob(t, ctx, "kube-restart", "many", "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded {
 		t.Errorf("phase %s: %s", j.Status.Phase, j.Status.Message)
 	}
@@ -297,7 +297,7 @@ func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
 		_, err := cs.CoreV1().ServiceAccounts(blockNS).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil
 	})
-	for i := 0; i < 2; i++ {
+	for i := range 2 {
 		gpu := corev1.ResourceList{"nvidia.com/gpu": resourceQuantity("4")}
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "blocker-" + strconv.Itoa(i), Labels: map[string]string{"app": "blocker"}},
