@@ -581,14 +581,13 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 	var childErr error
 	for !run.childDone {
 		pctx, cancelPoll := workflow.WithCancel(ctx)
-		poll := workflow.ExecuteActivity(withMetricsActivity(pctx, w.opts.MetricsWait), ActivityWatchTrialMetrics,
-			w.watchInput(t, run, false))
+		poll := watchTrialMetrics(pctx, w.opts.MetricsWait, w.watchInput(t, run, false))
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(child, func(f workflow.Future) {
 			childErr = f.Get(ctx, &res)
 			run.childDone = true
 		})
-		sel.AddFuture(poll, func(f workflow.Future) {
+		sel.AddFuture(poll.Future, func(f workflow.Future) {
 			var got activities.WatchTrialMetricsResult
 			if err := f.Get(ctx, &got); err != nil {
 				w.logger.Warn("reading trial metrics failed", "job", t.Job, "error", err)
@@ -603,9 +602,7 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		w.sendStop(ctx, t, run)
 	}
 	// The job has ended, so every report it made is in the stream: read the rest.
-	var got activities.WatchTrialMetricsResult
-	if err := workflow.ExecuteActivity(withMetricsActivity(ctx, w.opts.MetricsWait), ActivityWatchTrialMetrics,
-		w.watchInput(t, run, true)).Get(ctx, &got); err != nil {
+	if got, err := watchTrialMetrics(ctx, w.opts.MetricsWait, w.watchInput(t, run, true)).get(ctx); err != nil {
 		w.logger.Warn("reading the last trial metrics failed", "job", t.Job, "error", err)
 	} else {
 		w.addReports(ctx, t, run, got)

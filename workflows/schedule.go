@@ -584,9 +584,7 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 	opts := w.spec.Spec.RunOptions
 	if uri := opts.SkipIfNoNewDataUnder; uri != "" && !w.st.LastStart.IsZero() &&
 		(run.Trigger == schemas.TriggerSchedule || run.Trigger == schemas.TriggerCatchup) {
-		var res activities.CheckNewDataResult
-		err := workflow.ExecuteActivity(withDataCheckActivity(ctx), ActivityCheckNewData,
-			activities.CheckNewDataInput{URI: uri, Since: w.st.LastStart}).Get(ctx, &res)
+		res, err := checkNewData(ctx, activities.CheckNewDataInput{URI: uri, Since: w.st.LastStart})
 		now := workflow.Now(ctx)
 		if err != nil {
 			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
