@@ -3,7 +3,6 @@ package workers
 import (
 	"context"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/backend"
@@ -19,11 +18,8 @@ func startNodeHealth(ctx context.Context, tc client.Client, cfg Config) {
 	if _, ok := cfg.Backend.(backend.NodeChecker); !ok {
 		return
 	}
-	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.NodeHealthWorkflowID,
-		TaskQueue:                cfg.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.NodeHealthWorkflowName, workflows.NodeHealthState{})
+	start := workflows.NodeHealthStart()
+	_, err := tc.ExecuteWorkflow(ctx, start.ClientOptions(cfg.TaskQueue), start.WorkflowType, start.Input)
 	if err != nil {
 		cfg.Logger.Error("workers: could not start the node self-healing workflow", "id", workflows.NodeHealthWorkflowID, "error", err)
 		return

@@ -155,8 +155,22 @@ func closedJobs(ctx workflow.Context, ids []string) ([]string, error) {
 	return call[[]string](actx, ActivityClosedJobs, ids)
 }
 
-// Pipeline activities (activities.PipelineActivities). BuildStepJob is still called by
-// name in pipelineWorkflow.startJob.
+// Pipeline activities (activities.PipelineActivities).
+
+// buildStepJob turns a job step into its TrainingJob (a local activity without I/O); an
+// invalid step is not retried.
+func buildStepJob(ctx workflow.Context, in activities.BuildStepJobInput) (activities.BuildStepJobResult, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidStep},
+		},
+	})
+	var r activities.BuildStepJobResult
+	err := workflow.ExecuteLocalActivity(lctx, ActivityBuildStepJob, in).Get(ctx, &r)
+	return r, err
+}
 
 // jobMetrics reads a finished step job's last metrics.
 func jobMetrics(ctx workflow.Context, in activities.JobMetricsInput) (activities.JobMetricsResult, error) {
@@ -186,16 +200,24 @@ func stopJob(ctx workflow.Context, in activities.StopJobInput) doneFuture {
 	return doneFuture{workflow.ExecuteActivity(actx, ActivityStopJob, in)}
 }
 
-// Experiment activities (activities.ExperimentActivities). WatchTrialMetrics is still
-// called by name in experimentWorkflow.runAttempt, with withMetricsActivity.
+// Experiment activities (activities.ExperimentActivities).
+
+// watchTrialMetrics starts reading a trial's metric reports, waiting up to wait for one.
+func watchTrialMetrics(ctx workflow.Context, wait time.Duration, in activities.WatchTrialMetricsInput) future[activities.WatchTrialMetricsResult] {
+	return future[activities.WatchTrialMetricsResult]{workflow.ExecuteActivity(withMetricsActivity(ctx, wait), ActivityWatchTrialMetrics, in)}
+}
 
 // stopTrialJob starts stopping a trial's job through its stop update.
 func stopTrialJob(ctx workflow.Context, in activities.StopTrialJobInput) doneFuture {
 	return doneFuture{workflow.ExecuteActivity(withShortActivity(ctx), ActivityStopTrialJob, in)}
 }
 
-// Schedule activities (activities.ScheduleActivities). CheckNewData is still called by
-// name in scheduleWorkflow.start, with withDataCheckActivity.
+// Schedule activities (activities.ScheduleActivities).
+
+// checkNewData says whether anything under a URI was modified since a time.
+func checkNewData(ctx workflow.Context, in activities.CheckNewDataInput) (activities.CheckNewDataResult, error) {
+	return call[activities.CheckNewDataResult](withDataCheckActivity(ctx), ActivityCheckNewData, in)
+}
 
 // waitScheduledJob waits until a run the schedule holds no child future for ends.
 func waitScheduledJob(ctx workflow.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {

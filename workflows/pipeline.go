@@ -283,20 +283,12 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 			upstream[d] = r
 		}
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			MaximumAttempts:        3,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidStep},
-		},
-	})
-	var built activities.BuildStepJobResult
-	err := workflow.ExecuteLocalActivity(lctx, ActivityBuildStepJob, activities.BuildStepJobInput{
+	built, err := buildStepJob(ctx, activities.BuildStepJobInput{
 		Run:      schemas.ObjectMeta{Name: meta.Name, Workspace: meta.Workspace, Labels: meta.Labels},
 		Step:     *st,
 		Params:   w.in.Params,
 		Upstream: upstream,
-	}).Get(ctx, &built)
+	})
 	if err != nil {
 		w.endStep(ctx, i, schemas.StepFailed, "InvalidStep", rootMessage(err))
 		return

@@ -30,6 +30,9 @@ type StartSpec struct {
 	Attrs []temporal.SearchAttributeUpdate
 	// Memo is set at start; only schedules have one.
 	Memo map[string]any
+	// Conflict is what a client start does when a workflow of the same id runs:
+	// unspecified is WORKFLOW_ID_CONFLICT_POLICY_FAIL, an error. Children ignore it.
+	Conflict enumspb.WorkflowIdConflictPolicy
 }
 
 // JobStart starts a TrainingJob: refused when the id was ever used (a deleted job's
@@ -143,18 +146,33 @@ func ScheduleStart(in ScheduleInput, createTime time.Time) StartSpec {
 	}
 }
 
-// ClientOptions are the options to start s from a Temporal client on taskQueue. A
-// running workflow of the same id is a conflict, reported as an error (never answered
-// with the existing run).
+// NodeHealthStart starts the node self-healing workflow (one per cluster) with an
+// empty state; when it runs already, the start answers with the running one.
+func NodeHealthStart() StartSpec {
+	return StartSpec{
+		ID:           NodeHealthWorkflowID,
+		WorkflowType: NodeHealthWorkflowName,
+		Input:        NodeHealthState{},
+		Conflict:     enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// ClientOptions are the options to start s from a Temporal client on taskQueue. Unless
+// s.Conflict says otherwise, a running workflow of the same id is a conflict, reported
+// as an error (never answered with the existing run).
 func (s StartSpec) ClientOptions(taskQueue string) client.StartWorkflowOptions {
+	conflict := s.Conflict
+	if conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED {
+		conflict = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	}
 	return client.StartWorkflowOptions{
 		ID:                       s.ID,
 		TaskQueue:                taskQueue,
 		WorkflowIDReusePolicy:    s.Reuse,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDConflictPolicy: conflict,
 		// Without this the SDK answers a duplicate with the existing run instead of an
 		// error.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowExecutionErrorWhenAlreadyStarted: conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(s.Attrs...),
 		Memo:                                     s.Memo,
 	}

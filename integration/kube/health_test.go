@@ -293,10 +293,8 @@ func TestHealthSelfHealingWorkflowRuns(t *testing.T) {
 		t.Errorf("the worker's re-check failed: %s", state.LastError)
 	}
 	// Starting it again, as every worker does at start, finds the running one.
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.NodeHealthWorkflowID, TaskQueue: workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.NodeHealthWorkflowName, workflows.NodeHealthState{})
+	start := workflows.NodeHealthStart()
+	run, err := tc.ExecuteWorkflow(ctx, start.ClientOptions(workflows.TaskQueue), start.WorkflowType, start.Input)
 	if err != nil {
 		t.Fatal(err)
 	}
