@@ -11,12 +11,12 @@ import (
 
 // WorkflowRegistry is what a worker.Worker, a replayer and the test environment offer.
 type WorkflowRegistry interface {
-	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
 // ActivityRegistry is what a worker.Worker and the test environment offer.
 type ActivityRegistry interface {
-	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
 // RegisterWorkflows registers every workflow under its wire name.

@@ -12,11 +12,11 @@ import (
 
 type names struct{ workflows, activities []string }
 
-func (n *names) RegisterWorkflowWithOptions(_ interface{}, o workflow.RegisterOptions) {
+func (n *names) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
 	n.workflows = append(n.workflows, o.Name)
 }
 
-func (n *names) RegisterActivityWithOptions(_ interface{}, o activity.RegisterOptions) {
+func (n *names) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
 	n.activities = append(n.activities, o.Name)
 }
 

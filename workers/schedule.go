@@ -52,8 +52,7 @@ func (j jobControl) WaitJob(ctx context.Context, workflowID string) (activities.
 	case ctx.Err() != nil:
 		return activities.JobOutcome{}, ctx.Err()
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: appErr.Message()}, nil
 	}
 	return activities.JobOutcome{}, fmt.Errorf("wait for %s: %w", workflowID, err)

@@ -8,8 +8,7 @@ import (
 
 // rootMessage is the innermost error's message, without Temporal's wrapping.
 func rootMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return appErr.Message()
 	}
 	for {

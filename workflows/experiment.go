@@ -187,7 +187,7 @@ func (w *experimentWorkflow) setup(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume, w.handleResume,
-		workflow.UpdateHandlerOptions{Validator: func(req ResumeRequest) error {
+		workflow.UpdateHandlerOptions{Validator: func(ResumeRequest) error {
 			if w.st.Phase.Terminal() || w.ending != nil {
 				return fmt.Errorf("the experiment has ended (%s)", w.st.Phase)
 			}
@@ -291,7 +291,7 @@ func (w *experimentWorkflow) maxRetries() int {
 }
 
 // checkFailures ends the experiment Failed once more trials failed than it tolerates.
-func (w *experimentWorkflow) checkFailures(ctx workflow.Context) {
+func (w *experimentWorkflow) checkFailures(_ workflow.Context) {
 	failed := 0
 	for _, t := range w.st.Trials {
 		if t.Phase == schemas.TrialFailed {

@@ -46,7 +46,7 @@ func (w *experimentWorkflow) suggest(ctx workflow.Context, n int) suggestion {
 // parameters, so that the suggestion does not depend on which of them finished first.
 func (w *experimentWorkflow) samplerHistory(n int) hpo.History {
 	h := w.history()
-	for k := 0; k < n; k++ {
+	for k := range n {
 		t := w.st.Trials[k]
 		if k <= n-w.parallelism() {
 			h.Trials = append(h.Trials, hpoTrial(t))

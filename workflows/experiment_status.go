@@ -69,7 +69,7 @@ func (w *experimentWorkflow) handleResume(ctx workflow.Context, req ResumeReques
 	return ExperimentUpdateResult{Phase: w.st.Phase, MaxTrials: w.st.MaxTrials}, nil
 }
 
-func (w *experimentWorkflow) handleExtend(ctx workflow.Context, req ExtendRequest) (ExperimentUpdateResult, error) {
+func (w *experimentWorkflow) handleExtend(_ workflow.Context, req ExtendRequest) (ExperimentUpdateResult, error) {
 	w.st.MaxTrials = req.MaxTrials
 	w.changed = true
 	return ExperimentUpdateResult{Phase: w.st.Phase, MaxTrials: w.st.MaxTrials}, nil

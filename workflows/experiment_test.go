@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,8 +26,9 @@ import (
 	"github.com/opendlc/opendlc/workflows"
 )
 
-func expFloat(v float64) *float64 { return &v }
-func expInt32(v int32) *int32     { return &v }
+func expFloat(v float64) *float64 { return new(v) }
+
+func expInt32(v int32) *int32 { return new(v) }
 
 // testExperiment tunes lr (log scale), l2 and a categorical batch size of a simulated
 // trainer whose accuracy is best near lr=0.3, l2=0 and batch size 32.
@@ -37,8 +39,8 @@ func testExperiment(mutate ...func(e *schemas.Experiment)) schemas.Experiment {
 		Metadata:   schemas.ObjectMeta{Name: "tune", Workspace: "team", Labels: map[string]string{"owner": "ml"}},
 		Spec: schemas.ExperimentSpec{
 			SearchSpace: []schemas.ParameterSpec{
-				{Name: "lr", Type: schemas.ParameterFloat, Min: expFloat(0.01), Max: expFloat(3), Log: true},
-				{Name: "l2", Type: schemas.ParameterFloat, Min: expFloat(0), Max: expFloat(0.1)},
+				{Name: "lr", Type: schemas.ParameterFloat, Min: new(0.01), Max: expFloat(3), Log: true},
+				{Name: "l2", Type: schemas.ParameterFloat, Min: expFloat(0), Max: new(0.1)},
 				{Name: "bs", Type: schemas.ParameterCategorical, Values: []schemas.CategoricalValue{"8", "32", "128"}},
 			},
 			Objective:   schemas.ObjectiveSpec{Metric: "accuracy", Direction: schemas.Maximize, StepMetric: "epoch"},
@@ -265,7 +267,7 @@ func TestExperimentRunsTrialsAndRecordsTheBest(t *testing.T) {
 		if cmd[2] != fmt.Sprint(lr) || cmd[4] != fmt.Sprint(bs) || sim.job.Spec.Env[0].Value != fmt.Sprint(tr.Params["l2"]) {
 			t.Errorf("trial %d: command %v env %v, params %v", i, cmd, sim.job.Spec.Env, tr.Params)
 		}
-		if diff := cmp.Diff(map[string]string{"owner": "ml", "experiment": "tune", "trial": fmt.Sprint(i)}, sim.job.Metadata.Labels); diff != "" {
+		if diff := cmp.Diff(map[string]string{"owner": "ml", "experiment": "tune", "trial": strconv.Itoa(i)}, sim.job.Metadata.Labels); diff != "" {
 			t.Errorf("trial %d: labels (-want +got):\n%s", i, diff)
 		}
 	}
@@ -314,7 +316,7 @@ func TestExperimentSuggestionsDependOnlyOnTheSeed(t *testing.T) {
 	// Trials take 3s to 30s an epoch depending on their number, so they finish out of order.
 	uneven := func(job string) time.Duration {
 		var id int
-		fmt.Sscanf(job, "tune-t%d", &id)
+		_, _ = fmt.Sscanf(job, "tune-t%d", &id)
 		return time.Duration(3+(id*7)%28) * time.Second
 	}
 	a, b, c := run(7, even), run(7, uneven), run(8, even)
@@ -377,7 +379,7 @@ func TestExperimentGoalEndsTheSearch(t *testing.T) {
 		}
 		return 20 * time.Second
 	}
-	h.execute(t, testExperiment(func(e *schemas.Experiment) { e.Spec.Objective.Goal = expFloat(0.1) }))
+	h.execute(t, testExperiment(func(e *schemas.Experiment) { e.Spec.Objective.Goal = new(0.1) }))
 	st := h.result(t)
 	if st.Phase != schemas.ExperimentSucceeded || st.Reason != "GoalReached" || !strings.Contains(st.Message, "trial 0 reached the goal") {
 		t.Fatalf("phase %s/%s: %s", st.Phase, st.Reason, st.Message)
@@ -477,7 +479,7 @@ func TestExperimentStopResumeExtend(t *testing.T) {
 		}
 		// Extend is refused below the current limit, accepted above it.
 		h.env.UpdateWorkflow(workflows.UpdateExtend, "extend-low", &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) {},
+			OnReject:   func(error) {},
 			OnAccept:   func() { t.Error("extend to 5 accepted") },
 			OnComplete: func(any, error) {},
 		}, workflows.ExtendRequest{MaxTrials: 5})

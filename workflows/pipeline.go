@@ -156,7 +156,7 @@ func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 				sel.AddFuture(j.future, func(f workflow.Future) { w.jobDone(ctx, i, f) })
 			}
 		}
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) {
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
 			if w.ending == "" {
 				w.ending = endStopped

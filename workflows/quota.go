@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -149,7 +150,7 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(req QuotaRequest) error {
 			if req.JobID == "" {
-				return fmt.Errorf("jobID: required")
+				return errors.New("jobID: required")
 			}
 			return nil
 		}},

@@ -14,7 +14,7 @@ import (
 	"github.com/opendlc/opendlc/workflows"
 )
 
-func int64p(v int64) *int64 { return &v }
+func int64p(v int64) *int64 { return new(v) }
 
 // The quota admits jobs in priority order, first come first served within a priority,
 // never lets a job overtake the head of the queue, rejects a job larger than the whole
@@ -28,7 +28,7 @@ func TestQuotaAdmitsByPriorityThenArrival(t *testing.T) {
 
 	var signalled []string
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalQuotaDecision, mock.Anything).Return(
-		func(_, id, _, _ string, arg interface{}) error {
+		func(_, id, _, _ string, arg any) error {
 			if d, ok := arg.(workflows.QuotaDecision); ok && d.Granted {
 				signalled = append(signalled, id)
 			}
@@ -40,7 +40,7 @@ func TestQuotaAdmitsByPriorityThenArrival(t *testing.T) {
 		env.UpdateWorkflow(workflows.UpdateQuotaRequest, updateID, &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("request %s rejected: %v", id, err) },
 			OnAccept: func() {},
-			OnComplete: func(v interface{}, err error) {
+			OnComplete: func(v any, err error) {
 				if err != nil {
 					t.Errorf("request %s: %v", id, err)
 					return
@@ -137,7 +137,7 @@ func TestQuotaSweepReleasesClosedJobs(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(workflows.UpdateQuotaRequest, "gone", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Error(err) }, OnAccept: func() {},
-			OnComplete: func(v interface{}, err error) { d, _ = v.(workflows.QuotaDecision) },
+			OnComplete: func(v any, _ error) { d, _ = v.(workflows.QuotaDecision) },
 		}, workflows.QuotaRequest{JobID: "gone", Resources: activities.QuotaAmounts{GPU: 4}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {

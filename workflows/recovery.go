@@ -136,7 +136,7 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (at
 			w.recordHealth(ctx, res)
 			if len(res.Nodes) > 0 && len(res.Unhealthy()) == len(res.Nodes) {
 				return plan, jobOutcome{schemas.JobFailed, reasonNoHealthyNodes,
-					fmt.Sprintf("no healthy node: %s", healthSummary(res.Nodes))}, false
+					"no healthy node: " + healthSummary(res.Nodes)}, false
 			}
 		}
 	}

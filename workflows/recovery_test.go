@@ -51,7 +51,7 @@ func (h *harness) script(states map[int][][]schemas.ReplicaStatus) *attemptScrip
 
 func failedReplica(class schemas.FailureClass, exit int32, node string) []schemas.ReplicaStatus {
 	r := replicas(schemas.ReplicaFailed, schemas.ReplicaRunning)
-	r[0].Reason, r[0].ExitCode, r[0].Node = class, code(exit), node
+	r[0].Reason, r[0].ExitCode, r[0].Node = class, new(exit), node
 	r[1].Node = "node-ok"
 	return r
 }
@@ -265,7 +265,7 @@ func TestRayJobRunsDespiteAnEarlyWorkerFailure(t *testing.T) {
 			t.Errorf("after 10 minutes: %s, attempt %d (%s), want Running attempt 0", view.Status.Phase, view.Status.Attempt, view.Status.Message)
 		}
 		h.env.UpdateWorkflow(workflows.UpdateStop, "stop", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { t.Error(err) }, OnAccept: func() {}, OnComplete: func(interface{}, error) {},
+			OnReject: func(err error) { t.Error(err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
 		}, workflows.StopRequest{Reason: "done"})
 	}, 10*time.Minute)
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})

@@ -186,7 +186,7 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 		stopped := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil); stopped = true })
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
 		sel.Select(ctx)
 		if stopped {
 			out = w.stopped()
@@ -304,7 +304,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 		)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx) })
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil); stopped = true })
+		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
 		if timeout != nil {
 			sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
 		}
@@ -572,7 +572,7 @@ func (w *jobWorkflow) releaseQuota(ctx workflow.Context) {
 }
 
 // stopRequested reports, without blocking, whether a stop is pending.
-func (w *jobWorkflow) stopRequested(ctx workflow.Context) bool {
+func (w *jobWorkflow) stopRequested(_ workflow.Context) bool {
 	return w.stopCh.ReceiveAsync(nil)
 }
 

@@ -42,7 +42,7 @@ func replicas(phases ...schemas.ReplicaPhase) []schemas.ReplicaStatus {
 	return out
 }
 
-func code(c int32) *int32 { return &c }
+func code(c int32) *int32 { return new(c) }
 
 // harness sets up a test workflow environment with every activity registered and the
 // published events recorded.
@@ -189,7 +189,7 @@ func TestTrainingJobStop(t *testing.T) {
 		h.env.UpdateWorkflow(workflows.UpdateStop, "stop-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("stop rejected: %v", err) },
 			OnAccept:   func() {},
-			OnComplete: func(r interface{}, err error) { stopResult = r.(workflows.StopResult) },
+			OnComplete: func(r any, _ error) { stopResult = r.(workflows.StopResult) },
 		}, workflows.StopRequest{Reason: "user asked"})
 	}, time.Minute)
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
