@@ -109,18 +109,19 @@ func (s *Workspaces) List(ctx context.Context, id api.Identity) (api.WorkspaceLi
 	return list, nil
 }
 
-// heldKinds are the kinds a workspace must no longer hold to be deleted, with the
-// extra visibility clause that selects the live objects of each: a schedule's runs
+// heldKinds are the kinds a workspace must no longer hold to be deleted, with the word
+// a refusal names them by and the extra visibility clause (live) that selects the
+// live objects of each: a schedule's runs
 // that continued as new are closed, its live run runs; jobs, experiments and
 // pipeline runs exist until they are deleted, finished or not.
 var heldKinds = []struct {
-	kind  schemas.Kind
-	extra string
+	kind         schemas.Kind
+	plural, live string
 }{
-	{schemas.KindTrainingJob, ""},
-	{schemas.KindExperiment, ""},
-	{schemas.KindPipeline, ""},
-	{schemas.KindSchedule, `ExecutionStatus = "Running"`},
+	{schemas.KindTrainingJob, "jobs", ""},
+	{schemas.KindExperiment, "experiments", ""},
+	{schemas.KindPipeline, "pipelines", ""},
+	{schemas.KindSchedule, "schedules", `ExecutionStatus = "Running"`},
 }
 
 // Delete deletes a workspace and revokes its tokens. A workspace that still holds
@@ -132,12 +133,12 @@ func (s *Workspaces) Delete(ctx context.Context, name string) error {
 	}
 	var held []string
 	for _, k := range heldKinds {
-		n, err := s.holds(ctx, name, k.kind, k.extra)
+		n, err := s.holds(ctx, name, k.kind, k.live)
 		if err != nil {
 			return fmt.Errorf("delete workspace %s: %w", name, err)
 		}
 		if n {
-			held = append(held, strings.ToLower(string(k.kind))+"s")
+			held = append(held, k.plural)
 		}
 	}
 	if len(held) > 0 {
