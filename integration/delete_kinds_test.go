@@ -95,7 +95,7 @@ func TestDeleteWorkspace(t *testing.T) {
 
 	var apiErr *dlc.Error
 	err = c.DeleteWorkspace(ctx, ws)
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || !strings.Contains(apiErr.API.Message, "jobs") {
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || !strings.Contains(apiErr.API.Message, "still holds jobs") {
 		t.Fatalf("delete a workspace holding a job: %v, want 409 naming its jobs", err)
 	}
 	if err := member.DeleteWorkspace(ctx, ws); !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden {
