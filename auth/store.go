@@ -436,6 +436,19 @@ func (s *Store) GetWorkspace(ctx context.Context, name string) (api.Workspace, e
 	return ws, nil
 }
 
+// DeleteWorkspace removes a workspace from the registry, or returns an error wrapping
+// ErrNotFound. Its tokens are not revoked here: the caller (service.Workspaces)
+// revokes them first.
+func (s *Store) DeleteWorkspace(ctx context.Context, name string) error {
+	if _, err := s.GetWorkspace(ctx, name); err != nil {
+		return err
+	}
+	if err := s.kv.Delete(ctx, workspaceKey(name)); err != nil {
+		return fmt.Errorf("auth: delete workspace %s: %w", name, err)
+	}
+	return nil
+}
+
 // ListWorkspaces returns every workspace, sorted by name.
 func (s *Store) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
 	var out []api.Workspace

@@ -334,3 +334,25 @@ func TestAuthenticateWhileNATSIsDown(t *testing.T) {
 		t.Errorf("an unseen token with NATS down: %v, want an error other than ErrUnknownToken", err)
 	}
 }
+
+// A deleted workspace is gone and its name can be registered again; deleting one that
+// does not exist is ErrNotFound.
+func TestDeleteWorkspace(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateWorkspace(ctx, api.Workspace{Name: "old"}, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteWorkspace(ctx, "old"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := s.GetWorkspace(ctx, "old"); !errors.Is(err, auth.ErrNotFound) {
+		t.Errorf("get after delete: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteWorkspace(ctx, "old"); !errors.Is(err, auth.ErrNotFound) {
+		t.Errorf("second delete: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CreateWorkspace(ctx, api.Workspace{Name: "old"}, "admin"); err != nil {
+		t.Errorf("create again after delete: %v", err)
+	}
+}

@@ -94,3 +94,10 @@ func (c *Client) ListWorkspaces(ctx context.Context) (*api.WorkspaceList, error)
 func (c *Client) GetWorkspace(ctx context.Context, name string) (*api.Workspace, error) {
 	return call[api.Workspace](ctx, c, http.MethodGet, workspacePath(name), nil, nil)
 }
+
+// DeleteWorkspace deletes a workspace (admin) and revokes its tokens. A workspace that
+// still holds jobs, experiments, pipelines or schedules is refused: an *APIError with
+// status 409.
+func (c *Client) DeleteWorkspace(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, workspacePath(name), nil, nil, nil)
+}

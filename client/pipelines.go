@@ -56,6 +56,12 @@ func (c *Client) WaitPipeline(ctx context.Context, workspace, name string, inter
 		})
 }
 
+// DeletePipeline stops a pipeline run if it runs, then deletes it and its step jobs;
+// its name can then be used again.
+func (c *Client) DeletePipeline(ctx context.Context, workspace, name string) error {
+	return c.do(ctx, http.MethodDelete, pipelinePath(workspace, name), nil, nil, nil)
+}
+
 func pipelinePath(workspace, name string) string {
 	return workspacePath(workspace, "pipelines", name)
 }

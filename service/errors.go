@@ -19,6 +19,9 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrInvalid: the request's arguments are wrong; Error.Fields say which.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrInvalidObject: the object to create (a token, a workspace) does not validate;
+	// Error.Fields say which fields are at fault.
+	ErrInvalidObject = errors.New("invalid object")
 	// ErrConflict: the request does not fit the object's state (an ended experiment
 	// cannot be resumed).
 	ErrConflict = errors.New("conflict")

@@ -2,7 +2,10 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"go.temporal.io/api/enums/v1"
 
 	"go.temporal.io/sdk/client"
 
@@ -12,7 +15,11 @@ import (
 )
 
 // Pipelines is the Pipeline (run) service.
-type Pipelines struct{ *temporalBase }
+type Pipelines struct {
+	*temporalBase
+	// jobs deletes a run's step jobs.
+	jobs *Jobs
+}
 
 // Start starts a run of a validated pipeline with resolved parameter values; it
 // answers the run, Pending.
@@ -99,4 +106,65 @@ func (s *Pipelines) Stop(ctx context.Context, ws, name string, req api.StopReque
 		return api.PipelineStopResult{}, notFound("pipeline", ws, name)
 	}
 	return api.PipelineStopResult{}, fmt.Errorf("stop pipeline: %w", err)
+}
+
+// Delete deletes a pipeline run and its step jobs, so that its name can be used
+// again; it returns once they are gone. A running run is stopped first (its jobs are
+// stopped, as deleting a job stops it), then its execution (every run of its workflow
+// id) is deleted. The step jobs are the ones its status names.
+func (s *Pipelines) Delete(ctx context.Context, ws, name string) error {
+	id := workflows.PipelineWorkflowID(ws, name)
+	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		if isNotFound(err) {
+			return notFound("pipeline", ws, name)
+		}
+		return fmt.Errorf("describe pipeline: %w", err)
+	}
+	view, err := s.query(ctx, ws, name)
+	if err != nil {
+		return fmt.Errorf("query pipeline before delete: %w", err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if _, err := s.Stop(ctx, ws, name, api.StopRequest{Reason: "deleted"}); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("stop pipeline before delete: %w", err)
+		}
+		if err := s.tc.TerminateWorkflow(ctx, id, "", "pipeline deleted"); err != nil && !isNotFound(err) {
+			return fmt.Errorf("terminate pipeline: %w", err)
+		}
+	}
+	if err := s.deleteRuns(ctx, id); err != nil {
+		return fmt.Errorf("delete pipeline: %w", err)
+	}
+	for _, job := range stepJobs(view) {
+		if err := s.jobs.Delete(ctx, ws, job); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("delete step job %s: %w", job, err)
+		}
+	}
+	if err := s.waitDeleted(ctx, id); err != nil {
+		return fmt.Errorf("delete pipeline: %w", err)
+	}
+	return nil
+}
+
+// stepJobs names the jobs a pipeline run's job steps ran: the job its status names
+// for each step, and the name every job step's job is given (schemas.StepJobName).
+func stepJobs(view api.PipelineRun) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, st := range view.Status.Steps {
+		add(st.Job)
+	}
+	for _, st := range view.Spec.Spec.Steps {
+		if st.Job != nil {
+			add(schemas.StepJobName(view.Spec.Metadata.Name, st.Name))
+		}
+	}
+	return out
 }

@@ -1,5 +1,5 @@
 // Package service is OpenDLC's domain layer: one service per kind (jobs, experiments,
-// pipelines, schedules) with the operations the kind has (start, get, list, stop,
+// pipelines, schedules, triggers, rules; workspaces and tokens) with the operations the kind has (start, get, list, stop,
 // delete...). It owns how each kind lives in Temporal: workflow ids, start options and
 // search attributes (through workflows.StartSpec, shared with the workflows that start
 // children), updates, queries and the visibility queries that list a kind.
@@ -39,6 +39,10 @@ type Service struct {
 	// JetStream key-value stores): NewTriggers, NewRules.
 	Triggers *Documents[*schemas.Trigger]
 	Rules    *Documents[*schemas.NotificationRule]
+	// Workspaces and Tokens are set by the front end when it has a token store:
+	// NewWorkspaces, NewTokens.
+	Workspaces *Workspaces
+	Tokens     *Tokens
 }
 
 // New returns the services using tc, in namespace, starting workflows on taskQueue.
@@ -50,11 +54,12 @@ func New(tc client.Client, namespace, taskQueue string, logger *slog.Logger) *Se
 	s := &Service{
 		Jobs:        &Jobs{t},
 		Experiments: &Experiments{temporalBase: t},
-		Pipelines:   &Pipelines{t},
+		Pipelines:   &Pipelines{temporalBase: t},
 		Schedules:   &Schedules{t},
 		Quotas:      &Quotas{t},
 	}
 	s.Experiments.jobs = s.Jobs
+	s.Pipelines.jobs = s.Jobs
 	return s
 }
 

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -156,5 +158,47 @@ func TestTrialJobs(t *testing.T) {
 	want := []string{"e-t0", "e-t1", "e-t1-r1", "e-t1-r2", "e-t2"}
 	if d := cmp.Diff(want, trialJobs(view)); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestStepJobs(t *testing.T) {
+	job := &schemas.TrainingJobSpec{}
+	view := api.PipelineRun{
+		Spec: schemas.Pipeline{Metadata: schemas.ObjectMeta{Name: "p"},
+			Spec: schemas.PipelineSpec{Steps: []schemas.PipelineStep{{Name: "a", Job: job}, {Name: "c"}, {Name: "b", Job: job}}}},
+		Status: schemas.PipelineStatus{Steps: []schemas.StepStatus{{Name: "a", Job: "p-a"}, {Name: "c"}}},
+	}
+	want := []string{"p-a", "p-b"}
+	if d := cmp.Diff(want, stepJobs(view)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// The token store's errors become the service's kinds with the messages the API has
+// always answered.
+func TestStoreError(t *testing.T) {
+	list := schemas.ErrorList{schemas.Required(schemas.NewPath("name")), schemas.Required(schemas.NewPath("role"))}
+	cases := []struct {
+		err  error
+		kind error
+		msg  string
+	}{
+		{list, ErrInvalidObject, "create token: 2 problem(s)"},
+		{fmt.Errorf("%w: token t", auth.ErrExists), ErrAlreadyExists, "token t already exists"},
+		{fmt.Errorf("%w: workspace w", auth.ErrNotFound), ErrNotFound, "workspace w not found"},
+	}
+	for _, c := range cases {
+		err := storeError("create token", c.err)
+		var se *Error
+		if !errors.As(err, &se) || !errors.Is(err, c.kind) || se.Message != c.msg {
+			t.Errorf("storeError(%v) = %v, want %v %q", c.err, err, c.kind, c.msg)
+		}
+	}
+	if err := storeError("list tokens", errors.New("boom")); err.Error() != "list tokens: boom" {
+		t.Errorf("an internal failure: %v", err)
+	}
+	var se *Error
+	if errors.As(storeError("create token", list), &se) && len(se.Fields) != 2 {
+		t.Errorf("fields = %v, want 2", se.Fields)
 	}
 }

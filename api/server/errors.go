@@ -57,6 +57,7 @@ var serviceStatus = []struct {
 	{service.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
 	{service.ErrAlreadyExists, http.StatusConflict, api.CodeAlreadyExists},
 	{service.ErrInvalid, http.StatusBadRequest, api.CodeInvalidArgument},
+	{service.ErrInvalidObject, http.StatusUnprocessableEntity, api.CodeInvalidArgument},
 	{service.ErrConflict, http.StatusConflict, api.CodeFailedPrecondition},
 }
 

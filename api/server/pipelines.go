@@ -90,6 +90,12 @@ func (s *Server) stopPipeline(r *http.Request) (any, error) {
 	return s.svc.Pipelines.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
+// deletePipeline deletes a pipeline run and its step jobs; its name can then be used
+// again.
+func (s *Server) deletePipeline(r *http.Request) (any, error) {
+	return nil, s.svc.Pipelines.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+}
+
 func (s *Server) applyTrigger(r *http.Request) (any, error) {
 	if err := s.triggersOff(); err != nil {
 		return nil, err

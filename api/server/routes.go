@@ -158,6 +158,9 @@ var routes = []route{
 	{method: "GET", path: "/v1/workspaces/{ws}", handler: (*Server).getWorkspace, verb: auth.VerbRead, ws: wsPath, object: "workspace",
 		id: "getWorkspace", tag: "access", summary: "A workspace of the registry",
 		responses: []reply{{200, "the workspace", jsonBody(api.Workspace{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}", handler: (*Server).deleteWorkspace, verb: auth.VerbAdmin, ws: wsPath, object: "workspace",
+		id: "deleteWorkspace", tag: "access", summary: "Delete a workspace that holds no jobs, experiments, pipelines or schedules (admin), and revoke its tokens; 409 while it holds any",
+		responses: []reply{{204, "deleted", nil}}},
 
 	{method: "POST", path: "/v1/validate", handler: (*Server).validate, verb: auth.VerbRead, ws: wsNone, readOnly: true,
 		id: "validate", tag: "jobs", summary: "Validate a document of any kind (TrainingJob, Experiment, Schedule, Pipeline, Trigger, NotificationRule); creates nothing",
@@ -251,6 +254,9 @@ var routes = []route{
 		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
 		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).deletePipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
+		id: "deletePipeline", tag: "pipelines", summary: "Stop a pipeline run if it runs, then delete it and its step jobs; its name can be used again",
+		responses: []reply{{204, "deleted", nil}}},
 
 	{method: "POST", path: "/v1/triggers", handler: (*Server).applyTrigger, verb: auth.VerbWrite, ws: wsBody, object: "trigger",
 		id: "applyTrigger", tag: "triggers", summary: "Create or replace a trigger in the trigger's workspace",

@@ -83,6 +83,8 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	s := &Server{ev: ev, opts: o, svc: service.New(tc, o.Namespace, o.TaskQueue, o.Logger)}
 	if o.Auth != nil {
 		s.authn = o.Auth
+		s.svc.Workspaces = service.NewWorkspaces(o.Auth, s.svc)
+		s.svc.Tokens = service.NewTokens(o.Auth)
 	}
 	if o.Triggers != nil {
 		s.svc.Triggers = service.NewTriggers(o.Triggers)

@@ -1,14 +1,11 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 )
 
 // smallBodyLimit bounds the JSON bodies of token, workspace, stop and clone requests.
@@ -19,17 +16,26 @@ func (s *Server) whoami(r *http.Request) (any, error) {
 	return id, nil
 }
 
-// store is the token store; without one the token and workspace routes answer 503 (the
-// server then authenticates nobody anyway).
-func (s *Server) store() (*auth.Store, error) {
-	if s.opts.Auth == nil {
-		return nil, unavailable("no token store configured")
+// noStore is the answer of the token and workspace routes without a token store: 503
+// (the server then authenticates nobody anyway).
+func noStore() error { return unavailable("no token store configured") }
+
+func (s *Server) tokens() (*service.Tokens, error) {
+	if s.svc.Tokens == nil {
+		return nil, noStore()
 	}
-	return s.opts.Auth, nil
+	return s.svc.Tokens, nil
+}
+
+func (s *Server) workspaces() (*service.Workspaces, error) {
+	if s.svc.Workspaces == nil {
+		return nil, noStore()
+	}
+	return s.svc.Workspaces, nil
 }
 
 func (s *Server) createToken(r *http.Request) (any, error) {
-	store, err := s.store()
+	tokens, err := s.tokens()
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +49,9 @@ func (s *Server) createToken(r *http.Request) (any, error) {
 	}
 	note(r, ws, "token "+req.Name)
 	id, _ := IdentityFrom(r.Context())
-	tok, err := store.CreateToken(r.Context(), req, id.Name)
+	tok, err := tokens.Create(r.Context(), req, id.Name)
 	if err != nil {
-		return nil, storeError("create token", err)
+		return nil, err
 	}
 	// Never the secret: only who made which token.
 	s.opts.Logger.Info("token created", "token", tok.Name, "workspace", tok.Workspace, "role", tok.Role, "by", id.Name)
@@ -53,33 +59,23 @@ func (s *Server) createToken(r *http.Request) (any, error) {
 }
 
 func (s *Server) listTokens(r *http.Request) (any, error) {
-	store, err := s.store()
+	tokens, err := s.tokens()
 	if err != nil {
 		return nil, err
 	}
-	toks, err := store.ListTokens(r.Context(), r.URL.Query().Get("workspace"))
-	if err != nil {
-		return nil, fmt.Errorf("list tokens: %w", err)
-	}
-	if toks == nil {
-		toks = []api.Token{}
-	}
-	return api.TokenList{Items: toks}, nil
+	return tokens.List(r.Context(), r.URL.Query().Get("workspace"))
 }
 
 func (s *Server) revokeToken(r *http.Request) (any, error) {
-	store, err := s.store()
+	tokens, err := s.tokens()
 	if err != nil {
 		return nil, err
 	}
-	if err := store.RevokeToken(r.Context(), r.PathValue("name")); err != nil {
-		return nil, storeError("revoke token", err)
-	}
-	return nil, nil
+	return nil, tokens.Revoke(r.Context(), r.PathValue("name"))
 }
 
 func (s *Server) createWorkspace(r *http.Request) (any, error) {
-	store, err := s.store()
+	workspaces, err := s.workspaces()
 	if err != nil {
 		return nil, err
 	}
@@ -89,64 +85,34 @@ func (s *Server) createWorkspace(r *http.Request) (any, error) {
 	}
 	note(r, "", "workspace "+ws.Name)
 	id, _ := IdentityFrom(r.Context())
-	created, err := store.CreateWorkspace(r.Context(), api.Workspace{Name: ws.Name, Namespace: ws.Namespace, Description: ws.Description}, id.Name)
-	if err != nil {
-		return nil, storeError("create workspace", err)
-	}
-	return created, nil
+	return workspaces.Create(r.Context(), ws, id.Name)
 }
 
 func (s *Server) listWorkspaces(r *http.Request) (any, error) {
-	store, err := s.store()
+	workspaces, err := s.workspaces()
 	if err != nil {
 		return nil, err
 	}
 	id, _ := IdentityFrom(r.Context())
-	list := api.WorkspaceList{Items: []api.Workspace{}}
-	if id.Workspace == api.AllWorkspaces {
-		all, err := store.ListWorkspaces(r.Context())
-		if err != nil {
-			return nil, fmt.Errorf("list workspaces: %w", err)
-		}
-		list.Items = append(list.Items, all...)
-	} else {
-		ws, err := store.GetWorkspace(r.Context(), id.Workspace)
-		switch {
-		case err == nil:
-			list.Items = append(list.Items, ws)
-		case !errors.Is(err, auth.ErrNotFound):
-			return nil, fmt.Errorf("list workspaces: %w", err)
-		}
-	}
-	return list, nil
+	return workspaces.List(r.Context(), id)
 }
 
 func (s *Server) getWorkspace(r *http.Request) (any, error) {
-	store, err := s.store()
+	workspaces, err := s.workspaces()
 	if err != nil {
 		return nil, err
 	}
-	ws, err := store.GetWorkspace(r.Context(), r.PathValue("ws"))
-	if err != nil {
-		return nil, storeError("get workspace", err)
-	}
-	return ws, nil
+	return workspaces.Get(r.Context(), r.PathValue("ws"))
 }
 
-// storeError is the answer to an error of the token store.
-func storeError(what string, err error) error {
-	var list schemas.ErrorList
-	switch {
-	case errors.As(err, &list):
-		return &httpError{http.StatusUnprocessableEntity, api.Error{Code: api.CodeInvalidArgument,
-			Message: fmt.Sprintf("%s: %d problem(s)", what, len(list)), Details: fieldErrors(list)}}
-	case errors.Is(err, auth.ErrExists):
-		return &httpError{http.StatusConflict, api.Error{Code: api.CodeAlreadyExists,
-			Message: strings.TrimPrefix(err.Error(), auth.ErrExists.Error()+": ") + " already exists"}}
-	case errors.Is(err, auth.ErrNotFound):
-		return notFound(strings.TrimPrefix(err.Error(), auth.ErrNotFound.Error()+": ") + " not found")
+// deleteWorkspace deletes a workspace that holds nothing any more and revokes its
+// tokens; one that still holds jobs, experiments, pipelines or schedules is 409.
+func (s *Server) deleteWorkspace(r *http.Request) (any, error) {
+	workspaces, err := s.workspaces()
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return nil, workspaces.Delete(r.Context(), r.PathValue("ws"))
 }
 
 func fieldErrors(list schemas.ErrorList) []schemas.FieldError {

@@ -130,7 +130,7 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	k := &kindCommands[api.Workspace, api.Workspace]{
 		noun:    "workspace",
 		aliases: []string{"workspaces", "ws"},
-		short:   "Manage workspaces (create: admin)",
+		short:   "Manage workspaces (create, delete: admin)",
 
 		get: func(c *client.Client, ctx context.Context, _, name string) (*api.Workspace, error) {
 			return c.GetWorkspace(ctx, name)
@@ -146,6 +146,9 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 			func(l *api.WorkspaceList) []api.Workspace { return l.Items }),
 		listShort: "List the workspaces you may see",
 		columns:   workspaceColumns,
+
+		del:      func(c *client.Client, ctx context.Context, _, name string) error { return c.DeleteWorkspace(ctx, name) },
+		delShort: "Delete a workspace and revoke its tokens (admin); refused while it holds jobs, experiments, pipelines or schedules",
 	}
 	k.more = func() []*cobra.Command { return []*cobra.Command{newWorkspaceCreateCmd(g)} }
 	return k.command(g)

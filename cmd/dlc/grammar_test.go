@@ -42,6 +42,8 @@ var fakeAnswers = map[string]string{
 	"GET /v1/workspaces/ml/pipelines":                `{"items":[{"name":"p1","workspace":"ml","phase":"Running","startTime":"2026-01-01T00:00:00Z"}]}`,
 	"GET /v1/tokens":                                 `{"items":[{"name":"alice","workspace":"ml","role":"viewer"}]}`,
 	"DELETE /v1/tokens/alice":                        ``,
+	"DELETE /v1/workspaces/ml/pipelines/p1":          ``,
+	"DELETE /v1/workspaces/old":                      ``,
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -164,6 +166,16 @@ func TestOldAndNewSpellingsAgree(t *testing.T) {
 			spellings: [][]string{{"pipeline", "list", "-l", "a=b"}, {"pipelines", "list", "--selector", "a=b"}, {"pipeline", "ls", "--label", "a=b"}},
 			want:      "p1    Running",
 			calls:     []string{"GET /v1/workspaces/ml/pipelines?label=a%3Db"},
+		},
+		{
+			spellings: [][]string{{"pipeline", "delete", "p1"}, {"pipelines", "delete", "p1"}},
+			want:      "pipeline p1 deleted\n",
+			calls:     []string{"DELETE /v1/workspaces/ml/pipelines/p1"},
+		},
+		{ // the name is the workspace, whatever -w says
+			spellings: [][]string{{"workspace", "delete", "old"}, {"workspaces", "delete", "old"}, {"ws", "delete", "old"}},
+			want:      "workspace old deleted\n",
+			calls:     []string{"DELETE /v1/workspaces/old"},
 		},
 		{ // a trigger or a rule is shown as YAML
 			spellings: [][]string{{"trigger", "get", "t1"}, {"triggers", "get", "t1"}},

@@ -39,6 +39,9 @@ func newPipelineCmd(g *globals) *cobra.Command {
 				return p.EndTime.Local().Format(time.DateTime)
 			}},
 		},
+
+		del:      (*client.Client).DeletePipeline,
+		delShort: "Stop a pipeline run if it runs, then delete it and its step jobs (its name can be used again)",
 	}
 	k.more = func() []*cobra.Command {
 		return []*cobra.Command{
