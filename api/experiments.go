@@ -44,7 +44,7 @@ type ExtendRequest struct {
 	MaxTrials int `json:"maxTrials"`
 }
 
-// CodeFailedPrecondition: the request is valid but the object's state does not allow
+// CodeFailedPrecondition means the request is valid but the object's state does not allow
 // it now (resume or extend a finished experiment).
 const CodeFailedPrecondition = "FailedPrecondition"
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,13 +118,15 @@ func callJSON[T any](ctx context.Context, c *Client, method, path string, req an
 // workspacePath is /v1/workspaces/{ws}, then each of parts escaped: /{kind}/{name}...
 func workspacePath(workspace string, parts ...string) string {
 	p := "/v1/workspaces/" + url.PathEscape(workspace)
+	var pSb120 strings.Builder
 	for i, part := range parts {
 		if i == 0 {
-			p += "/" + part // a collection, such as jobs
+			pSb120.WriteString("/" + part) // a collection, such as jobs
 		} else {
-			p += "/" + url.PathEscape(part)
+			pSb120.WriteString("/" + url.PathEscape(part))
 		}
 	}
+	p += pSb120.String()
 	return p
 }
 
@@ -215,7 +218,7 @@ func (opts ListOptions) query() url.Values {
 		q.Add("label", l)
 	}
 	if opts.Limit > 0 {
-		q.Set("limit", fmt.Sprint(opts.Limit))
+		q.Set("limit", strconv.Itoa(opts.Limit))
 	}
 	if opts.PageToken != "" {
 		q.Set("pageToken", opts.PageToken)
@@ -314,9 +317,11 @@ func (c *Client) WaitJob(ctx context.Context, workspace, name string, interval t
 		func(ctx context.Context) (*api.Job, error) { return c.GetJob(ctx, workspace, name) },
 		func(j *api.Job) (string, bool) {
 			key := string(j.Status.Phase)
+			var keySb317 strings.Builder
 			for _, r := range j.Status.Replicas {
-				key += "|" + string(r.Phase)
+				keySb317.WriteString("|" + string(r.Phase))
 			}
+			key += keySb317.String()
 			return key, j.Status.Phase.Terminal()
 		})
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
@@ -49,9 +50,11 @@ func (c *Client) WaitPipeline(ctx context.Context, workspace, name string, inter
 		func(ctx context.Context) (*api.PipelineRun, error) { return c.GetPipeline(ctx, workspace, name) },
 		func(p *api.PipelineRun) (string, bool) {
 			key := string(p.Status.Phase)
+			var keySb52 strings.Builder
 			for _, s := range p.Status.Steps {
-				key += "|" + string(s.Phase)
+				keySb52.WriteString("|" + string(s.Phase))
 			}
+			key += keySb52.String()
 			return key, p.Status.Phase.Terminal()
 		})
 }

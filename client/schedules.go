@@ -2,9 +2,9 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
@@ -27,7 +27,7 @@ func (c *Client) UpdateSchedule(ctx context.Context, workspace, name string, spe
 func (c *Client) GetSchedule(ctx context.Context, workspace, name string, next int) (*api.ScheduleView, error) {
 	q := url.Values{}
 	if next > 0 {
-		q.Set("next", fmt.Sprint(next))
+		q.Set("next", strconv.Itoa(next))
 	}
 	return call[api.ScheduleView](ctx, c, http.MethodGet, schedulePath(workspace, name), q, nil)
 }

@@ -73,7 +73,7 @@ type event struct {
 func parseEvent(subject string, data []byte) (*event, error) {
 	tokens := strings.Split(subject, ".")
 	if len(tokens) < 3 || tokens[0] != "dlc" || !dnsLabelRE.MatchString(tokens[1]) {
-		return nil, fmt.Errorf("subject %q is not of the form dlc.<workspace>.<...>", subject)
+		return nil, fmt.Errorf("subject %q is not dlc.<workspace>....", subject) //nolint:revive,staticcheck // the message names the subject form
 	}
 	ws := tokens[1]
 	var env events.Event

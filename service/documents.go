@@ -56,8 +56,7 @@ func (s *Documents[T]) isMissing(err error) bool {
 // schemas.ErrorList naming each field.
 func (s *Documents[T]) Apply(ctx context.Context, doc T) (T, error) {
 	if _, err := s.store.Put(ctx, doc); err != nil {
-		var list schemas.ErrorList
-		if errors.As(err, &list) {
+		if list, ok := errors.AsType[schemas.ErrorList](err); ok {
 			return doc, list
 		}
 		return doc, fmt.Errorf("store %s: %w", s.noun, err)

@@ -124,8 +124,7 @@ func (s *Experiments) update(ctx context.Context, ws, name, update string, req a
 	}
 	// The update was refused by its validator: the request does not fit the
 	// experiment's state.
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		if update == workflows.UpdateExtend && strings.HasPrefix(appErr.Message(), "maxTrials:") {
 			return api.ExperimentActionResult{}, invalid("invalid extend request", "maxTrials",
 				strings.TrimSpace(strings.TrimPrefix(appErr.Message(), "maxTrials:")))

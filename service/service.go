@@ -132,12 +132,14 @@ func (t *temporalBase) list(ctx context.Context, ws string, kind schemas.Kind, o
 		if o.Framework != "" {
 			query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrFramework, o.Framework)
 		}
+		var querySb135 strings.Builder
 		for _, l := range o.Labels {
 			if !strings.Contains(l, "=") {
 				return nil, "", invalid("invalid label filter", "label", "must be key=value")
 			}
-			query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l)
+			querySb135.WriteString(fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l))
 		}
+		query += querySb135.String()
 	}
 	resp, err := t.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     t.namespace,

@@ -122,7 +122,7 @@ func TestListQueries(t *testing.T) {
 
 	var se *Error
 	_, err := s.Pipelines.List(ctx, "alpha", ListOptions{Labels: []string{"team"}})
-	if !errors.As(err, &se) || se.Kind != ErrInvalid || se.Message != "invalid label filter" || se.Fields[0].Field != "label" {
+	if !errors.As(err, &se) || !errors.Is(se.Kind, ErrInvalid) || se.Message != "invalid label filter" || se.Fields[0].Field != "label" {
 		t.Errorf("a bad label: %v", err)
 	}
 	if _, err := ParseLimit("0"); !errors.Is(err, ErrInvalid) {

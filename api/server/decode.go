@@ -97,8 +97,7 @@ func jsonKind(t reflect.Type) string {
 // bodyReadError is the answer to a failure to read a body: 413 when it is larger than
 // limit.
 func bodyReadError(err error, limit int64) error {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return &httpError{http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge,
 			Message: fmt.Sprintf("request body is larger than %d bytes", limit),
 			Details: []schemas.FieldError{{Field: bodyField, Detail: fmt.Sprintf("must be at most %d bytes", limit)}}}}

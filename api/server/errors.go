@@ -39,8 +39,7 @@ func notFound(message string) error {
 // every field at fault, or 400 for a problem with the document as a whole (not YAML or
 // JSON, empty, too large).
 func specError(err error) error {
-	var list schemas.ErrorList
-	if errors.As(err, &list) {
+	if list, ok := errors.AsType[schemas.ErrorList](err); ok {
 		return &httpError{http.StatusUnprocessableEntity, api.Error{Code: api.CodeInvalidSpec,
 			Message: fmt.Sprintf("the spec has %d problem(s)", len(list)), Details: fieldErrors(list)}}
 	}
@@ -65,20 +64,17 @@ var serviceStatus = []struct {
 // the HTTP status and the JSON error body. Anything it does not know is an internal
 // error: 503 when Temporal is unavailable or the call timed out, 500 otherwise.
 func errorReply(err error) (int, api.Error) {
-	var he *httpError
-	if errors.As(err, &he) {
+	if he, ok := errors.AsType[*httpError](err); ok {
 		return he.status, he.body
 	}
-	var se *service.Error
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*service.Error](err); ok {
 		for _, m := range serviceStatus {
 			if errors.Is(se.Kind, m.kind) {
 				return m.status, api.Error{Code: m.code, Message: se.Message, Details: se.Fields}
 			}
 		}
 	}
-	var list schemas.ErrorList
-	if errors.As(err, &list) {
+	if _, ok := errors.AsType[schemas.ErrorList](err); ok {
 		return specReply(err)
 	}
 	var unavail *serviceerror.Unavailable
@@ -89,7 +85,11 @@ func errorReply(err error) (int, api.Error) {
 }
 
 func specReply(err error) (int, api.Error) {
-	he := specError(err).(*httpError)
+	he := func() *httpError {
+		target := &httpError{}
+		_ = errors.As(specError(err), &target)
+		return target
+	}()
 	return he.status, he.body
 }
 

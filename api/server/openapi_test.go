@@ -337,7 +337,7 @@ func resolves(root any, ref string) bool {
 		return true
 	}
 	cur := root
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+	for tok := range strings.SplitSeq(strings.TrimPrefix(ptr, "/"), "/") {
 		tok, err := url.PathUnescape(tok)
 		if err != nil {
 			return false

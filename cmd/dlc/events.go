@@ -26,7 +26,7 @@ func newEventCmd(g *globals) *cobra.Command {
 				return printEvent(out, g.output, ev)
 			})
 			if cmd.Context().Err() != nil {
-				return nil
+				return nil //nolint:nilerr // interrupted by the user: a normal end of tail -f
 			}
 			return err
 		}),

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -232,9 +233,9 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 			value = fmt.Sprintf("%.4g", *t.Value)
 		}
 		if t.Step != 0 {
-			step = fmt.Sprint(t.Step)
+			step = strconv.FormatInt(t.Step, 10)
 		}
-		row := []string{fmt.Sprint(t.ID), t.Job, string(t.Phase), value, step}
+		row := []string{strconv.Itoa(t.ID), t.Job, string(t.Phase), value, step}
 		for _, p := range spec.SearchSpace {
 			switch v := t.Params[p.Name].(type) {
 			case float64:

@@ -13,8 +13,6 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-func expVal(v float64) *float64 { return &v }
-
 // plotFixture is a finished experiment over a log-scale float and a categorical
 // parameter: trial 1 is best, trial 2 was pruned, trial 3 failed (the plot package's
 // fixture).

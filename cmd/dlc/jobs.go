@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -128,7 +129,7 @@ func describeJob(w io.Writer, j *api.Job) {
 	for _, r := range st.Replicas {
 		code := "-"
 		if r.ExitCode != nil {
-			code = fmt.Sprint(*r.ExitCode)
+			code = strconv.Itoa(int(*r.ExitCode))
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Name, r.Phase, code, r.Node, r.Message)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -189,7 +190,7 @@ func newTriggerCmd(g *globals) *cobra.Command {
 		columns: []column[schemas.Trigger]{
 			{"NAME", func(t schemas.Trigger) string { return t.Metadata.Name }},
 			{"SUBJECT", func(t schemas.Trigger) string { return t.Spec.Subject }},
-			{"FILTERS", func(t schemas.Trigger) string { return fmt.Sprint(len(t.Spec.Filter)) }},
+			{"FILTERS", func(t schemas.Trigger) string { return strconv.Itoa(len(t.Spec.Filter)) }},
 			{"ACTION", func(t schemas.Trigger) string {
 				if p := t.Spec.Action.Pipeline; p != nil {
 					return fmt.Sprintf("pipeline (%d steps)", len(p.Steps))

@@ -24,7 +24,7 @@ func (f *poolFlags) options() ([]kube.Option, error) {
 	get := func(flag, v string) (*kube.PoolConfig, string, error) {
 		name, rest, ok := strings.Cut(v, "=")
 		if !ok || rest == "" {
-			return nil, "", fmt.Errorf("%s %q: want POOL=...", flag, v)
+			return nil, "", fmt.Errorf("%s %q: want POOL=<pool>", flag, v)
 		}
 		pool := schemas.Pool(name)
 		if !slices.Contains(schemas.Pools, pool) {

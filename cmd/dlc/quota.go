@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -69,7 +70,7 @@ func printQuota(w io.Writer, st *api.QuotaStatus) error {
 	}
 	gpus := "unlimited"
 	if st.Limits.GPU != nil {
-		gpus = fmt.Sprint(*st.Limits.GPU)
+		gpus = strconv.FormatInt(*st.Limits.GPU, 10)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE\tUSED\tLIMIT")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -245,8 +246,8 @@ func printSchedule(w io.Writer, format string, s *api.ScheduleView) error {
 		}
 	}
 	fmt.Fprintln(tw, "\nHistory:\n  NOMINAL TIME\tTRIGGER\tSTARTED\tKIND\tRUN\tOUTCOME\tMESSAGE")
-	for i := len(st.History) - 1; i >= 0; i-- { // newest first
-		r := st.History[i]
+	for _, r := range slices.Backward(st.History) { // newest first
+
 		job := r.Job
 		if job == "" {
 			job = "-"

@@ -74,7 +74,7 @@ func TestPrintSchedule(t *testing.T) {
 		}
 	}
 	var rows []string
-	for _, l := range strings.Split(out, "\n") {
+	for l := range strings.SplitSeq(out, "\n") {
 		if strings.Contains(l, "Succeeded") || strings.Contains(l, "NoNewData") || strings.Contains(l, "Running") {
 			f := strings.Fields(l)
 			rows = append(rows, strings.Join(f[len(f)-3:], " "))

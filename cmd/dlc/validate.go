@@ -79,8 +79,7 @@ func decodeAndValidateAny(data []byte) (schemas.Object, error) {
 
 func printSpecErrors(cmd *cobra.Command, file string, err error) {
 	w := cmd.ErrOrStderr()
-	var list schemas.ErrorList
-	if errors.As(err, &list) {
+	if list, ok := errors.AsType[schemas.ErrorList](err); ok {
 		fmt.Fprintf(w, "%s: %d error(s)\n", file, len(list))
 		for _, fe := range list {
 			fmt.Fprintf(w, "  %s\n", fe.Error())
