@@ -191,7 +191,7 @@ func (d *Dispatcher) deliver(t *task) bool {
 			return d.deadLetter(t, e.rule, attempt, first, err)
 		}
 		d.log.Debug("delivery failed; retrying", "workspace", t.ev.workspace, "rule", t.rule,
-			"target", t.target, "event", t.ev.id, "attempt", attempt, "err", err)
+			"target", t.target, "event", t.ev.id, "attempt", attempt, "error", err)
 		if !d.backoff(t, e, e.rule.Spec.Delivery.Backoff.Delay(attempt)) {
 			return false
 		}
@@ -376,7 +376,7 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 	data, err := json.Marshal(dl)
 	if err != nil {
 		// The event was read as JSON, so this cannot happen; keep the event anyway.
-		d.log.Error("encoding a dead letter", "err", err)
+		d.log.Error("encoding a dead letter", "error", err)
 		return true
 	}
 	subject := r.Spec.DeadLetterSubject
@@ -396,13 +396,13 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 		cancel()
 		if err == nil {
 			d.log.Warn("delivery dead-lettered", "workspace", t.ev.workspace, "rule", t.rule, "target", t.target,
-				"event", t.ev.id, "attempts", attempts, "err", last, "subject", subject)
+				"event", t.ev.id, "attempts", attempts, "error", last, "subject", subject)
 			return true
 		}
 		if d.ctx.Err() != nil {
 			return false
 		}
-		d.log.Error("publishing a dead letter", "subject", subject, "event", t.ev.id, "err", err)
+		d.log.Error("publishing a dead letter", "subject", subject, "event", t.ev.id, "error", err)
 		if !sleepCtx(d.ctx, backoff) {
 			return false
 		}

@@ -366,7 +366,7 @@ func (d *Dispatcher) heartbeat(ctx context.Context) {
 		d.mu.Unlock()
 		for _, m := range msgs {
 			if err := m.InProgress(); err != nil {
-				d.log.Warn("extending ack wait", "subject", m.Subject(), "err", err)
+				d.log.Warn("extending ack wait", "subject", m.Subject(), "error", err)
 			}
 		}
 	}
@@ -392,7 +392,7 @@ func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 					if watcher, err = d.kv.WatchAll(ctx); err == nil {
 						break
 					}
-					d.log.Error("watching rules", "err", err)
+					d.log.Error("watching rules", "error", err)
 					if !sleepCtx(ctx, time.Second) {
 						return
 					}
@@ -430,7 +430,7 @@ func (d *Dispatcher) reconcileLogged(ctx context.Context, ws string) {
 		return
 	}
 	d.retryDelay = min(max(2*d.retryDelay, 100*time.Millisecond), 5*time.Second)
-	d.log.Error("starting or stopping a workspace; retrying", "workspace", ws, "in", d.retryDelay, "err", err)
+	d.log.Error("starting or stopping a workspace; retrying", "workspace", ws, "in", d.retryDelay, "error", err)
 	time.AfterFunc(d.retryDelay, func() {
 		select {
 		case d.kick <- struct{}{}:
@@ -451,7 +451,7 @@ func (d *Dispatcher) apply(e jetstream.KeyValueEntry) string {
 		r, err := decodeRule(e.Value())
 		switch {
 		case err != nil:
-			d.log.Error("ignoring an invalid rule", "workspace", ws, "rule", name, "err", err)
+			d.log.Error("ignoring an invalid rule", "workspace", ws, "rule", name, "error", err)
 		case r.Metadata.Workspace != ws || r.Metadata.Name != name:
 			d.log.Error("ignoring a rule stored under another key", "key", e.Key(),
 				"workspace", r.Metadata.Workspace, "rule", r.Metadata.Name)
@@ -654,7 +654,7 @@ func (d *Dispatcher) startWorker(ctx context.Context, ws string, since time.Time
 			// first unacknowledged event instead, so that order holds.
 			if _, err := d.stream.ResetConsumer(ctx, name); err != nil {
 				d.log.Warn("cannot rewind the consumer: unfinished events are delivered again after the ack wait, maybe out of order",
-					"consumer", name, "err", err)
+					"consumer", name, "error", err)
 			}
 		}
 	}
@@ -672,7 +672,7 @@ func (d *Dispatcher) fetch(ctx context.Context, w *worker) {
 	for ctx.Err() == nil {
 		it, err := w.cons.Messages(jetstream.PullMaxMessages(min(256, d.o.MaxAckPending)))
 		if err != nil {
-			d.log.Warn("reading events", "workspace", w.ws, "err", err)
+			d.log.Warn("reading events", "workspace", w.ws, "error", err)
 		} else {
 			for {
 				m, err := it.Next(jetstream.NextContext(ctx))
@@ -692,7 +692,7 @@ func (d *Dispatcher) fetch(ctx context.Context, w *worker) {
 						}
 						return
 					}
-					d.log.Warn("reading events", "workspace", w.ws, "err", err)
+					d.log.Warn("reading events", "workspace", w.ws, "error", err)
 					break
 				}
 				backoff = 100 * time.Millisecond
@@ -712,7 +712,7 @@ func (d *Dispatcher) fetch(ctx context.Context, w *worker) {
 func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
-		d.log.Error("event without metadata", "subject", m.Subject(), "err", err)
+		d.log.Error("event without metadata", "subject", m.Subject(), "error", err)
 		return
 	}
 	seq := md.Sequence.Stream
@@ -736,7 +736,7 @@ func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 		err = fmt.Errorf("event of workspace %q read for workspace %q", ev.workspace, w.ws)
 	}
 	if err != nil {
-		d.log.Error("dropping an event that cannot be delivered", "subject", m.Subject(), "seq", seq, "err", err)
+		d.log.Error("dropping an event that cannot be delivered", "subject", m.Subject(), "seq", seq, "error", err)
 		_ = m.Term()
 		return
 	}
@@ -780,7 +780,7 @@ func (d *Dispatcher) finish(p *pending) {
 		if d.ctx.Err() != nil {
 			return // abandoned: the event stays unacknowledged, and is delivered again
 		}
-		d.log.Warn("acknowledging an event", "subject", m.Subject(), "seq", p.seq, "err", err)
+		d.log.Warn("acknowledging an event", "subject", m.Subject(), "seq", p.seq, "error", err)
 		if !sleepCtx(d.ctx, backoff) {
 			return
 		}

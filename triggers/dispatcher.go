@@ -211,7 +211,7 @@ func (d *Dispatcher) apply(e jetstream.KeyValueEntry) {
 	if e.Operation() == jetstream.KeyValuePut {
 		var err error
 		if t, err = decodeTrigger(e.Value()); err != nil {
-			d.log.Error("ignoring a stored trigger", "key", key, "err", err)
+			d.log.Error("ignoring a stored trigger", "key", key, "error", err)
 		}
 	}
 	d.mu.Lock()
@@ -256,7 +256,7 @@ func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 						watcher = w
 						break
 					}
-					d.log.Error("watching triggers", "err", err)
+					d.log.Error("watching triggers", "error", err)
 					select {
 					case <-ctx.Done():
 						return
@@ -311,7 +311,7 @@ func (d *Dispatcher) matching(subject string) []*schemas.Trigger {
 func (d *Dispatcher) handle(msg jetstream.Msg) {
 	ev, err := ParseEvent(msg.Subject(), msg.Data())
 	if err != nil {
-		d.log.Debug("ignoring an inbound message", "subject", msg.Subject(), "err", err)
+		d.log.Debug("ignoring an inbound message", "subject", msg.Subject(), "error", err)
 		_ = msg.Ack()
 		return
 	}
@@ -324,17 +324,17 @@ func (d *Dispatcher) handle(msg jetstream.Msg) {
 		if err := d.fire(t, ev); err != nil {
 			if _, ok := errors.AsType[*permanentError](err); ok {
 				d.log.Warn("trigger not fired", "workspace", t.Metadata.Workspace, "trigger", t.Metadata.Name,
-					"event", ev.ID, "err", err)
+					"event", ev.ID, "error", err)
 				continue
 			}
 			d.log.Error("trigger action not started; the event will be delivered again", "workspace", t.Metadata.Workspace,
-				"trigger", t.Metadata.Name, "event", ev.ID, "err", err)
+				"trigger", t.Metadata.Name, "event", ev.ID, "error", err)
 			retry = true
 		}
 	}
 	if !retry {
 		if err := msg.Ack(); err != nil {
-			d.log.Warn("acknowledging an inbound event", "subject", ev.Subject, "err", err)
+			d.log.Warn("acknowledging an inbound event", "subject", ev.Subject, "error", err)
 		}
 		return
 	}
@@ -456,6 +456,6 @@ func (d *Dispatcher) publishFired(ctx context.Context, t *schemas.Trigger, ev Ev
 		_, err = d.js.Publish(ctx, events.TriggerFiredSubject(ws, name), data, jetstream.WithMsgID(id))
 	}
 	if err != nil {
-		d.log.Warn("fired event not published", "workspace", ws, "trigger", name, "err", err)
+		d.log.Warn("fired event not published", "workspace", ws, "trigger", name, "error", err)
 	}
 }
