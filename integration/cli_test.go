@@ -235,8 +235,7 @@ spec:
 		t.Fatal(err)
 	}
 	out, err = dlc("run", "-f", mistakes)
-	ee := &exec.ExitError{}
-	if errors.As(err, &ee) {
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "5 error(s)") {
 		t.Errorf("run of an invalid spec: %v\n%s", err, out)
 	}
 }

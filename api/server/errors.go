@@ -85,11 +85,10 @@ func errorReply(err error) (int, api.Error) {
 }
 
 func specReply(err error) (int, api.Error) {
-	he := func() *httpError {
-		target := &httpError{}
-		_ = errors.As(specError(err), &target)
-		return target
-	}()
+	var he *httpError
+	if !errors.As(specError(err), &he) {
+		return http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
 	return he.status, he.body
 }
 
