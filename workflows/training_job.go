@@ -183,12 +183,7 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 		}
 		w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonPlacementTimeout, out.message)
 		w.transition(ctx, jobOutcome{schemas.JobQueued, reasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", out.message, backoff)})
-		stopped := false
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
-		sel.Select(ctx)
-		if stopped {
+		if w.waitUnlessStopped(ctx, backoff) {
 			out = w.stopped()
 			break
 		}
