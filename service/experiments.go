@@ -150,19 +150,12 @@ func (s *Experiments) Delete(ctx context.Context, ws, name string) error {
 
 // trialJobs names the jobs an experiment's trials ran: every attempt of every trial.
 func trialJobs(view api.ExperimentDetail) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(n string) {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
+	var jobs jobNames
 	for _, t := range view.Status.Trials {
 		for a := 0; a < t.Attempts; a++ {
-			add(workflows.TrialJobName(view.Spec.Metadata.Name, t.ID, a))
+			jobs.add(workflows.TrialJobName(view.Spec.Metadata.Name, t.ID, a))
 		}
-		add(t.Job)
+		jobs.add(t.Job)
 	}
-	return out
+	return jobs.out
 }

@@ -100,3 +100,20 @@ func deleteWithJobs[R any](ctx context.Context, t *temporalBase, jobs *Jobs, p p
 	}
 	return nil
 }
+
+// jobNames collects job names in order, each once, leaving out empty ones.
+type jobNames struct {
+	seen map[string]bool
+	out  []string
+}
+
+func (j *jobNames) add(n string) {
+	if n == "" || j.seen[n] {
+		return
+	}
+	if j.seen == nil {
+		j.seen = map[string]bool{}
+	}
+	j.seen[n] = true
+	j.out = append(j.out, n)
+}

@@ -112,21 +112,14 @@ func (s *Pipelines) Delete(ctx context.Context, ws, name string) error {
 // stepJobs names the jobs a pipeline run's job steps ran: the job its status names
 // for each step, and the name every job step's job is given (schemas.StepJobName).
 func stepJobs(view api.PipelineRun) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(n string) {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
+	var jobs jobNames
 	for _, st := range view.Status.Steps {
-		add(st.Job)
+		jobs.add(st.Job)
 	}
 	for _, st := range view.Spec.Spec.Steps {
 		if st.Job != nil {
-			add(schemas.StepJobName(view.Spec.Metadata.Name, st.Name))
+			jobs.add(schemas.StepJobName(view.Spec.Metadata.Name, st.Name))
 		}
 	}
-	return out
+	return jobs.out
 }
