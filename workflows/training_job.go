@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -103,27 +102,8 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
-		func(ctx workflow.Context, req StopRequest) (StopResult, error) {
-			if !w.status.Phase.Terminal() && w.stopReason == "" {
-				w.stopReason = req.Reason
-				if w.stopReason == "" {
-					w.stopReason = "stopped by request"
-				}
-				w.stopCh.SendAsync(true)
-			}
-			if err := workflow.Await(ctx, func() bool { return w.status.Phase.Terminal() }); err != nil {
-				return StopResult{}, err
-			}
-			return StopResult{Phase: w.status.Phase}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(req StopRequest) error {
-			if len(req.Reason) > 1024 {
-				return errors.New("reason: must be at most 1024 characters")
-			}
-			return nil
-		}},
-	); err != nil {
+	if err := setStopHandler(ctx, func() bool { return w.status.Phase.Terminal() }, &w.stopReason, w.stopCh,
+		func() StopResult { return StopResult{Phase: w.status.Phase} }); err != nil {
 		return err
 	}
 	w.events = newOutbox(ctx, "status events")
