@@ -30,20 +30,8 @@ type Store struct {
 // ruleKind describes rules to kvdocs.
 var ruleKind = kvdocs.Kind[*schemas.NotificationRule]{
 	Pkg: "notify", Noun: "rule",
-	Decode: schemas.DecodeNotificationRule,
-	Prepare: func(r *schemas.NotificationRule) schemas.ErrorList {
-		r.Default()
-		if errs := r.Validate(); len(errs) > 0 {
-			return errs
-		}
-		if r.APIVersion == "" {
-			r.APIVersion = schemas.APIVersion
-		}
-		if r.Kind == "" {
-			r.Kind = schemas.KindNotificationRule
-		}
-		return nil
-	},
+	Decode:      schemas.DecodeNotificationRule,
+	Prepare:     kvdocs.Prepare(schemas.KindNotificationRule, func(r *schemas.NotificationRule) (*string, *schemas.Kind) { return &r.APIVersion, &r.Kind }),
 	Validate:    func(r *schemas.NotificationRule) schemas.ErrorList { return r.Validate() },
 	Meta:        func(r *schemas.NotificationRule) (string, string) { return r.Metadata.Workspace, r.Metadata.Name },
 	NotFound:    ErrNotFound,

@@ -38,26 +38,13 @@ func (s *Experiments) Start(ctx context.Context, exp *schemas.Experiment) (api.E
 
 // Get answers an experiment's spec and live status.
 func (s *Experiments) Get(ctx context.Context, ws, name string) (api.ExperimentDetail, error) {
-	view, err := s.query(ctx, ws, name)
-	if err != nil {
-		if isNotFound(err) {
-			return api.ExperimentDetail{}, notFound("experiment", ws, name)
-		}
-		return api.ExperimentDetail{}, fmt.Errorf("query experiment: %w", err)
-	}
-	return view, nil
+	return getView(ctx, "experiment", ws, name, s.query)
 }
 
 func (s *Experiments) query(ctx context.Context, ws, name string) (api.ExperimentDetail, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.ExperimentWorkflowID(ws, name), "", workflows.QueryStatus)
-	if err != nil {
-		return api.ExperimentDetail{}, err
-	}
-	var view workflows.ExperimentView
-	if err := v.Get(&view); err != nil {
-		return api.ExperimentDetail{}, err
-	}
-	return api.ExperimentDetail{UID: view.UID, Spec: view.Experiment, Status: view.Status}, nil
+	return queryView(ctx, s.tc, workflows.ExperimentWorkflowID(ws, name), func(view workflows.ExperimentView) api.ExperimentDetail {
+		return api.ExperimentDetail{UID: view.UID, Spec: view.Experiment, Status: view.Status}
+	})
 }
 
 // List answers one page of a workspace's experiments, newest first.
@@ -152,55 +139,23 @@ func (s *Experiments) update(ctx context.Context, ws, name, update string, req a
 // continued as new) is deleted. The trial jobs are the ones its status names, every
 // attempt of each trial.
 func (s *Experiments) Delete(ctx context.Context, ws, name string) error {
-	id := workflows.ExperimentWorkflowID(ws, name)
-	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		if isNotFound(err) {
-			return notFound("experiment", ws, name)
-		}
-		return fmt.Errorf("describe experiment: %w", err)
-	}
-	view, err := s.query(ctx, ws, name)
-	if err != nil {
-		return fmt.Errorf("query experiment before delete: %w", err)
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if _, err := s.update(ctx, ws, name, workflows.UpdateStop, workflows.StopRequest{Reason: "deleted"}); err != nil {
-			return fmt.Errorf("stop experiment before delete: %w", err)
-		}
-		if err := s.tc.TerminateWorkflow(ctx, id, "", "experiment deleted"); err != nil && !isNotFound(err) {
-			return fmt.Errorf("terminate experiment: %w", err)
-		}
-	}
-	if err := s.deleteRuns(ctx, id); err != nil {
-		return fmt.Errorf("delete experiment: %w", err)
-	}
-	for _, job := range trialJobs(view) {
-		if err := s.jobs.Delete(ctx, ws, job); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("delete trial job %s: %w", job, err)
-		}
-	}
-	if err := s.waitDeleted(ctx, id); err != nil {
-		return fmt.Errorf("delete experiment: %w", err)
-	}
-	return nil
+	return deleteWithJobs(ctx, s.temporalBase, s.jobs, parentDelete[api.ExperimentDetail]{
+		kind: "experiment", child: "trial job", query: s.query, jobs: trialJobs,
+		stop: func(ctx context.Context, ws, name string) error {
+			_, err := s.update(ctx, ws, name, workflows.UpdateStop, workflows.StopRequest{Reason: "deleted"})
+			return err
+		},
+	}, ws, name, workflows.ExperimentWorkflowID(ws, name))
 }
 
 // trialJobs names the jobs an experiment's trials ran: every attempt of every trial.
 func trialJobs(view api.ExperimentDetail) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(n string) {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
+	var jobs jobNames
 	for _, t := range view.Status.Trials {
 		for a := 0; a < t.Attempts; a++ {
-			add(workflows.TrialJobName(view.Spec.Metadata.Name, t.ID, a))
+			jobs.add(workflows.TrialJobName(view.Spec.Metadata.Name, t.ID, a))
 		}
-		add(t.Job)
+		jobs.add(t.Job)
 	}
-	return out
+	return jobs.out
 }

@@ -29,26 +29,13 @@ func (s *Jobs) Start(ctx context.Context, job *schemas.TrainingJob) (api.Job, er
 
 // Get answers a job's spec and live status.
 func (s *Jobs) Get(ctx context.Context, ws, name string) (api.Job, error) {
-	view, err := s.query(ctx, ws, name)
-	if err != nil {
-		if isNotFound(err) {
-			return api.Job{}, notFound("job", ws, name)
-		}
-		return api.Job{}, fmt.Errorf("query job: %w", err)
-	}
-	return view, nil
+	return getView(ctx, "job", ws, name, s.query)
 }
 
 func (s *Jobs) query(ctx context.Context, ws, name string) (api.Job, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.JobWorkflowID(ws, name), "", workflows.QueryStatus)
-	if err != nil {
-		return api.Job{}, err
-	}
-	var view workflows.JobView
-	if err := v.Get(&view); err != nil {
-		return api.Job{}, err
-	}
-	return api.Job{UID: view.UID, Spec: view.Job, Status: view.Status}, nil
+	return queryView(ctx, s.tc, workflows.JobWorkflowID(ws, name), func(view workflows.JobView) api.Job {
+		return api.Job{UID: view.UID, Spec: view.Job, Status: view.Status}
+	})
 }
 
 // List answers one page of a workspace's jobs, newest first.
@@ -114,12 +101,9 @@ func (s *Jobs) stop(ctx context.Context, ws, name string, req workflows.StopRequ
 // used again; it returns once the job is gone.
 func (s *Jobs) Delete(ctx context.Context, ws, name string) error {
 	id := workflows.JobWorkflowID(ws, name)
-	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := s.describe(ctx, "job", ws, name, id)
 	if err != nil {
-		if isNotFound(err) {
-			return notFound("job", ws, name)
-		}
-		return fmt.Errorf("describe job: %w", err)
+		return err
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if _, err := s.stop(ctx, ws, name, workflows.StopRequest{Reason: "deleted"}); err != nil {

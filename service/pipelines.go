@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.temporal.io/api/enums/v1"
-
 	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/api"
@@ -37,26 +35,13 @@ func (s *Pipelines) Start(ctx context.Context, p *schemas.Pipeline, params map[s
 
 // Get answers a pipeline run and the live status of every step.
 func (s *Pipelines) Get(ctx context.Context, ws, name string) (api.PipelineRun, error) {
-	view, err := s.query(ctx, ws, name)
-	if err != nil {
-		if isNotFound(err) {
-			return api.PipelineRun{}, notFound("pipeline", ws, name)
-		}
-		return api.PipelineRun{}, fmt.Errorf("query pipeline: %w", err)
-	}
-	return view, nil
+	return getView(ctx, "pipeline", ws, name, s.query)
 }
 
 func (s *Pipelines) query(ctx context.Context, ws, name string) (api.PipelineRun, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.PipelineWorkflowID(ws, name), "", workflows.QueryStatus)
-	if err != nil {
-		return api.PipelineRun{}, err
-	}
-	var view workflows.PipelineView
-	if err := v.Get(&view); err != nil {
-		return api.PipelineRun{}, err
-	}
-	return api.PipelineRun{UID: view.UID, Spec: view.Pipeline, Status: view.Status}, nil
+	return queryView(ctx, s.tc, workflows.PipelineWorkflowID(ws, name), func(view workflows.PipelineView) api.PipelineRun {
+		return api.PipelineRun{UID: view.UID, Spec: view.Pipeline, Status: view.Status}
+	})
 }
 
 // List answers one page of a workspace's pipeline runs, newest first.
@@ -113,58 +98,28 @@ func (s *Pipelines) Stop(ctx context.Context, ws, name string, req api.StopReque
 // stopped, as deleting a job stops it), then its execution (every run of its workflow
 // id) is deleted. The step jobs are the ones its status names.
 func (s *Pipelines) Delete(ctx context.Context, ws, name string) error {
-	id := workflows.PipelineWorkflowID(ws, name)
-	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		if isNotFound(err) {
-			return notFound("pipeline", ws, name)
-		}
-		return fmt.Errorf("describe pipeline: %w", err)
-	}
-	view, err := s.query(ctx, ws, name)
-	if err != nil {
-		return fmt.Errorf("query pipeline before delete: %w", err)
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if _, err := s.Stop(ctx, ws, name, api.StopRequest{Reason: "deleted"}); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("stop pipeline before delete: %w", err)
-		}
-		if err := s.tc.TerminateWorkflow(ctx, id, "", "pipeline deleted"); err != nil && !isNotFound(err) {
-			return fmt.Errorf("terminate pipeline: %w", err)
-		}
-	}
-	if err := s.deleteRuns(ctx, id); err != nil {
-		return fmt.Errorf("delete pipeline: %w", err)
-	}
-	for _, job := range stepJobs(view) {
-		if err := s.jobs.Delete(ctx, ws, job); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("delete step job %s: %w", job, err)
-		}
-	}
-	if err := s.waitDeleted(ctx, id); err != nil {
-		return fmt.Errorf("delete pipeline: %w", err)
-	}
-	return nil
+	return deleteWithJobs(ctx, s.temporalBase, s.jobs, parentDelete[api.PipelineRun]{
+		kind: "pipeline", child: "step job", query: s.query, jobs: stepJobs,
+		stop: func(ctx context.Context, ws, name string) error {
+			if _, err := s.Stop(ctx, ws, name, api.StopRequest{Reason: "deleted"}); err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			return nil
+		},
+	}, ws, name, workflows.PipelineWorkflowID(ws, name))
 }
 
 // stepJobs names the jobs a pipeline run's job steps ran: the job its status names
 // for each step, and the name every job step's job is given (schemas.StepJobName).
 func stepJobs(view api.PipelineRun) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(n string) {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
+	var jobs jobNames
 	for _, st := range view.Status.Steps {
-		add(st.Job)
+		jobs.add(st.Job)
 	}
 	for _, st := range view.Spec.Spec.Steps {
 		if st.Job != nil {
-			add(schemas.StepJobName(view.Spec.Metadata.Name, st.Name))
+			jobs.add(schemas.StepJobName(view.Spec.Metadata.Name, st.Name))
 		}
 	}
-	return out
+	return jobs.out
 }

@@ -24,20 +24,8 @@ type Store struct {
 // triggerKind describes triggers to kvdocs.
 var triggerKind = kvdocs.Kind[*schemas.Trigger]{
 	Pkg: "triggers", Noun: "trigger",
-	Decode: schemas.DecodeTrigger,
-	Prepare: func(t *schemas.Trigger) schemas.ErrorList {
-		t.Default()
-		if errs := t.Validate(); len(errs) > 0 {
-			return errs
-		}
-		if t.APIVersion == "" {
-			t.APIVersion = schemas.APIVersion
-		}
-		if t.Kind == "" {
-			t.Kind = schemas.KindTrigger
-		}
-		return nil
-	},
+	Decode:      schemas.DecodeTrigger,
+	Prepare:     kvdocs.Prepare(schemas.KindTrigger, func(t *schemas.Trigger) (*string, *schemas.Kind) { return &t.APIVersion, &t.Kind }),
 	Validate:    func(t *schemas.Trigger) schemas.ErrorList { return t.Validate() },
 	Meta:        func(t *schemas.Trigger) (string, string) { return t.Metadata.Workspace, t.Metadata.Name },
 	NotFound:    ErrNotFound,

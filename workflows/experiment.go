@@ -178,12 +178,7 @@ func (w *experimentWorkflow) setup(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop, w.handleStop,
-		workflow.UpdateHandlerOptions{Validator: func(req StopRequest) error {
-			if len(req.Reason) > 1024 {
-				return errors.New("reason: must be at most 1024 characters")
-			}
-			return nil
-		}}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: validateStop}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume, w.handleResume,

@@ -112,27 +112,8 @@ func (w *pipelineWorkflow) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
-		func(ctx workflow.Context, req StopRequest) (PipelineStopResult, error) {
-			if !w.status.Phase.Terminal() && w.stopReason == "" {
-				w.stopReason = req.Reason
-				if w.stopReason == "" {
-					w.stopReason = "stopped by request"
-				}
-				w.stopCh.SendAsync(true)
-			}
-			if err := workflow.Await(ctx, func() bool { return w.status.Phase.Terminal() }); err != nil {
-				return PipelineStopResult{}, err
-			}
-			return PipelineStopResult{Phase: w.status.Phase}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(req StopRequest) error {
-			if len(req.Reason) > 1024 {
-				return errors.New("reason: must be at most 1024 characters")
-			}
-			return nil
-		}},
-	)
+	return setStopHandler(ctx, func() bool { return w.status.Phase.Terminal() }, &w.stopReason, w.stopCh,
+		func() PipelineStopResult { return PipelineStopResult{Phase: w.status.Phase} })
 }
 
 // PipelineStopResult is the run's phase once the stop has been handled.

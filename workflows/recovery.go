@@ -273,12 +273,7 @@ func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failu
 	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionFalse, string(class), msg)
 	w.transition(ctx, jobOutcome{schemas.JobRestarting, reasonRestarting, fmt.Sprintf("attempt %d %s: %s; %s %d in %s%s",
 		ref.Attempt, strings.ToLower(string(class)), msg, strings.ToLower(action), w.actionCount(action), backoff, w.excludedNote())})
-	stopped := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
-	sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
-	sel.Select(ctx)
-	if stopped {
+	if w.waitUnlessStopped(ctx, backoff) {
 		return false, w.stopped()
 	}
 	return true, jobOutcome{}
@@ -315,4 +310,15 @@ func logPatterns(job *schemas.TrainingJob) []string {
 		}
 	}
 	return out
+}
+
+// waitUnlessStopped waits d (a timer) or until the job is asked to stop, whichever
+// comes first, and reports whether it was asked to stop. The timer is left to fire.
+func (w *jobWorkflow) waitUnlessStopped(ctx workflow.Context, d time.Duration) bool {
+	stopped := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(ctx, d), func(workflow.Future) {})
+	sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
+	sel.Select(ctx)
+	return stopped
 }

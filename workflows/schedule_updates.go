@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/opendlc/opendlc/api"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/schedule"
@@ -26,39 +28,24 @@ type ScheduleQuery struct {
 	Next int `json:"next,omitempty"`
 }
 
-// PauseScheduleRequest pauses a schedule.
-type PauseScheduleRequest struct {
-	Note string `json:"note,omitempty"`
-}
+// The schedule updates' requests and results are the API's: one definition, so that
+// what the API takes and what the workflow records cannot drift apart (the JSON is the
+// same either way).
+type (
+	// PauseScheduleRequest pauses a schedule.
+	PauseScheduleRequest = api.PauseScheduleRequest
+	// TriggerScheduleRequest runs a schedule's action now.
+	TriggerScheduleRequest = api.TriggerScheduleRequest
+	// TriggerScheduleResult is the triggered run.
+	TriggerScheduleResult = api.TriggerScheduleResult
+	// BackfillScheduleRequest runs every nominal time of [From, To) once.
+	BackfillScheduleRequest = api.BackfillScheduleRequest
+	// BackfillScheduleResult lists the backfill's runs as they were dealt with.
+	BackfillScheduleResult = api.BackfillScheduleResult
+)
 
 // ResumeScheduleRequest resumes a paused schedule.
 type ResumeScheduleRequest struct{}
-
-// TriggerScheduleRequest runs a schedule's action now.
-type TriggerScheduleRequest struct {
-	// OverlapPolicy overrides the schedule's for this run (allowAll runs it even while
-	// another runs).
-	OverlapPolicy schedule.OverlapPolicy `json:"overlapPolicy,omitempty"`
-}
-
-// TriggerScheduleResult is the triggered run.
-type TriggerScheduleResult struct {
-	Run schemas.ScheduleRun `json:"run"`
-}
-
-// BackfillScheduleRequest runs every nominal time of [From, To) once.
-type BackfillScheduleRequest struct {
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
-	// OverlapPolicy is bufferAll (default: the runs run one after another) or allowAll
-	// (all at once).
-	OverlapPolicy schedule.OverlapPolicy `json:"overlapPolicy,omitempty"`
-}
-
-// BackfillScheduleResult lists the backfill's runs as they were dealt with.
-type BackfillScheduleResult struct {
-	Runs []schemas.ScheduleRun `json:"runs"`
-}
 
 // UpdateScheduleRequest replaces a schedule's spec.
 type UpdateScheduleRequest struct {

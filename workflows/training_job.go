@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -103,27 +102,8 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
-		func(ctx workflow.Context, req StopRequest) (StopResult, error) {
-			if !w.status.Phase.Terminal() && w.stopReason == "" {
-				w.stopReason = req.Reason
-				if w.stopReason == "" {
-					w.stopReason = "stopped by request"
-				}
-				w.stopCh.SendAsync(true)
-			}
-			if err := workflow.Await(ctx, func() bool { return w.status.Phase.Terminal() }); err != nil {
-				return StopResult{}, err
-			}
-			return StopResult{Phase: w.status.Phase}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(req StopRequest) error {
-			if len(req.Reason) > 1024 {
-				return errors.New("reason: must be at most 1024 characters")
-			}
-			return nil
-		}},
-	); err != nil {
+	if err := setStopHandler(ctx, func() bool { return w.status.Phase.Terminal() }, &w.stopReason, w.stopCh,
+		func() StopResult { return StopResult{Phase: w.status.Phase} }); err != nil {
 		return err
 	}
 	w.events = newOutbox(ctx, "status events")
@@ -183,12 +163,7 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 		}
 		w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonPlacementTimeout, out.message)
 		w.transition(ctx, jobOutcome{schemas.JobQueued, reasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", out.message, backoff)})
-		stopped := false
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(workflow.NewTimer(ctx, backoff), func(workflow.Future) {})
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
-		sel.Select(ctx)
-		if stopped {
+		if w.waitUnlessStopped(ctx, backoff) {
 			out = w.stopped()
 			break
 		}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/schemas"
 )
 
 // cloneJob starts a new job from an existing one's spec, with a new name and a JSON
@@ -47,15 +46,9 @@ func (s *Server) cloneJob(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clone: %w", err)
 	}
-	job, err := schemas.DecodeTrainingJob(body)
-	if err == nil {
-		err = job.Validate().Err()
-	}
-	if err == nil {
-		err = supported(job)
-	}
+	job, err := decodeSpec(body)
 	if err != nil {
-		return nil, specError(err)
+		return nil, err
 	}
 	return s.svc.Jobs.Start(r.Context(), job)
 }

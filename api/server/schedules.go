@@ -151,7 +151,7 @@ func (s *Server) pauseSchedule(r *http.Request) (any, error) {
 		return nil, err
 	}
 	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateSchedulePause, workflows.PauseScheduleRequest{Note: req.Note}, &view); err != nil {
+	if err := s.scheduleUpdate(r, workflows.UpdateSchedulePause, req, &view); err != nil {
 		return nil, err
 	}
 	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
@@ -170,11 +170,12 @@ func (s *Server) triggerSchedule(r *http.Request) (any, error) {
 	if err := decodeJSON(r, &req, 64<<10, true); err != nil {
 		return nil, err
 	}
-	var res workflows.TriggerScheduleResult
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleTrigger, workflows.TriggerScheduleRequest{OverlapPolicy: req.OverlapPolicy}, &res); err != nil {
+	// The update takes and answers the API's types (workflows aliases them).
+	var res api.TriggerScheduleResult
+	if err := s.scheduleUpdate(r, workflows.UpdateScheduleTrigger, req, &res); err != nil {
 		return nil, err
 	}
-	return api.TriggerScheduleResult{Run: res.Run}, nil
+	return res, nil
 }
 
 func (s *Server) backfillSchedule(r *http.Request) (any, error) {
@@ -182,15 +183,14 @@ func (s *Server) backfillSchedule(r *http.Request) (any, error) {
 	if err := decodeJSON(r, &req, 64<<10, false); err != nil {
 		return nil, err
 	}
-	var res workflows.BackfillScheduleResult
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleBackfill, workflows.BackfillScheduleRequest{
-		From: req.From, To: req.To, OverlapPolicy: req.OverlapPolicy}, &res); err != nil {
+	var res api.BackfillScheduleResult
+	if err := s.scheduleUpdate(r, workflows.UpdateScheduleBackfill, req, &res); err != nil {
 		return nil, err
 	}
 	if res.Runs == nil {
 		res.Runs = []schemas.ScheduleRun{}
 	}
-	return api.BackfillScheduleResult{Runs: res.Runs}, nil
+	return res, nil
 }
 
 // scheduleUpdate sends an update to the path's schedule and waits for its result.

@@ -112,6 +112,11 @@ func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeSpec(body)
+}
+
+// decodeSpec decodes and validates a job spec; a bad one is a spec error.
+func decodeSpec(body []byte) (*schemas.TrainingJob, error) {
 	job, err := schemas.DecodeTrainingJob(body)
 	if err == nil {
 		err = job.Validate().Err()

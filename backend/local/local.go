@@ -358,6 +358,15 @@ func (b *Backend) replicaStatus(dir string, r backend.ReplicaSpec, gangStopped b
 // every process of the gang is gone. Replicas not started yet never will be. Stopping an
 // unknown or finished gang does nothing.
 func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
+	return b.withGangLocked(ctx, ref, "stop", func(dir string) error {
+		return b.stopLocked(ctx, dir)
+	})
+}
+
+// withGangLocked runs fn on the gang's state directory with the gang locked; an
+// unknown gang (or one removed meanwhile) is nothing to do. A failed lock is an error
+// of op.
+func (b *Backend) withGangLocked(ctx context.Context, ref backend.GangRef, op string, fn func(dir string) error) error {
 	dir := b.gangDir(ref.ID())
 	if !exists(dir) {
 		return nil
@@ -367,10 +376,10 @@ func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("local: stop %s: %w", ref.ID(), err)
+		return fmt.Errorf("local: %s %s: %w", op, ref.ID(), err)
 	}
 	defer unlock()
-	return b.stopLocked(ctx, dir)
+	return fn(dir)
 }
 
 // supervising reports whether the supervisor pid of the replica in rdir has not ended:
@@ -536,25 +545,15 @@ func pause(ctx context.Context, d time.Duration) error {
 
 // Cleanup stops the gang and removes its state directory, logs included.
 func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
-	dir := b.gangDir(ref.ID())
-	if !exists(dir) {
+	return b.withGangLocked(ctx, ref, "cleanup", func(dir string) error {
+		if err := b.stopLocked(ctx, dir); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
+		}
 		return nil
-	}
-	unlock, err := lockGang(ctx, dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
-	}
-	defer unlock()
-	if err := b.stopLocked(ctx, dir); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
-	}
-	return nil
+	})
 }
 
 // gangDir is the gang's state directory. IDs that are not a single path element (which

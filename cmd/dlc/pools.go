@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/opendlc/opendlc/backend/kube"
@@ -16,6 +17,15 @@ type poolFlags struct {
 	selectors   []string // POOL=KEY=VALUE
 	tolerations []string // POOL=KEY[=VALUE]:EFFECT
 	priorities  []string // POOL=PRIORITYCLASS
+}
+
+// register adds the --pool-* flags to cmd; each help starts with prefix, and the
+// selector's names the pools with poolNames.
+func (f *poolFlags) register(cmd *cobra.Command, prefix, poolNames string) {
+	fs := cmd.Flags()
+	fs.StringArrayVar(&f.selectors, "pool-selector", nil, prefix+"POOL=KEY=VALUE node selector of a resource pool"+poolNames+"; repeatable")
+	fs.StringArrayVar(&f.tolerations, "pool-toleration", nil, prefix+"POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
+	fs.StringArrayVar(&f.priorities, "pool-priority-class", nil, prefix+"POOL=PRIORITYCLASS of a resource pool")
 }
 
 // options parses the flags into kube.WithPool options.

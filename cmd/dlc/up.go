@@ -68,9 +68,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.TLSKeyFile, "tls-key", "", "the PEM key of --tls-cert")
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	ret.register(cmd)
-	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "with --kubeconfig: POOL=KEY=VALUE node selector of a resource pool; repeatable")
-	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "with --kubeconfig: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
-	f.StringArrayVar(&pools.priorities, "pool-priority-class", nil, "with --kubeconfig: POOL=PRIORITYCLASS of a resource pool")
+	pools.register(cmd, "with --kubeconfig: ", "")
 	return cmd
 }
 
@@ -341,9 +339,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
 	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
-	f.StringArrayVar(&pools.selectors, "pool-selector", nil, "kubernetes: POOL=KEY=VALUE node selector of a resource pool (quota, public, spot, idle); repeatable")
-	f.StringArrayVar(&pools.tolerations, "pool-toleration", nil, "kubernetes: POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
-	f.StringArrayVar(&pools.priorities, "pool-priority-class", nil, "kubernetes: POOL=PRIORITYCLASS of a resource pool")
+	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

@@ -179,15 +179,9 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 		}
 	}()
 	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("jetstream: next message: %w", err)
+		m, err := nextMsg(ctx, it, "next message")
+		if m == nil {
+			return err
 		}
 		lastMsg.Store(time.Now().UnixNano())
 		md, err := m.Metadata()
@@ -210,3 +204,19 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 
 // ErrStop is returned by a ReadUntil callback to end the read without error.
 var ErrStop = errors.New("jetstream: stop reading")
+
+// nextMsg answers the iterator's next message; without one (nil), the context's error
+// once it is done, nil once the iterator is stopped, else the error, which what names.
+func nextMsg(ctx context.Context, it jetstream.MessagesContext, what string) (jetstream.Msg, error) {
+	m, err := it.Next()
+	if err == nil {
+		return m, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("jetstream: %s: %w", what, err)
+}

@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -71,15 +70,9 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 		}
 	}()
 	for n := 0; n < limit; {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("jetstream: next message on %s: %w", subject, err)
+		m, err := nextMsg(ctx, it, "next message on "+subject)
+		if m == nil {
+			return err
 		}
 		got.Store(true)
 		md, err := m.Metadata()

@@ -24,6 +24,32 @@ var DNSLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // Key is the key of a document: "<workspace>.<name>".
 func Key(workspace, name string) string { return workspace + "." + name }
 
+// Document is what Prepare needs of a document.
+type Document interface {
+	Default()
+	Validate() schemas.ErrorList
+}
+
+// Prepare is a Kind.Prepare: it applies a document's defaults and validates it, then
+// fills an empty API version and kind (typeMeta points at them) with
+// schemas.APIVersion and kind.
+func Prepare[T Document](kind schemas.Kind, typeMeta func(T) (*string, *schemas.Kind)) func(T) schemas.ErrorList {
+	return func(d T) schemas.ErrorList {
+		d.Default()
+		if errs := d.Validate(); len(errs) > 0 {
+			return errs
+		}
+		apiVersion, k := typeMeta(d)
+		if *apiVersion == "" {
+			*apiVersion = schemas.APIVersion
+		}
+		if *k == "" {
+			*k = kind
+		}
+		return nil
+	}
+}
+
 // Kind describes one kind of document for a Store.
 type Kind[T any] struct {
 	// Pkg prefixes error messages ("notify"); Noun names the document ("rule").

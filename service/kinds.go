@@ -1,0 +1,119 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// queryView asks workflow id for its status view (a V) and answers it converted to
+// the kind's api value.
+func queryView[V, R any](ctx context.Context, tc client.Client, id string, conv func(V) R) (R, error) {
+	var zero R
+	v, err := tc.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return zero, err
+	}
+	var view V
+	if err := v.Get(&view); err != nil {
+		return zero, err
+	}
+	return conv(view), nil
+}
+
+// getView is Get for every kind: the view query answers, a missing workflow is the
+// kind's not-found error.
+func getView[R any](ctx context.Context, kind, ws, name string, query func(context.Context, string, string) (R, error)) (R, error) {
+	view, err := query(ctx, ws, name)
+	if err != nil {
+		var zero R
+		if isNotFound(err) {
+			return zero, notFound(kind, ws, name)
+		}
+		return zero, fmt.Errorf("query %s: %w", kind, err)
+	}
+	return view, nil
+}
+
+// describe describes workflow id, the one workspace ws's kind object name runs; a
+// missing workflow is the kind's not-found error.
+func (t *temporalBase) describe(ctx context.Context, kind, ws, name, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	desc, err := t.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		if isNotFound(err) {
+			return nil, notFound(kind, ws, name)
+		}
+		return nil, fmt.Errorf("describe %s: %w", kind, err)
+	}
+	return desc, nil
+}
+
+// parentDelete is what deleteWithJobs needs of a kind whose workflow runs jobs (an
+// experiment's trials, a pipeline's steps).
+type parentDelete[R any] struct {
+	kind  string // "experiment", "pipeline"
+	child string // how its jobs are named in errors: "trial job", "step job"
+	// query answers the object's view; stop stops it; jobs names the jobs the view ran.
+	query func(context.Context, string, string) (R, error)
+	stop  func(context.Context, string, string) error
+	jobs  func(R) []string
+}
+
+// deleteWithJobs deletes an object whose workflow (id) runs jobs, and its jobs, so
+// that its name can be used again; it returns once they are gone. A running object is
+// stopped first, then its workflow terminated (its jobs are stopped, as deleting a job
+// stops it), then its execution (every run of id) and the jobs its view names are
+// deleted.
+func deleteWithJobs[R any](ctx context.Context, t *temporalBase, jobs *Jobs, p parentDelete[R], ws, name, id string) error {
+	desc, err := t.describe(ctx, p.kind, ws, name, id)
+	if err != nil {
+		return err
+	}
+	view, err := p.query(ctx, ws, name)
+	if err != nil {
+		return fmt.Errorf("query %s before delete: %w", p.kind, err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if err := p.stop(ctx, ws, name); err != nil {
+			return fmt.Errorf("stop %s before delete: %w", p.kind, err)
+		}
+		if err := t.tc.TerminateWorkflow(ctx, id, "", p.kind+" deleted"); err != nil && !isNotFound(err) {
+			return fmt.Errorf("terminate %s: %w", p.kind, err)
+		}
+	}
+	if err := t.deleteRuns(ctx, id); err != nil {
+		return fmt.Errorf("delete %s: %w", p.kind, err)
+	}
+	for _, job := range p.jobs(view) {
+		if err := jobs.Delete(ctx, ws, job); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("delete %s %s: %w", p.child, job, err)
+		}
+	}
+	if err := t.waitDeleted(ctx, id); err != nil {
+		return fmt.Errorf("delete %s: %w", p.kind, err)
+	}
+	return nil
+}
+
+// jobNames collects job names in order, each once, leaving out empty ones.
+type jobNames struct {
+	seen map[string]bool
+	out  []string
+}
+
+func (j *jobNames) add(n string) {
+	if n == "" || j.seen[n] {
+		return
+	}
+	if j.seen == nil {
+		j.seen = map[string]bool{}
+	}
+	j.seen[n] = true
+	j.out = append(j.out, n)
+}
