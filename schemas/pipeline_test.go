@@ -56,15 +56,7 @@ spec:
 
 func decodePipeline(t *testing.T, doc string) *schemas.Pipeline {
 	t.Helper()
-	obj, err := schemas.Decode([]byte(doc))
-	if err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	p, ok := obj.(*schemas.Pipeline)
-	if !ok {
-		t.Fatalf("decoded a %T, want *schemas.Pipeline", obj)
-	}
-	return p
+	return decodeAs[*schemas.Pipeline](t, doc)
 }
 
 func TestPipelineValid(t *testing.T) {

@@ -53,15 +53,7 @@ spec:
 
 func decodeTrigger(t *testing.T, doc string) *schemas.Trigger {
 	t.Helper()
-	obj, err := schemas.Decode([]byte(doc))
-	if err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	tr, ok := obj.(*schemas.Trigger)
-	if !ok {
-		t.Fatalf("decoded a %T, want *schemas.Trigger", obj)
-	}
-	return tr
+	return decodeAs[*schemas.Trigger](t, doc)
 }
 
 func TestTriggerValid(t *testing.T) {
