@@ -504,6 +504,24 @@ func decodeAs[T any](t *testing.T, doc string) T {
 	return v
 }
 
+// checkValidDoc decodes doc with schemas.Decode, checks that it is a T that
+// validates, and that decode (named call) gives the same; it returns the T.
+func checkValidDoc[T interface{ Validate() schemas.ErrorList }](t *testing.T, doc, call string, decode func([]byte) (T, error)) T {
+	t.Helper()
+	v := decodeAs[T](t, doc)
+	if errs := v.Validate(); errs != nil {
+		t.Fatalf("Validate() = %v, want nil", errs)
+	}
+	direct, err := decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(v, direct); diff != "" {
+		t.Errorf("%s differs from Decode (-Decode +%s):\n%s", call, call, diff)
+	}
+	return v
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""

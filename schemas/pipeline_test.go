@@ -60,31 +60,15 @@ func decodePipeline(t *testing.T, doc string) *schemas.Pipeline {
 }
 
 func TestPipelineValid(t *testing.T) {
-	p := decodePipeline(t, retrainPipeline)
-	if errs := p.Validate(); errs != nil {
-		t.Fatalf("Validate() = %v, want nil", errs)
-	}
+	p := checkValidDoc(t, retrainPipeline, "DecodePipeline", schemas.DecodePipeline)
 	if diff := cmp.Diff([]int{0, 1, 2, 3, 4}, p.Spec.TopoOrder()); diff != "" {
 		t.Errorf("TopoOrder (-want +got):\n%s", diff)
-	}
-	direct, err := schemas.DecodePipeline([]byte(retrainPipeline))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(p, direct); diff != "" {
-		t.Errorf("DecodePipeline differs from Decode (-Decode +DecodePipeline):\n%s", diff)
 	}
 }
 
 func TestDecodePipelineWrongKind(t *testing.T) {
 	_, err := schemas.DecodePipeline([]byte("kind: Trigger\nmetadata: {name: a}\n"))
-	var list schemas.ErrorList
-	if !errors.As(err, &list) {
-		t.Fatalf("err = %v, want an ErrorList", err)
-	}
-	if diff := cmp.Diff(schemas.ErrorList{{Field: "kind", Detail: "must be Pipeline"}}, list); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	checkErrorList(t, "DecodePipeline", err, schemas.ErrorList{{Field: "kind", Detail: "must be Pipeline"}})
 }
 
 // TestPipelineInvalid checks each mistake is reported with its field path; every case

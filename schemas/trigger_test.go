@@ -59,17 +59,7 @@ func decodeTrigger(t *testing.T, doc string) *schemas.Trigger {
 func TestTriggerValid(t *testing.T) {
 	for name, doc := range map[string]string{"pipeline": onNewData, "job": onDemand} {
 		t.Run(name, func(t *testing.T) {
-			tr := decodeTrigger(t, doc)
-			if errs := tr.Validate(); errs != nil {
-				t.Fatalf("Validate() = %v, want nil", errs)
-			}
-			direct, err := schemas.DecodeTrigger([]byte(doc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tr, direct); diff != "" {
-				t.Errorf("DecodeTrigger differs from Decode (-Decode +DecodeTrigger):\n%s", diff)
-			}
+			checkValidDoc(t, doc, "DecodeTrigger", schemas.DecodeTrigger)
 		})
 	}
 }
