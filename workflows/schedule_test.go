@@ -319,6 +319,26 @@ func (h *schedHarness) checkStops(id func(ws, name string) string, hours []strin
 	}
 }
 
+// runAction runs the nightly schedule with action and policy from 23:30 to 02:45,
+// each run lasting duration and the runs of the hours in failing ("HH") failing;
+// it returns the harness and the schedule.
+func runAction(t *testing.T, action func(*schemas.Schedule), policy schedule.OverlapPolicy,
+	duration time.Duration, failing []string,
+) (*schedHarness, schemas.Schedule) {
+	t.Helper()
+	start := t0.Add(-30 * time.Minute)
+	h := newSchedHarness(t, start)
+	h.jobDuration = duration
+	h.pollStops = true
+	h.failing = map[string]bool{}
+	for _, hh := range failing {
+		h.failing[jobName(t0.Add(mustHour(t, hh)))] = true
+	}
+	sched := testSchedule(t, action, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = policy })
+	h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+	return h, sched
+}
+
 // firstRunMeta is the metadata of the first run (at t0) of the nightly schedule.
 func firstRunMeta() schemas.ObjectMeta {
 	return schemas.ObjectMeta{Name: jobName(t0), Workspace: "ml",
@@ -1027,12 +1047,7 @@ func TestScheduleExperimentAction(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			start := t0.Add(-30 * time.Minute)
-			h := newSchedHarness(t, start)
-			h.jobDuration = tt.duration
-			h.pollStops = true
-			sched := testSchedule(t, experimentAction, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })
-			h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+			h, sched := runAction(t, experimentAction, tt.policy, tt.duration, nil)
 
 			h.checkStarts("experiment", tt.starts)
 			for _, s := range h.started {
@@ -1104,16 +1119,7 @@ func TestSchedulePipelineAction(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			start := t0.Add(-30 * time.Minute)
-			h := newSchedHarness(t, start)
-			h.jobDuration = tt.duration
-			h.pollStops = true
-			h.failing = map[string]bool{}
-			for _, hh := range tt.failing {
-				h.failing[jobName(t0.Add(mustHour(t, hh)))] = true
-			}
-			sched := testSchedule(t, pipelineAction, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })
-			h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+			h, sched := runAction(t, pipelineAction, tt.policy, tt.duration, tt.failing)
 
 			h.checkStarts("pipeline", tt.starts)
 			for _, s := range h.started {
