@@ -259,9 +259,7 @@ func TestNotificationRuleValidate(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, tt.rule.Validate()); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tt.rule, tt.want)
 		})
 	}
 }

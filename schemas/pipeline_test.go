@@ -227,9 +227,7 @@ func TestPipelineInvalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := decodePipeline(t, retrainPipeline)
 			tc.edit(p)
-			if diff := cmp.Diff(tc.want, p.Validate()); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidate(t, p, tc.want)
 		})
 	}
 }

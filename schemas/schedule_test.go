@@ -244,9 +244,7 @@ func TestScheduleValidate(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, tt.s.Validate()); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tt.s, tt.want)
 		})
 	}
 }
@@ -372,9 +370,7 @@ func TestResumeFromValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := job().Obj()
 			j.Spec.Checkpoint = &schemas.CheckpointSpec{URI: "s3://ckpt/nightly", ResumeFrom: tt.ref}
-			if diff := cmp.Diff(tt.want, j.Validate()); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, j, tt.want)
 		})
 	}
 }

@@ -174,9 +174,7 @@ func TestTriggerInvalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tr := decodeTrigger(t, tc.doc)
 			tc.edit(tr)
-			if diff := cmp.Diff(tc.want, tr.Validate()); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tr, tc.want)
 		})
 	}
 }
