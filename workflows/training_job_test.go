@@ -101,19 +101,26 @@ func (h *harness) watchSequence(states ...[]schemas.ReplicaStatus) {
 	}).After(time.Minute)
 }
 
-func (h *harness) result(t *testing.T) schemas.JobStatus {
+// workflowResult checks that the workflow in env (what, in messages) completed
+// without an error and returns its result.
+func workflowResult[R any](t *testing.T, env *testsuite.TestWorkflowEnvironment, what string) R {
 	t.Helper()
-	if !h.env.IsWorkflowCompleted() {
-		t.Fatal("workflow did not complete")
+	if !env.IsWorkflowCompleted() {
+		t.Fatalf("%s did not complete", what)
 	}
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatalf("workflow error: %v", err)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("%s error: %v", what, err)
 	}
-	var res workflows.TrainingJobResult
-	if err := h.env.GetWorkflowResult(&res); err != nil {
+	var res R
+	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	return res.Status
+	return res
+}
+
+func (h *harness) result(t *testing.T) schemas.JobStatus {
+	t.Helper()
+	return workflowResult[workflows.TrainingJobResult](t, h.env, "workflow").Status
 }
 
 func TestTrainingJobSucceeds(t *testing.T) {
