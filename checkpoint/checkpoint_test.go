@@ -40,20 +40,31 @@ func TestParseURI(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			bucket, prefix, err := ParseURI(tc.uri)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrInvalidURI) {
-					t.Fatalf("ParseURI(%q) error = %v, want ErrInvalidURI containing %q", tc.uri, err, tc.wantErr)
-				}
+			if parseFailed(t, "ParseURI", tc.uri, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("ParseURI(%q): %v", tc.uri, err)
 			}
 			if diff := cmp.Diff([]string{tc.wantBucket, tc.wantPrefix}, []string{bucket, prefix}); diff != "" {
 				t.Errorf("ParseURI(%q) bucket, prefix (-want +got):\n%s", tc.uri, diff)
 			}
 		})
 	}
+}
+
+// parseFailed checks the error of call(in): with wantErr set it must be an
+// ErrInvalidURI containing wantErr, otherwise nil. It reports whether an error was
+// wanted (and found), so that the caller checks the results only when none was.
+func parseFailed(t *testing.T, call, in string, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !errors.Is(err, ErrInvalidURI) {
+			t.Fatalf("%s(%q) error = %v, want ErrInvalidURI containing %q", call, in, err, wantErr)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatalf("%s(%q): %v", call, in, err)
+	}
+	return false
 }
 
 func TestParseRef(t *testing.T) {
@@ -79,14 +90,8 @@ func TestParseRef(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			uri, step, err := ParseRef(tc.ref)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrInvalidURI) {
-					t.Fatalf("ParseRef(%q) error = %v, want ErrInvalidURI containing %q", tc.ref, err, tc.wantErr)
-				}
+			if parseFailed(t, "ParseRef", tc.ref, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("ParseRef(%q): %v", tc.ref, err)
 			}
 			if uri != tc.wantURI || step != tc.wantStep {
 				t.Errorf("ParseRef(%q) = %q, %d; want %q, %d", tc.ref, uri, step, tc.wantURI, tc.wantStep)

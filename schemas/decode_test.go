@@ -326,13 +326,7 @@ spec:
 			if obj != nil {
 				t.Errorf("Decode returned %v with error %v, want nil", obj, err)
 			}
-			var got schemas.ErrorList
-			if !errors.As(err, &got) {
-				t.Fatalf("Decode error %v (%T), want an ErrorList", err, err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("Decode errors (-want +got):\n%s", diff)
-			}
+			checkErrorList(t, "Decode", err, tt.want)
 		})
 	}
 }
@@ -364,13 +358,7 @@ func TestDecodeTrainingJobErrors(t *testing.T) {
 			if job != nil {
 				t.Errorf("DecodeTrainingJob returned %v, want nil", job)
 			}
-			var got schemas.ErrorList
-			if !errors.As(err, &got) {
-				t.Fatalf("DecodeTrainingJob error %v (%T), want an ErrorList", err, err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("DecodeTrainingJob errors (-want +got):\n%s", diff)
-			}
+			checkErrorList(t, "DecodeTrainingJob", err, tt.want)
 		})
 	}
 }
@@ -486,6 +474,52 @@ func TestDecodeSizeLimit(t *testing.T) {
 	if diff := cmp.Diff(minimalJob(), obj, schemastest.CmpOpts); diff != "" {
 		t.Errorf("Decode (-want +got):\n%s", diff)
 	}
+}
+
+// checkErrorList fails t unless err is an ErrorList equal to want; call names
+// the function that returned err.
+func checkErrorList(t *testing.T, call string, err error, want schemas.ErrorList) {
+	t.Helper()
+	var got schemas.ErrorList
+	if !errors.As(err, &got) {
+		t.Fatalf("%s error %v (%T), want an ErrorList", call, err, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s errors (-want +got):\n%s", call, diff)
+	}
+}
+
+// decodeAs decodes doc with schemas.Decode and fails t unless it is a T.
+func decodeAs[T any](t *testing.T, doc string) T {
+	t.Helper()
+	obj, err := schemas.Decode([]byte(doc))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	v, ok := obj.(T)
+	if !ok {
+		var want T
+		t.Fatalf("decoded a %T, want %T", obj, want)
+	}
+	return v
+}
+
+// checkValidDoc decodes doc with schemas.Decode, checks that it is a T that
+// validates, and that decode (named call) gives the same; it returns the T.
+func checkValidDoc[T interface{ Validate() schemas.ErrorList }](t *testing.T, doc, call string, decode func([]byte) (T, error)) T {
+	t.Helper()
+	v := decodeAs[T](t, doc)
+	if errs := v.Validate(); errs != nil {
+		t.Fatalf("Validate() = %v, want nil", errs)
+	}
+	direct, err := decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(v, direct); diff != "" {
+		t.Errorf("%s differs from Decode (-Decode +%s):\n%s", call, call, diff)
+	}
+	return v
 }
 
 func errString(err error) string {

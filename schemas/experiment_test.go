@@ -214,10 +214,7 @@ func TestExperimentValidate(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := tt.exp.Validate()
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tt.exp, tt.want)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package schemas_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -260,9 +259,7 @@ func TestNotificationRuleValidate(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, tt.rule.Validate()); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tt.rule, tt.want)
 		})
 	}
 }
@@ -519,13 +516,7 @@ spec:
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := schemas.DecodeNotificationRule([]byte(tt.doc))
-			var got schemas.ErrorList
-			if !errors.As(err, &got) {
-				t.Fatalf("DecodeNotificationRule error = %v, want an ErrorList", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("errors (-want +got):\n%s", diff)
-			}
+			checkErrorList(t, "DecodeNotificationRule", err, tt.want)
 		})
 	}
 }

@@ -56,43 +56,19 @@ spec:
 
 func decodePipeline(t *testing.T, doc string) *schemas.Pipeline {
 	t.Helper()
-	obj, err := schemas.Decode([]byte(doc))
-	if err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	p, ok := obj.(*schemas.Pipeline)
-	if !ok {
-		t.Fatalf("decoded a %T, want *schemas.Pipeline", obj)
-	}
-	return p
+	return decodeAs[*schemas.Pipeline](t, doc)
 }
 
 func TestPipelineValid(t *testing.T) {
-	p := decodePipeline(t, retrainPipeline)
-	if errs := p.Validate(); errs != nil {
-		t.Fatalf("Validate() = %v, want nil", errs)
-	}
+	p := checkValidDoc(t, retrainPipeline, "DecodePipeline", schemas.DecodePipeline)
 	if diff := cmp.Diff([]int{0, 1, 2, 3, 4}, p.Spec.TopoOrder()); diff != "" {
 		t.Errorf("TopoOrder (-want +got):\n%s", diff)
-	}
-	direct, err := schemas.DecodePipeline([]byte(retrainPipeline))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(p, direct); diff != "" {
-		t.Errorf("DecodePipeline differs from Decode (-Decode +DecodePipeline):\n%s", diff)
 	}
 }
 
 func TestDecodePipelineWrongKind(t *testing.T) {
 	_, err := schemas.DecodePipeline([]byte("kind: Trigger\nmetadata: {name: a}\n"))
-	var list schemas.ErrorList
-	if !errors.As(err, &list) {
-		t.Fatalf("err = %v, want an ErrorList", err)
-	}
-	if diff := cmp.Diff(schemas.ErrorList{{Field: "kind", Detail: "must be Pipeline"}}, list); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	checkErrorList(t, "DecodePipeline", err, schemas.ErrorList{{Field: "kind", Detail: "must be Pipeline"}})
 }
 
 // TestPipelineInvalid checks each mistake is reported with its field path; every case
@@ -251,9 +227,7 @@ func TestPipelineInvalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := decodePipeline(t, retrainPipeline)
 			tc.edit(p)
-			if diff := cmp.Diff(tc.want, p.Validate()); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidate(t, p, tc.want)
 		})
 	}
 }

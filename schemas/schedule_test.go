@@ -244,9 +244,7 @@ func TestScheduleValidate(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, tt.s.Validate()); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tt.s, tt.want)
 		})
 	}
 }
@@ -278,18 +276,13 @@ spec:
   startTime: tomorrow
   paused: "yes"
   catchupWindow: 1 hour`))
-	var list schemas.ErrorList
-	if !errors.As(err, &list) {
-		t.Fatalf("decode error = %v, want an ErrorList", err)
-	}
-	want := schemas.ErrorList{
+	checkErrorList(t, "DecodeSchedule", err, schemas.ErrorList{
 		{Field: "spec.catchupWindow", Detail: `invalid duration "1 hour": must look like "90s", "10m" or "72h"`},
 		{Field: "spec.paused", Detail: "must be a boolean (true or false)"},
 		{Field: "spec.startTime", Detail: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z or 2026-01-02T02:00:00+08:00"},
-	}
-	if diff := cmp.Diff(want, list); diff != "" {
-		t.Errorf("decode errors (-want +got):\n%s", diff)
-	}
+	})
+
+	var list schemas.ErrorList
 
 	if _, err := schemas.DecodeSchedule([]byte(`{"apiVersion": "opendlc.io/v1alpha1", "kind": "TrainingJob"}`)); !errors.As(err, &list) || list[0].Field != "kind" {
 		t.Errorf("wrong kind: %v", err)
@@ -377,9 +370,7 @@ func TestResumeFromValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := job().Obj()
 			j.Spec.Checkpoint = &schemas.CheckpointSpec{URI: "s3://ckpt/nightly", ResumeFrom: tt.ref}
-			if diff := cmp.Diff(tt.want, j.Validate()); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, j, tt.want)
 		})
 	}
 }

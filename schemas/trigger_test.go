@@ -53,31 +53,13 @@ spec:
 
 func decodeTrigger(t *testing.T, doc string) *schemas.Trigger {
 	t.Helper()
-	obj, err := schemas.Decode([]byte(doc))
-	if err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	tr, ok := obj.(*schemas.Trigger)
-	if !ok {
-		t.Fatalf("decoded a %T, want *schemas.Trigger", obj)
-	}
-	return tr
+	return decodeAs[*schemas.Trigger](t, doc)
 }
 
 func TestTriggerValid(t *testing.T) {
 	for name, doc := range map[string]string{"pipeline": onNewData, "job": onDemand} {
 		t.Run(name, func(t *testing.T) {
-			tr := decodeTrigger(t, doc)
-			if errs := tr.Validate(); errs != nil {
-				t.Fatalf("Validate() = %v, want nil", errs)
-			}
-			direct, err := schemas.DecodeTrigger([]byte(doc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tr, direct); diff != "" {
-				t.Errorf("DecodeTrigger differs from Decode (-Decode +DecodeTrigger):\n%s", diff)
-			}
+			checkValidDoc(t, doc, "DecodeTrigger", schemas.DecodeTrigger)
 		})
 	}
 }
@@ -192,9 +174,7 @@ func TestTriggerInvalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tr := decodeTrigger(t, tc.doc)
 			tc.edit(tr)
-			if diff := cmp.Diff(tc.want, tr.Validate()); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidate(t, tr, tc.want)
 		})
 	}
 }

@@ -436,14 +436,20 @@ func TestValidate(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := tt.job.Validate()
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
-			if got != nil && len(got) == 0 {
-				t.Errorf("Validate returned an empty non-nil list")
-			}
+			checkValidate(t, tt.job, tt.want)
 		})
+	}
+}
+
+// checkValidate checks that v.Validate() reports want, and never an empty non-nil list.
+func checkValidate(t *testing.T, v interface{ Validate() schemas.ErrorList }, want schemas.ErrorList) {
+	t.Helper()
+	got := v.Validate()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Validate() (-want +got):\n%s", diff)
+	}
+	if got != nil && len(got) == 0 {
+		t.Errorf("Validate returned an empty non-nil list")
 	}
 }
 

@@ -207,17 +207,7 @@ func (h *expHarness) execute(t *testing.T, e schemas.Experiment) {
 
 func (h *expHarness) result(t *testing.T) schemas.ExperimentStatus {
 	t.Helper()
-	if !h.env.IsWorkflowCompleted() {
-		t.Fatal("experiment did not complete")
-	}
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatalf("experiment error: %v", err)
-	}
-	var res workflows.ExperimentResult
-	if err := h.env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
+	return workflowResult[workflows.ExperimentResult](t, h.env, "experiment").Status
 }
 
 // paramsOf lists each trial's parameters, in trial order.

@@ -167,17 +167,7 @@ func (h *pipelineHarness) run(t *testing.T, doc string, params map[string]string
 		t.Fatalf("params: %v", errs)
 	}
 	h.env.ExecuteWorkflow(workflows.PipelineWorkflowName, workflows.PipelineInput{Pipeline: *p, Params: values})
-	if !h.env.IsWorkflowCompleted() {
-		t.Fatal("the pipeline did not complete")
-	}
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatalf("pipeline error: %v", err)
-	}
-	var res workflows.PipelineResult
-	if err := h.env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
+	return workflowResult[workflows.PipelineResult](t, h.env, "pipeline").Status
 }
 
 func (h *pipelineHarness) startedJob(name string) *schemas.TrainingJob {

@@ -84,9 +84,7 @@ func TestRecoveryRestartsFromCheckpointOffTheFailedNode(t *testing.T) {
 	if st.Phase != schemas.JobSucceeded || st.Restarts != 1 || st.Preemptions != 0 {
 		t.Fatalf("status %s restarts %d preemptions %d, want Succeeded after 1 restart", st.Phase, st.Restarts, st.Preemptions)
 	}
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Restarting", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
-		t.Errorf("phases (-want +got):\n%s", diff)
-	}
+	h.checkPhases(t, "Pending", "Launching", "Running", "Restarting", "Launching", "Running", "Succeeded")
 	if len(s.launches) != 2 {
 		t.Fatalf("%d launches, want 2", len(s.launches))
 	}

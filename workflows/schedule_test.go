@@ -289,6 +289,64 @@ func (h *schedHarness) startTimes() map[string]string {
 	return out
 }
 
+// checkStarts checks that the runs started are those of starts, which maps each
+// run (by hour, "HH") to its start time on 2026-06-01 ("HH:MM"); what names the
+// kind of run in the message.
+func (h *schedHarness) checkStarts(what string, starts map[string]string) {
+	h.t.Helper()
+	want := map[string]string{}
+	for hh, at := range starts {
+		want[jobName(t0.Add(mustHour(h.t, hh)))] = "2026-06-01T" + at + ":00Z"
+	}
+	if diff := cmp.Diff(want, h.startTimes()); diff != "" {
+		h.t.Errorf("%s starts (-want +got):\n%s", what, diff)
+	}
+}
+
+// checkStops checks that stop updates went to exactly the workflows (ids made by
+// id) of the runs of the given hours ("HH").
+func (h *schedHarness) checkStops(id func(ws, name string) string, hours []string) {
+	h.t.Helper()
+	var want []string
+	for _, hh := range hours {
+		want = append(want, id("ml", jobName(t0.Add(mustHour(h.t, hh)))))
+	}
+	h.mu.Lock()
+	got := slices.Sorted(maps.Keys(h.stops))
+	h.mu.Unlock()
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		h.t.Errorf("stop updates sent to (-want +got):\n%s", diff)
+	}
+}
+
+// runAction runs the nightly schedule with action and policy from 23:30 to 02:45,
+// each run lasting duration and the runs of the hours in failing ("HH") failing;
+// it returns the harness and the schedule.
+func runAction(t *testing.T, action func(*schemas.Schedule), policy schedule.OverlapPolicy,
+	duration time.Duration, failing []string,
+) (*schedHarness, schemas.Schedule) {
+	t.Helper()
+	start := t0.Add(-30 * time.Minute)
+	h := newSchedHarness(t, start)
+	h.jobDuration = duration
+	h.pollStops = true
+	h.failing = map[string]bool{}
+	for _, hh := range failing {
+		h.failing[jobName(t0.Add(mustHour(t, hh)))] = true
+	}
+	sched := testSchedule(t, action, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = policy })
+	h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+	return h, sched
+}
+
+// firstRunMeta is the metadata of the first run (at t0) of the nightly schedule.
+func firstRunMeta() schemas.ObjectMeta {
+	return schemas.ObjectMeta{Name: jobName(t0), Workspace: "ml",
+		Labels: map[string]string{"team": "ml", schemas.LabelSchedule: "nightly"},
+		Annotations: map[string]string{schemas.AnnotationNominalTime: "2026-06-01T00:00:00Z",
+			schemas.AnnotationRunTrigger: string(schemas.TriggerSchedule)}}
+}
+
 func jobName(t time.Time) string { return workflows.ScheduledJobName("nightly", t) }
 
 func hours(from time.Time, hs ...int) []string {
@@ -473,13 +531,7 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 			h.run(workflows.ScheduleInput{Schedule: testSchedule(t, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })},
 				start, t0.Add(4*time.Hour+30*time.Minute))
 
-			want := map[string]string{}
-			for hh, at := range tt.starts {
-				want[jobName(t0.Add(mustHour(t, hh)))] = "2026-06-01T" + at + ":00Z"
-			}
-			if diff := cmp.Diff(want, h.startTimes()); diff != "" {
-				t.Errorf("job starts (-want +got):\n%s", diff)
-			}
+			h.checkStarts("job", tt.starts)
 			if len(h.started) != len(uniq(h.names())) {
 				t.Errorf("a job started twice: %v", h.names())
 			}
@@ -995,30 +1047,16 @@ func TestScheduleExperimentAction(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			start := t0.Add(-30 * time.Minute)
-			h := newSchedHarness(t, start)
-			h.jobDuration = tt.duration
-			h.pollStops = true
-			sched := testSchedule(t, experimentAction, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })
-			h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+			h, sched := runAction(t, experimentAction, tt.policy, tt.duration, nil)
 
-			want := map[string]string{}
-			for hh, at := range tt.starts {
-				want[jobName(t0.Add(mustHour(t, hh)))] = "2026-06-01T" + at + ":00Z"
-			}
-			if diff := cmp.Diff(want, h.startTimes()); diff != "" {
-				t.Errorf("experiment starts (-want +got):\n%s", diff)
-			}
+			h.checkStarts("experiment", tt.starts)
 			for _, s := range h.started {
 				if s.Experiment == nil {
 					t.Fatalf("run %s started something else than an experiment: %+v", s.Name, s)
 				}
 			}
 			first := h.started[0].Experiment
-			wantMeta := schemas.ObjectMeta{Name: jobName(t0), Workspace: "ml",
-				Labels: map[string]string{"team": "ml", schemas.LabelSchedule: "nightly"},
-				Annotations: map[string]string{schemas.AnnotationNominalTime: "2026-06-01T00:00:00Z",
-					schemas.AnnotationRunTrigger: string(schemas.TriggerSchedule)}}
+			wantMeta := firstRunMeta()
 			if diff := cmp.Diff(wantMeta, first.Metadata); diff != "" {
 				t.Errorf("experiment metadata (-want +got):\n%s", diff)
 			}
@@ -1046,16 +1084,7 @@ func TestScheduleExperimentAction(t *testing.T) {
 					t.Errorf("run %s has kind %q, want Experiment", job, k)
 				}
 			}
-			var stopped []string
-			for _, hh := range tt.stopped {
-				stopped = append(stopped, workflows.ExperimentWorkflowID("ml", jobName(t0.Add(mustHour(t, hh)))))
-			}
-			h.mu.Lock()
-			gotStops := slices.Sorted(maps.Keys(h.stops))
-			h.mu.Unlock()
-			if diff := cmp.Diff(stopped, gotStops, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("stop updates sent to (-want +got):\n%s", diff)
-			}
+			h.checkStops(workflows.ExperimentWorkflowID, tt.stopped)
 		})
 	}
 }
@@ -1090,34 +1119,16 @@ func TestSchedulePipelineAction(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			start := t0.Add(-30 * time.Minute)
-			h := newSchedHarness(t, start)
-			h.jobDuration = tt.duration
-			h.pollStops = true
-			h.failing = map[string]bool{}
-			for _, hh := range tt.failing {
-				h.failing[jobName(t0.Add(mustHour(t, hh)))] = true
-			}
-			sched := testSchedule(t, pipelineAction, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = tt.policy })
-			h.run(workflows.ScheduleInput{Schedule: sched}, start, t0.Add(2*time.Hour+45*time.Minute))
+			h, sched := runAction(t, pipelineAction, tt.policy, tt.duration, tt.failing)
 
-			want := map[string]string{}
-			for hh, at := range tt.starts {
-				want[jobName(t0.Add(mustHour(t, hh)))] = "2026-06-01T" + at + ":00Z"
-			}
-			if diff := cmp.Diff(want, h.startTimes()); diff != "" {
-				t.Errorf("pipeline starts (-want +got):\n%s", diff)
-			}
+			h.checkStarts("pipeline", tt.starts)
 			for _, s := range h.started {
 				if s.Pipeline == nil {
 					t.Fatalf("run %s started something else than a pipeline: %+v", s.Name, s)
 				}
 			}
 			first := h.started[0].Pipeline
-			wantMeta := schemas.ObjectMeta{Name: jobName(t0), Workspace: "ml",
-				Labels: map[string]string{"team": "ml", schemas.LabelSchedule: "nightly"},
-				Annotations: map[string]string{schemas.AnnotationNominalTime: "2026-06-01T00:00:00Z",
-					schemas.AnnotationRunTrigger: string(schemas.TriggerSchedule)}}
+			wantMeta := firstRunMeta()
 			if diff := cmp.Diff(wantMeta, first.Pipeline.Metadata); diff != "" {
 				t.Errorf("pipeline metadata (-want +got):\n%s", diff)
 			}
@@ -1144,16 +1155,7 @@ func TestSchedulePipelineAction(t *testing.T) {
 					t.Errorf("failed run %s: message %q, want the pipeline's", r.Job, r.Message)
 				}
 			}
-			var stopped []string
-			for _, hh := range tt.stopped {
-				stopped = append(stopped, workflows.PipelineWorkflowID("ml", jobName(t0.Add(mustHour(t, hh)))))
-			}
-			h.mu.Lock()
-			gotStops := slices.Sorted(maps.Keys(h.stops))
-			h.mu.Unlock()
-			if diff := cmp.Diff(stopped, gotStops, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("stop updates sent to (-want +got):\n%s", diff)
-			}
+			h.checkStops(workflows.PipelineWorkflowID, tt.stopped)
 		})
 	}
 }

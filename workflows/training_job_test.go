@@ -101,19 +101,34 @@ func (h *harness) watchSequence(states ...[]schemas.ReplicaStatus) {
 	}).After(time.Minute)
 }
 
-func (h *harness) result(t *testing.T) schemas.JobStatus {
+// workflowResult checks that the workflow in env (what, in messages) completed
+// without an error and returns its result.
+func workflowResult[R any](t *testing.T, env *testsuite.TestWorkflowEnvironment, what string) R {
 	t.Helper()
-	if !h.env.IsWorkflowCompleted() {
-		t.Fatal("workflow did not complete")
+	if !env.IsWorkflowCompleted() {
+		t.Fatalf("%s did not complete", what)
 	}
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatalf("workflow error: %v", err)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("%s error: %v", what, err)
 	}
-	var res workflows.TrainingJobResult
-	if err := h.env.GetWorkflowResult(&res); err != nil {
+	var res R
+	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	return res.Status
+	return res
+}
+
+// checkPhases checks the phases the job published, in order.
+func (h *harness) checkPhases(t *testing.T, want ...string) {
+	t.Helper()
+	if diff := cmp.Diff(want, h.phases); diff != "" {
+		t.Errorf("published phases (-want +got):\n%s", diff)
+	}
+}
+
+func (h *harness) result(t *testing.T) schemas.JobStatus {
+	t.Helper()
+	return workflowResult[workflows.TrainingJobResult](t, h.env, "workflow").Status
 }
 
 func TestTrainingJobSucceeds(t *testing.T) {
@@ -128,9 +143,7 @@ func TestTrainingJobSucceeds(t *testing.T) {
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
 	st := h.result(t)
 
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
+	h.checkPhases(t, "Pending", "Launching", "Running", "Succeeded")
 	if st.Phase != schemas.JobSucceeded || st.LastCheckpoint != "s3://ckpt/wf/000000000010" {
 		t.Errorf("status = %s, checkpoint %q", st.Phase, st.LastCheckpoint)
 	}
@@ -172,9 +185,7 @@ func TestTrainingJobFailsWithExitCode(t *testing.T) {
 	if !stopped {
 		t.Error("the rest of the gang was not stopped")
 	}
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Failed"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
+	h.checkPhases(t, "Pending", "Launching", "Running", "Failed")
 }
 
 func TestTrainingJobStop(t *testing.T) {
@@ -204,9 +215,7 @@ func TestTrainingJobStop(t *testing.T) {
 	if !stopped {
 		t.Error("StopGang not called")
 	}
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Stopped"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
+	h.checkPhases(t, "Pending", "Launching", "Running", "Stopped")
 }
 
 func TestTrainingJobInvalidSpecFailsWithoutRetry(t *testing.T) {
@@ -246,9 +255,7 @@ func TestTrainingJobFastReplicasPassThroughRunning(t *testing.T) {
 	h.watchSequence(replicas(schemas.ReplicaSucceeded, schemas.ReplicaSucceeded))
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
 	st := h.result(t)
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
+	h.checkPhases(t, "Pending", "Launching", "Running", "Succeeded")
 	if st.Phase != schemas.JobSucceeded {
 		t.Errorf("phase %s", st.Phase)
 	}
@@ -307,9 +314,7 @@ func TestTrainingJobPlacementTimeoutReleasesAndRetries(t *testing.T) {
 	if st.Phase != schemas.JobSucceeded || st.Attempt != 1 {
 		t.Fatalf("status %s attempt %d (%s), want Succeeded on attempt 1", st.Phase, st.Attempt, st.Message)
 	}
-	if diff := cmp.Diff([]string{"Pending", "Launching", "Queued", "Launching", "Running", "Succeeded"}, h.phases); diff != "" {
-		t.Errorf("published phases (-want +got):\n%s", diff)
-	}
+	h.checkPhases(t, "Pending", "Launching", "Queued", "Launching", "Running", "Succeeded")
 	if st.Timeline[2].Reason != "PlacementTimeout" || !strings.Contains(st.Timeline[2].Message, "only 1 of 2 replicas were placed") {
 		t.Errorf("queued entry %+v", st.Timeline[2])
 	}

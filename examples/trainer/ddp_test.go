@@ -193,22 +193,22 @@ func wantErr(t *testing.T, err error, want string) {
 }
 
 func TestPeerLoss(t *testing.T) {
-	t.Run("rank 0 sees a worker exit", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		groups := formGroup(t, ctx, 2)
-		groups[1].Close()
-		st := syncState{Epoch: 1, Model: NewModel(2)}
-		wantErr(t, groups[0].Average(ctx, &st, 10), "receive weights, rank 1")
-	})
-	t.Run("a worker sees rank 0 exit", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		groups := formGroup(t, ctx, 2)
-		groups[0].Close()
-		st := syncState{Epoch: 1, Model: NewModel(2)}
-		wantErr(t, groups[1].Average(ctx, &st, 10), "from rank 0")
-	})
+	for name, tc := range map[string]struct {
+		closed, waiting int // the rank that exits, the rank that averages
+		want            string
+	}{
+		"rank 0 sees a worker exit": {closed: 1, waiting: 0, want: "receive weights, rank 1"},
+		"a worker sees rank 0 exit": {closed: 0, waiting: 1, want: "from rank 0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			groups := formGroup(t, ctx, 2)
+			groups[tc.closed].Close()
+			st := syncState{Epoch: 1, Model: NewModel(2)}
+			wantErr(t, groups[tc.waiting].Average(ctx, &st, 10), tc.want)
+		})
+	}
 	t.Run("a stop unblocks a waiting rank", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

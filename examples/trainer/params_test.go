@@ -72,14 +72,8 @@ func TestParamsPrecedence(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			cfg, warnings, err := parseConfig(tc.args, envOf(map[string]string{"DLC_PARAMS": tc.params}), io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("parseConfig error = %v, want one containing %q", err, tc.wantErr)
-				}
+			if configFailed(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, cfg.Params); diff != "" {
 				t.Errorf("params (-want +got):\n%s", diff)
@@ -152,14 +146,8 @@ func TestConfigFromEnvironment(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			cfg, _, err := parseConfig(tc.args, envOf(tc.env), io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("parseConfig error = %v, want one containing %q", err, tc.wantErr)
-				}
+			if configFailed(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := want{cfg.Rank, cfg.WorldSize, cfg.MasterAddr, cfg.CheckpointURI, cfg.CheckpointKeep, cfg.ResumeFrom, cfg.DataDir}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -193,4 +181,21 @@ func TestListenAddr(t *testing.T) {
 			t.Errorf("listenAddr(%q) = %q, want %q", master, got, want)
 		}
 	}
+}
+
+// configFailed checks the error of parseConfig: with wantErr set it must contain
+// wantErr, otherwise be nil. It reports whether an error was wanted (and found), so
+// that the caller checks the config only when none was.
+func configFailed(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("parseConfig error = %v, want one containing %q", err, wantErr)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }
