@@ -231,20 +231,30 @@ func stopScheduledJob(ctx workflow.Context, in activities.StopScheduledJobInput)
 
 // Activity options.
 
-// withShortActivity is for activities that finish in seconds to minutes (launch, stop,
-// cleanup, checkpoint lookup); they heartbeat, so a dead worker is noticed quickly.
-func withShortActivity(ctx workflow.Context) workflow.Context {
+// backoff is the retry policy the activities share: 1 s, doubling up to 30 s, at most
+// maxAttempts tries (0: without limit), never retrying the error types named.
+func backoff(maxAttempts int32, nonRetryable ...string) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        30 * time.Second,
+		MaximumAttempts:        maxAttempts,
+		NonRetryableErrorTypes: nonRetryable,
+	}
+}
+
+// heartbeating is the options of an activity that heartbeats, so a dead worker is
+// noticed within heartbeatTimeout, and runs at most timeout.
+func heartbeating(ctx workflow.Context, timeout time.Duration, retry *temporal.RetryPolicy) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidSpec},
-		},
+		StartToCloseTimeout: timeout, HeartbeatTimeout: heartbeatTimeout, RetryPolicy: retry,
 	})
+}
+
+// withShortActivity is for activities that finish in seconds to minutes (launch, stop,
+// cleanup, checkpoint lookup).
+func withShortActivity(ctx workflow.Context) workflow.Context {
+	return heartbeating(ctx, 5*time.Minute, backoff(10, activities.ErrTypeInvalidSpec))
 }
 
 // withFewTries replaces the retry policy: three tries, for calls that must not hold a
@@ -255,59 +265,30 @@ func withFewTries(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// withWatchActivity is for WatchGang, which the workflow cancels and waits for.
 func withWatchActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: watchMaxWait + time.Minute,
 		HeartbeatTimeout:    heartbeatTimeout,
 		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeGangLost},
-		},
+		RetryPolicy:         backoff(0, activities.ErrTypeGangLost),
 	})
 }
 
+// withLongActivity is for activities that last as long as a job (log forwarding).
 func withLongActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * 24 * time.Hour,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
+	return heartbeating(ctx, 30*24*time.Hour, backoff(0))
 }
 
 // withMetricsActivity is for WatchTrialMetrics: it waits up to wait, heartbeating, and
 // is retried without limit (NATS may be down for a while).
 func withMetricsActivity(ctx workflow.Context, wait time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: wait + time.Minute,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-		},
-	})
+	return heartbeating(ctx, wait+time.Minute, backoff(0))
 }
 
 // withDataCheckActivity is for the S3 listing of skipIfNoNewDataUnder.
 func withDataCheckActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: scheduleActivityTimeout,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeNoDataSource},
-		},
-	})
+	return heartbeating(ctx, scheduleActivityTimeout, backoff(5, activities.ErrTypeNoDataSource))
 }
 
 // withFollowActivity is for waiting on and stopping jobs: as long as a job runs.
