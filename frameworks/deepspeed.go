@@ -1,9 +1,6 @@
 package frameworks
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -11,7 +8,9 @@ import (
 // DeepSpeed runs DeepSpeed programs under torch.distributed's rendezvous (the way the
 // deepspeed launcher's --no_ssh mode and torchrun both start them), and also gives the
 // hostfile the ssh-based launcher reads: DLC_HOSTFILE_CONTENT, a line "host slots=N" per
-// replica in rank order (N = its GPUs, or 1). Write it out with
+// host in rank order (N = its replicas' GPUs, or 1 per replica without GPUs; a host
+// shared by several replicas, 127.0.0.1 on the local backend, is listed once with their
+// slots summed, since the launcher keys hosts by name). Write it out with
 // printf '%s' "$DLC_HOSTFILE_CONTENT" > /job/hostfile; deepspeed --hostfile /job/hostfile ...
 type DeepSpeed struct{}
 
@@ -23,11 +22,8 @@ func (DeepSpeed) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns PyTorch's environment plus DLC_HOSTFILE_CONTENT.
 func (DeepSpeed) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
-	var file strings.Builder
-	for _, n := range RankOrder(g) {
-		file.WriteString(ep.Host(n.Role, n.Index) + " slots=" + strconv.Itoa(slots(n)) + "\n")
-	}
-	return append(torchEnv(g, r, ep), schemas.EnvVar{Name: "DLC_HOSTFILE_CONTENT", Value: file.String()})
+	file := hostfile(hostSlots(RankOrder(g), ep))
+	return append(torchEnv(g, r, ep), schemas.EnvVar{Name: "DLC_HOSTFILE_CONTENT", Value: file})
 }
 
 // Outcome fails the job when any replica fails and succeeds it when all have.

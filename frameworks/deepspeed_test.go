@@ -64,3 +64,17 @@ func TestPyTorchElastic(t *testing.T) {
 		}
 	}
 }
+
+// On a shared host, DeepSpeed's hostfile names it once with the slots summed.
+func TestDeepSpeedHostfileSharedHost(t *testing.T) {
+	g := gang(schemas.FrameworkDeepSpeed).role("worker", 2, 2).role("master", 1, 0).obj()
+	env, err := EnvFor(g, g.Replicas[0], sharedEndpoints{ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range env {
+		if e.Name == "DLC_HOSTFILE_CONTENT" && e.Value != "127.0.0.1 slots=5\n" {
+			t.Errorf("hostfile = %q, want one line with 5 slots", e.Value)
+		}
+	}
+}

@@ -23,6 +23,7 @@
 //	    gang.json        the spec and the ports allocated for it
 //	    .lock            flock'd by Launch, Stop and Cleanup, across worker processes
 //	    stopped          present once Stop was called
+//	    files/           the framework's files (an MPI hostfile: files/etc/mpi/hostfile)
 //	    <replica>/       created (mkdir) just before its supervisor starts: the claim
 //	        pid          the supervisor's pid, also its session and process group id;
 //	                     its modification time is the replica's start time
@@ -246,7 +247,10 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 		// Observe reports the replicas that never started as Stopped.
 		return nil
 	}
-	ep := endpoints(st.Ports)
+	ep := filesEndpoints{endpoints: endpoints(st.Ports), gangDir: dir}
+	if err := writeFrameworkFiles(spec, ep); err != nil {
+		return err
+	}
 	for _, r := range spec.Replicas {
 		if err := ctx.Err(); err != nil {
 			return err
