@@ -24,12 +24,21 @@ import sys
 from mpi4py import MPI
 
 
+def emit(tag: str, doc: dict) -> None:
+    """Prints one line "<tag> <json>" with a single write. mpirun forwards every rank's
+    output to its own as it comes, so a line written in pieces (print() writes the text
+    and the newline apart when stdout is unbuffered, as PYTHONUNBUFFERED makes it) could
+    be cut by another rank's line."""
+    sys.stdout.write(tag + " " + json.dumps(doc, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     host = MPI.Get_processor_name()
     me = {"rank": rank, "size": size, "host": host, "pid": os.getpid()}
-    print("mpi-rank " + json.dumps(me, sort_keys=True), flush=True)
+    emit("mpi-rank", me)
 
     total = comm.allreduce(rank + 1, op=MPI.SUM)
     everyone = comm.gather(me, root=0)
@@ -43,7 +52,7 @@ def main() -> None:
             "ranks": [p["rank"] for p in everyone],
             "hosts": [p["host"] for p in everyone],
         }
-        print("mpi-result " + json.dumps(result, sort_keys=True), flush=True)
+        emit("mpi-result", result)
         if total != expected:
             sys.exit(f"allreduce gave {total}, want {expected}")
 

@@ -41,7 +41,8 @@ except ImportError:  # run outside the repository: print the same metric line
 
     def report(step: int, /, **metrics: float) -> str:
         line = " ".join(["dlc:metric", f"step={step}"] + [f"{k}={v!r}" for k, v in metrics.items()])
-        print(line, flush=True)
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
         return line
 
 
@@ -148,7 +149,9 @@ def main() -> None:
             "train_logloss": evals_log["train"]["logloss"][-1],
             "train_error": evals_log["train"]["error"][-1],
         }
-        print("xgboost-result " + json.dumps(result, sort_keys=True), flush=True)
+        # One write: on rank 0 the tracker's thread prints too.
+        sys.stdout.write("xgboost-result " + json.dumps(result, sort_keys=True) + "\n")
+        sys.stdout.flush()
     if tracker is not None:
         tracker.join()  # returns once every worker has shut its connection down
 
