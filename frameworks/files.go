@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // File is a file a framework puts, read-only, into the filesystem of every replica of a
@@ -97,4 +98,24 @@ func hostfile(hosts []slotHost) string {
 		b.WriteString(h.host + " slots=" + strconv.Itoa(h.slots) + "\n")
 	}
 	return b.String()
+}
+
+// SSHLauncher is implemented by the frameworks whose launcher starts processes on the
+// other replicas over ssh (mpirun, horovodrun). A backend whose replicas are on
+// separate hosts gives each such gang its own key pair, in every replica (see the
+// Kubernetes backend); one whose replicas share a host needs none (mpirun starts local
+// ranks itself).
+type SSHLauncher interface {
+	// LaunchesOverSSH reports whether the gang's launcher needs ssh to its peers.
+	LaunchesOverSSH() bool
+}
+
+// LaunchesOverSSH reports whether framework f's launcher reaches its peers over ssh.
+func LaunchesOverSSH(f schemas.Framework) bool {
+	fw, err := Get(f)
+	if err != nil {
+		return false
+	}
+	s, ok := fw.(SSHLauncher)
+	return ok && s.LaunchesOverSSH()
 }

@@ -144,3 +144,6 @@ func workerNodes(g backend.GangSpec, launcher string) []backend.ReplicaSpec {
 	}
 	return nodes
 }
+
+// LaunchesOverSSH returns true: mpirun starts the ranks on the workers over ssh.
+func (MPI) LaunchesOverSSH() bool { return true }

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path"
 	"sync"
 	"time"
 
@@ -73,6 +74,7 @@ type Backend struct {
 	pullSecrets      []string
 	serviceAccount   string
 	runAsUser        *int64
+	sshPath          string
 	podAnnotations   map[string]string
 	pools            map[schemas.Pool]PoolConfig
 	grace            time.Duration
@@ -205,6 +207,20 @@ func WithRunAsUser(uid int64) Option {
 	}
 }
 
+// WithSSHAuthMountPath sets the directory where the pods of a gang whose launcher
+// uses ssh (MPI) find the gang's key pair: id_rsa, id_rsa.pub and authorized_keys, as
+// mpi-operator's sshAuthMountPath. It should be the .ssh directory of the image's
+// user. Default: DefaultSSHAuthMountPath.
+func WithSSHAuthMountPath(dir string) Option {
+	return func(b *Backend) error {
+		if !path.IsAbs(dir) || path.Clean(dir) != dir {
+			return fmt.Errorf("kube: ssh auth mount path %q: must be a clean absolute path", dir)
+		}
+		b.sshPath = dir
+		return nil
+	}
+}
+
 // PoolConfig is where a resource pool's pods go: quota, public and spot map to node
 // selectors, tolerations and a priority class of the cluster.
 type PoolConfig struct {
@@ -303,6 +319,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		client:           client,
 		createNamespaces: true,
 		port:             DefaultRendezvousPort,
+		sshPath:          DefaultSSHAuthMountPath,
 		grace:            DefaultStopGracePeriod,
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),

@@ -60,6 +60,10 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 			return backend.InvalidSpec(err)
 		}
 	}
+	mounts := gangMounts{ssh: frameworks.LaunchesOverSSH(g.Framework)}
+	if mounts.filesDir, mounts.files, err = frameworks.FilesFor(g, ep); err != nil {
+		return backend.InvalidSpec(err)
+	}
 
 	b.cache.start()
 	id := g.ID()
@@ -78,10 +82,13 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	if svc.Annotations[AnnotationStopped] != "" {
 		return nil
 	}
+	if err := b.ensureGangObjects(ctx, g, svc, mounts); err != nil {
+		return err
+	}
 
 	pods := make([]*corev1.Pod, len(g.Replicas))
 	for i, r := range g.Replicas {
-		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports)
+		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports, mounts)
 	}
 	// The first error in replica order, typed errors intact.
 	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
@@ -280,7 +287,7 @@ func (b *Backend) annotateService(ctx context.Context, ns, name, key string) (*c
 }
 
 // podFor is the pod of replica r.
-func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.Service, fwEnv []schemas.EnvVar, ports []namedPort) *corev1.Pod {
+func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.Service, fwEnv []schemas.EnvVar, ports []namedPort, m gangMounts) *corev1.Pod {
 	labels := gangLabels(g)
 	labels[LabelRole] = r.Role
 	labels[LabelReplicaIndex] = strconv.Itoa(r.Index)
@@ -381,6 +388,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 			},
 		}}
 	}
+	mountGangObjects(&spec, &spec.Containers[0], svc.Name, m, b.sshPath)
 	if b.serviceAccount != "" {
 		spec.ServiceAccountName = b.serviceAccount
 	} else {
@@ -396,14 +404,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 			Namespace:   svc.Namespace,
 			Labels:      labels,
 			Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         "v1",
-				Kind:               "Service",
-				Name:               svc.Name,
-				UID:                svc.UID,
-				Controller:         new(true),
-				BlockOwnerDeletion: new(true),
-			}},
+			OwnerReferences: ownedBy(svc),
 		},
 		Spec: spec,
 	}

@@ -20,8 +20,9 @@ const (
 // Not granted, because not used: patch on pods (the stopped mark lives on the Service),
 // get on namespaces (Launch creates and treats AlreadyExists as success), update
 // and delete on nodes (health checks list them when they run and patch them to
-// quarantine or release; Observe watches them to see lost nodes), events, secrets (the kubelet, not the worker, reads the
-// Secret named by WithEnvFromSecret), and deletecollection.
+// quarantine or release; Observe watches them to see lost nodes), events, reading
+// secrets (the kubelet, not the worker, reads the Secret named by WithEnvFromSecret and
+// the gang's ssh Secret, which the worker only creates), and deletecollection.
 func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
@@ -31,6 +32,9 @@ func PolicyRules() []rbacv1.PolicyRule {
 		// running the OwnerReferencesPermissionEnforcement admission plugin allow only
 		// to those who may update the owner's finalizers.
 		{APIGroups: []string{""}, Resources: []string{"services/finalizers"}, Verbs: []string{"update"}},
+		// A gang's framework files (MPI's hostfile) and its ssh key pair, owned by its
+		// Service: created, never read.
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create"}},
 		// Only with WithCreateNamespaces(true), the default.
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}},
 		// Node health checks: the candidate and quarantined nodes are listed, and a

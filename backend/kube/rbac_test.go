@@ -69,6 +69,7 @@ func TestRBACManifest(t *testing.T) {
 }
 
 // Every request the backend makes through a whole life cycle (informers, Launch twice,
+// of a pytorch and an MPI gang,
 // Observe, FollowLogs, Stop, Cleanup, with and without a cache, then a node health
 // check that quarantines a node and a re-check that releases it) is allowed by
 // PolicyRules, and every permission granted is used.
@@ -84,6 +85,10 @@ func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	launch(t, withCache, g)
 	waitSynced(t, withCache)
 	launch(t, noCache, g) // AlreadyExists: reads the existing objects back
+	// An MPI gang adds its ConfigMap and ssh Secret, created twice too.
+	mpi := gangOf(t, mpiJob("allreduce"))
+	launch(t, withCache, mpi)
+	launch(t, noCache, mpi)
 	observe(t, withCache, g.GangRef)
 	eventually(t, "the node informer to sync (list and watch nodes)", func() bool {
 		withCache.nodes.start()
