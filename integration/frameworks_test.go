@@ -109,3 +109,82 @@ spec:
 		t.Errorf("onebad: %s exit %v %q, want Failed by shard 1 with exit code 5", bad.Phase, bad.ExitCode, bad.Message)
 	}
 }
+
+// xgboostCollective joins XGBoost's collective from the environment alone: rank 0
+// (DMLC_TASK_ID 0) starts the tracker on DMLC_TRACKER_PORT for DMLC_NUM_WORKER
+// workers, every replica initialises the communicator from the DMLC_* variables
+// (xgboost reads them itself) and sums task+1 over the collective, then prints what it
+// got and training-operator v1's variables.
+const xgboostCollective = `import os
+import numpy as np
+from xgboost import collective, tracker
+n = int(os.environ["DMLC_NUM_WORKER"])
+task = int(os.environ["DMLC_TASK_ID"])
+t = None
+if task == 0:
+    t = tracker.RabitTracker(host_ip=os.environ["DMLC_TRACKER_URI"], n_workers=n, port=int(os.environ["DMLC_TRACKER_PORT"]), sortby="task")
+    t.start(n)
+collective.init()
+s = collective.allreduce(np.array([task + 1.0]), collective.Op.SUM)
+e = os.environ
+print("task %d rank %d of %d sum %g RANK=%s WORLD_SIZE=%s MASTER=%s:%s tracker=%s unbuffered=%s" % (
+    task, collective.get_rank(), collective.get_world_size(), s[0], e["RANK"], e["WORLD_SIZE"],
+    e["MASTER_ADDR"], e["MASTER_PORT"], e["DMLC_TRACKER_PORT"], e["PYTHONUNBUFFERED"]))
+collective.finalize()
+if t is not None:
+    t.join()
+`
+
+// XGBoost on the local backend, with real xgboost: the master and two workers form one
+// collective from the variables OpenDLC sets (Kubeflow Trainer v2's DMLC_*), with the
+// tracker on the gang's rendezvous port, and see training-operator v1's RANK,
+// WORLD_SIZE and MASTER_ADDR:MASTER_PORT pointing at the same tracker.
+func TestXGBoostCollectiveFromEnv(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: xgb, workspace: %s}
+spec:
+  framework: xgboost
+  command: [%s, -c, %q]
+  # The workers may start before the master's tracker listens.
+  env: [{name: DMLC_WORKER_CONNECT_RETRY, value: "10"}]
+  roles:
+    master: {replicas: 1}
+    worker: {replicas: 2}
+`, ws, python, xgboostCollective))
+	j := waitTerminal(t, ctx, ws, "xgb")
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("status %s/%s %q, want Succeeded", j.Status.Phase, j.Status.Reason, j.Status.Message)
+	}
+	var lines []string
+	for _, r := range jobLogs(t, ctx, ws, "xgb") {
+		if strings.HasPrefix(r.Line, "task ") {
+			lines = append(lines, r.Line)
+		}
+	}
+	sort.Strings(lines)
+	if len(lines) != 3 {
+		t.Fatalf("collective output: %q, want a line per replica", lines)
+	}
+	port := ""
+	for i, l := range lines {
+		var task, rank, size, rankEnv, world int
+		var sum float64
+		var master, tracker, unbuffered string
+		if _, err := fmt.Sscanf(l, "task %d rank %d of %d sum %g RANK=%d WORLD_SIZE=%d MASTER=%s tracker=%s unbuffered=%s",
+			&task, &rank, &size, &sum, &rankEnv, &world, &master, &tracker, &unbuffered); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if task != i || rank != i || size != 3 || sum != 6 || rankEnv != i || world != 3 || unbuffered != "1" {
+			t.Errorf("line %q: want task = rank = RANK = %d of 3, sum 6, PYTHONUNBUFFERED=1", l, i)
+		}
+		if master != "127.0.0.1:"+tracker || tracker == "0" || (port != "" && tracker != port) {
+			t.Errorf("line %q: MASTER_ADDR:MASTER_PORT %s, want 127.0.0.1 and the tracker port %s shared by every replica", l, master, tracker)
+		}
+		port = tracker
+	}
+	t.Logf("collective: %q", lines)
+}
