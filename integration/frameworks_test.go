@@ -188,3 +188,92 @@ spec:
 	}
 	t.Logf("collective: %q", lines)
 }
+
+// slurmTask is one Slurm task as PyTorch Lightning's SLURMEnvironment would set it up:
+// global rank SLURM_PROCID, world size SLURM_NTASKS, the store at MASTER_ADDR and
+// MASTER_PORT (which Lightning takes from the environment when set). It requires what
+// Lightning requires (a numeric SLURM_JOB_ID, SLURM_NTASKS_PER_NODE), sums rank+1 over a
+// gloo group, and rank 0 then tells the launcher, which waits on the same store.
+const slurmTask = `import datetime, os
+import torch, torch.distributed as dist
+e = os.environ
+job = int(e["SLURM_JOB_ID"])
+assert "SLURM_NTASKS_PER_NODE" in e
+rank, world = int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"])
+store = dist.TCPStore(e["MASTER_ADDR"], int(e["MASTER_PORT"]), None, rank == 0, datetime.timedelta(seconds=120), False)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+t = torch.tensor([rank + 1.0])
+dist.all_reduce(t)
+print("task %d of %d node %s job %d sum %g" % (rank, world, e["SLURM_NODEID"], job, t.item()), flush=True)
+dist.barrier()
+if rank == 0:
+    store.set("done", "1")
+    store.wait(["ack"])
+`
+
+// slurmBatch is the batch step: it waits until the tasks are done, then succeeds.
+const slurmBatch = `import datetime, os
+import torch.distributed as dist
+e = os.environ
+store = dist.TCPStore(e["MASTER_ADDR"], int(e["MASTER_PORT"]), None, False, datetime.timedelta(seconds=120))
+store.wait(["done"])
+print("batch step of job %d saw the tasks done" % int(e["SLURM_JOB_ID"]), flush=True)
+store.set("ack", "1")
+`
+
+// Slurm on the local backend, with real torch.distributed: two CPU workers (a task
+// each) form a gloo group the way Lightning's SLURMEnvironment does, from
+// SLURM_PROCID, SLURM_NTASKS and MASTER_ADDR:MASTER_PORT (the gang's reserved
+// rendezvous port, not one derived from the job id), with a numeric SLURM_JOB_ID; the
+// launcher, the batch step, waits for them on the same store and decides.
+func TestSlurmTasksRendezvousLikeLightning(t *testing.T) {
+	ctx := testContext(t)
+	ws := workspace(t)
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: slurm, workspace: %s}
+spec:
+  framework: slurm
+  command: [%[2]s, -c, %[3]q]
+  roles:
+    launcher: {replicas: 1, command: [%[2]s, -c, %[4]q]}
+    worker: {replicas: 2}
+`, ws, python, slurmTask, slurmBatch))
+	j := waitTerminal(t, ctx, ws, "slurm")
+	// The tasks end as soon as the launcher has their result, so the job may see every
+	// replica succeeded at once (AllReplicasSucceeded) rather than the launcher first.
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("status %s/%s %q, want Succeeded", j.Status.Phase, j.Status.Reason, j.Status.Message)
+	}
+	var tasks []string
+	batch := ""
+	for _, r := range jobLogs(t, ctx, ws, "slurm") {
+		switch {
+		case strings.HasPrefix(r.Line, "task "):
+			tasks = append(tasks, r.Line)
+		case strings.HasPrefix(r.Line, "batch step"):
+			batch = r.Line
+		}
+	}
+	sort.Strings(tasks)
+	t.Logf("tasks %q; %s", tasks, batch)
+	if len(tasks) != 2 || batch == "" {
+		t.Fatalf("tasks %q, batch step %q: want two tasks and the batch step", tasks, batch)
+	}
+	var job int
+	for i, l := range tasks {
+		var rank, world, node, id int
+		var sum float64
+		if _, err := fmt.Sscanf(l, "task %d of %d node %d job %d sum %g", &rank, &world, &node, &id, &sum); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if rank != i || world != 2 || node != i || sum != 3 || id <= 0 || (job != 0 && id != job) {
+			t.Errorf("line %q: want task %d of 2 on node %d, sum 3, the job's numeric id", l, i, i)
+		}
+		job = id
+	}
+	if batch != fmt.Sprintf("batch step of job %d saw the tasks done", job) {
+		t.Errorf("batch step: %q, want job %d", batch, job)
+	}
+}
