@@ -400,10 +400,10 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        r.Name,
-			Namespace:   svc.Namespace,
-			Labels:      labels,
-			Annotations: annotations,
+			Name:            r.Name,
+			Namespace:       svc.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
 			OwnerReferences: ownedBy(svc),
 		},
 		Spec: spec,
