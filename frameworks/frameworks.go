@@ -8,7 +8,9 @@ package frameworks
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
@@ -107,7 +109,35 @@ func EnvFor(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) ([]schemas.
 			return nil, fmt.Errorf("frameworks: %s needs port %q, which the backend did not allocate", fw.Name(), name)
 		}
 	}
-	return fw.Env(g, r, ep), nil
+	return append(fw.Env(g, r, ep), commonEnv(r)...), nil
+}
+
+// commonEnv is what every replica gets whatever its framework, unless its own
+// environment (the job's env or its role's) sets the name: PYTHONUNBUFFERED=1, as
+// Kubeflow's PyTorchJob and XGBoostJob set it, so Python output reaches the logs as it
+// is written; and NPROC_PER_NODE, the processes the replica's node runs (its GPUs, or
+// 1), as PAI-DLC sets it.
+func commonEnv(r backend.ReplicaSpec) []schemas.EnvVar {
+	var out []schemas.EnvVar
+	for _, e := range []schemas.EnvVar{
+		{Name: "PYTHONUNBUFFERED", Value: "1"},
+		{Name: "NPROC_PER_NODE", Value: strconv.Itoa(slots(r))},
+	} {
+		if !slices.ContainsFunc(r.Env, func(x schemas.EnvVar) bool { return x.Name == e.Name }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// DefaultPort is the port a framework's named port has by convention (Ray's GCS on
+// 6379), for backends that can give every gang the same numbers (Kubernetes: a pod has
+// its own IP); 0 when the name has no conventional number.
+func DefaultPort(name string) int {
+	if name == PortRayGCS {
+		return DefaultRayGCSPort
+	}
+	return 0
 }
 
 // RankOrder returns the gang's replicas in global rank order: the leader role first (see

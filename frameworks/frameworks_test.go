@@ -30,7 +30,8 @@ type envForCase struct {
 	want    []schemas.EnvVar
 }
 
-// testEnvFor runs EnvFor on every case, with ports, as a subtest.
+// testEnvFor runs EnvFor on every case, with ports, as a subtest. want is the
+// framework's own environment: the common variables (TestCommonEnv) follow it.
 func testEnvFor(t *testing.T, tests map[string]envForCase) {
 	t.Helper()
 	for name, tc := range tests {
@@ -39,7 +40,8 @@ func testEnvFor(t *testing.T, tests map[string]envForCase) {
 			if err != nil {
 				t.Fatalf("EnvFor: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			want := append(slices.Clone(tc.want), common(tc.replica)...)
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -202,6 +204,47 @@ func TestEnvForIsDeterministic(t *testing.T) {
 		if !covered[f] {
 			t.Errorf("framework %s is not covered", f)
 		}
+	}
+}
+
+// common is the environment every replica gets after its framework's, when the job
+// does not set it.
+func common(r backend.ReplicaSpec) []schemas.EnvVar {
+	n := 1
+	if r.Resources.GPU > 0 {
+		n = int(r.Resources.GPU)
+	}
+	return []schemas.EnvVar{{Name: "PYTHONUNBUFFERED", Value: "1"}, {Name: "NPROC_PER_NODE", Value: strconv.Itoa(n)}}
+}
+
+// Every framework's replicas get PYTHONUNBUFFERED=1 and NPROC_PER_NODE (GPUs, or 1),
+// unless the replica's own environment sets them: the job's value wins.
+func TestCommonEnv(t *testing.T) {
+	for _, f := range Supported() {
+		g := gang(f).role("launcher", 1, 0).role("head", 1, 0).role("worker", 2, 4).obj()
+		for _, r := range g.Replicas {
+			got, err := EnvFor(g, r, ports)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if diff := cmp.Diff(common(r), got[len(got)-2:]); diff != "" {
+				t.Errorf("%s %s: common env (-want +got):\n%s", f, r.Name, diff)
+			}
+		}
+	}
+	g := gang(schemas.FrameworkPyTorch).role("worker", 1, 8).obj()
+	g.Replicas[0].Env = []schemas.EnvVar{{Name: "PYTHONUNBUFFERED", Value: ""}}
+	got, err := EnvFor(g, g.Replicas[0], ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got {
+		if e.Name == "PYTHONUNBUFFERED" {
+			t.Errorf("EnvFor sets PYTHONUNBUFFERED=%q over the job's own", e.Value)
+		}
+	}
+	if last := got[len(got)-1]; last != (schemas.EnvVar{Name: "NPROC_PER_NODE", Value: "8"}) {
+		t.Errorf("last variable %v, want NPROC_PER_NODE=8", last)
 	}
 }
 

@@ -82,7 +82,8 @@ func TestMPISharedHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := withRole(mpiEnv("127.0.0.1 slots=6\n", "127.0.0.1:6", "6", "/state/gang/files/etc/mpi", "2"), "launcher", true)
+	want := append(withRole(mpiEnv("127.0.0.1 slots=6\n", "127.0.0.1:6", "6", "/state/gang/files/etc/mpi", "2"), "launcher", true),
+		common(replica(g, "launcher", 0))...)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
 	}

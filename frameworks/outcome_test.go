@@ -72,6 +72,16 @@ func TestOutcome(t *testing.T) {
 			reps: R{st("chief", 0, run, 0), st("worker", 0, ok, 1), st("worker", 1, ok, 1), st("ps", 0, run, 0)},
 			want: undecided,
 		},
+		"tf: the master is the chief's alias and decides": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("master", 0, ok, 1), st("worker", 0, run, 0), st("ps", 0, run, 0)},
+			want: succeeded("j-master-0-a1"),
+		},
+		"tf: workers succeeding do not decide beside a master": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("master", 0, run, 0), st("worker", 0, ok, 1)},
+			want: undecided,
+		},
 		"tf: chief failed": {
 			fw:   schemas.FrameworkTensorFlow,
 			reps: R{st("chief", 0, fail, 2), st("worker", 0, run, 0), st("ps", 0, run, 0)},

@@ -16,10 +16,10 @@ func TestShardEnv(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: EnvFor: %v", f, err)
 			}
-			want := []schemas.EnvVar{
+			want := append([]schemas.EnvVar{
 				{Name: "DLC_SHARD_INDEX", Value: itoa(i)},
 				{Name: "DLC_SHARD_COUNT", Value: "12"},
-			}
+			}, common(replica(g, "worker", i))...)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s worker-%d: EnvFor mismatch (-want +got):\n%s", f, i, diff)
 			}

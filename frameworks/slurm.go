@@ -1,6 +1,7 @@
 package frameworks
 
 import (
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -8,31 +9,58 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// Slurm gives sbatch-style scripts the variables they read, without a Slurm cluster: the
-// launcher (role "launcher", exactly one) plays the batch step and the workers are the
-// allocated nodes (the launcher itself when there are no workers). Each worker runs a
-// task per GPU, or one without GPUs. There is no srun: the launcher reaches the nodes by
-// its own means (ssh, pdsh, or a rendezvous of the program's own), and each worker runs
-// its command with its own SLURM_NODEID and SLURM_PROCID.
+// Slurm gives sbatch-style scripts, and PyTorch Lightning's SLURMEnvironment, the
+// variables they read, without a Slurm cluster: the launcher (role "launcher", exactly
+// one) plays the batch step and the workers are the allocated nodes (the launcher
+// itself when there are no workers). Each worker runs a task per GPU, or one without
+// GPUs. There is no srun: the launcher reaches the nodes by its own means (ssh, pdsh,
+// or a rendezvous of the program's own), and each worker runs its command with its own
+// SLURM_NODEID and SLURM_PROCID.
+//
+// One process per task is the script's business: a replica is one process (the
+// command), so a replica with N tasks gets SLURM_PROCID of its first task and
+// SLURM_LOCALID=0, and must start its N processes itself, task i with SLURM_PROCID
+// increased by i and SLURM_LOCALID=i (Slurm's srun would start them).
 //
 // The launcher gets SLURM_NODEID=0 and SLURM_PROCID=0, as a batch script on the first
-// node would. SLURM_JOB_ID is the gang's id (<workspace>.<job>.a<attempt>), not a number.
+// node would. SLURM_JOB_ID is a number, as Slurm's (Lightning reads it with int()):
+// a stable one derived from the gang's id, see slurmJobID.
+//
+// Lightning takes MASTER_ADDR from the first host of SLURM_NODELIST and MASTER_PORT
+// from the environment when set, else from the job id's last digits, a port nobody
+// reserved. So Slurm sets MASTER_PORT to the gang's rendezvous port (and MASTER_ADDR to
+// node 0's host, which Lightning would derive anyway): rank 0 serves there.
 type Slurm struct{}
 
 // Name returns "slurm".
 func (Slurm) Name() schemas.Framework { return schemas.FrameworkSlurm }
 
-// PortNames returns nil.
-func (Slurm) PortNames() []string { return nil }
+// PortNames returns the rendezvous port, MASTER_PORT.
+func (Slurm) PortNames() []string { return []string{PortRendezvous} }
 
 // slurmLauncher is the role that plays the batch step.
 const slurmLauncher = "launcher"
 
-// Env returns SLURM_JOB_ID, SLURM_JOB_NAME, SLURM_JOB_NODELIST and SLURM_NODELIST (the
-// nodes' hosts, comma-separated, in RankOrder), SLURM_NNODES and SLURM_JOB_NUM_NODES,
-// SLURM_NTASKS and SLURM_NPROCS (the total of the tasks), SLURM_TASKS_PER_NODE (Slurm's
-// compressed form, e.g. "8(x2),4"), SLURM_NODEID, SLURM_PROCID (the node's first task),
-// SLURM_LOCALID=0 and, when the replica has a working directory, SLURM_SUBMIT_DIR.
+// maxSlurmJobID bounds the job ids Slurm hands out (its MAX_JOB_ID, 0x03FFFFFF).
+const maxSlurmJobID = 0x03FFFFFF
+
+// slurmJobID is a stable positive job id for the gang: 1 + the FNV-1a hash of its id
+// modulo Slurm's largest job id. Two gangs may share one; nothing but logs and file
+// names keys on it.
+func slurmJobID(g backend.GangSpec) string {
+	h := fnv.New32a()
+	h.Write([]byte(g.ID()))
+	return strconv.FormatUint(uint64(h.Sum32()%maxSlurmJobID)+1, 10)
+}
+
+// Env returns SLURM_JOB_ID and SLURM_JOBID (the number), SLURM_JOB_NAME,
+// SLURM_JOB_NODELIST and SLURM_NODELIST (the nodes' hosts, comma-separated, in
+// RankOrder), SLURM_NNODES and SLURM_JOB_NUM_NODES, SLURM_NTASKS and SLURM_NPROCS (the
+// total of the tasks), SLURM_TASKS_PER_NODE (Slurm's compressed form, e.g.
+// "8(x2),4"), SLURM_NTASKS_PER_NODE (this node's tasks; Lightning refuses
+// SLURM_NTASKS > 1 without it), SLURM_NODEID, SLURM_PROCID (the node's first task),
+// SLURM_LOCALID=0, SLURM_GPUS_ON_NODE (when the node has GPUs), SLURM_SUBMIT_DIR (when
+// the replica has a working directory), MASTER_ADDR and MASTER_PORT.
 func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	nodes := workerNodes(g, slurmLauncher)
 	hosts := make([]string, len(nodes))
@@ -47,8 +75,10 @@ func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []sche
 		ntasks += tasks[i]
 	}
 	nodelist, nnodes, nt := strings.Join(hosts, ","), strconv.Itoa(len(nodes)), strconv.Itoa(ntasks)
+	id := slurmJobID(g)
 	env := []schemas.EnvVar{
-		{Name: "SLURM_JOB_ID", Value: g.ID()},
+		{Name: "SLURM_JOB_ID", Value: id},
+		{Name: "SLURM_JOBID", Value: id},
 		{Name: "SLURM_JOB_NAME", Value: g.Job},
 		{Name: "SLURM_JOB_NODELIST", Value: nodelist},
 		{Name: "SLURM_NODELIST", Value: nodelist},
@@ -57,14 +87,21 @@ func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []sche
 		{Name: "SLURM_NTASKS", Value: nt},
 		{Name: "SLURM_NPROCS", Value: nt},
 		{Name: "SLURM_TASKS_PER_NODE", Value: compressCounts(tasks)},
+		{Name: "SLURM_NTASKS_PER_NODE", Value: strconv.Itoa(tasks[nodeID])},
 		{Name: "SLURM_NODEID", Value: strconv.Itoa(nodeID)},
 		{Name: "SLURM_PROCID", Value: strconv.Itoa(procID)},
 		{Name: "SLURM_LOCALID", Value: "0"},
 	}
+	if r.Resources.GPU > 0 {
+		env = append(env, schemas.EnvVar{Name: "SLURM_GPUS_ON_NODE", Value: strconv.Itoa(int(r.Resources.GPU))})
+	}
 	if r.WorkingDir != "" {
 		env = append(env, schemas.EnvVar{Name: "SLURM_SUBMIT_DIR", Value: r.WorkingDir})
 	}
-	return env
+	return append(env,
+		schemas.EnvVar{Name: "MASTER_ADDR", Value: hosts[0]},
+		schemas.EnvVar{Name: "MASTER_PORT", Value: strconv.Itoa(ep.Port(PortRendezvous))},
+	)
 }
 
 // compressCounts writes counts as Slurm writes SLURM_TASKS_PER_NODE: runs of equal

@@ -1,6 +1,8 @@
 package frameworks
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/opendlc/opendlc/backend"
@@ -16,9 +18,11 @@ func TestSlurmEnv(t *testing.T) {
 	})
 	alone := gang(schemas.FrameworkSlurm).role("launcher", 1, 0).obj()
 	const nodes = "worker-0.gang,worker-1.gang,worker-2.gang"
-	slurm := func(nodelist string, nnodes, ntasks int, perNode string, nodeID, procID int, dir string) []schemas.EnvVar {
+	id := slurmJobID(g)
+	slurm := func(nodelist string, nnodes, ntasks int, perNode string, nodeID, procID, onNode, gpus int, dir string) []schemas.EnvVar {
 		env := []schemas.EnvVar{
-			{Name: "SLURM_JOB_ID", Value: "ws.j.a1"},
+			{Name: "SLURM_JOB_ID", Value: id},
+			{Name: "SLURM_JOBID", Value: id},
 			{Name: "SLURM_JOB_NAME", Value: "j"},
 			{Name: "SLURM_JOB_NODELIST", Value: nodelist},
 			{Name: "SLURM_NODELIST", Value: nodelist},
@@ -27,27 +31,32 @@ func TestSlurmEnv(t *testing.T) {
 			{Name: "SLURM_NTASKS", Value: itoa(ntasks)},
 			{Name: "SLURM_NPROCS", Value: itoa(ntasks)},
 			{Name: "SLURM_TASKS_PER_NODE", Value: perNode},
+			{Name: "SLURM_NTASKS_PER_NODE", Value: itoa(onNode)},
 			{Name: "SLURM_NODEID", Value: itoa(nodeID)},
 			{Name: "SLURM_PROCID", Value: itoa(procID)},
 			{Name: "SLURM_LOCALID", Value: "0"},
 		}
+		if gpus > 0 {
+			env = append(env, schemas.EnvVar{Name: "SLURM_GPUS_ON_NODE", Value: itoa(gpus)})
+		}
 		if dir != "" {
 			env = append(env, schemas.EnvVar{Name: "SLURM_SUBMIT_DIR", Value: dir})
 		}
-		return env
+		master, _, _ := strings.Cut(nodelist, ",")
+		return append(env, schemas.EnvVar{Name: "MASTER_ADDR", Value: master}, schemas.EnvVar{Name: "MASTER_PORT", Value: "29500"})
 	}
 	tests := map[string]envForCase{
 		"launcher plays the batch step on node 0": {
-			gang: g, replica: replica(g, "launcher", 0), want: slurm(nodes, 3, 20, "8(x2),4", 0, 0, ""),
+			gang: g, replica: replica(g, "launcher", 0), want: slurm(nodes, 3, 20, "8(x2),4", 0, 0, 8, 0, ""),
 		},
 		"worker 1 starts at task 8": {
-			gang: g, replica: replica(g, "worker", 1), want: slurm(nodes, 3, 20, "8(x2),4", 1, 8, ""),
+			gang: g, replica: replica(g, "worker", 1), want: slurm(nodes, 3, 20, "8(x2),4", 1, 8, 8, 8, ""),
 		},
 		"worker 2 with its working directory": {
-			gang: g, replica: replica(g, "worker", 2), want: slurm(nodes, 3, 20, "8(x2),4", 2, 16, "/work/run"),
+			gang: g, replica: replica(g, "worker", 2), want: slurm(nodes, 3, 20, "8(x2),4", 2, 16, 4, 4, "/work/run"),
 		},
 		"launcher alone is the only node": {
-			gang: alone, replica: replica(alone, "launcher", 0), want: slurm("launcher-0.gang", 1, 1, "1", 0, 0, ""),
+			gang: alone, replica: replica(alone, "launcher", 0), want: slurm("launcher-0.gang", 1, 1, "1", 0, 0, 1, 0, ""),
 		},
 	}
 	testEnvFor(t, tests)
@@ -68,5 +77,23 @@ func TestCompressCounts(t *testing.T) {
 		if got := compressCounts(tc.in); got != tc.want {
 			t.Errorf("%s: compressCounts(%v) = %q, want %q", name, tc.in, got, tc.want)
 		}
+	}
+}
+
+// SLURM_JOB_ID is a number, as Lightning's SLURMEnvironment.job_id() needs (int()),
+// within Slurm's range, the same for the same gang and different across attempts.
+func TestSlurmJobID(t *testing.T) {
+	a1 := gang(schemas.FrameworkSlurm).role("launcher", 1, 0).obj()
+	a2 := a1
+	a2.Attempt = 2
+	for _, g := range []backend.GangSpec{a1, a2} {
+		id, err := strconv.ParseUint(slurmJobID(g), 10, 32)
+		if err != nil || id < 1 || id > maxSlurmJobID {
+			t.Errorf("%s: job id %q (%v), want a number in [1, %d]", g.ID(), slurmJobID(g), err, maxSlurmJobID)
+		}
+	}
+	again := a1
+	if slurmJobID(a1) != slurmJobID(again) || slurmJobID(a1) == slurmJobID(a2) {
+		t.Errorf("job ids %s (attempt 1), %s (attempt 2): want stable per gang and distinct", slurmJobID(a1), slurmJobID(a2))
 	}
 }

@@ -8,12 +8,16 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// TensorFlow gives each replica the TF_CONFIG that tf.distribute's cluster resolvers
-// read: the cluster (role → host:port in index order) and the replica's own task.
+// TensorFlow gives each replica the TF_CONFIG that tf.distribute's
+// TFConfigClusterResolver reads: the cluster (role → host:port in index order), the
+// replica's own task, and "environment": "cloud", as Kubeflow's TFJob writes it.
 //
-// Every role is in the cluster except "evaluator": TensorFlow's evaluator is a side task
-// that reads checkpoints and never joins the training cluster, so, as Kubeflow's TFJob
-// does, it is left out of "cluster" and only appears as its own "task".
+// Every role is in the cluster, the evaluator too, as current Kubeflow TFJobs have it
+// (TFConfigClusterResolver.master() looks the task up in the cluster, and tf.distribute
+// accepts an evaluator there). A role "master" is the chief under another name, as in
+// TFJob: it is written "chief", since tf.distribute refuses any other task type than
+// chief, worker, ps and evaluator, and it decides the job's outcome as the chief does.
+// A gang that has both keeps "master" as written.
 //
 // Each replica's server listens on the rendezvous port. Where the backend puts several
 // replicas on one address (the local backend: all on 127.0.0.1), replica k in RankOrder
@@ -27,12 +31,16 @@ func (TensorFlow) Name() schemas.Framework { return schemas.FrameworkTensorFlow 
 // PortNames returns the rendezvous port, on which every replica's server listens.
 func (TensorFlow) PortNames() []string { return []string{PortRendezvous} }
 
-// tfRoleEvaluator is not part of the cluster spec.
-const tfRoleEvaluator = "evaluator"
+// TensorFlow's task types that OpenDLC treats specially.
+const (
+	tfChief  = "chief"
+	tfMaster = "master"
+)
 
 type tfConfig struct {
-	Cluster map[string][]string `json:"cluster"`
-	Task    tfTask              `json:"task"`
+	Cluster     map[string][]string `json:"cluster"`
+	Task        tfTask              `json:"task"`
+	Environment string              `json:"environment"`
 }
 
 type tfTask struct {
@@ -45,35 +53,43 @@ func (TensorFlow) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) [
 	order := RankOrder(g)
 	port := ep.Port(PortRendezvous)
 	hosts := map[string]bool{}
+	roles := map[string]bool{}
 	for _, x := range order {
 		hosts[ep.Host(x.Role, x.Index)] = true
+		roles[x.Role] = true
+	}
+	taskType := func(role string) string {
+		if role == tfMaster && !roles[tfChief] {
+			return tfChief
+		}
+		return role
 	}
 	shared := len(hosts) < len(order)
 	cluster := map[string][]string{}
 	for rank, x := range order {
-		if x.Role == tfRoleEvaluator {
-			continue
-		}
 		p := port
 		if shared {
 			p += rank
 		}
-		cluster[x.Role] = append(cluster[x.Role], ep.Host(x.Role, x.Index)+":"+strconv.Itoa(p))
+		t := taskType(x.Role)
+		cluster[t] = append(cluster[t], ep.Host(x.Role, x.Index)+":"+strconv.Itoa(p))
 	}
 	// Marshal sorts the map's keys, so the JSON is the same for every replica order; it
 	// cannot fail on strings and ints.
-	b, _ := json.Marshal(tfConfig{Cluster: cluster, Task: tfTask{Type: r.Role, Index: r.Index}})
+	b, _ := json.Marshal(tfConfig{Cluster: cluster, Task: tfTask{Type: taskType(r.Role), Index: r.Index}, Environment: "cloud"})
 	return []schemas.EnvVar{{Name: "TF_CONFIG", Value: string(b)}}
 }
 
-// Outcome lets the chief decide: the job succeeds when the chief does, even if workers
-// still run. Without a chief, worker 0 decides. Any failed replica fails the job, as in
+// Outcome lets the chief (or the master, its alias) decide: the job succeeds when the
+// chief does, even if workers still run. Without either, worker 0 decides. Any failed replica fails the job, as in
 // Kubeflow's TFJob, because TensorFlow's cluster does not survive a lost member. Parameter
 // servers never finish by themselves; they are stopped when the job ends.
 func (TensorFlow) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
 	switch {
-	case hasRole(replicas, "chief"):
-		return leaderDecides(replicas, "chief", 0, true)
+	case hasRole(replicas, tfChief):
+		return leaderDecides(replicas, tfChief, 0, true)
+	case hasRole(replicas, tfMaster):
+		return leaderDecides(replicas, tfMaster, 0, true)
 	case hasRole(replicas, "worker"):
 		return leaderDecides(replicas, "worker", 0, true)
 	}

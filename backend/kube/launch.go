@@ -400,10 +400,10 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        r.Name,
-			Namespace:   svc.Namespace,
-			Labels:      labels,
-			Annotations: annotations,
+			Name:            r.Name,
+			Namespace:       svc.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
 			OwnerReferences: ownedBy(svc),
 		},
 		Spec: spec,
@@ -487,18 +487,28 @@ type namedPort struct {
 }
 
 // ports assigns the framework's named ports: the rendezvous port is the configured one,
-// others follow it in PortNames order. Every pod has its own IP, so every gang can use
-// the same numbers. The rendezvous port is always published, whether the framework
-// names it or not, so a custom program has a known port too.
+// a port with a conventional number (frameworks.DefaultPort: Ray's GCS on 6379) has that
+// number unless another port of the gang has it, and the others follow the rendezvous
+// port in PortNames order. Every pod has its own IP, so every gang can use the same
+// numbers. The rendezvous port is always published, whether the framework names it or
+// not, so a custom program has a known port too.
 func (b *Backend) ports(names []string) []namedPort {
 	out := []namedPort{{key: frameworks.PortRendezvous, name: frameworks.PortRendezvous, port: b.port}}
+	taken := map[int]bool{b.port: true}
 	next := b.port + 1
 	for _, n := range names {
 		if n == frameworks.PortRendezvous {
 			continue
 		}
-		out = append(out, namedPort{key: n, name: portName(n, len(out)), port: next})
-		next++
+		port := frameworks.DefaultPort(n)
+		if port == 0 || taken[port] {
+			for taken[next] {
+				next++
+			}
+			port = next
+		}
+		taken[port] = true
+		out = append(out, namedPort{key: n, name: portName(n, len(out)), port: port})
 	}
 	return out
 }

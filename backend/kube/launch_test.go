@@ -141,6 +141,8 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 					{Name: "PET_NNODES", Value: "3"},
 					{Name: "PET_NODE_RANK", Value: "2"},
 					{Name: "PET_NPROC_PER_NODE", Value: "8"},
+					{Name: "PYTHONUNBUFFERED", Value: "1"},
+					{Name: "NPROC_PER_NODE", Value: "8"},
 				},
 				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "s3-credentials"},

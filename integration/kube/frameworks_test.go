@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -23,11 +24,11 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// The worker runs with the backend's default ports: the rendezvous port, and for Ray the
-// GCS port right after it (docs/frameworks.md, "Known limits").
+// The worker runs with the backend's default ports: the rendezvous port, and for Ray
+// Ray's own default GCS port.
 const (
 	rdzvPort = kubebackend.DefaultRendezvousPort
-	gcsPort  = rdzvPort + 1
+	gcsPort  = 6379
 )
 
 // frameworkVars is every variable some framework plugin sets (docs/frameworks.md). A
@@ -43,15 +44,18 @@ var frameworkVars = []string{
 	// tensorflow
 	"TF_CONFIG",
 	// mpi
-	"DLC_MPI_HOSTS", "DLC_MPI_NP", "OMPI_MCA_orte_keep_fqdn_hostnames",
-	// xgboost
+	"DLC_MPI_HOSTS", "DLC_MPI_NP", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_default_hostfile",
+	"OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_set_default_slots", "K_MPI_JOB_ROLE",
+	"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+	// xgboost (and MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK above)
 	"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_NUM_WORKER", "DMLC_TASK_ID", "DMLC_ROLE",
+	"WORKER_ADDRS", "WORKER_PORT",
 	// ray
 	"RAY_ADDRESS", "RAY_HEAD_IP", "DLC_RAY_PORT", "DLC_RAY_HEAD",
 	// slurm
-	"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_NNODES",
-	"SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",
-	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_SUBMIT_DIR",
+	"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_NNODES",
+	"SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE",
+	"SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_GPUS_ON_NODE", "SLURM_SUBMIT_DIR",
 	// preprocess, inference
 	"DLC_SHARD_INDEX", "DLC_SHARD_COUNT",
 	// custom
@@ -166,7 +170,7 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 				{complete: []string{"worker-0"}, phase: schemas.JobSucceeded, reason: "AllReplicasSucceeded"},
 			},
 		},
-		// TensorFlow: TF_CONFIG's cluster has every role but the evaluator. The chief
+		// TensorFlow: TF_CONFIG's cluster has every role, the evaluator too. The chief
 		// decides: worker 0 succeeding (which would decide without a chief) changes
 		// nothing; the chief succeeding succeeds the job while the parameter server,
 		// worker 1 and the evaluator still run, and they are stopped.
@@ -176,12 +180,13 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 			env: func(j fwJob) map[string]map[string]string {
 				addr := func(role string, i int) string { return j.host(role, i) + ":" + strconv.Itoa(rdzvPort) }
 				cluster := map[string][]string{
-					"chief":  {addr("chief", 0)},
-					"ps":     {addr("ps", 0)},
-					"worker": {addr("worker", 0), addr("worker", 1)},
+					"chief":     {addr("chief", 0)},
+					"evaluator": {addr("evaluator", 0)},
+					"ps":        {addr("ps", 0)},
+					"worker":    {addr("worker", 0), addr("worker", 1)},
 				}
 				tf := func(role string, i int) map[string]string {
-					b, _ := json.Marshal(map[string]any{"cluster": cluster, "task": map[string]any{"type": role, "index": i}})
+					b, _ := json.Marshal(map[string]any{"cluster": cluster, "task": map[string]any{"type": role, "index": i}, "environment": "cloud"})
 					return map[string]string{"TF_CONFIG": string(b)}
 				}
 				return map[string]map[string]string{
@@ -204,13 +209,23 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 			roles:     `{launcher: {replicas: 1}, worker: {replicas: 2, resources: {gpu: 2}}}`,
 			env: func(j fwJob) map[string]map[string]string {
 				w0, w1 := j.host("worker", 0), j.host("worker", 1)
-				mpi := map[string]string{
-					"DLC_HOSTFILE_CONTENT":              w0 + " slots=2\n" + w1 + " slots=2\n",
-					"DLC_MPI_HOSTS":                     w0 + ":2," + w1 + ":2",
-					"DLC_MPI_NP":                        "4",
-					"OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+				mpi := func(role string) map[string]string {
+					m := map[string]string{
+						"DLC_HOSTFILE_CONTENT":              w0 + " slots=2\n" + w1 + " slots=2\n",
+						"DLC_MPI_HOSTS":                     w0 + ":2," + w1 + ":2",
+						"DLC_MPI_NP":                        "4",
+						"OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+						"OMPI_MCA_orte_default_hostfile":    "/etc/mpi/hostfile",
+						"OMPI_MCA_plm_rsh_args":             "-o ConnectionAttempts=10",
+						"OMPI_MCA_orte_set_default_slots":   "2",
+						"K_MPI_JOB_ROLE":                    role,
+					}
+					if role == "launcher" {
+						m["NVIDIA_VISIBLE_DEVICES"], m["NVIDIA_DRIVER_CAPABILITIES"] = "", ""
+					}
+					return m
 				}
-				return map[string]map[string]string{"launcher-0": mpi, "worker-0": mpi, "worker-1": mpi}
+				return map[string]map[string]string{"launcher-0": mpi("launcher"), "worker-0": mpi("worker"), "worker-1": mpi("worker")}
 			},
 			steps: []ruleStep{
 				{complete: []string{"worker-0"}},
@@ -224,9 +239,12 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 			roles:     `{master: {replicas: 1}, worker: {replicas: 2}}`,
 			env: func(j fwJob) map[string]map[string]string {
 				dmlc := func(task int) map[string]string {
+					m, port := j.host("master", 0), strconv.Itoa(rdzvPort)
 					return map[string]string{
-						"DMLC_TRACKER_URI": j.host("master", 0), "DMLC_TRACKER_PORT": strconv.Itoa(rdzvPort),
+						"DMLC_TRACKER_URI": m, "DMLC_TRACKER_PORT": port,
 						"DMLC_NUM_WORKER": "3", "DMLC_TASK_ID": strconv.Itoa(task), "DMLC_ROLE": "worker",
+						"MASTER_ADDR": m, "MASTER_PORT": port, "WORLD_SIZE": "3", "RANK": strconv.Itoa(task),
+						"WORKER_ADDRS": j.host("worker", 0) + "," + j.host("worker", 1), "WORKER_PORT": port,
 					}
 				}
 				return map[string]map[string]string{"master-0": dmlc(0), "worker-0": dmlc(1), "worker-1": dmlc(2)}
@@ -244,14 +262,15 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 			roles:     `{head: {replicas: 1}, worker: {replicas: 2}}`,
 			morePorts: []string{"ray-gcs/" + strconv.Itoa(gcsPort)},
 			env: func(j fwJob) map[string]map[string]string {
-				ray := func(head bool) map[string]string {
+				ray := func(head bool, rank int) map[string]string {
 					h := j.host("head", 0)
 					return map[string]string{
 						"RAY_ADDRESS": h + ":" + strconv.Itoa(gcsPort), "RAY_HEAD_IP": h,
 						"DLC_RAY_PORT": strconv.Itoa(gcsPort), "DLC_RAY_HEAD": strconv.FormatBool(head),
+						"MASTER_ADDR": h, "MASTER_PORT": strconv.Itoa(gcsPort), "WORLD_SIZE": "3", "RANK": strconv.Itoa(rank),
 					}
 				}
-				return map[string]map[string]string{"head-0": ray(true), "worker-0": ray(false), "worker-1": ray(false)}
+				return map[string]map[string]string{"head-0": ray(true, 0), "worker-0": ray(false, 1), "worker-1": ray(false, 2)}
 			},
 			steps: []ruleStep{
 				{fail: map[string]int32{"worker-1": 3}},
@@ -266,16 +285,25 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 			extra:     "  workingDir: /work/run\n",
 			env: func(j fwJob) map[string]map[string]string {
 				nodes := j.host("worker", 0) + "," + j.host("worker", 1)
-				slurm := func(node, proc int) map[string]string {
-					return map[string]string{
-						"SLURM_JOB_ID": j.gang(), "SLURM_JOB_NAME": j.name,
+				// A number: 1 + FNV-1a of the gang's id modulo Slurm's largest job id.
+				h := fnv.New32a()
+				h.Write([]byte(j.gang()))
+				id := strconv.Itoa(int(h.Sum32()%0x03FFFFFF) + 1)
+				slurm := func(node, proc int, gpus string) map[string]string {
+					m := map[string]string{
+						"SLURM_JOB_ID": id, "SLURM_JOBID": id, "SLURM_JOB_NAME": j.name,
 						"SLURM_JOB_NODELIST": nodes, "SLURM_NODELIST": nodes,
 						"SLURM_NNODES": "2", "SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS": "4", "SLURM_NPROCS": "4",
-						"SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_NODEID": strconv.Itoa(node),
+						"SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NODEID": strconv.Itoa(node),
 						"SLURM_PROCID": strconv.Itoa(proc), "SLURM_LOCALID": "0", "SLURM_SUBMIT_DIR": "/work/run",
+						"MASTER_ADDR": j.host("worker", 0), "MASTER_PORT": strconv.Itoa(rdzvPort),
 					}
+					if gpus != "" {
+						m["SLURM_GPUS_ON_NODE"] = gpus
+					}
+					return m
 				}
-				return map[string]map[string]string{"launcher-0": slurm(0, 0), "worker-0": slurm(0, 0), "worker-1": slurm(1, 2)}
+				return map[string]map[string]string{"launcher-0": slurm(0, 0, ""), "worker-0": slurm(0, 0, "2"), "worker-1": slurm(1, 2, "2")}
 			},
 			steps: []ruleStep{
 				{complete: []string{"worker-1"}},

@@ -121,6 +121,10 @@ spec:
 			"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "DLC_HOSTFILE_CONTENT": hostfile,
 			"OMPI_MCA_orte_keep_fqdn_hostnames": "true", "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
 			"OMPI_MCA_orte_set_default_slots": "2", "DLC_MPI_NP": "4", "K_MPI_JOB_ROLE": p.Labels["opendlc.io/role"],
+			"PYTHONUNBUFFERED": "1", "NPROC_PER_NODE": "2",
+		}
+		if p.Labels["opendlc.io/role"] == "launcher" {
+			wantEnv["NPROC_PER_NODE"] = "1"
 		}
 		for k, v := range wantEnv {
 			if e[k] != v {
