@@ -9,8 +9,9 @@ What it prints, so that a test (or a person) can check the framework's own resul
 - after its first collective, each rank all-reduces rank+1 and prints
   ``first all_reduce: rank=R world=W sum=S expected=E unix_ns=T`` (the sum must be
   W(W+1)/2 on every rank; T is the wall clock when it completed);
-- rank 0 reports ``dlc:metric step=N loss=L`` every step (the loss averaged over the ranks)
-  through opendlc.report;
+- rank 0 reports ``dlc:metric step=N loss=L batch_loss=B`` every step through
+  opendlc.report: L is the loss on a fixed set of 1024 examples after the step, B the
+  step's batch loss averaged over the ranks (an all-reduce);
 - at the end every rank prints ``params rank=R sha256=H`` over its parameters (DDP keeps
   them identical) and rank 0 prints ``final step=N loss=L``.
 
@@ -51,6 +52,7 @@ def parse_args() -> argparse.Namespace:
 
 
 FEATURES = 8
+EVAL = 1024  # the examples the reported loss is measured on, after each step
 
 
 def dataset(seed: int, n: int = 4096) -> "tuple[torch.Tensor, torch.Tensor]":
@@ -97,6 +99,7 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     x, y = dataset(args.seed)
+    eval_x, eval_y = x[:EVAL].to(device), y[:EVAL].to(device)
     model = nn.Sequential(nn.Linear(FEATURES, args.hidden), nn.Tanh(), nn.Linear(args.hidden, 1)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
@@ -121,9 +124,10 @@ def main() -> None:
         opt.step()
         mean = loss.detach().clone()
         dist.all_reduce(mean, op=dist.ReduceOp.SUM)
-        loss_val = mean.item() / world
         if rank == 0:
-            opendlc.report(step, loss=loss_val)
+            with torch.no_grad():
+                loss_val = loss_fn(model(eval_x), eval_y).item()
+            opendlc.report(step, loss=loss_val, batch_loss=mean.item() / world)
             if args.checkpoint_every > 0 and e.checkpoint_uri and step % args.checkpoint_every == 0:
                 dlc_torch.save_state(step, {
                     "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
