@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/opendlc/opendlc/client"
@@ -172,6 +173,10 @@ func ddpByHand(ctx context.Context, args []string, pythonPath, dir string, s3env
 			"PET_MASTER_ADDR=127.0.0.1", "PET_MASTER_PORT="+strconv.Itoa(port), "PET_NNODES="+strconv.Itoa(ddpWorld),
 			"PET_NODE_RANK="+strconv.Itoa(rank), "PET_NPROC_PER_NODE=1")
 		cmd.Env = append(cmd.Env, s3env...)
+		// A session of its own, as the local backend starts each replica (and as a
+		// terminal per process would): with the kernel's autogroup scheduling a session
+		// is also a CPU share, which matters on a loaded machine.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return 0, err
