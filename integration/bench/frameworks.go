@@ -74,17 +74,17 @@ func runFrameworks(n int) error {
 		s3env = append(s3env, v.Name+"="+v.Value)
 	}
 	args := []string{program, "--steps", "1", "--checkpoint-every", "0"}
-	var job, hand []time.Duration
+	var job, running, hand []time.Duration
 	loadBefore := loadAvg()
 	// Interleaved, the side that goes first alternating, so that a change in the
 	// machine's load weighs on both rows alike.
 	for i := range 2 * n {
 		if (i/2+i)%2 == 0 {
-			d, err := ddpJob(ctx, c, i/2, args, pythonPath)
+			d, r, err := ddpJob(ctx, c, i/2, args, pythonPath)
 			if err != nil {
 				return fmt.Errorf("job run %d: %w", i/2, err)
 			}
-			job = append(job, d)
+			job, running = append(job, d), append(running, r)
 			continue
 		}
 		d, err := ddpByHand(ctx, args, pythonPath, dir, s3env)
@@ -101,13 +101,15 @@ func runFrameworks(n int) error {
 	}
 	row("by hand: 3 processes started -> first all-reduce on all ranks", hand)
 	row("OpenDLC: submit -> first all-reduce on all ranks", job)
+	row("  of which: submit -> job Running (every replica started)", running)
 	fmt.Printf("\nmedian ratio OpenDLC / by hand: %.2fx\n", float64(median(job))/float64(median(hand)))
 	return nil
 }
 
 // ddpJob submits the DDP example as a TrainingJob and returns the time from submit to the
-// last rank's first all-reduce, read from the job's logs once it has succeeded.
-func ddpJob(ctx context.Context, c *client.Client, i int, args []string, pythonPath string) (time.Duration, error) {
+// last rank's first all-reduce, read from the job's logs once it has succeeded, and to
+// the job's Running phase (every replica's process started).
+func ddpJob(ctx context.Context, c *client.Client, i int, args []string, pythonPath string) (done, running time.Duration, err error) {
 	name := fmt.Sprintf("ddp-%d", i)
 	quoted := make([]string, len(args))
 	for k, a := range args {
@@ -120,34 +122,40 @@ func ddpJob(ctx context.Context, c *client.Client, i int, args []string, pythonP
 		name, python, strings.Join(quoted, ","), pythonPath)
 	t0 := time.Now()
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for {
 		j, err := c.GetJob(ctx, "bench-frameworks", name)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if j.Status.Phase.Terminal() {
 			if j.Status.Phase != schemas.JobSucceeded {
-				return 0, fmt.Errorf("job %s ended %s: %s", name, j.Status.Phase, j.Status.Message)
+				return 0, 0, fmt.Errorf("job %s ended %s: %s", name, j.Status.Phase, j.Status.Message)
+			}
+			for _, ev := range j.Status.Timeline {
+				if ev.Phase == schemas.JobRunning {
+					running = ev.Time.Sub(t0)
+					break
+				}
 			}
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	var lines []string
-	err := c.Logs(ctx, "bench-frameworks", name, client.LogOptions{}, func(r events.LogRecord) error {
+	err = c.Logs(ctx, "bench-frameworks", name, client.LogOptions{}, func(r events.LogRecord) error {
 		lines = append(lines, r.Line)
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	done, err := lastAllReduce(lines)
+	last, err := lastAllReduce(lines)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return done.Sub(t0), nil
+	return last.Sub(t0), running, nil
 }
 
 // ddpByHand starts the 3 processes directly with the environment the pytorch framework
