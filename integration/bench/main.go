@@ -5,9 +5,12 @@
 // The worker runs as its own process (`dlc worker`) so its memory is its own. Then the
 // time from SIGKILL of a trainer replica to the first metric line of the resumed
 // attempt, next to resuming the trainer directly (recovery.go). With -kube: submit to
-// pods Running, and recovery from pod and node failures next to Kubernetes' own.
+// pods Running, and recovery from pod and node failures next to Kubernetes' own. With
+// -frameworks: submit to the first all-reduce of the PyTorch DDP example, next to the
+// same processes started by hand (frameworks.go).
 //
 //	go tool -modfile=tools/go.mod task bench     # or: go run ./integration/bench -dlc bin/dlc
+//	go tool -modfile=tools/go.mod task bench:frameworks
 package main
 
 import (
@@ -43,7 +46,16 @@ func main() {
 	kubeMode := flag.Bool("kube", false, "measure submit -> all pods Running on the Kubernetes test control plane instead")
 	recoveries := flag.Int("recoveries", 5, "number of SIGKILL recoveries of the example trainer to time (0: none)")
 	defaultEviction := flag.Bool("default-eviction", true, "with -kube, also wait out Kubernetes' default 300s not-ready toleration (about 5 minutes)")
+	frameworks := flag.Bool("frameworks", false, "measure submit -> first all-reduce of the PyTorch DDP example against the same processes started by hand instead")
+	runs := flag.Int("runs", 5, "with -frameworks, runs per side")
 	flag.Parse()
+	if *frameworks {
+		if err := runFrameworks(*runs); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *kubeMode {
 		if err := runKube([]int{1, 8, 64}, *defaultEviction); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
