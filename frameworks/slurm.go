@@ -17,10 +17,9 @@ import (
 // or a rendezvous of the program's own), and each worker runs its command with its own
 // SLURM_NODEID and SLURM_PROCID.
 //
-// One process per task is the script's business: a replica is one process (the
-// command), so a replica with N tasks gets SLURM_PROCID of its first task and
-// SLURM_LOCALID=0, and must start its N processes itself, task i with SLURM_PROCID
-// increased by i and SLURM_LOCALID=i (Slurm's srun would start them).
+// One process per task, as srun starts them: a node with N tasks (N GPUs) runs its
+// command N times, task i with SLURM_LOCALID=i and SLURM_PROCID = the node's first task
+// + i (see Command and TaskFanout). A node with one task runs its command as written.
 //
 // The launcher gets SLURM_NODEID=0 and SLURM_PROCID=0, as a batch script on the first
 // node would. SLURM_JOB_ID is a number, as Slurm's (Lightning reads it with int()):
@@ -102,6 +101,19 @@ func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []sche
 		schemas.EnvVar{Name: "MASTER_ADDR", Value: hosts[0]},
 		schemas.EnvVar{Name: "MASTER_PORT", Value: strconv.Itoa(ep.Port(PortRendezvous))},
 	)
+}
+
+// Command runs a node's command once per task (TaskFanout, which needs /bin/sh in the
+// image) when the node has more than one; the launcher, when it is not a node, and
+// single-task nodes run theirs as written. Without workers the launcher is the only
+// node, and runs one process per task.
+func (Slurm) Command(g backend.GangSpec, r backend.ReplicaSpec) []string {
+	for _, n := range workerNodes(g, slurmLauncher) {
+		if n.Role == r.Role && n.Index == r.Index {
+			return fanOut(slots(n), r.Command)
+		}
+	}
+	return r.Command
 }
 
 // compressCounts writes counts as Slurm writes SLURM_TASKS_PER_NODE: runs of equal

@@ -204,7 +204,7 @@ store = dist.TCPStore(e["MASTER_ADDR"], int(e["MASTER_PORT"]), None, rank == 0, 
 dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
 t = torch.tensor([rank + 1.0])
 dist.all_reduce(t)
-print("task %d of %d node %s job %d sum %g" % (rank, world, e["SLURM_NODEID"], job, t.item()), flush=True)
+print("task %d of %d node %s local %s job %d sum %g" % (rank, world, e["SLURM_NODEID"], e["SLURM_LOCALID"], job, t.item()), flush=True)
 dist.barrier()
 if rank == 0:
     store.set("done", "1")
@@ -221,8 +221,9 @@ print("batch step of job %d saw the tasks done" % int(e["SLURM_JOB_ID"]), flush=
 store.set("ack", "1")
 `
 
-// Slurm on the local backend, with real torch.distributed: two CPU workers (a task
-// each) form a gloo group the way Lightning's SLURMEnvironment does, from
+// Slurm on the local backend, with real torch.distributed: two workers of two GPUs, so
+// two tasks each, run one process per task, as srun would (SLURM_LOCALID 0 and 1 on
+// each node), and the four form a gloo group the way Lightning's SLURMEnvironment does, from
 // SLURM_PROCID, SLURM_NTASKS and MASTER_ADDR:MASTER_PORT (the gang's reserved
 // rendezvous port, not one derived from the job id), with a numeric SLURM_JOB_ID; the
 // launcher, the batch step, waits for them on the same store and decides.
@@ -238,7 +239,7 @@ spec:
   command: [%[2]s, -c, %[3]q]
   roles:
     launcher: {replicas: 1, command: [%[2]s, -c, %[4]q]}
-    worker: {replicas: 2}
+    worker: {replicas: 2, resources: {gpu: 2}}
 `, ws, python, slurmTask, slurmBatch))
 	j := waitTerminal(t, ctx, ws, "slurm")
 	// The tasks end as soon as the launcher has their result, so the job may see every
@@ -258,18 +259,18 @@ spec:
 	}
 	sort.Strings(tasks)
 	t.Logf("tasks %q; %s", tasks, batch)
-	if len(tasks) != 2 || batch == "" {
-		t.Fatalf("tasks %q, batch step %q: want two tasks and the batch step", tasks, batch)
+	if len(tasks) != 4 || batch == "" {
+		t.Fatalf("tasks %q, batch step %q: want four tasks and the batch step", tasks, batch)
 	}
 	var job int
 	for i, l := range tasks {
-		var rank, world, node, id int
+		var rank, world, node, local, id int
 		var sum float64
-		if _, err := fmt.Sscanf(l, "task %d of %d node %d job %d sum %g", &rank, &world, &node, &id, &sum); err != nil {
+		if _, err := fmt.Sscanf(l, "task %d of %d node %d local %d job %d sum %g", &rank, &world, &node, &local, &id, &sum); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
-		if rank != i || world != 2 || node != i || sum != 3 || id <= 0 || (job != 0 && id != job) {
-			t.Errorf("line %q: want task %d of 2 on node %d, sum 3, the job's numeric id", l, i, i)
+		if rank != i || world != 4 || node != i/2 || local != i%2 || sum != 10 || id <= 0 || (job != 0 && id != job) {
+			t.Errorf("line %q: want task %d of 4 on node %d as local task %d, sum 10, the job's numeric id", l, i, i/2, i%2)
 		}
 		job = id
 	}

@@ -307,7 +307,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		Name:            ContainerName,
 		Image:           g.Image,
 		ImagePullPolicy: b.pullPolicy,
-		Command:         escapeAll(r.Command),
+		Command:         escapeAll(frameworks.CommandFor(g, r)),
 		WorkingDir:      r.WorkingDir,
 		Env:             podEnv(b.env, r.Env, fwEnv),
 		Resources:       resources(r.Resources),

@@ -278,7 +278,11 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 			}
 			continue
 		}
-		if err := b.start(ctx, rdir, r, argv0, env); err != nil {
+		// The framework may run the command its own way (Slurm: once per task); the
+		// command itself was resolved above, so a missing one still fails as such.
+		resolved := r
+		resolved.Command = append([]string{argv0}, r.Command[1:]...)
+		if err := b.start(ctx, rdir, r, frameworks.CommandFor(spec, resolved), env); err != nil {
 			return err
 		}
 	}

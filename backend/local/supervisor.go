@@ -66,13 +66,13 @@ type child struct {
 	done chan struct{} // closed once the supervisor has been reaped
 }
 
-// start starts the supervisor of one replica, which runs argv0 (lookPath's answer) and
-// the rest of the replica's command, and waits until it is ready: it has recorded its
+// start starts the supervisor of one replica, which runs argv (the replica's command
+// with its first word resolved by lookPath, as its framework runs it), and waits until it is ready: it has recorded its
 // pid and the replica's process runs, with SIGTERM's default action (the command is
 // being exec'd), so that a Stop that follows Launch reaches it. It returns no error when
 // the supervisor could not be started: that is recorded in the exit file, as a pod whose
 // container cannot run is reported rather than refused.
-func (b *Backend) start(ctx context.Context, rdir string, r backend.ReplicaSpec, argv0 string, env []string) error {
+func (b *Backend) start(ctx context.Context, rdir string, r backend.ReplicaSpec, argv []string, env []string) error {
 	wd := b.workingDir(r.WorkingDir)
 	failed := func(err error) error {
 		if werr := cannotStart(rdir, err); werr != nil {
@@ -80,7 +80,7 @@ func (b *Backend) start(ctx context.Context, rdir string, r backend.ReplicaSpec,
 		}
 		return nil
 	}
-	args := append([]string{"-c", supervisorScript, supervisorName, rdir, b.mv, argv0}, r.Command[1:]...)
+	args := append([]string{"-c", supervisorScript, supervisorName, rdir, b.mv}, argv...)
 	cmd := exec.Command(shell, args...)
 	cmd.Dir = wd
 	cmd.Env = env
