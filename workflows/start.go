@@ -157,6 +157,25 @@ func NodeHealthStart() StartSpec {
 	}
 }
 
+// QuotaStart starts a workspace's quota workflow with an empty state (no limits,
+// nothing counted). Whoever needs it first starts it: the quota service with
+// signal-with-start, a job's quota request with update-with-start; both use a running
+// one as it is.
+func QuotaStart(workspace string) StartSpec {
+	return StartSpec{
+		ID:           QuotaWorkflowID(workspace),
+		WorkflowType: QuotaWorkflowName,
+		Input:        QuotaView{Workspace: workspace},
+		Conflict:     enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// QuotaStartOptions are QuotaStart's client options for the quota workflow of id (a
+// QuotaWorkflowID) on taskQueue: what the quota request activity starts it with.
+func QuotaStartOptions(id, taskQueue string) client.StartWorkflowOptions {
+	return QuotaStart(workspaceOfQuotaID(id)).ClientOptions(taskQueue)
+}
+
 // ClientOptions are the options to start s from a Temporal client on taskQueue. Unless
 // s.Conflict says otherwise, a running workflow of the same id is a conflict, reported
 // as an error (never answered with the existing run).
