@@ -27,7 +27,10 @@ import (
 
 // fakeTemporal records workflow starts and, as Temporal does with OpenDLC's reuse
 // policy, refuses an id it has seen. It fails the first failures starts as unavailable.
+// The dispatcher's services only start workflows: the client's other methods are left
+// unimplemented.
 type fakeTemporal struct {
+	client.Client
 	mu       sync.Mutex
 	failures int
 	seen     map[string]bool
@@ -59,8 +62,17 @@ func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflow
 	f.seen[o.ID] = true
 	labels, _ := o.TypedSearchAttributes.GetKeywordList(workflows.LabelsKey)
 	f.starts = append(f.starts, start{id: o.ID, workflow: wf.(string), input: args[0], labels: labels})
-	return nil, nil
+	return fakeRun{id: o.ID}, nil
 }
+
+// fakeRun is a started run: its ids are all the service layer reads.
+type fakeRun struct {
+	client.WorkflowRun
+	id string
+}
+
+func (r fakeRun) GetID() string    { return r.id }
+func (r fakeRun) GetRunID() string { return "run-" + r.id }
 
 func (f *fakeTemporal) snapshot() ([]start, int) {
 	f.mu.Lock()
