@@ -7,6 +7,7 @@
 // Methods take a context, a workspace and api/schemas values and return api values and
 // errors of the kinds in errors.go. Nothing here knows HTTP: the API server
 // (api/server) is one front end on top; it authenticates, authorizes and maps errors.
+// The trigger dispatcher (triggers) is another: it starts jobs and pipeline runs here.
 package service
 
 import (
