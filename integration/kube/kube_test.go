@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -114,18 +115,14 @@ spec:
 // A pod failed by the kwok chaos stage fails the job with the container's exit code.
 func TestChaosFailedPodFailsJobWithExitCode(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: chaos, workspace: kube-chaos}
-spec:
+	submit(t, ctx, itest.JobDoc("chaos", "kube-chaos", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles:
     master: {replicas: 1}
     worker: {replicas: 2, resources: {gpu: 8}}
-`)
+`))
 	waitJob(t, ctx, "kube-chaos", "chaos", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	if err := env.cluster.FailPod(ctx, "kube-chaos", "chaos-worker-1-a0", 42); err != nil {
 		t.Fatal(err)
@@ -140,16 +137,12 @@ spec:
 // Stop mid-run deletes every pod.
 func TestStopDeletesEveryPod(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: stopme, workspace: kube-stop}
-spec:
+	submit(t, ctx, itest.JobDoc("stopme", "kube-stop", `
   framework: custom
   image: registry.local/train:1.4
   command: [sleep, infinity]
   roles: {worker: {replicas: 3}}
-`)
+`))
 	waitJob(t, ctx, "kube-stop", "stopme", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	if n := len(jobPods(t, ctx, "kube-stop", "stopme")); n != 3 {
 		t.Fatalf("%d pods before stop, want 3", n)
@@ -258,17 +251,13 @@ func TestSpotPoolPodsLandOnSpotNodes(t *testing.T) {
 	if _, err := env.cluster.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: cheap, workspace: kube-spot}
-spec:
+	submit(t, ctx, itest.JobDoc("cheap", "kube-spot", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   resources: {pool: spot}
   roles: {worker: {replicas: 3, resources: {gpu: 2}}}
-`)
+`))
 	waitJob(t, ctx, "kube-spot", "cheap", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	for _, p := range jobPods(t, ctx, "kube-spot", "cheap") {
 		if p.Spec.NodeName != spot {
@@ -367,17 +356,13 @@ func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s)
 // environment from them; the values never pass through the spec or the job's history.
 func TestEnvFromSecrets(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: secretive, workspace: kube-secret}
-spec:
+	submit(t, ctx, itest.JobDoc("secretive", "kube-secret", `
   framework: custom
   image: registry.local/train:1.4
   command: [train]
   envFromSecrets: [s3-creds, wandb]
   roles: {worker: {replicas: 2}}
-`)
+`))
 	waitJob(t, ctx, "kube-secret", "secretive", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	for _, p := range jobPods(t, ctx, "kube-secret", "secretive") {
 		var names []string

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -130,11 +131,7 @@ spec:
 	}
 	// The pods are cleaned up when the job ends: read what the scheduler saw through
 	// the pods of a second job kept running.
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: inspect, workspace: kube-data}
-spec:
+	submit(t, ctx, itest.JobDoc("inspect", "kube-data", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
@@ -143,7 +140,7 @@ spec:
   data:
   - {name: clicks, uri: "s3://datasets/clicks/", secretRef: datasets-s3}
   - {name: shared, pvc: {claimName: shared, readOnly: true}, mountPath: /mnt/shared}
-`)
+`))
 	waitJob(t, ctx, ws, "inspect", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	pods := jobPods(t, ctx, ws, "inspect")
 	if len(pods) != 1 {
