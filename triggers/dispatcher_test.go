@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/jstest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
@@ -93,24 +93,12 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	n, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	c, err := dlcjs.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, url := jstest.Start(t, ctx)
 	store, err := triggers.OpenStore(ctx, c.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(n.URL)
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
