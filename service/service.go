@@ -163,6 +163,31 @@ func summary(e *workflow.WorkflowExecutionInfo) (name, phase string) {
 	return name, phase
 }
 
+// listedRun is what a listing shows of one execution of a kind whose phases are P.
+type listedRun[P ~string] struct {
+	Name, UID string
+	Start     time.Time
+	// End is set once the execution has closed.
+	End   *time.Time
+	Phase P
+}
+
+// listed reads a listed execution: its name and phase search attributes, run id, start
+// and end. A closed execution whose phase is not final (final) was terminated by an
+// operator: its phase is failed.
+func listed[P ~string](e *workflow.WorkflowExecutionInfo, final func(P) bool, failed P) listedRun[P] {
+	name, phase := summary(e)
+	r := listedRun[P]{Name: name, UID: e.GetExecution().GetRunId(), Start: e.GetStartTime().AsTime(), Phase: P(phase)}
+	if e.GetCloseTime() != nil {
+		t := e.GetCloseTime().AsTime()
+		r.End = &t
+		if !final(r.Phase) {
+			r.Phase = failed
+		}
+	}
+	return r
+}
+
 // deleteExecution deletes one execution (terminating it if it runs).
 func (t *temporalBase) deleteExecution(ctx context.Context, e *commonpb.WorkflowExecution) error {
 	_, err := t.tc.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
