@@ -83,7 +83,9 @@ func Open[T any](ctx context.Context, js jetstream.JetStream, bucket string, kin
 
 // Sentinels are the errors of s's kind that mean "no such document" and "not a valid
 // name", for callers that cannot import the package that declares them.
-func (s *Store[T]) Sentinels() (notFound, invalidName error) { return s.kind.NotFound, s.kind.InvalidName }
+func (s *Store[T]) Sentinels() (notFound, invalidName error) {
+	return s.kind.NotFound, s.kind.InvalidName
+}
 
 // CheckNames refuses names that are not DNS labels, wrapping invalid.
 func CheckNames(invalid error, names ...string) error {
