@@ -32,20 +32,13 @@ func envOf(c corev1.Container) map[string]string {
 // object is cleaned up.
 func TestFourReplicaJobRunsAndIsCleanedUp(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: ddp
-  workspace: kube-ddp
-  annotations: {kwok.opendlc.io/complete-after: 4s}
-spec:
+	submit(t, ctx, kwokJob("ddp", "kube-ddp", "4s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles:
     worker: {replicas: 4, resources: {cpu: "4", memory: 16Gi, gpu: 4}}
-`)
+`))
 	j := waitJob(t, ctx, "kube-ddp", "ddp", "Running", func(j *api.Job) bool {
 		return j.Status.Phase == schemas.JobRunning || j.Status.Phase.Terminal()
 	})
@@ -168,19 +161,12 @@ func TestStopDeletesEveryPod(t *testing.T) {
 func TestWorkerKilledWhileCreatingPods(t *testing.T) {
 	ctx := testContext(t)
 	const replicas = 24
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: many
-  workspace: kube-restart
-  annotations: {kwok.opendlc.io/complete-after: 3s}
-spec:
+	submit(t, ctx, kwokJob("many", "kube-restart", "3s", fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles: {worker: {replicas: %d}}
-`, replicas))
+`, replicas)))
 	seen := 0
 	eventually(t, ctx, "the first pods created", func() bool {
 		seen = len(jobPods(t, ctx, "kube-restart", "many"))
@@ -309,20 +295,13 @@ func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
 		return err == nil && running == 2
 	})
 
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: gang
-  workspace: kube-gang
-  annotations: {kwok.opendlc.io/complete-after: 12s}
-spec:
+	submit(t, ctx, kwokJob("gang", "kube-gang", "12s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   resources: {placementTimeout: 3s}
   roles: {worker: {replicas: 6, resources: {gpu: 4}}}
-`)
+`))
 	j := waitJob(t, ctx, "kube-gang", "gang", "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
 	if j.Status.Reason != "PlacementTimeout" || !strings.Contains(j.Status.Message, "only 4 of 6 replicas were placed") {
 		t.Errorf("queued: %s %q", j.Status.Reason, j.Status.Message)
