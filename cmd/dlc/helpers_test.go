@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// printed runs print into a buffer and checks that its output holds every one of
+// printed runs write into a buffer and checks that its output holds every one of
 // wants; it returns the output for further checks.
-func printed(t *testing.T, print func(io.Writer) error, wants ...string) string {
+func printed(t *testing.T, write func(io.Writer) error, wants ...string) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := print(&b); err != nil {
+	if err := write(&b); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
