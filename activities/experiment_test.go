@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/activities"
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/jstest"
 )
 
 // WatchTrialMetrics reads a trial job's objective from the metric events on a real
@@ -23,19 +23,7 @@ import (
 func TestWatchTrialMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	js, err := jetstream.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer js.Close()
-	if err := js.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
+	js, _ := jstest.Start(t, ctx)
 	n := 0
 	metric := func(uid string, vals map[string]float64) {
 		n++

@@ -32,10 +32,15 @@ func (a QuotaAmounts) Sub(b QuotaAmounts) QuotaAmounts {
 // without giving their share back.
 type QuotaActivities struct {
 	Client client.Client
+	// StartOptions are the options that start the quota workflow of workflowID on
+	// taskQueue when it does not run yet (workflows.QuotaStartOptions: the one
+	// definition of how a quota workflow starts).
+	StartOptions func(workflowID, taskQueue string) client.StartWorkflowOptions
 }
 
 // RequestQuotaInput names the quota workflow and carries the request. The workflow
-// type and task queue are the caller's, so this package needs no workflow names.
+// type, task queue and first state are the caller's (workflows.QuotaStart), so this
+// package needs no workflow names.
 type RequestQuotaInput struct {
 	WorkflowID   string `json:"workflowID"`
 	WorkflowType string `json:"workflowType"`
@@ -52,14 +57,10 @@ type RequestQuotaInput struct {
 // RequestQuota sends the request update to the quota workflow, starting it if needed,
 // and returns the decision.
 func (a *QuotaActivities) RequestQuota(ctx context.Context, in RequestQuotaInput) (map[string]any, error) {
-	if a.Client == nil {
-		return nil, errors.New("quota activities have no Temporal client")
+	if a.Client == nil || a.StartOptions == nil {
+		return nil, errors.New("quota activities have no Temporal client or start options")
 	}
-	start := a.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       in.WorkflowID,
-		TaskQueue:                in.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, in.WorkflowType, in.InitialState)
+	start := a.Client.NewWithStartWorkflowOperation(a.StartOptions(in.WorkflowID, in.TaskQueue), in.WorkflowType, in.InitialState)
 	handle, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{

@@ -120,21 +120,29 @@ func TestNATSRestartKeepsStream(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, time.Minute)
 	dir := t.TempDir()
-	publish := func() {
+	// start starts the server on dir and connects to it; the caller closes both.
+	start := func() (*NATS, *nats.Conn, jetstream.JetStream) {
 		n, err := StartNATS(ctx, NATSOptions{Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer n.Close()
 		nc, err := nats.Connect(n.URL)
 		if err != nil {
+			_ = n.Close()
 			t.Fatal(err)
 		}
-		defer nc.Close()
 		js, err := jetstream.New(nc)
 		if err != nil {
+			nc.Close()
+			_ = n.Close()
 			t.Fatal(err)
 		}
+		return n, nc, js
+	}
+	publish := func() {
+		n, nc, js := start()
+		defer n.Close()
+		defer nc.Close()
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}, Storage: jetstream.FileStorage}); err != nil {
 			t.Fatal(err)
 		}
@@ -149,20 +157,9 @@ func TestNATSRestartKeepsStream(t *testing.T) {
 	}
 	publish()
 
-	n, err := StartNATS(ctx, NATSOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, nc, js := start()
 	defer n.Close()
-	nc, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	stream, err := js.Stream(ctx, "EVENTS")
 	if err != nil {
 		t.Fatalf("stream after restart: %v", err)

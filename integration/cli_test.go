@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opendlc/opendlc/integration/itest"
 )
 
 // The CLI end to end: `dlc up` in the foreground prints its banner, then `dlc run`
@@ -100,16 +102,12 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 		return string(out), err
 	}
 	spec := filepath.Join(dir, "job.yaml")
-	writeFile(t, spec, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: cli, workspace: cli}
-spec:
+	writeFile(t, spec, itest.JobDoc("cli", "cli", fmt.Sprintf(`
   framework: pytorch
   command: [%q, --epochs, "3"]
   roles: {worker: {replicas: 2}}
   checkpoint: {uri: s3://dlc/cli/ckpt}
-`, env.trainer))
+`, env.trainer)))
 
 	out, err := dlc("run", "-f", spec)
 	if err != nil {
@@ -144,15 +142,11 @@ spec:
 	}
 
 	// A long job: listed while running, then stopped.
-	writeFile(t, spec, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: long, workspace: cli}
-spec:
+	writeFile(t, spec, itest.JobDoc("long", "cli", `
   framework: custom
   command: [sh, -c, 'for i in 1 2 3; do echo tick $i; done; exec sleep 600']
   roles: {worker: {replicas: 1}}
-`)
+`))
 	if out, err := dlc("apply", "-f", spec); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}

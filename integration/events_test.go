@@ -8,6 +8,7 @@ import (
 
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -20,15 +21,11 @@ func TestRetriedStatusPublishDuplicatesNothing(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
 	env.faults.failAfter("/"+ws+"/", workflows.ActivityPublishEvents, 3)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: retried, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("retried", ws, `
   framework: custom
   command: [sh, -c, 'echo working']
   roles: {worker: {replicas: 2}}
-`, ws))
+`))
 	if st := waitTerminal(t, ctx, ws, "retried").Status; st.Phase != schemas.JobSucceeded {
 		t.Fatalf("phase %s: %s", st.Phase, st.Message)
 	}

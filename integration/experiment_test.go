@@ -137,15 +137,11 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 	}
 
 	// The baseline: the trainer with its default parameters.
-	if _, err := c.SubmitJob(ctx, []byte(fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: defaults, workspace: %s}
-spec:
+	if _, err := c.SubmitJob(ctx, []byte(itest.JobDoc("defaults", ws, fmt.Sprintf(`
   framework: custom
   command: [%q]
   roles: {worker: {replicas: 1}}
-`, ws, env.trainer))); err != nil {
+`, env.trainer)))); err != nil {
 		t.Fatal(err)
 	}
 	for {

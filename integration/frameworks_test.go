@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -20,18 +21,14 @@ import (
 func TestTensorFlowChiefDecides(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: tf, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("tf", ws, `
   framework: tensorflow
   command: [sh, -c, 'echo "$TF_CONFIG"; exec sleep 600']
   roles:
     chief: {replicas: 1, command: [sh, -c, 'echo "$TF_CONFIG"; sleep 1']}
     ps: {replicas: 1}
     worker: {replicas: 2}
-`, ws))
+`))
 	j := waitTerminal(t, ctx, ws, "tf")
 	st := j.Status
 	if st.Phase != schemas.JobSucceeded || st.Reason != "LeaderSucceeded" {
@@ -82,15 +79,11 @@ func TestShardsSucceedOnlyTogether(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
 	for name, fail := range map[string]string{"allgood": "9", "onebad": "1"} {
-		submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+		submit(t, ctx, itest.JobDoc(name, ws, fmt.Sprintf(`
   framework: preprocess
   command: [sh, -c, 'echo "shard $DLC_SHARD_INDEX of $DLC_SHARD_COUNT"; [ "$DLC_SHARD_INDEX" != %s ] || exit 5']
   roles: {worker: {replicas: 3}}
-`, name, ws, fail))
+`, fail)))
 	}
 	good := waitTerminal(t, ctx, ws, "allgood").Status
 	if good.Phase != schemas.JobSucceeded {

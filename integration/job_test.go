@@ -17,6 +17,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -106,16 +107,12 @@ spec:
 func TestFailingProcessEndsFailedWithExitCode(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: crash, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("crash", ws, `
   framework: custom
   command: [sh, -c, 'echo about to fail; exit 3']
   roles:
     worker: {replicas: 1}
-`, ws))
+`))
 	st := waitTerminal(t, ctx, ws, "crash").Status
 	if st.Phase != schemas.JobFailed || st.ExitCode == nil || *st.ExitCode != 3 {
 		t.Fatalf("status = %s exit %v (%s), want Failed with exit code 3", st.Phase, st.ExitCode, st.Message)
@@ -135,17 +132,13 @@ spec:
 func TestStopKillsEveryProcess(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: sleeper, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("sleeper", ws, `
   framework: pytorch
   command: [sh, -c, 'echo pid=$$; exec sleep 600']
   roles:
     master: {replicas: 1}
     worker: {replicas: 2}
-`, ws))
+`))
 	waitFor(t, ctx, ws, "sleeper", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 
 	// Collect each replica's pid from its first log line.
@@ -268,15 +261,11 @@ func TestListAndDelete(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
 	for _, name := range []string{"one", "two"} {
-		submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+		submit(t, ctx, itest.JobDoc(name, ws, `
   framework: custom
   command: ["true"]
   roles: {worker: {replicas: 1}}
-`, name, ws))
+`))
 	}
 	for _, name := range []string{"one", "two"} {
 		if st := waitTerminal(t, ctx, ws, name).Status; st.Phase != schemas.JobSucceeded {
@@ -331,15 +320,11 @@ func TestFastReplicasPassThroughRunning(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
 	env.faults.failAfter("/"+ws+"/", workflows.ActivityLaunchGang, 1)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: quick, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("quick", ws, `
   framework: custom
   command: ["true"]
   roles: {worker: {replicas: 2}}
-`, ws))
+`))
 	st := waitTerminal(t, ctx, ws, "quick").Status
 	want := []string{"Pending", "Launching", "Running", "Succeeded"}
 	if diff := cmp.Diff(want, phaseList(st)); diff != "" {
@@ -359,16 +344,12 @@ spec:
 func TestPlacedInTimeRunsNormally(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: placed, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("placed", ws, `
   framework: pytorch
   command: [sh, -c, 'echo rank $RANK; sleep 1']
   resources: {placementTimeout: 1m}
   roles: {worker: {replicas: 2}}
-`, ws))
+`))
 	st := waitTerminal(t, ctx, ws, "placed").Status
 	if st.Phase != schemas.JobSucceeded || st.Attempt != 0 {
 		t.Fatalf("status %s attempt %d: %s", st.Phase, st.Attempt, st.Message)

@@ -29,15 +29,11 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 	dir := t.TempDir()
 	e := itest.StartStack(t, ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), WorkDir: env.dir})
 	c := itest.AdminClient(t, e)
-	if _, err := c.SubmitJob(ctx, []byte(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: outage, workspace: outage}
-spec:
+	if _, err := c.SubmitJob(ctx, []byte(itest.JobDoc("outage", "outage", `
   framework: custom
   command: [sh, -c, 'echo before; sleep 1; echo after']
   roles: {worker: {replicas: 1}}
-`)); err != nil {
+`))); err != nil {
 		t.Fatal(err)
 	}
 	poll := func(what string, cond func(*api.Job) bool) *api.Job {

@@ -33,6 +33,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -380,11 +381,7 @@ func (gangHosts) Port(string) int                    { return 29500 }
 // in Python as the same values.
 func TestPythonEnvMatchesGoGang(t *testing.T) {
 	ctx := testContext(t)
-	job, err := schemas.DecodeTrainingJob([]byte(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: resnet, workspace: vision}
-spec:
+	job, err := schemas.DecodeTrainingJob([]byte(itest.JobDoc("resnet", "vision", `
   framework: pytorch
   command: [python, train.py]
   roles: {worker: {replicas: 3, resources: {gpu: 2}}}
@@ -392,7 +389,7 @@ spec:
   data:
     - {name: image-net, uri: s3://data/imagenet, mountPath: /data/imagenet}
     - {name: labels, uri: /srv/labels}
-`))
+`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,11 +453,7 @@ func TestPythonTrainingJobReportsCheckpointsAndResumes(t *testing.T) {
 		if resumeFrom != "" {
 			resume = fmt.Sprintf(", resumeFrom: %q", resumeFrom)
 		}
-		submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+		submit(t, ctx, itest.JobDoc(name, ws, fmt.Sprintf(`
   framework: pytorch
   command: [%q, %q, train, "%d"]
   env: [{name: PYTHONPATH, value: %q}]
@@ -468,7 +461,7 @@ spec:
     worker: {replicas: 2, resources: {cpu: "1", memory: 256Mi}}
   checkpoint: {uri: %q, keep: 2%s}
   timeout: 5m
-`, name, ws, python, script, steps, pythonDir(t), uri, resume))
+`, python, script, steps, pythonDir(t), uri, resume)))
 		j := waitTerminal(t, ctx, ws, name)
 		if j.Status.Phase != schemas.JobSucceeded {
 			for _, r := range jobLogs(t, ctx, ws, name) {

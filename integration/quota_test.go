@@ -1,12 +1,12 @@
 package integration
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -20,15 +20,11 @@ func TestQuotaOnLocalBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := func(name string) string {
-		return fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+		return itest.JobDoc(name, ws, `
   framework: custom
   command: [sh, -c, "sleep 2"]
   roles: {worker: {replicas: 1, resources: {cpu: "1"}}}
-`, name, ws)
+`)
 	}
 	submit(t, ctx, job("first"))
 	waitFor(t, ctx, ws, "first", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
@@ -60,16 +56,12 @@ spec:
 func TestRestartAfterFailureOnLocalBackend(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: flaky, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("flaky", ws, `
   framework: custom
   command: [sh, -c, 'echo "attempt $DLC_ATTEMPT"; test "$DLC_ATTEMPT" != 0 || exit 3']
   roles: {worker: {replicas: 2}}
   faultTolerance: {maxRestarts: 1}
-`, ws))
+`))
 	j := waitTerminal(t, ctx, ws, "flaky")
 	if j.Status.Phase != schemas.JobSucceeded || j.Status.Restarts != 1 || len(j.Status.Attempts) != 2 {
 		t.Fatalf("%s, restarts %d, attempts %d: %s", j.Status.Phase, j.Status.Restarts, len(j.Status.Attempts), j.Status.Message)
@@ -89,18 +81,14 @@ spec:
 func TestLogPatternRuleFailsFast(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: cuda, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("cuda", ws, `
   framework: custom
   command: [sh, -c, 'echo "RuntimeError: CUDA error: an illegal memory access was encountered"; exit 1']
   roles: {worker: {replicas: 1}}
   faultTolerance:
     maxRestarts: 3
     rules: [{logPattern: "CUDA error: an illegal memory access", action: Fail}]
-`, ws))
+`))
 	j := waitTerminal(t, ctx, ws, "cuda")
 	if j.Status.Phase != schemas.JobFailed || j.Status.Restarts != 0 || len(j.Status.Attempts) != 1 {
 		t.Fatalf("%s after %d restarts and %d attempts: %s", j.Status.Phase, j.Status.Restarts, len(j.Status.Attempts), j.Status.Message)

@@ -87,11 +87,7 @@ func TestRecoveryKilledReplicaResumesFromCheckpoint(t *testing.T) {
 	const name, totalEpochs = "resume", 20
 	uri := fmt.Sprintf("s3://dlc/%s/logreg", ws)
 	// The shell prints the replica's pid, then becomes the trainer (exec keeps the pid).
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc(name, ws, fmt.Sprintf(`
   framework: pytorch
   command: [sh, -c, 'echo pid=$$; exec "$0" "$@"', %q]
   args: [--epochs, "%d", --lr, "0.2", --epoch-sleep, 400ms, --async-checkpoint]
@@ -100,7 +96,7 @@ spec:
   checkpoint: {uri: %q, keep: 3}
   faultTolerance: {maxRestarts: 1}
   timeout: 5m
-`, name, ws, env.trainer, totalEpochs, uri))
+`, env.trainer, totalEpochs, uri)))
 
 	// The victim: rank 1 of attempt 0, once a checkpoint is complete.
 	var pid int
@@ -281,16 +277,12 @@ func TestRecoveryRetentionAfterSuccess(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			uri := fmt.Sprintf("s3://dlc/%s/%s", ws, name)
 			seed(uri)
-			submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+			submit(t, ctx, itest.JobDoc(name, ws, fmt.Sprintf(`
   framework: custom
   command: [%q]
   roles: {worker: {replicas: 1}}
   checkpoint: {uri: %q, keep: 2}
-`, name, ws, tc.command, uri))
+`, tc.command, uri)))
 			st := waitTerminal(t, ctx, ws, name).Status
 			if st.Phase != tc.wantPhase {
 				t.Fatalf("phase %s (%s), want %s", st.Phase, st.Message, tc.wantPhase)

@@ -86,15 +86,11 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 
 	const perReplica = 25000
 	ws, name := "restart", "lines"
-	if _, err := c.SubmitJob(ctx, []byte(fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+	if _, err := c.SubmitJob(ctx, []byte(itest.JobDoc(name, ws, fmt.Sprintf(`
   framework: custom
   command: [sh, -c, 'i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i of $DLC_REPLICA"; if [ $((i %% 5000)) -eq 0 ]; then sleep 0.5; fi; done']
   roles: {worker: {replicas: 4}}
-`, name, ws, perReplica))); err != nil {
+`, perReplica)))); err != nil {
 		t.Fatal(err)
 	}
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/jstest"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -48,19 +48,7 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	start := time.Now()
-	n, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	c, err := dlcjs.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := jstest.Start(t, ctx)
 	store, err := notify.OpenStore(ctx, c.JetStream())
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,23 @@ spec:
         roles: {worker: {replicas: 1}}
 `
 
+// wantedError checks err: with wantErr set it must be an error of exactly that
+// message, otherwise nil. It reports whether an error was wanted (and found), so that
+// the caller checks the results only when none was.
+func wantedError(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || err.Error() != wantErr {
+			t.Fatalf("err = %v, want %q", err, wantErr)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
+}
+
 func decodePipeline(t *testing.T, doc string) *schemas.Pipeline {
 	t.Helper()
 	return decodeAs[*schemas.Pipeline](t, doc)
@@ -309,14 +326,8 @@ func TestExpandTemplate(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := schemas.ExpandTemplate(tc.in, resolve)
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if wantedError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
@@ -362,14 +373,8 @@ func TestConditionEval(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, explain, err := c.Eval(resolve)
-			if tc.wantErr != "" {
-				if err == nil || err.Error() != tc.wantErr {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if wantedError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tc.want || explain != tc.explain {
 				t.Errorf("Eval = %v, %q; want %v, %q", got, explain, tc.want, tc.explain)

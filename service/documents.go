@@ -7,7 +7,6 @@ import (
 
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/triggers"
 )
 
 // docStore is a key-value store of one kind of document, per workspace and name
@@ -31,10 +30,19 @@ type Documents[T any] struct {
 	badList error
 }
 
-// NewTriggers is the trigger service over store.
-func NewTriggers(store *triggers.Store) *Documents[*schemas.Trigger] {
+// sentinelStore is a docStore that names its sentinel errors (internal/kvdocs's
+// Store, which triggers.Store is: the trigger dispatcher starts its actions through
+// this package, so this package cannot import triggers).
+type sentinelStore[T any] interface {
+	docStore[T]
+	Sentinels() (notFound, invalidName error)
+}
+
+// NewTriggers is the trigger service over store (a triggers.Store).
+func NewTriggers(store sentinelStore[*schemas.Trigger]) *Documents[*schemas.Trigger] {
+	notFound, invalidName := store.Sentinels()
 	return &Documents[*schemas.Trigger]{store: store, object: "trigger", noun: "trigger",
-		missing: []error{triggers.ErrNotFound, triggers.ErrInvalidName}, badList: triggers.ErrInvalidName}
+		missing: []error{notFound, invalidName}, badList: invalidName}
 }
 
 // NewRules is the notification rule service over store.

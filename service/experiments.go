@@ -60,18 +60,10 @@ func (s *Experiments) List(ctx context.Context, ws string, o ListOptions) (api.E
 		if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 			continue
 		}
-		name, phase := summary(e)
-		sum := api.ExperimentSummary{Workspace: ws, Name: name, UID: e.GetExecution().GetRunId(),
-			StartTime: e.GetStartTime().AsTime(), Phase: schemas.ExperimentPhase(phase)}
-		if e.GetCloseTime() != nil {
-			t := e.GetCloseTime().AsTime()
-			sum.EndTime = &t
-			if !sum.Phase.Terminal() && sum.Phase != schemas.ExperimentStopped {
-				// Closed without reaching a final phase: terminated by an operator.
-				sum.Phase = schemas.ExperimentFailed
-			}
-		}
-		list.Items = append(list.Items, sum)
+		r := listed(e, func(p schemas.ExperimentPhase) bool { return p.Terminal() || p == schemas.ExperimentStopped },
+			schemas.ExperimentFailed)
+		list.Items = append(list.Items, api.ExperimentSummary{Workspace: ws, Name: r.Name, UID: r.UID,
+			StartTime: r.Start, EndTime: r.End, Phase: r.Phase})
 	}
 	return list, nil
 }

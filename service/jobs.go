@@ -46,18 +46,9 @@ func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList,
 	}
 	list := api.JobList{Items: []api.JobSummary{}, NextPageToken: next}
 	for _, e := range execs {
-		name, phase := summary(e)
-		sum := api.JobSummary{Workspace: ws, Name: name, UID: e.GetExecution().GetRunId(), StartTime: e.GetStartTime().AsTime(),
-			Phase: schemas.JobPhase(phase)}
-		if e.GetCloseTime() != nil {
-			t := e.GetCloseTime().AsTime()
-			sum.EndTime = &t
-			if !sum.Phase.Terminal() {
-				// Closed without reaching a terminal phase: terminated by an operator.
-				sum.Phase = schemas.JobFailed
-			}
-		}
-		list.Items = append(list.Items, sum)
+		r := listed(e, schemas.JobPhase.Terminal, schemas.JobFailed)
+		list.Items = append(list.Items, api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID,
+			StartTime: r.Start, EndTime: r.End, Phase: r.Phase})
 	}
 	return list, nil
 }

@@ -53,17 +53,9 @@ func (s *Pipelines) List(ctx context.Context, ws string, o ListOptions) (api.Pip
 	}
 	list := api.PipelineList{Items: []api.PipelineSummary{}, NextPageToken: next}
 	for _, e := range execs {
-		name, phase := summary(e)
-		sum := api.PipelineSummary{Workspace: ws, Name: name, UID: e.GetExecution().GetRunId(),
-			StartTime: e.GetStartTime().AsTime(), Phase: schemas.PipelinePhase(phase)}
-		if e.GetCloseTime() != nil {
-			t := e.GetCloseTime().AsTime()
-			sum.EndTime = &t
-			if !sum.Phase.Terminal() {
-				sum.Phase = schemas.PipelineFailed
-			}
-		}
-		list.Items = append(list.Items, sum)
+		r := listed(e, schemas.PipelinePhase.Terminal, schemas.PipelineFailed)
+		list.Items = append(list.Items, api.PipelineSummary{Workspace: ws, Name: r.Name, UID: r.UID,
+			StartTime: r.Start, EndTime: r.End, Phase: r.Phase})
 	}
 	return list, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.temporal.io/sdk/client"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opendlc/opendlc/activities"
@@ -25,9 +24,9 @@ func (s *Quotas) Set(ctx context.Context, ws string, q api.Quota) (api.Quota, er
 	if len(errs) > 0 {
 		return api.Quota{}, errs
 	}
-	_, err := s.tc.SignalWithStartWorkflow(ctx, workflows.QuotaWorkflowID(ws), workflows.SignalQuotaSet, limits,
-		client.StartWorkflowOptions{ID: workflows.QuotaWorkflowID(ws), TaskQueue: s.taskQueue},
-		workflows.QuotaWorkflowName, workflows.QuotaView{Workspace: ws})
+	start := workflows.QuotaStart(ws)
+	_, err := s.tc.SignalWithStartWorkflow(ctx, start.ID, workflows.SignalQuotaSet, limits,
+		start.ClientOptions(s.taskQueue), start.WorkflowType, start.Input)
 	if err != nil {
 		return api.Quota{}, fmt.Errorf("set quota: %w", err)
 	}

@@ -7,6 +7,7 @@
 // Methods take a context, a workspace and api/schemas values and return api values and
 // errors of the kinds in errors.go. Nothing here knows HTTP: the API server
 // (api/server) is one front end on top; it authenticates, authorizes and maps errors.
+// The trigger dispatcher (triggers) is another: it starts jobs and pipeline runs here.
 package service
 
 import (
@@ -160,6 +161,31 @@ func summary(e *workflow.WorkflowExecutionInfo) (name, phase string) {
 	_ = dc.FromPayload(fields[workflows.SearchAttrName], &name)
 	_ = dc.FromPayload(fields[workflows.SearchAttrPhase], &phase)
 	return name, phase
+}
+
+// listedRun is what a listing shows of one execution of a kind whose phases are P.
+type listedRun[P ~string] struct {
+	Name, UID string
+	Start     time.Time
+	// End is set once the execution has closed.
+	End   *time.Time
+	Phase P
+}
+
+// listed reads a listed execution: its name and phase search attributes, run id, start
+// and end. A closed execution whose phase is not final (final) was terminated by an
+// operator: its phase is failed.
+func listed[P ~string](e *workflow.WorkflowExecutionInfo, final func(P) bool, failed P) listedRun[P] {
+	name, phase := summary(e)
+	r := listedRun[P]{Name: name, UID: e.GetExecution().GetRunId(), Start: e.GetStartTime().AsTime(), Phase: P(phase)}
+	if e.GetCloseTime() != nil {
+		t := e.GetCloseTime().AsTime()
+		r.End = &t
+		if !final(r.Phase) {
+			r.Phase = failed
+		}
+	}
+	return r
 }
 
 // deleteExecution deletes one execution (terminating it if it runs).

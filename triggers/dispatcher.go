@@ -13,18 +13,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/workflows"
 )
-
-// Starter starts workflows: the part of a Temporal client the dispatcher uses.
-type Starter interface {
-	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
-}
 
 // Options configure a Dispatcher.
 type Options struct {
@@ -81,11 +76,14 @@ func WithLogger(l *slog.Logger) Option {
 // Dispatcher reads DLC_INBOUND and starts the action of every trigger an event matches.
 // Start one with StartDispatcher; Close stops it.
 type Dispatcher struct {
-	js      jetstream.JetStream
-	starter Starter
-	o       Options
-	log     *slog.Logger
-	kv      jetstream.KeyValue
+	js jetstream.JetStream
+	// jobs and pipelines start the actions: the service layer, which owns how a job
+	// and a pipeline run start (the same starts as the API's).
+	jobs      *service.Jobs
+	pipelines *service.Pipelines
+	o         Options
+	log       *slog.Logger
+	kv        jetstream.KeyValue
 
 	mu        sync.RWMutex
 	bySubject map[string]map[string]*schemas.Trigger // subject -> key -> trigger
@@ -101,8 +99,9 @@ type Dispatcher struct {
 }
 
 // StartDispatcher loads every trigger, then consumes DLC_INBOUND through the durable
-// consumer until Close. The streams and buckets events/jetstream.EnsureStreams declares must exist.
-func StartDispatcher(ctx context.Context, js jetstream.JetStream, starter Starter, opts ...Option) (*Dispatcher, error) {
+// consumer until Close; it starts actions with tc, in tc's namespace. The streams and
+// buckets events/jetstream.EnsureStreams declares must exist.
+func StartDispatcher(ctx context.Context, js jetstream.JetStream, tc client.Client, opts ...Option) (*Dispatcher, error) {
 	o := Options{
 		Consumer:     DefaultConsumer,
 		TaskQueue:    workflows.TaskQueue,
@@ -115,7 +114,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, starter Starte
 		}
 	}
 	d := &Dispatcher{
-		js: js, starter: starter, o: o, log: o.Logger,
+		js: js, o: o, log: o.Logger,
 		bySubject: map[string]map[string]*schemas.Trigger{},
 		subjectOf: map[string]string{},
 	}
@@ -123,6 +122,9 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, starter Starte
 		d.log = slog.Default()
 	}
 	d.log = d.log.With("component", "triggers")
+	// Starting needs no namespace: a start goes to tc's own.
+	svc := service.New(tc, "", o.TaskQueue, d.log)
+	d.jobs, d.pipelines = svc.Jobs, svc.Pipelines
 	var err error
 	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
 		return nil, fmt.Errorf("triggers: open bucket %s (created by jetstream.EnsureStreams): %w", TriggersBucket, err)
@@ -369,9 +371,10 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 	maps.Copy(labels, t.Metadata.Labels)
 	labels[schemas.LabelTrigger] = t.Metadata.Name
 
-	// start is how the action's workflow starts: the one definition of its id, options
-	// and search attributes (workflows/start.go), shared with the API.
-	var start workflows.StartSpec
+	// start starts the action through the service layer, which owns its workflow id,
+	// options and search attributes, as it does for the API.
+	var kind schemas.Kind
+	var start func(ctx context.Context) error
 	switch a := t.Spec.Action; {
 	case a.Pipeline != nil:
 		p := schemas.Pipeline{
@@ -387,7 +390,11 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		if len(errs) > 0 {
 			return permanent("the pipeline's parameters: %v", errs)
 		}
-		start = workflows.PipelineStart(workflows.PipelineInput{Pipeline: p, Params: values})
+		kind = schemas.KindPipeline
+		start = func(ctx context.Context) error {
+			_, err := d.pipelines.Start(ctx, &p, values)
+			return err
+		}
 	case a.Job != nil:
 		spec := schemas.CopyJobSpec(a.Job)
 		var errs []error
@@ -416,18 +423,19 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		if errs := job.Validate(); len(errs) > 0 {
 			return permanent("the job is invalid: %v", errs)
 		}
-		start = workflows.JobStart(workflows.TrainingJobInput{Job: job})
+		kind = schemas.KindTrainingJob
+		start = func(ctx context.Context) error {
+			_, err := d.jobs.Start(ctx, &job)
+			return err
+		}
 	default:
 		return permanent("the trigger has no action")
 	}
 
 	ctx, cancel := context.WithTimeout(d.ctx, d.o.StartTimeout)
 	defer cancel()
-	_, err = d.starter.ExecuteWorkflow(ctx, start.ClientOptions(d.o.TaskQueue), start.WorkflowType, start.Input)
-	kind := start.Kind
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	switch {
-	case errors.As(err, &started):
+	switch err := start(ctx); {
+	case errors.Is(err, service.ErrAlreadyExists):
 		d.log.Debug("trigger action already started for this event", "workspace", ws, "trigger", t.Metadata.Name, "run", runName)
 	case err != nil:
 		return fmt.Errorf("start %s %s: %w", kind, runName, err)

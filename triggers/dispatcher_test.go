@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/jstest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
@@ -27,7 +27,10 @@ import (
 
 // fakeTemporal records workflow starts and, as Temporal does with OpenDLC's reuse
 // policy, refuses an id it has seen. It fails the first failures starts as unavailable.
+// The dispatcher's services only start workflows: the client's other methods are left
+// unimplemented.
 type fakeTemporal struct {
+	client.Client
 	mu       sync.Mutex
 	failures int
 	seen     map[string]bool
@@ -59,8 +62,17 @@ func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflow
 	f.seen[o.ID] = true
 	labels, _ := o.TypedSearchAttributes.GetKeywordList(workflows.LabelsKey)
 	f.starts = append(f.starts, start{id: o.ID, workflow: wf.(string), input: args[0], labels: labels})
-	return nil, nil
+	return fakeRun{id: o.ID}, nil
 }
+
+// fakeRun is a started run: its ids are all the service layer reads.
+type fakeRun struct {
+	client.WorkflowRun
+	id string
+}
+
+func (r fakeRun) GetID() string    { return r.id }
+func (r fakeRun) GetRunID() string { return "run-" + r.id }
 
 func (f *fakeTemporal) snapshot() ([]start, int) {
 	f.mu.Lock()
@@ -81,24 +93,12 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	n, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	c, err := dlcjs.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, url := jstest.Start(t, ctx)
 	store, err := triggers.OpenStore(ctx, c.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(n.URL)
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		Checkpoints: checkpointFinder{store},
 		LogStream:   jetstream.LogsStream,
 	})
-	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc})
+	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})
 	RegisterScheduleActivities(w, &activities.ScheduleActivities{Objects: store, Jobs: jobControl{tc}})
 	RegisterExperimentActivities(w, &activities.ExperimentActivities{Events: ev, EventStream: jetstream.EventsStream, Temporal: tc})
 	RegisterPipelineActivities(w, &activities.PipelineActivities{Workflows: tc, Events: ev, EventsStream: jetstream.EventsStream})

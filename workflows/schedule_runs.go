@@ -52,13 +52,9 @@ func (w *scheduleWorkflow) jobChild(run *schemas.ScheduleRun) runChild {
 	}
 	return runChild{
 		start: JobStart(TrainingJobInput{Job: job}),
-		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
-			var res TrainingJobResult
-			if err := f.Get(ctx, &res); err != nil {
-				return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
-			}
+		outcome: childOutcome(func(res TrainingJobResult) activities.JobOutcome {
 			return activities.JobOutcome{Found: true, Phase: res.Status.Phase, LastCheckpoint: res.Status.LastCheckpoint, Message: res.Status.Message}
-		},
+		}),
 	}
 }
 
@@ -73,13 +69,9 @@ func (w *scheduleWorkflow) experimentChild(run schemas.ScheduleRun) runChild {
 	}
 	return runChild{
 		start: ExperimentStart(ExperimentInput{Experiment: exp}),
-		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
-			var res ExperimentResult
-			if err := f.Get(ctx, &res); err != nil {
-				return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
-			}
+		outcome: childOutcome(func(res ExperimentResult) activities.JobOutcome {
 			return activities.JobOutcome{Found: true, Phase: schemas.JobPhase(res.Status.Phase), Message: res.Status.Message}
-		},
+		}),
 	}
 }
 
@@ -99,14 +91,22 @@ func (w *scheduleWorkflow) pipelineChild(run schemas.ScheduleRun) (runChild, err
 	}
 	return runChild{
 		start: PipelineStart(PipelineInput{Pipeline: p, Params: params}),
-		outcome: func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
-			var res PipelineResult
-			if err := f.Get(ctx, &res); err != nil {
-				return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
-			}
+		outcome: childOutcome(func(res PipelineResult) activities.JobOutcome {
 			return activities.JobOutcome{Found: true, Phase: schemas.JobPhase(res.Status.Phase), Message: res.Status.Message}
-		},
+		}),
 	}, nil
+}
+
+// childOutcome reads a run's child result of type R with outcome; a child that failed
+// (its future's error) is a Failed run with the error's root message.
+func childOutcome[R any](outcome func(R) activities.JobOutcome) func(workflow.Context, workflow.Future) activities.JobOutcome {
+	return func(ctx workflow.Context, f workflow.Future) activities.JobOutcome {
+		var res R
+		if err := f.Get(ctx, &res); err != nil {
+			return activities.JobOutcome{Found: true, Phase: schemas.JobFailed, Message: rootMessage(err)}
+		}
+		return outcome(res)
+	}
 }
 
 // runMeta is the metadata of what a run starts: its name, the schedule's workspace, the

@@ -49,22 +49,26 @@ func JobStartWithLabels(in TrainingJobInput, labelKeywords []string) StartSpec {
 
 func jobStart(in TrainingJobInput, labelKeywords []string) StartSpec {
 	job := &in.Job
-	ws, name := job.Metadata.Workspace, job.Metadata.Name
-	return StartSpec{
-		Kind:         schemas.KindTrainingJob,
-		ID:           JobWorkflowID(ws, name),
-		WorkflowType: TrainingJobWorkflowName,
-		Input:        in,
-		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		Attrs: []temporal.SearchAttributeUpdate{
-			WorkspaceKey.ValueSet(ws),
-			KindKey.ValueSet(string(schemas.KindTrainingJob)),
-			NameKey.ValueSet(name),
-			PhaseKey.ValueSet(string(schemas.JobPending)),
-			FrameworkKey.ValueSet(string(job.Spec.Framework)),
-			LabelsKey.ValueSet(labelKeywords),
-		},
+	return kindStart(schemas.KindTrainingJob, &job.Metadata, JobWorkflowID(job.Metadata.Workspace, job.Metadata.Name),
+		TrainingJobWorkflowName, in, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, string(schemas.JobPending),
+		labelKeywords, FrameworkKey.ValueSet(string(job.Spec.Framework)))
+}
+
+// kindStart is the StartSpec of the workflow of an object of kind described by meta:
+// its id, workflow type, input and id reuse policy, and the search attributes every
+// kind has (DlcWorkspace, DlcKind, DlcName, DlcPhase set to phase, DlcLabels set to
+// labelKeywords), then extra ones.
+func kindStart(kind schemas.Kind, meta *schemas.ObjectMeta, id, workflowType string, input any,
+	reuse enumspb.WorkflowIdReusePolicy, phase string, labelKeywords []string, extra ...temporal.SearchAttributeUpdate,
+) StartSpec {
+	attrs := []temporal.SearchAttributeUpdate{
+		WorkspaceKey.ValueSet(meta.Workspace),
+		KindKey.ValueSet(string(kind)),
+		NameKey.ValueSet(meta.Name),
+		PhaseKey.ValueSet(phase),
+		LabelsKey.ValueSet(labelKeywords),
 	}
+	return StartSpec{Kind: kind, ID: id, WorkflowType: workflowType, Input: input, Reuse: reuse, Attrs: append(attrs, extra...)}
 }
 
 // TrialJobStart starts an experiment's trial job. Trials have always been started
@@ -78,42 +82,16 @@ func TrialJobStart(in TrainingJobInput) StartSpec {
 // ExperimentStart starts an Experiment: refused when the id was ever used (deleting an
 // experiment removes its execution, so the name can be used again).
 func ExperimentStart(in ExperimentInput) StartSpec {
-	exp := &in.Experiment
-	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
-	return StartSpec{
-		Kind:         schemas.KindExperiment,
-		ID:           ExperimentWorkflowID(ws, name),
-		WorkflowType: ExperimentWorkflowName,
-		Input:        in,
-		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		Attrs: []temporal.SearchAttributeUpdate{
-			WorkspaceKey.ValueSet(ws),
-			KindKey.ValueSet(string(schemas.KindExperiment)),
-			NameKey.ValueSet(name),
-			PhaseKey.ValueSet(string(schemas.ExperimentPending)),
-			LabelsKey.ValueSet(LabelKeywords(exp.Metadata.Labels)),
-		},
-	}
+	meta := &in.Experiment.Metadata
+	return kindStart(schemas.KindExperiment, meta, ExperimentWorkflowID(meta.Workspace, meta.Name), ExperimentWorkflowName, in,
+		enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, string(schemas.ExperimentPending), LabelKeywords(meta.Labels))
 }
 
 // PipelineStart starts a pipeline run: refused when the id was ever used.
 func PipelineStart(in PipelineInput) StartSpec {
-	p := &in.Pipeline
-	ws, name := p.Metadata.Workspace, p.Metadata.Name
-	return StartSpec{
-		Kind:         schemas.KindPipeline,
-		ID:           PipelineWorkflowID(ws, name),
-		WorkflowType: PipelineWorkflowName,
-		Input:        in,
-		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		Attrs: []temporal.SearchAttributeUpdate{
-			WorkspaceKey.ValueSet(ws),
-			KindKey.ValueSet(string(schemas.KindPipeline)),
-			NameKey.ValueSet(name),
-			PhaseKey.ValueSet(string(schemas.PipelinePending)),
-			LabelsKey.ValueSet(LabelKeywords(p.Metadata.Labels)),
-		},
-	}
+	meta := &in.Pipeline.Metadata
+	return kindStart(schemas.KindPipeline, meta, PipelineWorkflowID(meta.Workspace, meta.Name), PipelineWorkflowName, in,
+		enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, string(schemas.PipelinePending), LabelKeywords(meta.Labels))
 }
 
 // MemoCreateTime is the memo key of a schedule's creation time (the workflow's own
@@ -124,26 +102,15 @@ const MemoCreateTime = "createTime"
 // be used again; a live one's may not (the conflict policy refuses it).
 func ScheduleStart(in ScheduleInput, createTime time.Time) StartSpec {
 	sched := &in.Schedule
-	ws, name := sched.Metadata.Workspace, sched.Metadata.Name
+	meta := &sched.Metadata
 	phase := SchedulePhaseActive
 	if sched.Spec.Paused {
 		phase = SchedulePhasePaused
 	}
-	return StartSpec{
-		Kind:         schemas.KindSchedule,
-		ID:           ScheduleWorkflowID(ws, name),
-		WorkflowType: ScheduleWorkflowName,
-		Input:        in,
-		Reuse:        enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		Attrs: []temporal.SearchAttributeUpdate{
-			WorkspaceKey.ValueSet(ws),
-			KindKey.ValueSet(string(schemas.KindSchedule)),
-			NameKey.ValueSet(name),
-			PhaseKey.ValueSet(phase),
-			LabelsKey.ValueSet(LabelKeywords(sched.Metadata.Labels)),
-		},
-		Memo: map[string]any{MemoCron: sched.Spec.Cron, MemoTimeZone: sched.Spec.TimeZone, MemoCreateTime: createTime},
-	}
+	s := kindStart(schemas.KindSchedule, meta, ScheduleWorkflowID(meta.Workspace, meta.Name), ScheduleWorkflowName, in,
+		enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, phase, LabelKeywords(meta.Labels))
+	s.Memo = map[string]any{MemoCron: sched.Spec.Cron, MemoTimeZone: sched.Spec.TimeZone, MemoCreateTime: createTime}
+	return s
 }
 
 // NodeHealthStart starts the node self-healing workflow (one per cluster) with an
@@ -155,6 +122,25 @@ func NodeHealthStart() StartSpec {
 		Input:        NodeHealthState{},
 		Conflict:     enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
+}
+
+// QuotaStart starts a workspace's quota workflow with an empty state (no limits,
+// nothing counted). Whoever needs it first starts it: the quota service with
+// signal-with-start, a job's quota request with update-with-start; both use a running
+// one as it is.
+func QuotaStart(workspace string) StartSpec {
+	return StartSpec{
+		ID:           QuotaWorkflowID(workspace),
+		WorkflowType: QuotaWorkflowName,
+		Input:        QuotaView{Workspace: workspace},
+		Conflict:     enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// QuotaStartOptions are QuotaStart's client options for the quota workflow of id (a
+// QuotaWorkflowID) on taskQueue: what the quota request activity starts it with.
+func QuotaStartOptions(id, taskQueue string) client.StartWorkflowOptions {
+	return QuotaStart(workspaceOfQuotaID(id)).ClientOptions(taskQueue)
 }
 
 // ClientOptions are the options to start s from a Temporal client on taskQueue. Unless

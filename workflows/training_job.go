@@ -500,16 +500,17 @@ func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
 	job := &w.in.Job
 	info := workflow.GetInfo(ctx)
 	decisions := workflow.GetSignalChannel(ctx, SignalQuotaDecision)
+	quota := QuotaStart(job.Metadata.Workspace)
 	d, err := requestQuota(ctx, activities.RequestQuotaInput{
-		WorkflowID:   QuotaWorkflowID(job.Metadata.Workspace),
-		WorkflowType: QuotaWorkflowName,
+		WorkflowID:   quota.ID,
+		WorkflowType: quota.WorkflowType,
 		TaskQueue:    info.TaskQueueName,
 		UpdateName:   UpdateQuotaRequest,
 		UpdateID:     w.uid + ":quota",
 		Request: QuotaRequest{
 			JobID: info.WorkflowExecution.ID, Priority: job.Spec.Resources.Priority, Resources: jobDemand(job),
 		},
-		InitialState: QuotaView{Workspace: job.Metadata.Workspace},
+		InitialState: quota.Input,
 	})
 	if err != nil {
 		return jobOutcome{schemas.JobFailed, "QuotaUnavailable", "could not reach the workspace quota: " + rootMessage(err)}, false

@@ -48,6 +48,15 @@ func TestReplicaStatus(t *testing.T) {
 		}
 	}
 	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &t1 }
+	// disrupted is a running pod being deleted with a DisruptionTarget condition.
+	disrupted := func(reason, msg string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			running(p)
+			deleting(p)
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+				Reason: reason, Message: msg}}
+		}
+	}
 	launched := gangRecord{launched: true}
 	stopped := gangRecord{launched: true, stopped: true}
 
@@ -146,12 +155,7 @@ func TestReplicaStatus(t *testing.T) {
 			}),
 		},
 		"deleted by the taint manager": {
-			pod: pod(corev1.PodRunning, func(p *corev1.Pod) {
-				running(p)
-				deleting(p)
-				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-					Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint"}}
-			}),
+			pod:  pod(corev1.PodRunning, disrupted("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")),
 			gang: launched,
 			want: with(func(s *schemas.ReplicaStatus) {
 				s.Phase, s.Node, s.StartTime = schemas.ReplicaFailed, "node-1", timeP(t0)
@@ -198,12 +202,7 @@ func TestReplicaStatus(t *testing.T) {
 			}),
 		},
 		"preempted by the scheduler": {
-			pod: pod(corev1.PodRunning, func(p *corev1.Pod) {
-				running(p)
-				deleting(p)
-				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-					Reason: "PreemptionByScheduler", Message: "preempted by high/urgent"}}
-			}),
+			pod:  pod(corev1.PodRunning, disrupted("PreemptionByScheduler", "preempted by high/urgent")),
 			gang: launched,
 			want: with(func(s *schemas.ReplicaStatus) {
 				s.Phase, s.Node, s.StartTime, s.Reason = schemas.ReplicaFailed, "node-1", timeP(t0), schemas.FailurePreempted

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -50,22 +50,13 @@ func TestExperimentTrialsSortedByObjective(t *testing.T) {
 }
 
 func TestPrintExperiment(t *testing.T) {
-	var b bytes.Buffer
-	if err := printExperiment(&b, plotFixture()); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{
+	out := printed(t, func(w io.Writer) error { return printExperiment(w, plotFixture()) },
 		"Phase:       Succeeded",
 		"Best:        trial 1, accuracy = 0.9, lr=0.1 bs=32",
 		"Trials:      4 of 4 (0 running, 2 completed, 1 pruned, 1 failed), 2 at a time",
 		"TRIAL  JOB",
 		"ACCURACY",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	lines := strings.Split(out, "\n")
 	var rows []string
 	for _, l := range lines {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -58,21 +58,12 @@ func TestPrintSchedule(t *testing.T) {
 			Counts: schemas.ScheduleCounts{Started: 1, NoNewData: 1},
 		},
 	}
-	var buf bytes.Buffer
-	if err := printSchedule(&buf, "table", s); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	for _, want := range []string{
+	out := printed(t, func(w io.Writer) error { return printSchedule(w, "table", s) },
 		"Time zone:     Asia/Shanghai",
 		"2026-06-03 02:00:00 CST  2026-06-03 02:03:00 CST",
 		"1 started, 0 skipped, 0 missed, 1 without new data",
 		"Action:        Pipeline",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	var rows []string
 	for l := range strings.SplitSeq(out, "\n") {
 		if strings.Contains(l, "Succeeded") || strings.Contains(l, "NoNewData") || strings.Contains(l, "Running") {

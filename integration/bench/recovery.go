@@ -26,6 +26,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -92,18 +93,14 @@ func oneLocalRecovery(ctx context.Context, c *client.Client, store *checkpoint.S
 	for _, a := range trainerArgs {
 		args = append(args, strconv.Quote(a))
 	}
-	spec := fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+	spec := itest.JobDoc(name, ws, fmt.Sprintf(`
   framework: pytorch
   command: [sh, -c, 'echo pid=$$; exec "$0" "$@"', %q]
   args: [%s]
   roles: {worker: {replicas: 2}}
   checkpoint: {uri: %q}
   faultTolerance: {maxRestarts: 1}
-`, name, ws, trainer, strings.Join(args, ", "), uri)
+`, trainer, strings.Join(args, ", "), uri))
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
 		return localRecovery{}, err
 	}

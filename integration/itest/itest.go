@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,17 +166,24 @@ func WaitJob(t testing.TB, ctx context.Context, c *dlc.Client, ws, name, what st
 	}
 }
 
-// ShellJob is a TrainingJob of one custom replica that runs command with sh -c.
-func ShellJob(ws, name, command string) string {
+// JobDoc is the YAML of a TrainingJob named name in workspace ws whose spec is spec:
+// YAML lines indented by two spaces ("  framework: custom\n  command: ...").
+func JobDoc(name, ws, spec string) string {
 	return fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1
 kind: TrainingJob
 metadata: {name: %s, workspace: %s}
 spec:
+`, name, ws) + strings.TrimPrefix(spec, "\n")
+}
+
+// ShellJob is a TrainingJob of one custom replica that runs command with sh -c.
+func ShellJob(ws, name, command string) string {
+	return JobDoc(name, ws, fmt.Sprintf(`
   framework: custom
   command: [sh, -c, %q]
   roles: {worker: {replicas: 1}}
-`, name, ws, command)
+`, command))
 }
 
 // RawS3 is a plain S3 client on a stack's gateway, and the bucket and prefix of uri: it

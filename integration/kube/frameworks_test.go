@@ -20,6 +20,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -383,17 +384,13 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			j := fwJob{name: name, ns: "fw-" + name}
-			submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: %s, workspace: %s}
-spec:
+			submit(t, ctx, itest.JobDoc(j.name, j.ns, fmt.Sprintf(`
   framework: %s
   image: registry.local/train:1.4
   command: [run]
   logs: {forward: false}
   roles: %s
-%s`, j.name, j.ns, tc.framework, tc.roles, tc.extra))
+%s`, tc.framework, tc.roles, tc.extra)))
 			running := waitJob(t, ctx, j.ns, j.name, "Running", func(job *api.Job) bool {
 				return job.Status.Phase == schemas.JobRunning || job.Status.Phase.Terminal()
 			})

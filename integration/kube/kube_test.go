@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -31,20 +32,13 @@ func envOf(c corev1.Container) map[string]string {
 // object is cleaned up.
 func TestFourReplicaJobRunsAndIsCleanedUp(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: ddp
-  workspace: kube-ddp
-  annotations: {kwok.opendlc.io/complete-after: 4s}
-spec:
+	submit(t, ctx, kwokJob("ddp", "kube-ddp", "4s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles:
     worker: {replicas: 4, resources: {cpu: "4", memory: 16Gi, gpu: 4}}
-`)
+`))
 	j := waitJob(t, ctx, "kube-ddp", "ddp", "Running", func(j *api.Job) bool {
 		return j.Status.Phase == schemas.JobRunning || j.Status.Phase.Terminal()
 	})
@@ -114,18 +108,14 @@ spec:
 // A pod failed by the kwok chaos stage fails the job with the container's exit code.
 func TestChaosFailedPodFailsJobWithExitCode(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: chaos, workspace: kube-chaos}
-spec:
+	submit(t, ctx, itest.JobDoc("chaos", "kube-chaos", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles:
     master: {replicas: 1}
     worker: {replicas: 2, resources: {gpu: 8}}
-`)
+`))
 	waitJob(t, ctx, "kube-chaos", "chaos", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	if err := env.cluster.FailPod(ctx, "kube-chaos", "chaos-worker-1-a0", 42); err != nil {
 		t.Fatal(err)
@@ -140,16 +130,12 @@ spec:
 // Stop mid-run deletes every pod.
 func TestStopDeletesEveryPod(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: stopme, workspace: kube-stop}
-spec:
+	submit(t, ctx, itest.JobDoc("stopme", "kube-stop", `
   framework: custom
   image: registry.local/train:1.4
   command: [sleep, infinity]
   roles: {worker: {replicas: 3}}
-`)
+`))
 	waitJob(t, ctx, "kube-stop", "stopme", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	if n := len(jobPods(t, ctx, "kube-stop", "stopme")); n != 3 {
 		t.Fatalf("%d pods before stop, want 3", n)
@@ -175,19 +161,12 @@ spec:
 func TestWorkerKilledWhileCreatingPods(t *testing.T) {
 	ctx := testContext(t)
 	const replicas = 24
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: many
-  workspace: kube-restart
-  annotations: {kwok.opendlc.io/complete-after: 3s}
-spec:
+	submit(t, ctx, kwokJob("many", "kube-restart", "3s", fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles: {worker: {replicas: %d}}
-`, replicas))
+`, replicas)))
 	seen := 0
 	eventually(t, ctx, "the first pods created", func() bool {
 		seen = len(jobPods(t, ctx, "kube-restart", "many"))
@@ -258,17 +237,13 @@ func TestSpotPoolPodsLandOnSpotNodes(t *testing.T) {
 	if _, err := env.cluster.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: cheap, workspace: kube-spot}
-spec:
+	submit(t, ctx, itest.JobDoc("cheap", "kube-spot", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   resources: {pool: spot}
   roles: {worker: {replicas: 3, resources: {gpu: 2}}}
-`)
+`))
 	waitJob(t, ctx, "kube-spot", "cheap", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	for _, p := range jobPods(t, ctx, "kube-spot", "cheap") {
 		if p.Spec.NodeName != spot {
@@ -320,20 +295,13 @@ func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
 		return err == nil && running == 2
 	})
 
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: gang
-  workspace: kube-gang
-  annotations: {kwok.opendlc.io/complete-after: 12s}
-spec:
+	submit(t, ctx, kwokJob("gang", "kube-gang", "12s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   resources: {placementTimeout: 3s}
   roles: {worker: {replicas: 6, resources: {gpu: 4}}}
-`)
+`))
 	j := waitJob(t, ctx, "kube-gang", "gang", "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
 	if j.Status.Reason != "PlacementTimeout" || !strings.Contains(j.Status.Message, "only 4 of 6 replicas were placed") {
 		t.Errorf("queued: %s %q", j.Status.Reason, j.Status.Message)
@@ -367,17 +335,13 @@ func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s)
 // environment from them; the values never pass through the spec or the job's history.
 func TestEnvFromSecrets(t *testing.T) {
 	ctx := testContext(t)
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: secretive, workspace: kube-secret}
-spec:
+	submit(t, ctx, itest.JobDoc("secretive", "kube-secret", `
   framework: custom
   image: registry.local/train:1.4
   command: [train]
   envFromSecrets: [s3-creds, wandb]
   roles: {worker: {replicas: 2}}
-`)
+`))
 	waitJob(t, ctx, "kube-secret", "secretive", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	for _, p := range jobPods(t, ctx, "kube-secret", "secretive") {
 		var names []string

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -183,6 +184,20 @@ func testContext(t *testing.T) context.Context { return itest.Context(t, 3*time.
 func submit(t *testing.T, ctx context.Context, spec string) {
 	t.Helper()
 	itest.Submit(t, ctx, env.api, spec)
+}
+
+// kwokJob is the YAML of a TrainingJob named name in workspace ws whose pods kwok
+// completes completeAfter after they start; spec as itest.JobDoc's.
+func kwokJob(name, ws, completeAfter, spec string) string {
+	return fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: %s
+  workspace: %s
+  annotations: {kwok.opendlc.io/complete-after: %s}
+spec:
+`, name, ws, completeAfter) + strings.TrimPrefix(spec, "\n")
 }
 
 // waitJob polls a job until cond holds.

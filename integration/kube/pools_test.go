@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -18,18 +19,14 @@ import (
 func TestIdlePoolJobIsPreemptedAndRecovered(t *testing.T) {
 	ctx := testContext(t)
 	const ws, name = "kube-idle", "borrowed"
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: borrowed, workspace: kube-idle, annotations: {kwok.opendlc.io/complete-after: 8s}}
-spec:
+	submit(t, ctx, kwokJob("borrowed", "kube-idle", "8s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   resources: {pool: idle}
   roles: {worker: {replicas: 3, resources: {gpu: 8}}}
   logs: {forward: false}
-`)
+`))
 	waitJob(t, ctx, ws, name, "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	for _, p := range attemptPods(t, ctx, ws, name, 0) {
 		if p.Spec.PriorityClassName != idleClass || p.Spec.Priority == nil || *p.Spec.Priority != -100 {
@@ -110,11 +107,7 @@ func TestDataSourcesOnKubernetes(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ws).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: withdata, workspace: kube-data, annotations: {kwok.opendlc.io/complete-after: 2s}}
-spec:
+	submit(t, ctx, kwokJob("withdata", "kube-data", "2s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
@@ -123,18 +116,14 @@ spec:
   data:
   - {name: clicks, uri: "s3://datasets/clicks/", secretRef: datasets-s3}
   - {name: shared, pvc: {claimName: shared, readOnly: true}, mountPath: /mnt/shared}
-`)
+`))
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("%s: %s", j.Status.Phase, j.Status.Message)
 	}
 	// The pods are cleaned up when the job ends: read what the scheduler saw through
 	// the pods of a second job kept running.
-	submit(t, ctx, `
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: inspect, workspace: kube-data}
-spec:
+	submit(t, ctx, itest.JobDoc("inspect", "kube-data", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
@@ -143,7 +132,7 @@ spec:
   data:
   - {name: clicks, uri: "s3://datasets/clicks/", secretRef: datasets-s3}
   - {name: shared, pvc: {claimName: shared, readOnly: true}, mountPath: /mnt/shared}
-`)
+`))
 	waitJob(t, ctx, ws, "inspect", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	pods := jobPods(t, ctx, ws, "inspect")
 	if len(pods) != 1 {

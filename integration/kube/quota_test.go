@@ -20,20 +20,13 @@ func TestWorkspaceQuotaQueuesJobsByPriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := func(name string, priority, gpu int) string {
-		return fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: %s
-  workspace: %s
-  annotations: {kwok.opendlc.io/complete-after: 3s}
-spec:
+		return kwokJob(name, ws, "3s", fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   resources: {pool: quota, priority: %d}
   roles: {worker: {replicas: 2, resources: {gpu: %d, cpu: "4"}}}
-`, name, ws, priority, gpu)
+`, priority, gpu))
 	}
 	submit(t, ctx, job("first", 0, 2))
 	waitJob(t, ctx, ws, "first", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })

@@ -81,6 +81,12 @@ func Open[T any](ctx context.Context, js jetstream.JetStream, bucket string, kin
 	return &Store[T]{kv: kv, kind: kind}, nil
 }
 
+// Sentinels are the errors of s's kind that mean "no such document" and "not a valid
+// name", for callers that cannot import the package that declares them.
+func (s *Store[T]) Sentinels() (notFound, invalidName error) {
+	return s.kind.NotFound, s.kind.InvalidName
+}
+
 // CheckNames refuses names that are not DNS labels, wrapping invalid.
 func CheckNames(invalid error, names ...string) error {
 	for _, n := range names {
