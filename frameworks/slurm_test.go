@@ -1,9 +1,15 @@
 package frameworks
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
@@ -95,5 +101,62 @@ func TestSlurmJobID(t *testing.T) {
 	again := a1
 	if slurmJobID(a1) != slurmJobID(again) || slurmJobID(a1) == slurmJobID(a2) {
 		t.Errorf("job ids %s (attempt 1), %s (attempt 2): want stable per gang and distinct", slurmJobID(a1), slurmJobID(a2))
+	}
+}
+
+func TestSlurmCommand(t *testing.T) {
+	g := gang(schemas.FrameworkSlurm).role("launcher", 1, 0).role("worker", 2, 2).obj()
+	g.Replicas = append(g.Replicas, backend.ReplicaSpec{
+		Name: g.ReplicaName("worker", 2), Role: "worker", Index: 2, Command: []string{"train"},
+	})
+	alone := gang(schemas.FrameworkSlurm).role("launcher", 1, 4).obj()
+	fanned := append([]string{"/bin/sh", "-c", TaskFanout, taskFanoutName}, "train")
+	tests := map[string]struct {
+		g    backend.GangSpec
+		r    backend.ReplicaSpec
+		want []string
+	}{
+		"worker of two tasks runs one process per task": {g, replica(g, "worker", 0), fanned},
+		"worker of one task runs its command":           {g, replica(g, "worker", 2), []string{"train"}},
+		"launcher that is not a node runs its command":  {g, replica(g, "launcher", 0), []string{"train"}},
+		"launcher alone is the node of four tasks":      {alone, replica(alone, "launcher", 0), fanned},
+		"other frameworks run the command as written":   {gang(schemas.FrameworkPyTorch).role("worker", 1, 2).obj(), backend.ReplicaSpec{Role: "worker", Command: []string{"train"}}, []string{"train"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, CommandFor(tc.g, tc.r)); diff != "" {
+				t.Errorf("CommandFor (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TaskFanout, run by a real shell: one process per task with its own SLURM_LOCALID and
+// SLURM_PROCID, the arguments passed through intact, and the exit status of a failing
+// task.
+func TestTaskFanout(t *testing.T) {
+	run := func(t *testing.T, env []string, argv ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", append([]string{"-c", TaskFanout, taskFanoutName}, argv...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.Output()
+		return string(out), err
+	}
+	out, err := run(t, []string{"SLURM_NTASKS_PER_NODE=3", "SLURM_PROCID=6", "SLURM_LOCALID=0"},
+		"sh", "-c", `echo "$SLURM_PROCID $SLURM_LOCALID $1"`, "task", "a b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"6 0 a b", "7 1 a b", "8 2 a b"}, got); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s\noutput: %q", diff, out)
+	}
+
+	_, err = run(t, []string{"SLURM_NTASKS_PER_NODE=2", "SLURM_PROCID=0"},
+		"sh", "-c", `exit $((3 * SLURM_LOCALID))`)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("a task exiting 3: got %v, want exit status 3", err)
 	}
 }
