@@ -58,7 +58,8 @@ func slurmJobID(g backend.GangSpec) string {
 // total of the tasks), SLURM_TASKS_PER_NODE (Slurm's compressed form, e.g.
 // "8(x2),4"), SLURM_NTASKS_PER_NODE (this node's tasks; Lightning refuses
 // SLURM_NTASKS > 1 without it), SLURM_NODEID, SLURM_PROCID (the node's first task),
-// SLURM_LOCALID=0, SLURM_GPUS_ON_NODE (when the node has GPUs), SLURM_SUBMIT_DIR (when
+// SLURM_LOCALID=0 (TaskFanout sets each task's own SLURM_PROCID and SLURM_LOCALID),
+// SLURM_GPUS_ON_NODE (when the node has GPUs), SLURM_SUBMIT_DIR (when
 // the replica has a working directory), MASTER_ADDR and MASTER_PORT.
 func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	nodes := workerNodes(g, slurmLauncher)
