@@ -101,7 +101,7 @@ type Backend struct {
 	env      []schemas.EnvVar
 	grace    time.Duration
 	poll     time.Duration
-	mv       string // the mv(1) supervisors rename the exit file with
+	mv       string   // the mv(1) supervisors rename the exit file with
 	gpus     []string // the GPU inventory (gpus.go)
 	gpusSet  bool     // GPU requests are enforced
 
