@@ -32,6 +32,9 @@
 //	        exit         how it ended, {"exitCode":N,"term":bool}; its modification time
 //	                     is the finish time
 //
+// GPU allocations are <stateDir>/.gpus.json, changed under an flock on .gpus.lock (see
+// gpus.go).
+//
 // Launch is idempotent: a replica directory is created once, so a replica is never
 // started twice, whichever worker retries the Launch.
 //
