@@ -289,6 +289,9 @@ func newWorkerCmd() *cobra.Command {
 			"the Secret named by --s3-secret in their namespace.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if gpus < 0 {
+				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
+			}
 			ctx := cmd.Context()
 			cfg, err := c.appConfig(newLogger(verbose))
 			if err != nil {
@@ -323,9 +326,6 @@ func newWorkerCmd() *cobra.Command {
 				}
 				if workDir != "" {
 					cfg.LocalOptions = append(cfg.LocalOptions, local.WithBaseDir(workDir))
-				}
-				if gpus < 0 {
-					return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
 				}
 				if gpus > 0 {
 					cfg.LocalOptions = append(cfg.LocalOptions, local.WithGPUs(gpus))
