@@ -16,6 +16,10 @@ const (
 	ErrTypeInvalidSpec = "InvalidSpec"
 	// ErrTypeGangLost: the backend no longer knows the gang (its state was lost).
 	ErrTypeGangLost = "GangLost"
+	// ErrTypeInsufficientResources: the gang does not fit in what is free now
+	// (backend.ErrInsufficientResources); nothing was started. The job waits Queued and
+	// launches again.
+	ErrTypeInsufficientResources = "InsufficientResources"
 )
 
 // invalidSpec wraps err as a non-retryable InvalidSpec error.
@@ -32,14 +36,19 @@ func ErrorType(err error) string {
 }
 
 // backendError turns a backend's error into the activity's: a spec problem
-// (backend.ErrInvalidSpec) becomes a non-retryable InvalidSpec error, anything else is
-// wrapped with what was being done and left retryable. A nil err stays nil.
+// (backend.ErrInvalidSpec) becomes a non-retryable InvalidSpec error, a gang that does
+// not fit yet (backend.ErrInsufficientResources) a non-retryable InsufficientResources
+// error (the workflow, not the activity, waits and retries: it shows the job Queued
+// meanwhile), anything else is wrapped with what was being done and left retryable. A
+// nil err stays nil.
 func backendError(err error, doing string) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, backend.ErrInvalidSpec):
 		return invalidSpec(err)
+	case errors.Is(err, backend.ErrInsufficientResources):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInsufficientResources, err)
 	default:
 		return fmt.Errorf("%s: %w", doing, err)
 	}

@@ -66,6 +66,9 @@ type MetricReport struct {
 	Step    *int64  `json:"step,omitempty"`
 	Value   float64 `json:"value"`
 	Replica string  `json:"replica,omitempty"`
+	// NonFinite is "NaN", "Infinity" or "-Infinity" when the objective was not a finite
+	// number (Value is then 0): the trial diverged, and its objective counts as failed.
+	NonFinite string `json:"nonFinite,omitempty"`
 }
 
 // WatchTrialMetricsResult are the new reports and where the next read resumes.
@@ -141,7 +144,10 @@ func parseTrialMetric(data []byte, in WatchTrialMetricsInput) (MetricReport, boo
 		return MetricReport{}, false
 	}
 	r := MetricReport{Value: v, Replica: d.Replica}
-	if s, ok := d.Values[in.StepMetric]; ok && in.StepMetric != "" {
+	if name := events.NonFiniteName(v); name != "" {
+		r.Value, r.NonFinite = 0, name
+	}
+	if s, ok := d.Values[in.StepMetric]; ok && in.StepMetric != "" && events.NonFiniteName(s) == "" {
 		step := int64(s)
 		r.Step = &step
 	}

@@ -233,7 +233,7 @@ type ForwardLogsResult struct {
 	Matches []LogMatch `json:"matches,omitempty"`
 	// Metrics are the last value of each metric the replicas reported (to this
 	// forwarder: a forwarder restarted with its worker sees only later lines).
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Metrics events.Metrics `json:"metrics,omitempty"`
 }
 
 // LogMatch is the first line that matched one of ForwardLogsInput.LogPatterns.
@@ -293,7 +293,7 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 		}
 		if vals, ok := events.ParseMetricLine(line); ok {
 			if result.Metrics == nil {
-				result.Metrics = map[string]float64{}
+				result.Metrics = events.Metrics{}
 			}
 			maps.Copy(result.Metrics, vals)
 		}
@@ -434,12 +434,7 @@ func (f *logForwarder) run(ctx context.Context) error {
 		}
 		f.mu.Lock()
 		f.batch = append(f.batch, events.Msg{Subject: subject, ID: logMsgID(f.in, f.replica.Name, l.Seq), Data: data})
-		if vals, ok := events.ParseMetricLine(l.Line); ok {
-			m, err := f.metricMsg(l, vals)
-			if err != nil {
-				f.mu.Unlock()
-				return err
-			}
+		if m, ok := f.metricMsg(ctx, l); ok {
 			f.batch = append(f.batch, m)
 		}
 		f.lastSeq = l.Seq
@@ -480,19 +475,33 @@ func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, 
 	return 0, nil
 }
 
-func (f *logForwarder) metricMsg(l backend.LogLine, vals map[string]float64) (events.Msg, error) {
+// metricMsg is the metric event of a metric line (false for other lines). NaN and
+// infinite values are carried (events.Metrics); fields that are not numbers are left out
+// with a warning. A line that cannot be encoded all the same is skipped with a warning:
+// a metric must never stop the log from being forwarded.
+func (f *logForwarder) metricMsg(ctx context.Context, l backend.LogLine) (events.Msg, bool) {
+	vals, invalid := events.ParseMetrics(l.Line)
+	if len(invalid) > 0 {
+		warn(ctx, "metric fields that are not numbers left out",
+			"job", f.in.Ref.Job, "replica", f.replica.Name, "seq", l.Seq, "fields", invalid)
+	}
+	if len(vals) == 0 {
+		return events.Msg{}, false
+	}
 	id := fmt.Sprintf("%s:a%d:%s:m%d", f.in.UID, f.in.Ref.Attempt, f.replica.Name, l.Seq)
 	ev, err := events.New(id, events.TypeJobMetric, f.in.Ref.Workspace,
 		events.JobSource(f.in.Ref.Workspace, f.in.Ref.Job), f.in.Ref.Job, l.Time,
 		events.MetricData{Job: f.in.Ref.Job, UID: f.in.UID, Attempt: f.in.Ref.Attempt, Replica: f.replica.Name, Seq: l.Seq, Values: vals})
-	if err != nil {
-		return events.Msg{}, err
+	var data []byte
+	if err == nil {
+		data, err = json.Marshal(ev)
 	}
-	data, err := json.Marshal(ev)
 	if err != nil {
-		return events.Msg{}, err
+		warn(ctx, "metric line not published", "job", f.in.Ref.Job,
+			"replica", f.replica.Name, "seq", l.Seq, "error", err)
+		return events.Msg{}, false
 	}
-	return events.Msg{Subject: events.JobMetricsSubject(f.in.Ref.Workspace, f.in.Ref.Job), ID: id, Data: data}, nil
+	return events.Msg{Subject: events.JobMetricsSubject(f.in.Ref.Workspace, f.in.Ref.Job), ID: id, Data: data}, true
 }
 
 // flush publishes the pending batch. Publishing holds the lock so batches leave in
@@ -513,4 +522,12 @@ func (f *logForwarder) flush(ctx context.Context) error {
 
 func logMsgID(in ForwardLogsInput, replica string, seq int64) string {
 	return fmt.Sprintf("%s:a%d:%s:%d", in.UID, in.Ref.Attempt, replica, seq)
+}
+
+// warn logs through the activity's logger; outside an activity (a unit test) it logs
+// nothing.
+func warn(ctx context.Context, msg string, keyvals ...any) {
+	if activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Warn(msg, keyvals...)
+	}
 }

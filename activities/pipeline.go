@@ -51,14 +51,14 @@ type JobMetricsInput struct {
 
 // JobMetricsResult is the last value of every metric the job reported.
 type JobMetricsResult struct {
-	Values map[string]float64 `json:"values,omitempty"`
+	Values events.Metrics `json:"values,omitempty"`
 }
 
 // JobMetrics reads a job's metric events (opendlc.job.metric.v1) back from JetStream and
 // returns, for each metric key, the last value reported by any of its replicas, in
 // stream order. A job that reported nothing has no values.
 func (a *PipelineActivities) JobMetrics(ctx context.Context, in JobMetricsInput) (JobMetricsResult, error) {
-	out := JobMetricsResult{Values: map[string]float64{}}
+	out := JobMetricsResult{Values: events.Metrics{}}
 	err := a.Events.ReadUntil(ctx, a.EventsStream, events.JobMetricsSubject(in.Workspace, in.Job), nil,
 		func(_ string, data []byte) error {
 			var ev events.Event
@@ -114,8 +114,8 @@ func (a *PipelineActivities) StopJob(ctx context.Context, in StopJobInput) error
 
 // StepResult is what a finished job step passes on to later steps.
 type StepResult struct {
-	Outputs map[string]string  `json:"outputs,omitempty"`
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Outputs map[string]string `json:"outputs,omitempty"`
+	Metrics events.Metrics    `json:"metrics,omitempty"`
 }
 
 // BuildStepJobInput is a job step to turn into its TrainingJob.

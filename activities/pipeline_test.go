@@ -55,7 +55,7 @@ func TestJobMetricsLastValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]float64{"accuracy": 0.8, "loss": 0.8}, got.Values); diff != "" {
+	if diff := cmp.Diff(map[string]float64{"accuracy": 0.8, "loss": 0.8}, map[string]float64(got.Values)); diff != "" {
 		t.Errorf("values (-want +got):\n%s", diff)
 	}
 }

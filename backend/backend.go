@@ -50,6 +50,22 @@ type invalidSpecError struct{ err error }
 func (e invalidSpecError) Error() string   { return e.err.Error() }
 func (e invalidSpecError) Unwrap() []error { return []error{e.err, ErrInvalidSpec} }
 
+// ErrInsufficientResources marks a Launch refused for now because the gang does not fit
+// in what is free (the local backend's GPUs): nothing was started, and the same Launch
+// may succeed once other gangs have ended. Its message says what the gang waits for.
+// The activities turn it into a non-retryable Temporal error of type
+// InsufficientResources, and the job waits Queued with that message and tries again.
+var ErrInsufficientResources = errors.New("backend: insufficient resources")
+
+// InsufficientResources marks err as a capacity problem (errors.Is(err,
+// ErrInsufficientResources) holds); its message is err's.
+func InsufficientResources(err error) error { return insufficientError{err} }
+
+type insufficientError struct{ err error }
+
+func (e insufficientError) Error() string   { return e.err.Error() }
+func (e insufficientError) Unwrap() []error { return []error{e.err, ErrInsufficientResources} }
+
 // GangRef names one attempt of one job.
 type GangRef struct {
 	Workspace string `json:"workspace"`

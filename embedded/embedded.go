@@ -47,6 +47,9 @@ type Config struct {
 	// WorkDir is the local backend's base directory for relative working dirs; default
 	// the current directory.
 	WorkDir string
+	// GPUs, when > 0, is a simulated GPU inventory for the local backend (device ids 0
+	// to GPUs-1, local.WithGPUs); default (0) the GPUs nvidia-smi finds, if any.
+	GPUs int
 	// Buckets to create besides DefaultBucket.
 	Buckets []string
 	// NoWorker starts everything but the worker (tests run workers of their own).
@@ -159,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Worker:        !cfg.NoWorker,
 		Kubeconfig:    cfg.Kubeconfig,
 		KubeOptions:   cfg.KubeOptions,
-		LocalOptions:  []local.Option{local.WithBaseDir(cfg.WorkDir)},
+		LocalOptions:  localOptions(cfg),
 		Interceptors:  cfg.Interceptors,
 		Notifications: true,
 		Triggers:      true,
@@ -171,6 +174,15 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	}
 	e.APIURL, e.AdminToken, e.Auth = e.Process.APIURL, e.Process.AdminToken, e.Process.Auth
 	return e, nil
+}
+
+// localOptions are the local backend's options of cfg.
+func localOptions(cfg Config) []local.Option {
+	opts := []local.Option{local.WithBaseDir(cfg.WorkDir)}
+	if cfg.GPUs > 0 {
+		opts = append(opts, local.WithGPUs(cfg.GPUs))
+	}
+	return opts
 }
 
 // AppConfig completes cfg for a process on the stack: Temporal, NATS and S3

@@ -71,12 +71,12 @@ type JobPhaseData struct {
 
 // MetricData is the data of a TypeJobMetric event: one `dlc:metric` line.
 type MetricData struct {
-	Job     string             `json:"job"`
-	UID     string             `json:"uid"`
-	Attempt int                `json:"attempt"`
-	Replica string             `json:"replica"`
-	Seq     int64              `json:"seq"`
-	Values  map[string]float64 `json:"values"`
+	Job     string  `json:"job"`
+	UID     string  `json:"uid"`
+	Attempt int     `json:"attempt"`
+	Replica string  `json:"replica"`
+	Seq     int64   `json:"seq"`
+	Values  Metrics `json:"values"`
 }
 
 // LogRecord is one line a replica wrote, as forwarded to the log stream.

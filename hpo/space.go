@@ -116,7 +116,7 @@ func Best(h History) (Trial, bool) {
 	var best Trial
 	found := false
 	for _, t := range h.Trials {
-		if t.State != TrialCompleted || t.Value == nil || math.IsNaN(*t.Value) {
+		if t.State != TrialCompleted || t.Value == nil || math.IsNaN(score(h.Direction, *t.Value)) {
 			continue
 		}
 		if !found {
@@ -131,8 +131,13 @@ func Best(h History) (Trial, bool) {
 	return best, found
 }
 
-// score maps an objective value to one that is minimised.
+// score maps an objective value to one that is minimised. A value that is not finite
+// (NaN, or an infinity: a diverged trainer) is a failed objective, never a best one: its
+// score is NaN, which every caller ranks last or leaves out.
 func score(d Direction, v float64) float64 {
+	if math.IsInf(v, 0) {
+		return math.NaN()
+	}
 	if d == Maximize {
 		return -v
 	}

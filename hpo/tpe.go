@@ -77,8 +77,11 @@ func (s *TPESampler) split(h History, id int) (below, above []*Trial, n int) {
 		}
 		switch t.State {
 		case TrialCompleted:
-			if t.Value != nil && !math.IsNaN(*t.Value) {
-				done = append(done, rankedTrial{t: t, score: score(h.Direction, *t.Value)})
+			if t.Value == nil {
+				continue
+			}
+			if sc := score(h.Direction, *t.Value); !math.IsNaN(sc) {
+				done = append(done, rankedTrial{t: t, score: sc})
 			}
 		case TrialPruned:
 			r := rankedTrial{t: t, step: math.MinInt64, score: math.Inf(1)}

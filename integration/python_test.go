@@ -28,6 +28,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/checkpoint"
@@ -341,7 +342,8 @@ func checkpointSteps(ms []checkpoint.Manifest) []int64 {
 }
 
 // Metric lines printed by opendlc.report parse as the forwarder parses them, and encode
-// as the forwarder encodes them (JSON): non-finite values are left out, not sent as NaN.
+// as the forwarder encodes them (JSON): non-finite values are carried, encoded as the
+// strings "NaN", "Infinity" and "-Infinity".
 func TestPythonMetricLinesParseInGo(t *testing.T) {
 	ctx := testContext(t)
 	var got struct {
@@ -351,7 +353,7 @@ func TestPythonMetricLinesParseInGo(t *testing.T) {
 	want := []map[string]float64{
 		{"step": 1, "loss": 0.41, "accuracy": 0.87, "tokens": 123456789012},
 		{"step": 2, "loss": 1e-05, "big": 1.5e300, "neg": -0.125},
-		{"step": 3, "accuracy": 0.5},
+		{"step": 3, "loss": math.NaN(), "up": math.Inf(1), "down": math.Inf(-1), "accuracy": 0.5},
 	}
 	if len(got.Lines) != len(want) {
 		t.Fatalf("lines = %q, want %d", got.Lines, len(want))
@@ -362,11 +364,15 @@ func TestPythonMetricLinesParseInGo(t *testing.T) {
 			t.Errorf("%q is not a metric line to Go", line)
 			continue
 		}
-		if diff := cmp.Diff(want[i], vals); diff != "" {
+		if diff := cmp.Diff(want[i], map[string]float64(vals), cmpopts.EquateNaNs()); diff != "" {
 			t.Errorf("%q parsed (-want +got):\n%s", line, diff)
 		}
-		if _, err := json.Marshal(events.MetricData{Values: vals}); err != nil {
+		b, err := json.Marshal(events.MetricData{Values: vals})
+		if err != nil {
 			t.Errorf("%q: the forwarder could not encode it: %v", line, err)
+		}
+		if i == 2 && !strings.Contains(string(b), `"loss":"NaN"`) {
+			t.Errorf("%q encodes as %s, want loss as \"NaN\"", line, b)
 		}
 	}
 }
@@ -494,8 +500,8 @@ func TestPythonTrainingJobReportsCheckpointsAndResumes(t *testing.T) {
 	if want := map[string]any{"job": "first", "attempt": 0.0, "world_size": 2.0, "total": 10.0}; !cmp.Equal(want, state) {
 		t.Errorf("first job's state = %v, want %v", state, want)
 	}
-	// Every step's metric line of rank 0 was forwarded; step 2's NaN loss was left out
-	// and did not stop the forwarder (the lines after it arrived).
+	// Every step's metric line of rank 0 was forwarded, step 2's with its NaN loss, and
+	// the NaN did not stop the forwarder (the lines after it arrived).
 	var metrics []map[string]float64
 	var trainedLine bool
 	for _, r := range jobLogs(t, ctx, ws, "first") {
@@ -503,15 +509,17 @@ func TestPythonTrainingJobReportsCheckpointsAndResumes(t *testing.T) {
 			continue
 		}
 		if vals, ok := events.ParseMetricLine(r.Line); ok {
-			metrics = append(metrics, vals)
+			metrics = append(metrics, map[string]float64(vals))
 		}
 		trainedLine = trainedLine || r.Line == "trained from step 0 to 4"
 	}
 	wantMetrics := []map[string]float64{
-		{"step": 1, "loss": 1, "total": 1}, {"step": 2, "total": 3},
+		{"step": 1, "loss": 1, "total": 1}, {"step": 2, "loss": math.NaN(), "total": 3},
 		{"step": 3, "loss": 1.0 / 3, "total": 6}, {"step": 4, "loss": 0.25, "total": 10},
 	}
-	if diff := cmp.Diff(wantMetrics, metrics, cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-12 })); diff != "" {
+	if diff := cmp.Diff(wantMetrics, metrics, cmp.Comparer(func(a, b float64) bool {
+		return math.Abs(a-b) < 1e-12 || (math.IsNaN(a) && math.IsNaN(b))
+	})); diff != "" {
 		t.Errorf("forwarded metrics of worker-0 (-want +got):\n%s", diff)
 	}
 	if !trainedLine {

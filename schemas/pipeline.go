@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/invopop/jsonschema"
+
+	"github.com/opendlc/opendlc/events"
 )
 
 // KindPipeline is the kind of a Pipeline document.
@@ -160,9 +162,9 @@ type StepStatus struct {
 	// Outputs are the step's outputs, once it succeeded.
 	Outputs map[string]string `json:"outputs,omitempty"`
 	// Metrics are the last values its job reported, once it succeeded.
-	Metrics    map[string]float64 `json:"metrics,omitempty"`
-	StartTime  *time.Time         `json:"startTime,omitempty"`
-	FinishTime *time.Time         `json:"finishTime,omitempty"`
+	Metrics    events.Metrics `json:"metrics,omitempty"`
+	StartTime  *time.Time     `json:"startTime,omitempty"`
+	FinishTime *time.Time     `json:"finishTime,omitempty"`
 }
 
 // PipelineStatus is what the Pipeline workflow reports through its status query.

@@ -1,6 +1,10 @@
 package schemas
 
-import "time"
+import (
+	"time"
+
+	"github.com/opendlc/opendlc/events"
+)
 
 // JobPhase is where a TrainingJob is in its life cycle.
 type JobPhase string
@@ -133,7 +137,7 @@ type JobStatus struct {
 	// Metrics are the last value of each metric the replicas of the last attempt
 	// reported (as seen by the log forwarder; a forwarder restarted with its worker
 	// sees only later lines). The metric events hold every report.
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Metrics events.Metrics `json:"metrics,omitempty"`
 }
 
 // FailureClass says why a replica or an attempt failed.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,8 @@ type expHarness struct {
 	epochs    int
 	epochTime func(job string) time.Duration
 	fail      func(job string) bool
+	// diverge makes a job report a NaN objective at epoch 2.
+	diverge func(job string) bool
 
 	mu          sync.Mutex
 	trials      map[string]*simTrial
@@ -105,7 +108,7 @@ func newExpHarness(t *testing.T) *expHarness {
 	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h := &expHarness{env: s.NewTestWorkflowEnvironment(), epochs: 5, trials: map[string]*simTrial{}, eventIDs: map[string]bool{},
 		epochTime: func(string) time.Duration { return 10 * time.Second },
-		fail:      func(string) bool { return false }}
+		fail:      func(string) bool { return false }, diverge: func(string) bool { return false }}
 	h.env.SetTestTimeout(30 * time.Second)
 	// The trial jobs are simulated by a workflow registered under the TrainingJob name
 	// rather than by a mock: the test environment reports a mocked child as started
@@ -145,7 +148,11 @@ func newExpHarness(t *testing.T) *expHarness {
 		res := activities.WatchTrialMetricsResult{LastSeq: in.AfterSeq}
 		for i := int(in.AfterSeq); tr != nil && i < len(tr.reports); i++ {
 			step := int64(i + 1)
-			res.Reports = append(res.Reports, activities.MetricReport{Step: &step, Value: tr.reports[i]})
+			r := activities.MetricReport{Step: &step, Value: tr.reports[i]}
+			if name := events.NonFiniteName(r.Value); name != "" { // as the activity reports it
+				r.Value, r.NonFinite = 0, name
+			}
+			res.Reports = append(res.Reports, r)
 			res.LastSeq = uint64(i + 1)
 		}
 		return res, nil
@@ -193,8 +200,12 @@ func (h *expHarness) trialJob(ctx workflow.Context, in workflows.TrainingJobInpu
 		if h.fail(name) && e == 2 {
 			return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobFailed, Message: "replica exited 1"}}, nil
 		}
+		acc := simAccuracy(in.Params, e)
+		if h.diverge(name) && e == 2 {
+			acc = math.NaN()
+		}
 		h.mu.Lock()
-		tr.reports = append(tr.reports, simAccuracy(in.Params, e))
+		tr.reports = append(tr.reports, acc)
 		h.mu.Unlock()
 	}
 	return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobSucceeded}}, nil
@@ -569,5 +580,47 @@ func TestExperimentTrialWithoutObjectiveFails(t *testing.T) {
 	}
 	if !strings.Contains(st.Trials[0].Message, "succeeded without reporting accuracy") {
 		t.Errorf("message %q", st.Trials[0].Message)
+	}
+}
+
+// A trial whose objective turns NaN (a diverged trainer) fails at once, without a retry:
+// its job is stopped, the NaN is not its value, and the other trials are ranked.
+func TestExperimentNaNObjectiveFailsTheTrial(t *testing.T) {
+	h := newExpHarness(t)
+	h.diverge = func(job string) bool { return job == "tune-t1" }
+	h.execute(t, testExperiment(func(e *schemas.Experiment) {
+		e.Spec.MaxTrials = 4
+		e.Spec.Parallelism = 2
+		e.Spec.MaxTrialRetries = expInt32(2)
+	}))
+	st := h.result(t)
+	if st.Phase != schemas.ExperimentSucceeded || st.Completed != 3 || st.Failed != 1 {
+		t.Fatalf("phase %s/%s, %d completed, %d failed: %s", st.Phase, st.Reason, st.Completed, st.Failed, st.Message)
+	}
+	if sim := h.trials["tune-t1"]; sim == nil || !math.IsNaN(sim.reports[len(sim.reports)-1]) {
+		t.Fatalf("trial 1 did not report NaN: %+v", sim)
+	}
+	tr := st.Trials[1]
+	if tr.Phase != schemas.TrialFailed || tr.Attempts != 1 ||
+		!strings.Contains(tr.Message, "failed objective: accuracy = NaN at step 2") {
+		t.Errorf("trial 1: %s after %d attempts: %q", tr.Phase, tr.Attempts, tr.Message)
+	}
+	if tr.Value == nil || math.IsNaN(*tr.Value) || len(tr.Reports) != 1 {
+		t.Errorf("trial 1 value %v, reports %+v: want its epoch-1 value only", tr.Value, tr.Reports)
+	}
+	if !slices.Contains(h.stopCalls, "tune-t1") || slices.Contains(h.order, "tune-t1-r1") {
+		t.Errorf("stop calls %v, jobs %v: want tune-t1 stopped and not retried", h.stopCalls, h.order)
+	}
+	if st.BestTrial == nil || *st.BestTrial == 1 || st.BestValue == nil || math.IsNaN(*st.BestValue) {
+		t.Errorf("best trial %v = %v", st.BestTrial, st.BestValue)
+	}
+	best := math.Inf(-1)
+	for i, tr := range st.Trials {
+		if i != 1 && *tr.Value > best {
+			best = *tr.Value
+		}
+	}
+	if *st.BestValue != best {
+		t.Errorf("best value %v, want %v", *st.BestValue, best)
 	}
 }

@@ -28,6 +28,7 @@ const (
 	stopNone       stopKind = iota
 	stopPruned              // the early-stopping rule fired
 	stopExperiment          // the experiment is stopping or ending
+	stopDiverged            // the objective was NaN or infinite: a failed objective
 )
 
 // trialRun is what the workflow knows of a running trial that is not worth carrying
@@ -210,6 +211,8 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 	switch {
 	case run.stop == stopPruned:
 		return attemptPruned, run.stopReason
+	case run.stop == stopDiverged:
+		return attemptFailed, run.stopReason
 	case childErr != nil:
 		return attemptFailed, fmt.Sprintf("job %s: %s", t.Job, rootMessage(childErr))
 	case res.Status.Phase == schemas.JobSucceeded && t.Value == nil:
@@ -239,6 +242,8 @@ func (w *experimentWorkflow) watchInput(t *TrialState, run *trialRun, drain bool
 type numberedReport struct {
 	Step  int64   `json:"step"`
 	Value float64 `json:"value"`
+	// NonFinite names a NaN or infinite objective (Value is then 0).
+	NonFinite string `json:"nonFinite,omitempty"`
 }
 
 // number gives new reports their steps: the step metric's value, or else their position
@@ -251,18 +256,31 @@ func (run *trialRun) number(got activities.WatchTrialMetricsResult) []numberedRe
 		if r.Step != nil {
 			step = *r.Step
 		}
-		out = append(out, numberedReport{Step: step, Value: r.Value})
+		out = append(out, numberedReport{Step: step, Value: r.Value, NonFinite: r.NonFinite})
 	}
 	return out
 }
 
 // addReports records new reports of a trial in order and applies the early-stopping
 // rule at each. Once the rule has fired, later reports are ignored: the trial's value
-// is the one it had where it was stopped.
+// is the one it had where it was stopped. A NaN or infinite objective is a failed
+// objective: it is not recorded (so it can neither be the best value nor reach the
+// early-stopping rule), the trial's job is stopped and the trial fails, without retry.
 func (w *experimentWorkflow) addReports(ctx workflow.Context, t *TrialState, run *trialRun, got activities.WatchTrialMetricsResult) {
 	run.lastSeq = max(run.lastSeq, got.LastSeq)
 	reps := run.number(got)
-	if run.stop == stopPruned || len(reps) == 0 {
+	if run.stop == stopPruned || run.stop == stopDiverged || len(reps) == 0 {
+		return
+	}
+	for i, r := range reps {
+		if r.NonFinite != "" {
+			reps = reps[:i]
+			defer w.requestStop(run, stopDiverged, fmt.Sprintf("failed objective: %s = %s at step %d",
+				w.exp.Spec.Objective.Metric, r.NonFinite, r.Step))
+			break
+		}
+	}
+	if len(reps) == 0 {
 		return
 	}
 	prune := -1

@@ -264,7 +264,7 @@ func TestPipelineRunsStepsInOrderAndPassesOutputs(t *testing.T) {
 	if diff := cmp.Diff(wantOut, train.Outputs); diff != "" {
 		t.Errorf("train outputs (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]float64{"accuracy": 0.87, "loss": 0.3}, train.Metrics); diff != "" {
+	if diff := cmp.Diff(map[string]float64{"accuracy": 0.87, "loss": 0.3}, map[string]float64(train.Metrics)); diff != "" {
 		t.Errorf("train metrics (-want +got):\n%s", diff)
 	}
 	// The jobs carry the pipeline's labels and their run and step.

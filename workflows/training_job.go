@@ -190,13 +190,16 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 	w.status.Attempt = ref.Attempt
 	w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", job.Spec.TotalReplicas())})
 
-	launched, err := launchGang(ctx, activities.LaunchGangInput{
+	launched, stopped, err := w.launchWhenItFits(ctx, activities.LaunchGangInput{
 		Job: *job,
 		Params: backend.GangParams{
 			Ref: ref, UID: w.uid, Params: w.in.Params,
 			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
 		},
 	})
+	if stopped {
+		return w.stopped()
+	}
 	if err != nil {
 		w.failed = &failure{class: schemas.FailureLaunch, message: rootMessage(err), at: workflow.Now(ctx)}
 		return jobOutcome{schemas.JobFailed, "LaunchFailed", rootMessage(err)}

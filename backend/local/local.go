@@ -32,6 +32,9 @@
 //	        exit         how it ended, {"exitCode":N,"term":bool}; its modification time
 //	                     is the finish time
 //
+// GPU allocations are <stateDir>/.gpus.json, changed under an flock on .gpus.lock (see
+// gpus.go).
+//
 // Launch is idempotent: a replica directory is created once, so a replica is never
 // started twice, whichever worker retries the Launch.
 //
@@ -101,7 +104,9 @@ type Backend struct {
 	env      []schemas.EnvVar
 	grace    time.Duration
 	poll     time.Duration
-	mv       string // the mv(1) supervisors rename the exit file with
+	mv       string   // the mv(1) supervisors rename the exit file with
+	gpus     []string // the GPU inventory (gpus.go)
+	gpusSet  bool     // GPU requests are enforced
 
 	mu       sync.Mutex
 	children map[string]*child // by replica directory
@@ -202,6 +207,10 @@ func New(opts ...Option) (*Backend, error) {
 	if err := os.MkdirAll(b.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	if !b.gpusSet {
+		b.gpus = detectGPUs()
+		b.gpusSet = len(b.gpus) > 0
+	}
 	// Resolved with the worker's PATH: a job may set a PATH without one.
 	if mv, err := exec.LookPath("mv"); err == nil && filepath.IsAbs(mv) {
 		b.mv = mv
@@ -247,6 +256,10 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 		// Observe reports the replicas that never started as Stopped.
 		return nil
 	}
+	gpus, err := b.allocateGPUs(ctx, spec)
+	if err != nil {
+		return err
+	}
 	ep := filesEndpoints{endpoints: endpoints(st.Ports), gangDir: dir}
 	if err := writeFrameworkFiles(spec, ep); err != nil {
 		return err
@@ -261,6 +274,9 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 		}
 		rdir := filepath.Join(dir, r.Name)
 		env := b.environ(r, fwEnv, rdir)
+		if b.gpusSet {
+			env = append(env, gpuEnv(gpus[r.Name])...)
+		}
 		argv0, notFound := lookPath(r.Command[0], b.workingDir(r.WorkingDir), env)
 		// Mkdir, not MkdirAll: the directory is the claim, so a replica that a previous
 		// worker started is never started again, even if that worker died before its
@@ -367,7 +383,10 @@ func (b *Backend) replicaStatus(dir string, r backend.ReplicaSpec, gangStopped b
 // unknown or finished gang does nothing.
 func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	return b.withGangLocked(ctx, ref, "stop", func(dir string) error {
-		return b.stopLocked(ctx, dir)
+		if err := b.stopLocked(ctx, dir); err != nil {
+			return err
+		}
+		return b.releaseGPUs(ctx, ref.ID())
 	})
 }
 
@@ -560,7 +579,7 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
 		}
-		return nil
+		return b.releaseGPUs(ctx, ref.ID())
 	})
 }
 

@@ -33,6 +33,9 @@ func newUpCmd() *cobra.Command {
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.GPUs < 0 {
+				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", opts.GPUs)
+			}
 			opts.Logger = newLogger(verbose)
 			opts.Streams = ret.options()
 			poolOpts, err := pools.options()
@@ -61,6 +64,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.APIAddr, "addr", embedded.DefaultAPIAddr, "API listen address")
 	f.BoolVar(&opts.UI, "ui", true, "serve the Temporal Web UI")
 	f.StringVar(&opts.WorkDir, "workdir", "", "base directory of local replicas (default: the current directory)")
+	f.IntVar(&opts.GPUs, "gpus", 0, "local backend: simulate an inventory of N GPUs (CUDA_VISIBLE_DEVICES 0..N-1) instead of the ones nvidia-smi -L lists")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account) instead of local processes")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	f.StringVar(&opts.AdminTokenFile, "admin-token-file", "", "the admin token's file, generated on first start (default DIR/"+auth.AdminTokenFile+", where the CLI looks)")
@@ -273,6 +277,7 @@ func newWorkerCmd() *cobra.Command {
 	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix string
 	var podAnnotations, probeAnnotations map[string]string
 	var probeImage string
+	var gpus int
 	var pools poolFlags
 	var verbose bool
 	cmd := &cobra.Command{
@@ -284,6 +289,9 @@ func newWorkerCmd() *cobra.Command {
 			"the Secret named by --s3-secret in their namespace.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if gpus < 0 {
+				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
+			}
 			ctx := cmd.Context()
 			cfg, err := c.appConfig(newLogger(verbose))
 			if err != nil {
@@ -319,6 +327,9 @@ func newWorkerCmd() *cobra.Command {
 				if workDir != "" {
 					cfg.LocalOptions = append(cfg.LocalOptions, local.WithBaseDir(workDir))
 				}
+				if gpus > 0 {
+					cfg.LocalOptions = append(cfg.LocalOptions, local.WithGPUs(gpus))
+				}
 			}
 			p, err := app.Start(ctx, cfg)
 			if err != nil {
@@ -333,6 +344,7 @@ func newWorkerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&stateDir, "state-dir", "", "local backend state directory")
 	f.StringVar(&workDir, "workdir", "", "base directory of local replicas")
+	f.IntVar(&gpus, "gpus", 0, "local backend: simulate an inventory of N GPUs instead of the ones nvidia-smi -L lists (give every worker on a state directory the same)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account)")
 	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")

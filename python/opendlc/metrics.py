@@ -4,11 +4,9 @@ The forwarder (Go's events.ParseMetricLine) reads `dlc:metric step=120 loss=0.41
 stdout or stderr: fields after the prefix, split on white space, each key=value with the
 value parsed by strconv.ParseFloat; a value that does not parse is ignored.
 
-Non-finite values: ParseFloat accepts "nan" and "inf", but the forwarder then encodes the
-values as JSON, which has no NaN or infinity, and fails on such a line. report() therefore
-writes a non-finite value quoted (loss="nan", loss="inf", loss="-inf"): the line still
-shows it to a reader, and the forwarder ignores that one field (the other fields are
-forwarded).
+Non-finite values: report() writes a non-finite value quoted (loss="nan", loss="inf",
+loss="-inf"), which the forwarder reads as NaN or an infinity and carries in the metric
+event as the JSON string "NaN", "Infinity" or "-Infinity" (docs/events.md).
 """
 
 from __future__ import annotations
