@@ -21,12 +21,7 @@ var experimentRoutes = []route{
 		responses: []reply{{201, "the experiment, Pending", jsonBody(api.ExperimentDetail{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/experiments", handler: (*Server).listExperiments, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "listExperiments", tag: "experiments", summary: "List a workspace's experiments, newest first",
-		query: []param{
-			{name: "phase", typ: "string", desc: "only experiments in this phase"},
-			{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"},
-			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
-			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
-		},
+		query:     listQuery(param{name: "phase", typ: "string", desc: "only experiments in this phase"}, labelParam),
 		responses: []reply{{200, "a page of experiments", jsonBody(api.ExperimentList{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/experiments/{name}", handler: (*Server).getExperiment, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "getExperiment", tag: "experiments", summary: "An experiment's spec and live status: every trial, the best",

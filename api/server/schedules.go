@@ -20,10 +20,7 @@ var scheduleRoutes = []route{
 		responses: []reply{{201, "the schedule", jsonBody(api.ScheduleView{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/schedules", handler: (*Server).listSchedules, verb: auth.VerbRead, ws: wsPath, object: "schedule",
 		id: "listSchedules", tag: "schedules", summary: "List a workspace's schedules",
-		query: []param{
-			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
-			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
-		},
+		query:     listQuery(),
 		responses: []reply{{200, "a page of schedules", jsonBody(api.ScheduleList{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/schedules/{name}", handler: (*Server).getSchedule, verb: auth.VerbRead, ws: wsPath, object: "schedule",
 		id: "getSchedule", tag: "schedules", summary: "A schedule's spec, next fire times, running runs and history",
