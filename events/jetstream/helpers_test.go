@@ -27,3 +27,26 @@ func connect(t *testing.T) (context.Context, *jetstream.Client) {
 	t.Cleanup(c.Close)
 	return ctx, c
 }
+
+// workspaceUser is a NATS user named name, password name+"-pw", with the permissions
+// of workspace ws.
+func workspaceUser(name, ws string) devstack.NATSUser {
+	p := jetstream.WorkspacePermissions(ws)
+	return devstack.NATSUser{Name: name, Password: name + "-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow}
+}
+
+// startSecuredNATS starts a NATS server that admits only the user "system" (password
+// system-pw, every permission) and users; the context ends after a minute. The test's
+// cleanup stops both.
+func startSecuredNATS(t *testing.T, users ...devstack.NATSUser) (context.Context, *devstack.NATS) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir(),
+		Users: append([]devstack.NATSUser{{Name: "system", Password: "system-pw"}}, users...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return ctx, srv
+}
