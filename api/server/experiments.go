@@ -72,35 +72,19 @@ func (s *Server) getExperiment(r *http.Request) (any, error) {
 }
 
 func (s *Server) listExperiments(r *http.Request) (any, error) {
-	o, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.List(r.Context(), r.PathValue("ws"), o)
+	return listIn(r, s.svc.Experiments.List)
 }
 
 func (s *Server) stopExperiment(r *http.Request) (any, error) {
-	var req api.StopRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Experiments.Stop)
 }
 
 func (s *Server) resumeExperiment(r *http.Request) (any, error) {
-	var req api.ResumeRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.Resume(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Experiments.Resume)
 }
 
 func (s *Server) extendExperiment(r *http.Request) (any, error) {
-	var req api.ExtendRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, false); err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.Extend(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, requiredBody, s.svc.Experiments.Extend)
 }
 
 // deleteExperiment deletes an experiment and its trial jobs; its name can then be

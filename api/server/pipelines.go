@@ -75,19 +75,11 @@ func (s *Server) getPipeline(r *http.Request) (any, error) {
 }
 
 func (s *Server) listPipelines(r *http.Request) (any, error) {
-	o, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.svc.Pipelines.List(r.Context(), r.PathValue("ws"), o)
+	return listIn(r, s.svc.Pipelines.List)
 }
 
 func (s *Server) stopPipeline(r *http.Request) (any, error) {
-	var req api.StopRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Pipelines.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Pipelines.Stop)
 }
 
 // deletePipeline deletes a pipeline run and its step jobs; its name can then be used

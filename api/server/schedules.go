@@ -118,11 +118,7 @@ func (s *Server) getSchedule(r *http.Request) (any, error) {
 }
 
 func (s *Server) listSchedules(r *http.Request) (any, error) {
-	o, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.svc.Schedules.List(r.Context(), r.PathValue("ws"), o)
+	return listIn(r, s.svc.Schedules.List)
 }
 
 func (s *Server) updateSchedule(r *http.Request) (any, error) {

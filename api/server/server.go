@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -182,20 +183,38 @@ func listOptions(r *http.Request) (service.ListOptions, error) {
 		Framework: q.Get("framework"), Labels: q["label"]}, err
 }
 
-func (s *Server) listJobs(r *http.Request) (any, error) {
+// listIn answers a list route: the query's list options, then list in the path's
+// workspace.
+func listIn[L any](r *http.Request, list func(context.Context, string, service.ListOptions) (L, error)) (any, error) {
 	o, err := listOptions(r)
 	if err != nil {
 		return nil, err
 	}
-	return s.svc.Jobs.List(r.Context(), r.PathValue("ws"), o)
+	return list(r.Context(), r.PathValue("ws"), o)
+}
+
+// Whether actOn accepts an empty request body (leaving the request its zero value).
+const (
+	optionalBody = true
+	requiredBody = false
+)
+
+// actOn answers an action on the object the path names: the JSON body, at most
+// smallBodyLimit bytes, decoded strictly into a Req, then act.
+func actOn[Req, Res any](r *http.Request, allowEmpty bool, act func(context.Context, string, string, Req) (Res, error)) (any, error) {
+	var req Req
+	if err := decodeJSON(r, &req, smallBodyLimit, allowEmpty); err != nil {
+		return nil, err
+	}
+	return act(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+}
+
+func (s *Server) listJobs(r *http.Request) (any, error) {
+	return listIn(r, s.svc.Jobs.List)
 }
 
 func (s *Server) stopJob(r *http.Request) (any, error) {
-	var req api.StopRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Jobs.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Jobs.Stop)
 }
 
 func (s *Server) deleteJob(r *http.Request) (any, error) {
