@@ -44,21 +44,14 @@ var experimentRoutes = []route{
 }
 
 func (s *Server) createExperiment(r *http.Request) (any, error) {
-	body, err := s.readBody(r)
+	exp, err := readDoc(s, r, schemas.DecodeExperiment, func(exp *schemas.Experiment) error {
+		if _, err := frameworks.Get(exp.Spec.TrialTemplate.Framework); err != nil {
+			return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	exp, err := schemas.DecodeExperiment(body)
-	if err == nil {
-		err = exp.Validate().Err()
-	}
-	if err == nil {
-		if _, ferr := frameworks.Get(exp.Spec.TrialTemplate.Framework); ferr != nil {
-			err = schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
-		}
-	}
-	if err != nil {
-		return nil, specError(err)
 	}
 	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
 	if err := s.inWorkspace(r, ws, "experiment "+ws+"/"+name); err != nil {

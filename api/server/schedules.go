@@ -54,21 +54,7 @@ func init() { routes = append(routes, scheduleRoutes...) }
 
 // readSchedule reads, decodes, validates and checks a schedule document.
 func (s *Server) readSchedule(r *http.Request) (*schemas.Schedule, error) {
-	body, err := s.readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	sched, err := schemas.DecodeSchedule(body)
-	if err == nil {
-		err = sched.Validate().Err()
-	}
-	if err == nil {
-		err = scheduleSupported(sched)
-	}
-	if err != nil {
-		return nil, specError(err)
-	}
-	return sched, nil
+	return readDoc(s, r, schemas.DecodeSchedule, scheduleSupported)
 }
 
 // scheduleSupported checks that the frameworks a schedule's template names run on this

@@ -107,28 +107,44 @@ func (s *Server) Handler() http.Handler {
 	return s.withAuth(mux)
 }
 
-// readSpec reads, decodes and validates a job spec from the body.
-func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
+// document is a decoded document of any kind: it validates itself.
+type document interface{ Validate() schemas.ErrorList }
+
+// decodeDoc decodes body with decode, validates the document, then runs check (when not
+// nil) for what the schema allows but this server cannot run; what fails is a spec error.
+func decodeDoc[D document](body []byte, decode func([]byte) (D, error), check func(D) error) (D, error) {
+	doc, err := decode(body)
+	if err == nil {
+		err = doc.Validate().Err()
+	}
+	if err == nil && check != nil {
+		err = check(doc)
+	}
+	if err != nil {
+		var none D
+		return none, specError(err)
+	}
+	return doc, nil
+}
+
+// readDoc reads the request body and decodes it as decodeDoc does.
+func readDoc[D document](s *Server, r *http.Request, decode func([]byte) (D, error), check func(D) error) (D, error) {
 	body, err := s.readBody(r)
 	if err != nil {
-		return nil, err
+		var none D
+		return none, err
 	}
-	return decodeSpec(body)
+	return decodeDoc(body, decode, check)
+}
+
+// readSpec reads, decodes and validates a job spec from the body.
+func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
+	return readDoc(s, r, schemas.DecodeTrainingJob, supported)
 }
 
 // decodeSpec decodes and validates a job spec; a bad one is a spec error.
 func decodeSpec(body []byte) (*schemas.TrainingJob, error) {
-	job, err := schemas.DecodeTrainingJob(body)
-	if err == nil {
-		err = job.Validate().Err()
-	}
-	if err == nil {
-		err = supported(job)
-	}
-	if err != nil {
-		return nil, specError(err)
-	}
-	return job, nil
+	return decodeDoc(body, schemas.DecodeTrainingJob, supported)
 }
 
 // supported checks what the schema allows but this server cannot run yet.
