@@ -44,12 +44,7 @@ var experimentRoutes = []route{
 }
 
 func (s *Server) createExperiment(r *http.Request) (any, error) {
-	exp, err := readDoc(s, r, schemas.DecodeExperiment, func(exp *schemas.Experiment) error {
-		if _, err := frameworks.Get(exp.Spec.TrialTemplate.Framework); err != nil {
-			return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
-		}
-		return nil
-	})
+	exp, err := readDoc(s, r, schemas.DecodeExperiment, experimentSupported)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +53,14 @@ func (s *Server) createExperiment(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s.svc.Experiments.Start(r.Context(), exp)
+}
+
+// experimentSupported checks that the trial template's framework runs on this server.
+func experimentSupported(exp *schemas.Experiment) error {
+	if _, err := frameworks.Get(exp.Spec.TrialTemplate.Framework); err != nil {
+		return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
+	}
+	return nil
 }
 
 func (s *Server) getExperiment(r *http.Request) (any, error) {
