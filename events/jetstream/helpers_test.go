@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
 )
@@ -49,4 +50,19 @@ func startSecuredNATS(t *testing.T, users ...devstack.NATSUser) (context.Context
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	return ctx, srv
+}
+
+// connectUser connects a plain NATS client as the workspaceUser name of workspace ws;
+// the channel receives the asynchronous errors the server reports to it, such as
+// permissions violations. The test's cleanup closes it.
+func connectUser(t *testing.T, url, name, ws string) (*nats.Conn, chan error) {
+	t.Helper()
+	errs := make(chan error, 10)
+	nc, err := nats.Connect(url, nats.UserInfo(name, name+"-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix(ws)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
 }

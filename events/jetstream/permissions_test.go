@@ -69,13 +69,7 @@ func TestWorkspaceUsersReadOnlyTheirSubjects(t *testing.T) {
 	}
 
 	// A live subscription to a's subjects is refused by the server.
-	violations := make(chan error, 10)
-	nc, err := nats.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, violations := connectUser(t, srv.URL, "bob", "b")
 	sub, err := nc.SubscribeSync("dlc.a.>")
 	if err != nil {
 		t.Fatal(err)
