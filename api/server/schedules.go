@@ -117,36 +117,24 @@ func (s *Server) updateSchedule(r *http.Request) (any, error) {
 		return nil, specError(schemas.ErrorList{schemas.Invalid(schemas.NewPath("metadata"),
 			"must name schedule %s of workspace %s, as the path does", name, ws)})
 	}
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleSpec, workflows.UpdateScheduleRequest{Schedule: *sched}, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+	return s.scheduleViewUpdate(r, workflows.UpdateScheduleSpec, workflows.UpdateScheduleRequest{Schedule: *sched})
 }
 
 func (s *Server) pauseSchedule(r *http.Request) (any, error) {
 	var req api.PauseScheduleRequest
-	if err := decodeJSON(r, &req, 64<<10, true); err != nil {
+	if err := decodeJSON(r, &req, smallBodyLimit, optionalBody); err != nil {
 		return nil, err
 	}
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateSchedulePause, req, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+	return s.scheduleViewUpdate(r, workflows.UpdateSchedulePause, req)
 }
 
 func (s *Server) resumeSchedule(r *http.Request) (any, error) {
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleResume, workflows.ResumeScheduleRequest{}, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+	return s.scheduleViewUpdate(r, workflows.UpdateScheduleResume, workflows.ResumeScheduleRequest{})
 }
 
 func (s *Server) triggerSchedule(r *http.Request) (any, error) {
 	var req api.TriggerScheduleRequest
-	if err := decodeJSON(r, &req, 64<<10, true); err != nil {
+	if err := decodeJSON(r, &req, smallBodyLimit, optionalBody); err != nil {
 		return nil, err
 	}
 	// The update takes and answers the API's types (workflows aliases them).
@@ -159,7 +147,7 @@ func (s *Server) triggerSchedule(r *http.Request) (any, error) {
 
 func (s *Server) backfillSchedule(r *http.Request) (any, error) {
 	var req api.BackfillScheduleRequest
-	if err := decodeJSON(r, &req, 64<<10, false); err != nil {
+	if err := decodeJSON(r, &req, smallBodyLimit, requiredBody); err != nil {
 		return nil, err
 	}
 	var res api.BackfillScheduleResult
@@ -170,6 +158,16 @@ func (s *Server) backfillSchedule(r *http.Request) (any, error) {
 		res.Runs = []schemas.ScheduleRun{}
 	}
 	return res, nil
+}
+
+// scheduleViewUpdate sends an update whose result is the schedule to the path's
+// schedule, and answers the schedule.
+func (s *Server) scheduleViewUpdate(r *http.Request, update string, arg any) (any, error) {
+	var view workflows.ScheduleView
+	if err := s.scheduleUpdate(r, update, arg, &view); err != nil {
+		return nil, err
+	}
+	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
 }
 
 // scheduleUpdate sends an update to the path's schedule and waits for its result.
