@@ -481,3 +481,20 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// DecodeValid answers a valid document, and the decoding or validation problems of
+// another, in that order.
+func TestDecodeValid(t *testing.T) {
+	job, err := schemas.DecodeValid([]byte(minimalYAML), schemas.DecodeTrainingJob)
+	if err != nil || job == nil || job.Metadata.Name == "" {
+		t.Fatalf("valid job: %v, %v", job, err)
+	}
+	if _, err := schemas.DecodeValid([]byte("kind: [x\n"), schemas.Decode); !errors.Is(err, schemas.ErrInvalidDocument) {
+		t.Errorf("malformed document: %v, want ErrInvalidDocument", err)
+	}
+	invalid := strings.Replace(minimalYAML, "{replicas: 1}", "{replicas: 0}", 1)
+	obj, err := schemas.DecodeValid([]byte(invalid), schemas.Decode)
+	if list, ok := errors.AsType[schemas.ErrorList](err); !ok || obj != nil || len(list) == 0 {
+		t.Errorf("invalid job: %v, %v; want nil and its ErrorList", obj, err)
+	}
+}

@@ -113,10 +113,7 @@ type document interface{ Validate() schemas.ErrorList }
 // decodeDoc decodes body with decode, validates the document, then runs check (when not
 // nil) for what the schema allows but this server cannot run; what fails is a spec error.
 func decodeDoc[D document](body []byte, decode func([]byte) (D, error), check func(D) error) (D, error) {
-	doc, err := decode(body)
-	if err == nil {
-		err = doc.Validate().Err()
-	}
+	doc, err := schemas.DecodeValid(body, decode)
 	if err == nil && check != nil {
 		err = check(doc)
 	}

@@ -9,11 +9,8 @@ import (
 // the route that creates a document of that kind does. Errors are field-path errors
 // (schemas.ErrorList) or a problem with the document as a whole.
 func validateDocument(body []byte) error {
-	obj, err := schemas.Decode(body)
+	obj, err := schemas.DecodeValid(body, schemas.Decode)
 	if err != nil {
-		return err
-	}
-	if err := obj.Validate().Err(); err != nil {
 		return err
 	}
 	switch o := obj.(type) {
