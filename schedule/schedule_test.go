@@ -84,18 +84,39 @@ func TestNext(t *testing.T) {
 		from string
 		want []string
 	}{
-		"five fields":                      {spec: schedule.Spec{Cron: "0 2 * * *"}, want: []string{"2026-01-02T02:00:00Z", "2026-01-03T02:00:00Z", "2026-01-04T02:00:00Z"}},
-		"seconds field":                    {spec: schedule.Spec{Cron: "*/20 * * * * *"}, want: []string{"2026-01-01T10:00:20Z", "2026-01-01T10:00:40Z", "2026-01-01T10:01:00Z"}},
-		"daily in Shanghai":                {spec: schedule.Spec{Cron: "@daily", TimeZone: "Asia/Shanghai"}, want: []string{"2026-01-02T00:00:00+08:00", "2026-01-03T00:00:00+08:00", "2026-01-04T00:00:00+08:00"}},
-		"hourly":                           {spec: schedule.Spec{Cron: "@hourly"}, want: []string{"2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z", "2026-01-01T13:00:00Z"}},
-		"every 6h is aligned to the epoch": {spec: schedule.Spec{Cron: "@every 6h", TimeZone: "Asia/Shanghai"}, want: []string{"2026-01-01T20:00:00+08:00", "2026-01-02T02:00:00+08:00", "2026-01-02T08:00:00+08:00"}},
+		"five fields": {
+			spec: schedule.Spec{Cron: "0 2 * * *"},
+			want: []string{"2026-01-02T02:00:00Z", "2026-01-03T02:00:00Z", "2026-01-04T02:00:00Z"},
+		},
+		"seconds field": {
+			spec: schedule.Spec{Cron: "*/20 * * * * *"},
+			want: []string{"2026-01-01T10:00:20Z", "2026-01-01T10:00:40Z", "2026-01-01T10:01:00Z"},
+		},
+		"daily in Shanghai": {
+			spec: schedule.Spec{Cron: "@daily", TimeZone: "Asia/Shanghai"},
+			want: []string{"2026-01-02T00:00:00+08:00", "2026-01-03T00:00:00+08:00", "2026-01-04T00:00:00+08:00"},
+		},
+		"hourly": {
+			spec: schedule.Spec{Cron: "@hourly"},
+			want: []string{"2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z", "2026-01-01T13:00:00Z"},
+		},
+		"every 6h is aligned to the epoch": {
+			spec: schedule.Spec{Cron: "@every 6h", TimeZone: "Asia/Shanghai"},
+			want: []string{"2026-01-01T20:00:00+08:00", "2026-01-02T02:00:00+08:00", "2026-01-02T08:00:00+08:00"},
+		},
 		"weekdays at 02:00 Shanghai": {
 			spec: schedule.Spec{Cron: "0 2 * * MON-FRI", TimeZone: "Asia/Shanghai"},
 			from: "2026-01-02T10:00:00Z", // Friday 18:00 in Shanghai
 			want: []string{"2026-01-05T02:00:00+08:00", "2026-01-06T02:00:00+08:00", "2026-01-07T02:00:00+08:00"},
 		},
-		"start bound is inclusive": {spec: schedule.Spec{Cron: "@daily", Start: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}, want: []string{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"}},
-		"end bound is inclusive":   {spec: schedule.Spec{Cron: "@daily", End: time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)}, want: []string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"}},
+		"start bound is inclusive": {
+			spec: schedule.Spec{Cron: "@daily", Start: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)},
+			want: []string{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"},
+		},
+		"end bound is inclusive": {
+			spec: schedule.Spec{Cron: "@daily", End: time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)},
+			want: []string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"},
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -115,24 +136,50 @@ func TestNext(t *testing.T) {
 // 1 November 02:00 → 01:00; Europe/Berlin: 29 March 02:00 → 03:00, 25 October 03:00 →
 // 02:00) no run is doubled or lost.
 func TestDaylightSaving(t *testing.T) {
-	const ny, berlin = "America/New_York", "Europe/Berlin"
 	tests := map[string]struct {
 		cron, zone string
 		from, to   string
 		want       []string
 	}{
 		// robfig alone skips this run: 02:30 does not exist on 8 March.
-		"NY daily in the skipped hour runs once, at the transition": {cron: "30 2 * * *", zone: ny, from: "2026-03-07T00:00:00Z", to: "2026-03-10T00:00:00Z", want: []string{"2026-03-07T02:30:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"}},
+		"NY daily in the skipped hour runs once, at the transition": {
+			cron: "30 2 * * *", zone: "America/New_York", from: "2026-03-07T00:00:00Z", to: "2026-03-10T00:00:00Z",
+			want: []string{"2026-03-07T02:30:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"},
+		},
 		// robfig alone runs this twice: 01:30 EDT and 01:30 EST.
-		"NY daily in the repeated hour runs once, at the first occurrence": {cron: "30 1 * * *", zone: ny, from: "2026-10-31T00:00:00Z", to: "2026-11-03T00:00:00Z", want: []string{"2026-10-31T01:30:00-04:00", "2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"}},
-		"Berlin daily in the skipped hour":                                 {cron: "30 2 * * *", zone: berlin, from: "2026-03-28T00:00:00Z", to: "2026-03-31T00:00:00Z", want: []string{"2026-03-28T02:30:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"}},
-		"Berlin daily in the repeated hour":                                {cron: "30 2 * * *", zone: berlin, from: "2026-10-24T00:00:00Z", to: "2026-10-27T00:00:00Z", want: []string{"2026-10-24T02:30:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"}},
-		"Berlin daily away from the transitions is unaffected":             {cron: "0 4 * * *", zone: berlin, from: "2026-03-28T00:00:00Z", to: "2026-03-31T00:00:00Z", want: []string{"2026-03-28T04:00:00+01:00", "2026-03-29T04:00:00+02:00", "2026-03-30T04:00:00+02:00"}},
+		"NY daily in the repeated hour runs once, at the first occurrence": {
+			cron: "30 1 * * *", zone: "America/New_York", from: "2026-10-31T00:00:00Z", to: "2026-11-03T00:00:00Z",
+			want: []string{"2026-10-31T01:30:00-04:00", "2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"},
+		},
+		"Berlin daily in the skipped hour": {
+			cron: "30 2 * * *", zone: "Europe/Berlin", from: "2026-03-28T00:00:00Z", to: "2026-03-31T00:00:00Z",
+			want: []string{"2026-03-28T02:30:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"},
+		},
+		"Berlin daily in the repeated hour": {
+			cron: "30 2 * * *", zone: "Europe/Berlin", from: "2026-10-24T00:00:00Z", to: "2026-10-27T00:00:00Z",
+			want: []string{"2026-10-24T02:30:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"},
+		},
+		"Berlin daily away from the transitions is unaffected": {
+			cron: "0 4 * * *", zone: "Europe/Berlin", from: "2026-03-28T00:00:00Z", to: "2026-03-31T00:00:00Z",
+			want: []string{"2026-03-28T04:00:00+01:00", "2026-03-29T04:00:00+02:00", "2026-03-30T04:00:00+02:00"},
+		},
 		// Two wall-clock times inside the gap both fall on the transition: one run.
-		"two times in the skipped hour share one run":                   {cron: "0,30 2 * * *", zone: ny, from: "2026-03-08T00:00:00Z", to: "2026-03-09T12:00:00Z", want: []string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00", "2026-03-09T02:30:00-04:00"}},
-		"hourly across spring-forward: 01:00 then 03:00, an hour apart": {cron: "0 * * * *", zone: ny, from: "2026-03-08T05:30:00Z", to: "2026-03-08T08:30:00Z", want: []string{"2026-03-08T01:00:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-08T04:00:00-04:00"}},
-		"hourly across fall-back: 01:00 twice, an hour apart":           {cron: "0 * * * *", zone: ny, from: "2026-11-01T04:30:00Z", to: "2026-11-01T07:30:00Z", want: []string{"2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00"}},
-		"quarter-hours of a fixed hour follow the real clock":           {cron: "*/30 1 * * *", zone: ny, from: "2026-11-01T00:00:00Z", to: "2026-11-01T12:00:00Z", want: []string{"2026-11-01T01:00:00-04:00", "2026-11-01T01:30:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00"}},
+		"two times in the skipped hour share one run": {
+			cron: "0,30 2 * * *", zone: "America/New_York", from: "2026-03-08T00:00:00Z", to: "2026-03-09T12:00:00Z",
+			want: []string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00", "2026-03-09T02:30:00-04:00"},
+		},
+		"hourly across spring-forward: 01:00 then 03:00, an hour apart": {
+			cron: "0 * * * *", zone: "America/New_York", from: "2026-03-08T05:30:00Z", to: "2026-03-08T08:30:00Z",
+			want: []string{"2026-03-08T01:00:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-08T04:00:00-04:00"},
+		},
+		"hourly across fall-back: 01:00 twice, an hour apart": {
+			cron: "0 * * * *", zone: "America/New_York", from: "2026-11-01T04:30:00Z", to: "2026-11-01T07:30:00Z",
+			want: []string{"2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00"},
+		},
+		"quarter-hours of a fixed hour follow the real clock": {
+			cron: "*/30 1 * * *", zone: "America/New_York", from: "2026-11-01T00:00:00Z", to: "2026-11-01T12:00:00Z",
+			want: []string{"2026-11-01T01:00:00-04:00", "2026-11-01T01:30:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00"},
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
