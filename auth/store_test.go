@@ -71,6 +71,28 @@ func openStore(t *testing.T, url string, opts ...auth.Option) *auth.Store {
 	return s
 }
 
+// withVision creates workspace vision in s; the context it answers ends after 30
+// seconds or with the test.
+func withVision(t *testing.T, s *auth.Store) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if _, err := s.CreateWorkspace(ctx, api.Workspace{Name: "vision"}, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// visionToken creates token name with role in workspace vision, as admin.
+func visionToken(ctx context.Context, t *testing.T, s *auth.Store, name string, role api.Role) api.CreatedToken {
+	t.Helper()
+	tok, err := s.CreateToken(ctx, api.TokenRequest{Name: name, Workspace: "vision", Role: role}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 func fieldsOf(err error) []string {
 	var list schemas.ErrorList
 	if !errors.As(err, &list) {
@@ -263,15 +285,8 @@ func TestBootstrapFile(t *testing.T) {
 func TestRevocationReachesEveryServer(t *testing.T) {
 	n := startNATS(t)
 	one, two := openStore(t, n.URL), openStore(t, n.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := one.CreateWorkspace(ctx, api.Workspace{Name: "vision"}, "admin"); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := one.CreateToken(ctx, api.TokenRequest{Name: "ci", Workspace: "vision", Role: api.RoleViewer}, "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := withVision(t, one)
+	tok := visionToken(ctx, t, one, "ci", api.RoleViewer)
 	if _, err := two.Authenticate(ctx, tok.Secret); err != nil {
 		t.Fatalf("a new token on the other server: %v", err)
 	}
@@ -299,19 +314,8 @@ func TestRevocationReachesEveryServer(t *testing.T) {
 func TestAuthenticateWhileNATSIsDown(t *testing.T) {
 	n := startNATS(t)
 	s := openStore(t, n.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.CreateWorkspace(ctx, api.Workspace{Name: "vision"}, "admin"); err != nil {
-		t.Fatal(err)
-	}
-	kept, err := s.CreateToken(ctx, api.TokenRequest{Name: "kept", Workspace: "vision", Role: api.RoleMember}, "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	revoked, err := s.CreateToken(ctx, api.TokenRequest{Name: "revoked", Workspace: "vision", Role: api.RoleMember}, "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := withVision(t, s)
+	kept, revoked := visionToken(ctx, t, s, "kept", api.RoleMember), visionToken(ctx, t, s, "revoked", api.RoleMember)
 	if err := s.RevokeToken(ctx, "revoked"); err != nil {
 		t.Fatal(err)
 	}

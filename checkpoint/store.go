@@ -143,13 +143,9 @@ func (s *Store) Save(ctx context.Context, uri string, step int64, files map[stri
 // List returns the manifests of every complete checkpoint under uri, oldest step first.
 // A location that holds nothing (or a bucket prefix never written) gives an empty list.
 func (s *Store) List(ctx context.Context, uri string) ([]Manifest, error) {
-	bucket, prefix, err := ParseURI(uri)
+	bucket, prefix, steps, err := s.scanURI(ctx, uri, "list")
 	if err != nil {
 		return nil, err
-	}
-	steps, err := s.scan(ctx, bucket, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: list %s: %w", uri, err)
 	}
 	var out []Manifest
 	for _, st := range steps {
@@ -168,13 +164,9 @@ func (s *Store) List(ctx context.Context, uri string) ([]Manifest, error) {
 // Latest returns the manifest of the newest complete checkpoint under uri, or an error
 // wrapping ErrNoCheckpoint when there is none. Its Ref is what to resume from.
 func (s *Store) Latest(ctx context.Context, uri string) (Manifest, error) {
-	bucket, prefix, err := ParseURI(uri)
+	bucket, prefix, steps, err := s.scanURI(ctx, uri, "latest")
 	if err != nil {
 		return Manifest{}, err
-	}
-	steps, err := s.scan(ctx, bucket, prefix)
-	if err != nil {
-		return Manifest{}, fmt.Errorf("checkpoint: latest %s: %w", uri, err)
 	}
 	for _, step := range slices.Backward(steps) {
 		if step.complete {
@@ -231,13 +223,9 @@ func (s *Store) Load(ctx context.Context, ref string) (Manifest, map[string][]by
 // and are left alone. A pruned checkpoint loses its manifest first, so it never reads as
 // complete with files missing. Prune returns the steps it deleted, oldest first.
 func (s *Store) Prune(ctx context.Context, uri string, keep int) ([]int64, error) {
-	bucket, prefix, err := ParseURI(uri)
+	bucket, _, steps, err := s.scanURI(ctx, uri, "prune")
 	if err != nil {
 		return nil, err
-	}
-	steps, err := s.scan(ctx, bucket, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: prune %s: %w", uri, err)
 	}
 	var doomed []stepObjects
 	complete := 0
@@ -273,6 +261,19 @@ type stepObjects struct {
 
 // scan lists everything under prefix in one pass and groups it by step, oldest first.
 // Objects outside step directories (names that are not all digits) are ignored.
+// scanURI parses uri and scans the steps under it. A bad uri is an ErrInvalidURI; a
+// failed scan is wrapped as "checkpoint: <op> <uri>".
+func (s *Store) scanURI(ctx context.Context, uri, op string) (bucket, prefix string, steps []stepObjects, err error) {
+	bucket, prefix, err = ParseURI(uri)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if steps, err = s.scan(ctx, bucket, prefix); err != nil {
+		return "", "", nil, fmt.Errorf("checkpoint: %s %s: %w", op, uri, err)
+	}
+	return bucket, prefix, steps, nil
+}
+
 func (s *Store) scan(ctx context.Context, bucket, prefix string) ([]stepObjects, error) {
 	listPrefix := ""
 	if prefix != "" {

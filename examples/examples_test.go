@@ -4,13 +4,13 @@ package examples
 
 import (
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/schemastest"
 )
 
 // noExampleYet are the kinds that have no example under examples/ yet; every other kind
@@ -41,17 +41,7 @@ func TestEveryExampleIsValid(t *testing.T) {
 	seen := map[schemas.Kind][]string{}
 	for _, file := range files {
 		t.Run(filepath.ToSlash(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			obj, err := schemas.Decode(data)
-			if err != nil {
-				t.Fatalf("decode:\n%v", err)
-			}
-			if errs := obj.Validate(); errs != nil {
-				t.Fatalf("validate:\n%v", errs)
-			}
+			obj := schemastest.ReadValid(t, file, schemas.Decode)
 			if obj.GetMeta().Name == "" || obj.GetMeta().Workspace == "" {
 				t.Errorf("metadata %+v: want a name and a (defaulted) workspace", obj.GetMeta())
 			}

@@ -104,12 +104,7 @@ func TestASHAShouldStop(t *testing.T) {
 		v := float64(i)
 		others = append(others, curveTrial(i, TrialCompleted, v, v, 10*v, 10*v))
 	}
-	tests := map[string]struct {
-		h    History
-		t    Trial
-		opts []StopperOption
-		want bool
-	}{
+	tests := map[string]stopCase{
 		"no report": {
 			h: History{Trials: others}, t: Trial{ID: 0, State: TrialRunning}, want: false,
 		},
@@ -164,17 +159,7 @@ func TestASHAShouldStop(t *testing.T) {
 			t: curveTrial(0, TrialRunning, 2.5), want: true, // rank 3 of 4, keep 1
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			s, err := NewStopper(StopperASHA, tc.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := s.ShouldStop(tc.h, tc.t); got != tc.want {
-				t.Errorf("ShouldStop() = %v, want %v", got, tc.want)
-			}
-		})
-	}
+	checkStops(t, StopperASHA, tests)
 }
 
 func TestMedianShouldStop(t *testing.T) {
@@ -185,12 +170,7 @@ func TestMedianShouldStop(t *testing.T) {
 		v := float64(i)
 		done = append(done, curveTrial(i, TrialCompleted, 10, v, v, v))
 	}
-	tests := map[string]struct {
-		h    History
-		t    Trial
-		opts []StopperOption
-		want bool
-	}{
+	tests := map[string]stopCase{
 		"better than the median": {
 			h: History{Trials: done}, t: curveTrial(0, TrialRunning, 20, 9, 2.5), want: false,
 		},
@@ -245,9 +225,24 @@ func TestMedianShouldStop(t *testing.T) {
 			h: History{Trials: done}, t: Trial{ID: 0, State: TrialRunning}, want: false,
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			s, err := NewStopper(StopperMedian, tc.opts...)
+	checkStops(t, StopperMedian, tests)
+}
+
+// stopCase is a history, the trial asked about, the stopper's options, and whether it
+// should stop the trial.
+type stopCase struct {
+	h    History
+	t    Trial
+	opts []StopperOption
+	want bool
+}
+
+// checkStops asks stopper name about each case.
+func checkStops(t *testing.T, name string, tests map[string]stopCase) {
+	t.Helper()
+	for caseName, tc := range tests {
+		t.Run(caseName, func(t *testing.T) {
+			s, err := NewStopper(name, tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,9 +87,7 @@ func TestWebhookDeliversSignedEventsInOrder(t *testing.T) {
 			t.Errorf("event %s: headers (-want +got):\n%s", r.eventID, diff)
 		}
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("deliveries per job, in arrival order (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "deliveries per job, in arrival order", want, got)
 }
 
 // TestWebhookRetriesThenSucceeds: a receiver that fails twice gets the event on attempt 3,
@@ -123,9 +121,7 @@ func TestWebhookRetriesThenSucceeds(t *testing.T) {
 			notify.VerifySignature([]byte(testSecret), r.body, r.header.Get(notify.HeaderSignature))})
 	}
 	want := []attempt{{p.id, "1", 500, true}, {p.id, "2", 500, true}, {p.id, "3", 200, true}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "requests", want, got)
 }
 
 // TestDeadLetterAfterMaxAttempts: a permanently failing endpoint's events land, in order,
@@ -166,17 +162,13 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 		return letter{p.id + ":down:webhook:deadletter", p.id, "a", "down", "webhook", rc.url(),
 			"HTTP 503: Service Unavailable", string(p.data), 3, true}
 	}
-	if diff := cmp.Diff([]letter{wantLetter(p1), wantLetter(p2)}, got); diff != "" {
-		t.Errorf("dead letters (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "dead letters", []letter{wantLetter(p1), wantLetter(p2)}, got)
 	var attempts []string
 	for _, r := range rc.all() {
 		attempts = append(attempts, r.eventID+"#"+r.header.Get(notify.HeaderAttempt))
 	}
 	wantAttempts := []string{p1.id + "#1", p1.id + "#2", p1.id + "#3", p2.id + "#1", p2.id + "#2", p2.id + "#3"}
-	if diff := cmp.Diff(wantAttempts, attempts); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "requests", wantAttempts, attempts)
 }
 
 // TestSubjectForwarding: events are forwarded to a subject a stream keeps, with
@@ -214,9 +206,7 @@ func TestSubjectForwarding(t *testing.T) {
 	slices.Sort(gotStored) // two jobs: no order between them
 	wantStored := []string{p1.id + ":stored " + string(p1.data), p2.id + ":stored " + string(p2.data)}
 	slices.Sort(wantStored)
-	if diff := cmp.Diff(wantStored, gotStored); diff != "" {
-		t.Errorf("forwarded to dlc.a.notify.cv (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "forwarded to dlc.a.notify.cv", wantStored, gotStored)
 
 	var gotPlain []string
 	for range 2 {
@@ -229,9 +219,7 @@ func TestSubjectForwarding(t *testing.T) {
 	slices.Sort(gotPlain)
 	wantPlain := []string{p1.id + ":plain a/plain " + string(p1.data), p2.id + ":plain a/plain " + string(p2.data)}
 	slices.Sort(wantPlain)
-	if diff := cmp.Diff(wantPlain, gotPlain); diff != "" {
-		t.Errorf("forwarded to team.alerts (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "forwarded to team.alerts", wantPlain, gotPlain)
 
 	// A forward repeated (by a restarted dispatcher) carries the same id: dropped.
 	ack, err := e.js.Publish(e.ctx, "dlc.a.notify.cv", p1.data, jetstream.WithMsgID(p1.id+":stored"))
@@ -260,12 +248,8 @@ func TestWorkspaceIsolation(t *testing.T) {
 	e.waitProcessed("a")
 	e.waitProcessed("b")
 
-	if diff := cmp.Diff(ids(a1, a2), ra.delivered()); diff != "" {
-		t.Errorf("workspace a's receiver (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(ids(b1), rb.delivered()); diff != "" {
-		t.Errorf("workspace b's receiver (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "workspace a's receiver", ids(a1, a2), ra.delivered())
+	wantEqual(t, "workspace b's receiver", ids(b1), rb.delivered())
 	for _, r := range rb.all() {
 		if got := r.header.Get(notify.HeaderRule); got != "b/all" {
 			t.Errorf("rule header %q, want b/all", got)
@@ -301,9 +285,7 @@ func TestLabelAndPhaseFilters(t *testing.T) {
 	slices.Sort(got)
 	want := ids(match1, match2)
 	slices.Sort(want)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "delivered", want, got)
 }
 
 // TestRestartResumesWithoutLossOrDuplicates: events published while the dispatcher is
@@ -314,27 +296,15 @@ func TestRestartResumesWithoutLossOrDuplicates(t *testing.T) {
 	rc := newReceiver(t, ok)
 	d1 := e.start()
 	e.put(d1, webhookRule("a", "all", rc.url()))
-	var want []string
-	for seq := 1; seq <= 5; seq++ {
-		want = append(want, e.phase("a", "j", seq, schemas.JobRunning, nil).id)
-	}
+	want := e.running("a", "j", 1, 5)
 	rc.waitDelivered(5)
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
 	if err := d1.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for seq := 6; seq <= 10; seq++ {
-		want = append(want, e.phase("a", "j", seq, schemas.JobRunning, nil).id)
-	}
-	start := time.Now()
-	e.start()
-	rc.waitDelivered(10)
-	t.Logf("5 events published while down delivered %v after restart", time.Since(start).Round(time.Millisecond))
-	e.waitProcessed("a")
-	if diff := cmp.Diff(want, rc.delivered()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
+	want = append(want, e.running("a", "j", 6, 10)...)
+	e.restartDelivers(rc, "a", want, "5 events published while down delivered")
 	if n := len(rc.all()); n != 10 {
 		t.Errorf("%d requests, want 10", n)
 	}
@@ -358,10 +328,7 @@ func TestCrashMidDeliveryRedeliversInOrder(t *testing.T) {
 	})
 	d1 := e.start()
 	e.put(d1, webhookRule("a", "all", rc.url()))
-	var want []string
-	for seq := 1; seq <= 5; seq++ {
-		want = append(want, e.phase("a", "j", seq, schemas.JobRunning, nil).id)
-	}
+	want := e.running("a", "j", 1, 5)
 	waitFor(t, "event 3 in flight", inFlight.Load)
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel() // give up at once: like a crash, deliveries under way are abandoned
@@ -371,22 +338,13 @@ func TestCrashMidDeliveryRedeliversInOrder(t *testing.T) {
 		t.Logf("Close: %v", err)
 	}
 	want = append(want, e.phase("a", "j", 6, schemas.JobSucceeded, nil).id)
-	start := time.Now()
-	e.start()
-	rc.waitDelivered(6)
-	t.Logf("redelivered from event 3 on in %v", time.Since(start).Round(time.Millisecond))
-	e.waitProcessed("a")
-	if diff := cmp.Diff(want, rc.delivered()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
+	e.restartDelivers(rc, "a", want, "redelivered from event 3 on")
 	var attempts []string
 	for _, r := range rc.all() {
 		attempts = append(attempts, r.header.Get(notify.HeaderAttempt))
 	}
 	// Event 3: attempt 1 abandoned, attempt 1 again by the new dispatcher.
-	if diff := cmp.Diff([]string{"1", "1", "1", "1", "1", "1", "1"}, attempts); diff != "" {
-		t.Errorf("attempt headers (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "attempt headers", []string{"1", "1", "1", "1", "1", "1", "1"}, attempts)
 }
 
 // TestRuleChangesApplyLive: updating, deleting and creating rules in the bucket changes
@@ -428,9 +386,7 @@ func TestRuleChangesApplyLive(t *testing.T) {
 
 	got := map[string][]string{"first": first.delivered(), "second": second.delivered(), "third": third.delivered()}
 	want := map[string][]string{"first": nil, "second": ids(p2), "third": ids(p4)}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("delivered per receiver (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "delivered per receiver", want, got)
 }
 
 // TestRuleFixDuringBackoffRetriesAtOnce: correcting a failing rule's URL takes effect at
@@ -453,9 +409,7 @@ func TestRuleFixDuringBackoffRetriesAtOnce(t *testing.T) {
 	fixed.waitDelivered(1)
 	t.Logf("delivered %v after the fix (backoff 1h)", time.Since(start).Round(time.Millisecond))
 	e.waitProcessed("a")
-	if diff := cmp.Diff(ids(p), fixed.delivered()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "delivered", ids(p), fixed.delivered())
 	if got := fixed.all()[0].header.Get(notify.HeaderAttempt); got != "2" {
 		t.Errorf("attempt header %q, want 2", got)
 	}
@@ -486,9 +440,7 @@ func TestSlowWorkspaceDoesNotBlockOthers(t *testing.T) {
 	p := e.phase("fast", "j", 1, schemas.JobRunning, nil)
 	fast.waitDelivered(1)
 	t.Logf("workspace fast delivered in %v while workspace slow hangs", time.Since(start).Round(time.Millisecond))
-	if diff := cmp.Diff(ids(p), fast.delivered()); diff != "" {
-		t.Errorf("fast delivered (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "fast delivered", ids(p), fast.delivered())
 	if n := len(slow.all()); n != 1 {
 		t.Errorf("slow workspace has %d requests in flight, want 1 (its bound)", n)
 	}
@@ -562,7 +514,5 @@ func TestDeletedConsumerIsRecreated(t *testing.T) {
 	t.Logf("delivered %v after the consumer was deleted", time.Since(start).Round(time.Millisecond))
 	e.waitProcessed("a")
 	got := slices.Compact(rc.delivered())
-	if diff := cmp.Diff(ids(p1, p2), got); diff != "" {
-		t.Errorf("delivered, repeats removed (-want +got):\n%s", diff)
-	}
+	wantEqual(t, "delivered, repeats removed", ids(p1, p2), got)
 }

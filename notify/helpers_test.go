@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opendlc/opendlc/events"
@@ -85,6 +86,18 @@ func (e *env) put(d *notify.Dispatcher, r *schemas.NotificationRule) {
 	}
 }
 
+// restartDelivers starts a new dispatcher and checks that rc then has received want,
+// in order, once ws's events are processed; it logs how long that took after the start.
+func (e *env) restartDelivers(rc *receiver, ws string, want []string, what string) {
+	e.t.Helper()
+	start := time.Now()
+	e.start()
+	rc.waitDelivered(len(want))
+	e.t.Logf("%s in %v after the restart", what, time.Since(start).Round(time.Millisecond))
+	e.waitProcessed(ws)
+	wantEqual(e.t, "delivered", want, rc.delivered())
+}
+
 // phase publishes a phase event of job in ws, as the TrainingJob workflow does, and
 // returns it with its encoding.
 func (e *env) phase(ws, job string, seq int, phase schemas.JobPhase, labels map[string]string) published {
@@ -100,6 +113,16 @@ func (e *env) phase(ws, job string, seq int, phase schemas.JobPhase, labels map[
 }
 
 // metric publishes a metric event of job in ws.
+// running publishes events from to to (inclusive) of job in ws, each phase Running,
+// and answers their ids in order.
+func (e *env) running(ws, job string, from, to int) []string {
+	var ids []string
+	for seq := from; seq <= to; seq++ {
+		ids = append(ids, e.phase(ws, job, seq, schemas.JobRunning, nil).id)
+	}
+	return ids
+}
+
 func (e *env) metric(ws, job string, seq int64) published {
 	e.t.Helper()
 	uid := ws + "-" + job + "-uid"
@@ -192,6 +215,14 @@ func (e *env) notifyMsgs(subject string) []*jetstream.RawStreamMsg {
 
 // waitFor polls cond every 10ms until it holds, failing the test after 30s. detail,
 // when given, says what was seen last.
+// wantEqual fails t, showing what and the difference, unless got equals want.
+func wantEqual(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -66,6 +66,21 @@ func NewObject(k Kind) Object {
 	return nil
 }
 
+// DecodeValid decodes data with decode (Decode, for a document of any kind, or one
+// kind's Decode function) and validates the document: what is wrong is the error,
+// decoding problems first, then the document's ErrorList.
+func DecodeValid[D interface{ Validate() ErrorList }](data []byte, decode func([]byte) (D, error)) (D, error) {
+	doc, err := decode(data)
+	if err == nil {
+		err = doc.Validate().Err()
+	}
+	if err != nil {
+		var none D
+		return none, err
+	}
+	return doc, nil
+}
+
 // Decode reads one YAML or JSON document of any kind, strictly: unknown fields, values of
 // the wrong type and duplicate keys are all reported, with their field paths, as an
 // ErrorList. It then applies Default. It does not call Validate.

@@ -365,84 +365,37 @@ func TestDecodeTrainingJobErrors(t *testing.T) {
 
 func TestDecodeDocumentErrors(t *testing.T) {
 	tooLarge := append([]byte(minimalYAML+"#"), bytes.Repeat([]byte("x"), schemas.MaxDocumentSize)...)
+	// A row without wantIs is an ErrInvalidDocument: "schemas: invalid document: " + detail.
 	tests := map[string]struct {
 		doc     []byte
 		wantIs  error
 		wantErr string
+		detail  string
 	}{
 		"over 1 MiB": {
 			doc:     tooLarge,
 			wantIs:  schemas.ErrDocumentTooLarge,
 			wantErr: fmt.Sprintf("schemas: document too large: %d bytes; the limit is 1048576 bytes (1 MiB)", len(tooLarge)),
 		},
-		"empty": {
-			doc:     nil,
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: the document is empty",
-		},
-		"only whitespace": {
-			doc:     []byte(" \n\t\n"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: the document is empty",
-		},
-		"only a comment": {
-			doc:     []byte("# nothing\n"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: the document is empty",
-		},
-		"null": {
-			doc:     []byte("~\n"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: the document is empty",
-		},
-		"a list": {
-			doc:     []byte("- kind: TrainingJob\n"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: the document must be an object (a mapping of field names to values), not a list",
-		},
-		"a JSON string": {
-			doc:     []byte(`"TrainingJob"`),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: the document must be an object (a mapping of field names to values), not a string",
-		},
-		"two YAML documents": {
-			doc:     []byte(minimalYAML + "---\n" + minimalYAML),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: found 2 YAML documents; submit one at a time",
-		},
-		"YAML syntax error": {
-			doc:     []byte("kind: TrainingJob\nspec:\n  roles: {worker: [\n"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: yaml: line 3: did not find expected node content",
-		},
-		"YAML tab indentation": {
-			doc:     []byte("kind: TrainingJob\nspec:\n\troles: {}\n"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: yaml: line 3: found character that cannot start any token",
-		},
-		"JSON syntax error": {
-			doc:     []byte("{\"kind\": \"TrainingJob\",\n \"spec\": {\"roles\": }}"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: invalid JSON at line 2, column 20: invalid character '}' looking for beginning of value",
-		},
-		"truncated JSON": {
-			doc:     []byte(`{"kind": "TrainingJob", "spec": {`),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: invalid JSON: unexpected end of document",
-		},
-		"data after the JSON object": {
-			doc:     []byte(`{"kind": "TrainingJob"} {"kind": "TrainingJob"}`),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: unexpected data after the top-level object at line 1, column 25",
-		},
-		"too deeply nested": {
-			doc:     []byte(`{"kind": "TrainingJob", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "}"),
-			wantIs:  schemas.ErrInvalidDocument,
-			wantErr: "schemas: invalid document: values are nested more than 32 levels deep",
-		},
+		"empty":                      {doc: nil, detail: "the document is empty"},
+		"only whitespace":            {doc: []byte(" \n\t\n"), detail: "the document is empty"},
+		"only a comment":             {doc: []byte("# nothing\n"), detail: "the document is empty"},
+		"null":                       {doc: []byte("~\n"), detail: "the document is empty"},
+		"a list":                     {doc: []byte("- kind: TrainingJob\n"), detail: "the document must be an object (a mapping of field names to values), not a list"},
+		"a JSON string":              {doc: []byte(`"TrainingJob"`), detail: "the document must be an object (a mapping of field names to values), not a string"},
+		"two YAML documents":         {doc: []byte(minimalYAML + "---\n" + minimalYAML), detail: "found 2 YAML documents; submit one at a time"},
+		"YAML syntax error":          {doc: []byte("kind: TrainingJob\nspec:\n  roles: {worker: [\n"), detail: "yaml: line 3: did not find expected node content"},
+		"YAML tab indentation":       {doc: []byte("kind: TrainingJob\nspec:\n\troles: {}\n"), detail: "yaml: line 3: found character that cannot start any token"},
+		"JSON syntax error":          {doc: []byte("{\"kind\": \"TrainingJob\",\n \"spec\": {\"roles\": }}"), detail: "invalid JSON at line 2, column 20: invalid character '}' looking for beginning of value"},
+		"truncated JSON":             {doc: []byte(`{"kind": "TrainingJob", "spec": {`), detail: "invalid JSON: unexpected end of document"},
+		"data after the JSON object": {doc: []byte(`{"kind": "TrainingJob"} {"kind": "TrainingJob"}`), detail: "unexpected data after the top-level object at line 1, column 25"},
+		"too deeply nested":          {doc: []byte(`{"kind": "TrainingJob", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "}"), detail: "values are nested more than 32 levels deep"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
+			if tt.wantIs == nil {
+				tt.wantIs, tt.wantErr = schemas.ErrInvalidDocument, "schemas: invalid document: "+tt.detail
+			}
 			obj, err := schemas.Decode(tt.doc)
 			if obj != nil {
 				t.Errorf("Decode returned %v, want nil", obj)
@@ -527,4 +480,21 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// DecodeValid answers a valid document, and the decoding or validation problems of
+// another, in that order.
+func TestDecodeValid(t *testing.T) {
+	job, err := schemas.DecodeValid([]byte(minimalYAML), schemas.DecodeTrainingJob)
+	if err != nil || job == nil || job.Metadata.Name == "" {
+		t.Fatalf("valid job: %v, %v", job, err)
+	}
+	if _, err := schemas.DecodeValid([]byte("kind: [x\n"), schemas.Decode); !errors.Is(err, schemas.ErrInvalidDocument) {
+		t.Errorf("malformed document: %v, want ErrInvalidDocument", err)
+	}
+	invalid := strings.Replace(minimalYAML, "{replicas: 1}", "{replicas: 0}", 1)
+	obj, err := schemas.DecodeValid([]byte(invalid), schemas.Decode)
+	if list, ok := errors.AsType[schemas.ErrorList](err); !ok || obj != nil || len(list) == 0 {
+		t.Errorf("invalid job: %v, %v; want nil and its ErrorList", obj, err)
+	}
 }

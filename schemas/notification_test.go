@@ -45,6 +45,12 @@ func webhook(mutate func(w *schemas.WebhookTarget)) func(r *schemas.Notification
 	return func(r *schemas.NotificationRule) { mutate(r.Spec.Webhook) }
 }
 
+// ruleCase is a rule and the errors Validate finds in it.
+type ruleCase struct {
+	rule *schemas.NotificationRule
+	want schemas.ErrorList
+}
+
 func TestNotificationRuleValidate(t *testing.T) {
 	d := func(s string) schemas.Duration {
 		v, err := time.ParseDuration(s)
@@ -53,10 +59,12 @@ func TestNotificationRuleValidate(t *testing.T) {
 		}
 		return schemas.Duration(v)
 	}
-	tests := map[string]struct {
-		rule *schemas.NotificationRule
-		want schemas.ErrorList
-	}{
+	// webhookURL sets the webhook's URL and wants one error on it.
+	webhookURL := func(url, detail string) ruleCase {
+		return ruleCase{rule: rule(webhook(func(w *schemas.WebhookTarget) { w.URL = url })),
+			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: detail}}}
+	}
+	tests := map[string]ruleCase{
 		// Valid rules.
 		"webhook":              {rule: rule()},
 		"empty match":          {rule: rule(func(r *schemas.NotificationRule) { r.Spec.Match = schemas.NotificationMatch{} })},
@@ -101,30 +109,12 @@ func TestNotificationRuleValidate(t *testing.T) {
 			rule: rule(func(r *schemas.NotificationRule) { r.Metadata.Name = "" }),
 			want: schemas.ErrorList{{Field: "metadata.name", Detail: "required"}},
 		},
-		"URL problems": {
-			rule: rule(func(r *schemas.NotificationRule) { r.Spec.Webhook.URL = "ftp://hooks.example.com/x" }),
-			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: "must be an http or https URL"}},
-		},
-		"URL without host": {
-			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.URL = "https:///hook" })),
-			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: "must name a host"}},
-		},
-		"URL with credentials": {
-			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.URL = "https://u:p@hooks.example.com/" })),
-			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: "must not contain credentials; use headers or the signature instead"}},
-		},
-		"URL not a URL": {
-			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.URL = "http://[::1" })),
-			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: "must be a valid URL"}},
-		},
-		"URL missing": {
-			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.URL = "" })),
-			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: "required"}},
-		},
-		"URL too long": {
-			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.URL = "https://h.example.com/" + strings.Repeat("a", 2048) })),
-			want: schemas.ErrorList{{Field: "spec.webhook.url", Detail: "must be at most 2048 characters"}},
-		},
+		"URL problems":         webhookURL("ftp://hooks.example.com/x", "must be an http or https URL"),
+		"URL without host":     webhookURL("https:///hook", "must name a host"),
+		"URL with credentials": webhookURL("https://u:p@hooks.example.com/", "must not contain credentials; use headers or the signature instead"),
+		"URL not a URL":        webhookURL("http://[::1", "must be a valid URL"),
+		"URL missing":          webhookURL("", "required"),
+		"URL too long":         webhookURL("https://h.example.com/"+strings.Repeat("a", 2048), "must be at most 2048 characters"),
 		"no secret": {
 			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.Secret = "" })),
 			want: schemas.ErrorList{{Field: "spec.webhook.secret", Detail: "required unless secretRef is set: every webhook request is signed"}},

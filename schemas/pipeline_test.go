@@ -2,13 +2,13 @@ package schemas_test
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/schemastest"
 )
 
 // retrainPipeline is the nightly retraining pipeline of the docs: preprocess → train →
@@ -453,17 +453,7 @@ func TestFieldPath(t *testing.T) {
 func TestPipelineAndTriggerExamplesAreValid(t *testing.T) {
 	for _, file := range []string{"../examples/pipeline/retrain.yaml", "../examples/trigger/on-new-data.yaml"} {
 		t.Run(file, func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			obj, err := schemas.Decode(data)
-			if err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			if errs := obj.Validate(); errs != nil {
-				t.Errorf("Validate() = %v", errs)
-			}
+			schemastest.ReadValid(t, file, schemas.Decode)
 		})
 	}
 }

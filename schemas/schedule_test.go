@@ -379,20 +379,34 @@ func resumeErr() schemas.ErrorList {
 	return schemas.ErrorList{{Field: "spec.checkpoint.resumeFrom", Detail: "must be a checkpoint: s3://bucket/prefix/<step>, the step in digits"}}
 }
 
+// specErrors are the errors below prefix, with prefix (also where a message names
+// another field) written as spec.
+func specErrors(errs schemas.ErrorList, prefix string) []string {
+	var out []string
+	for _, e := range errs {
+		if rest, ok := strings.CutPrefix(e.Field, prefix); ok {
+			out = append(out, "spec"+rest+": "+strings.ReplaceAll(e.Detail, prefix, "spec"))
+		}
+	}
+	return out
+}
+
 // A template is validated as a document of its kind: every problem an Experiment or a
 // Pipeline with that spec has below spec, the schedule reports at the same path below
 // spec.action.<kind>Template.spec, and no other.
 func TestScheduleTemplatesValidateAsTheirKind(t *testing.T) {
-	// specErrors are the errors below prefix, with prefix (also where a message names
-	// another field) written as spec.
-	specErrors := func(errs schemas.ErrorList, prefix string) []string {
-		var out []string
-		for _, e := range errs {
-			if rest, ok := strings.CutPrefix(e.Field, prefix); ok {
-				out = append(out, "spec"+rest+": "+strings.ReplaceAll(e.Detail, prefix, "spec"))
-			}
+	// sameErrors checks that the schedule reports below its template's path what the
+	// document itself reports below spec, and that a mutation does make an error.
+	sameErrors := func(t *testing.T, name, kind string, doc schemas.ErrorList, s *schemas.Schedule) {
+		t.Helper()
+		want := specErrors(doc, "spec")
+		path := "spec.action." + strings.ToLower(kind[:1]) + kind[1:] + "Template.spec"
+		if diff := cmp.Diff(want, specErrors(s.Validate(), path)); diff != "" {
+			t.Errorf("schedule's template errors (-as the %s +as a Schedule's template):\n%s", kind, diff)
 		}
-		return out
+		if name != "valid" && len(want) == 0 {
+			t.Errorf("the mutation %q makes no error: the case tests nothing", name)
+		}
 	}
 	experiments := map[string]func(e *schemas.Experiment){
 		"valid":            func(*schemas.Experiment) {},
@@ -410,13 +424,7 @@ func TestScheduleTemplatesValidateAsTheirKind(t *testing.T) {
 			s := sched(func(s *schemas.Schedule) {
 				s.Spec.Action = schemas.ScheduleAction{ExperimentTemplate: &schemas.ExperimentTemplate{Spec: e.Spec}}
 			})
-			want := specErrors(e.Validate(), "spec")
-			if diff := cmp.Diff(want, specErrors(s.Validate(), "spec.action.experimentTemplate.spec")); diff != "" {
-				t.Errorf("schedule's template errors (-as an Experiment +as a Schedule's template):\n%s", diff)
-			}
-			if name != "valid" && len(want) == 0 {
-				t.Errorf("the mutation %q makes no error: the case tests nothing", name)
-			}
+			sameErrors(t, name, "Experiment", e.Validate(), s)
 		})
 	}
 	pipelines := map[string]func(p *schemas.Pipeline){
@@ -436,13 +444,7 @@ func TestScheduleTemplatesValidateAsTheirKind(t *testing.T) {
 			s := sched(func(s *schemas.Schedule) {
 				s.Spec.Action = schemas.ScheduleAction{PipelineTemplate: &schemas.PipelineTemplate{Spec: p.Spec}}
 			})
-			want := specErrors(p.Validate(), "spec")
-			if diff := cmp.Diff(want, specErrors(s.Validate(), "spec.action.pipelineTemplate.spec")); diff != "" {
-				t.Errorf("schedule's template errors (-as a Pipeline +as a Schedule's template):\n%s", diff)
-			}
-			if name != "valid" && len(want) == 0 {
-				t.Errorf("the mutation %q makes no error: the case tests nothing", name)
-			}
+			sameErrors(t, name, "Pipeline", p.Validate(), s)
 		})
 	}
 }

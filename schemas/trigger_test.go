@@ -64,32 +64,26 @@ func TestTriggerValid(t *testing.T) {
 	}
 }
 
+// triggerCase edits a valid trigger document and wants these errors from ValidateTrigger.
+type triggerCase struct {
+	doc  string
+	edit func(tr *schemas.Trigger)
+	want schemas.ErrorList
+}
+
 func TestTriggerInvalid(t *testing.T) {
-	tests := map[string]struct {
-		doc  string
-		edit func(tr *schemas.Trigger)
-		want schemas.ErrorList
-	}{
-		"subject of another workspace": {
-			doc:  onNewData,
-			edit: func(tr *schemas.Trigger) { tr.Spec.Subject = "dlc.other.s3.events" },
-			want: schemas.ErrorList{{Field: "spec.subject", Detail: "must be dlc.vision.trigger.<name> or dlc.vision.s3.<name> (one token after the prefix)"}},
-		},
-		"subject outside dlc": {
-			doc:  onDemand,
-			edit: func(tr *schemas.Trigger) { tr.Spec.Subject = "orders.created" },
-			want: schemas.ErrorList{{Field: "spec.subject", Detail: "must be dlc.vision.trigger.<name> or dlc.vision.s3.<name> (one token after the prefix)"}},
-		},
-		"subject with more tokens": {
-			doc:  onDemand,
-			edit: func(tr *schemas.Trigger) { tr.Spec.Subject = "dlc.vision.trigger.a.fired" },
-			want: schemas.ErrorList{{Field: "spec.subject", Detail: "must be dlc.vision.trigger.<name> or dlc.vision.s3.<name> (one token after the prefix)"}},
-		},
-		"wildcard subject": {
-			doc:  onDemand,
-			edit: func(tr *schemas.Trigger) { tr.Spec.Subject = "dlc.vision.trigger.*" },
-			want: schemas.ErrorList{{Field: "spec.subject", Detail: "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"}},
-		},
+	// subject sets spec.subject and wants one error on it.
+	subject := func(doc, subject, detail string) triggerCase {
+		return triggerCase{doc: doc, edit: func(tr *schemas.Trigger) { tr.Spec.Subject = subject },
+			want: schemas.ErrorList{{Field: "spec.subject", Detail: detail}}}
+	}
+	const notOwn = "must be dlc.vision.trigger.<name> or dlc.vision.s3.<name> (one token after the prefix)"
+	tests := map[string]triggerCase{
+		"subject of another workspace": subject(onNewData, "dlc.other.s3.events", notOwn),
+		"subject outside dlc":          subject(onDemand, "orders.created", notOwn),
+		"subject with more tokens":     subject(onDemand, "dlc.vision.trigger.a.fired", notOwn),
+		"wildcard subject":             subject(onDemand, "dlc.vision.trigger.*", "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"),
+		"missing subject":              subject(onDemand, "", "required"),
 		"filters": {
 			doc: onNewData,
 			edit: func(tr *schemas.Trigger) {
@@ -163,11 +157,6 @@ func TestTriggerInvalid(t *testing.T) {
 				{Field: "metadata.name", Detail: "must be at most 39 characters: what the trigger starts is named <name>-<10 hex digits>"},
 				{Field: "spec.action.pipeline.steps[0].name", Detail: "the step's job name <pipeline>-train would be longer than 50 characters; shorten the pipeline's or the step's name"},
 			},
-		},
-		"missing subject": {
-			doc:  onDemand,
-			edit: func(tr *schemas.Trigger) { tr.Spec.Subject = "" },
-			want: schemas.ErrorList{{Field: "spec.subject", Detail: "required"}},
 		},
 	}
 	for name, tc := range tests {

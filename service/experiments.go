@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -49,23 +48,13 @@ func (s *Experiments) query(ctx context.Context, ws, name string) (api.Experimen
 
 // List answers one page of a workspace's experiments, newest first.
 func (s *Experiments) List(ctx context.Context, ws string, o ListOptions) (api.ExperimentList, error) {
-	o.Framework = ""
-	execs, next, err := s.list(ctx, ws, schemas.KindExperiment, o, true, "")
-	if err != nil {
-		return api.ExperimentList{}, err
-	}
-	list := api.ExperimentList{Items: []api.ExperimentSummary{}, NextPageToken: next}
-	for _, e := range execs {
-		// An experiment that continued as new is listed once, by its current run.
-		if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-			continue
-		}
-		r := listed(e, func(p schemas.ExperimentPhase) bool { return p.Terminal() || p == schemas.ExperimentStopped },
-			schemas.ExperimentFailed)
-		list.Items = append(list.Items, api.ExperimentSummary{Workspace: ws, Name: r.Name, UID: r.UID,
-			StartTime: r.Start, EndTime: r.End, Phase: r.Phase})
-	}
-	return list, nil
+	// An experiment continues as new: it is listed once, by its current run.
+	k := runKind[schemas.ExperimentPhase]{kind: schemas.KindExperiment, current: true, failed: schemas.ExperimentFailed,
+		final: func(p schemas.ExperimentPhase) bool { return p.Terminal() || p == schemas.ExperimentStopped }}
+	items, next, err := listRuns(ctx, s.temporalBase, ws, o, k, func(r listedRun[schemas.ExperimentPhase]) api.ExperimentSummary {
+		return api.ExperimentSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase}
+	})
+	return api.ExperimentList{Items: items, NextPageToken: next}, err
 }
 
 // Stop stops an experiment's running trials and answers once it is Stopped; an

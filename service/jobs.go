@@ -40,17 +40,11 @@ func (s *Jobs) query(ctx context.Context, ws, name string) (api.Job, error) {
 
 // List answers one page of a workspace's jobs, newest first.
 func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList, error) {
-	execs, next, err := s.list(ctx, ws, schemas.KindTrainingJob, o, true, "")
-	if err != nil {
-		return api.JobList{}, err
-	}
-	list := api.JobList{Items: []api.JobSummary{}, NextPageToken: next}
-	for _, e := range execs {
-		r := listed(e, schemas.JobPhase.Terminal, schemas.JobFailed)
-		list.Items = append(list.Items, api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID,
-			StartTime: r.Start, EndTime: r.End, Phase: r.Phase})
-	}
-	return list, nil
+	k := runKind[schemas.JobPhase]{kind: schemas.KindTrainingJob, final: schemas.JobPhase.Terminal, failed: schemas.JobFailed}
+	items, next, err := listRuns(ctx, s.temporalBase, ws, o, k, func(r listedRun[schemas.JobPhase]) api.JobSummary {
+		return api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase}
+	})
+	return api.JobList{Items: items, NextPageToken: next}, err
 }
 
 // Stop asks a job to stop and waits until it is terminal. A job that has already

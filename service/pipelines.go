@@ -46,18 +46,11 @@ func (s *Pipelines) query(ctx context.Context, ws, name string) (api.PipelineRun
 
 // List answers one page of a workspace's pipeline runs, newest first.
 func (s *Pipelines) List(ctx context.Context, ws string, o ListOptions) (api.PipelineList, error) {
-	o.Framework = ""
-	execs, next, err := s.list(ctx, ws, schemas.KindPipeline, o, true, "")
-	if err != nil {
-		return api.PipelineList{}, err
-	}
-	list := api.PipelineList{Items: []api.PipelineSummary{}, NextPageToken: next}
-	for _, e := range execs {
-		r := listed(e, schemas.PipelinePhase.Terminal, schemas.PipelineFailed)
-		list.Items = append(list.Items, api.PipelineSummary{Workspace: ws, Name: r.Name, UID: r.UID,
-			StartTime: r.Start, EndTime: r.End, Phase: r.Phase})
-	}
-	return list, nil
+	k := runKind[schemas.PipelinePhase]{kind: schemas.KindPipeline, final: schemas.PipelinePhase.Terminal, failed: schemas.PipelineFailed}
+	items, next, err := listRuns(ctx, s.temporalBase, ws, o, k, func(r listedRun[schemas.PipelinePhase]) api.PipelineSummary {
+		return api.PipelineSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase}
+	})
+	return api.PipelineList{Items: items, NextPageToken: next}, err
 }
 
 // Stop stops a pipeline run (its jobs are stopped) and answers once it is terminal;

@@ -20,6 +20,7 @@ import (
 	"strconv"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -170,6 +171,38 @@ type listedRun[P ~string] struct {
 	// End is set once the execution has closed.
 	End   *time.Time
 	Phase P
+}
+
+// runKind says how to list the executions of one kind as runs.
+type runKind[P ~string] struct {
+	kind schemas.Kind
+	// final are the phases a closed execution may end in; one that closed in another
+	// phase was terminated by an operator and is listed as failed.
+	final  func(P) bool
+	failed P
+	// current lists an execution that continued as new once, by its current run.
+	current bool
+}
+
+// listRuns answers one page of a workspace's runs of kind k, newest first, each made a
+// summary by sum. The Framework filter applies to jobs only.
+func listRuns[P ~string, S any](ctx context.Context, t *temporalBase, ws string, o ListOptions, k runKind[P],
+	sum func(listedRun[P]) S) ([]S, string, error) {
+	if k.kind != schemas.KindTrainingJob {
+		o.Framework = ""
+	}
+	execs, next, err := t.list(ctx, ws, k.kind, o, true, "")
+	if err != nil {
+		return nil, "", err
+	}
+	items := []S{}
+	for _, e := range execs {
+		if k.current && e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			continue
+		}
+		items = append(items, sum(listed(e, k.final, k.failed)))
+	}
+	return items, next, nil
 }
 
 // listed reads a listed execution: its name and phase search attributes, run id, start

@@ -21,12 +21,7 @@ var experimentRoutes = []route{
 		responses: []reply{{201, "the experiment, Pending", jsonBody(api.ExperimentDetail{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/experiments", handler: (*Server).listExperiments, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "listExperiments", tag: "experiments", summary: "List a workspace's experiments, newest first",
-		query: []param{
-			{name: "phase", typ: "string", desc: "only experiments in this phase"},
-			{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"},
-			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
-			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
-		},
+		query:     listQuery(param{name: "phase", typ: "string", desc: "only experiments in this phase"}, labelParam),
 		responses: []reply{{200, "a page of experiments", jsonBody(api.ExperimentList{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/experiments/{name}", handler: (*Server).getExperiment, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "getExperiment", tag: "experiments", summary: "An experiment's spec and live status: every trial, the best",
@@ -49,21 +44,9 @@ var experimentRoutes = []route{
 }
 
 func (s *Server) createExperiment(r *http.Request) (any, error) {
-	body, err := s.readBody(r)
+	exp, err := readDoc(s, r, schemas.DecodeExperiment, experimentSupported)
 	if err != nil {
 		return nil, err
-	}
-	exp, err := schemas.DecodeExperiment(body)
-	if err == nil {
-		err = exp.Validate().Err()
-	}
-	if err == nil {
-		if _, ferr := frameworks.Get(exp.Spec.TrialTemplate.Framework); ferr != nil {
-			err = schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
-		}
-	}
-	if err != nil {
-		return nil, specError(err)
 	}
 	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
 	if err := s.inWorkspace(r, ws, "experiment "+ws+"/"+name); err != nil {
@@ -72,40 +55,32 @@ func (s *Server) createExperiment(r *http.Request) (any, error) {
 	return s.svc.Experiments.Start(r.Context(), exp)
 }
 
+// experimentSupported checks that the trial template's framework runs on this server.
+func experimentSupported(exp *schemas.Experiment) error {
+	if _, err := frameworks.Get(exp.Spec.TrialTemplate.Framework); err != nil {
+		return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
+	}
+	return nil
+}
+
 func (s *Server) getExperiment(r *http.Request) (any, error) {
 	return s.svc.Experiments.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
 func (s *Server) listExperiments(r *http.Request) (any, error) {
-	o, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.List(r.Context(), r.PathValue("ws"), o)
+	return listIn(r, s.svc.Experiments.List)
 }
 
 func (s *Server) stopExperiment(r *http.Request) (any, error) {
-	var req api.StopRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Experiments.Stop)
 }
 
 func (s *Server) resumeExperiment(r *http.Request) (any, error) {
-	var req api.ResumeRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.Resume(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Experiments.Resume)
 }
 
 func (s *Server) extendExperiment(r *http.Request) (any, error) {
-	var req api.ExtendRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, false); err != nil {
-		return nil, err
-	}
-	return s.svc.Experiments.Extend(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, requiredBody, s.svc.Experiments.Extend)
 }
 
 // deleteExperiment deletes an experiment and its trial jobs; its name can then be

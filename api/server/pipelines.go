@@ -23,19 +23,11 @@ func (s *Server) triggersOff() error {
 }
 
 func (s *Server) runPipeline(r *http.Request) (any, error) {
-	body, err := s.readBody(r)
+	p, err := readDoc(s, r, schemas.DecodePipeline, func(p *schemas.Pipeline) error {
+		return supportedSteps(&p.Spec, schemas.NewPath("spec"))
+	})
 	if err != nil {
 		return nil, err
-	}
-	p, err := schemas.DecodePipeline(body)
-	if err == nil {
-		err = p.Validate().Err()
-	}
-	if err == nil {
-		err = supportedSteps(&p.Spec, schemas.NewPath("spec"))
-	}
-	if err != nil {
-		return nil, specError(err)
 	}
 	given := map[string]string{}
 	for _, kv := range r.URL.Query()["param"] {
@@ -75,19 +67,11 @@ func (s *Server) getPipeline(r *http.Request) (any, error) {
 }
 
 func (s *Server) listPipelines(r *http.Request) (any, error) {
-	o, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.svc.Pipelines.List(r.Context(), r.PathValue("ws"), o)
+	return listIn(r, s.svc.Pipelines.List)
 }
 
 func (s *Server) stopPipeline(r *http.Request) (any, error) {
-	var req api.StopRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Pipelines.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Pipelines.Stop)
 }
 
 // deletePipeline deletes a pipeline run and its step jobs; its name can then be used
@@ -100,31 +84,27 @@ func (s *Server) applyTrigger(r *http.Request) (any, error) {
 	if err := s.triggersOff(); err != nil {
 		return nil, err
 	}
-	body, err := s.readBody(r)
+	t, err := readDoc(s, r, schemas.DecodeTrigger, triggerSupported)
 	if err != nil {
 		return nil, err
-	}
-	t, err := schemas.DecodeTrigger(body)
-	if err == nil {
-		err = t.Validate().Err()
-	}
-	if err == nil {
-		switch a := t.Spec.Action; {
-		case a.Pipeline != nil:
-			err = supportedSteps(a.Pipeline, schemas.NewPath("spec", "action", "pipeline"))
-		case a.Job != nil:
-			if _, ferr := frameworks.Get(a.Job.Framework); ferr != nil {
-				err = schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "action", "job", "framework"), frameworks.Supported())}
-			}
-		}
-	}
-	if err != nil {
-		return nil, specError(err)
 	}
 	if err := s.inWorkspace(r, t.Metadata.Workspace, "trigger "+t.Metadata.Workspace+"/"+t.Metadata.Name); err != nil {
 		return nil, err
 	}
 	return s.svc.Triggers.Apply(r.Context(), t)
+}
+
+// triggerSupported checks that the frameworks a trigger's action names run on this server.
+func triggerSupported(t *schemas.Trigger) error {
+	switch a := t.Spec.Action; {
+	case a.Pipeline != nil:
+		return supportedSteps(a.Pipeline, schemas.NewPath("spec", "action", "pipeline"))
+	case a.Job != nil:
+		if _, err := frameworks.Get(a.Job.Framework); err != nil {
+			return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "action", "job", "framework"), frameworks.Supported())}
+		}
+	}
+	return nil
 }
 
 func (s *Server) getTrigger(r *http.Request) (any, error) {

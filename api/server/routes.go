@@ -117,6 +117,16 @@ var (
 
 func jsonBody(v any) *payload { return &payload{v: v, media: jsonMedia} }
 
+// labelParam filters a list by labels.
+var labelParam = param{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"}
+
+// listQuery is a paged list's query: its filters, then limit and pageToken.
+func listQuery(filters ...param) []param {
+	return append(filters,
+		param{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
+		param{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"})
+}
+
 // everyKind is an empty document of every kind, for a body that may be any of them.
 func everyKind() []any {
 	var out []any
@@ -172,13 +182,8 @@ var routes = []route{
 		responses: []reply{{201, "the job, Pending", jsonBody(api.Job{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/jobs", handler: (*Server).listJobs, verb: auth.VerbRead, ws: wsPath, object: "job",
 		id: "listJobs", tag: "jobs", summary: "List a workspace's jobs, newest first",
-		query: []param{
-			{name: "phase", typ: "string", desc: "only jobs in this phase"},
-			{name: "framework", typ: "string", desc: "only jobs of this framework"},
-			{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"},
-			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
-			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
-		},
+		query: listQuery(param{name: "phase", typ: "string", desc: "only jobs in this phase"},
+			param{name: "framework", typ: "string", desc: "only jobs of this framework"}, labelParam),
 		responses: []reply{{200, "a page of jobs", jsonBody(api.JobList{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).getJob, verb: auth.VerbRead, ws: wsPath, object: "job",
 		id: "getJob", tag: "jobs", summary: "A job's spec and live status",
@@ -240,12 +245,7 @@ var routes = []route{
 		responses: []reply{{201, "the run, Pending", jsonBody(api.PipelineRun{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/pipelines", handler: (*Server).listPipelines, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
 		id: "listPipelines", tag: "pipelines", summary: "List a workspace's pipeline runs, newest first",
-		query: []param{
-			{name: "phase", typ: "string", desc: "only runs in this phase"},
-			{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"},
-			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
-			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
-		},
+		query:     listQuery(param{name: "phase", typ: "string", desc: "only runs in this phase"}, labelParam),
 		responses: []reply{{200, "a page of runs", jsonBody(api.PipelineList{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).getPipeline, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
 		id: "getPipeline", tag: "pipelines", summary: "A pipeline run: the pipeline and the live status of every step",

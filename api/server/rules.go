@@ -12,16 +12,9 @@ const redacted = "********"
 
 // applyRule creates or replaces a notification rule (YAML or JSON body).
 func (s *Server) applyRule(r *http.Request) (any, error) {
-	body, err := s.readBody(r)
+	rule, err := readDoc(s, r, schemas.DecodeNotificationRule, nil)
 	if err != nil {
 		return nil, err
-	}
-	rule, err := schemas.DecodeNotificationRule(body)
-	if err == nil {
-		err = rule.Validate().Err()
-	}
-	if err != nil {
-		return nil, specError(err)
 	}
 	ws := rule.Metadata.Workspace
 	if err := s.inWorkspace(r, ws, "notification rule "+ws+"/"+rule.Metadata.Name); err != nil {

@@ -20,10 +20,7 @@ var scheduleRoutes = []route{
 		responses: []reply{{201, "the schedule", jsonBody(api.ScheduleView{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/schedules", handler: (*Server).listSchedules, verb: auth.VerbRead, ws: wsPath, object: "schedule",
 		id: "listSchedules", tag: "schedules", summary: "List a workspace's schedules",
-		query: []param{
-			{name: "limit", typ: "integer", desc: "page size, 1 to 1000; default 100"},
-			{name: "pageToken", typ: "string", desc: "the previous page's nextPageToken"},
-		},
+		query:     listQuery(),
 		responses: []reply{{200, "a page of schedules", jsonBody(api.ScheduleList{})}}},
 	{method: "GET", path: "/v1/workspaces/{ws}/schedules/{name}", handler: (*Server).getSchedule, verb: auth.VerbRead, ws: wsPath, object: "schedule",
 		id: "getSchedule", tag: "schedules", summary: "A schedule's spec, next fire times, running runs and history",
@@ -57,21 +54,7 @@ func init() { routes = append(routes, scheduleRoutes...) }
 
 // readSchedule reads, decodes, validates and checks a schedule document.
 func (s *Server) readSchedule(r *http.Request) (*schemas.Schedule, error) {
-	body, err := s.readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	sched, err := schemas.DecodeSchedule(body)
-	if err == nil {
-		err = sched.Validate().Err()
-	}
-	if err == nil {
-		err = scheduleSupported(sched)
-	}
-	if err != nil {
-		return nil, specError(err)
-	}
-	return sched, nil
+	return readDoc(s, r, schemas.DecodeSchedule, scheduleSupported)
 }
 
 // scheduleSupported checks that the frameworks a schedule's template names run on this
@@ -121,11 +104,7 @@ func (s *Server) getSchedule(r *http.Request) (any, error) {
 }
 
 func (s *Server) listSchedules(r *http.Request) (any, error) {
-	o, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.svc.Schedules.List(r.Context(), r.PathValue("ws"), o)
+	return listIn(r, s.svc.Schedules.List)
 }
 
 func (s *Server) updateSchedule(r *http.Request) (any, error) {
@@ -138,36 +117,24 @@ func (s *Server) updateSchedule(r *http.Request) (any, error) {
 		return nil, specError(schemas.ErrorList{schemas.Invalid(schemas.NewPath("metadata"),
 			"must name schedule %s of workspace %s, as the path does", name, ws)})
 	}
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleSpec, workflows.UpdateScheduleRequest{Schedule: *sched}, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+	return s.scheduleViewUpdate(r, workflows.UpdateScheduleSpec, workflows.UpdateScheduleRequest{Schedule: *sched})
 }
 
 func (s *Server) pauseSchedule(r *http.Request) (any, error) {
 	var req api.PauseScheduleRequest
-	if err := decodeJSON(r, &req, 64<<10, true); err != nil {
+	if err := decodeJSON(r, &req, smallBodyLimit, optionalBody); err != nil {
 		return nil, err
 	}
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateSchedulePause, req, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+	return s.scheduleViewUpdate(r, workflows.UpdateSchedulePause, req)
 }
 
 func (s *Server) resumeSchedule(r *http.Request) (any, error) {
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleResume, workflows.ResumeScheduleRequest{}, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+	return s.scheduleViewUpdate(r, workflows.UpdateScheduleResume, workflows.ResumeScheduleRequest{})
 }
 
 func (s *Server) triggerSchedule(r *http.Request) (any, error) {
 	var req api.TriggerScheduleRequest
-	if err := decodeJSON(r, &req, 64<<10, true); err != nil {
+	if err := decodeJSON(r, &req, smallBodyLimit, optionalBody); err != nil {
 		return nil, err
 	}
 	// The update takes and answers the API's types (workflows aliases them).
@@ -180,7 +147,7 @@ func (s *Server) triggerSchedule(r *http.Request) (any, error) {
 
 func (s *Server) backfillSchedule(r *http.Request) (any, error) {
 	var req api.BackfillScheduleRequest
-	if err := decodeJSON(r, &req, 64<<10, false); err != nil {
+	if err := decodeJSON(r, &req, smallBodyLimit, requiredBody); err != nil {
 		return nil, err
 	}
 	var res api.BackfillScheduleResult
@@ -191,6 +158,16 @@ func (s *Server) backfillSchedule(r *http.Request) (any, error) {
 		res.Runs = []schemas.ScheduleRun{}
 	}
 	return res, nil
+}
+
+// scheduleViewUpdate sends an update whose result is the schedule to the path's
+// schedule, and answers the schedule.
+func (s *Server) scheduleViewUpdate(r *http.Request, update string, arg any) (any, error) {
+	var view workflows.ScheduleView
+	if err := s.scheduleUpdate(r, update, arg, &view); err != nil {
+		return nil, err
+	}
+	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
 }
 
 // scheduleUpdate sends an update to the path's schedule and waits for its result.

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -106,28 +107,41 @@ func (s *Server) Handler() http.Handler {
 	return s.withAuth(mux)
 }
 
-// readSpec reads, decodes and validates a job spec from the body.
-func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
+// document is a decoded document of any kind: it validates itself.
+type document interface{ Validate() schemas.ErrorList }
+
+// decodeDoc decodes body with decode, validates the document, then runs check (when not
+// nil) for what the schema allows but this server cannot run; what fails is a spec error.
+func decodeDoc[D document](body []byte, decode func([]byte) (D, error), check func(D) error) (D, error) {
+	doc, err := schemas.DecodeValid(body, decode)
+	if err == nil && check != nil {
+		err = check(doc)
+	}
+	if err != nil {
+		var none D
+		return none, specError(err)
+	}
+	return doc, nil
+}
+
+// readDoc reads the request body and decodes it as decodeDoc does.
+func readDoc[D document](s *Server, r *http.Request, decode func([]byte) (D, error), check func(D) error) (D, error) {
 	body, err := s.readBody(r)
 	if err != nil {
-		return nil, err
+		var none D
+		return none, err
 	}
-	return decodeSpec(body)
+	return decodeDoc(body, decode, check)
+}
+
+// readSpec reads, decodes and validates a job spec from the body.
+func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
+	return readDoc(s, r, schemas.DecodeTrainingJob, supported)
 }
 
 // decodeSpec decodes and validates a job spec; a bad one is a spec error.
 func decodeSpec(body []byte) (*schemas.TrainingJob, error) {
-	job, err := schemas.DecodeTrainingJob(body)
-	if err == nil {
-		err = job.Validate().Err()
-	}
-	if err == nil {
-		err = supported(job)
-	}
-	if err != nil {
-		return nil, specError(err)
-	}
-	return job, nil
+	return decodeDoc(body, schemas.DecodeTrainingJob, supported)
 }
 
 // supported checks what the schema allows but this server cannot run yet.
@@ -182,20 +196,38 @@ func listOptions(r *http.Request) (service.ListOptions, error) {
 		Framework: q.Get("framework"), Labels: q["label"]}, err
 }
 
-func (s *Server) listJobs(r *http.Request) (any, error) {
+// listIn answers a list route: the query's list options, then list in the path's
+// workspace.
+func listIn[L any](r *http.Request, list func(context.Context, string, service.ListOptions) (L, error)) (any, error) {
 	o, err := listOptions(r)
 	if err != nil {
 		return nil, err
 	}
-	return s.svc.Jobs.List(r.Context(), r.PathValue("ws"), o)
+	return list(r.Context(), r.PathValue("ws"), o)
+}
+
+// Whether actOn accepts an empty request body (leaving the request its zero value).
+const (
+	optionalBody = true
+	requiredBody = false
+)
+
+// actOn answers an action on the object the path names: the JSON body, at most
+// smallBodyLimit bytes, decoded strictly into a Req, then act.
+func actOn[Req, Res any](r *http.Request, allowEmpty bool, act func(context.Context, string, string, Req) (Res, error)) (any, error) {
+	var req Req
+	if err := decodeJSON(r, &req, smallBodyLimit, allowEmpty); err != nil {
+		return nil, err
+	}
+	return act(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+}
+
+func (s *Server) listJobs(r *http.Request) (any, error) {
+	return listIn(r, s.svc.Jobs.List)
 }
 
 func (s *Server) stopJob(r *http.Request) (any, error) {
-	var req api.StopRequest
-	if err := decodeJSON(r, &req, smallBodyLimit, true); err != nil {
-		return nil, err
-	}
-	return s.svc.Jobs.Stop(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
+	return actOn(r, optionalBody, s.svc.Jobs.Stop)
 }
 
 func (s *Server) deleteJob(r *http.Request) (any, error) {

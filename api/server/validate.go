@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -10,33 +9,21 @@ import (
 // the route that creates a document of that kind does. Errors are field-path errors
 // (schemas.ErrorList) or a problem with the document as a whole.
 func validateDocument(body []byte) error {
-	obj, err := schemas.Decode(body)
+	obj, err := schemas.DecodeValid(body, schemas.Decode)
 	if err != nil {
-		return err
-	}
-	if err := obj.Validate().Err(); err != nil {
 		return err
 	}
 	switch o := obj.(type) {
 	case *schemas.TrainingJob:
 		return supported(o)
 	case *schemas.Experiment:
-		if _, err := frameworks.Get(o.Spec.TrialTemplate.Framework); err != nil {
-			return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
-		}
+		return experimentSupported(o)
 	case *schemas.Pipeline:
 		return supportedSteps(&o.Spec, schemas.NewPath("spec"))
 	case *schemas.Schedule:
 		return scheduleSupported(o)
 	case *schemas.Trigger:
-		switch a := o.Spec.Action; {
-		case a.Pipeline != nil:
-			return supportedSteps(a.Pipeline, schemas.NewPath("spec", "action", "pipeline"))
-		case a.Job != nil:
-			if _, err := frameworks.Get(a.Job.Framework); err != nil {
-				return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "action", "job", "framework"), frameworks.Supported())}
-			}
-		}
+		return triggerSupported(o)
 	}
 	return nil
 }

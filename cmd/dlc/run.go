@@ -32,7 +32,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			job, err := decodeAndValidate(data)
+			job, err := schemas.DecodeValid(data, schemas.DecodeTrainingJob)
 			if err != nil {
 				printSpecErrors(cmd, file, err)
 				return exitError{1}

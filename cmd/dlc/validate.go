@@ -23,7 +23,7 @@ func newValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := decodeAndValidateAny(data); err != nil {
+			if _, err := schemas.DecodeValid(data, schemas.Decode); err != nil {
 				printSpecErrors(cmd, file, err)
 				return exitError{1}
 			}
@@ -50,31 +50,6 @@ func readSpecFile(file string) ([]byte, error) {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
 	return data, nil
-}
-
-// decodeAndValidate reads a job spec the way the API server does.
-func decodeAndValidate(data []byte) (*schemas.TrainingJob, error) {
-	job, err := schemas.DecodeTrainingJob(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := job.Validate().Err(); err != nil {
-		return nil, err
-	}
-	return job, nil
-}
-
-// decodeAndValidateAny reads a document of any kind (schemas.Decode dispatches on its
-// kind field) and validates it.
-func decodeAndValidateAny(data []byte) (schemas.Object, error) {
-	obj, err := schemas.Decode(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := obj.Validate().Err(); err != nil {
-		return nil, err
-	}
-	return obj, nil
 }
 
 func printSpecErrors(cmd *cobra.Command, file string, err error) {

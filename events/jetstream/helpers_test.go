@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
 )
@@ -26,4 +27,42 @@ func connect(t *testing.T) (context.Context, *jetstream.Client) {
 	}
 	t.Cleanup(c.Close)
 	return ctx, c
+}
+
+// workspaceUser is a NATS user named name, password name+"-pw", with the permissions
+// of workspace ws.
+func workspaceUser(name, ws string) devstack.NATSUser {
+	p := jetstream.WorkspacePermissions(ws)
+	return devstack.NATSUser{Name: name, Password: name + "-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow}
+}
+
+// startSecuredNATS starts a NATS server that admits only the user "system" (password
+// system-pw, every permission) and users; the context ends after a minute. The test's
+// cleanup stops both.
+func startSecuredNATS(t *testing.T, users ...devstack.NATSUser) (context.Context, *devstack.NATS) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir(),
+		Users: append([]devstack.NATSUser{{Name: "system", Password: "system-pw"}}, users...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return ctx, srv
+}
+
+// connectUser connects a plain NATS client as the workspaceUser name of workspace ws;
+// the channel receives the asynchronous errors the server reports to it, such as
+// permissions violations. The test's cleanup closes it.
+func connectUser(t *testing.T, url, name, ws string) (*nats.Conn, chan error) {
+	t.Helper()
+	errs := make(chan error, 10)
+	nc, err := nats.Connect(url, nats.UserInfo(name, name+"-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix(ws)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
 }

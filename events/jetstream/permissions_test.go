@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 )
@@ -16,19 +15,7 @@ import (
 // A user of workspace B reads B's events and logs, and is refused A's: JetStream
 // consumers filtered on A's subjects, and live subscriptions to them.
 func TestWorkspaceUsersReadOnlyTheirSubjects(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	user := func(name, ws string) devstack.NATSUser {
-		p := jetstream.WorkspacePermissions(ws)
-		return devstack.NATSUser{Name: name, Password: name + "-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow}
-	}
-	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir(), Users: []devstack.NATSUser{
-		{Name: "system", Password: "system-pw"}, user("alice", "a"), user("bob", "b"),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	ctx, srv := startSecuredNATS(t, workspaceUser("alice", "a"), workspaceUser("bob", "b"))
 
 	if _, err := jetstream.Connect(srv.URL); err == nil {
 		t.Fatal("an anonymous client connected")
@@ -82,13 +69,7 @@ func TestWorkspaceUsersReadOnlyTheirSubjects(t *testing.T) {
 	}
 
 	// A live subscription to a's subjects is refused by the server.
-	violations := make(chan error, 10)
-	nc, err := nats.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, violations := connectUser(t, srv.URL, "bob", "b")
 	sub, err := nc.SubscribeSync("dlc.a.>")
 	if err != nil {
 		t.Fatal(err)

@@ -1,30 +1,16 @@
 package jetstream_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/opendlc/opendlc/devstack"
-	"github.com/opendlc/opendlc/events/jetstream"
 )
 
 // A workspace's user publishes its own inbound trigger events and no other workspace's,
 // nor the outbound fired events.
 func TestWorkspaceUsersPublishOnlyTheirTriggerEvents(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p := jetstream.WorkspacePermissions("b")
-	srv, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: t.TempDir(), Users: []devstack.NATSUser{
-		{Name: "system", Password: "system-pw"},
-		{Name: "bob", Password: "bob-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	_, srv := startSecuredNATS(t, workspaceUser("bob", "b"))
 	sys, err := nats.Connect(srv.URL, nats.UserInfo("system", "system-pw"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +23,7 @@ func TestWorkspaceUsersPublishOnlyTheirTriggerEvents(t *testing.T) {
 	if err := sys.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	errs := make(chan error, 8)
-	bob, err := nats.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	bob, errs := connectUser(t, srv.URL, "bob", "b")
 	for _, subject := range []string{"dlc.a.trigger.retrain", "dlc.b.trigger.retrain.fired", "dlc.b.trigger.retrain"} {
 		if err := bob.Publish(subject, []byte("{}")); err != nil {
 			t.Fatal(err)

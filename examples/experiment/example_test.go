@@ -2,26 +2,16 @@
 package experiment
 
 import (
-	"os"
 	"testing"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/schemastest"
 )
 
 // tune.yaml decodes and validates, and asks for what the example is: 16 trials,
 // 4 at a time, TPE, the local backend's custom framework.
 func TestTuneExampleIsValid(t *testing.T) {
-	data, err := os.ReadFile("tune.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := schemas.DecodeExperiment(data)
-	if err == nil {
-		err = e.Validate().Err()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := schemastest.ReadValid(t, "tune.yaml", schemas.DecodeExperiment)
 	s := e.Spec
 	if s.MaxTrials != 16 || s.Parallelism != 4 || s.Algorithm.Name != schemas.AlgorithmTPE || s.TrialTemplate.Framework != schemas.FrameworkCustom {
 		t.Errorf("spec %+v", s)

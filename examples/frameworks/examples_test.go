@@ -3,11 +3,11 @@
 package frameworks
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/schemastest"
 )
 
 // Every framework has an example, and every example decodes and validates.
@@ -18,19 +18,9 @@ func TestExamplesAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		job, err := schemas.DecodeTrainingJob(data)
-		if err == nil {
-			err = job.Validate().Err()
-		}
-		if err != nil {
-			t.Errorf("%s: %v", f, err)
-			continue
-		}
-		seen[job.Spec.Framework] = true
+		t.Run(f, func(t *testing.T) {
+			seen[schemastest.ReadValid(t, f, schemas.DecodeTrainingJob).Spec.Framework] = true
+		})
 	}
 	for _, fw := range schemas.Frameworks {
 		if !seen[fw] {

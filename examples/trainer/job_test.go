@@ -6,22 +6,13 @@ import (
 	"testing"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/schemastest"
 )
 
 // TestJobSpecIsValid keeps job.yaml a valid TrainingJob that runs this trainer with flags
 // it has.
 func TestJobSpecIsValid(t *testing.T) {
-	data, err := os.ReadFile("job.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := schemas.DecodeTrainingJob(data)
-	if err != nil {
-		t.Fatalf("decode job.yaml: %v", err)
-	}
-	if errs := job.Validate(); len(errs) > 0 {
-		t.Fatalf("job.yaml is invalid: %v", errs)
-	}
+	job := schemastest.ReadValid(t, "job.yaml", schemas.DecodeTrainingJob)
 	if !slices.Equal(job.Spec.Command, []string{"go", "run", "./examples/trainer"}) {
 		t.Errorf("command = %q", job.Spec.Command)
 	}
