@@ -36,6 +36,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -74,6 +75,7 @@ type Backend struct {
 	pullSecrets      []string
 	serviceAccount   string
 	runAsUser        *int64
+	shmSize          resource.Quantity
 	sshPath          string
 	podAnnotations   map[string]string
 	pools            map[schemas.Pool]PoolConfig
@@ -176,7 +178,8 @@ func WithImagePullPolicy(p corev1.PullPolicy) Option {
 }
 
 // WithImagePullSecrets names Secrets (in the gang's namespace) holding registry
-// credentials for every pod. Default: none.
+// credentials for every pod; a pool's policy and a job's spec.pod add theirs. Default:
+// none.
 func WithImagePullSecrets(names ...string) Option {
 	return func(b *Backend) error {
 		b.pullSecrets = append(b.pullSecrets, names...)
@@ -185,8 +188,9 @@ func WithImagePullSecrets(names ...string) Option {
 }
 
 // WithServiceAccount runs every pod as the named service account, with its token
-// mounted as the account says. Default: "" (the namespace's default account, with no
-// token mounted: training code has no business with the Kubernetes API).
+// mounted as the account says, unless its pool's policy or its job names another.
+// Default: "" (the namespace's default account, with no token mounted: training code
+// has no business with the Kubernetes API).
 func WithServiceAccount(name string) Option {
 	return func(b *Backend) error {
 		b.serviceAccount = name
@@ -194,9 +198,9 @@ func WithServiceAccount(name string) Option {
 	}
 }
 
-// WithRunAsUser runs every container as this user id. Pods always run as non-root, so
-// an image whose USER is root (or unset) cannot start without this. Default: the
-// image's user.
+// WithRunAsUser runs every container as this user id. A pool whose policy is
+// SecurityRestricted runs pods as non-root, so an image whose USER is root (or unset)
+// cannot start there without this. Default: the image's user.
 func WithRunAsUser(uid int64) Option {
 	return func(b *Backend) error {
 		if uid <= 0 {
@@ -222,15 +226,17 @@ func WithSSHAuthMountPath(dir string) Option {
 }
 
 // PoolConfig is where a resource pool's pods go: quota, public and spot map to node
-// selectors, tolerations and a priority class of the cluster.
+// selectors, tolerations and a priority class of the cluster; and what its pods may do
+// (Policy).
 type PoolConfig struct {
 	NodeSelector      map[string]string
 	Tolerations       []corev1.Toleration
 	PriorityClassName string
+	Policy            PodPolicy
 }
 
 // WithPool configures a resource pool. Default: no pool configured, so the pool
-// changes nothing about where pods go.
+// changes nothing about where pods go, and its policy is the zero PodPolicy.
 func WithPool(pool schemas.Pool, c PoolConfig) Option {
 	return func(b *Backend) error {
 		if b.pools == nil {
@@ -320,6 +326,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		createNamespaces: true,
 		port:             DefaultRendezvousPort,
 		sshPath:          DefaultSSHAuthMountPath,
+		shmSize:          DefaultShmSize.DeepCopy(),
 		grace:            DefaultStopGracePeriod,
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),
