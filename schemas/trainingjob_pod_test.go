@@ -41,7 +41,7 @@ func TestValidatePodOptions(t *testing.T) {
 		"names": {pod(schemas.PodOptions{ServiceAccountName: "Trainer", ImagePullSecrets: []string{"ok", "no_way"}}),
 			[]string{"spec.pod.imagePullSecrets[1]", "spec.pod.serviceAccountName"}},
 		"negative shm": {pod(schemas.PodOptions{ShmSize: q("-1Gi")}), []string{"spec.pod.shmSize"}},
-		"no source": {pod(schemas.PodOptions{Volumes: []schemas.Volume{{Name: "a", MountPath: "/a"}}}), []string{"spec.pod.volumes[0]"}},
+		"no source":    {pod(schemas.PodOptions{Volumes: []schemas.Volume{{Name: "a", MountPath: "/a"}}}), []string{"spec.pod.volumes[0]"}},
 		"two sources": {pod(schemas.PodOptions{Volumes: []schemas.Volume{{Name: "a", MountPath: "/a",
 			EmptyDir: &schemas.EmptyDirVolume{}, Secret: &schemas.SecretVolume{SecretName: "s"}}}}), []string{"spec.pod.volumes[0]"}},
 		"bad sources": {pod(schemas.PodOptions{Volumes: []schemas.Volume{
