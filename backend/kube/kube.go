@@ -30,8 +30,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -355,17 +357,35 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// InCluster, as RESTConfig's path, selects the in-cluster configuration.
+const InCluster = "in-cluster"
+
+// DefaultServiceAccountDir is where Kubernetes mounts a pod's service account token
+// (token) and the cluster's CA certificate (ca.crt).
+const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// EnvServiceAccountDir, when set, names the directory the in-cluster configuration
+// reads token and ca.crt from instead of DefaultServiceAccountDir (tests, and pods that
+// mount a projected token elsewhere).
+const EnvServiceAccountDir = "DLC_KUBE_SERVICE_ACCOUNT_DIR"
+
 // RESTConfig returns the configuration to reach a cluster: the kubeconfig file at path;
-// or, when path is empty, the in-cluster configuration if the process runs in a pod, else
-// the usual kubeconfig search ($KUBECONFIG, ~/.kube/config). Its rate limits are raised
-// from client-go's 5 requests a second, which would take 13s to create a 64-pod gang.
+// InCluster for the pod's service account (InClusterConfig); or, when path is empty, the
+// in-cluster configuration if the process runs in a pod, else the usual kubeconfig
+// search ($KUBECONFIG, ~/.kube/config). Its rate limits are raised from client-go's 5
+// requests a second, which would take 13s to create a 64-pod gang.
 func RESTConfig(kubeconfigPath string) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
 	)
-	if kubeconfigPath == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != "" {
-		cfg, err = rest.InClusterConfig()
+	inPod := os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+	if kubeconfigPath == InCluster || (kubeconfigPath == "" && inPod) {
+		dir := os.Getenv(EnvServiceAccountDir)
+		if dir == "" {
+			dir = DefaultServiceAccountDir
+		}
+		cfg, err = InClusterConfig(dir)
 	} else {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = kubeconfigPath
@@ -384,6 +404,32 @@ func RESTConfig(kubeconfigPath string) (*rest.Config, error) {
 		cfg.UserAgent = "opendlc-worker"
 	}
 	return cfg, nil
+}
+
+// InClusterConfig is the configuration of a process in a pod, as client-go's
+// rest.InClusterConfig but reading the service account's token and CA certificate from
+// dir: the API server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT over HTTPS,
+// authenticated by dir/token (re-read as the kubelet rotates it), verified against
+// dir/ca.crt.
+func InClusterConfig(dir string) (*rest.Config, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("kube: in-cluster configuration: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset (not running in a pod?)")
+	}
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("kube: in-cluster configuration: service account token: %w", err)
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		return nil, fmt.Errorf("kube: in-cluster configuration: cluster CA: %w", err)
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		BearerToken:     string(token),
+		BearerTokenFile: tokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
+	}, nil
 }
 
 // lockGang returns gang id's lock, held. It retries when Cleanup dropped the lock while
