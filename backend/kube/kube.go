@@ -357,15 +357,15 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// InCluster, as RESTConfig's path, selects the in-cluster configuration.
+// InCluster is the RESTConfig path that selects the in-cluster configuration.
 const InCluster = "in-cluster"
 
 // DefaultServiceAccountDir is where Kubernetes mounts a pod's service account token
 // (token) and the cluster's CA certificate (ca.crt).
 const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// EnvServiceAccountDir, when set, names the directory the in-cluster configuration
-// reads token and ca.crt from instead of DefaultServiceAccountDir (tests, and pods that
+// EnvServiceAccountDir is the environment variable that, when set, names the directory
+// the in-cluster configuration reads token and ca.crt from instead of DefaultServiceAccountDir (tests, and pods that
 // mount a projected token elsewhere).
 const EnvServiceAccountDir = "DLC_KUBE_SERVICE_ACCOUNT_DIR"
 

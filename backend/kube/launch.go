@@ -264,6 +264,9 @@ func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if err == nil {
 		return nil
 	}
+	if refusedAsWritten(err) {
+		return backend.InvalidSpec(fmt.Errorf("kube: create pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
 	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube: create pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -280,6 +283,13 @@ func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) error {
 		return backend.InvalidSpec(fmt.Errorf("kube: pod %s/%s belongs to gang %q, not %q", pod.Namespace, pod.Name, g, pod.Labels[LabelGang]))
 	}
 	return nil
+}
+
+// refusedAsWritten reports whether the API server refused a pod for what it is, so
+// that retrying the same pod cannot succeed: invalid (422), or forbidden by the
+// namespace's Pod Security level.
+func refusedAsWritten(err error) bool {
+	return apierrors.IsInvalid(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "violates PodSecurity"))
 }
 
 // annotateService sets annotation key to "true" on the Service and returns the patched

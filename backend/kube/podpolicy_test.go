@@ -8,8 +8,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
@@ -162,5 +165,29 @@ func TestParseSecurityProfile(t *testing.T) {
 	}
 	if _, err := ParseSecurityProfile("baseline"); err == nil {
 		t.Error("baseline accepted")
+	}
+}
+
+func TestAdmissionRefusalIsAnInvalidSpec(t *testing.T) {
+	for name, refusal := range map[string]error{
+		"PodSecurity": apierrors.NewForbidden(corev1.Resource("pods"), "p", errors.New(`violates PodSecurity "restricted:latest": runAsNonRoot != true`)),
+		"invalid":     apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), "p", nil),
+	} {
+		cs := newClient()
+		cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, refusal })
+		b := newBackend(t, cs)
+		err := b.Launch(context.Background(), gangOf(t, podJob("refused", schemas.PoolQuota, nil)))
+		if !errors.Is(err, backend.ErrInvalidSpec) {
+			t.Errorf("%s: Launch = %v, want an invalid spec", name, err)
+		}
+	}
+	// Any other refusal may pass: retried.
+	cs := newClient()
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "p", errors.New("exceeded quota"))
+	})
+	b := newBackend(t, cs)
+	if err := b.Launch(context.Background(), gangOf(t, podJob("quota", schemas.PoolQuota, nil))); err == nil || errors.Is(err, backend.ErrInvalidSpec) {
+		t.Errorf("quota refusal: %v, want a retryable error", err)
 	}
 }

@@ -222,8 +222,8 @@ func TestPodPolicyOnKubernetes(t *testing.T) {
 
 	// The image's user: refused by the namespace's restricted PodSecurity level.
 	err := b.Launch(ctx, policyGang(t, ws, "asimage", schemas.PoolQuota, nil))
-	if err == nil || !strings.Contains(err.Error(), "PodSecurity") {
-		t.Fatalf("image-user pod in a restricted namespace: %v, want PodSecurity's refusal", err)
+	if !errors.Is(err, backend.ErrInvalidSpec) || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Fatalf("image-user pod in a restricted namespace: %v, want PodSecurity's refusal as an invalid spec", err)
 	}
 	t.Logf("PodSecurity refused the image-user pod: %.200s", err)
 	if err := b.Launch(ctx, policyGang(t, ws, "restricted", schemas.PoolSpot, nil)); err != nil {
