@@ -287,7 +287,8 @@ func TestPodPolicyOnKubernetes(t *testing.T) {
 // the worker's service account token and the cluster CA in a directory
 // (DLC_KUBE_SERVICE_ACCOUNT_DIR, the injectable stand-in for
 // /var/run/secrets/kubernetes.io/serviceaccount) and KUBERNETES_SERVICE_HOST/PORT
-// pointing at the test API server, and no kubeconfig anywhere. A job then runs on pods.
+// pointing at the test API server, and no kubeconfig anywhere. A job then runs on pods,
+// shaped by the worker's --pool-security and --shm-size flags.
 func TestWorkerInClusterConfig(t *testing.T) {
 	ctx := testContext(t)
 	dir := t.TempDir()
@@ -311,7 +312,9 @@ func TestWorkerInClusterConfig(t *testing.T) {
 
 	workerEnv := append(withoutKubeconfig(itest.WorkerEnv(env.stack)),
 		"KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port(), "HOME="+dir)
-	args := itest.WorkerArgs(env.stack, "--kubeconfig", "in-cluster", "--health-probe-annotation", "kwok.opendlc.io/complete-after=1s")
+	// The worker's pod flags too: the quota pool restricted, a 2Gi /dev/shm.
+	args := itest.WorkerArgs(env.stack, "--kubeconfig", "in-cluster", "--health-probe-annotation", "kwok.opendlc.io/complete-after=1s",
+		"--pool-security", "quota=restricted", "--shm-size", "2Gi")
 
 	// The directory is where the configuration comes from: an empty one stops the
 	// worker at once.
@@ -351,7 +354,22 @@ func TestWorkerInClusterConfig(t *testing.T) {
   roles: {worker: {replicas: 2}}
   logs: {forward: false}
 `))
-	eventually(t, ctx, "the in-cluster worker's pods", func() bool { return len(jobPods(t, ctx, ws, name)) == 2 })
+	var pods []corev1.Pod
+	eventually(t, ctx, "the in-cluster worker's pods", func() bool { pods = jobPods(t, ctx, ws, name); return len(pods) == 2 })
+	for _, p := range pods {
+		if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("%s: security context %+v, want the restricted pool's", p.Name, sc)
+		}
+		var shm *resource.Quantity
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "dshm" && v.EmptyDir != nil {
+				shm = v.EmptyDir.SizeLimit
+			}
+		}
+		if shm == nil || shm.String() != "2Gi" {
+			t.Errorf("%s: /dev/shm size %v, want 2Gi", p.Name, shm)
+		}
+	}
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded {
 		log, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
