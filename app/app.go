@@ -39,8 +39,9 @@ import (
 	"github.com/opendlc/opendlc/workers"
 )
 
-// InCluster as Config.Kubeconfig uses the pod's service account.
-const InCluster = "in-cluster"
+// InCluster as Config.Kubeconfig uses the pod's service account (see
+// kube.InClusterConfig; kube.EnvServiceAccountDir moves where its files are read).
+const InCluster = kube.InCluster
 
 // Config is one process: what it connects to and which parts it runs. Every part is
 // off unless switched on; the connections are made once and shared by the parts.
@@ -256,11 +257,7 @@ func (p *Process) backend(cfg Config) (backend.Backend, error) {
 	if cfg.Kubeconfig == "" {
 		return local.New(cfg.LocalOptions...)
 	}
-	path := cfg.Kubeconfig
-	if path == InCluster {
-		path = ""
-	}
-	kb, err := NewKubeBackend(path, cfg.KubeOptions...)
+	kb, err := NewKubeBackend(cfg.Kubeconfig, cfg.KubeOptions...)
 	if err != nil {
 		return nil, err
 	}
@@ -268,8 +265,9 @@ func (p *Process) backend(cfg Config) (backend.Backend, error) {
 	return kb, nil
 }
 
-// NewKubeBackend returns a kubernetes backend for the cluster of a kubeconfig file (""
-// for in-cluster configuration).
+// NewKubeBackend returns a kubernetes backend for the cluster of a kubeconfig file
+// (InCluster for the pod's service account; "" for the in-cluster configuration in a
+// pod, else the default kubeconfig).
 func NewKubeBackend(kubeconfig string, opts ...kube.Option) (*kube.Backend, error) {
 	rc, err := kube.RESTConfig(kubeconfig)
 	if err != nil {

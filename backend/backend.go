@@ -106,8 +106,11 @@ type GangSpec struct {
 	ExcludeNodes []string `json:"excludeNodes,omitempty"`
 	// Data are the job's data sources: the kubernetes backend mounts their PVCs and
 	// passes their Secrets' credentials; every backend passes DLC_DATA_<NAME>.
-	Data     []schemas.DataSource `json:"data,omitempty"`
-	Replicas []ReplicaSpec        `json:"replicas"`
+	Data []schemas.DataSource `json:"data,omitempty"`
+	// Pod holds the job's pod settings (spec.pod): the kubernetes backend applies them
+	// within its pool policy; the local backend ignores them.
+	Pod      *schemas.PodOptions `json:"pod,omitempty"`
+	Replicas []ReplicaSpec       `json:"replicas"`
 }
 
 // ReplicaSpec is one process or pod of a gang.

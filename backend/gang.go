@@ -61,6 +61,7 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		Pool:           spec.Resources.Pool,
 		ExcludeNodes:   p.ExcludeNodes,
 		Data:           spec.Data,
+		Pod:            spec.Pod,
 		EnvFromSecrets: spec.EnvFromSecrets,
 		Elastic:        spec.Elastic,
 		Priority:       spec.Resources.Priority,

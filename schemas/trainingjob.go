@@ -54,6 +54,10 @@ type TrainingJobSpec struct {
 	Data []DataSource `json:"data,omitempty" jsonschema:"maxItems=32"`
 	// Logs configures log forwarding.
 	Logs LogSpec `json:"logs,omitempty,omitzero"`
+	// Pod sets what the job's pods get beyond their containers: service account, image
+	// pull secrets, /dev/shm size, volumes and host networking (kubernetes backend;
+	// the local backend ignores it).
+	Pod *PodOptions `json:"pod,omitempty"`
 	// Timeout bounds the job's whole run time; zero means no limit.
 	Timeout Duration `json:"timeout,omitempty"`
 }
@@ -85,6 +89,10 @@ type Resources struct {
 	Memory *resource.Quantity `json:"memory,omitempty"`
 	// GPU is the number of whole GPUs (nvidia.com/gpu).
 	GPU int32 `json:"gpu,omitempty" jsonschema:"minimum=0,maximum=64"`
+	// Extended are other extended resources by name, such as rdma/hca or a vendor's
+	// devices, each a whole number (kubernetes backend). The worker's pool policy
+	// lists the names a pool allows.
+	Extended map[string]resource.Quantity `json:"extended,omitempty"`
 }
 
 // EnvVar is one environment variable.
@@ -228,6 +236,74 @@ type DataSource struct {
 type PVCSource struct {
 	ClaimName string `json:"claimName" jsonschema:"maxLength=253"`
 	ReadOnly  bool   `json:"readOnly,omitempty"`
+}
+
+// PodOptions are settings of a job's pods (kubernetes backend). What reaches beyond the
+// pod (host networking, host paths, extended resources) must be allowed by the policy
+// of the job's pool in the worker's configuration; a pod the policy refuses is not
+// created, and the job fails with a configuration error naming the field.
+type PodOptions struct {
+	// ServiceAccountName runs the pods as this service account of the workspace's
+	// namespace, its token mounted as the account says. Default: the pool's, else the
+	// worker's, else the namespace's default account with no token mounted.
+	ServiceAccountName string `json:"serviceAccountName,omitempty" jsonschema:"maxLength=253"`
+	// ImagePullSecrets name Secrets of the workspace's namespace holding registry
+	// credentials; added to the pool's and the worker's.
+	ImagePullSecrets []string `json:"imagePullSecrets,omitempty" jsonschema:"maxItems=16"`
+	// ShmSize is the size limit of /dev/shm, a memory-backed emptyDir (counted against
+	// the container's memory). Default: the worker's, 1Gi unless configured; "0"
+	// leaves the container runtime's 64Mi /dev/shm.
+	ShmSize *resource.Quantity `json:"shmSize,omitempty"`
+	// HostNetwork runs the pods in their node's network namespace (needs the pool
+	// policy's allowHostNetwork).
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+	// Volumes are mounted into every replica.
+	Volumes []Volume `json:"volumes,omitempty" jsonschema:"maxItems=32"`
+}
+
+// Volume is a volume mounted into every replica: exactly one of EmptyDir, ConfigMap,
+// Secret, PVC and HostPath is set.
+type Volume struct {
+	// Name is a DNS label, unique within the job's volumes.
+	Name string `json:"name" jsonschema:"maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// MountPath is the absolute path where the volume appears.
+	MountPath string `json:"mountPath" jsonschema:"maxLength=1024"`
+	// ReadOnly mounts the volume read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// EmptyDir is scratch space that lives as long as the pod.
+	EmptyDir *EmptyDirVolume `json:"emptyDir,omitempty"`
+	// ConfigMap mounts a ConfigMap of the workspace's namespace, a file per key.
+	ConfigMap *ConfigMapVolume `json:"configMap,omitempty"`
+	// Secret mounts a Secret of the workspace's namespace, a file per key.
+	Secret *SecretVolume `json:"secret,omitempty"`
+	// PVC mounts a PersistentVolumeClaim of the workspace's namespace.
+	PVC *PVCSource `json:"pvc,omitempty"`
+	// HostPath mounts a directory of the node (needs a pool policy allowing the path).
+	HostPath *HostPathVolume `json:"hostPath,omitempty"`
+}
+
+// EmptyDirVolume is an emptyDir volume.
+type EmptyDirVolume struct {
+	// Medium is "" (the node's disk) or Memory (tmpfs).
+	Medium string `json:"medium,omitempty" jsonschema:"enum=,enum=Memory"`
+	// SizeLimit bounds the volume; empty means no limit.
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+}
+
+// ConfigMapVolume names a ConfigMap.
+type ConfigMapVolume struct {
+	Name string `json:"name" jsonschema:"maxLength=253"`
+}
+
+// SecretVolume names a Secret.
+type SecretVolume struct {
+	SecretName string `json:"secretName" jsonschema:"maxLength=253"`
+}
+
+// HostPathVolume is a path on the node.
+type HostPathVolume struct {
+	// Path is an absolute path on the node.
+	Path string `json:"path" jsonschema:"maxLength=1024"`
 }
 
 // LogSpec configures log forwarding.

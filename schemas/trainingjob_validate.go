@@ -118,6 +118,7 @@ func (s *TrainingJobSpec) validate(p Path, errs *ErrorList) {
 		add(NotSupported(p.Child("resources", "pool"), Pools))
 	}
 	validateData(s.Data, p.Child("data"), errs)
+	validatePod(s.Pod, s.Data, p.Child("pod"), errs)
 	s.validateFaultTolerance(p, errs)
 	if ck := s.Checkpoint; ck != nil && ck.ResumeFrom != "" && len(ck.ResumeFrom) <= 1100 && !checkpointRefRE.MatchString(ck.ResumeFrom) {
 		add(Invalid(p.Child("checkpoint", "resumeFrom"), "must be a checkpoint: s3://bucket/prefix/<step>, the step in digits"))
@@ -155,6 +156,7 @@ func (s *TrainingJobSpec) validateRoles(p Path, errs *ErrorList) {
 		if role.Resources.Memory != nil && role.Resources.Memory.Sign() <= 0 {
 			add(Invalid(res.Child("memory"), "must be > 0"))
 		}
+		validateExtended(role.Resources.Extended, res.Child("extended"), errs)
 		for i, t := range role.Tolerations {
 			validateToleration(t, rp.Child("tolerations").Index(i), errs)
 		}

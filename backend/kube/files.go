@@ -27,8 +27,9 @@ const (
 
 // DefaultSSHAuthMountPath is where the gang's ssh key pair is mounted by default: the
 // home of mpi-operator's non-root images (user mpiuser), as its examples set
-// sshAuthMountPath. mpi-operator's own default, /root/.ssh, suits no pod here: every
-// pod runs as non-root.
+// sshAuthMountPath, which suits pools under the restricted policy (non-root). An image
+// that runs as root (the default policy runs images as their own user) wants
+// mpi-operator's own default, /root/.ssh.
 const DefaultSSHAuthMountPath = "/home/mpiuser/.ssh"
 
 // Keys of the gang's ssh Secret, of type kubernetes.io/ssh-auth, and the files they

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/schemas"
@@ -88,10 +89,14 @@ func TestLaunchMPIFilesAndSSH(t *testing.T) {
 				{Key: "ssh-publickey", Path: "authorized_keys"},
 			},
 		}}},
+		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: new(resource.MustParse("1Gi")),
+		}}},
 	}
 	wantMounts := []corev1.VolumeMount{
 		{Name: "mpi-job-config", MountPath: "/etc/mpi", ReadOnly: true},
 		{Name: "ssh-auth", MountPath: "/home/mpiuser/.ssh", ReadOnly: true},
+		{Name: "dshm", MountPath: "/dev/shm"},
 	}
 	ps := pods(t, cs, "vision")
 	if len(ps) != 3 {

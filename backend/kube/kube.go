@@ -30,12 +30,15 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path"
+	"path/filepath"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -74,6 +77,7 @@ type Backend struct {
 	pullSecrets      []string
 	serviceAccount   string
 	runAsUser        *int64
+	shmSize          resource.Quantity
 	sshPath          string
 	podAnnotations   map[string]string
 	pools            map[schemas.Pool]PoolConfig
@@ -176,7 +180,8 @@ func WithImagePullPolicy(p corev1.PullPolicy) Option {
 }
 
 // WithImagePullSecrets names Secrets (in the gang's namespace) holding registry
-// credentials for every pod. Default: none.
+// credentials for every pod; a pool's policy and a job's spec.pod add theirs. Default:
+// none.
 func WithImagePullSecrets(names ...string) Option {
 	return func(b *Backend) error {
 		b.pullSecrets = append(b.pullSecrets, names...)
@@ -185,8 +190,9 @@ func WithImagePullSecrets(names ...string) Option {
 }
 
 // WithServiceAccount runs every pod as the named service account, with its token
-// mounted as the account says. Default: "" (the namespace's default account, with no
-// token mounted: training code has no business with the Kubernetes API).
+// mounted as the account says, unless its pool's policy or its job names another.
+// Default: "" (the namespace's default account, with no token mounted: training code
+// has no business with the Kubernetes API).
 func WithServiceAccount(name string) Option {
 	return func(b *Backend) error {
 		b.serviceAccount = name
@@ -194,9 +200,9 @@ func WithServiceAccount(name string) Option {
 	}
 }
 
-// WithRunAsUser runs every container as this user id. Pods always run as non-root, so
-// an image whose USER is root (or unset) cannot start without this. Default: the
-// image's user.
+// WithRunAsUser runs every container as this user id. A pool whose policy is
+// SecurityRestricted runs pods as non-root, so an image whose USER is root (or unset)
+// cannot start there without this. Default: the image's user.
 func WithRunAsUser(uid int64) Option {
 	return func(b *Backend) error {
 		if uid <= 0 {
@@ -222,15 +228,17 @@ func WithSSHAuthMountPath(dir string) Option {
 }
 
 // PoolConfig is where a resource pool's pods go: quota, public and spot map to node
-// selectors, tolerations and a priority class of the cluster.
+// selectors, tolerations and a priority class of the cluster; and what its pods may do
+// (Policy).
 type PoolConfig struct {
 	NodeSelector      map[string]string
 	Tolerations       []corev1.Toleration
 	PriorityClassName string
+	Policy            PodPolicy
 }
 
 // WithPool configures a resource pool. Default: no pool configured, so the pool
-// changes nothing about where pods go.
+// changes nothing about where pods go, and its policy is the zero PodPolicy.
 func WithPool(pool schemas.Pool, c PoolConfig) Option {
 	return func(b *Backend) error {
 		if b.pools == nil {
@@ -320,6 +328,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		createNamespaces: true,
 		port:             DefaultRendezvousPort,
 		sshPath:          DefaultSSHAuthMountPath,
+		shmSize:          DefaultShmSize.DeepCopy(),
 		grace:            DefaultStopGracePeriod,
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),
@@ -348,17 +357,35 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// InCluster is the RESTConfig path that selects the in-cluster configuration.
+const InCluster = "in-cluster"
+
+// DefaultServiceAccountDir is where Kubernetes mounts a pod's service account token
+// (token) and the cluster's CA certificate (ca.crt).
+const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// EnvServiceAccountDir is the environment variable that, when set, names the directory
+// the in-cluster configuration reads token and ca.crt from instead of DefaultServiceAccountDir (tests, and pods that
+// mount a projected token elsewhere).
+const EnvServiceAccountDir = "DLC_KUBE_SERVICE_ACCOUNT_DIR"
+
 // RESTConfig returns the configuration to reach a cluster: the kubeconfig file at path;
-// or, when path is empty, the in-cluster configuration if the process runs in a pod, else
-// the usual kubeconfig search ($KUBECONFIG, ~/.kube/config). Its rate limits are raised
-// from client-go's 5 requests a second, which would take 13s to create a 64-pod gang.
+// InCluster for the pod's service account (InClusterConfig); or, when path is empty, the
+// in-cluster configuration if the process runs in a pod, else the usual kubeconfig
+// search ($KUBECONFIG, ~/.kube/config). Its rate limits are raised from client-go's 5
+// requests a second, which would take 13s to create a 64-pod gang.
 func RESTConfig(kubeconfigPath string) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
 	)
-	if kubeconfigPath == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != "" {
-		cfg, err = rest.InClusterConfig()
+	inPod := os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+	if kubeconfigPath == InCluster || (kubeconfigPath == "" && inPod) {
+		dir := os.Getenv(EnvServiceAccountDir)
+		if dir == "" {
+			dir = DefaultServiceAccountDir
+		}
+		cfg, err = InClusterConfig(dir)
 	} else {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = kubeconfigPath
@@ -377,6 +404,32 @@ func RESTConfig(kubeconfigPath string) (*rest.Config, error) {
 		cfg.UserAgent = "opendlc-worker"
 	}
 	return cfg, nil
+}
+
+// InClusterConfig is the configuration of a process in a pod, as client-go's
+// rest.InClusterConfig but reading the service account's token and CA certificate from
+// dir: the API server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT over HTTPS,
+// authenticated by dir/token (re-read as the kubelet rotates it), verified against
+// dir/ca.crt.
+func InClusterConfig(dir string) (*rest.Config, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("kube: in-cluster configuration: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset (not running in a pod?)")
+	}
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("kube: in-cluster configuration: service account token: %w", err)
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		return nil, fmt.Errorf("kube: in-cluster configuration: cluster CA: %w", err)
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		BearerToken:     string(token),
+		BearerTokenFile: tokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
+	}, nil
 }
 
 // lockGang returns gang id's lock, held. It retries when Cleanup dropped the lock while

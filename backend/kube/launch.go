@@ -64,6 +64,16 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	if mounts.filesDir, mounts.files, err = frameworks.FilesFor(g, ep); err != nil {
 		return backend.InvalidSpec(err)
 	}
+	reserved := []string{mounts.filesDir}
+	if mounts.ssh {
+		reserved = append(reserved, b.sshPath)
+	}
+	if err := validatePodOptions(g, reserved...); err != nil {
+		return backend.InvalidSpec(fmt.Errorf("kube: %w", err))
+	}
+	if err := b.checkPolicy(g); err != nil {
+		return backend.InvalidSpec(fmt.Errorf("kube: %w", err))
+	}
 
 	b.cache.start()
 	id := g.ID()
@@ -254,6 +264,9 @@ func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) error {
 	if err == nil {
 		return nil
 	}
+	if refusedAsWritten(err) {
+		return backend.InvalidSpec(fmt.Errorf("kube: create pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
 	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube: create pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -270,6 +283,13 @@ func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) error {
 		return backend.InvalidSpec(fmt.Errorf("kube: pod %s/%s belongs to gang %q, not %q", pod.Namespace, pod.Name, g, pod.Labels[LabelGang]))
 	}
 	return nil
+}
+
+// refusedAsWritten reports whether the API server refused a pod for what it is, so
+// that retrying the same pod cannot succeed: invalid (422), or forbidden by the
+// namespace's Pod Security level.
+func refusedAsWritten(err error) bool {
+	return apierrors.IsInvalid(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "violates PodSecurity"))
 }
 
 // annotateService sets annotation key to "true" on the Service and returns the patched
@@ -311,10 +331,6 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		WorkingDir:      r.WorkingDir,
 		Env:             podEnv(b.env, r.Env, fwEnv),
 		Resources:       resources(r.Resources),
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: new(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
 		// The kubelet reads the last lines of output into the status when the
 		// container fails: the reason a failed replica shows without its logs.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -354,11 +370,12 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		// Service links would put a variable per Service in the namespace into every
 		// replica's environment: one set per gang, growing with the workspace's jobs.
 		EnableServiceLinks: new(false),
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   new(true),
-			RunAsUser:      b.runAsUser,
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+	}
+	spec.SecurityContext, spec.Containers[0].SecurityContext = b.securityContexts(b.policy(g.Pool).Security)
+	spec.HostNetwork = g.Pod != nil && g.Pod.HostNetwork
+	if spec.HostNetwork {
+		// Keep cluster DNS: replicas find each other by their Service names.
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
 	// The job's resource pool adds its node selector (which wins over the replica's:
 	// a spot job must land on spot nodes), its tolerations and its priority class.
@@ -389,14 +406,13 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		}}
 	}
 	mountGangObjects(&spec, &spec.Containers[0], svc.Name, m, b.sshPath)
-	if b.serviceAccount != "" {
-		spec.ServiceAccountName = b.serviceAccount
+	b.addPodVolumes(g, &spec, &spec.Containers[0])
+	if sa := b.serviceAccountFor(g); sa != "" {
+		spec.ServiceAccountName = sa
 	} else {
 		spec.AutomountServiceAccountToken = new(false)
 	}
-	for _, s := range b.pullSecrets {
-		spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
-	}
+	spec.ImagePullSecrets = b.pullSecretsFor(g)
 
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -456,6 +472,9 @@ func resources(r schemas.Resources) corev1.ResourceRequirements {
 	}
 	if r.GPU > 0 {
 		list[ResourceGPU] = *resource.NewQuantity(int64(r.GPU), resource.DecimalSI)
+	}
+	for name, q := range r.Extended {
+		list[corev1.ResourceName(name)] = q.DeepCopy()
 	}
 	if len(list) == 0 {
 		return corev1.ResourceRequirements{}

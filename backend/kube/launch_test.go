@@ -149,10 +149,8 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 				}}},
 				Ports:     []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: 23456, Protocol: corev1.ProtocolTCP}},
 				Resources: corev1.ResourceRequirements{Requests: gpuResources, Limits: gpuResources},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: new(false),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
+				// The image's user (no security context), and a 1Gi memory-backed /dev/shm.
+				VolumeMounts:             []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm"}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			NodeSelector: map[string]string{"gpu": "h100"},
@@ -162,10 +160,9 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 			TerminationGracePeriodSeconds: &grace,
 			EnableServiceLinks:            new(false),
 			AutomountServiceAccountToken:  new(false),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   new(true),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			Volumes: []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium: corev1.StorageMediumMemory, SizeLimit: new(resource.MustParse("1Gi")),
+			}}}},
 		},
 	}
 	opts := cmp.Options{schemastest.CmpOpts, cmpopts.IgnoreTypes(metav1.TypeMeta{}), cmpopts.IgnoreFields(metav1.ObjectMeta{}, "UID", "ResourceVersion", "ManagedFields", "CreationTimestamp")}

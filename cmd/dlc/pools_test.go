@@ -4,6 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 func TestPoolFlags(t *testing.T) {
@@ -30,5 +34,60 @@ func TestPoolFlags(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"spot=dlc-preemptible"}, f.priorities); diff != "" {
 		t.Error(diff)
+	}
+}
+
+func TestPoolPolicyFlags(t *testing.T) {
+	f := poolFlags{
+		security:    []string{"spot=restricted", "quota=image"},
+		hostNetwork: []string{"quota"},
+		hostPaths:   []string{"quota=/mnt/nvme", "quota=/data"},
+		resources:   []string{"quota=rdma/hca"},
+		accounts:    []string{"public=trainer"},
+		pullSecrets: []string{"public=ngc", "public=internal"},
+	}
+	got, err := f.configs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[schemas.Pool]*kube.PoolConfig{
+		schemas.PoolSpot: {Policy: kube.PodPolicy{Security: kube.SecurityRestricted}},
+		schemas.PoolQuota: {Policy: kube.PodPolicy{
+			AllowHostNetwork: true, HostPaths: []string{"/mnt/nvme", "/data"}, ExtendedResources: []string{"rdma/hca"},
+		}},
+		schemas.PoolPublic: {Policy: kube.PodPolicy{ServiceAccountName: "trainer", ImagePullSecrets: []string{"ngc", "internal"}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pools (-want +got):\n%s", diff)
+	}
+	for name, bad := range map[string]poolFlags{
+		"unknown profile":   {security: []string{"spot=baseline"}},
+		"host network pool": {hostNetwork: []string{"cheap"}},
+		"relative path":     {hostPaths: []string{"quota=mnt"}},
+		"no resource":       {resources: []string{"quota="}},
+	} {
+		if _, err := bad.configs(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestPodFlags(t *testing.T) {
+	if _, err := (&podFlags{shmSize: "8Gi"}).options(); err != nil {
+		t.Errorf("8Gi: %v", err)
+	}
+	for name, f := range map[string]podFlags{
+		"bad size":      {shmSize: "lots"},
+		"negative size": {shmSize: "-1Gi"},
+		"root user":     {shmSize: "1Gi", runAsUser: -1},
+	} {
+		opts, err := f.options()
+		if err == nil {
+			// Options check their values when applied.
+			_, err = kube.New(fake.NewClientset(), opts...)
+		}
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }

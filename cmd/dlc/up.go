@@ -279,6 +279,7 @@ func newWorkerCmd() *cobra.Command {
 	var probeImage string
 	var gpus int
 	var pools poolFlags
+	var pod podFlags
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -318,7 +319,11 @@ func newWorkerCmd() *cobra.Command {
 				if probeImage != "" {
 					opts = append(opts, kube.WithHealthProbe(probeImage, kube.DefaultHealthProbeCommand...))
 				}
-				cfg.KubeOptions = opts
+				podOpts, err := pod.options()
+				if err != nil {
+					return err
+				}
+				cfg.KubeOptions = append(opts, podOpts...)
 			} else {
 				cfg.LocalOptions = []local.Option{local.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")...)}
 				if stateDir != "" {
@@ -352,6 +357,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
+	pod.register(cmd)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

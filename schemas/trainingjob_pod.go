@@ -1,0 +1,145 @@
+package schemas
+
+import (
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// ShmMountPath is where a replica's /dev/shm volume is mounted.
+const ShmMountPath = "/dev/shm"
+
+// validObjectName reports whether s is a Kubernetes object name (a DNS subdomain).
+func validObjectName(s string) bool {
+	return s != "" && len(s) <= maxDNSSubdomainLen && dnsSubdomainRE.MatchString(s)
+}
+
+// validatePod checks spec.pod: object names, the /dev/shm size, and each volume's one
+// source and mount path. Whether the pool allows host networking or a host path is the
+// worker's policy, checked when the pods are created.
+func validatePod(o *PodOptions, data []DataSource, p Path, errs *ErrorList) {
+	if o == nil {
+		return
+	}
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	if o.ServiceAccountName != "" && !validObjectName(o.ServiceAccountName) {
+		add(Invalid(p.Child("serviceAccountName"), "must be a ServiceAccount name (a DNS subdomain)"))
+	}
+	for i, s := range o.ImagePullSecrets {
+		if !validObjectName(s) {
+			add(Invalid(p.Child("imagePullSecrets").Index(i), "must be a Secret name (a DNS subdomain)"))
+		}
+	}
+	if o.ShmSize != nil && o.ShmSize.Sign() < 0 {
+		add(Invalid(p.Child("shmSize"), "must be >= 0 (0 leaves the runtime's default /dev/shm)"))
+	}
+	// Mount paths may not repeat across volumes and data sources.
+	mounts := map[string]string{}
+	for i, d := range data {
+		if d.PVC != nil && d.MountPath != "" {
+			mounts[path.Clean(d.MountPath)] = NewPath("spec", "data").Index(i).Child("mountPath").String()
+		}
+	}
+	names := map[string]int{}
+	for i, v := range o.Volumes {
+		vp := p.Child("volumes").Index(i)
+		// An empty name or mount path is reported as required by the struct tags.
+		if j, ok := names[v.Name]; ok && v.Name != "" {
+			add(Invalid(vp.Child("name"), "duplicate name %q (first at %s)", v.Name, p.Child("volumes").Index(j)))
+		} else if !ok {
+			names[v.Name] = i
+		}
+		validateVolumeMount(v, vp, mounts, errs)
+		validateVolumeSource(v, vp, errs)
+	}
+}
+
+// validateVolumeMount checks a volume's mount path, recording it in mounts.
+func validateVolumeMount(v Volume, vp Path, mounts map[string]string, errs *ErrorList) {
+	mp := vp.Child("mountPath")
+	switch clean := path.Clean(v.MountPath); {
+	case v.MountPath == "":
+	case !path.IsAbs(v.MountPath):
+		*errs = append(*errs, Invalid(mp, "must be an absolute path"))
+	case clean == ShmMountPath:
+		*errs = append(*errs, Invalid(mp, "/dev/shm is mounted by the backend; set spec.pod.shmSize instead"))
+	case mounts[clean] != "":
+		*errs = append(*errs, Invalid(mp, "duplicate mount path %q (first at %s)", v.MountPath, mounts[clean]))
+	default:
+		mounts[clean] = mp.String()
+	}
+}
+
+// validateVolumeSource checks that exactly one source is set, and that source.
+func validateVolumeSource(v Volume, vp Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	var set []string
+	if v.EmptyDir != nil {
+		set = append(set, "emptyDir")
+		if v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.Sign() <= 0 {
+			add(Invalid(vp.Child("emptyDir", "sizeLimit"), "must be > 0"))
+		}
+	}
+	if v.ConfigMap != nil {
+		set = append(set, "configMap")
+		if v.ConfigMap.Name != "" && !validObjectName(v.ConfigMap.Name) {
+			add(Invalid(vp.Child("configMap", "name"), "must be a ConfigMap name (a DNS subdomain)"))
+		}
+	}
+	if v.Secret != nil {
+		set = append(set, "secret")
+		if v.Secret.SecretName != "" && !validObjectName(v.Secret.SecretName) {
+			add(Invalid(vp.Child("secret", "secretName"), "must be a Secret name (a DNS subdomain)"))
+		}
+	}
+	if v.PVC != nil {
+		set = append(set, "pvc")
+		if v.PVC.ClaimName != "" && !validObjectName(v.PVC.ClaimName) {
+			add(Invalid(vp.Child("pvc", "claimName"), "must be a PersistentVolumeClaim name (a DNS subdomain)"))
+		}
+	}
+	if v.HostPath != nil {
+		set = append(set, "hostPath")
+		if v.HostPath.Path != "" && !path.IsAbs(v.HostPath.Path) || path.Clean(v.HostPath.Path) != v.HostPath.Path {
+			add(Invalid(vp.Child("hostPath", "path"), "must be a clean absolute path"))
+		}
+	}
+	switch len(set) {
+	case 0:
+		add(Invalid(vp, "must set one of emptyDir, configMap, secret, pvc and hostPath"))
+	case 1:
+	default:
+		add(Invalid(vp, "must set only one of emptyDir, configMap, secret, pvc and hostPath, not %s", strings.Join(set, " and ")))
+	}
+}
+
+// validateExtended checks a role's extended resources: a domain-prefixed name (GPUs go
+// in resources.gpu; cpu and memory have their own fields) and a whole positive number.
+func validateExtended(ext map[string]resource.Quantity, p Path, errs *ErrorList) {
+	for _, name := range sortedKeys(ext) {
+		q, kp := ext[name], p.Key(name)
+		prefix, _, hasPrefix := strings.Cut(name, "/")
+		switch {
+		case validateQualifiedName(name) != "" || !hasPrefix || prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io"):
+			*errs = append(*errs, Invalid(kp, "must be an extended resource name: a domain prefix outside kubernetes.io, '/', then a name"))
+		case name == "nvidia.com/gpu":
+			*errs = append(*errs, Invalid(kp, "use resources.gpu for GPUs"))
+		case q.Sign() <= 0 || q.MilliValue()%1000 != 0:
+			*errs = append(*errs, Invalid(kp, "must be a whole number > 0"))
+		}
+	}
+}
+
+// ValidatePodOptions checks pod options and their mount paths against data's, as
+// TrainingJob.Validate does, for callers that hold a spec which may not have come
+// through it. Nil when o is fine.
+func ValidatePodOptions(o *PodOptions, data []DataSource) ErrorList {
+	var errs ErrorList
+	validatePod(o, data, NewPath("spec", "pod"), &errs)
+	if len(errs) == 0 {
+		return nil
+	}
+	errs.Sort()
+	return errs
+}
