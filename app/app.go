@@ -301,11 +301,11 @@ func (p *Process) Wait(ctx context.Context) error {
 // Start made and the connections.
 func (p *Process) Close() error {
 	var errs []error
-	// closeWithin gives close five seconds and keeps its error.
-	closeWithin := func(close func(context.Context) error) {
+	// closeWithin gives stop five seconds and keeps its error.
+	closeWithin := func(stop func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := close(ctx); err != nil {
+		if err := stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
