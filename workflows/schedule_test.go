@@ -303,6 +303,26 @@ func (h *schedHarness) checkStarts(what string, starts map[string]string) {
 	}
 }
 
+// checkOutcomes checks the outcomes in the schedule's last status, keyed by run hour
+// ("HH") or, for runs that never started, by the name the history gives them (with an
+// "@"), and returns that status.
+func (h *schedHarness) checkOutcomes(byHour map[string]schemas.RunOutcome) schemas.ScheduleStatus {
+	h.t.Helper()
+	want := map[string]schemas.RunOutcome{}
+	for k, o := range byHour {
+		if strings.Contains(k, "@") {
+			want[k] = o
+			continue
+		}
+		want[jobName(t0.Add(mustHour(h.t, k)))] = o
+	}
+	st := h.lastView().Status
+	if diff := cmp.Diff(want, outcomes(st.History)); diff != "" {
+		h.t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+	return st
+}
+
 // checkStops checks that stop updates went to exactly the workflows (ids made by
 // id) of the runs of the given hours ("HH").
 func (h *schedHarness) checkStops(id func(ws, name string) string, hours []string) {
@@ -1023,14 +1043,7 @@ func runKinds(runs []schemas.ScheduleRun) map[string]schemas.Kind {
 // since a stopped experiment waits for a resume rather than end, its answer Stopped ends
 // the run and the next one starts at once.
 func TestScheduleExperimentAction(t *testing.T) {
-	tests := map[string]struct {
-		policy   schedule.OverlapPolicy
-		duration time.Duration
-		// starts maps each started experiment (by hour) to its start time (HH:MM).
-		starts   map[string]string
-		outcomes map[string]schemas.RunOutcome
-		stopped  []string
-	}{
+	tests := map[string]actionCase{
 		"each ends by itself": {policy: schedule.Skip, duration: 30 * time.Minute,
 			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
 			outcomes: map[string]schemas.RunOutcome{
@@ -1045,11 +1058,8 @@ func TestScheduleExperimentAction(t *testing.T) {
 				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
 			stopped: []string{"00", "01"}},
 	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			h, sched := runAction(t, experimentAction, tt.policy, tt.duration, nil)
-
-			h.checkStarts("experiment", tt.starts)
+	runActionCases(t, "experiment", experimentAction, workflows.ExperimentWorkflowID, tests,
+		func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus) {
 			for _, s := range h.started {
 				if s.Experiment == nil {
 					t.Fatalf("run %s started something else than an experiment: %+v", s.Name, s)
@@ -1066,25 +1076,42 @@ func TestScheduleExperimentAction(t *testing.T) {
 			if first.Kind != schemas.KindExperiment || first.APIVersion != schemas.APIVersion {
 				t.Errorf("experiment kind %q version %q", first.Kind, first.APIVersion)
 			}
-
-			st := h.lastView().Status
-			wantOutcomes := map[string]schemas.RunOutcome{}
-			for k, o := range tt.outcomes {
-				if strings.Contains(k, "@") {
-					wantOutcomes[k] = o
-					continue
-				}
-				wantOutcomes[jobName(t0.Add(mustHour(t, k)))] = o
-			}
-			if diff := cmp.Diff(wantOutcomes, outcomes(st.History)); diff != "" {
-				t.Errorf("outcomes (-want +got):\n%s", diff)
-			}
 			for job, k := range runKinds(st.History) {
 				if k != schemas.KindExperiment {
 					t.Errorf("run %s has kind %q, want Experiment", job, k)
 				}
 			}
-			h.checkStops(workflows.ExperimentWorkflowID, tt.stopped)
+		})
+}
+
+// actionCase is one case of a schedule whose action is an experiment or a pipeline:
+// the overlap policy, how long each run lasts, the runs (by hour, "HH") that fail, the
+// runs started (by hour) with their start times ("HH:MM"), the outcomes (see
+// checkOutcomes) and the runs stopped by cancelOther.
+type actionCase struct {
+	policy   schedule.OverlapPolicy
+	duration time.Duration
+	failing  []string
+	starts   map[string]string
+	outcomes map[string]schemas.RunOutcome
+	stopped  []string
+}
+
+// runActionCases runs each case with action and checks the runs started, their
+// outcomes and the stop updates sent (to the workflows named by id), then what check
+// checks of the kind of run (what).
+func runActionCases(t *testing.T, what string, action func(*schemas.Schedule), id func(ws, name string) string,
+	tests map[string]actionCase,
+	check func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus),
+) {
+	t.Helper()
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			h, sched := runAction(t, action, tt.policy, tt.duration, tt.failing)
+			h.checkStarts(what, tt.starts)
+			st := h.checkOutcomes(tt.outcomes)
+			check(t, h, sched, st)
+			h.checkStops(id, tt.stopped)
 		})
 	}
 }
@@ -1094,14 +1121,7 @@ func TestScheduleExperimentAction(t *testing.T) {
 // and records each run's end: Succeeded, Failed, or Stopped by cancelOther once the
 // pipeline's workflow has ended.
 func TestSchedulePipelineAction(t *testing.T) {
-	tests := map[string]struct {
-		policy   schedule.OverlapPolicy
-		duration time.Duration
-		failing  []string
-		starts   map[string]string
-		outcomes map[string]schemas.RunOutcome
-		stopped  []string
-	}{
+	tests := map[string]actionCase{
 		"succeeded and failed": {policy: schedule.Skip, duration: 30 * time.Minute, failing: []string{"01"},
 			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
 			outcomes: map[string]schemas.RunOutcome{
@@ -1117,11 +1137,8 @@ func TestSchedulePipelineAction(t *testing.T) {
 				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
 			stopped: []string{"00", "01"}},
 	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			h, sched := runAction(t, pipelineAction, tt.policy, tt.duration, tt.failing)
-
-			h.checkStarts("pipeline", tt.starts)
+	runActionCases(t, "pipeline", pipelineAction, workflows.PipelineWorkflowID, tests,
+		func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus) {
 			for _, s := range h.started {
 				if s.Pipeline == nil {
 					t.Fatalf("run %s started something else than a pipeline: %+v", s.Name, s)
@@ -1138,15 +1155,6 @@ func TestSchedulePipelineAction(t *testing.T) {
 			if diff := cmp.Diff(map[string]string{"threshold": "0.9", "dataKey": "clicks/latest"}, first.Params); diff != "" {
 				t.Errorf("pipeline params (-want +got):\n%s", diff)
 			}
-
-			st := h.lastView().Status
-			wantOutcomes := map[string]schemas.RunOutcome{}
-			for hh, o := range tt.outcomes {
-				wantOutcomes[jobName(t0.Add(mustHour(t, hh)))] = o
-			}
-			if diff := cmp.Diff(wantOutcomes, outcomes(st.History)); diff != "" {
-				t.Errorf("outcomes (-want +got):\n%s", diff)
-			}
 			for _, r := range st.History {
 				if r.Kind != schemas.KindPipeline {
 					t.Errorf("run %s has kind %q, want Pipeline", r.Job, r.Kind)
@@ -1155,9 +1163,7 @@ func TestSchedulePipelineAction(t *testing.T) {
 					t.Errorf("failed run %s: message %q, want the pipeline's", r.Job, r.Message)
 				}
 			}
-			h.checkStops(workflows.PipelineWorkflowID, tt.stopped)
 		})
-	}
 }
 
 // A time already fired as an experiment or a pipeline is not fired again: Temporal
