@@ -323,6 +323,17 @@ func (h *schedHarness) checkOutcomes(byHour map[string]schemas.RunOutcome) schem
 	return st
 }
 
+// followSucceeded answers every WaitScheduledJob with Succeeded, appending the
+// workflow id it was asked to follow to *followed (under h.mu), and returns the mock.
+func (h *schedHarness) followSucceeded(followed *[]string) *testsuite.MockCallWrapper {
+	return onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		*followed = append(*followed, in.WorkflowID)
+		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+	})
+}
+
 // checkStops checks that stop updates went to exactly the workflows (ids made by
 // id) of the runs of the given hours ("HH").
 func (h *schedHarness) checkStops(id func(ws, name string) string, hours []string) {
@@ -1052,24 +1063,17 @@ func TestScheduleExperimentAction(t *testing.T) {
 			starts: map[string]string{"00": "00:00", "02": "02:00"},
 			outcomes: map[string]schemas.RunOutcome{
 				"00": schemas.RunSucceeded, "02": schemas.RunRunning, "Skipped@01:00": schemas.RunSkipped}},
-		"cancelOther stops the running one": {policy: schedule.CancelOther, duration: 100 * time.Minute,
-			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
-			outcomes: map[string]schemas.RunOutcome{
-				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
-			stopped: []string{"00", "01"}},
+		"cancelOther stops the running one": cancelOtherCase("01:00", "02:00"),
 	}
-	runActionCases(t, "experiment", experimentAction, workflows.ExperimentWorkflowID, tests,
+	experimentMeta := func(s startedJob) *schemas.ObjectMeta {
+		if s.Experiment == nil {
+			return nil
+		}
+		return &s.Experiment.Metadata
+	}
+	runActionCases(t, "experiment", experimentAction, experimentMeta, workflows.ExperimentWorkflowID, tests,
 		func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus) {
-			for _, s := range h.started {
-				if s.Experiment == nil {
-					t.Fatalf("run %s started something else than an experiment: %+v", s.Name, s)
-				}
-			}
 			first := h.started[0].Experiment
-			wantMeta := firstRunMeta()
-			if diff := cmp.Diff(wantMeta, first.Metadata); diff != "" {
-				t.Errorf("experiment metadata (-want +got):\n%s", diff)
-			}
 			if diff := cmp.Diff(sched.Spec.Action.ExperimentTemplate.Spec, first.Spec); diff != "" {
 				t.Errorf("experiment spec (-template +got):\n%s", diff)
 			}
@@ -1097,10 +1101,23 @@ type actionCase struct {
 	stopped  []string
 }
 
-// runActionCases runs each case with action and checks the runs started, their
-// outcomes and the stop updates sent (to the workflows named by id), then what check
-// checks of the kind of run (what).
-func runActionCases(t *testing.T, what string, action func(*schemas.Schedule), id func(ws, name string) string,
+// cancelOtherCase is the cancelOther case: runs lasting 100 minutes, each stopped by
+// the next, which starts at start01 and start02 ("HH:MM") once the previous has ended;
+// the last still runs.
+func cancelOtherCase(start01, start02 string) actionCase {
+	return actionCase{policy: schedule.CancelOther, duration: 100 * time.Minute,
+		starts: map[string]string{"00": "00:00", "01": start01, "02": start02},
+		outcomes: map[string]schemas.RunOutcome{
+			"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
+		stopped: []string{"00", "01"}}
+}
+
+// runActionCases runs each case with action and checks the runs started (each one of
+// kind what: meta gives its metadata, nil for another kind), the first run's metadata,
+// the outcomes and the stop updates sent (to the workflows named by id), then what
+// check checks of that kind of run.
+func runActionCases(t *testing.T, what string, action func(*schemas.Schedule), meta func(startedJob) *schemas.ObjectMeta,
+	id func(ws, name string) string,
 	tests map[string]actionCase,
 	check func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus),
 ) {
@@ -1109,6 +1126,14 @@ func runActionCases(t *testing.T, what string, action func(*schemas.Schedule), i
 		t.Run(name, func(t *testing.T) {
 			h, sched := runAction(t, action, tt.policy, tt.duration, tt.failing)
 			h.checkStarts(what, tt.starts)
+			for _, s := range h.started {
+				if meta(s) == nil {
+					t.Fatalf("run %s: started %+v, want a run of kind %s", s.Name, s, what)
+				}
+			}
+			if diff := cmp.Diff(firstRunMeta(), *meta(h.started[0])); diff != "" {
+				t.Errorf("%s metadata (-want +got):\n%s", what, diff)
+			}
 			st := h.checkOutcomes(tt.outcomes)
 			check(t, h, sched, st)
 			h.checkStops(id, tt.stopped)
@@ -1131,24 +1156,17 @@ func TestSchedulePipelineAction(t *testing.T) {
 			outcomes: map[string]schemas.RunOutcome{"00": schemas.RunSucceeded, "01": schemas.RunRunning}},
 		// The pipeline ends a minute after its stop (the fake looks once a minute); the
 		// next run starts when it has.
-		"cancelOther stops the running one": {policy: schedule.CancelOther, duration: 100 * time.Minute,
-			starts: map[string]string{"00": "00:00", "01": "01:01", "02": "02:01"},
-			outcomes: map[string]schemas.RunOutcome{
-				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
-			stopped: []string{"00", "01"}},
+		"cancelOther stops the running one": cancelOtherCase("01:01", "02:01"),
 	}
-	runActionCases(t, "pipeline", pipelineAction, workflows.PipelineWorkflowID, tests,
+	pipelineMeta := func(s startedJob) *schemas.ObjectMeta {
+		if s.Pipeline == nil {
+			return nil
+		}
+		return &s.Pipeline.Pipeline.Metadata
+	}
+	runActionCases(t, "pipeline", pipelineAction, pipelineMeta, workflows.PipelineWorkflowID, tests,
 		func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus) {
-			for _, s := range h.started {
-				if s.Pipeline == nil {
-					t.Fatalf("run %s started something else than a pipeline: %+v", s.Name, s)
-				}
-			}
 			first := h.started[0].Pipeline
-			wantMeta := firstRunMeta()
-			if diff := cmp.Diff(wantMeta, first.Pipeline.Metadata); diff != "" {
-				t.Errorf("pipeline metadata (-want +got):\n%s", diff)
-			}
 			if diff := cmp.Diff(sched.Spec.Action.PipelineTemplate.Spec, first.Pipeline.Spec); diff != "" {
 				t.Errorf("pipeline spec (-template +got):\n%s", diff)
 			}
@@ -1182,12 +1200,7 @@ func TestScheduleActionAlreadyFired(t *testing.T) {
 			start := t0.Add(-30 * time.Minute)
 			h := newSchedHarness(t, start)
 			var followed []string
-			onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				followed = append(followed, in.WorkflowID)
-				return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
-			})
+			h.followSucceeded(&followed)
 			var res workflows.BackfillScheduleResult
 			h.at(start, t0.Add(90*time.Minute), func() {
 				h.update(workflows.UpdateScheduleBackfill, workflows.BackfillScheduleRequest{From: t0, To: t0.Add(time.Second),
@@ -1219,12 +1232,7 @@ func TestScheduleFollowsCarriedRunsOfEveryKind(t *testing.T) {
 	start := t0
 	h := newSchedHarness(t, start)
 	var followed []string
-	onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		followed = append(followed, in.WorkflowID)
-		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
-	}).After(10 * time.Minute)
+	h.followSucceeded(&followed).After(10 * time.Minute)
 	running := []schemas.ScheduleRun{
 		{NominalTime: t0.Add(-3 * time.Hour), Job: jobName(t0.Add(-3 * time.Hour)), Outcome: schemas.RunRunning},
 		{NominalTime: t0.Add(-2 * time.Hour), Kind: schemas.KindExperiment, Job: jobName(t0.Add(-2 * time.Hour)), Outcome: schemas.RunRunning},
