@@ -413,7 +413,7 @@ func TestCheckNodesDoesNotQuarantineMostNodesAtOnce(t *testing.T) {
 	cs := newClient(testNode("a").obj(), testNode("b").obj(), testNode("c").obj())
 	(&fakeKubelet{outcome: map[string]corev1.PodStatus{"a": probeFailed("no GPUs"), "b": probeFailed("no GPUs")}}).install(cs)
 	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
-	res := checkJobNodes(t, b, 5 * time.Second, map[string]string{"a": "ProbeFailed", "b": "ProbeFailed", "c": "healthy"})
+	res := checkJobNodes(t, b, 5*time.Second, map[string]string{"a": "ProbeFailed", "b": "ProbeFailed", "c": "healthy"})
 	if len(res.Quarantined) != 0 {
 		t.Errorf("quarantined %v", res.Quarantined)
 	}
@@ -429,7 +429,7 @@ func TestCheckNodesProbeTimeout(t *testing.T) {
 	cs := newClient(testNode("a").obj(), testNode("b").obj(), testNode("c").obj())
 	(&fakeKubelet{outcome: map[string]corev1.PodStatus{"b": waiting("ContainerCreating")}}).install(cs)
 	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
-	res := checkJobNodes(t, b, 300 * time.Millisecond, map[string]string{"a": "healthy", "b": "ProbeTimeout, quarantined", "c": "healthy"})
+	res := checkJobNodes(t, b, 300*time.Millisecond, map[string]string{"a": "healthy", "b": "ProbeTimeout, quarantined", "c": "healthy"})
 	if got := res.Nodes[1].Message; got != "check pod j-check-a0-"+nodeHash("b")+" did not finish within 300ms: phase Pending, ContainerCreating: back-off pulling image" {
 		t.Errorf("message %q", got)
 	}
