@@ -299,26 +299,22 @@ func (p *Process) Wait(ctx context.Context) error {
 // Start made and the connections.
 func (p *Process) Close() error {
 	var errs []error
-	if p.http != nil {
+	// closeWithin gives stop five seconds and keeps its error.
+	closeWithin := func(stop func(context.Context) error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := p.http.Shutdown(ctx); err != nil {
+		defer cancel()
+		if err := stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		cancel()
+	}
+	if p.http != nil {
+		closeWithin(p.http.Shutdown)
 	}
 	if p.notifier != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := p.notifier.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		cancel()
+		closeWithin(p.notifier.Close)
 	}
 	if p.triggers != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := p.triggers.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		cancel()
+		closeWithin(p.triggers.Close)
 	}
 	if p.worker != nil {
 		p.worker.Close()

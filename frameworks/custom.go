@@ -9,14 +9,14 @@ import (
 )
 
 // Custom is for programs with their own rendezvous: it tells each replica who is in
-// the gang and where, and leaves the protocol to the program.
-type Custom struct{}
+// the gang and where, and leaves the protocol (and the ports) to the program.
+type Custom struct {
+	noPorts
+	allSucceedRule
+}
 
 // Name returns "custom".
 func (Custom) Name() schemas.Framework { return schemas.FrameworkCustom }
-
-// PortNames returns nil: a custom program picks its own ports.
-func (Custom) PortNames() []string { return nil }
 
 // Env returns DLC_HOSTS (role-index=host for every replica, comma-separated, in rank
 // order), DLC_WORLD_SIZE and DLC_RANK.
@@ -31,9 +31,4 @@ func (Custom) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []sch
 		{Name: "DLC_WORLD_SIZE", Value: strconv.Itoa(len(order))},
 		{Name: "DLC_RANK", Value: strconv.Itoa(rankOf(g, r))},
 	}
-}
-
-// Outcome fails the job when any replica fails and succeeds it when all have.
-func (Custom) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
-	return allSucceed(replicas)
 }

@@ -12,21 +12,13 @@ import (
 // shared by several replicas, 127.0.0.1 on the local backend, is listed once with their
 // slots summed, since the launcher keys hosts by name). Write it out with
 // printf '%s' "$DLC_HOSTFILE_CONTENT" > /job/hostfile; deepspeed --hostfile /job/hostfile ...
-type DeepSpeed struct{}
+type DeepSpeed struct{ torchRendezvous }
 
 // Name returns "deepspeed".
 func (DeepSpeed) Name() schemas.Framework { return schemas.FrameworkDeepSpeed }
-
-// PortNames returns the rendezvous port.
-func (DeepSpeed) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns PyTorch's environment plus DLC_HOSTFILE_CONTENT.
 func (DeepSpeed) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	file := hostfile(hostSlots(RankOrder(g), ep))
 	return append(torchEnv(g, r, ep), schemas.EnvVar{Name: "DLC_HOSTFILE_CONTENT", Value: file})
-}
-
-// Outcome fails the job when any replica fails and succeeds it when all have.
-func (DeepSpeed) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
-	return allSucceed(replicas)
 }

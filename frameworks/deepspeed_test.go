@@ -17,14 +17,7 @@ func TestDeepSpeedHostfile(t *testing.T) {
 		{Name: ref.ReplicaName("worker", 1), Role: "worker", Index: 1, Resources: schemas.Resources{GPU: 8}},
 		{Name: ref.ReplicaName("master", 0), Role: "master", Index: 0},
 	}}
-	env, err := EnvFor(g, g.Replicas[0], hostsAndPorts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, e := range env {
-		got[e.Name] = e.Value
-	}
+	got := envMap(t, g, g.Replicas[0])
 	want := "master-0 slots=1\nworker-0 slots=8\nworker-1 slots=8\n"
 	if diff := cmp.Diff(want, got["DLC_HOSTFILE_CONTENT"]); diff != "" {
 		t.Errorf("hostfile (-want +got):\n%s", diff)
@@ -32,6 +25,21 @@ func TestDeepSpeedHostfile(t *testing.T) {
 	if got["MASTER_ADDR"] != "master-0" || got["WORLD_SIZE"] != "3" {
 		t.Errorf("torch env: MASTER_ADDR %q WORLD_SIZE %q", got["MASTER_ADDR"], got["WORLD_SIZE"])
 	}
+}
+
+// envMap is EnvFor's environment for replica r of gang g as a map, with the addresses
+// of hostsAndPorts.
+func envMap(t *testing.T, g backend.GangSpec, r backend.ReplicaSpec) map[string]string {
+	t.Helper()
+	env, err := EnvFor(g, r, hostsAndPorts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range env {
+		got[e.Name] = e.Value
+	}
+	return got
 }
 
 // hostsAndPorts names each replica role-index and gives every port 29500.
@@ -49,14 +57,7 @@ func TestPyTorchElastic(t *testing.T) {
 			{Name: ref.ReplicaName("worker", 0), Role: "worker", Index: 0},
 			{Name: ref.ReplicaName("worker", 1), Role: "worker", Index: 1},
 		}}
-	env, err := EnvFor(g, g.Replicas[1], hostsAndPorts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, e := range env {
-		got[e.Name] = e.Value
-	}
+	got := envMap(t, g, g.Replicas[1])
 	want := map[string]string{"PET_NNODES": "2:4", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "worker-0:29500", "PET_RDZV_ID": "ws.el.a0"}
 	for k, v := range want {
 		if got[k] != v {

@@ -115,39 +115,18 @@ func TestEnvFor(t *testing.T) {
 	custom := gang(schemas.FrameworkCustom).role("worker", 2, 0).role("master", 1, 0).role("aux", 1, 0).obj()
 
 	tests := map[string]envForCase{
-		"pytorch master is rank 0": {
-			gang: masterWorkers, replica: replica(masterWorkers, "master", 0),
-			want: torch("master-0.gang", 4, 0, 8),
-		},
-		"pytorch workers follow master by index": {
-			gang: masterWorkers, replica: replica(masterWorkers, "worker", 2),
-			want: torch("master-0.gang", 4, 3, 8),
-		},
-		"pytorch worker 0 leads without master": {
-			gang: workersOnly, replica: replica(workersOnly, "worker", 1),
-			want: torch("worker-0.gang", 2, 1, 1),
-		},
-		"pytorch worker leads before roles sorting earlier": {
-			gang: evalWorkers, replica: replica(evalWorkers, "evaluator", 0),
-			want: torch("worker-0.gang", 3, 2, 1),
-		},
-		"pytorch worker 0 is rank 0 before evaluator": {
-			gang: evalWorkers, replica: replica(evalWorkers, "worker", 0),
-			want: torch("worker-0.gang", 3, 0, 1),
-		},
-		"pytorch first role by name leads otherwise": {
-			gang: chiefPS, replica: replica(chiefPS, "ps", 0),
-			want: torch("chief-0.gang", 2, 1, 1),
-		},
+		"pytorch master is rank 0":                          {gang: masterWorkers, replica: replica(masterWorkers, "master", 0), want: torch("master-0.gang", 4, 0, 8)},
+		"pytorch workers follow master by index":            {gang: masterWorkers, replica: replica(masterWorkers, "worker", 2), want: torch("master-0.gang", 4, 3, 8)},
+		"pytorch worker 0 leads without master":             {gang: workersOnly, replica: replica(workersOnly, "worker", 1), want: torch("worker-0.gang", 2, 1, 1)},
+		"pytorch worker leads before roles sorting earlier": {gang: evalWorkers, replica: replica(evalWorkers, "evaluator", 0), want: torch("worker-0.gang", 3, 2, 1)},
+		"pytorch worker 0 is rank 0 before evaluator":       {gang: evalWorkers, replica: replica(evalWorkers, "worker", 0), want: torch("worker-0.gang", 3, 0, 1)},
+		"pytorch first role by name leads otherwise":        {gang: chiefPS, replica: replica(chiefPS, "ps", 0), want: torch("chief-0.gang", 2, 1, 1)},
 		"deepspeed uses the pytorch rendezvous and adds a hostfile": {
 			gang: ds, replica: replica(ds, "worker", 1),
 			want: append(torch("worker-0.gang", 2, 1, 4),
 				schemas.EnvVar{Name: "DLC_HOSTFILE_CONTENT", Value: "worker-0.gang slots=4\nworker-1.gang slots=4\n"}),
 		},
-		"megatron uses the pytorch rendezvous": {
-			gang: mg, replica: replica(mg, "worker", 0),
-			want: torch("master-0.gang", 2, 1, 2),
-		},
+		"megatron uses the pytorch rendezvous": {gang: mg, replica: replica(mg, "worker", 0), want: torch("master-0.gang", 2, 1, 2)},
 		"custom lists hosts in rank order": {
 			gang: custom, replica: replica(custom, "worker", 1),
 			want: []schemas.EnvVar{
@@ -253,14 +232,8 @@ func TestRankOrder(t *testing.T) {
 		gang backend.GangSpec
 		want []string
 	}{
-		"master then roles by name": {
-			gang: gang(schemas.FrameworkPyTorch).role("worker", 2, 0).role("aux", 1, 0).role("master", 1, 0).obj(),
-			want: []string{"master-0", "aux-0", "worker-0", "worker-1"},
-		},
-		"worker leads without master": {
-			gang: gang(schemas.FrameworkPyTorch).role("worker", 1, 0).role("aux", 1, 0).obj(),
-			want: []string{"worker-0", "aux-0"},
-		},
+		"master then roles by name":   {gang: gang(schemas.FrameworkPyTorch).role("worker", 2, 0).role("aux", 1, 0).role("master", 1, 0).obj(), want: []string{"master-0", "aux-0", "worker-0", "worker-1"}},
+		"worker leads without master": {gang: gang(schemas.FrameworkPyTorch).role("worker", 1, 0).role("aux", 1, 0).obj(), want: []string{"worker-0", "aux-0"}},
 		"indexes numerically, not as text": {
 			gang: gang(schemas.FrameworkPyTorch).role("worker", 12, 0).obj(),
 			want: []string{"worker-0", "worker-1", "worker-2", "worker-3", "worker-4", "worker-5",

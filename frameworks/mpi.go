@@ -26,13 +26,10 @@ import (
 // (mpirun --host "$DLC_MPI_HOSTS"). How mpirun reaches the workers over ssh is the
 // image's business, with the key pair the Kubernetes backend mounts. No
 // OMPI_COMM_WORLD_* variables are set: mpirun sets them for the ranks it starts.
-type MPI struct{}
+type MPI struct{ noPorts }
 
 // Name returns "mpi".
 func (MPI) Name() schemas.Framework { return schemas.FrameworkMPI }
-
-// PortNames returns nil: mpirun connects over ssh, which the image configures.
-func (MPI) PortNames() []string { return nil }
 
 // mpiLauncher is the role that runs mpirun.
 const mpiLauncher = "launcher"

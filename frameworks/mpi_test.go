@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -88,35 +89,31 @@ func TestMPISharedHost(t *testing.T) {
 		t.Errorf("EnvFor mismatch (-want +got):\n%s", diff)
 	}
 
-	dir, files, err := FilesFor(g, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dir != "/state/gang/files/etc/mpi" {
-		t.Errorf("files dir = %q", dir)
-	}
-	wantFiles := []File{
+	checkFiles(t, g, ep, "/state/gang/files/etc/mpi", []File{
 		{Name: "hostfile", Content: "127.0.0.1 slots=6\n", Mode: 0o444},
 		{Name: "discover_hosts.sh", Content: "#!/bin/sh\necho 127.0.0.1:6\n", Mode: 0o555},
-	}
-	if diff := cmp.Diff(wantFiles, files); diff != "" {
-		t.Errorf("files mismatch (-want +got):\n%s", diff)
-	}
+	})
 }
 
 // Hosts keep the order in which they first appear, each listed once.
 func TestMPIFilesOnDistinctHosts(t *testing.T) {
 	g := gang(schemas.FrameworkMPI).role("worker", 2, 4).role("launcher", 1, 0).obj()
-	dir, files, err := FilesFor(g, ports)
+	// mpi-operator's directory.
+	checkFiles(t, g, ports, "/etc/mpi", []File{
+		{Name: "hostfile", Content: "worker-0.gang slots=4\nworker-1.gang slots=4\n", Mode: 0o444},
+		{Name: "discover_hosts.sh", Content: "#!/bin/sh\necho worker-0.gang:4\necho worker-1.gang:4\n", Mode: 0o555},
+	})
+}
+
+// checkFiles checks the directory and the files FilesFor gives gang g.
+func checkFiles(t *testing.T, g backend.GangSpec, ep Endpoints, wantDir string, want []File) {
+	t.Helper()
+	dir, files, err := FilesFor(g, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dir != "/etc/mpi" {
-		t.Errorf("files dir = %q, want /etc/mpi (mpi-operator's)", dir)
-	}
-	want := []File{
-		{Name: "hostfile", Content: "worker-0.gang slots=4\nworker-1.gang slots=4\n", Mode: 0o444},
-		{Name: "discover_hosts.sh", Content: "#!/bin/sh\necho worker-0.gang:4\necho worker-1.gang:4\n", Mode: 0o555},
+	if dir != wantDir {
+		t.Errorf("files dir = %q, want %q", dir, wantDir)
 	}
 	if diff := cmp.Diff(want, files); diff != "" {
 		t.Errorf("files mismatch (-want +got):\n%s", diff)

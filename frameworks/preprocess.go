@@ -10,23 +10,10 @@ import (
 // Preprocess runs N independent shards of a data-processing program (role "worker"):
 // no rendezvous, each shard takes its slice of the input by DLC_SHARD_INDEX and
 // DLC_SHARD_COUNT. The job succeeds when every shard has.
-type Preprocess struct{}
+type Preprocess struct{ shards }
 
 // Name returns "preprocess".
 func (Preprocess) Name() schemas.Framework { return schemas.FrameworkPreprocess }
-
-// PortNames returns nil: shards do not talk to each other.
-func (Preprocess) PortNames() []string { return nil }
-
-// Env returns DLC_SHARD_INDEX and DLC_SHARD_COUNT.
-func (Preprocess) Env(g backend.GangSpec, r backend.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
-	return shardEnv(g, r)
-}
-
-// Outcome fails the job when any shard fails and succeeds it when all have.
-func (Preprocess) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
-	return allSucceed(replicas)
-}
 
 // shardEnv numbers the replicas in RankOrder, which for the single "worker" role is
 // their index.

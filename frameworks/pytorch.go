@@ -17,19 +17,10 @@ import (
 // Kubeflow's PyTorchJob does). When torchrun runs, it overwrites WORLD_SIZE, RANK,
 // LOCAL_RANK and LOCAL_WORLD_SIZE for the processes it spawns, counting processes rather
 // than nodes.
-type PyTorch struct{}
+type PyTorch struct{ torchRendezvous }
 
 // Name returns "pytorch".
 func (PyTorch) Name() schemas.Framework { return schemas.FrameworkPyTorch }
-
-// PortNames returns the rendezvous port.
-func (PyTorch) PortNames() []string { return []string{PortRendezvous} }
-
-// Env returns MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK,
-// LOCAL_WORLD_SIZE and their PET_* twins.
-func (PyTorch) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
-	return torchEnv(g, r, ep)
-}
 
 // torchEnv is shared by every framework built on torch.distributed.
 func torchEnv(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
@@ -73,9 +64,4 @@ func torchEnv(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas
 		{Name: "PET_NODE_RANK", Value: rank},
 		{Name: "PET_NPROC_PER_NODE", Value: perNode},
 	}, elastic...)
-}
-
-// Outcome fails the job when any replica fails and succeeds it when all have.
-func (PyTorch) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
-	return allSucceed(replicas)
 }

@@ -29,13 +29,10 @@ import (
 // from the environment when set, else from the job id's last digits, a port nobody
 // reserved. So Slurm sets MASTER_PORT to the gang's rendezvous port (and MASTER_ADDR to
 // node 0's host, which Lightning would derive anyway): rank 0 serves there.
-type Slurm struct{}
+type Slurm struct{ rendezvousPorts }
 
 // Name returns "slurm".
 func (Slurm) Name() schemas.Framework { return schemas.FrameworkSlurm }
-
-// PortNames returns the rendezvous port, MASTER_PORT.
-func (Slurm) PortNames() []string { return []string{PortRendezvous} }
 
 // slurmLauncher is the role that plays the batch step.
 const slurmLauncher = "launcher"

@@ -23,13 +23,10 @@ import (
 // replicas on one address (the local backend: all on 127.0.0.1), replica k in RankOrder
 // uses rendezvous port + k instead; only the rendezvous port itself is reserved by the
 // backend, so the others may in rare cases be taken.
-type TensorFlow struct{}
+type TensorFlow struct{ rendezvousPorts }
 
 // Name returns "tensorflow".
 func (TensorFlow) Name() schemas.Framework { return schemas.FrameworkTensorFlow }
-
-// PortNames returns the rendezvous port, on which every replica's server listens.
-func (TensorFlow) PortNames() []string { return []string{PortRendezvous} }
 
 // TensorFlow's task types that OpenDLC treats specially.
 const (

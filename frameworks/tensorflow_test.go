@@ -33,38 +33,14 @@ func TestTensorFlowEnv(t *testing.T) {
 		ep      Endpoints
 		want    string
 	}{
-		"chief": {
-			gang: full, replica: replica(full, "chief", 0), ep: ports,
-			want: `{` + fullCluster + `,` + task("chief", 0),
-		},
-		"ps 1": {
-			gang: full, replica: replica(full, "ps", 1), ep: ports,
-			want: `{` + fullCluster + `,` + task("ps", 1),
-		},
-		"worker 1": {
-			gang: full, replica: replica(full, "worker", 1), ep: ports,
-			want: `{` + fullCluster + `,` + task("worker", 1),
-		},
-		"evaluator is in the cluster": {
-			gang: full, replica: replica(full, "evaluator", 0), ep: ports,
-			want: `{` + fullCluster + `,` + task("evaluator", 0),
-		},
-		"workers only": {
-			gang: workers, replica: replica(workers, "worker", 2), ep: ports,
-			want: `{"cluster":{"worker":["worker-0.gang:29500","worker-1.gang:29500","worker-2.gang:29500"]},` + task("worker", 2),
-		},
-		"master is the chief": {
-			gang: master, replica: replica(master, "master", 0), ep: ports,
-			want: `{"cluster":{"chief":["master-0.gang:29500"],"worker":["worker-0.gang:29500"]},` + task("chief", 0),
-		},
-		"a worker sees the master as chief": {
-			gang: master, replica: replica(master, "worker", 0), ep: ports,
-			want: `{"cluster":{"chief":["master-0.gang:29500"],"worker":["worker-0.gang:29500"]},` + task("worker", 0),
-		},
-		"master beside a chief keeps its name": {
-			gang: both, replica: replica(both, "master", 0), ep: ports,
-			want: `{"cluster":{"chief":["chief-0.gang:29500"],"master":["master-0.gang:29500"]},` + task("master", 0),
-		},
+		"chief":                                {gang: full, replica: replica(full, "chief", 0), ep: ports, want: `{` + fullCluster + `,` + task("chief", 0)},
+		"ps 1":                                 {gang: full, replica: replica(full, "ps", 1), ep: ports, want: `{` + fullCluster + `,` + task("ps", 1)},
+		"worker 1":                             {gang: full, replica: replica(full, "worker", 1), ep: ports, want: `{` + fullCluster + `,` + task("worker", 1)},
+		"evaluator is in the cluster":          {gang: full, replica: replica(full, "evaluator", 0), ep: ports, want: `{` + fullCluster + `,` + task("evaluator", 0)},
+		"workers only":                         {gang: workers, replica: replica(workers, "worker", 2), ep: ports, want: `{"cluster":{"worker":["worker-0.gang:29500","worker-1.gang:29500","worker-2.gang:29500"]},` + task("worker", 2)},
+		"master is the chief":                  {gang: master, replica: replica(master, "master", 0), ep: ports, want: `{"cluster":{"chief":["master-0.gang:29500"],"worker":["worker-0.gang:29500"]},` + task("chief", 0)},
+		"a worker sees the master as chief":    {gang: master, replica: replica(master, "worker", 0), ep: ports, want: `{"cluster":{"chief":["master-0.gang:29500"],"worker":["worker-0.gang:29500"]},` + task("worker", 0)},
+		"master beside a chief keeps its name": {gang: both, replica: replica(both, "master", 0), ep: ports, want: `{"cluster":{"chief":["chief-0.gang:29500"],"master":["master-0.gang:29500"]},` + task("master", 0)},
 		// Rank order: worker-0, worker-1, chief-0, evaluator-0, ps-0, ps-1.
 		"one address: a port per replica in rank order": {
 			gang: full, replica: replica(full, "ps", 0), ep: sharedEndpoints{ports},

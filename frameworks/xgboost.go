@@ -30,13 +30,15 @@ import (
 //     LightGBM jobs read.
 //
 // DMLC_ROLE=worker is kept for the dmlc-core trackers that read it.
-type XGBoost struct{}
+// Every replica is a worker of the same collective, so the job succeeds when all have
+// (allSucceedRule).
+type XGBoost struct {
+	rendezvousPorts
+	allSucceedRule
+}
 
 // Name returns "xgboost".
 func (XGBoost) Name() schemas.Framework { return schemas.FrameworkXGBoost }
-
-// PortNames returns the rendezvous port, on which rank 0 runs the tracker.
-func (XGBoost) PortNames() []string { return []string{PortRendezvous} }
 
 // Env returns the DMLC_* variables, then training-operator v1's.
 func (XGBoost) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
@@ -72,10 +74,4 @@ func (XGBoost) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []sc
 		)
 	}
 	return env
-}
-
-// Outcome fails the job when any replica fails and succeeds it when all have: every
-// replica is a worker of the same collective.
-func (XGBoost) Outcome(replicas []schemas.ReplicaStatus) (schemas.JobPhase, string) {
-	return allSucceed(replicas)
 }

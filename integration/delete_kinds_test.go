@@ -40,15 +40,7 @@ func TestDeletePipeline(t *testing.T) {
 	step := schemas.StepJobName(name, "work")
 	waitFor(t, ctx, ws, step, "running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 
-	if err := c.DeletePipeline(ctx, ws, name); err != nil {
-		t.Fatalf("delete a running pipeline: %v", err)
-	}
-	if _, err := c.GetPipeline(ctx, ws, name); !dlc.IsNotFound(err) {
-		t.Errorf("get after delete: %v, want 404", err)
-	}
-	if _, err := c.GetJob(ctx, ws, step); !dlc.IsNotFound(err) {
-		t.Errorf("step job %s after delete: %v, want 404", step, err)
-	}
+	deletePipeline(t, ctx, ws, name, step, "a running pipeline")
 	if err := c.DeletePipeline(ctx, ws, name); !dlc.IsNotFound(err) {
 		t.Errorf("a second delete: %v, want 404", err)
 	}
@@ -60,14 +52,22 @@ func TestDeletePipeline(t *testing.T) {
 	if p := waitPipeline(t, ctx, ws, name); p.Status.Phase != schemas.PipelineSucceeded {
 		t.Fatalf("second run ended %s, want Succeeded", p.Status.Phase)
 	}
+	deletePipeline(t, ctx, ws, name, step, "a finished pipeline")
+}
+
+// deletePipeline deletes the pipeline run ws/name (what describes it in messages) and
+// checks that the run and its step job are gone (404).
+func deletePipeline(t *testing.T, ctx context.Context, ws, name, step, what string) {
+	t.Helper()
+	c := env.api
 	if err := c.DeletePipeline(ctx, ws, name); err != nil {
-		t.Fatalf("delete a finished pipeline: %v", err)
+		t.Fatalf("delete %s: %v", what, err)
 	}
 	if _, err := c.GetPipeline(ctx, ws, name); !dlc.IsNotFound(err) {
-		t.Errorf("get after the second delete: %v, want 404", err)
+		t.Errorf("get after deleting %s: %v, want 404", what, err)
 	}
 	if _, err := c.GetJob(ctx, ws, step); !dlc.IsNotFound(err) {
-		t.Errorf("step job %s after the second delete: %v, want 404", step, err)
+		t.Errorf("step job %s after deleting %s: %v, want 404", step, what, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -72,26 +71,30 @@ func waitExperiment(t *testing.T, ctx context.Context, c *dlc.Client, ws, name s
 	}
 }
 
+// checkTrialEvents checks that the experiment has exactly want trial events in
+// JetStream, none published twice.
+func checkTrialEvents(t *testing.T, ctx context.Context, js *jetstream.Client, ws, name string, want int) {
+	t.Helper()
+	ids, evs := trialEvents(t, ctx, js, ws, name)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("trial event %s published twice", id)
+		}
+		seen[id] = true
+	}
+	if len(evs) != want {
+		t.Errorf("%d trial events, want %d", len(evs), want)
+	}
+}
+
 // trialEvents reads an experiment's trial events back from JetStream.
 func trialEvents(t *testing.T, ctx context.Context, js *jetstream.Client, ws, name string) ([]string, []events.TrialData) {
 	t.Helper()
-	var ids []string
-	var out []events.TrialData
-	err := js.ReadUntil(ctx, jetstream.EventsStream, events.ExperimentTrialSubject(ws, name), nil, func(_ string, data []byte) error {
-		var ev events.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return err
-		}
-		var d events.TrialData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
-		ids = append(ids, ev.ID)
-		out = append(out, d)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("read trial events: %v", err)
+	evs, out := streamEvents[events.TrialData](t, ctx, js, events.ExperimentTrialSubject(ws, name))
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
 	}
 	return ids, out
 }
@@ -217,17 +220,7 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 	}
 
 	// Two events per trial (Running, then Completed or Pruned), each once.
-	ids, evs := trialEvents(t, ctx, env.events, ws, name)
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			t.Errorf("trial event %s published twice", id)
-		}
-		seen[id] = true
-	}
-	if len(evs) != 32 {
-		t.Errorf("%d trial events, want 32", len(evs))
-	}
+	checkTrialEvents(t, ctx, env.events, ws, name, 32)
 
 	// get, list and plot through the CLI.
 	out, err = run("experiment", "get", name)
@@ -370,15 +363,5 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer js.Close()
-	ids, evs := trialEvents(t, ctx, js, ws, "crashy")
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			t.Errorf("trial event %s published twice", id)
-		}
-		seen[id] = true
-	}
-	if len(evs) != 16 {
-		t.Errorf("%d trial events, want 16", len(evs))
-	}
+	checkTrialEvents(t, ctx, js, ws, "crashy", 16)
 }

@@ -135,11 +135,7 @@ if t is not None:
 func TestXGBoostCollectiveFromEnv(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: xgb, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("xgb", ws, fmt.Sprintf(`
   framework: xgboost
   command: [%s, -c, %q]
   # The workers may start before the master's tracker listens.
@@ -147,7 +143,7 @@ spec:
   roles:
     master: {replicas: 1}
     worker: {replicas: 2}
-`, ws, python, xgboostCollective))
+`, python, xgboostCollective)))
 	j := waitTerminal(t, ctx, ws, "xgb")
 	if j.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("status %s/%s %q, want Succeeded", j.Status.Phase, j.Status.Reason, j.Status.Message)
@@ -223,17 +219,13 @@ store.set("ack", "1")
 func TestSlurmTasksRendezvousLikeLightning(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata: {name: slurm, workspace: %s}
-spec:
+	submit(t, ctx, itest.JobDoc("slurm", ws, fmt.Sprintf(`
   framework: slurm
-  command: [%[2]s, -c, %[3]q]
+  command: [%[1]s, -c, %[2]q]
   roles:
-    launcher: {replicas: 1, command: [%[2]s, -c, %[4]q]}
+    launcher: {replicas: 1, command: [%[1]s, -c, %[3]q]}
     worker: {replicas: 2, resources: {gpu: 2}}
-`, ws, python, slurmTask, slurmBatch))
+`, python, slurmTask, slurmBatch)))
 	j := waitTerminal(t, ctx, ws, "slurm")
 	// The tasks end as soon as the launcher has their result, so the job may see every
 	// replica succeeded at once (AllReplicasSucceeded) rather than the launcher first.

@@ -6,7 +6,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -115,27 +114,38 @@ func waitTerminal(t *testing.T, ctx context.Context, ws, name string) *api.Job {
 // statusEvents reads every status event of a job back from JetStream.
 func statusEvents(t *testing.T, ctx context.Context, ws, name string) []events.JobPhaseData {
 	t.Helper()
-	var out []events.JobPhaseData
-	err := env.events.ReadUntil(ctx, jetstream.EventsStream, events.JobStatusSubject(ws, name), nil,
-		func(_ string, data []byte) error {
-			var ev events.Event
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return err
-			}
-			if ev.Type != events.TypeJobPhase {
-				return fmt.Errorf("unexpected event type %q", ev.Type)
-			}
-			var d events.JobPhaseData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return err
-			}
-			out = append(out, d)
-			return nil
-		})
-	if err != nil {
-		t.Fatalf("read status events: %v", err)
+	evs, out := streamEvents[events.JobPhaseData](t, ctx, env.events, events.JobStatusSubject(ws, name))
+	for _, ev := range evs {
+		if ev.Type != events.TypeJobPhase {
+			t.Fatalf("read status events: unexpected event type %q", ev.Type)
+		}
 	}
 	return out
+}
+
+// streamEvents reads every event on subject back from the events stream in JetStream,
+// and each event's data decoded as T.
+func streamEvents[T any](t *testing.T, ctx context.Context, js *jetstream.Client, subject string) ([]events.Event, []T) {
+	t.Helper()
+	var evs []events.Event
+	var out []T
+	err := js.ReadUntil(ctx, jetstream.EventsStream, subject, nil, func(_ string, data []byte) error {
+		var ev events.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return err
+		}
+		var d T
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return err
+		}
+		evs = append(evs, ev)
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read events on %s: %v", subject, err)
+	}
+	return evs, out
 }
 
 func phasesOf(evs []events.JobPhaseData) []string {

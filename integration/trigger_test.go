@@ -261,22 +261,7 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 	if n := countInbound(t, ctx, subject); n != 3 {
 		t.Errorf("%d inbound messages on %s, want 3", n, subject)
 	}
-	var fired []events.TriggerFiredData
-	if err := env.events.ReadUntil(ctx, "DLC_EVENTS", events.TriggerFiredSubject(ws, "retrain"), nil,
-		func(_ string, data []byte) error {
-			var ev events.Event
-			var d events.TriggerFiredData
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return err
-			}
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return err
-			}
-			fired = append(fired, d)
-			return nil
-		}); err != nil {
-		t.Fatal(err)
-	}
+	_, fired := streamEvents[events.TriggerFiredData](t, ctx, env.events, events.TriggerFiredSubject(ws, "retrain"))
 	if len(fired) != 2 || fired[0].StartedKind != string(schemas.KindPipeline) {
 		t.Errorf("fired events: %+v, want 2 pipeline starts", fired)
 	}

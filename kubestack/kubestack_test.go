@@ -375,16 +375,7 @@ func TestSetNodeNotReady(t *testing.T) {
 	})
 	t.Logf("NotReady and tainted %s after SetNodeNotReady", time.Since(start).Round(time.Millisecond))
 
-	testutil.Eventually(t, time.Minute, "pod evicted from the NotReady node", func() error {
-		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return errors.New("still there")
-	})
+	waitPodGone(t, ctx, ns, "victim", "pod evicted from the NotReady node")
 	t.Logf("pod evicted and gone %s after SetNodeNotReady", time.Since(start).Round(time.Millisecond))
 }
 
@@ -476,16 +467,7 @@ func TestOwnedPodIsGarbageCollected(t *testing.T) {
 	if err := cluster.Client.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, time.Minute, "owned pod garbage-collected", func() error {
-		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return errors.New("still there")
-	})
+	waitPodGone(t, ctx, ns, pod.Name, "owned pod garbage-collected")
 	t.Logf("pod gone %s after its Service was deleted", time.Since(start).Round(time.Millisecond))
 }
 
@@ -557,4 +539,20 @@ func TestStagesAreOnlyStages(t *testing.T) {
 			t.Errorf("stage %q missing; have %v", want, names)
 		}
 	}
+}
+
+// waitPodGone waits up to a minute until pod ns/name no longer exists; what says why it
+// should go.
+func waitPodGone(t *testing.T, ctx context.Context, ns, name, what string) {
+	t.Helper()
+	testutil.Eventually(t, time.Minute, what, func() error {
+		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
 }

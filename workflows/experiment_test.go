@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,12 +124,8 @@ func newExpHarness(t *testing.T) *expHarness {
 				t.Errorf("event %s published twice", m.ID)
 			}
 			h.eventIDs[m.ID] = true
-			var ev events.Event
-			if err := json.Unmarshal(m.Data, &ev); err != nil {
-				return err
-			}
-			var d events.TrialData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			ev, d, err := decodeEvent[events.TrialData](m.Data)
+			if err != nil {
 				return err
 			}
 			if ev.Type != events.TypeExperimentTrial || m.Subject != "dlc.team.experiment.tune.trial" {

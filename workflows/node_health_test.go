@@ -98,12 +98,8 @@ func TestNodeHealthWorkflowPublishesReleasesAndContinuesAsNew(t *testing.T) {
 	if m.ID != wantID || m.Subject != "dlc.system.node.gpu-1_example_internal.health" {
 		t.Errorf("event id %q subject %q, want %q on dlc.system.node.gpu-1_example_internal.health", m.ID, m.Subject, wantID)
 	}
-	var ev events.Event
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		t.Fatal(err)
-	}
-	var d events.NodeHealthData
-	if err := json.Unmarshal(ev.Data, &d); err != nil {
+	ev, d, err := decodeEvent[events.NodeHealthData](m.Data)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if ev.Type != events.TypeNodeHealth || ev.ID != m.ID || ev.Workspace != "system" || !ev.Time.Equal(checked) {
@@ -144,12 +140,8 @@ func TestNodeHealthEventIDs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev events.Event
-			var d events.NodeHealthData
-			if err := json.Unmarshal(m.Data, &ev); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			_, d, err := decodeEvent[events.NodeHealthData](m.Data)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if m.ID != tt.want || d.Status != tt.wantSt || d.Job != tt.job || m.Subject != "dlc.system.node.n1.health" {
@@ -157,4 +149,15 @@ func TestNodeHealthEventIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decodeEvent decodes a published event's envelope and its data as T.
+func decodeEvent[T any](data []byte) (events.Event, T, error) {
+	var ev events.Event
+	var d T
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return ev, d, err
+	}
+	err := json.Unmarshal(ev.Data, &d)
+	return ev, d, err
 }

@@ -303,6 +303,37 @@ func (h *schedHarness) checkStarts(what string, starts map[string]string) {
 	}
 }
 
+// checkOutcomes checks the outcomes in the schedule's last status, keyed by run hour
+// ("HH") or, for runs that never started, by the name the history gives them (with an
+// "@"), and returns that status.
+func (h *schedHarness) checkOutcomes(byHour map[string]schemas.RunOutcome) schemas.ScheduleStatus {
+	h.t.Helper()
+	want := map[string]schemas.RunOutcome{}
+	for k, o := range byHour {
+		if strings.Contains(k, "@") {
+			want[k] = o
+			continue
+		}
+		want[jobName(t0.Add(mustHour(h.t, k)))] = o
+	}
+	st := h.lastView().Status
+	if diff := cmp.Diff(want, outcomes(st.History)); diff != "" {
+		h.t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+	return st
+}
+
+// followSucceeded answers every WaitScheduledJob with Succeeded, appending the
+// workflow id it was asked to follow to *followed (under h.mu), and returns the mock.
+func (h *schedHarness) followSucceeded(followed *[]string) *testsuite.MockCallWrapper {
+	return onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		*followed = append(*followed, in.WorkflowID)
+		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+	})
+}
+
 // checkStops checks that stop updates went to exactly the workflows (ids made by
 // id) of the runs of the given hours ("HH").
 func (h *schedHarness) checkStops(id func(ws, name string) string, hours []string) {
@@ -1023,14 +1054,7 @@ func runKinds(runs []schemas.ScheduleRun) map[string]schemas.Kind {
 // since a stopped experiment waits for a resume rather than end, its answer Stopped ends
 // the run and the next one starts at once.
 func TestScheduleExperimentAction(t *testing.T) {
-	tests := map[string]struct {
-		policy   schedule.OverlapPolicy
-		duration time.Duration
-		// starts maps each started experiment (by hour) to its start time (HH:MM).
-		starts   map[string]string
-		outcomes map[string]schemas.RunOutcome
-		stopped  []string
-	}{
+	tests := map[string]actionCase{
 		"each ends by itself": {policy: schedule.Skip, duration: 30 * time.Minute,
 			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
 			outcomes: map[string]schemas.RunOutcome{
@@ -1039,52 +1063,80 @@ func TestScheduleExperimentAction(t *testing.T) {
 			starts: map[string]string{"00": "00:00", "02": "02:00"},
 			outcomes: map[string]schemas.RunOutcome{
 				"00": schemas.RunSucceeded, "02": schemas.RunRunning, "Skipped@01:00": schemas.RunSkipped}},
-		"cancelOther stops the running one": {policy: schedule.CancelOther, duration: 100 * time.Minute,
-			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
-			outcomes: map[string]schemas.RunOutcome{
-				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
-			stopped: []string{"00", "01"}},
+		"cancelOther stops the running one": cancelOtherCase("01:00", "02:00"),
 	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			h, sched := runAction(t, experimentAction, tt.policy, tt.duration, nil)
-
-			h.checkStarts("experiment", tt.starts)
-			for _, s := range h.started {
-				if s.Experiment == nil {
-					t.Fatalf("run %s started something else than an experiment: %+v", s.Name, s)
-				}
-			}
+	experimentMeta := func(s startedJob) *schemas.ObjectMeta {
+		if s.Experiment == nil {
+			return nil
+		}
+		return &s.Experiment.Metadata
+	}
+	runActionCases(t, "experiment", experimentAction, experimentMeta, workflows.ExperimentWorkflowID, tests,
+		func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus) {
 			first := h.started[0].Experiment
-			wantMeta := firstRunMeta()
-			if diff := cmp.Diff(wantMeta, first.Metadata); diff != "" {
-				t.Errorf("experiment metadata (-want +got):\n%s", diff)
-			}
 			if diff := cmp.Diff(sched.Spec.Action.ExperimentTemplate.Spec, first.Spec); diff != "" {
 				t.Errorf("experiment spec (-template +got):\n%s", diff)
 			}
 			if first.Kind != schemas.KindExperiment || first.APIVersion != schemas.APIVersion {
 				t.Errorf("experiment kind %q version %q", first.Kind, first.APIVersion)
 			}
-
-			st := h.lastView().Status
-			wantOutcomes := map[string]schemas.RunOutcome{}
-			for k, o := range tt.outcomes {
-				if strings.Contains(k, "@") {
-					wantOutcomes[k] = o
-					continue
-				}
-				wantOutcomes[jobName(t0.Add(mustHour(t, k)))] = o
-			}
-			if diff := cmp.Diff(wantOutcomes, outcomes(st.History)); diff != "" {
-				t.Errorf("outcomes (-want +got):\n%s", diff)
-			}
 			for job, k := range runKinds(st.History) {
 				if k != schemas.KindExperiment {
 					t.Errorf("run %s has kind %q, want Experiment", job, k)
 				}
 			}
-			h.checkStops(workflows.ExperimentWorkflowID, tt.stopped)
+		})
+}
+
+// actionCase is one case of a schedule whose action is an experiment or a pipeline:
+// the overlap policy, how long each run lasts, the runs (by hour, "HH") that fail, the
+// runs started (by hour) with their start times ("HH:MM"), the outcomes (see
+// checkOutcomes) and the runs stopped by cancelOther.
+type actionCase struct {
+	policy   schedule.OverlapPolicy
+	duration time.Duration
+	failing  []string
+	starts   map[string]string
+	outcomes map[string]schemas.RunOutcome
+	stopped  []string
+}
+
+// cancelOtherCase is the cancelOther case: runs lasting 100 minutes, each stopped by
+// the next, which starts at start01 and start02 ("HH:MM") once the previous has ended;
+// the last still runs.
+func cancelOtherCase(start01, start02 string) actionCase {
+	return actionCase{policy: schedule.CancelOther, duration: 100 * time.Minute,
+		starts: map[string]string{"00": "00:00", "01": start01, "02": start02},
+		outcomes: map[string]schemas.RunOutcome{
+			"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
+		stopped: []string{"00", "01"}}
+}
+
+// runActionCases runs each case with action and checks the runs started (each one of
+// kind what: meta gives its metadata, nil for another kind), the first run's metadata,
+// the outcomes and the stop updates sent (to the workflows named by id), then what
+// check checks of that kind of run.
+func runActionCases(t *testing.T, what string, action func(*schemas.Schedule), meta func(startedJob) *schemas.ObjectMeta,
+	id func(ws, name string) string,
+	tests map[string]actionCase,
+	check func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus),
+) {
+	t.Helper()
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			h, sched := runAction(t, action, tt.policy, tt.duration, tt.failing)
+			h.checkStarts(what, tt.starts)
+			for _, s := range h.started {
+				if meta(s) == nil {
+					t.Fatalf("run %s: started %+v, want a run of kind %s", s.Name, s, what)
+				}
+			}
+			if diff := cmp.Diff(firstRunMeta(), *meta(h.started[0])); diff != "" {
+				t.Errorf("%s metadata (-want +got):\n%s", what, diff)
+			}
+			st := h.checkOutcomes(tt.outcomes)
+			check(t, h, sched, st)
+			h.checkStops(id, tt.stopped)
 		})
 	}
 }
@@ -1094,14 +1146,7 @@ func TestScheduleExperimentAction(t *testing.T) {
 // and records each run's end: Succeeded, Failed, or Stopped by cancelOther once the
 // pipeline's workflow has ended.
 func TestSchedulePipelineAction(t *testing.T) {
-	tests := map[string]struct {
-		policy   schedule.OverlapPolicy
-		duration time.Duration
-		failing  []string
-		starts   map[string]string
-		outcomes map[string]schemas.RunOutcome
-		stopped  []string
-	}{
+	tests := map[string]actionCase{
 		"succeeded and failed": {policy: schedule.Skip, duration: 30 * time.Minute, failing: []string{"01"},
 			starts: map[string]string{"00": "00:00", "01": "01:00", "02": "02:00"},
 			outcomes: map[string]schemas.RunOutcome{
@@ -1111,41 +1156,22 @@ func TestSchedulePipelineAction(t *testing.T) {
 			outcomes: map[string]schemas.RunOutcome{"00": schemas.RunSucceeded, "01": schemas.RunRunning}},
 		// The pipeline ends a minute after its stop (the fake looks once a minute); the
 		// next run starts when it has.
-		"cancelOther stops the running one": {policy: schedule.CancelOther, duration: 100 * time.Minute,
-			starts: map[string]string{"00": "00:00", "01": "01:01", "02": "02:01"},
-			outcomes: map[string]schemas.RunOutcome{
-				"00": schemas.RunStopped, "01": schemas.RunStopped, "02": schemas.RunRunning},
-			stopped: []string{"00", "01"}},
+		"cancelOther stops the running one": cancelOtherCase("01:01", "02:01"),
 	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			h, sched := runAction(t, pipelineAction, tt.policy, tt.duration, tt.failing)
-
-			h.checkStarts("pipeline", tt.starts)
-			for _, s := range h.started {
-				if s.Pipeline == nil {
-					t.Fatalf("run %s started something else than a pipeline: %+v", s.Name, s)
-				}
-			}
+	pipelineMeta := func(s startedJob) *schemas.ObjectMeta {
+		if s.Pipeline == nil {
+			return nil
+		}
+		return &s.Pipeline.Pipeline.Metadata
+	}
+	runActionCases(t, "pipeline", pipelineAction, pipelineMeta, workflows.PipelineWorkflowID, tests,
+		func(t *testing.T, h *schedHarness, sched schemas.Schedule, st schemas.ScheduleStatus) {
 			first := h.started[0].Pipeline
-			wantMeta := firstRunMeta()
-			if diff := cmp.Diff(wantMeta, first.Pipeline.Metadata); diff != "" {
-				t.Errorf("pipeline metadata (-want +got):\n%s", diff)
-			}
 			if diff := cmp.Diff(sched.Spec.Action.PipelineTemplate.Spec, first.Pipeline.Spec); diff != "" {
 				t.Errorf("pipeline spec (-template +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(map[string]string{"threshold": "0.9", "dataKey": "clicks/latest"}, first.Params); diff != "" {
 				t.Errorf("pipeline params (-want +got):\n%s", diff)
-			}
-
-			st := h.lastView().Status
-			wantOutcomes := map[string]schemas.RunOutcome{}
-			for hh, o := range tt.outcomes {
-				wantOutcomes[jobName(t0.Add(mustHour(t, hh)))] = o
-			}
-			if diff := cmp.Diff(wantOutcomes, outcomes(st.History)); diff != "" {
-				t.Errorf("outcomes (-want +got):\n%s", diff)
 			}
 			for _, r := range st.History {
 				if r.Kind != schemas.KindPipeline {
@@ -1155,9 +1181,7 @@ func TestSchedulePipelineAction(t *testing.T) {
 					t.Errorf("failed run %s: message %q, want the pipeline's", r.Job, r.Message)
 				}
 			}
-			h.checkStops(workflows.PipelineWorkflowID, tt.stopped)
 		})
-	}
 }
 
 // A time already fired as an experiment or a pipeline is not fired again: Temporal
@@ -1176,12 +1200,7 @@ func TestScheduleActionAlreadyFired(t *testing.T) {
 			start := t0.Add(-30 * time.Minute)
 			h := newSchedHarness(t, start)
 			var followed []string
-			onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				followed = append(followed, in.WorkflowID)
-				return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
-			})
+			h.followSucceeded(&followed)
 			var res workflows.BackfillScheduleResult
 			h.at(start, t0.Add(90*time.Minute), func() {
 				h.update(workflows.UpdateScheduleBackfill, workflows.BackfillScheduleRequest{From: t0, To: t0.Add(time.Second),
@@ -1213,12 +1232,7 @@ func TestScheduleFollowsCarriedRunsOfEveryKind(t *testing.T) {
 	start := t0
 	h := newSchedHarness(t, start)
 	var followed []string
-	onActivity(h.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		followed = append(followed, in.WorkflowID)
-		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
-	}).After(10 * time.Minute)
+	h.followSucceeded(&followed).After(10 * time.Minute)
 	running := []schemas.ScheduleRun{
 		{NominalTime: t0.Add(-3 * time.Hour), Job: jobName(t0.Add(-3 * time.Hour)), Outcome: schemas.RunRunning},
 		{NominalTime: t0.Add(-2 * time.Hour), Kind: schemas.KindExperiment, Job: jobName(t0.Add(-2 * time.Hour)), Outcome: schemas.RunRunning},

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -66,12 +65,8 @@ func newHarness(t *testing.T) *harness {
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, workflows.SignalQuotaRelease, mock.Anything).Return(nil)
 	onActivityErr(h.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
 		for _, m := range in.Msgs {
-			var ev events.Event
-			if err := json.Unmarshal(m.Data, &ev); err != nil {
-				return err
-			}
-			var d events.JobPhaseData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			_, d, err := decodeEvent[events.JobPhaseData](m.Data)
+			if err != nil {
 				return err
 			}
 			h.phases = append(h.phases, d.Phase)

@@ -154,36 +154,35 @@ func (c *podCache) synced() bool {
 
 // service returns the named Service, nil if it does not exist.
 func (c *podCache) service(ctx context.Context, ns, name string) (*corev1.Service, error) {
-	if c.synced() {
-		if obj, ok, err := c.services.GetStore().GetByKey(ns + "/" + name); err == nil && ok {
-			return obj.(*corev1.Service), nil
-		}
-	}
-	svc, err := c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kube: get service %s/%s: %w", ns, name, err)
-	}
-	return svc, nil
+	return cachedGet(ctx, c, func() cache.Store { return c.services.GetStore() },
+		c.client.CoreV1().Services(ns).Get, "service", ns, name)
 }
 
 // pod returns the named pod, nil if it does not exist.
 func (c *podCache) pod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	return cachedGet(ctx, c, func() cache.Store { return c.pods.GetStore() },
+		c.client.CoreV1().Pods(ns).Get, "pod", ns, name)
+}
+
+// cachedGet returns the object ns/name from the store once the cache has synced, else
+// (or on a miss) from the API server with get; nil if it does not exist. kind names the
+// object in errors.
+func cachedGet[T any](ctx context.Context, c *podCache, store func() cache.Store,
+	get func(context.Context, string, metav1.GetOptions) (*T, error), kind, ns, name string,
+) (*T, error) {
 	if c.synced() {
-		if obj, ok, err := c.pods.GetStore().GetByKey(ns + "/" + name); err == nil && ok {
-			return obj.(*corev1.Pod), nil
+		if obj, ok, err := store().GetByKey(ns + "/" + name); err == nil && ok {
+			return obj.(*T), nil
 		}
 	}
-	pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	obj, err := get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kube: get pod %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("kube: get %s %s/%s: %w", kind, ns, name, err)
 	}
-	return pod, nil
+	return obj, nil
 }
 
 // gangPods returns the gang's pods. It reads the cache when that holds at least want

@@ -413,15 +413,7 @@ func TestCheckNodesDoesNotQuarantineMostNodesAtOnce(t *testing.T) {
 	cs := newClient(testNode("a").obj(), testNode("b").obj(), testNode("c").obj())
 	(&fakeKubelet{outcome: map[string]corev1.PodStatus{"a": probeFailed("no GPUs"), "b": probeFailed("no GPUs")}}).install(cs)
 	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
-	res, err := b.CheckNodes(context.Background(), backend.CheckNodesInput{
-		Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[string]string{"a": "ProbeFailed", "b": "ProbeFailed", "c": "healthy"}, verdicts(res.Nodes)); diff != "" {
-		t.Errorf("verdicts (-want +got):\n%s", diff)
-	}
+	res := checkJobNodes(t, b, 5*time.Second, map[string]string{"a": "ProbeFailed", "b": "ProbeFailed", "c": "healthy"})
 	if len(res.Quarantined) != 0 {
 		t.Errorf("quarantined %v", res.Quarantined)
 	}
@@ -437,15 +429,7 @@ func TestCheckNodesProbeTimeout(t *testing.T) {
 	cs := newClient(testNode("a").obj(), testNode("b").obj(), testNode("c").obj())
 	(&fakeKubelet{outcome: map[string]corev1.PodStatus{"b": waiting("ContainerCreating")}}).install(cs)
 	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
-	res, err := b.CheckNodes(context.Background(), backend.CheckNodesInput{
-		Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: 300 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[string]string{"a": "healthy", "b": "ProbeTimeout, quarantined", "c": "healthy"}, verdicts(res.Nodes)); diff != "" {
-		t.Errorf("verdicts (-want +got):\n%s", diff)
-	}
+	res := checkJobNodes(t, b, 300*time.Millisecond, map[string]string{"a": "healthy", "b": "ProbeTimeout, quarantined", "c": "healthy"})
 	if got := res.Nodes[1].Message; got != "check pod j-check-a0-"+nodeHash("b")+" did not finish within 300ms: phase Pending, ContainerCreating: back-off pulling image" {
 		t.Errorf("message %q", got)
 	}
@@ -621,4 +605,20 @@ func checkAndRecheckNodes(t *testing.T, cs *fake.Clientset, b *Backend) {
 	if err != nil || len(got) != 1 || !got[0].Healthy {
 		t.Fatalf("RecheckQuarantined: %+v, %v", got, err)
 	}
+}
+
+// checkJobNodes checks the nodes for job ws/j with the given timeout, checks the
+// verdicts against want (see verdicts) and returns the result.
+func checkJobNodes(t *testing.T, b *Backend, timeout time.Duration, want map[string]string) backend.CheckNodesResult {
+	t.Helper()
+	res, err := b.CheckNodes(context.Background(), backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").Obj(), Timeout: timeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, verdicts(res.Nodes)); diff != "" {
+		t.Errorf("verdicts (-want +got):\n%s", diff)
+	}
+	return res
 }

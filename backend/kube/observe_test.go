@@ -21,6 +21,13 @@ func TestReplicaStatus(t *testing.T) {
 		f(&s)
 		return s
 	}
+	// failed is a replica whose container exited with code after running from t0 to t1.
+	failed := func(code int32, message string, reason schemas.FailureClass) schemas.ReplicaStatus {
+		return with(func(s *schemas.ReplicaStatus) {
+			s.Phase, s.Node, s.ExitCode, s.Message, s.Reason = schemas.ReplicaFailed, "node-1", ptr(code), message, reason
+			s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
+		})
+	}
 	pod := func(phase corev1.PodPhase, f func(*corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: phase}}
 		if f != nil {
@@ -137,11 +144,7 @@ func TestReplicaStatus(t *testing.T) {
 		"failed with exit code": {
 			pod:  pod(corev1.PodFailed, terminated(137, "OOMKilled")),
 			gang: launched,
-			want: with(func(s *schemas.ReplicaStatus) {
-				s.Phase, s.Node, s.ExitCode, s.Message = schemas.ReplicaFailed, "node-1", ptr[int32](137), "OOMKilled"
-				s.Reason = schemas.FailureOOMKilled
-				s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
-			}),
+			want: failed(137, "OOMKilled", schemas.FailureOOMKilled),
 		},
 		"evicted": {
 			pod: pod(corev1.PodFailed, func(p *corev1.Pod) {
@@ -188,18 +191,12 @@ func TestReplicaStatus(t *testing.T) {
 		"finished before stop": {
 			pod:  pod(corev1.PodFailed, terminated(3, "Error")),
 			gang: stopped,
-			want: with(func(s *schemas.ReplicaStatus) {
-				s.Phase, s.Node, s.ExitCode, s.Message, s.Reason = schemas.ReplicaFailed, "node-1", ptr[int32](3), "Error", schemas.FailureError
-				s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
-			}),
+			want: failed(3, "Error", schemas.FailureError),
 		},
 		"killed by a signal": {
 			pod:  pod(corev1.PodFailed, terminated(137, "Error")),
 			gang: launched,
-			want: with(func(s *schemas.ReplicaStatus) {
-				s.Phase, s.Node, s.ExitCode, s.Message, s.Reason = schemas.ReplicaFailed, "node-1", ptr[int32](137), "Error", schemas.FailureSignal
-				s.StartTime, s.FinishTime = timeP(t0), timeP(t1)
-			}),
+			want: failed(137, "Error", schemas.FailureSignal),
 		},
 		"preempted by the scheduler": {
 			pod:  pod(corev1.PodRunning, disrupted("PreemptionByScheduler", "preempted by high/urgent")),

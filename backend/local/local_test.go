@@ -149,16 +149,7 @@ func TestStopKillsProcessGroups(t *testing.T) {
 		}
 	}
 
-	start := time.Now()
-	if err := b.Stop(context.Background(), g.GangRef); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	t.Logf("Stop took %v", time.Since(start))
-	for _, pid := range pids {
-		if testutil.Alive(pid) {
-			t.Errorf("pid %d still runs after Stop returned", pid)
-		}
-	}
+	stopAndCheckGone(t, b, g.GangRef, pids)
 	checkTermThenKill(t, b, g)
 
 	// Stop is idempotent, and a stopped gang is not started again.
@@ -553,16 +544,7 @@ func TestStopReadoptedGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, b, g.GangRef, "replicas to run", running)
-	start := time.Now()
-	if err := b.Stop(context.Background(), g.GangRef); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	t.Logf("Stop took %v", time.Since(start))
-	for _, pid := range pids {
-		if testutil.Alive(pid) {
-			t.Errorf("pid %d still runs after Stop returned", pid)
-		}
-	}
+	stopAndCheckGone(t, b, g.GangRef, pids)
 	if left := replicaSessions(t, dir); len(left) != 0 {
 		t.Errorf("replica processes left: %v", left)
 	}
@@ -727,5 +709,21 @@ func TestCleanupRemovesState(t *testing.T) {
 	}
 	if err := b.Cleanup(context.Background(), g.GangRef); err != nil {
 		t.Errorf("second Cleanup: %v", err)
+	}
+}
+
+// stopAndCheckGone stops gang ref and checks that none of pids runs once Stop has
+// returned.
+func stopAndCheckGone(t *testing.T, b *Backend, ref backend.GangRef, pids []int) {
+	t.Helper()
+	start := time.Now()
+	if err := b.Stop(context.Background(), ref); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	t.Logf("Stop took %v", time.Since(start))
+	for _, pid := range pids {
+		if testutil.Alive(pid) {
+			t.Errorf("pid %d still runs after Stop returned", pid)
+		}
 	}
 }

@@ -100,14 +100,26 @@ type ruleStep struct {
 // by that framework's success rule, the test deciding which pods finish and when: kwok
 // completes a pod only once the test annotates it kwok.opendlc.io/complete-after.
 func TestFrameworksOnKubernetes(t *testing.T) {
-	tests := map[string]struct {
+	type fwCase struct {
 		framework string
 		roles     string // YAML of spec.roles
 		extra     string // further lines of spec, indented two spaces
 		env       func(j fwJob) map[string]map[string]string
 		morePorts []string // Service ports besides the rendezvous port: name/port
 		steps     []ruleStep
-	}{
+	}
+	// sharded is a case of three independent shards: those in first complete, then
+	// last completes (exit 0: the job succeeds) or fails with exit code exit (the job
+	// fails, even though the others succeeded).
+	sharded := func(framework string, first []string, last string, exit int32) fwCase {
+		end := ruleStep{complete: []string{last}, phase: schemas.JobSucceeded, reason: "AllReplicasSucceeded"}
+		if exit != 0 {
+			end = ruleStep{fail: map[string]int32{last: exit}, phase: schemas.JobFailed, reason: "ReplicaFailed"}
+		}
+		return fwCase{framework: framework, roles: `{worker: {replicas: 3}}`, env: shardEnv,
+			steps: []ruleStep{{complete: first}, end}}
+	}
+	tests := map[string]fwCase{
 		// PyTorch: the master is rank 0, the workers follow by index; every replica
 		// must succeed.
 		"pytorch": {
@@ -314,42 +326,10 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 		// Preprocess and inference: independent shards; the job succeeds only when
 		// every shard has, and one failed shard fails it even after the others
 		// succeeded.
-		"preprocess": {
-			framework: "preprocess",
-			roles:     `{worker: {replicas: 3}}`,
-			env:       shardEnv,
-			steps: []ruleStep{
-				{complete: []string{"worker-0", "worker-1"}},
-				{complete: []string{"worker-2"}, phase: schemas.JobSucceeded, reason: "AllReplicasSucceeded"},
-			},
-		},
-		"preprocess-failed-shard": {
-			framework: "preprocess",
-			roles:     `{worker: {replicas: 3}}`,
-			env:       shardEnv,
-			steps: []ruleStep{
-				{complete: []string{"worker-0", "worker-1"}},
-				{fail: map[string]int32{"worker-2": 7}, phase: schemas.JobFailed, reason: "ReplicaFailed"},
-			},
-		},
-		"inference": {
-			framework: "inference",
-			roles:     `{worker: {replicas: 3}}`,
-			env:       shardEnv,
-			steps: []ruleStep{
-				{complete: []string{"worker-0", "worker-2"}},
-				{complete: []string{"worker-1"}, phase: schemas.JobSucceeded, reason: "AllReplicasSucceeded"},
-			},
-		},
-		"inference-failed-shard": {
-			framework: "inference",
-			roles:     `{worker: {replicas: 3}}`,
-			env:       shardEnv,
-			steps: []ruleStep{
-				{complete: []string{"worker-1", "worker-2"}},
-				{fail: map[string]int32{"worker-0": 9}, phase: schemas.JobFailed, reason: "ReplicaFailed"},
-			},
-		},
+		"preprocess":              sharded("preprocess", []string{"worker-0", "worker-1"}, "worker-2", 0),
+		"preprocess-failed-shard": sharded("preprocess", []string{"worker-0", "worker-1"}, "worker-2", 7),
+		"inference":               sharded("inference", []string{"worker-0", "worker-2"}, "worker-1", 0),
+		"inference-failed-shard":  sharded("inference", []string{"worker-1", "worker-2"}, "worker-0", 9),
 		// Custom: any roles; without a master, worker 0 leads the rank order, then the
 		// other roles by name. Every replica must succeed.
 		"custom": {

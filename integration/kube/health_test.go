@@ -200,13 +200,7 @@ func TestImagePullErrorStage(t *testing.T) {
 	ctx := testContext(t)
 	cs := env.cluster.Client
 	const ns = "kube-imagepull"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, ctx, "the default service account", func() bool {
-		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	})
+	createNamespace(t, ctx, ns)
 	pod := func(name, image string, labels map[string]string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},

@@ -265,13 +265,7 @@ func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
 	cs := env.cluster.Client
 	// Two blockers of 4 GPUs each leave 16 of the 24 GPUs: room for 4 replicas of 4.
 	const blockNS = "kube-gang-block"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: blockNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, ctx, "the default service account", func() bool {
-		_, err := cs.CoreV1().ServiceAccounts(blockNS).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	})
+	createNamespace(t, ctx, blockNS)
 	for i := range 2 {
 		gpu := corev1.ResourceList{"nvidia.com/gpu": resourceQuantity("4")}
 		pod := &corev1.Pod{

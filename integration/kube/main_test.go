@@ -218,6 +218,20 @@ func jobPods(t *testing.T, ctx context.Context, ns, job string) []corev1.Pod {
 	return l.Items
 }
 
+// createNamespace creates namespace ns and waits for its default service account, which
+// pods need before they can be created.
+func createNamespace(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	cs := env.cluster.Client
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the default service account", func() bool {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	})
+}
+
 // eventually polls cond until it holds or ctx ends.
 func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()

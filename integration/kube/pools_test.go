@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -107,32 +108,27 @@ func TestDataSourcesOnKubernetes(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ws).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	submit(t, ctx, kwokJob("withdata", "kube-data", "2s", `
+	// Both jobs mount the same data: an S3 prefix with its secret and a read-only PVC.
+	dataJob := func(replicas int) string {
+		return fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
-  roles: {worker: {replicas: 2}}
+  roles: {worker: {replicas: %d}}
   logs: {forward: false}
   data:
   - {name: clicks, uri: "s3://datasets/clicks/", secretRef: datasets-s3}
   - {name: shared, pvc: {claimName: shared, readOnly: true}, mountPath: /mnt/shared}
-`))
+`, replicas)
+	}
+	submit(t, ctx, kwokJob("withdata", "kube-data", "2s", dataJob(2)))
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("%s: %s", j.Status.Phase, j.Status.Message)
 	}
 	// The pods are cleaned up when the job ends: read what the scheduler saw through
 	// the pods of a second job kept running.
-	submit(t, ctx, itest.JobDoc("inspect", "kube-data", `
-  framework: pytorch
-  image: registry.local/train:1.4
-  command: [torchrun, train.py]
-  roles: {worker: {replicas: 1}}
-  logs: {forward: false}
-  data:
-  - {name: clicks, uri: "s3://datasets/clicks/", secretRef: datasets-s3}
-  - {name: shared, pvc: {claimName: shared, readOnly: true}, mountPath: /mnt/shared}
-`))
+	submit(t, ctx, itest.JobDoc("inspect", "kube-data", dataJob(1)))
 	waitJob(t, ctx, ws, "inspect", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	pods := jobPods(t, ctx, ws, "inspect")
 	if len(pods) != 1 {
