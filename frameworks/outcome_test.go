@@ -62,30 +62,110 @@ func TestOutcome(t *testing.T) {
 		"unknown: every replica":     {fw: "jax", reps: R{st("worker", 0, ok, 1)}, want: succeeded("j-worker-0-a1")},
 
 		// TensorFlow: the chief, else worker 0.
-		"tf: chief succeeded, workers and ps run":                 {fw: schemas.FrameworkTensorFlow, reps: R{st("chief", 0, ok, 1), st("worker", 0, run, 0), st("ps", 0, run, 0), st("evaluator", 0, run, 0)}, want: succeeded("j-chief-0-a1")},
-		"tf: workers succeeded, chief runs":                       {fw: schemas.FrameworkTensorFlow, reps: R{st("chief", 0, run, 0), st("worker", 0, ok, 1), st("worker", 1, ok, 1), st("ps", 0, run, 0)}, want: undecided},
-		"tf: the master is the chief's alias and decides":         {fw: schemas.FrameworkTensorFlow, reps: R{st("master", 0, ok, 1), st("worker", 0, run, 0), st("ps", 0, run, 0)}, want: succeeded("j-master-0-a1")},
-		"tf: workers succeeding do not decide beside a master":    {fw: schemas.FrameworkTensorFlow, reps: R{st("master", 0, run, 0), st("worker", 0, ok, 1)}, want: undecided},
-		"tf: chief failed":                                        {fw: schemas.FrameworkTensorFlow, reps: R{st("chief", 0, fail, 2), st("worker", 0, run, 0), st("ps", 0, run, 0)}, want: failed("j-chief-0-a1")},
-		"tf: a ps failed":                                         {fw: schemas.FrameworkTensorFlow, reps: R{st("chief", 0, run, 0), st("worker", 0, run, 0), st("ps", 1, fail, 2)}, want: failed("j-ps-1-a1")},
-		"tf: without chief, worker 0 decides":                     {fw: schemas.FrameworkTensorFlow, reps: R{st("worker", 0, ok, 2), st("worker", 1, run, 0), st("ps", 0, run, 0)}, want: succeeded("j-worker-0-a1")},
-		"tf: without chief, worker 1 does not":                    {fw: schemas.FrameworkTensorFlow, reps: R{st("worker", 0, run, 0), st("worker", 1, ok, 2), st("ps", 0, run, 0)}, want: undecided},
-		"tf: without chief, worker 0 failed":                      {fw: schemas.FrameworkTensorFlow, reps: R{st("worker", 0, fail, 2), st("worker", 1, run, 0)}, want: failed("j-worker-0-a1")},
-		"tf: neither chief nor worker: the evaluator, not the ps": {fw: schemas.FrameworkTensorFlow, reps: R{st("evaluator", 0, ok, 2), st("ps", 0, run, 0)}, want: succeeded("j-evaluator-0-a1")},
+		"tf: chief succeeded, workers and ps run": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("chief", 0, ok, 1), st("worker", 0, run, 0), st("ps", 0, run, 0), st("evaluator", 0, run, 0)},
+			want: succeeded("j-chief-0-a1"),
+		},
+		"tf: workers succeeded, chief runs": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("chief", 0, run, 0), st("worker", 0, ok, 1), st("worker", 1, ok, 1), st("ps", 0, run, 0)},
+			want: undecided,
+		},
+		"tf: the master is the chief's alias and decides": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("master", 0, ok, 1), st("worker", 0, run, 0), st("ps", 0, run, 0)},
+			want: succeeded("j-master-0-a1"),
+		},
+		"tf: workers succeeding do not decide beside a master": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("master", 0, run, 0), st("worker", 0, ok, 1)},
+			want: undecided,
+		},
+		"tf: chief failed": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("chief", 0, fail, 2), st("worker", 0, run, 0), st("ps", 0, run, 0)},
+			want: failed("j-chief-0-a1"),
+		},
+		"tf: a ps failed": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("chief", 0, run, 0), st("worker", 0, run, 0), st("ps", 1, fail, 2)},
+			want: failed("j-ps-1-a1"),
+		},
+		"tf: without chief, worker 0 decides": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("worker", 0, ok, 2), st("worker", 1, run, 0), st("ps", 0, run, 0)},
+			want: succeeded("j-worker-0-a1"),
+		},
+		"tf: without chief, worker 1 does not": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("worker", 0, run, 0), st("worker", 1, ok, 2), st("ps", 0, run, 0)},
+			want: undecided,
+		},
+		"tf: without chief, worker 0 failed": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("worker", 0, fail, 2), st("worker", 1, run, 0)},
+			want: failed("j-worker-0-a1"),
+		},
+		"tf: neither chief nor worker: the evaluator, not the ps": {
+			fw:   schemas.FrameworkTensorFlow,
+			reps: R{st("evaluator", 0, ok, 2), st("ps", 0, run, 0)},
+			want: succeeded("j-evaluator-0-a1"),
+		},
 
 		// MPI and Slurm: the launcher.
-		"mpi: launcher succeeded, workers still serve": {fw: schemas.FrameworkMPI, reps: R{st("launcher", 0, ok, 3), st("worker", 0, run, 0), st("worker", 1, run, 0)}, want: succeeded("j-launcher-0-a1")},
-		"mpi: workers done, launcher runs":             {fw: schemas.FrameworkMPI, reps: R{st("launcher", 0, run, 0), st("worker", 0, ok, 1)}, want: undecided},
-		"mpi: launcher failed":                         {fw: schemas.FrameworkMPI, reps: R{st("launcher", 0, fail, 3), st("worker", 0, run, 0)}, want: failed("j-launcher-0-a1")},
-		"mpi: a worker failed first":                   {fw: schemas.FrameworkMPI, reps: R{st("launcher", 0, fail, 3), st("worker", 1, fail, 2)}, want: failed("j-worker-1-a1")},
-		"slurm: launcher succeeded":                    {fw: schemas.FrameworkSlurm, reps: R{st("launcher", 0, ok, 3), st("worker", 0, ok, 2), st("worker", 1, run, 0)}, want: succeeded("j-launcher-0-a1")},
-		"slurm: a worker failed":                       {fw: schemas.FrameworkSlurm, reps: R{st("launcher", 0, run, 0), st("worker", 0, fail, 2)}, want: failed("j-worker-0-a1")},
+		"mpi: launcher succeeded, workers still serve": {
+			fw:   schemas.FrameworkMPI,
+			reps: R{st("launcher", 0, ok, 3), st("worker", 0, run, 0), st("worker", 1, run, 0)},
+			want: succeeded("j-launcher-0-a1"),
+		},
+		"mpi: workers done, launcher runs": {
+			fw:   schemas.FrameworkMPI,
+			reps: R{st("launcher", 0, run, 0), st("worker", 0, ok, 1)},
+			want: undecided,
+		},
+		"mpi: launcher failed": {
+			fw:   schemas.FrameworkMPI,
+			reps: R{st("launcher", 0, fail, 3), st("worker", 0, run, 0)},
+			want: failed("j-launcher-0-a1"),
+		},
+		"mpi: a worker failed first": {
+			fw:   schemas.FrameworkMPI,
+			reps: R{st("launcher", 0, fail, 3), st("worker", 1, fail, 2)},
+			want: failed("j-worker-1-a1"),
+		},
+		"slurm: launcher succeeded": {
+			fw:   schemas.FrameworkSlurm,
+			reps: R{st("launcher", 0, ok, 3), st("worker", 0, ok, 2), st("worker", 1, run, 0)},
+			want: succeeded("j-launcher-0-a1"),
+		},
+		"slurm: a worker failed": {
+			fw:   schemas.FrameworkSlurm,
+			reps: R{st("launcher", 0, run, 0), st("worker", 0, fail, 2)},
+			want: failed("j-worker-0-a1"),
+		},
 
 		// Ray: the head, both ways.
-		"ray: head succeeded":               {fw: schemas.FrameworkRay, reps: R{st("head", 0, ok, 3), st("worker", 0, run, 0)}, want: succeeded("j-head-0-a1")},
-		"ray: a worker failed, head runs":   {fw: schemas.FrameworkRay, reps: R{st("head", 0, run, 0), st("worker", 0, fail, 1)}, want: undecided},
-		"ray: head failed":                  {fw: schemas.FrameworkRay, reps: R{st("head", 0, fail, 2), st("worker", 0, run, 0)}, want: failed("j-head-0-a1")},
-		"ray: workers succeeded, head runs": {fw: schemas.FrameworkRay, reps: R{st("head", 0, run, 0), st("worker", 0, ok, 1)}, want: undecided},
+		"ray: head succeeded": {
+			fw:   schemas.FrameworkRay,
+			reps: R{st("head", 0, ok, 3), st("worker", 0, run, 0)},
+			want: succeeded("j-head-0-a1"),
+		},
+		"ray: a worker failed, head runs": {
+			fw:   schemas.FrameworkRay,
+			reps: R{st("head", 0, run, 0), st("worker", 0, fail, 1)},
+			want: undecided,
+		},
+		"ray: head failed": {
+			fw:   schemas.FrameworkRay,
+			reps: R{st("head", 0, fail, 2), st("worker", 0, run, 0)},
+			want: failed("j-head-0-a1"),
+		},
+		"ray: workers succeeded, head runs": {
+			fw:   schemas.FrameworkRay,
+			reps: R{st("head", 0, run, 0), st("worker", 0, ok, 1)},
+			want: undecided,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
