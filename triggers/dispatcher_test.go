@@ -133,13 +133,13 @@ func (e *env) put(doc string) *schemas.Trigger {
 	return tr
 }
 
-// publish publishes a plain NATS message (no Nats-Msg-Id: JetStream keeps every copy).
+// publish publishes a message without a Nats-Msg-Id (JetStream keeps every copy), as
+// programs do, and returns once DLC_INBOUND has stored it: a plain publish and flush
+// do not wait for the stream, so drained could otherwise find it empty and return
+// before the dispatcher saw anything.
 func (e *env) publish(subject, data string) {
 	e.t.Helper()
-	if err := e.nc.Publish(subject, []byte(data)); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.nc.Flush(); err != nil {
+	if _, err := e.js.Publish(e.ctx, subject, []byte(data)); err != nil {
 		e.t.Fatal(err)
 	}
 }
