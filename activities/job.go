@@ -460,10 +460,29 @@ func (f *logForwarder) run(ctx context.Context) error {
 
 // resumePoint reads the newest record of this replica's subject: if it belongs to this
 // job and attempt, forwarding resumes after its sequence number.
+//
+// Each lookup has its own deadline: a request sent while NATS is down or reconnecting
+// can be lost, and under the activity's long deadline it would wait for an answer that
+// never comes while the forwarder heartbeats on. A lookup that times out is tried again
+// until NATS answers or ctx ends; other errors are returned.
 func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, error) {
-	data, err := f.a.Publisher.LastMsg(ctx, f.a.LogStream, subject)
-	if err != nil || data == nil {
-		return 0, err
+	var data []byte
+	for {
+		lookup, cancel := context.WithTimeout(ctx, resumeLookupTimeout)
+		d, err := f.a.Publisher.LastMsg(lookup, f.a.LogStream, subject)
+		cancel()
+		if err == nil {
+			data = d
+			break
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return 0, err
+		}
+		warn(ctx, "reading where the log stops timed out; trying again",
+			"job", f.in.Ref.Job, "replica", f.replica.Name, "error", err)
+	}
+	if data == nil {
+		return 0, nil
 	}
 	var last events.LogRecord
 	if json.Unmarshal(data, &last) != nil {
@@ -519,6 +538,9 @@ func (f *logForwarder) flush(ctx context.Context) error {
 	f.onProgress(f.lastSeq)
 	return nil
 }
+
+// resumeLookupTimeout bounds one read of where a replica's forwarded log stops.
+const resumeLookupTimeout = 5 * time.Second
 
 func logMsgID(in ForwardLogsInput, replica string, seq int64) string {
 	return fmt.Sprintf("%s:a%d:%s:%d", in.UID, in.Ref.Attempt, replica, seq)
