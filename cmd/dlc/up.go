@@ -280,6 +280,7 @@ func newWorkerCmd() *cobra.Command {
 	var gpus int
 	var pools poolFlags
 	var pod podFlags
+	var grace graceFlags
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -323,7 +324,7 @@ func newWorkerCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				cfg.KubeOptions = append(opts, podOpts...)
+				cfg.KubeOptions = append(append(opts, podOpts...), grace.options()...)
 			} else {
 				cfg.LocalOptions = []local.Option{local.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")...)}
 				if stateDir != "" {
@@ -358,6 +359,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
 	pod.register(cmd)
+	grace.register(cmd)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
