@@ -263,3 +263,13 @@ func (c *nodeCache) notReadyFor(node string, cond *corev1.NodeCondition) time.Du
 	}
 	return now.Sub(since)
 }
+
+// onLostNode reports whether pod's node has been not Ready for the node-lost grace: the
+// node whose replicas Observe fails as NodeLost. Stop deletes such a pod with no grace,
+// since no kubelet will confirm its end, rather than waiting out the grace period and
+// forceAfter first; the node, if it comes back, kills the container itself, as its
+// pod is gone.
+func (b *Backend) onLostNode(pod *corev1.Pod) bool {
+	lost, since, _ := b.nodes.lost(pod.Spec.NodeName)
+	return lost && since >= b.transient.nodeLostGrace
+}

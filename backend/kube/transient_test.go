@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,39 @@ func TestNodeLostGrace(t *testing.T) {
 	for _, r := range reps[1:] {
 		if r.Phase != schemas.ReplicaFailed || r.Reason != schemas.FailureNodeLost || !strings.Contains(r.Message, "not ready for 30s, node-lost grace 30s") {
 			t.Errorf("%s on the lost node: %s %s %q", r.Name, r.Phase, r.Reason, r.Message)
+		}
+	}
+}
+
+// Stop deletes the pods of a node lost past the grace with no grace at once, rather
+// than waiting for a kubelet that will never confirm the kill; pods on healthy nodes
+// get their grace period.
+func TestStopForcesPodsOfALostNodeAtOnce(t *testing.T) {
+	cs := newClient()
+	now := time.Now()
+	setNodeReady(t, cs, "node-a", corev1.ConditionTrue, "KubeletReady", now.Add(-time.Hour))
+	setNodeReady(t, cs, "node-b", corev1.ConditionUnknown, "NodeStatusUnknown", now.Add(-time.Minute))
+	b := newBackend(t, cs, WithNodeLostGrace(0), WithStopGracePeriod(10*time.Second))
+	g := gangOf(t, ddp("resnet"))
+	launch(t, b, g)
+	waitSynced(t, b)
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", runningStatus(), "node-a")
+	setPodStatus(t, cs, "vision", "resnet-worker-0-a1", runningStatus(), "node-b")
+	setPodStatus(t, cs, "vision", "resnet-worker-1-a1", runningStatus(), "node-b")
+	eventually(t, "node-b's replicas lost", func() bool {
+		return observe(t, b, g.GangRef)[1].Reason == schemas.FailureNodeLost
+	})
+	cs.ClearActions()
+	if err := b.Stop(context.Background(), g.GangRef); err != nil {
+		t.Fatal(err)
+	}
+	got := deletes(cs)
+	if want := []int64{10}; !slices.Equal(got["resnet-master-0-a1"], want) {
+		t.Errorf("pod on the healthy node deleted with grace %v, want %v", got["resnet-master-0-a1"], want)
+	}
+	for _, p := range []string{"resnet-worker-0-a1", "resnet-worker-1-a1"} {
+		if want := []int64{0}; !slices.Equal(got[p], want) {
+			t.Errorf("pod %s on the lost node deleted with grace %v, want %v", p, got[p], want)
 		}
 	}
 }
