@@ -132,6 +132,21 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 	}
 	eventually(t, ctx, "node "+node+" NotReady", readyIs(corev1.ConditionFalse))
 	notReady := time.Now()
+	// NotReady for half the grace: the worker, which observes every second, sees it
+	// (without a grace the job would fail now), and the job keeps running.
+	for time.Since(notReady) < testNodeLostGrace/2 {
+		if j, err := env.api.GetJob(ctx, ws, name); err != nil || j.Status.Attempt != 0 || j.Status.Phase != schemas.JobRunning {
+			t.Fatalf("%s into the NotReady: %v %+v", time.Since(notReady), err, j)
+		}
+		if !readyIs(corev1.ConditionFalse)() {
+			t.Fatalf("node %s Ready again on its own", node)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if err := env.cluster.SetNodeReady(ctx, node); err != nil {
 		t.Fatal(err)
 	}
