@@ -32,12 +32,12 @@ func TestImageMissing(t *testing.T) {
 		pullTimeout:     false,
 		pullNotFound:    true,
 		backOffNotFound: true,
-		`Back-off pulling image "registry.local/train:1.4"`: false,
-		`initializing source docker://quay.io/x/y:2: reading manifest 2 in quay.io/x/y: manifest unknown`:                                   true,
-		`reading manifest latest in registry.local/nope: name unknown: repository name not known to registry`:                              true,
+		`Back-off pulling image "registry.local/train:1.4"`:                                                                                      false,
+		`initializing source docker://quay.io/x/y:2: reading manifest 2 in quay.io/x/y: manifest unknown`:                                        true,
+		`reading manifest latest in registry.local/nope: name unknown: repository name not known to registry`:                                    true,
 		`failed to pull and unpack image "docker.io/library/nope:1": pull access denied, repository does not exist or may require authorization`: true,
-		`failed to copy: httpReadSeeker: failed open: unexpected status code 429 Too Many Requests`:                                             false,
-		`image pull failed for registry.local/train:1.4 because the registry is unavailable: connection refused`:                                false,
+		`failed to copy: httpReadSeeker: failed open: unexpected status code 429 Too Many Requests`:                                              false,
+		`image pull failed for registry.local/train:1.4 because the registry is unavailable: connection refused`:                                 false,
 	} {
 		if got := imageMissing(msg); got != want {
 			t.Errorf("imageMissing(%q) = %v, want %v", msg, got, want)
@@ -145,7 +145,7 @@ func TestGraceOptionsRefuseNegative(t *testing.T) {
 	}
 	defer b.Close()
 	if b.transient.imagePullGrace != DefaultImagePullGrace || b.transient.nodeLostGrace != DefaultNodeLostGrace {
-		t.Errorf("defaults %+v", b.transient)
+		t.Errorf("defaults: image pull grace %s, node-lost grace %s", b.transient.imagePullGrace, b.transient.nodeLostGrace)
 	}
 }
 
