@@ -28,6 +28,7 @@ func newUpCmd() *cobra.Command {
 	var verbose bool
 	var ret retentionFlags
 	var pools poolFlags
+	var grace graceFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
@@ -42,7 +43,7 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.KubeOptions = append(opts.KubeOptions, poolOpts...)
+			opts.KubeOptions = append(append(opts.KubeOptions, poolOpts...), grace.options()...)
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
 			e, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
@@ -73,6 +74,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
+	grace.register(cmd)
 	return cmd
 }
 
