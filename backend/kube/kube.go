@@ -86,7 +86,8 @@ type Backend struct {
 	clock            clock.WithTicker
 	logger           *slog.Logger
 	poll             time.Duration
-	health           healthConfig // node health checks and quarantine (health.go)
+	health           healthConfig    // node health checks and quarantine (health.go)
+	transient        transientConfig // image pull and node-lost grace periods (transient.go)
 
 	cache *podCache
 	nodes *nodeCache
@@ -333,6 +334,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),
 		poll:             DefaultPollInterval,
+		transient:        transientConfig{imagePullGrace: DefaultImagePullGrace, nodeLostGrace: DefaultNodeLostGrace},
 		gangs:            map[string]*gangLock{},
 		stopped:          map[string]bool{},
 		namespaces:       map[string]bool{},
@@ -344,6 +346,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 	}
 	b.cache = newPodCache(client, b.resync)
 	b.nodes = newNodeCache(client, b.resync, b.cache.notify)
+	b.nodes.clock = b.clock
 	return b, nil
 }
 

@@ -28,6 +28,7 @@ func newUpCmd() *cobra.Command {
 	var verbose bool
 	var ret retentionFlags
 	var pools poolFlags
+	var grace graceFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
@@ -42,7 +43,7 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.KubeOptions = append(opts.KubeOptions, poolOpts...)
+			opts.KubeOptions = append(append(opts.KubeOptions, poolOpts...), grace.options()...)
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
 			e, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
@@ -73,6 +74,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
+	grace.register(cmd)
 	return cmd
 }
 
@@ -280,6 +282,7 @@ func newWorkerCmd() *cobra.Command {
 	var gpus int
 	var pools poolFlags
 	var pod podFlags
+	var grace graceFlags
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -323,7 +326,7 @@ func newWorkerCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				cfg.KubeOptions = append(opts, podOpts...)
+				cfg.KubeOptions = append(append(opts, podOpts...), grace.options()...)
 			} else {
 				cfg.LocalOptions = []local.Option{local.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")...)}
 				if stateDir != "" {
@@ -358,6 +361,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
 	pod.register(cmd)
+	grace.register(cmd)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
