@@ -15,10 +15,14 @@ import (
 const podS3EndpointUsage = "S3 endpoint URL as pods reach it; pods get it, the region and the access key pair from the Secret " +
 	kube.S3SecretName + " the worker writes into each workspace namespace"
 
-// checkPodS3Endpoint refuses a --pod-s3-endpoint that is not an http(s) URL with a host.
-func checkPodS3Endpoint(endpoint string) error {
+// checkPodS3Endpoint refuses a --pod-s3-endpoint that is not an http(s) URL with a
+// host, or that is given without --kubeconfig (it would change nothing).
+func checkPodS3Endpoint(endpoint, kubeconfig string) error {
 	if endpoint == "" {
 		return nil
+	}
+	if kubeconfig == "" {
+		return fmt.Errorf("--pod-s3-endpoint %q: only pods use it; add --kubeconfig", endpoint)
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {

@@ -36,7 +36,7 @@ func newUpCmd() *cobra.Command {
 			if opts.GPUs < 0 {
 				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", opts.GPUs)
 			}
-			if err := checkPodS3Endpoint(opts.PodS3Endpoint); err != nil {
+			if err := checkPodS3Endpoint(opts.PodS3Endpoint, opts.Kubeconfig); err != nil {
 				return err
 			}
 			opts.Logger = newLogger(verbose)
@@ -302,6 +302,9 @@ func newWorkerCmd() *cobra.Command {
 			if gpus < 0 {
 				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
 			}
+			if err := checkPodS3Endpoint(podS3Endpoint, kubeconfig); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			cfg, err := c.appConfig(newLogger(verbose))
 			if err != nil {
@@ -323,9 +326,6 @@ func newWorkerCmd() *cobra.Command {
 				opts = append(opts, poolOpts...)
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
-				}
-				if err := checkPodS3Endpoint(podS3Endpoint); err != nil {
-					return err
 				}
 				if podS3Endpoint != "" {
 					opts = append(opts, kube.WithS3Credentials(workerS3Credentials(cfg.S3, podS3Endpoint)))
