@@ -69,3 +69,14 @@ func TestPrintPodS3WarnsOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// A bad --s3-addr is refused before anything starts.
+func TestUpRefusesBadS3Addr(t *testing.T) {
+	for _, addr := range []string{"nonsense", "127.0.0.1:http", "127.0.0.1:70000"} {
+		c := newRoot()
+		c.SetArgs([]string{"up", "--s3-addr", addr, "--dir", t.TempDir(), "--addr", "127.0.0.1:0"})
+		if err := c.Execute(); err == nil || !strings.Contains(err.Error(), "S3 address \""+addr+"\"") {
+			t.Errorf("--s3-addr %s: error %v", addr, err)
+		}
+	}
+}
