@@ -117,7 +117,7 @@ type Embedded struct {
 	// Dir is the state directory.
 	Dir string
 	// PodS3Endpoint is the S3 endpoint pods are given (Config.PodS3Endpoint, or the
-	// stack's own).
+	// stack's own); "" without Config.Kubeconfig.
 	PodS3Endpoint string
 }
 
@@ -175,7 +175,9 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.PodS3Endpoint = cmp.Or(cfg.PodS3Endpoint, e.Stack.S3.Endpoint)
+	if cfg.Kubeconfig != "" {
+		e.PodS3Endpoint = cmp.Or(cfg.PodS3Endpoint, e.Stack.S3.Endpoint)
+	}
 	e.Process, err = app.Start(ctx, e.AppConfig(app.Config{
 		Logger:     cfg.Logger,
 		Streams:    cfg.Streams,

@@ -53,9 +53,6 @@ func newUpCmd() *cobra.Command {
 			}
 			defer e.Close()
 			printBanner(cmd.OutOrStdout(), e)
-			if opts.Kubeconfig != "" {
-				printPodS3(cmd.OutOrStdout(), e)
-			}
 			select {
 			case <-cmd.Context().Done():
 				fmt.Fprintln(cmd.ErrOrStderr(), "shutting down...")
@@ -119,6 +116,9 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
 	fmt.Fprintf(w, "  State        %s\n", e.Dir)
 	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)
+	if e.PodS3Endpoint != "" {
+		printPodS3(w, e)
+	}
 	fmt.Fprintf(w, "Submit a job:  dlc run -f examples/trainer/job.yaml    (Ctrl-C stops the stack)\n")
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,32 +65,34 @@ func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, s
 		}
 		logf.Close()
 	})
-	banner := make(chan string, 1)
-	var lines []string
+	type result struct {
+		url   string
+		lines []string
+	}
+	banner := make(chan result, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
-		url := ""
+		var r result
 		for sc.Scan() {
 			line := sc.Text()
-			lines = append(lines, line)
+			r.lines = append(r.lines, line)
 			if f := strings.Fields(line); len(f) == 2 && f[0] == "API" {
-				url = f[1]
+				r.url = f[1]
 			}
 			if strings.HasPrefix(line, "Submit a job:") {
 				break
 			}
 		}
-		banner <- url
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
+		banner <- r
+		_, _ = io.Copy(io.Discard, out) // keep the pipe drained
 	}()
-	var url string
+	var r result
 	select {
-	case url = <-banner:
+	case r = <-banner:
 	case <-ctx.Done():
 		t.Fatalf("dlc up printed no banner (log in %s)", logf.Name())
 	}
+	url := r.url
 	if url == "" {
 		t.Fatalf("dlc up exited or printed no API address (log in %s)", logf.Name())
 	}
@@ -101,7 +104,7 @@ func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, strings.Join(lines, "\n")
+	return c, strings.Join(r.lines, "\n")
 }
 
 // s3Job is a one-replica job of workspace ws that checkpoints to S3; kwok completes its
