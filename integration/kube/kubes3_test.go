@@ -24,6 +24,7 @@ import (
 	"github.com/opendlc/opendlc/backend/kube"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -273,4 +274,35 @@ func checkWorkerSecretRights(t *testing.T, ctx context.Context, ns string) {
 			t.Errorf("reading secret %s: %v, want forbidden", name, err)
 		}
 	}
+}
+
+// `dlc worker --kubeconfig --pod-s3-endpoint`: the worker writes its own S3 account
+// (from its environment) with the pod endpoint in place of its own endpoint into the
+// workspace Secret, and the pods take all four variables from it rather than the plain
+// DLC_S3_ENDPOINT and AWS_REGION a worker without the flag passes.
+func TestWorkerPodS3EndpointGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
+	ctx := itest.Context(t, 4*time.Minute)
+	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true})
+	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(stack, "--kubeconfig", env.workerKube, "--pod-s3-endpoint", podS3Endpoint)...)
+	cmd.Env = itest.WorkerEnv(stack)
+	logf, err := os.Create(filepath.Join(env.dir, "worker-"+t.Name()+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	const ws = "kube-s3-worker"
+	checkS3Env(t, launchedPod(t, ctx, itest.AdminClient(t, stack), ws, "ckpt-w"))
+	s := stack.Stack.S3
+	checkSecretData(t, s3Secret(t, ctx, ws), map[string]string{
+		kube.EnvS3Endpoint: podS3Endpoint, kube.EnvS3Region: s.Region,
+		kube.EnvS3AccessKeyID: s.AccessKey, kube.EnvS3SecretAccessKey: s.SecretKey,
+	})
 }
