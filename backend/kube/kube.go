@@ -73,6 +73,7 @@ type Backend struct {
 	port             int
 	env              []schemas.EnvVar
 	envSecret        string
+	s3Creds          S3CredentialsFunc // the workspace S3 Secret's contents (s3creds.go)
 	pullPolicy       corev1.PullPolicy
 	pullSecrets      []string
 	serviceAccount   string
