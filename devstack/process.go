@@ -6,8 +6,10 @@ import (
 	"github.com/opendlc/opendlc/internal/proc"
 )
 
-// stopTimeout is how long Close waits after SIGTERM before it sends SIGKILL.
-const stopTimeout = 5 * time.Second
+// stopTimeout is how long Close waits after SIGTERM before it sends SIGKILL. The
+// Temporal dev server's orderly shutdown (its services one by one, then SQLite) takes
+// a few seconds, and more than 5 on a loaded two-core machine.
+const stopTimeout = 15 * time.Second
 
 type process = proc.Process
 
