@@ -362,12 +362,12 @@ type logFollower struct {
 	afterGap  bool      // resumed after a gap record: every line of time last is old
 
 	// One read.
-	seen     int64      // complete lines read
-	matched  int        // lines of time last read and found in atLast
-	found    bool       // !exact: the line equal to atLast's was read
-	held     []heldLine // !exact: lines of time last read before it
-	pending  bool       // !exact: the boundary line is to be looked for
-	partial  []byte     // an unterminated last line, delivered only by finish
+	seen    int64      // complete lines read
+	matched int        // lines of time last read and found in atLast
+	found   bool       // !exact: the line equal to atLast's was read
+	held    []heldLine // !exact: lines of time last read before it
+	pending bool       // !exact: the boundary line is to be looked for
+	partial []byte     // an unterminated last line, delivered only by finish
 }
 
 // heldLine is a line held until it is known whether it was delivered before.
