@@ -143,8 +143,9 @@ func runningPod(t *testing.T, ctx context.Context, ns, job string) corev1.Pod {
 
 // A running pod's log is followed into the job's log as it is written; when its
 // container restarts, the end of the previous run's log (written just before, and
-// read with previous=true) comes before the new run's, nothing twice; when the pod
-// finishes, what it wrote last is drained.
+// read with previous=true) comes before the new run's, nothing twice, also when the
+// restart happens while the worker is away; when the pod finishes, what it wrote last
+// is drained.
 func TestPodLogFollowedThroughContainerRestart(t *testing.T) {
 	ctx := testContext(t)
 	const ws, name = "kube-logs-follow", "talk"
@@ -180,7 +181,26 @@ func TestPodLogFollowedThroughContainerRestart(t *testing.T) {
 	want := []string{"step 1", "step 2", "step 2 again, same nanosecond", "step 3", "dying words", "restarted", "step 4"}
 	waitLog(t, ctx, ws, name, want)
 
-	second.write("last words")
+	// It restarts again while the worker is away: the replacement worker reads the
+	// end of the previous run from its log (previous=true) before the new run's.
+	third := newPodLog(t, dir, "run2.log")
+	restartWorker(t, func() {
+		second.write("dying again")
+		third.last = second.last
+		third.write("restarted again")
+		if err := env.cluster.SetPodLogs(ctx, ws, pod, kubestack.PodLogs{File: third.path, PreviousFile: second.path}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, ctx, "kwok serving the second run as previous", func() bool {
+			b, err := pods.GetLogs(pod, &corev1.PodLogOptions{Container: kubebackend.ContainerName, Previous: true}).DoRaw(ctx)
+			return err == nil && strings.HasSuffix(string(b), "dying again\n")
+		})
+		restartContainer(t, ctx, ws, pod)
+	})
+	want = append(want, "dying again", "restarted again")
+	waitLog(t, ctx, ws, name, want)
+
+	third.write("last words")
 	completePod(t, ctx, ws, pod)
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded {
