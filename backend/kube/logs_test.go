@@ -211,10 +211,11 @@ func TestLogFollowerCallbackError(t *testing.T) {
 // fakeLogs makes the fake clientset serve text as every pod's log, or fail when text
 // is empty, and records the options of each request.
 type fakeLogs struct {
-	mu   sync.Mutex
-	text string
-	fail bool
-	opts []corev1.PodLogOptions
+	mu       sync.Mutex
+	text     string
+	previous string // served for previous=true
+	fail     bool
+	opts     []corev1.PodLogOptions
 }
 
 func (f *fakeLogs) install(cs *fake.Clientset) {
@@ -229,6 +230,9 @@ func (f *fakeLogs) install(cs *fake.Clientset) {
 		}
 		if f.fail {
 			return true, nil, errors.New("dial tcp 10.0.0.1:10250: connect: connection refused")
+		}
+		if len(f.opts) > 0 && f.opts[len(f.opts)-1].Previous {
+			return true, &runtime.Unknown{Raw: []byte(f.previous)}, nil
 		}
 		return true, &runtime.Unknown{Raw: []byte(f.text)}, nil
 	})
@@ -351,4 +355,47 @@ func TestFollowLogsOfGoneReplicas(t *testing.T) {
 		_, err := follow(b, g.GangRef, "resnet-master-0-a1", 0)(t)
 		return errors.Is(err, backend.ErrGangNotFound)
 	})
+}
+
+// A worker that resumes on a pod whose container restarted reads the end of the
+// previous run's log (previous=true, from the cursor's second) before the current one.
+func TestFollowLogsAfterContainerRestart(t *testing.T) {
+	cs := newClient()
+	logs := &fakeLogs{
+		previous: "2026-05-01T10:00:00.1Z a\n2026-05-01T10:00:00.2Z b\n2026-05-01T10:00:00.3Z c\n",
+		text:     "2026-05-01T10:00:01.1Z d\n2026-05-01T10:00:01.2Z e\n",
+	}
+	logs.install(cs)
+	b := newBackend(t, cs)
+	g := gangOf(t, ddp("resnet"))
+	launch(t, b, g)
+	st := failedStatus(0)
+	st.Phase = corev1.PodSucceeded
+	st.ContainerStatuses[0].RestartCount = 1
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", st, "node-a")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var lines []string
+	from := backend.LogCursor{Seq: 2, Time: time.Date(2026, 5, 1, 10, 0, 0, 200_000_000, time.UTC), Stream: "stdout", Line: "b"}
+	err := b.FollowLogsFrom(ctx, g.GangRef, "resnet-master-0-a1", from, func(l backend.LogLine) error {
+		lines = append(lines, fmt.Sprintf("%d %s", l.Seq, l.Line))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"3 c", "4 d", "5 e"}, lines); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if len(logs.opts) != 2 || !logs.opts[0].Previous || logs.opts[1].Previous || logs.opts[1].Follow {
+		t.Fatalf("requests %+v: want the previous log, then the current one without follow", logs.opts)
+	}
+	for _, o := range logs.opts {
+		if o.SinceTime == nil || !o.SinceTime.Time.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)) || !o.Timestamps {
+			t.Errorf("request %+v: want timestamps since the cursor's second", o)
+		}
+	}
 }
