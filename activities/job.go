@@ -434,13 +434,18 @@ func (f *logForwarder) run(ctx context.Context) error {
 		}
 		f.mu.Lock()
 		f.batch = append(f.batch, events.Msg{Subject: subject, ID: logMsgID(f.in, f.replica.Name, l.Seq), Data: data})
-		if m, ok := f.metricMsg(ctx, l); ok {
-			f.batch = append(f.batch, m)
+		// A gap record is the worker's, not the replica's: no metric, no failure rule
+		// match, and it does not count as output for hang detection.
+		gap := l.Stream == backend.StreamGap
+		if !gap {
+			if m, ok := f.metricMsg(ctx, l); ok {
+				f.batch = append(f.batch, m)
+			}
 		}
 		f.lastSeq = l.Seq
 		full := len(f.batch) >= maxBatch
 		f.mu.Unlock()
-		if f.onLine != nil {
+		if f.onLine != nil && !gap {
 			f.onLine(f.replica.Name, l.Line)
 		}
 		if full {

@@ -19,7 +19,9 @@ type lastMsgPublisher struct {
 	data []byte
 }
 
-func (p lastMsgPublisher) LastMsg(context.Context, string, string) ([]byte, error) { return p.data, nil }
+func (p lastMsgPublisher) LastMsg(context.Context, string, string) ([]byte, error) {
+	return p.data, nil
+}
 
 // resumingBackend records where FollowLogsFrom and FollowLogs were asked to start.
 type resumingBackend struct {

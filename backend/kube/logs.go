@@ -499,14 +499,15 @@ func (f *logFollower) line(raw []byte) error {
 }
 
 // boundaryLost handles a read in which the line a resumed follower stopped at is
-// missing although later lines (or the end of the log) came: the log was rotated, and
-// what was written between that line and the oldest one left is lost. A gap record
+// missing although later lines (or the end of the log) came: the log was rotated (or the
+// run that wrote it is older than the previous one), and what was written between that
+// line and the oldest one left is lost. A gap record
 // says so, and the lines held at the boundary's time are delivered.
 func (f *logFollower) boundaryLost() error {
 	f.pending, f.exact = false, true
 	held := f.held
 	f.held, f.atLast, f.matched = nil, nil, 0
-	if err := f.gap(fmt.Sprintf("the line forwarded last (%s) is no longer in the container's log, which was rotated: lines written after it until the next line here may be missing",
+	if err := f.gap(fmt.Sprintf("the line forwarded last (%s) is no longer in the container's log (rotated, or the container restarted more than once, while nobody followed it): lines written after it until the next line here may be missing",
 		f.last.Format(time.RFC3339Nano))); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func TestLogFollower(t *testing.T) {
 	long := strings.Repeat("x", maxLogLine+10)
 	gapLine := func(at string) string {
 		return "gap " + backend.GapPrefix + "the line forwarded last (" + at +
-			") is no longer in the container's log, which was rotated: lines written after it until the next line here may be missing"
+			") is no longer in the container's log (rotated, or the container restarted more than once, while nobody followed it): lines written after it until the next line here may be missing"
 	}
 	tests := map[string]struct {
 		// streams are successive reads of the same log; a stream ending in "!" breaks
