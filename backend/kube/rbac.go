@@ -22,7 +22,8 @@ const (
 // and delete on nodes (health checks list them when they run and patch them to
 // quarantine or release; Observe watches them to see lost nodes), reading
 // secrets (the kubelet, not the worker, reads the Secret named by WithEnvFromSecret and
-// the gang's ssh Secret, which the worker only creates), and deletecollection.
+// the gang's ssh Secret, which the worker only creates; the one Secret it patches is the
+// S3 Secret whose contents it writes itself), and deletecollection.
 func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
@@ -37,6 +38,9 @@ func PolicyRules() []rbacv1.PolicyRule {
 		// A gang's framework files (MPI's hostfile) and its ssh key pair, owned by its
 		// Service: created, never read.
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create"}},
+		// Only with WithS3Credentials: each workspace namespace's S3 Secret, written by
+		// server-side apply (a patch, which creates it when missing).
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{S3SecretName}, Verbs: []string{"patch"}},
 		// Only with WithCreateNamespaces(true), the default.
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}},
 		// Node health checks: the candidate and quarantined nodes are listed, and a
