@@ -422,7 +422,7 @@ func (f *logForwarder) run(ctx context.Context) error {
 			}
 		}
 	}()
-	err = f.a.Backend.FollowLogs(ctx, f.in.Ref, f.replica.Name, after, func(l backend.LogLine) error {
+	err = followLogs(ctx, f.a.Backend, f.in.Ref, f.replica.Name, after, func(l backend.LogLine) error {
 		rec := events.LogRecord{
 			Workspace: f.in.Ref.Workspace, Job: f.in.Ref.Job, UID: f.in.UID, Attempt: f.in.Ref.Attempt,
 			Role: f.replica.Role, Index: f.replica.Index, Replica: f.replica.Name, Node: f.replica.Node,
@@ -434,13 +434,18 @@ func (f *logForwarder) run(ctx context.Context) error {
 		}
 		f.mu.Lock()
 		f.batch = append(f.batch, events.Msg{Subject: subject, ID: logMsgID(f.in, f.replica.Name, l.Seq), Data: data})
-		if m, ok := f.metricMsg(ctx, l); ok {
-			f.batch = append(f.batch, m)
+		// A gap record is the worker's, not the replica's: no metric, no failure rule
+		// match, and it does not count as output for hang detection.
+		gap := l.Stream == backend.StreamGap
+		if !gap {
+			if m, ok := f.metricMsg(ctx, l); ok {
+				f.batch = append(f.batch, m)
+			}
 		}
 		f.lastSeq = l.Seq
 		full := len(f.batch) >= maxBatch
 		f.mu.Unlock()
-		if f.onLine != nil {
+		if f.onLine != nil && !gap {
 			f.onLine(f.replica.Name, l.Line)
 		}
 		if full {
@@ -459,13 +464,14 @@ func (f *logForwarder) run(ctx context.Context) error {
 }
 
 // resumePoint reads the newest record of this replica's subject: if it belongs to this
-// job and attempt, forwarding resumes after its sequence number.
+// job and attempt, forwarding resumes after it (its sequence number, and for backends
+// that resume by time, its time and text; see backend.LogResumer).
 //
 // Each lookup has its own deadline: a request sent while NATS is down or reconnecting
 // can be lost, and under the activity's long deadline it would wait for an answer that
 // never comes while the forwarder heartbeats on. A lookup that times out is tried again
 // until NATS answers or ctx ends; other errors are returned.
-func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, error) {
+func (f *logForwarder) resumePoint(ctx context.Context, subject string) (backend.LogCursor, error) {
 	var data []byte
 	for {
 		lookup, cancel := context.WithTimeout(ctx, resumeLookupTimeout)
@@ -476,22 +482,31 @@ func (f *logForwarder) resumePoint(ctx context.Context, subject string) (int64, 
 			break
 		}
 		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return 0, err
+			return backend.LogCursor{}, err
 		}
 		warn(ctx, "reading where the log stops timed out; trying again",
 			"job", f.in.Ref.Job, "replica", f.replica.Name, "error", err)
 	}
 	if data == nil {
-		return 0, nil
+		return backend.LogCursor{}, nil
 	}
 	var last events.LogRecord
 	if json.Unmarshal(data, &last) != nil {
-		return 0, nil //nolint:nilerr // not a record of ours: forward from the start
+		return backend.LogCursor{}, nil //nolint:nilerr // not a record of ours: forward from the start
 	}
 	if last.UID == f.in.UID && last.Attempt == f.in.Ref.Attempt {
-		return last.Seq, nil
+		return backend.LogCursor{Seq: last.Seq, Time: last.Time, Stream: last.Stream, Line: last.Line}, nil
 	}
-	return 0, nil
+	return backend.LogCursor{}, nil
+}
+
+// followLogs follows a replica's log from after, by time where the backend resumes
+// that way, else by sequence number.
+func followLogs(ctx context.Context, b backend.Backend, ref backend.GangRef, replica string, after backend.LogCursor, fn func(backend.LogLine) error) error {
+	if r, ok := b.(backend.LogResumer); ok {
+		return r.FollowLogsFrom(ctx, ref, replica, after, fn)
+	}
+	return b.FollowLogs(ctx, ref, replica, after.Seq, fn)
 }
 
 // metricMsg is the metric event of a metric line (false for other lines). NaN and

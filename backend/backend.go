@@ -135,7 +135,7 @@ type GangStatus struct {
 // LogLine is one line a replica wrote.
 type LogLine struct {
 	Replica string    `json:"replica"`
-	Stream  string    `json:"stream"` // stdout or stderr; "stdout" where the backend merges them (local, kubernetes)
+	Stream  string    `json:"stream"` // stdout or stderr; "stdout" where the backend merges them (local, kubernetes); StreamGap for a gap record
 	Seq     int64     `json:"seq"`    // 1-based, per replica, over both streams
 	Time    time.Time `json:"time"`
 	Line    string    `json:"line"`

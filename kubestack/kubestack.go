@@ -21,6 +21,9 @@
 //     pod Pending with its image pull failing (ErrImagePull, then
 //     ImagePullBackOff).
 //
+// Pod logs come from files: SetPodLogs makes kwok serve a pod's container
+// logs, which the API server reaches as it would a kubelet (see logs.go).
+//
 // Without either a pod runs until it is deleted. The stages do not act on
 // restartPolicy: a pod that completes or fails is never restarted. Deleted
 // pods disappear about 100 ms later, as if their containers had exited at
@@ -210,12 +213,16 @@ func (c *Cluster) start(ctx context.Context, bins binaries) error {
 	if err := c.startAPIServer(ctx, bins.apiserver, etcdURL); err != nil {
 		return err
 	}
+	// kwok watches Logs objects from its start.
+	if err := c.installLogsCRD(ctx); err != nil {
+		return err
+	}
 	// The two controllers and kwok only need the API server; start them together.
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	wg.Go(func() { errs[0] = c.startControllerManager(ctx, bins.controllerManager) })
 	wg.Go(func() { errs[1] = c.startScheduler(ctx, bins.scheduler) })
-	wg.Go(func() { errs[2] = c.startKwok(bins.kwok) })
+	wg.Go(func() { errs[2] = c.startKwok(ctx, bins.kwok) })
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -359,6 +366,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 			"--endpoint-reconciler-type", "none",
 			"--cert-dir", filepath.Join(c.Dir, "kube-apiserver"),
 			"--profiling=false",
+			// Pod logs: the fake nodes' kubelet endpoint is kwok's server on
+			// 127.0.0.1 (logs.go). Their Hostname address does not resolve,
+			// and without --kubelet-certificate-authority the API server does
+			// not verify the kubelet's certificate (kwok's is self-signed).
+			"--kubelet-preferred-address-types", "InternalIP",
 		}
 		p, err := startProcess("kube-apiserver", bin, args, c.logPath("kube-apiserver"))
 		if err != nil {
@@ -444,7 +456,7 @@ func (c *Cluster) startController(ctx context.Context, name, bin, user string, e
 	})
 }
 
-func (c *Cluster) startKwok(bin string) error {
+func (c *Cluster) startKwok(ctx context.Context, bin string) error {
 	kubeconfig, err := c.writeCertKubeconfig("kwok", kwokUser)
 	if err != nil {
 		return err
@@ -457,24 +469,36 @@ func (c *Cluster) startKwok(bin string) error {
 	// kwok renews each node's Lease every quarter of its duration; a
 	// duration as long as the grace period renews four times within it.
 	lease := max(4, int(c.opts.NodeMonitorGracePeriod/time.Second))
-	args := []string{
-		"--kubeconfig", kubeconfig,
-		"--config", stagesPath,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector", AnnotationKwokNode + "=" + kwokNodeValue,
-		"--node-lease-duration-seconds", strconv.Itoa(lease),
-		"--cidr", podCIDR,
-	}
-	// kwok also reads $HOME/.kwok/kwok.yaml; a HOME of its own keeps a
-	// developer's configuration out of the tests.
-	p, err := startProcess("kwok", bin, args, c.logPath("kwok"), "HOME="+home)
-	if err != nil {
-		return err
-	}
-	// kwok serves nothing to poll: it is ready when its nodes are, which
-	// waitNodesReady checks (failing early if kwok exits, say on a bad stage).
-	c.track(p)
-	return nil
+	return c.launch(ctx, func() (*process, func(context.Context) error, error) {
+		// kwok's server plays every fake node's kubelet endpoint (pod logs,
+		// see logs.go): the nodes advertise 127.0.0.1 and this port, which the
+		// heartbeat stage keeps current across restarts.
+		port, err := freePort()
+		if err != nil {
+			return nil, nil, err
+		}
+		args := []string{
+			"--kubeconfig", kubeconfig,
+			"--config", stagesPath,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector", AnnotationKwokNode + "=" + kwokNodeValue,
+			"--node-lease-duration-seconds", strconv.Itoa(lease),
+			"--cidr", podCIDR,
+			"--node-ip", "127.0.0.1",
+			"--node-port", strconv.Itoa(port),
+			"--server-address", loopback(port),
+			"--enable-crds", "Logs",
+		}
+		// kwok also reads $HOME/.kwok/kwok.yaml; a HOME of its own keeps a
+		// developer's configuration out of the tests.
+		p, err := startProcess("kwok", bin, args, c.logPath("kwok"), "HOME="+home)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Its nodes are checked later by waitNodesReady (failing early if kwok
+		// exits, say on a bad stage).
+		return p, httpReady(insecureLoopbackClient, "https://"+loopback(port)+"/healthz"), nil
+	})
 }
 
 // insecureLoopbackClient checks the health of the scheduler and the

@@ -12,6 +12,8 @@ import (
 
 	"github.com/opendlc/opendlc/backend"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // maxLogLine bounds one log line; the rest of a longer line is dropped, so a replica
@@ -26,27 +28,52 @@ const eofPatience = 10 * time.Second
 // before concluding it cannot be read.
 const finishedAttempts = 3
 
-// FollowLogs calls fn for every line the replica's container writes, numbered from 1
-// from the start of its log, skipping the first afterSeq. It waits while the pod is
-// Pending, follows the log while it runs, and returns nil once the pod has finished and
-// its log is drained, or is gone. Kubernetes merges stdout and stderr into one log, so
-// every line is "stdout". A broken stream is reopened from the start, skipping the lines
-// already delivered, so numbering never shifts.
-//
-// When the log endpoint cannot be reached at all, as for pods of simulated (kwok) nodes,
-// which have no kubelet, FollowLogs retries while the pod runs, and returns nil once it
-// has finished and a few more tries failed (with backoff from the poll interval),
-// logging the failure at debug level: those pods have no log to lose. An error from fn
-// stops the follow and is returned as is.
+var _ backend.LogResumer = (*Backend)(nil)
+
+// FollowLogs is FollowLogsFrom after line afterSeq, with no time: the first afterSeq
+// lines of the container's log are skipped by count, which holds only as long as the
+// kubelet has not rotated the log. The log forwarder resumes with FollowLogsFrom.
 func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica string, afterSeq int64, fn func(backend.LogLine) error) error {
+	return b.FollowLogsFrom(ctx, ref, replica, backend.LogCursor{Seq: afterSeq}, fn)
+}
+
+// FollowLogsFrom calls fn for every line the replica's container writes after the line
+// from describes, numbered on from from.Seq+1. It waits while the pod is Pending,
+// follows the log while it runs, and returns nil once the pod has finished and its log
+// is drained, or is gone. Kubernetes merges stdout and stderr into one log, so every
+// line is "stdout".
+//
+// Every read asks for timestamps and, once a line has been delivered, for the log since
+// that line's second (sinceTime), and skips what was delivered before: lines older than
+// the last one delivered, and those of its very time up to it (see logFollower). So a
+// broken stream, a worker restart (from comes from the forwarded log) and a kubelet log
+// rotation neither repeat nor renumber lines. When the container has restarted, the
+// previous instance's log is read (previous=true) before the current one's.
+//
+// A followed stream is closed as soon as the pod finishes or its container restarts
+// (a kubelet closes it itself; kwok does not), and the log is read once more without
+// follow to drain it. A finished pod whose log cannot be read after a few tries, or a
+// restarted container whose previous log cannot be, leaves a gap record in the log
+// (backend.StreamGap) and a Warning event on the pod, never silence. While the pod runs,
+// an unreadable log is retried with backoff from the poll interval. An error from fn
+// stops the follow and is returned as is.
+func (b *Backend) FollowLogsFrom(ctx context.Context, ref backend.GangRef, replica string, from backend.LogCursor, fn func(backend.LogLine) error) error {
 	b.cache.start()
 	ns := b.namespace(ref.Workspace)
-	f := &logFollower{replica: replica, delivered: afterSeq, now: b.clock.Now, fn: fn}
+	f := newLogFollower(replica, from, b.clock.Now, fn)
+	err := b.followLogs(ctx, ns, ref, replica, f)
+	if fnErr, ok := errors.AsType[*callbackError](err); ok {
+		return fnErr.err
+	}
+	return err
+}
+
+func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef, replica string, f *logFollower) error {
 	backoff := b.poll
 	loggedFailure := false
 	finishedFailures := 0
+	restarts := int32(-1) // the container's restart count at the last read; -1: none yet
 	for {
-		changed := b.cache.changes()
 		pod, err := b.logPod(ctx, ns, ref, replica)
 		if err != nil {
 			return err
@@ -55,73 +82,182 @@ func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica s
 			return nil // gone: nothing more will be written
 		}
 		if pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "" {
-			if err := b.wait(ctx, changed, b.poll); err != nil {
+			if err := b.wait(ctx, b.cache.changes(), b.poll); err != nil {
 				return err
 			}
 			continue
 		}
-		finishedAtOpen := podFinished(pod)
-		stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{
-			Container: ContainerName, Follow: true, Timestamps: true,
-		}).Stream(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if !loggedFailure {
-				b.logger.Debug("kube: pod log unavailable; retrying until the pod finishes",
-					"namespace", ns, "pod", pod.Name, "error", err)
-				loggedFailure = true
-			}
-			wait := backoff
-			if finishedAtOpen {
-				// Give a real kubelet's hiccup a second chance before concluding the log
-				// cannot be read.
-				if finishedFailures++; finishedFailures >= finishedAttempts {
-					return nil
+		finished := podFinished(pod)
+		if rc := restartCount(pod); rc > restarts {
+			if rc > 0 {
+				if err := b.readPrevious(ctx, ns, pod, f); err != nil {
+					return err
 				}
-				wait = b.poll
 			}
-			// Wake up early when the pod changes: once it has finished, a log that
-			// still cannot be read is given up quickly.
-			if err := b.wait(ctx, changed, wait); err != nil {
-				return err
-			}
-			backoff = min(2*backoff, 10*b.poll)
-			continue
+			restarts = rc
 		}
-		backoff = b.poll
-		err = f.consume(stream)
-		stream.Close()
+		stopped := false
+		streamCtx, cancel := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		if finished {
+			close(watched)
+		} else {
+			go func() {
+				defer close(watched)
+				if b.watchLogPod(streamCtx, ns, pod.Name, restarts) {
+					stopped = true
+					cancel()
+				}
+			}()
+		}
+		stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(false, !finished)).Stream(streamCtx)
+		opened := err == nil
+		if opened {
+			err = f.consume(stream, finished)
+			stream.Close()
+		}
+		cancel()
+		<-watched
 		var fnErr *callbackError
 		switch {
 		case errors.As(err, &fnErr):
-			return fnErr.err
+			return err
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err != nil:
+		case stopped:
+			// The pod finished or its container restarted: read again, without
+			// follow once it has finished.
+			continue
+		case err != nil && opened:
 			// The stream broke: reopen it.
 			b.logger.Debug("kube: pod log stream broke; reopening", "namespace", ns, "pod", pod.Name, "error", err)
 			if err := b.wait(ctx, nil, b.poll); err != nil {
 				return err
 			}
 			continue
+		case err != nil:
+			if !loggedFailure {
+				b.logger.Debug("kube: pod log unavailable; retrying until the pod finishes",
+					"namespace", ns, "pod", pod.Name, "error", err)
+				loggedFailure = true
+			}
+			wait := backoff
+			if finished {
+				// Give a real kubelet's hiccup a second chance before concluding the log
+				// cannot be read.
+				if finishedFailures++; finishedFailures >= finishedAttempts {
+					return b.logGap(ctx, ns, pod, f, fmt.Sprintf("the log of pod %s/%s could not be read after it finished: %v", ns, pod.Name, err))
+				}
+				wait = b.poll
+			}
+			// Wake up early when the pod changes: once it has finished, a log that
+			// still cannot be read is given up quickly.
+			if err := b.wait(ctx, b.cache.changes(), wait); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, 10*b.poll)
+			continue
 		}
-		// The stream ended cleanly: the kubelet closes it once the container has exited
-		// and its log is drained. Confirm with the pod's phase; if the pod still runs
-		// after a while, the stream was cut for another reason and is reopened.
-		if finishedAtOpen {
-			return f.flush()
+		backoff = b.poll
+		// The stream ended cleanly. Without follow, the log is drained. A kubelet
+		// closes a followed stream once the container has exited and its log is
+		// drained: confirm with the pod's phase; if the pod still runs after a while,
+		// the stream was cut for another reason and is reopened.
+		if finished {
+			return f.finish()
 		}
 		done, err := b.awaitFinished(ctx, ns, ref, replica)
 		if err != nil {
 			return err
 		}
 		if done {
-			return f.flush()
+			return f.finish()
 		}
 	}
 }
+
+// readPrevious reads the log of the container's previous instance, without follow, up
+// to where it ends: the lines it wrote after the last one delivered before it
+// restarted. A log that cannot be read leaves a gap record.
+func (b *Backend) readPrevious(ctx context.Context, ns string, pod *corev1.Pod, f *logFollower) error {
+	stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(true, false)).Stream(ctx)
+	if err == nil {
+		err = f.consume(stream, true)
+		stream.Close()
+	}
+	if _, ok := errors.AsType[*callbackError](err); ok {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return b.logGap(ctx, ns, pod, f, fmt.Sprintf("the log of the previous run of pod %s/%s's container (restarted %d times) could not be read: %v",
+			ns, pod.Name, restartCount(pod), err))
+	}
+	return f.finish()
+}
+
+// watchLogPod waits until the pod has finished or gone, or its container's restart
+// count is no longer restarts (true), or ctx ends (false).
+func (b *Backend) watchLogPod(ctx context.Context, ns, name string, restarts int32) bool {
+	for {
+		changed := b.cache.changes()
+		pod, err := b.cache.pod(ctx, ns, name)
+		if err == nil && (pod == nil || podFinished(pod) || restartCount(pod) != restarts) {
+			return true
+		}
+		if b.wait(ctx, changed, b.poll) != nil {
+			return false
+		}
+	}
+}
+
+// restartCount is how many times the replica's container has restarted.
+func restartCount(p *corev1.Pod) int32 {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == ContainerName {
+			return cs.RestartCount
+		}
+	}
+	return 0
+}
+
+// logGap delivers a gap record saying why, and records a Warning event on the pod.
+func (b *Backend) logGap(ctx context.Context, ns string, pod *corev1.Pod, f *logFollower, why string) error {
+	b.logger.Warn("kube: part of a pod log is lost", "namespace", ns, "pod", pod.Name, "reason", why)
+	b.gapEvent(ctx, pod, why)
+	return f.gap(why)
+}
+
+// EventReasonLogGap is the reason of the Warning event recorded on a pod whose log
+// could not be read in full (see FollowLogsFrom).
+const EventReasonLogGap = "LogGap"
+
+// gapEvent records a Warning event on the pod saying why part of its log is lost. It
+// is named after the pod, so a retried follow does not record it twice; failing to
+// record it is logged, never fatal to the log's forwarding.
+func (b *Backend) gapEvent(ctx context.Context, pod *corev1.Pod, why string) {
+	now := metav1.NewTime(b.clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name + ".log-gap", Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			FieldPath: "spec.containers{" + ContainerName + "}",
+		},
+		Reason: EventReasonLogGap, Message: why, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: eventComponent},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: eventComponent,
+	}
+	_, err := b.client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		b.logger.Warn("kube: recording the log gap event", "namespace", pod.Namespace, "pod", pod.Name, "error", err)
+	}
+}
+
+// eventComponent is the source of the events the backend records.
+const eventComponent = "opendlc.io/worker"
 
 // awaitFinished waits up to eofPatience for the pod to finish or go.
 func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string) (bool, error) {
@@ -195,23 +331,83 @@ type callbackError struct{ err error }
 
 func (e *callbackError) Error() string { return e.err.Error() }
 
-// logFollower numbers the lines of successive reads of one log, each read from the
-// start, and delivers each line once.
+// logFollower delivers the lines of successive reads of one container's log (each
+// with timestamps, from the second of the last line delivered, or from the start) and
+// delivers each line once, numbered in order.
+//
+// What was delivered is told from what was not by time: the kubelet stamps every line
+// with the time (to the nanosecond) its runtime read it, and the times of one container
+// never go back. The boundary is the time of the last line delivered and the lines
+// delivered with that very time: a read skips lines older than the boundary, and as
+// many lines of the boundary's time as were delivered; the rest are new. This holds
+// whatever the log's line numbers are, which a kubelet log rotation changes.
+//
+// Resumed from a LogCursor (a new worker), only the last line delivered is known, not
+// how many lines of its time came before it: lines of that time are held until the one
+// equal to the cursor's line is seen, and those after it are new. Should two lines of
+// one nanosecond have the same text, the first is taken for the boundary and the lines
+// between them are delivered again. If the boundary line is no longer in the log (it
+// was rotated away while nobody followed it), a gap record says lines may be missing
+// and the held lines are delivered.
 type logFollower struct {
-	replica   string
-	delivered int64 // lines handed to fn (or skipped by afterSeq)
-	now       func() time.Time
-	fn        func(backend.LogLine) error
+	replica string
+	now     func() time.Time
+	fn      func(backend.LogLine) error
 
-	seen    int64  // complete lines read in the current stream
-	partial []byte // an unterminated last line, delivered only by flush
+	seq       int64     // number of the last line delivered (or of from)
+	countSkip int64     // with no boundary time: lines to skip at the start of the log
+	last      time.Time // time of the last line delivered; zero: none, or unknown
+	atLast    []string  // lines delivered with time last, in order
+	exact     bool      // atLast holds every line delivered with time last, not just the final one
+	afterGap  bool      // resumed after a gap record: every line of time last is old
+
+	// One read.
+	seen    int64      // complete lines read
+	matched int        // lines of time last read and found in atLast
+	found   bool       // !exact: the line equal to atLast's was read
+	held    []heldLine // !exact: lines of time last read before it
+	pending bool       // !exact: the boundary line is to be looked for
+	partial []byte     // an unterminated last line, delivered only by finish
 }
 
-// consume reads one stream of `kubectl logs --timestamps` output from its start,
-// counting lines and handing those not delivered yet to fn. It returns nil at a clean
-// end of stream, keeping an unterminated last line for flush.
-func (f *logFollower) consume(r io.Reader) error {
-	f.seen, f.partial = 0, nil
+// heldLine is a line held until it is known whether it was delivered before.
+type heldLine struct {
+	t    time.Time
+	text string
+}
+
+func newLogFollower(replica string, from backend.LogCursor, now func() time.Time, fn func(backend.LogLine) error) *logFollower {
+	f := &logFollower{replica: replica, now: now, fn: fn, seq: max(from.Seq, 0)}
+	switch {
+	case from.Time.IsZero():
+		f.countSkip, f.exact = f.seq, true
+	case from.Stream == backend.StreamGap:
+		f.last, f.afterGap, f.exact = from.Time.UTC(), true, true
+	default:
+		f.last, f.atLast = from.Time.UTC(), []string{from.Line}
+	}
+	return f
+}
+
+// options are the log request of the next read: the container's current log, or its
+// previous instance's, from the second of the boundary.
+func (f *logFollower) options(previous, follow bool) *corev1.PodLogOptions {
+	o := &corev1.PodLogOptions{Container: ContainerName, Follow: follow, Previous: previous, Timestamps: true}
+	if !f.last.IsZero() {
+		since := metav1.NewTime(f.last.Truncate(time.Second))
+		o.SinceTime = &since
+	}
+	return o
+}
+
+// consume reads one stream of `kubectl logs --timestamps` output, handing the lines not
+// delivered yet to fn. It returns nil at a clean end of stream, keeping an unterminated
+// last line for finish, and an error when the stream breaks or fn fails (a
+// *callbackError). final says the log ends with this stream (no follow): the boundary
+// is settled at its end.
+func (f *logFollower) consume(r io.Reader, final bool) error {
+	f.seen, f.matched, f.found, f.held, f.partial = 0, 0, false, nil, nil
+	f.pending = !f.exact
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {
@@ -235,6 +431,9 @@ func (f *logFollower) consume(r io.Reader) error {
 			if len(line) > 0 {
 				f.partial = append([]byte(nil), line...)
 			}
+			if final && f.pending && len(f.held) > 0 {
+				return f.boundaryLost()
+			}
 			return nil
 		default:
 			return err
@@ -242,43 +441,129 @@ func (f *logFollower) consume(r io.Reader) error {
 	}
 }
 
-// flush delivers the unterminated last line of a finished log.
-func (f *logFollower) flush() error {
+// finish delivers the unterminated last line of a finished log.
+func (f *logFollower) finish() error {
 	if len(f.partial) == 0 {
 		return nil
 	}
 	p := f.partial
 	f.partial = nil
-	if err := f.line(p); err != nil {
-		if fnErr, ok := errors.AsType[*callbackError](err); ok {
-			return fnErr.err
+	return f.line(p)
+}
+
+// line handles one complete line of the current read.
+func (f *logFollower) line(raw []byte) error {
+	f.seen++
+	t, text, stamped := splitTimestamp(raw, f.now)
+	if !stamped {
+		return f.emit(t, text) // cannot be placed: delivered, leaving the boundary
+	}
+	if f.last.IsZero() {
+		if f.seen <= f.countSkip {
+			return nil
 		}
+		return f.deliver(t, text)
+	}
+	switch {
+	case t.Before(f.last):
+		return nil
+	case t.After(f.last):
+		if f.pending {
+			if err := f.boundaryLost(); err != nil {
+				return err
+			}
+		}
+		return f.deliver(t, text)
+	case f.afterGap:
+		return nil
+	case f.exact:
+		if f.matched < len(f.atLast) {
+			f.matched++
+			return nil
+		}
+		return f.deliver(t, text)
+	case !f.found && text == f.atLast[len(f.atLast)-1]:
+		// The boundary line: those held before it were delivered too.
+		f.found, f.pending, f.exact = true, false, true
+		f.atLast = f.atLast[:0]
+		for _, h := range f.held {
+			f.atLast = append(f.atLast, h.text)
+		}
+		f.atLast = append(f.atLast, text)
+		f.matched, f.held = len(f.atLast), nil
+		return nil
+	default:
+		f.held = append(f.held, heldLine{t, text})
+		return nil
+	}
+}
+
+// boundaryLost handles a read in which the line a resumed follower stopped at is
+// missing although later lines (or the end of the log) came: the log was rotated (or the
+// run that wrote it is older than the previous one), and what was written between that
+// line and the oldest one left is lost. A gap record
+// says so, and the lines held at the boundary's time are delivered.
+func (f *logFollower) boundaryLost() error {
+	f.pending, f.exact = false, true
+	held := f.held
+	f.held, f.atLast, f.matched = nil, nil, 0
+	if err := f.gap(fmt.Sprintf("the line forwarded last (%s) is no longer in the container's log (rotated, or the container restarted more than once, while nobody followed it): lines written after it until the next line here may be missing",
+		f.last.Format(time.RFC3339Nano))); err != nil {
 		return err
+	}
+	for _, h := range held {
+		if err := f.deliver(h.t, h.text); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// line counts one complete line and delivers it unless it was delivered before.
-func (f *logFollower) line(raw []byte) error {
-	f.seen++
-	if f.seen <= f.delivered {
-		return nil
+// deliver hands one line to fn and moves the boundary to it.
+func (f *logFollower) deliver(t time.Time, text string) error {
+	if err := f.emit(t, text); err != nil {
+		return err
 	}
-	t, text := splitTimestamp(raw, f.now)
-	if err := f.fn(backend.LogLine{Replica: f.replica, Stream: "stdout", Seq: f.seen, Time: t, Line: text}); err != nil {
+	if f.last.IsZero() || t.After(f.last) {
+		f.last, f.atLast, f.matched, f.afterGap = t, f.atLast[:0], 0, false
+	}
+	if t.Equal(f.last) {
+		f.atLast = append(f.atLast, text)
+		f.matched++
+	}
+	return nil
+}
+
+// emit hands one line to fn.
+func (f *logFollower) emit(t time.Time, text string) error {
+	if err := f.fn(backend.LogLine{Replica: f.replica, Stream: "stdout", Seq: f.seq + 1, Time: t, Line: text}); err != nil {
 		return &callbackError{err}
 	}
-	f.delivered = f.seen
+	f.seq++
+	return nil
+}
+
+// gap hands fn a gap record saying why part of the log is missing, stamped with the
+// boundary's time (now when nothing was delivered).
+func (f *logFollower) gap(why string) error {
+	t := f.last
+	if t.IsZero() {
+		t = f.now().UTC()
+	}
+	if err := f.fn(backend.LogLine{Replica: f.replica, Stream: backend.StreamGap, Seq: f.seq + 1, Time: t, Line: backend.GapPrefix + why}); err != nil {
+		return &callbackError{err}
+	}
+	f.seq++
 	return nil
 }
 
 // splitTimestamp splits the RFC 3339 timestamp the API server puts before each line
-// (timestamps=true); a line without one is stamped now.
-func splitTimestamp(raw []byte, now func() time.Time) (time.Time, string) {
+// (timestamps=true); a line without one is stamped now (false).
+func splitTimestamp(raw []byte, now func() time.Time) (time.Time, string, bool) {
 	if i := bytes.IndexByte(raw, ' '); i > 0 {
 		if t, err := time.Parse(time.RFC3339Nano, string(raw[:i])); err == nil {
-			return t.UTC(), string(raw[i+1:])
+			return t.UTC(), string(raw[i+1:]), true
 		}
 	}
-	return now().UTC(), string(raw)
+	return now().UTC(), string(raw), false
 }

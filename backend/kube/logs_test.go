@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/opendlc/opendlc/backend"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -27,37 +28,93 @@ type line struct {
 
 func TestLogFollower(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	const ts1, ts2, ts3 = "2026-05-01T10:00:00.000000001Z", "2026-05-01T10:00:01Z", "2026-05-01T10:00:02.5+08:00"
+	const ts1, ts2, ts3 = "2026-05-01T10:00:00.000000001Z", "2026-05-01T10:00:01Z", "2026-05-01T18:00:02.5+08:00"
+	const ts3UTC = "2026-05-01T10:00:02.5Z"
+	t1, _ := time.Parse(time.RFC3339Nano, ts1)
+	t2, _ := time.Parse(time.RFC3339Nano, ts2)
 	long := strings.Repeat("x", maxLogLine+10)
+	gapLine := func(at string) string {
+		return "gap " + backend.GapPrefix + "the line forwarded last (" + at +
+			") is no longer in the container's log (rotated, or the container restarted more than once, while nobody followed it): lines written after it until the next line here may be missing"
+	}
 	tests := map[string]struct {
-		// streams are successive reads of the same log, each from its start; a stream
-		// ending in "!" breaks there (an error) instead of ending cleanly.
-		streams  []string
-		afterSeq int64
-		flush    bool
-		want     []line
+		// streams are successive reads of the same log; a stream ending in "!" breaks
+		// there (an error) instead of ending cleanly. The last one is read as final
+		// (no follow) when final is set, and its unterminated last line flushed.
+		streams []string
+		from    backend.LogCursor
+		final   bool
+		want    []line
 	}{
 		"from the start": {
 			streams: []string{ts1 + " epoch 1\n" + ts2 + " epoch 2\n"},
 			want:    []line{{1, ts1, "epoch 1"}, {2, ts2, "epoch 2"}},
 		},
-		"after a sequence number": {
-			streams:  []string{ts1 + " a\n" + ts2 + " b\n" + ts2 + " c\n"},
-			afterSeq: 2,
-			want:     []line{{3, ts2, "c"}},
+		"after a sequence number, without a time": {
+			streams: []string{ts1 + " a\n" + ts2 + " b\n" + ts2 + " c\n"},
+			from:    backend.LogCursor{Seq: 2},
+			want:    []line{{3, ts2, "c"}},
 		},
 		"reopened after a break": {
-			streams: []string{ts1 + " a\n" + ts2 + " b\n" + ts2 + " par!", ts1 + " a\n" + ts2 + " b\n" + ts2 + " partial\n" + ts3 + " d\n"},
-			want:    []line{{1, ts1, "a"}, {2, ts2, "b"}, {3, ts2, "partial"}, {4, "2026-05-01T02:00:02.5Z", "d"}},
+			streams: []string{ts1 + " a\n" + ts2 + " b\n" + ts2 + " par!", ts2 + " b\n" + ts2 + " partial\n" + ts3 + " d\n"},
+			want:    []line{{1, ts1, "a"}, {2, ts2, "b"}, {3, ts2, "partial"}, {4, ts3UTC, "d"}},
 		},
-		"resumed by a new follower": {
-			streams:  []string{ts1 + " a\n" + ts2 + " b\n", ts1 + " a\n" + ts2 + " b\n" + ts3 + " c\n"},
-			afterSeq: 1,
-			want:     []line{{2, ts2, "b"}, {3, "2026-05-01T02:00:02.5Z", "c"}},
+		"lines of one time are told apart by count when reopened": {
+			streams: []string{ts2 + " same\n" + ts2 + " same\n!", ts2 + " same\n" + ts2 + " same\n" + ts2 + " same\n"},
+			want:    []line{{1, ts2, "same"}, {2, ts2, "same"}, {3, ts2, "same"}},
+		},
+		"a reopened read from an earlier second skips older lines": {
+			streams: []string{ts1 + " a\n" + ts2 + " b\n", ts1 + " a\n" + ts2 + " b\n" + ts3 + " c\n"},
+			want:    []line{{1, ts1, "a"}, {2, ts2, "b"}, {3, ts3UTC, "c"}},
+		},
+		"resumed from a cursor": {
+			streams: []string{ts1 + " a\n" + ts2 + " b\n" + ts3 + " c\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "b"},
+			want:    []line{{8, ts3UTC, "c"}},
+		},
+		"resumed among lines of the cursor's time": {
+			streams: []string{ts2 + " x\n" + ts2 + " y\n" + ts2 + " z\n" + ts3 + " c\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "y"},
+			want:    []line{{8, ts2, "z"}, {9, ts3UTC, "c"}},
+		},
+		"resumed, then reopened among lines of the cursor's time": {
+			streams: []string{ts2 + " x\n" + ts2 + " y\n!", ts2 + " x\n" + ts2 + " y\n" + ts2 + " z\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "y"},
+			want:    []line{{8, ts2, "z"}},
+		},
+		"resumed after a rotation that took the cursor's line": {
+			streams: []string{ts3 + " c\n" + ts3 + " d\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "b"},
+			want:    []line{{8, ts2, gapLine(ts2)}, {9, ts3UTC, "c"}, {10, ts3UTC, "d"}},
+		},
+		"lines of the cursor's time after a rotation that took it": {
+			streams: []string{ts2 + " late\n" + ts3 + " c\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "b"},
+			want:    []line{{8, ts2, gapLine(ts2)}, {9, ts2, "late"}, {10, ts3UTC, "c"}},
+		},
+		"the end of a finished log settles a missing cursor line": {
+			streams: []string{ts2 + " late\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "b"},
+			final:   true,
+			want:    []line{{8, ts2, gapLine(ts2)}, {9, ts2, "late"}},
+		},
+		"a followed stream holds lines that may be old": {
+			streams: []string{ts2 + " late\n"},
+			from:    backend.LogCursor{Seq: 7, Time: t2, Line: "b"},
+		},
+		"resumed after a gap record": {
+			streams: []string{ts1 + " a\n" + ts2 + " b\n" + ts3 + " c\n"},
+			from:    backend.LogCursor{Seq: 3, Time: t2, Stream: backend.StreamGap, Line: backend.GapPrefix + "x"},
+			want:    []line{{4, ts3UTC, "c"}},
+		},
+		"resumed from before the log": {
+			streams: []string{ts2 + " b\n"},
+			from:    backend.LogCursor{Seq: 1, Time: t1, Line: "a"},
+			want:    []line{{2, ts1, gapLine(ts1)}, {3, ts2, "b"}},
 		},
 		"unterminated last line of a finished log": {
 			streams: []string{ts1 + " a\n" + ts2 + " done"},
-			flush:   true,
+			final:   true,
 			want:    []line{{1, ts1, "a"}, {2, ts2, "done"}},
 		},
 		"unterminated last line of a broken stream is not delivered": {
@@ -76,33 +133,54 @@ func TestLogFollower(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			var got []line
-			f := &logFollower{replica: "r", delivered: tt.afterSeq, now: func() time.Time { return now },
-				fn: func(l backend.LogLine) error {
-					if l.Replica != "r" || l.Stream != "stdout" {
-						t.Errorf("replica %q stream %q", l.Replica, l.Stream)
-					}
-					got = append(got, line{l.Seq, l.Time.Format(time.RFC3339Nano), l.Line})
-					return nil
-				}}
-			for _, s := range tt.streams {
+			f := newLogFollower("r", tt.from, func() time.Time { return now }, func(l backend.LogLine) error {
+				text := l.Line
+				if l.Stream == backend.StreamGap {
+					text = "gap " + text
+				} else if l.Stream != "stdout" {
+					t.Errorf("stream %q", l.Stream)
+				}
+				if l.Replica != "r" {
+					t.Errorf("replica %q", l.Replica)
+				}
+				got = append(got, line{l.Seq, l.Time.Format(time.RFC3339Nano), text})
+				return nil
+			})
+			for i, s := range tt.streams {
 				var r io.Reader = strings.NewReader(s)
 				if broken, ok := strings.CutSuffix(s, "!"); ok {
 					r = io.MultiReader(strings.NewReader(broken), errReader{io.ErrUnexpectedEOF})
 				}
-				err := f.consume(r)
+				final := tt.final && i == len(tt.streams)-1
+				err := f.consume(r, final)
 				if strings.HasSuffix(s, "!") != (err != nil) {
 					t.Fatalf("consume = %v", err)
 				}
-			}
-			if tt.flush {
-				if err := f.flush(); err != nil {
-					t.Fatal(err)
+				if final {
+					if err := f.finish(); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("lines (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Each read asks for the log from the second of the last line delivered.
+func TestLogFollowerSinceTime(t *testing.T) {
+	f := newLogFollower("r", backend.LogCursor{}, time.Now, func(backend.LogLine) error { return nil })
+	if o := f.options(false, true); o.SinceTime != nil || !o.Follow || !o.Timestamps || o.Previous || o.Container != ContainerName {
+		t.Fatalf("first read: %+v", o)
+	}
+	if err := f.consume(strings.NewReader("2026-05-01T10:00:01.75Z a\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	o := f.options(true, false)
+	if o.SinceTime == nil || !o.SinceTime.Time.Equal(time.Date(2026, 5, 1, 10, 0, 1, 0, time.UTC)) || o.Follow || !o.Previous {
+		t.Fatalf("after a line: %+v", o)
 	}
 }
 
@@ -113,30 +191,31 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 func TestLogFollowerCallbackError(t *testing.T) {
 	stop := errors.New("stop")
 	var seen []int64
-	f := &logFollower{now: time.Now, fn: func(l backend.LogLine) error {
+	f := newLogFollower("r", backend.LogCursor{}, time.Now, func(l backend.LogLine) error {
 		seen = append(seen, l.Seq)
 		if l.Seq == 2 {
 			return stop
 		}
 		return nil
-	}}
-	err := f.consume(strings.NewReader("a\nb\nc\n"))
+	})
+	err := f.consume(strings.NewReader("a\nb\nc\n"), false)
 	var cbErr *callbackError
 	if !errors.As(err, &cbErr) || !errors.Is(cbErr.err, stop) {
 		t.Fatalf("consume = %v, want the callback's error", err)
 	}
-	if f.delivered != 1 || !cmp.Equal(seen, []int64{1, 2}) {
-		t.Errorf("delivered %d, saw %v", f.delivered, seen)
+	if f.seq != 1 || !cmp.Equal(seen, []int64{1, 2}) {
+		t.Errorf("delivered %d, saw %v", f.seq, seen)
 	}
 }
 
 // fakeLogs makes the fake clientset serve text as every pod's log, or fail when text
 // is empty, and records the options of each request.
 type fakeLogs struct {
-	mu   sync.Mutex
-	text string
-	fail bool
-	opts []corev1.PodLogOptions
+	mu       sync.Mutex
+	text     string
+	previous string // served for previous=true
+	fail     bool
+	opts     []corev1.PodLogOptions
 }
 
 func (f *fakeLogs) install(cs *fake.Clientset) {
@@ -151,6 +230,9 @@ func (f *fakeLogs) install(cs *fake.Clientset) {
 		}
 		if f.fail {
 			return true, nil, errors.New("dial tcp 10.0.0.1:10250: connect: connection refused")
+		}
+		if len(f.opts) > 0 && f.opts[len(f.opts)-1].Previous {
+			return true, &runtime.Unknown{Raw: []byte(f.previous)}, nil
 		}
 		return true, &runtime.Unknown{Raw: []byte(f.text)}, nil
 	})
@@ -222,8 +304,8 @@ func TestFollowLogs(t *testing.T) {
 	}
 }
 
-// Pods of kwok nodes have no kubelet: their log cannot be read, and FollowLogs ends
-// when they finish.
+// A finished pod whose log cannot be read leaves a gap record and a Warning event;
+// while it runs, the log is retried.
 func TestFollowLogsUnavailable(t *testing.T) {
 	cs := newClient()
 	logs := &fakeLogs{fail: true}
@@ -237,8 +319,17 @@ func TestFollowLogsUnavailable(t *testing.T) {
 	eventually(t, "two log requests", func() bool { return logs.requests() >= 2 })
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", corev1.PodStatus{Phase: corev1.PodSucceeded}, "node-a")
 	lines, err := wait(t)
-	if err != nil || len(lines) != 0 {
-		t.Fatalf("FollowLogs = %v, %v; want nil and no lines", lines, err)
+	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "1 "+backend.GapPrefix+"the log of pod vision/resnet-master-0-a1 could not be read after it finished: ") ||
+		!strings.Contains(lines[0], "connection refused") {
+		t.Fatalf("FollowLogs = %q, %v; want nil and one gap record", lines, err)
+	}
+	ev, err := cs.CoreV1().Events("vision").Get(context.Background(), "resnet-master-0-a1.log-gap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != corev1.EventTypeWarning || ev.Reason != EventReasonLogGap || ev.InvolvedObject.Name != "resnet-master-0-a1" ||
+		!strings.Contains(ev.Message, "connection refused") {
+		t.Errorf("event %+v", ev)
 	}
 }
 
@@ -264,4 +355,47 @@ func TestFollowLogsOfGoneReplicas(t *testing.T) {
 		_, err := follow(b, g.GangRef, "resnet-master-0-a1", 0)(t)
 		return errors.Is(err, backend.ErrGangNotFound)
 	})
+}
+
+// A worker that resumes on a pod whose container restarted reads the end of the
+// previous run's log (previous=true, from the cursor's second) before the current one.
+func TestFollowLogsAfterContainerRestart(t *testing.T) {
+	cs := newClient()
+	logs := &fakeLogs{
+		previous: "2026-05-01T10:00:00.1Z a\n2026-05-01T10:00:00.2Z b\n2026-05-01T10:00:00.3Z c\n",
+		text:     "2026-05-01T10:00:01.1Z d\n2026-05-01T10:00:01.2Z e\n",
+	}
+	logs.install(cs)
+	b := newBackend(t, cs)
+	g := gangOf(t, ddp("resnet"))
+	launch(t, b, g)
+	st := failedStatus(0)
+	st.Phase = corev1.PodSucceeded
+	st.ContainerStatuses[0].RestartCount = 1
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", st, "node-a")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var lines []string
+	from := backend.LogCursor{Seq: 2, Time: time.Date(2026, 5, 1, 10, 0, 0, 200_000_000, time.UTC), Stream: "stdout", Line: "b"}
+	err := b.FollowLogsFrom(ctx, g.GangRef, "resnet-master-0-a1", from, func(l backend.LogLine) error {
+		lines = append(lines, fmt.Sprintf("%d %s", l.Seq, l.Line))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"3 c", "4 d", "5 e"}, lines); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if len(logs.opts) != 2 || !logs.opts[0].Previous || logs.opts[1].Previous || logs.opts[1].Follow {
+		t.Fatalf("requests %+v: want the previous log, then the current one without follow", logs.opts)
+	}
+	for _, o := range logs.opts {
+		if o.SinceTime == nil || !o.SinceTime.Time.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)) || !o.Timestamps {
+			t.Errorf("request %+v: want timestamps since the cursor's second", o)
+		}
+	}
 }

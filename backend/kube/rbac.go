@@ -20,7 +20,7 @@ const (
 // Not granted, because not used: patch on pods (the stopped mark lives on the Service),
 // get on namespaces (Launch creates and treats AlreadyExists as success), update
 // and delete on nodes (health checks list them when they run and patch them to
-// quarantine or release; Observe watches them to see lost nodes), events, reading
+// quarantine or release; Observe watches them to see lost nodes), reading
 // secrets (the kubelet, not the worker, reads the Secret named by WithEnvFromSecret and
 // the gang's ssh Secret, which the worker only creates; the one Secret it patches is the
 // S3 Secret whose contents it writes itself), and deletecollection.
@@ -28,6 +28,8 @@ func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+		// A Warning event on a pod whose log could not be read in full (a log gap).
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "delete", "patch"}},
 		// Pods name their Service as owner with blockOwnerDeletion, which clusters
 		// running the OwnerReferencesPermissionEnforcement admission plugin allow only

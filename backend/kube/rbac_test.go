@@ -97,6 +97,8 @@ func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	})
 	observe(t, noCache, g.GangRef)
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", corev1.PodStatus{Phase: corev1.PodSucceeded}, "node-a")
+	// A log that cannot be read leaves a gap record and an event.
+	(&fakeLogs{fail: true}).install(cs)
 	if _, err := follow(noCache, g.GangRef, "resnet-master-0-a1", 0)(t); err != nil {
 		t.Fatal(err)
 	}
