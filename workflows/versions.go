@@ -22,4 +22,8 @@ type change struct {
 }
 
 // versions lists every versioned change, oldest first. Empty at the first version.
-var versions = []change{}
+var versions = []change{
+	{changePlacedWhenScheduled, "2026-12-02", "an attempt is placed once every replica is scheduled on a node, not once every " +
+		"replica runs, so a slow image pull no longer counts against the placement timeout " +
+		"(TestTrainingJobPlacedWhenScheduled, training_job_placed_when_scheduled.json)"},
+}
