@@ -19,6 +19,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
 )
 
 // publicPlacementTimeout is the placement timeout of the public pool's jobs in these
@@ -84,6 +85,7 @@ spec:
 	if waited := running.Time.Sub(launching.Time); waited <= timeout {
 		t.Errorf("Launching → Running took %s, not longer than the placement timeout %s: the pull was not slow", waited, timeout)
 	}
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, name), "training_job_placed_when_scheduled.json")
 }
 
 // A gang of which only part can be placed (blockers hold a third of the GPUs) and
@@ -168,6 +170,11 @@ func TestGangThatCanNeverFitIsToldSoAndHoldsNoPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ws, name = "nlp", "llama-sft"
+	// The example checkpoints to s3://ckpt: with the bucket there, the job's end reads
+	// it at once instead of retrying a missing bucket.
+	if err := env.stack.Stack.S3.CreateBuckets(ctx, "ckpt"); err != nil {
+		t.Fatal(err)
+	}
 	submit(t, ctx, string(spec))
 	j := waitJob(t, ctx, ws, name, "Queued as Unschedulable", func(j *api.Job) bool {
 		return j.Status.Phase == schemas.JobQueued && j.Status.Reason == "Unschedulable"
