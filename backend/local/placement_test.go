@@ -30,7 +30,8 @@ func TestLaunchRefusesAGangLargerThanTheHost(t *testing.T) {
 			t.Errorf("replica %s is %s, want Pending (not started)", r.Name, r.Phase)
 		}
 	}
-	if got := backend.PlacementTimeoutFor(b, schemas.PoolQuota); got != backend.DefaultPlacementTimeout {
-		t.Errorf("placement timeout %s, want the default %s", got, backend.DefaultPlacementTimeout)
+	// A gang starts whole or not at all here: no placement timeout.
+	if got := backend.PlacementTimeoutFor(b, schemas.PoolQuota); got != 0 {
+		t.Errorf("placement timeout %s, want none", got)
 	}
 }
