@@ -28,8 +28,8 @@ const publicPlacementTimeout = "4s"
 
 // A job whose pods are all scheduled at once but whose containers take longer than the
 // pool's placement timeout to start (a slow image pull: kwok's pod-ready stage delayed
-// by the pods' annotation) is placed, not timed out: it runs and succeeds in its first
-// attempt.
+// by the pods' annotations, 10 to 11 s; kwok takes the jitter delay as the upper bound,
+// so both are set) is placed, not timed out: it runs and succeeds in its first attempt.
 func TestSlowImagePullIsNotAPlacementFailure(t *testing.T) {
 	ctx := testContext(t)
 	const ws, name = "kube-slow-pull", "slow"
@@ -39,7 +39,10 @@ kind: TrainingJob
 metadata:
   name: %s
   workspace: %s
-  annotations: {kwok.opendlc.io/complete-after: 1s, pod-ready.stage.kwok.x-k8s.io/delay: 10s}
+  annotations:
+    kwok.opendlc.io/complete-after: 1s
+    pod-ready.stage.kwok.x-k8s.io/delay: 10s
+    pod-ready.stage.kwok.x-k8s.io/jitter-delay: 11s
 spec:
   framework: pytorch
   image: registry.local/huge-image:1
