@@ -58,8 +58,8 @@ func (b *Backend) PlacementTimeout(pool schemas.Pool) time.Duration {
 const transientTaintPrefix = "node.kubernetes.io/"
 
 // checkFit returns a backend.ErrUnschedulable error when the gang's pods cannot fit
-// the nodes they may use even were those empty. It checks nothing for a gang already
-// launched (its Service exists), for an autoscaled pool, or when the nodes cannot be
+// the nodes they may use even were those empty, or the error reading the gang's
+// Service. It checks nothing for a gang already launched (its Service exists), for an autoscaled pool, or when the nodes cannot be
 // listed (the worker may lack the permission), none is there, or one has not reported
 // its allocatable resources yet (just registered): the placement timeout still applies.
 func (b *Backend) checkFit(ctx context.Context, g backend.GangSpec, ns string, build func(*corev1.Service) []*corev1.Pod) error {
@@ -67,8 +67,12 @@ func (b *Backend) checkFit(ctx context.Context, g backend.GangSpec, ns string, b
 		return nil
 	}
 	name := serviceName(g.GangRef)
-	if svc, err := b.cache.service(ctx, ns, name); err != nil || svc != nil {
-		return nil // launched before (or cannot tell): its pods are the scheduler's now
+	svc, err := b.cache.service(ctx, ns, name)
+	if err != nil {
+		return err // retried, as Launch's own read of the Service would be
+	}
+	if svc != nil {
+		return nil // launched before: its pods are the scheduler's now
 	}
 	nodes, err := b.nodes.list(ctx)
 	if err != nil {
