@@ -20,6 +20,10 @@ const (
 	// (backend.ErrInsufficientResources); nothing was started. The job waits Queued and
 	// launches again.
 	ErrTypeInsufficientResources = "InsufficientResources"
+	// ErrTypeUnschedulable: the gang can never fit the nodes it may use, even empty
+	// (backend.ErrUnschedulable); nothing was started. The job waits Queued with a
+	// condition saying what is short, and launches again with a longer backoff.
+	ErrTypeUnschedulable = "Unschedulable"
 )
 
 // invalidSpec wraps err as a non-retryable InvalidSpec error.
@@ -38,7 +42,8 @@ func ErrorType(err error) string {
 // backendError turns a backend's error into the activity's: a spec problem
 // (backend.ErrInvalidSpec) becomes a non-retryable InvalidSpec error, a gang that does
 // not fit yet (backend.ErrInsufficientResources) a non-retryable InsufficientResources
-// error (the workflow, not the activity, waits and retries: it shows the job Queued
+// error, one that can never fit (backend.ErrUnschedulable) a non-retryable
+// Unschedulable error (the workflow, not the activity, waits and retries: it shows the job Queued
 // meanwhile), anything else is wrapped with what was being done and left retryable. A
 // nil err stays nil.
 func backendError(err error, doing string) error {
@@ -49,6 +54,8 @@ func backendError(err error, doing string) error {
 		return invalidSpec(err)
 	case errors.Is(err, backend.ErrInsufficientResources):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInsufficientResources, err)
+	case errors.Is(err, backend.ErrUnschedulable):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnschedulable, err)
 	default:
 		return fmt.Errorf("%s: %w", doing, err)
 	}

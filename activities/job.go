@@ -78,6 +78,12 @@ type LaunchGangInput struct {
 // LaunchGangResult lists the replicas created.
 type LaunchGangResult struct {
 	Replicas []schemas.ReplicaStatus `json:"replicas"`
+	// PlacementTimeout is the attempt's placement timeout: the job's
+	// spec.resources.placementTimeout, else its pool's on the backend, else
+	// backend.DefaultPlacementTimeout; zero for none. It is defaulted here, in the
+	// activity, because the pool policy is the worker's: the workflow reads it from
+	// the recorded result, so replays see the value the attempt ran with.
+	PlacementTimeout time.Duration `json:"placementTimeout,omitempty"`
 }
 
 // LaunchGang creates every replica of an attempt. It is idempotent: a replica that
@@ -95,7 +101,11 @@ func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (Lau
 	if err != nil {
 		return LaunchGangResult{}, backendError(err, "observe "+gang.ID())
 	}
-	return LaunchGangResult{Replicas: st.Replicas}, nil
+	pt := in.Job.Spec.Resources.PlacementTimeout.D()
+	if pt <= 0 {
+		pt = backend.PlacementTimeoutFor(a.Backend, gang.Pool)
+	}
+	return LaunchGangResult{Replicas: st.Replicas, PlacementTimeout: pt}, nil
 }
 
 // WatchGangInput names the gang and the replica states the workflow knows.

@@ -55,6 +55,11 @@ const (
 	ConditionHealthChecked ConditionType = "HealthChecked"
 	// ConditionAdmitted: the workspace quota admitted the job (quota pool only).
 	ConditionAdmitted ConditionType = "Admitted"
+	// ConditionSchedulable: whether the gang fits the nodes it may use were they
+	// empty. Set False (reason Unschedulable, the message naming what is short) while
+	// it cannot, and True once a gang that could not fit has been launched; absent for
+	// a job that always fit.
+	ConditionSchedulable ConditionType = "Schedulable"
 	// ConditionLaunched: every replica of the current attempt was created.
 	ConditionLaunched ConditionType = "Launched"
 	// ConditionRunning: every replica of the current attempt is running.

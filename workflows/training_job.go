@@ -90,6 +90,8 @@ type jobWorkflow struct {
 	logResult activities.ForwardLogsResult
 	// spotWaitSince is when a spot job was last preempted and has not run since.
 	spotWaitSince *time.Time
+	// placementTimeout is the current attempt's placement timeout (zero: none).
+	placementTimeout time.Duration
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -224,7 +226,8 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 	}
 
 	var placement workflow.Future
-	if pt := job.Spec.Resources.PlacementTimeout.D(); pt > 0 {
+	w.placementTimeout = attemptPlacementTimeout(launched.PlacementTimeout, job)
+	if pt := w.placementTimeout; pt > 0 {
 		pctx, cancelPlacement := workflow.WithCancel(ctx)
 		defer cancelPlacement()
 		placement = workflow.NewTimer(pctx, pt)
@@ -250,13 +253,16 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 }
 
 // follow watches the gang until it ends, a stop is requested or the timeout fires, or
-// the placement timeout fires before every replica runs (reason
+// the placement timeout fires before every replica is placed on a node (reason
 // reasonPlacementTimeout, no phase), or the log forwarder (hang) reports a hang.
 func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout, placement workflow.Future,
 	hang *future[activities.ForwardLogsResult]) jobOutcome {
 	for {
 		if out, done := w.evaluate(ctx); done {
 			return out
+		}
+		if placement != nil && w.status.Phase == schemas.JobLaunching && w.placedOnNodes(ctx) {
+			placement = nil // every replica is on a node: containers may still be starting
 		}
 		if w.status.Phase != schemas.JobLaunching {
 			placement = nil // placed: the placement timeout no longer applies
@@ -320,14 +326,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 				return jobOutcome{schemas.JobFailed, "Hang", msg}
 			}
 			if notPlaced {
-				running := 0
-				for _, r := range w.status.Replicas {
-					if r.Phase == schemas.ReplicaRunning {
-						running++
-					}
-				}
-				return jobOutcome{"", reasonPlacementTimeout, fmt.Sprintf("only %d of %d replicas were placed within %s",
-					running, len(w.status.Replicas), w.in.Job.Spec.Resources.PlacementTimeout.D())}
+				return jobOutcome{"", reasonPlacementTimeout, w.notPlacedMessage(w.placementTimeout)}
 			}
 			return jobOutcome{schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())}
 		}

@@ -27,6 +27,9 @@ type change struct {
 var versions = []change{
 	{id: changeFollowKeepsWatch, since: "2026-12-02",
 		what: "the forwarder ending without a hang no longer cancels the pending gang watch; TestRecoveryRestartsAHungAttempt"},
+	{changePlacedWhenScheduled, "2026-12-02", "an attempt is placed once every replica is scheduled on a node, not once every " +
+		"replica runs, so a slow image pull no longer counts against the placement timeout " +
+		"(TestTrainingJobPlacedWhenScheduled, training_job_placed_when_scheduled.json)"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

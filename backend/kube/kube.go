@@ -237,6 +237,13 @@ type PoolConfig struct {
 	Tolerations       []corev1.Toleration
 	PriorityClassName string
 	Policy            PodPolicy
+	// PlacementTimeout is the placement timeout of the pool's jobs that set none
+	// (placement.go): zero means backend.DefaultPlacementTimeout, negative none.
+	PlacementTimeout time.Duration
+	// Autoscaled marks a pool whose nodes come on demand (a cluster autoscaler adds
+	// them for pending pods): Launch does not refuse a gang that the present nodes
+	// cannot hold.
+	Autoscaled bool
 }
 
 // WithPool configures a resource pool. Default: no pool configured, so the pool

@@ -82,6 +82,17 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	if b.stoppedHere(id) {
 		return nil
 	}
+	build := func(svc *corev1.Service) []*corev1.Pod {
+		pods := make([]*corev1.Pod, len(g.Replicas))
+		for i, r := range g.Replicas {
+			pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports, mounts)
+		}
+		return pods
+	}
+	// A gang that can never fit is told so before anything is created.
+	if err := b.checkFit(ctx, g, ns, build); err != nil {
+		return err
+	}
 	if err := b.ensureNamespace(ctx, ns, g.Workspace); err != nil {
 		return err
 	}
@@ -100,9 +111,8 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 		return err
 	}
 
-	pods := make([]*corev1.Pod, len(g.Replicas))
+	pods := build(svc)
 	for i, r := range g.Replicas {
-		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports, mounts)
 		withS3Env(&pods[i].Spec.Containers[0], s3Env, r.Env)
 	}
 	// The first error in replica order, typed errors intact.

@@ -161,7 +161,8 @@ func gpuRequests(spec backend.GangSpec) map[string]int {
 
 // allocateGPUs returns the devices of each replica of the gang that asks for GPUs:
 // those recorded for it, or new ones, disjoint from every live gang's. It returns an
-// ErrInsufficientResources error when they do not fit. Without an inventory it
+// ErrInsufficientResources error when they do not fit now, and an ErrUnschedulable
+// error when they need more GPUs than the inventory holds. Without an inventory it
 // allocates nothing.
 func (b *Backend) allocateGPUs(ctx context.Context, spec backend.GangSpec) (map[string][]string, error) {
 	need := gpuRequests(spec)
@@ -191,6 +192,10 @@ func (b *Backend) allocateGPUs(ctx context.Context, spec backend.GangSpec) (map[
 		total := 0
 		for _, n := range need {
 			total += n
+		}
+		if total > len(b.gpus) {
+			// Not even every GPU of this host would do: waiting for other gangs cannot help.
+			return false, backend.Unschedulable(fmt.Errorf("cannot fit even with every GPU free: the gang needs %d GPUs, this host has %d", total, len(b.gpus)))
 		}
 		if total > len(free) {
 			return false, backend.InsufficientResources(fmt.Errorf("waiting for %d GPUs: %d of %d free", total, len(free), len(b.gpus)))

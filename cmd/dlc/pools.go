@@ -26,6 +26,10 @@ type poolFlags struct {
 	resources   []string // POOL=NAME
 	accounts    []string // POOL=SERVICEACCOUNT
 	pullSecrets []string // POOL=SECRET
+
+	// Gang placement per pool (backend/kube/placement.go).
+	placementTimeouts []string // POOL=DURATION|none
+	autoscaled        []string // POOL
 }
 
 // register adds the --pool-* flags to cmd; each help starts with prefix, and the
@@ -41,6 +45,7 @@ func (f *poolFlags) register(cmd *cobra.Command, prefix, poolNames string) {
 	fs.StringArrayVar(&f.resources, "pool-allow-resource", nil, prefix+"POOL=NAME: an extended resource (rdma/hca...) a pool's jobs may request; repeatable")
 	fs.StringArrayVar(&f.accounts, "pool-service-account", nil, prefix+"POOL=NAME: service account of a pool's pods whose job names none")
 	fs.StringArrayVar(&f.pullSecrets, "pool-image-pull-secret", nil, prefix+"POOL=SECRET: image pull secret of a pool's pods; repeatable")
+	f.registerPlacement(cmd, prefix)
 }
 
 // options parses the flags into kube.WithPool options.
@@ -114,6 +119,9 @@ func (f *poolFlags) configs() (map[schemas.Pool]*kube.PoolConfig, error) {
 		pc.PriorityClassName = rest
 	}
 	if err := f.policies(get); err != nil {
+		return nil, err
+	}
+	if err := f.placement(get); err != nil {
 		return nil, err
 	}
 	return pools, nil

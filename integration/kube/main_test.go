@@ -116,6 +116,7 @@ func startWorker() error {
 	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(env.stack, "--kubeconfig", env.workerKube,
 		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
 		"--pool-priority-class", "idle="+idleClass,
+		"--pool-placement-timeout", "public="+publicPlacementTimeout,
 		// kwok runs no containers: node health check pods succeed after a second.
 		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s",
 		"--image-pull-grace", testImagePullGrace.String(), "--node-lost-grace", testNodeLostGrace.String())...)
