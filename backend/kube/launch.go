@@ -95,10 +95,14 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	if err := b.ensureGangObjects(ctx, g, svc, mounts); err != nil {
 		return err
 	}
+	if err := b.ensureGangGroup(ctx, g, svc); err != nil {
+		return err
+	}
 
 	pods := make([]*corev1.Pod, len(g.Replicas))
 	for i, r := range g.Replicas {
 		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports, mounts)
+		b.addBatchScheduling(g, pods[i])
 	}
 	// The first error in replica order, typed errors intact.
 	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
