@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,6 +178,21 @@ func WithBatchScheduling(pool schemas.Pool, s BatchScheduling) Option {
 		b.batch[pool] = s
 		return nil
 	}
+}
+
+// WorkerBatchClusterRole is the cluster role of deploy/rbac-batchsched.yaml.
+const WorkerBatchClusterRole = "opendlc-worker-batchsched"
+
+// BatchSchedulerPolicyRules are the permissions a worker needs beyond PolicyRules when
+// a pool hands gangs to coscheduling or Volcano: the rules of
+// deploy/rbac-batchsched.yaml's ClusterRole (a test keeps the two equal). PodGroups are
+// created and deleted, never read: an existing one is the gang's.
+func BatchSchedulerPolicyRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{
+		APIGroups: []string{CoschedulingPodGroups.Group, VolcanoPodGroups.Group},
+		Resources: []string{"podgroups"},
+		Verbs:     []string{"create", "delete"},
+	}}
 }
 
 // WithDynamicClient sets the client of custom resources (the batch schedulers'

@@ -1,12 +1,16 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
@@ -215,5 +220,64 @@ func TestMissingPodGroupCRDIsInvalidSpec(t *testing.T) {
 	}
 	if n := len(pods(t, cs, "vision")); n != 0 {
 		t.Errorf("%d pods created, want none", n)
+	}
+}
+
+// deploy/rbac-batchsched.yaml grants exactly BatchSchedulerPolicyRules to the worker's
+// service account, and they cover every PodGroup request of a gang's life cycle.
+func TestBatchSchedulerRBAC(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/rbac-batchsched.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := bytes.Split(data, []byte("\n---\n"))
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want a ClusterRole and its binding", len(docs))
+	}
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	if err := yaml.UnmarshalStrict(docs[0], &role); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(docs[1], &binding); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(BatchSchedulerPolicyRules(), role.Rules); diff != "" {
+		t.Errorf("rules differ from BatchSchedulerPolicyRules (-want +got):\n%s", diff)
+	}
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: WorkerServiceAccount, Namespace: WorkerNamespace}}
+	if role.Name != WorkerBatchClusterRole || binding.RoleRef.Name != WorkerBatchClusterRole || !cmp.Equal(want, binding.Subjects) {
+		t.Errorf("role %q bound as %+v to %+v", role.Name, binding.RoleRef, binding.Subjects)
+	}
+
+	cs, dc := newClient(), newDynamic()
+	b := newBackend(t, cs, WithDynamicClient(dc),
+		WithBatchScheduling(schemas.PoolSpot, BatchScheduling{Scheduler: GangSchedulerVolcano}),
+		WithBatchScheduling(schemas.PoolPublic, BatchScheduling{Scheduler: GangSchedulerCoscheduling}))
+	for _, pool := range []schemas.Pool{schemas.PoolSpot, schemas.PoolPublic} {
+		g := gangOf(t, ddp("bert-"+string(pool)).Pool(pool))
+		launch(t, b, g)
+		launch(t, b, g) // AlreadyExists
+		if err := b.Stop(context.Background(), g.GangRef); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Cleanup(context.Background(), g.GangRef); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used := map[string]bool{}
+	for _, a := range dc.Actions() {
+		res := a.GetResource()
+		if !allowed(BatchSchedulerPolicyRules(), res.Group, res.Resource, a.GetVerb()) {
+			t.Errorf("%s %s (group %q) is not allowed", a.GetVerb(), res.Resource, res.Group)
+		}
+		used[a.GetVerb()+" "+res.Group] = true
+	}
+	for _, v := range []string{"create", "delete"} {
+		for _, g := range []string{CoschedulingPodGroups.Group, VolcanoPodGroups.Group} {
+			if !used[v+" "+g] {
+				t.Errorf("%s on %s podgroups is granted but never used", v, g)
+			}
+		}
 	}
 }
