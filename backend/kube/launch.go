@@ -118,8 +118,10 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 		return err
 	}
 	if patched != nil && patched.Annotations[AnnotationStopped] != "" {
-		_, err := b.deleteRunning(ctx, ns, g.GangRef, b.grace)
-		return err
+		if _, err := b.deleteRunning(ctx, ns, g.GangRef, b.grace); err != nil {
+			return err
+		}
+		return b.deleteGangGroups(ctx, ns, g.GangRef)
 	}
 	return nil
 }
