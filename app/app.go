@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opendlc/opendlc/api/server"
@@ -277,7 +278,13 @@ func NewKubeBackend(kubeconfig string, opts ...kube.Option) (*kube.Backend, erro
 	if err != nil {
 		return nil, fmt.Errorf("app: kubernetes client: %w", err)
 	}
-	return kube.New(cs, opts...)
+	// For the batch schedulers' PodGroups (custom resources); it contacts nothing
+	// until a pool that hands gangs to one launches.
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("app: kubernetes dynamic client: %w", err)
+	}
+	return kube.New(cs, append([]kube.Option{kube.WithDynamicClient(dc)}, opts...)...)
 }
 
 // Err returns a channel that receives the API server's error if it stops serving (nil

@@ -111,6 +111,10 @@ type GangSpec struct {
 	// within its pool policy; the local backend ignores them.
 	Pod      *schemas.PodOptions `json:"pod,omitempty"`
 	Replicas []ReplicaSpec       `json:"replicas"`
+	// PlacementTimeout is the job's spec.resources.placementTimeout (0 when unset):
+	// the kubernetes backend gives it to a batch scheduler that bounds how long a
+	// partly placed gang may hold what it has (coscheduling's PodGroup).
+	PlacementTimeout time.Duration `json:"placementTimeout,omitempty"`
 }
 
 // ReplicaSpec is one process or pod of a gang.

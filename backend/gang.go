@@ -66,6 +66,7 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		Elastic:        spec.Elastic,
 		Priority:       spec.Resources.Priority,
 	}
+	g.PlacementTimeout = spec.Resources.PlacementTimeout.D()
 	if p.Pool != "" {
 		g.Pool = p.Pool
 	}

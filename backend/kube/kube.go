@@ -40,6 +40,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -82,6 +83,8 @@ type Backend struct {
 	sshPath          string
 	podAnnotations   map[string]string
 	pools            map[schemas.Pool]PoolConfig
+	batch            map[schemas.Pool]BatchScheduling // pools whose gangs a batch scheduler places (batchsched.go)
+	dynamic          dynamic.Interface                // for the batch schedulers' PodGroups
 	grace            time.Duration
 	resync           time.Duration
 	clock            clock.WithTicker
@@ -351,6 +354,9 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		if err := o(b); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.checkBatchScheduling(); err != nil {
+		return nil, err
 	}
 	b.cache = newPodCache(client, b.resync)
 	b.nodes = newNodeCache(client, b.resync, b.cache.notify)

@@ -110,10 +110,14 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	if err := b.ensureGangObjects(ctx, g, svc, mounts); err != nil {
 		return err
 	}
+	if err := b.ensureGangGroup(ctx, g, svc); err != nil {
+		return err
+	}
 
 	pods := build(svc)
 	for i, r := range g.Replicas {
 		withS3Env(&pods[i].Spec.Containers[0], s3Env, r.Env)
+		b.addBatchScheduling(g, pods[i])
 	}
 	// The first error in replica order, typed errors intact.
 	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
@@ -129,8 +133,10 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 		return err
 	}
 	if patched != nil && patched.Annotations[AnnotationStopped] != "" {
-		_, err := b.deleteRunning(ctx, ns, g.GangRef, b.grace)
-		return err
+		if _, err := b.deleteRunning(ctx, ns, g.GangRef, b.grace); err != nil {
+			return err
+		}
+		return b.deleteGangGroups(ctx, ns, g.GangRef)
 	}
 	return nil
 }

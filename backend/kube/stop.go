@@ -49,7 +49,9 @@ func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 			return err
 		}
 		if left == 0 {
-			return nil
+			// Nothing of the gang is left to place: free its PodGroup (a Volcano
+			// queue counts an unfinished group against its capacity).
+			return b.deleteGangGroups(ctx, ns, ref)
 		}
 		// Wait on the cache, which costs nothing to read, and go back to the server
 		// (which also deletes any pod a racing Launch created) once the cache sees
@@ -136,6 +138,9 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 	err := b.client.CoreV1().Services(ns).Delete(ctx, serviceName(ref), metav1.DeleteOptions{PropagationPolicy: &policy})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kube: delete service %s/%s: %w", ns, serviceName(ref), err)
+	}
+	if err := b.deleteGangGroups(ctx, ns, ref); err != nil {
+		return err
 	}
 	pods, err := listGangPods(ctx, b.client, ns, ref)
 	if err != nil {

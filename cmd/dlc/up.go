@@ -289,6 +289,7 @@ func newWorkerCmd() *cobra.Command {
 	var probeImage string
 	var gpus int
 	var pools poolFlags
+	var batch batchFlags
 	var pod podFlags
 	var grace graceFlags
 	var verbose bool
@@ -327,6 +328,11 @@ func newWorkerCmd() *cobra.Command {
 					return err
 				}
 				opts = append(opts, poolOpts...)
+				batchOpts, err := batch.options()
+				if err != nil {
+					return err
+				}
+				opts = append(opts, batchOpts...)
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
@@ -376,6 +382,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
+	batch.register(cmd, "kubernetes: ")
 	pod.register(cmd)
 	grace.register(cmd)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")

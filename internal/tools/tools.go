@@ -118,6 +118,10 @@ var pinned = []Tool{
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	// kwok has no local replaces, so go install builds it in its own module graph.
 	{Name: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", Version: "v0.8.0", Group: kubeGroup},
+	// kube-scheduler with scheduler-plugins' Coscheduling plugin, kubestack's optional
+	// second scheduler (sources.go).
+	{Name: "coscheduler", Package: "github.com/opendlc/opendlc/tools/schedplugins/coscheduler", Version: schedPluginsVersion,
+		Module: schedPluginsModule, Group: batchGroup, LDFlags: kubeLDFlags(schedPluginsKubeVersion)},
 }
 
 // List returns the pinned tools, in a stable order. The versions of tools
