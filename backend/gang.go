@@ -157,4 +157,3 @@ func DataEnvName(name string) string { return "DLC_DATA_" + EnvName(name) }
 func EnvName(s string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(s))
 }
-
