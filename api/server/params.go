@@ -153,3 +153,20 @@ func quoteShort(v string) string {
 	}
 	return strconv.Quote(v)
 }
+
+// refuseDotSegments answers 400 to a path with a "." or ".." segment (escaped or not),
+// which ServeMux would otherwise redirect to another route's path: a name is never "."
+// or "..", and a client that sends one gets an error, not another object.
+func refuseDotSegments(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, seg := range strings.Split(r.URL.Path, "/") {
+			if seg == "." || seg == ".." {
+				writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument,
+					Message: fmt.Sprintf("invalid path %s: a \".\" or \"..\" segment names nothing", quoteShort(r.URL.Path)),
+					Details: []schemas.FieldError{{Field: "path", Detail: "must not hold \".\" or \"..\" segments"}}})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
