@@ -62,13 +62,14 @@ func ShellScriptArg(argv []string) int {
 				return i + 1
 			}
 			return -1
-		case a == "-o" || a == "+o" || a == "-O" || a == "+O":
-			i++ // the option's argument
 		case strings.HasPrefix(a, "--"):
 			// a long option (--norc, --login)
 		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
 			if a[0] == '-' && strings.ContainsRune(a[1:], 'c') {
 				sawC = true
+			}
+			if strings.ContainsAny(a[1:], "oO") {
+				i++ // -o NAME, -euo NAME: the option's argument
 			}
 		default:
 			// The first operand: the command string after -c, else a script file.
