@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -132,7 +133,7 @@ func (l *AllowList) allowsAddr(ap netip.AddrPort) bool {
 			return true
 		}
 	}
-	return l.hostPorts[hostPortKey(a.String(), fmt.Sprint(ap.Port()))]
+	return l.hostPorts[hostPortKey(a.String(), strconv.FormatUint(uint64(ap.Port()), 10))]
 }
 
 // checkDial decides whether a connection to the resolved address may be made; byName

@@ -44,7 +44,9 @@ var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true
 func ShellScriptArg(argv []string) int {
 	i := 0
 	if i < len(argv) && path.Base(argv[i]) == "env" {
-		for i++; i < len(argv) && (strings.HasPrefix(argv[i], "-") || strings.Contains(argv[i], "=")); i++ {
+		i++
+		for i < len(argv) && (strings.HasPrefix(argv[i], "-") || strings.Contains(argv[i], "=")) {
+			i++ // env's options and NAME=VALUE assignments
 		}
 	}
 	if i < len(argv) && path.Base(argv[i]) == "busybox" {

@@ -75,7 +75,7 @@ func TestSubstituteJobKeepsValuesOutOfShells(t *testing.T) {
 // NUL bytes and over-long values are refused, naming the reference and the field.
 func TestSubstituteJobRefusesNULAndLongValues(t *testing.T) {
 	for value, want := range map[string]string{
-		"a\x00b":                                       "spec.args[0]: the value of ${params.v} holds a NUL byte",
+		"a\x00b": "spec.args[0]: the value of ${params.v} holds a NUL byte",
 		strings.Repeat("x", MaxTemplateValueLength+1): "spec.args[0]: the value of ${params.v} is 4097 bytes long; at most 4096",
 	} {
 		spec := TrainingJobSpec{Command: []string{"train"}, Args: []string{"--v=${params.v}"}}

@@ -159,7 +159,7 @@ func quoteShort(v string) string {
 // or "..", and a client that sends one gets an error, not another object.
 func refuseDotSegments(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, seg := range strings.Split(r.URL.Path, "/") {
+		for seg := range strings.SplitSeq(r.URL.Path, "/") {
 			if seg == "." || seg == ".." {
 				writeError(w, http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument,
 					Message: fmt.Sprintf("invalid path %s: a \".\" or \"..\" segment names nothing", quoteShort(r.URL.Path)),
