@@ -126,8 +126,8 @@ func SubstituteJob(spec *TrainingJobSpec, p Path, resolve func(TemplateRef) (str
 	for _, e := range spec.Env {
 		taken[e.Name] = true
 	}
-	for _, r := range spec.Roles {
-		for _, e := range r.Env {
+	for _, name := range sortedKeys(spec.Roles) {
+		for _, e := range spec.Roles[name].Env {
 			taken[e.Name] = true
 		}
 	}
