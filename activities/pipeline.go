@@ -194,14 +194,10 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 	name := schemas.StepJobName(in.Run.Name, in.Step.Name)
 	spec := schemas.CopyJobSpec(in.Step.Job)
 	var errs []string
-	schemas.JobTemplateFields(&spec, schemas.NewPath("job"), func(p schemas.Path, v *string) {
-		s, err := schemas.ExpandTemplate(*v, resolve)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", p, err))
-			return
-		}
-		*v = s
-	})
+	// Values go into arguments and environment values, never through a shell's parser.
+	for _, err := range schemas.SubstituteJob(&spec, schemas.NewPath("job"), resolve) {
+		errs = append(errs, err.Error())
+	}
 	outputs := map[string]string{schemas.OutputJob: name}
 	if spec.Checkpoint != nil {
 		outputs[schemas.OutputCheckpointURI] = spec.Checkpoint.URI
@@ -213,6 +209,9 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 	sort.Strings(keys)
 	for _, k := range keys {
 		s, err := schemas.ExpandTemplate(in.Step.Outputs[k], resolve)
+		if err == nil {
+			err = schemas.CheckTemplateValue("outputs."+k, s)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("outputs.%s: %v", k, err))
 			continue

@@ -88,6 +88,9 @@ type Config struct {
 	// Notifications runs the notification dispatcher (DLC_RULES to webhooks and
 	// subjects).
 	Notifications bool
+	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
+	// webhooks may reach; notify.ParseAllowList reads it. Default none.
+	WebhookAllow []string
 	// Triggers runs the trigger dispatcher (DLC_INBOUND to pipeline and job starts).
 	// Several processes may run it: they share its durable consumer.
 	Triggers bool
@@ -189,7 +192,8 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 	}
 	if cfg.Notifications {
-		if p.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(cfg.Logger)); err != nil {
+		if p.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(cfg.Logger),
+			notify.WithWebhookAllowList(cfg.WebhookAllow...)); err != nil {
 			return nil, err
 		}
 	}

@@ -17,8 +17,8 @@ type GangParams struct {
 	UID string `json:"uid"`
 	// ResumeFrom is the checkpoint the attempt resumes from; empty on a fresh start.
 	ResumeFrom string `json:"resumeFrom,omitempty"`
-	// Params are hyper-parameters (HPO trials) substituted for ${params.NAME} and
-	// passed as DLC_PARAMS.
+	// Params are hyper-parameters (HPO trials), passed as DLC_PARAMS; the trial's job
+	// spec has them substituted already.
 	Params map[string]any `json:"params,omitempty"`
 	// ExcludeNodes keeps the attempt off these nodes.
 	ExcludeNodes []string `json:"excludeNodes,omitempty"`
@@ -79,14 +79,9 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		if len(rs.Args) > 0 {
 			args = rs.Args
 		}
-		argv := make([]string, 0, len(command)+len(args))
-		for _, a := range append(append([]string{}, command...), args...) {
-			s, err := substituteParams(a, p.Params)
-			if err != nil {
-				return GangSpec{}, err
-			}
-			argv = append(argv, s)
-		}
+		// References were substituted when the job was made (schemas.SubstituteJob): a
+		// value that reads like one is an argument as it is.
+		argv := append(append([]string{}, command...), args...)
 		if len(argv) == 0 {
 			return GangSpec{}, fmt.Errorf("spec.roles.%s.command: no command for this role", role)
 		}
@@ -162,41 +157,4 @@ func DataEnvName(name string) string { return "DLC_DATA_" + EnvName(name) }
 // EnvName turns s into the upper-case, underscore-separated form used in variable names.
 func EnvName(s string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(s))
-}
-
-// substituteParams replaces ${params.NAME} with the parameter's value.
-func substituteParams(s string, params map[string]any) (string, error) {
-	const open = "${params."
-	var b strings.Builder
-	for {
-		i := strings.Index(s, open)
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		j := strings.Index(s[i:], "}")
-		if j < 0 {
-			return "", fmt.Errorf("unterminated %q in %q", open, s)
-		}
-		name := s[i+len(open) : i+j]
-		v, ok := params[name]
-		if !ok {
-			return "", fmt.Errorf("parameter %q is not defined", name)
-		}
-		b.WriteString(s[:i])
-		b.WriteString(formatParam(v))
-		s = s[i+j+1:]
-	}
-}
-
-func formatParam(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	default:
-		b, _ := json.Marshal(x)
-		return string(b)
-	}
 }

@@ -85,6 +85,9 @@ type Config struct {
 	// (dlc.<workspace>.s3.events) the S3 gateway publishes every bucket's
 	// notifications to, for triggers; default "default".
 	S3EventsWorkspace string
+	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
+	// notification webhooks may reach (app.Config.WebhookAllow). Default none.
+	WebhookAllow []string
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -188,6 +191,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		LocalOptions:  localOptions(cfg),
 		Interceptors:  cfg.Interceptors,
 		Notifications: true,
+		WebhookAllow:  cfg.WebhookAllow,
 		Triggers:      true,
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
 			AdminTokenFile: cfg.AdminTokenFile},

@@ -53,6 +53,8 @@ func setup(ctx context.Context, dir string) (func(), error) {
 	e, err := embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: itest.Logger(slog.LevelWarn),
 		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults},
+		// Test webhooks listen on loopback, which webhooks reach only when allowed.
+		WebhookAllow: []string{"127.0.0.1"},
 	})
 	if err != nil {
 		return nil, err

@@ -50,7 +50,11 @@ type DeadLetter struct {
 	Destination string `json:"destination"`
 	// Attempts is how many times delivery was tried.
 	Attempts int `json:"attempts"`
-	// Error is what went wrong with the last attempt.
+	// Status is the HTTP status of the last attempt's answer; 0 when there was none (the
+	// destination was refused, unreachable or too slow) or for a subject.
+	Status int `json:"status,omitempty"`
+	// Error is what went wrong with the last attempt: at most 300 bytes of printable
+	// text, never the webhook's response body.
 	Error string `json:"error"`
 	// FirstAttempt and LastAttempt are when delivery was first and last tried.
 	FirstAttempt time.Time `json:"firstAttempt"`
@@ -295,16 +299,11 @@ func (d *Dispatcher) post(t *task, r *schemas.NotificationRule, n int) error {
 		return err
 	}
 	defer resp.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection is reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	msg := fmt.Sprintf("HTTP %d", resp.StatusCode)
-	if body := strings.TrimSpace(strings.ToValidUTF8(string(head), "")); body != "" {
-		msg += ": " + body
-	}
-	return errors.New(msg)
+	return httpStatusError{resp.StatusCode}
 }
 
 // secret returns the HMAC key of a webhook.
@@ -369,9 +368,12 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 		Target:         t.target,
 		Destination:    dest,
 		Attempts:       attempts,
-		Error:          last.Error(),
+		Error:          sanitizeReason(last.Error()),
 		FirstAttempt:   first.UTC(),
 		LastAttempt:    time.Now().UTC(),
+	}
+	if se := (httpStatusError{}); errors.As(last, &se) {
+		dl.Status = se.code
 	}
 	data, err := json.Marshal(dl)
 	if err != nil {

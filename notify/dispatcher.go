@@ -39,6 +39,8 @@ type Options struct {
 	MaxCatchUp time.Duration
 	// HTTPClient sends webhook requests.
 	HTTPClient *http.Client
+	// WebhookAllow names the internal destinations the default HTTP client may reach.
+	WebhookAllow *AllowList
 	// Secrets resolves webhook secretRefs.
 	Secrets SecretSource
 	// Logger receives what goes wrong with deliveries.
@@ -111,9 +113,26 @@ func WithMaxCatchUp(d time.Duration) Option {
 
 // WithHTTPClient sets the client of webhook requests. Each request is bounded by its
 // rule's timeout whatever the client's own. Default: a client that does not follow
-// redirects (a 3xx answer is a failed attempt).
+// redirects (a 3xx answer is a failed attempt), uses no proxy, and refuses to connect
+// to loopback, private, link-local, multicast, unspecified and other special-purpose
+// addresses unless WithWebhookAllowList names them. A client given here is used as it
+// is, without those checks.
 func WithHTTPClient(c *http.Client) Option {
 	return func(o *Options) error { o.HTTPClient = c; return nil }
+}
+
+// WithWebhookAllowList names the internal destinations that webhooks may reach despite
+// the default client's refusal (see ParseAllowList): address ranges ("10.0.0.0/8"),
+// single addresses ("127.0.0.1") and host:port pairs ("hooks.internal:8443").
+func WithWebhookAllowList(entries ...string) Option {
+	return func(o *Options) error {
+		l, err := ParseAllowList(entries)
+		if err != nil {
+			return err
+		}
+		o.WebhookAllow = l
+		return nil
+	}
 }
 
 // WithSecrets sets how webhook secretRefs are resolved. Default none: a delivery to a
@@ -216,12 +235,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 	}
 	d.log = d.log.With("component", "notify")
 	if d.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = o.WorkspaceConcurrency
-		d.client = &http.Client{
-			Transport:     t,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		d.client = newWebhookClient(o.WebhookAllow, o.WorkspaceConcurrency)
 	}
 	var err error
 	if d.kv, err = js.KeyValue(ctx, RulesBucket); err != nil {

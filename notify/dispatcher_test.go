@@ -160,7 +160,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	}
 	wantLetter := func(p published) letter {
 		return letter{p.id + ":down:webhook:deadletter", p.id, "a", "down", "webhook", rc.url(),
-			"HTTP 503: Service Unavailable", string(p.data), 3, true}
+			"HTTP 503 Service Unavailable", string(p.data), 3, true}
 	}
 	wantEqual(t, "dead letters", []letter{wantLetter(p1), wantLetter(p2)}, got)
 	var attempts []string

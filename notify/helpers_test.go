@@ -61,7 +61,8 @@ func newEnv(t *testing.T) *env {
 // start starts a dispatcher that the test's cleanup closes.
 func (e *env) start(opts ...notify.Option) *notify.Dispatcher {
 	e.t.Helper()
-	opts = append([]notify.Option{notify.WithLogger(testLogger(e.t))}, opts...)
+	// The receivers listen on 127.0.0.1, which webhooks reach only when allowed.
+	opts = append([]notify.Option{notify.WithLogger(testLogger(e.t)), notify.WithWebhookAllowList("127.0.0.1")}, opts...)
 	d, err := notify.StartDispatcher(e.ctx, e.js, opts...)
 	if err != nil {
 		e.t.Fatal(err)

@@ -315,30 +315,6 @@ func ParamRefs(s string) ([]string, error) {
 	}
 }
 
-// SubstituteParams replaces every ${params.NAME} of s with the value of NAME in values.
-func SubstituteParams(s string, values map[string]string) (string, error) {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, paramRefOpen)
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		rest := s[i+len(paramRefOpen):]
-		before, after, ok0 := strings.Cut(rest, "}")
-		if !ok0 {
-			return "", fmt.Errorf("unterminated %s", paramRefOpen)
-		}
-		v, ok := values[before]
-		if !ok {
-			return "", fmt.Errorf("parameter %q is not defined", before)
-		}
-		b.WriteString(s[:i])
-		b.WriteString(v)
-		s = after
-	}
-}
-
 // Trial job labels.
 const (
 	LabelExperiment = "experiment"
@@ -359,36 +335,20 @@ func (e *Experiment) TrialJob(job string, id int, values map[string]string) (Tra
 	if err != nil {
 		return TrainingJob{}, fmt.Errorf("schemas: copy trial template: %w", err)
 	}
-	var firstErr error
-	sub := func(s string) string {
-		out, err := SubstituteParams(s, values)
-		if err != nil && firstErr == nil {
-			firstErr = err
+	// The values go into arguments and environment values, never through a shell's
+	// parser (SubstituteJob). References other than ${params.NAME} are left as written.
+	errs := SubstituteJob(&spec, NewPath("spec"), func(r TemplateRef) (string, error) {
+		if r.Root != RefParams {
+			return r.String(), nil
 		}
-		return out
-	}
-	substitute := func(l []string) {
-		for i := range l {
-			l[i] = sub(l[i])
+		v, ok := values[r.Name]
+		if !ok {
+			return "", fmt.Errorf("parameter %q is not defined", r.Name)
 		}
-	}
-	substituteEnv := func(l []EnvVar) {
-		for i := range l {
-			l[i].Value = sub(l[i].Value)
-		}
-	}
-	substitute(spec.Command)
-	substitute(spec.Args)
-	substituteEnv(spec.Env)
-	for _, name := range sortedKeys(spec.Roles) {
-		r := spec.Roles[name]
-		substitute(r.Command)
-		substitute(r.Args)
-		substituteEnv(r.Env)
-		spec.Roles[name] = r
-	}
-	if firstErr != nil {
-		return TrainingJob{}, fmt.Errorf("schemas: trial %d: %w", id, firstErr)
+		return v, nil
+	})
+	if len(errs) > 0 {
+		return TrainingJob{}, fmt.Errorf("schemas: trial %d: %w", id, errs[0])
 	}
 	if spec.Checkpoint != nil {
 		spec.Checkpoint.URI = strings.TrimRight(spec.Checkpoint.URI, "/") + "/" + job

@@ -132,7 +132,8 @@ func (s *TriggerSpec) Matches(event any) bool {
 }
 
 // ResolveParams evaluates the trigger's params for an event: every ${event.<path>} is
-// replaced by the field's value. A missing field is an error.
+// replaced by the field's value. A missing field is an error, and so is a value that
+// CheckTemplateValue refuses (a NUL byte, too long).
 func (s *TriggerSpec) ResolveParams(event any) (map[string]string, error) {
 	out := make(map[string]string, len(s.Params))
 	for _, k := range sortedKeys(s.Params) {
@@ -146,6 +147,9 @@ func (s *TriggerSpec) ResolveParams(event any) (map[string]string, error) {
 			}
 			return FieldString(x), nil
 		})
+		if err == nil {
+			err = CheckTemplateValue("params."+k, v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("params.%s: %w", k, err)
 		}

@@ -397,18 +397,13 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		}
 	case a.Job != nil:
 		spec := schemas.CopyJobSpec(a.Job)
-		var errs []error
-		schemas.JobTemplateFields(&spec, schemas.NewPath("spec"), func(p schemas.Path, v *string) {
-			s, err := schemas.ExpandTemplate(*v, func(r schemas.TemplateRef) (string, error) {
-				if x, ok := params[r.Name]; ok && r.Root == schemas.RefParams {
-					return x, nil
-				}
-				return "", fmt.Errorf("%s: no value", r)
-			})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+		// Values taken from the event go into arguments and environment values, never
+		// through a shell's parser (schemas.SubstituteJob).
+		errs := schemas.SubstituteJob(&spec, schemas.NewPath("spec"), func(r schemas.TemplateRef) (string, error) {
+			if x, ok := params[r.Name]; ok && r.Root == schemas.RefParams {
+				return x, nil
 			}
-			*v = s
+			return "", fmt.Errorf("%s: no value", r)
 		})
 		if len(errs) > 0 {
 			return permanent("%w", errors.Join(errs...))

@@ -312,6 +312,10 @@ func (s *Server) serveRoute(rt *route, w http.ResponseWriter, r *http.Request) {
 	if st := requestOf(r); st != nil {
 		st.w = w
 	}
+	if err := checkParams(rt, r); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
 	if !rt.public {
 		ws := ""
 		if rt.ws == wsPath {

@@ -104,7 +104,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 // generated from it and a test refuses routes it does not list.
 func (s *Server) Handler() http.Handler {
 	mux := s.tableMux()
-	return s.withAuth(mux)
+	return refuseDotSegments(s.withAuth(mux))
 }
 
 // document is a decoded document of any kind: it validates itself.

@@ -77,6 +77,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.TLSCertFile, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (chain)")
 	f.StringVar(&opts.TLSKeyFile, "tls-key", "", "the PEM key of --tls-cert")
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
+	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
 	grace.register(cmd)
