@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
@@ -53,6 +54,8 @@ func setup(ctx context.Context, dir string) (func(), error) {
 	e, err := embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: itest.Logger(slog.LevelWarn),
 		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults},
+		// Summaries of suppressed audit records every 2 s, for TestBadTokenFloodIsLimited.
+		RateLimits: server.RateLimits{SummaryEvery: 2 * time.Second},
 	})
 	if err != nil {
 		return nil, err
