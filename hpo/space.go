@@ -12,7 +12,8 @@ import (
 var ErrInvalidSpace = errors.New("hpo: invalid search space")
 
 // Validate checks a search space and returns an error naming the first parameter that is
-// wrong: names must be present and unique, numeric bounds finite with Min < Max, a log
+// wrong: names must be present and unique, numeric bounds finite with Min < Max and a
+// finite Max-Min, a log
 // scale needs Min > 0, a step must be > 0 and <= Max-Min (and whole for an int, whose
 // bounds must be whole too), and a categorical parameter needs at least one value and no
 // value twice.
@@ -59,6 +60,10 @@ func validateParam(p Param) error {
 	}
 	if !(p.Min < p.Max) {
 		return fmt.Errorf("min %v must be < max %v", p.Min, p.Max)
+	}
+	if math.IsInf(p.Max-p.Min, 0) {
+		// Samplers scale by the width: an infinite one turns every suggestion into NaN.
+		return fmt.Errorf("the range max-min (%v - %v) must be finite", p.Max, p.Min)
 	}
 	if p.Log && !(p.Min > 0) {
 		return fmt.Errorf("log scale needs min > 0 (min is %v)", p.Min)
