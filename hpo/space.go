@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// MaxValues bounds how many values a quantised parameter (an int, or a float with a
+// step) may take: 2^40, as many as a grid may have in all.
+const MaxValues = 1 << 40
+
 // ErrInvalidSpace is wrapped by every error Validate returns.
 var ErrInvalidSpace = errors.New("hpo: invalid search space")
 
@@ -73,6 +77,15 @@ func validateParam(p Param) error {
 	}
 	if p.Step > p.Max-p.Min {
 		return fmt.Errorf("step %v must be <= max-min (%v)", p.Step, p.Max-p.Min)
+	}
+	// Quantised values are Min + k*step (step 1 for an int without one); k must fit
+	// the samplers' integers.
+	q := p.Step
+	if p.Type == Int && q == 0 {
+		q = 1
+	}
+	if q > 0 && (p.Max-p.Min)/q >= MaxValues {
+		return fmt.Errorf("[min, max] holds more than 2^40 values of step %v; use a larger step", q)
 	}
 	if p.Type == Int {
 		if p.Min != math.Trunc(p.Min) || p.Max != math.Trunc(p.Max) {
