@@ -110,6 +110,9 @@ type APIConfig struct {
 	// AdminTokenFile, when set, installs the admin token kept in that file (generated
 	// there, mode 0600, if missing).
 	AdminTokenFile string
+	// RateLimits bound failed authentication and anonymous audit records per client
+	// address (server.RateLimits); the zero value takes the defaults.
+	RateLimits server.RateLimits
 }
 
 // Process is a running process. Close stops it.
@@ -240,7 +243,8 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 		}
 	}
 	opts := []server.Option{server.WithNamespace(cfg.Namespace), server.WithLogger(cfg.Logger),
-		server.WithRules(rules), server.WithAuth(p.Auth), server.WithTriggers(triggerStore)}
+		server.WithRules(rules), server.WithAuth(p.Auth), server.WithTriggers(triggerStore),
+		server.WithRateLimits(cfg.API.RateLimits)}
 	if cfg.TaskQueue != "" {
 		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
 	}

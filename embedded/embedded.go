@@ -81,6 +81,9 @@ type Config struct {
 	AdminTokenFile string
 	// TLSCertFile and TLSKeyFile, when set, serve the API over HTTPS.
 	TLSCertFile, TLSKeyFile string
+	// RateLimits bound failed authentication and anonymous audit records per client
+	// address; default server.RateLimits' defaults.
+	RateLimits server.RateLimits
 	// S3EventsWorkspace is the workspace whose S3 notification subject
 	// (dlc.<workspace>.s3.events) the S3 gateway publishes every bucket's
 	// notifications to, for triggers; default "default".
@@ -194,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		WebhookAllow:  cfg.WebhookAllow,
 		Triggers:      true,
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
-			AdminTokenFile: cfg.AdminTokenFile},
+			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits},
 	}))
 	if err != nil {
 		return nil, err

@@ -34,6 +34,11 @@ type AuditData struct {
 	Code   string `json:"code,omitempty"`
 	// DurationMs is how long the call took.
 	DurationMs int64 `json:"durationMs"`
+	// Suppressed, in a summary record, counts the refused anonymous calls from
+	// RemoteAddr that were not audited one by one (the per-address audit limit);
+	// Summary says so in words.
+	Suppressed int64  `json:"suppressed,omitempty"`
+	Summary    string `json:"summary,omitempty"`
 }
 
 // AuditSubject carries a workspace's audit events; calls that concern no workspace

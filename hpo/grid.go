@@ -67,6 +67,10 @@ func (g *GridSampler) Suggest(h History, id int) (map[string]float64, error) {
 	return out, nil
 }
 
+// maxAxis bounds the values of one parameter of a grid, which the sampler lists
+// (8 MiB of values).
+const maxAxis = 1 << 20
+
 // axes lists each parameter's grid values, in space order.
 func (g *GridSampler) axes(space Space) ([][]float64, error) {
 	dims, err := newDims(space)
@@ -83,6 +87,9 @@ func (g *GridSampler) axes(space Space) ([][]float64, error) {
 				axes[i][k] = float64(k)
 			}
 		case d.q > 0:
+			if d.kmax+1 > maxAxis {
+				return nil, fmt.Errorf("hpo: grid: parameter %q has %d values; a grid axis may have at most %d", d.p.Name, d.kmax+1, maxAxis)
+			}
 			axes[i] = make([]float64, d.kmax+1)
 			for k := range axes[i] {
 				axes[i][k] = d.valueAt(k)

@@ -8,11 +8,16 @@ import (
 	"strings"
 )
 
+// MaxValues bounds how many values a quantised parameter (an int, or a float with a
+// step) may take: 2^40, as many as a grid may have in all.
+const MaxValues = 1 << 40
+
 // ErrInvalidSpace is wrapped by every error Validate returns.
 var ErrInvalidSpace = errors.New("hpo: invalid search space")
 
 // Validate checks a search space and returns an error naming the first parameter that is
-// wrong: names must be present and unique, numeric bounds finite with Min < Max, a log
+// wrong: names must be present and unique, numeric bounds finite with Min < Max and a
+// finite Max-Min, a log
 // scale needs Min > 0, a step must be > 0 and <= Max-Min (and whole for an int, whose
 // bounds must be whole too), and a categorical parameter needs at least one value and no
 // value twice.
@@ -60,6 +65,10 @@ func validateParam(p Param) error {
 	if !(p.Min < p.Max) {
 		return fmt.Errorf("min %v must be < max %v", p.Min, p.Max)
 	}
+	if math.IsInf(p.Max-p.Min, 0) {
+		// Samplers scale by the width: an infinite one turns every suggestion into NaN.
+		return fmt.Errorf("the range max-min (%v - %v) must be finite", p.Max, p.Min)
+	}
 	if p.Log && !(p.Min > 0) {
 		return fmt.Errorf("log scale needs min > 0 (min is %v)", p.Min)
 	}
@@ -68,6 +77,15 @@ func validateParam(p Param) error {
 	}
 	if p.Step > p.Max-p.Min {
 		return fmt.Errorf("step %v must be <= max-min (%v)", p.Step, p.Max-p.Min)
+	}
+	// Quantised values are Min + k*step (step 1 for an int without one); k must fit
+	// the samplers' integers.
+	q := p.Step
+	if p.Type == Int && q == 0 {
+		q = 1
+	}
+	if q > 0 && (p.Max-p.Min)/q >= MaxValues {
+		return fmt.Errorf("[min, max] holds more than 2^40 values of step %v; use a larger step", q)
 	}
 	if p.Type == Int {
 		if p.Min != math.Trunc(p.Min) || p.Max != math.Trunc(p.Max) {

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
@@ -55,6 +56,8 @@ func setup(ctx context.Context, dir string) (func(), error) {
 		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults},
 		// Test webhooks listen on loopback, which webhooks reach only when allowed.
 		WebhookAllow: []string{"127.0.0.1"},
+		// Summaries of suppressed audit records every 2 s, for TestBadTokenFloodIsLimited.
+		RateLimits: server.RateLimits{SummaryEvery: 2 * time.Second},
 	})
 	if err != nil {
 		return nil, err

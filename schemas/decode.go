@@ -247,6 +247,9 @@ func yamlToJSON(data []byte) ([]byte, error) {
 		if len(n.Content) > 0 && !(n.Content[0].Kind == yamlv3.ScalarNode && n.Content[0].Tag == "!!null") {
 			docs++
 		}
+		if err := checkYAMLBounds(&n); err != nil {
+			return nil, err
+		}
 		findDuplicateKeys(&n, "", 0, &dups)
 	}
 	if len(dups) > 0 {

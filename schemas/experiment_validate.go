@@ -235,6 +235,11 @@ func validateRange(ps ParameterSpec, p Path, errs *ErrorList) {
 		add(Invalid(p.Child("max"), "must be greater than min"))
 		bounded = false
 	}
+	if bounded && math.IsInf(*ps.Max-*ps.Min, 0) {
+		// The samplers scale by max - min: an infinite width makes every value NaN.
+		add(Invalid(p.Child("max"), "max - min must be a finite number (got %g - %g)", *ps.Max, *ps.Min))
+		bounded = false
+	}
 	switch {
 	case ps.Step < 0:
 		add(Invalid(p.Child("step"), "must be > 0"))

@@ -22,6 +22,9 @@ func FuzzDecodeTrainingJob(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, name := range files {
+		if st, err := os.Stat(name); err != nil || st.IsDir() {
+			continue // testdata/fuzz holds the corpora
+		}
 		data, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)

@@ -30,6 +30,9 @@ func (s *Server) audit(r *http.Request, st *request, rec *recorder, start time.T
 	if st.route != nil && !st.route.mutating() || st.route == nil && !mutatingMethod(r.Method) {
 		return
 	}
+	if !s.auditAllowed(r, st) {
+		return
+	}
 	status := rec.status
 	if status == 0 {
 		status = http.StatusOK
@@ -61,10 +64,16 @@ func (s *Server) audit(r *http.Request, st *request, rec *recorder, start time.T
 	}
 	s.opts.Logger.Info("audit", "request", data.RequestID, "actor", data.Actor, "method", data.Method,
 		"route", data.Route, "object", data.Object, "workspace", ws, "remote", data.RemoteAddr, "status", data.Status)
+	s.publishAudit(ws, st.id, start, data)
+}
+
+// publishAudit publishes an audit record on ws's audit subject, without holding up
+// the caller. The event's id is derived from id, so a retried publish is stored once.
+func (s *Server) publishAudit(ws, id string, start time.Time, data events.AuditData) {
 	if s.auditPub == nil {
 		return
 	}
-	ev, err := events.New("audit:"+st.id, events.TypeAudit, ws, events.AuditSource, events.AuditSubject(ws), start, data)
+	ev, err := events.New("audit:"+id, events.TypeAudit, ws, events.AuditSource, events.AuditSubject(ws), start, data)
 	if err != nil {
 		s.opts.Logger.Error("audit event", "error", err)
 		return
@@ -87,7 +96,7 @@ func (s *Server) audit(r *http.Request, st *request, rec *recorder, start time.T
 			}
 			select {
 			case <-ctx.Done():
-				s.opts.Logger.Error("audit event lost", "request", st.id, "error", err)
+				s.opts.Logger.Error("audit event lost", "request", id, "error", err)
 				return
 			case <-time.After(backoff):
 			}

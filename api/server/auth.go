@@ -86,7 +86,7 @@ func (s *Server) withAuth(mux *routeMux) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
 		limitBodyTime(rec, r)
 		if st.route == nil || !st.route.public {
-			if !s.authenticate(rec, r, st) {
+			if !s.authenticateLimited(rec, r, st) {
 				s.audit(r, st, rec, start)
 				return
 			}

@@ -96,6 +96,7 @@ func OpenAPI() ([]byte, error) {
 			op["security"] = []any{}
 		} else {
 			responses["401"] = errRef("Unauthenticated")
+			responses["429"] = errRef("TooManyRequests")
 			responses["403"] = errRef("PermissionDenied")
 			if len(pathParams(rt.path)) > 0 {
 				responses["404"] = errRef("NotFound")
@@ -144,6 +145,7 @@ func OpenAPI() ([]byte, error) {
 				"TooLarge":         errResponse("RequestTooLarge: the body is over the limit (1 MiB for specs, 64 KiB for small requests)"),
 				"Invalid":          errResponse("InvalidSpec or InvalidArgument: every problem, each with its field path"),
 				"Unauthenticated":  errResponse("Unauthenticated: no token, or a malformed, unknown, revoked or expired one"),
+				"TooManyRequests":  errResponse("TooManyRequests: too many failed authentications from this address; Retry-After says when to try again"),
 				"PermissionDenied": errResponse("PermissionDenied: the token's role may not do this, or the document names another workspace"),
 				"NotFound":         errResponse("NotFound: no such object, or one in another workspace than the token's"),
 				"Error":            errResponse("any other error: AlreadyExists (409), Unavailable (503), Internal (500)"),

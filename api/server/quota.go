@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
@@ -11,15 +9,11 @@ import (
 // setQuota sets a workspace's quota. The quota workflow is started if the workspace has
 // none yet; queued jobs that now fit are admitted at once.
 func (s *Server) setQuota(r *http.Request) (any, error) {
-	body, err := s.readBody(r)
-	if err != nil {
-		return nil, err
-	}
+	// decodeJSON names the field at fault and refuses trailing data, as every other
+	// JSON body is read.
 	var q api.Quota
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
-		return nil, &httpError{http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: "invalid quota: " + err.Error()}}
+	if err := decodeJSON(r, &q, s.opts.MaxBodySize, false); err != nil {
+		return nil, err
 	}
 	return s.svc.Quotas.Set(r.Context(), r.PathValue("ws"), q)
 }

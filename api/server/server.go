@@ -36,6 +36,8 @@ type Options struct {
 	Rules       *notify.Store
 	Auth        *auth.Store
 	Triggers    *triggers.Store
+	// RateLimits bound failed authentication and anonymous audit records per address.
+	RateLimits RateLimits
 }
 
 // Option changes Options.
@@ -71,6 +73,8 @@ type Server struct {
 	// audit events (ev when set).
 	authn    authenticator
 	auditPub publisher
+	// limits are the per-address abuse limits (ratelimit.go).
+	limits *abuseLimiter
 	// served is the mux of the latest Handler, for tests.
 	served *routeMux
 }
@@ -96,6 +100,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	if ev != nil {
 		s.auditPub = ev
 	}
+	s.limits = newAbuseLimiter(o.RateLimits, s.auditSuppressed)
 	return s
 }
 
