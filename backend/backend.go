@@ -71,6 +71,10 @@ type GangRef struct {
 	Workspace string `json:"workspace"`
 	Job       string `json:"job"`
 	Attempt   int    `json:"attempt"`
+	// Namespace is the Kubernetes namespace of the workspace, as the workspace
+	// registry said when the job started; empty, the kubernetes backend maps the
+	// workspace to one itself. It is not part of the gang's identity (ID).
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // ID is the gang's deterministic identifier: <workspace>.<job>.a<attempt>.

@@ -70,6 +70,8 @@ type Backend struct {
 
 	nsPrefix         string
 	createNamespaces bool
+	onlyNamespaces   []string // namespaced mode (namespaces.go); nil: cluster-wide
+	healthOff        bool     // node health checks off (WithHealthChecks)
 	port             int
 	env              []schemas.EnvVar
 	envSecret        string
@@ -342,7 +344,10 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b.cache = newPodCache(client, b.resync)
+	if b.Namespaced() {
+		b.createNamespaces = false
+	}
+	b.cache = newPodCache(client, b.resync, b.watchedNamespaces())
 	b.nodes = newNodeCache(client, b.resync, b.cache.notify)
 	return b, nil
 }

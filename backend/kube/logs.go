@@ -40,7 +40,7 @@ const finishedAttempts = 3
 // stops the follow and is returned as is.
 func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica string, afterSeq int64, fn func(backend.LogLine) error) error {
 	b.cache.start()
-	ns := b.namespace(ref.Workspace)
+	ns := b.namespaceOf(ref)
 	f := &logFollower{replica: replica, delivered: afterSeq, now: b.clock.Now, fn: fn}
 	backoff := b.poll
 	loggedFailure := false

@@ -99,7 +99,7 @@ type gangRecord struct {
 // from the gang's Service; if the Service is gone but pods remain, from the pods' labels
 // (roles by name, then indexes). A gang with neither is ErrGangNotFound.
 func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.GangStatus, error) {
-	ns := b.namespace(ref.Workspace)
+	ns := b.namespaceOf(ref)
 	rec, found, err := b.record(ctx, ns, ref)
 	if err != nil {
 		return backend.GangStatus{}, err
