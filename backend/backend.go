@@ -113,8 +113,11 @@ type GangSpec struct {
 	Data []schemas.DataSource `json:"data,omitempty"`
 	// Pod holds the job's pod settings (spec.pod): the kubernetes backend applies them
 	// within its pool policy; the local backend ignores them.
-	Pod      *schemas.PodOptions `json:"pod,omitempty"`
-	Replicas []ReplicaSpec       `json:"replicas"`
+	Pod *schemas.PodOptions `json:"pod,omitempty"`
+	// PodDefaults are the workspace's pod defaults: the kubernetes backend applies
+	// them where the job's Pod sets nothing, before the pool's and its own.
+	PodDefaults *schemas.PodDefaults `json:"podDefaults,omitempty"`
+	Replicas    []ReplicaSpec        `json:"replicas"`
 }
 
 // ReplicaSpec is one process or pod of a gang.

@@ -143,3 +143,39 @@ func ValidatePodOptions(o *PodOptions, data []DataSource) ErrorList {
 	errs.Sort()
 	return errs
 }
+
+// PodDefaults are a workspace's defaults for its jobs' pods (the workspace registry's
+// podDefaults): the kubernetes backend applies them under the job's own spec.pod and
+// over the pool's and the worker's.
+type PodDefaults struct {
+	// ServiceAccountName runs the workspace's pods as this service account of its
+	// namespace when the job names none.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ImagePullSecrets name Secrets of the workspace's namespace holding registry
+	// credentials, given to every pod of the workspace after the job's own.
+	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+}
+
+// maxPullSecrets bounds a workspace's image pull secrets, as spec.pod's.
+const maxPullSecrets = 16
+
+// ValidatePodDefaults returns every problem with a workspace's pod defaults, each
+// naming its field under p.
+func ValidatePodDefaults(d *PodDefaults, p Path) ErrorList {
+	if d == nil {
+		return nil
+	}
+	var errs ErrorList
+	if d.ServiceAccountName != "" && !validObjectName(d.ServiceAccountName) {
+		errs = append(errs, Invalid(p.Child("serviceAccountName"), "must be a ServiceAccount name (a DNS subdomain)"))
+	}
+	if len(d.ImagePullSecrets) > maxPullSecrets {
+		errs = append(errs, Invalid(p.Child("imagePullSecrets"), "must have at most %d items", maxPullSecrets))
+	}
+	for i, s := range d.ImagePullSecrets {
+		if !validObjectName(s) {
+			errs = append(errs, Invalid(p.Child("imagePullSecrets").Index(i), "must be a Secret name (a DNS subdomain)"))
+		}
+	}
+	return errs
+}

@@ -90,6 +90,8 @@ type jobWorkflow struct {
 	logResult activities.ForwardLogsResult
 	// spotWaitSince is when a spot job was last preempted and has not run since.
 	spotWaitSince *time.Time
+	// podDefaults are the workspace's pod defaults, read when the job started.
+	podDefaults *schemas.PodDefaults
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -118,6 +120,10 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	w.transition(ctx, jobOutcome{schemas.JobPending, "Accepted", "job accepted"})
 
 	ref := backend.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
+	if out, ok := w.resolveWorkspace(ctx, &ref); !ok {
+		w.finish(ctx, ref, out)
+		return TrainingJobResult{Status: w.status}, nil
+	}
 	if job.Spec.Resources.Pool == schemas.PoolQuota {
 		if out, ok := w.admitToQuota(ctx); !ok {
 			w.finish(ctx, ref, out)
@@ -195,6 +201,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 		Params: backend.GangParams{
 			Ref: ref, UID: w.uid, Params: w.in.Params,
 			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
+			PodDefaults: w.podDefaults,
 		},
 	})
 	if stopped {

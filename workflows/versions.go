@@ -22,4 +22,7 @@ type change struct {
 }
 
 // versions lists every versioned change, oldest first. Empty at the first version.
-var versions = []change{}
+var versions = []change{
+	{id: changeWorkspaceConfig, since: "2026-12-02", what: "a job reads its workspace's namespace and pod defaults from the registry " +
+		"(activity ResolveWorkspace) when it starts, and runs every gang there; covered by integration/kube TestWorkspaceNamespaceAndPodDefaults"},
+}
