@@ -152,11 +152,14 @@ func (b *Backend) securityContexts(profile SecurityProfile) (*corev1.PodSecurity
 		}
 }
 
-// serviceAccountFor is the pod's service account: the job's, else the pool's, else
-// the backend's; "" for the namespace's default.
+// serviceAccountFor is the pod's service account: the job's, else the workspace's,
+// else the pool's, else the backend's; "" for the namespace's default.
 func (b *Backend) serviceAccountFor(g backend.GangSpec) string {
 	if g.Pod != nil && g.Pod.ServiceAccountName != "" {
 		return g.Pod.ServiceAccountName
+	}
+	if g.PodDefaults != nil && g.PodDefaults.ServiceAccountName != "" {
+		return g.PodDefaults.ServiceAccountName
 	}
 	if sa := b.policy(g.Pool).ServiceAccountName; sa != "" {
 		return sa
@@ -164,10 +167,13 @@ func (b *Backend) serviceAccountFor(g backend.GangSpec) string {
 	return b.serviceAccount
 }
 
-// pullSecretsFor are the backend's, the pool's and the job's image pull secrets, each
-// once.
+// pullSecretsFor are the backend's, the pool's, the workspace's and the job's image
+// pull secrets, each once.
 func (b *Backend) pullSecretsFor(g backend.GangSpec) []corev1.LocalObjectReference {
 	names := slices.Concat(b.pullSecrets, b.policy(g.Pool).ImagePullSecrets)
+	if g.PodDefaults != nil {
+		names = append(names, g.PodDefaults.ImagePullSecrets...)
+	}
 	if g.Pod != nil {
 		names = append(names, g.Pod.ImagePullSecrets...)
 	}

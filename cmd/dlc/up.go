@@ -281,6 +281,8 @@ func newWorkerCmd() *cobra.Command {
 	var pools poolFlags
 	var pod podFlags
 	var verbose bool
+	var kubeNamespaces []string
+	healthChecks := true
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run only a worker, against an existing Temporal, NATS and S3",
@@ -312,6 +314,7 @@ func newWorkerCmd() *cobra.Command {
 					return err
 				}
 				opts = append(opts, poolOpts...)
+				opts = append(opts, kube.WithNamespaces(kubeNamespaces...), kube.WithHealthChecks(healthChecks))
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
@@ -354,6 +357,8 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
+	f.StringArrayVar(&kubeNamespaces, "kube-namespace", nil, "kubernetes: namespaced mode: run gangs only in this namespace, watch it alone, create none (repeatable; see deploy/rbac-namespaced.yaml)")
+	f.BoolVar(&healthChecks, "health-checks", true, "kubernetes: node health checks (pre-flight checks, quarantine and re-checks; off, the worker needs no patch on nodes)")
 	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
