@@ -51,8 +51,8 @@ func WithNamespaces(namespaces ...string) Option {
 
 // WithHealthChecks says whether node health checks run: pre-flight check pods,
 // quarantine of failed nodes (a patch of the node) and re-checks. Off, the worker needs
-// no patch on nodes; a job that asks for a check (spec.healthCheck) fails with a
-// message saying checks are off, and re-checks release nothing. Default: true.
+// no patch on nodes: a job's check (spec.healthCheck) refuses to run, saying checks are
+// off, and the job launches without it; re-checks do nothing. Default: true.
 func WithHealthChecks(enabled bool) Option {
 	return func(b *Backend) error {
 		b.healthOff = !enabled
