@@ -41,6 +41,9 @@ const finishedAttempts = 3
 func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica string, afterSeq int64, fn func(backend.LogLine) error) error {
 	b.cache.start()
 	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return fmt.Errorf("%w: %s (namespace %s is not the worker's)", backend.ErrGangNotFound, ref.ID(), ns)
+	}
 	f := &logFollower{replica: replica, delivered: afterSeq, now: b.clock.Now, fn: fn}
 	backoff := b.poll
 	loggedFailure := false

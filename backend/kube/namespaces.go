@@ -79,9 +79,16 @@ func (b *Backend) namespaceOf(ref backend.GangRef) string {
 	return b.namespace(ref.Workspace)
 }
 
+// mayUse reports whether the worker may use namespace ns: always in cluster-wide
+// mode, only its own in namespaced mode. Stop, Cleanup, Observe and FollowLogs of a gang
+// elsewhere make no request: Launch created nothing there.
+func (b *Backend) mayUse(ns string) bool {
+	return !b.Namespaced() || slices.Contains(b.onlyNamespaces, ns)
+}
+
 // allowNamespace refuses, in namespaced mode, a namespace the worker holds no Role in.
 func (b *Backend) allowNamespace(ns string) error {
-	if !b.Namespaced() || slices.Contains(b.onlyNamespaces, ns) {
+	if b.mayUse(ns) {
 		return nil
 	}
 	return backend.InvalidSpec(fmt.Errorf("kube: namespace %s is not one of the worker's namespaces (%s): "+

@@ -100,6 +100,9 @@ type gangRecord struct {
 // (roles by name, then indexes). A gang with neither is ErrGangNotFound.
 func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.GangStatus, error) {
 	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return backend.GangStatus{}, fmt.Errorf("%w: %s (namespace %s is not the worker's)", backend.ErrGangNotFound, ref.ID(), ns)
+	}
 	rec, found, err := b.record(ctx, ns, ref)
 	if err != nil {
 		return backend.GangStatus{}, err

@@ -30,6 +30,9 @@ func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	b.markStopped(id)
 
 	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return nil // nothing of the worker's can be there
+	}
 	if _, err := b.annotateService(ctx, ns, serviceName(ref), AnnotationStopped); err != nil {
 		return err
 	}
@@ -127,6 +130,9 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 	l := b.lockGang(id)
 	defer l.Unlock()
 	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return nil // nothing of the worker's can be there
+	}
 	policy := metav1.DeletePropagationBackground
 	err := b.client.CoreV1().Services(ns).Delete(ctx, serviceName(ref), metav1.DeleteOptions{PropagationPolicy: &policy})
 	if err != nil && !apierrors.IsNotFound(err) {
