@@ -55,7 +55,7 @@ func TestWorkspaceNamespaceAndPodDefaults(t *testing.T) {
 		t.Error("the refused workspace exists")
 	}
 
-	submit(t, ctx, kwokJob("placed", ws, "1s", `
+	submit(t, ctx, kwokJob("placed", ws, "5s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
@@ -200,18 +200,16 @@ func TestWorkerHasOnlyItsRole(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		submit(t, ctx, kwokJob("inside", ws, "1s", `
+		submit(t, ctx, kwokJob("inside", ws, "5s", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles: {worker: {replicas: 2, resources: {gpu: 1}}}
 `))
+		eventually(t, ctx, "the job's pods in "+ns, func() bool { return len(jobPods(t, ctx, ns, "inside")) == 2 })
 		j := waitJob(t, ctx, ws, "inside", "terminal", terminal)
 		if j.Status.Phase != schemas.JobSucceeded {
 			t.Errorf("job in %s: phase %s: %s", ns, j.Status.Phase, j.Status.Message)
-		}
-		if pods := jobPods(t, ctx, ns, "inside"); len(pods) != 2 {
-			t.Errorf("%d pods of the job in %s, want 2", len(pods), ns)
 		}
 		// A workspace whose namespace holds no Role of the worker: refused before any
 		// request, with a message naming the namespace.
