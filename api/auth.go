@@ -18,13 +18,17 @@ const (
 	// RoleMember is a viewer who also submits, stops, deletes and clones jobs and
 	// manages the workspace's notification rules.
 	RoleMember Role = "member"
+	// RoleWorkspaceAdmin is a member who also manages its own workspace's tokens
+	// (viewer, member and workspace-admin tokens of that workspace, expiring no later
+	// than its own), so the global admin token is not needed day to day.
+	RoleWorkspaceAdmin Role = "workspace-admin"
 	// RoleAdmin does everything in every workspace, including tokens, workspaces and
 	// quotas. An admin token always has workspace AllWorkspaces.
 	RoleAdmin Role = "admin"
 )
 
 // Roles lists every role, least powerful first.
-var Roles = []Role{RoleViewer, RoleMember, RoleAdmin}
+var Roles = []Role{RoleViewer, RoleMember, RoleWorkspaceAdmin, RoleAdmin}
 
 // JSONSchema lists the roles as an enum.
 func (Role) JSONSchema() *jsonschema.Schema {
@@ -49,7 +53,8 @@ type Identity struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
-// TokenRequest creates a token (POST /v1/tokens, admin only).
+// TokenRequest creates a token (POST /v1/tokens; an admin, or a workspace admin for
+// its own workspace).
 type TokenRequest struct {
 	// Name identifies the token in lists, audit records and revocation; a DNS label,
 	// unique among tokens.
@@ -84,7 +89,8 @@ type CreatedToken struct {
 	Secret string `json:"secret"`
 }
 
-// TokenList is every token (admin only).
+// TokenList is the tokens a caller may list: every one for an admin, its workspace's
+// for a workspace admin.
 type TokenList struct {
 	Items []Token `json:"items"`
 }

@@ -15,15 +15,18 @@ const (
 	VerbRead Verb = "read"
 	// VerbWrite: submit, stop, delete, clone; apply and delete notification rules.
 	VerbWrite Verb = "write"
-	// VerbAdmin: tokens, workspaces, quotas.
+	// VerbTokens: create, list and revoke the workspace's tokens.
+	VerbTokens Verb = "tokens"
+	// VerbAdmin: workspaces, quotas, and tokens of every workspace.
 	VerbAdmin Verb = "admin"
 )
 
 // roleVerbs is the whole policy: what each role may do within its workspace.
 var roleVerbs = map[api.Role][]Verb{
-	api.RoleViewer: {VerbRead},
-	api.RoleMember: {VerbRead, VerbWrite},
-	api.RoleAdmin:  {VerbRead, VerbWrite, VerbAdmin},
+	api.RoleViewer:         {VerbRead},
+	api.RoleMember:         {VerbRead, VerbWrite},
+	api.RoleWorkspaceAdmin: {VerbRead, VerbWrite, VerbTokens},
+	api.RoleAdmin:          {VerbRead, VerbWrite, VerbTokens, VerbAdmin},
 }
 
 // Allows reports whether role may do verb.

@@ -320,6 +320,33 @@ func (s *Store) ListTokens(ctx context.Context, workspace string) ([]api.Token, 
 	return out, nil
 }
 
+// GetToken returns the token of that name, without its secret; ErrNotFound when
+// there is none.
+func (s *Store) GetToken(ctx context.Context, name string) (api.Token, error) {
+	e, err := s.kv.Get(ctx, tokenNameKey(name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return api.Token{}, fmt.Errorf("%w: token %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return api.Token{}, fmt.Errorf("auth: get token %s: %w", name, err)
+	}
+	e, err = s.kv.Get(ctx, tokenKey(string(e.Value())))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return api.Token{}, fmt.Errorf("%w: token %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return api.Token{}, fmt.Errorf("auth: get token %s: %w", name, err)
+	}
+	var rec record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return api.Token{}, fmt.Errorf("auth: decode token %s: %w", name, err)
+	}
+	return rec.Token, nil
+}
+
+// Now is the store's clock (the one expiries are checked against).
+func (s *Store) Now() time.Time { return s.now() }
+
 // RevokeToken deletes the token of that name; it stops working at once. ErrNotFound
 // when there is none.
 func (s *Store) RevokeToken(ctx context.Context, name string) error {

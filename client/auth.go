@@ -59,13 +59,13 @@ func (c *Client) Whoami(ctx context.Context) (*api.Identity, error) {
 	return call[api.Identity](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)
 }
 
-// CreateToken creates a token (admin only). The answer holds the secret, which the
+// CreateToken creates a token (an admin, or a workspace admin in its workspace). The answer holds the secret, which the
 // server does not keep: it cannot be shown again.
 func (c *Client) CreateToken(ctx context.Context, req api.TokenRequest) (*api.CreatedToken, error) {
 	return callJSON[api.CreatedToken](ctx, c, http.MethodPost, "/v1/tokens", req)
 }
 
-// ListTokens lists tokens (admin only), without secrets; workspace "" for all.
+// ListTokens lists tokens (an admin; a workspace admin its workspace's), without secrets; workspace "" for all.
 func (c *Client) ListTokens(ctx context.Context, workspace string) (*api.TokenList, error) {
 	q := url.Values{}
 	if workspace != "" {
@@ -74,7 +74,7 @@ func (c *Client) ListTokens(ctx context.Context, workspace string) (*api.TokenLi
 	return call[api.TokenList](ctx, c, http.MethodGet, "/v1/tokens", q, nil)
 }
 
-// RevokeToken deletes a token (admin only); it stops working at once.
+// RevokeToken deletes a token (an admin; a workspace admin its workspace's); it stops working at once.
 func (c *Client) RevokeToken(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(name), nil, nil, nil)
 }

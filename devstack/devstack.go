@@ -27,6 +27,8 @@ type Options struct {
 	EventSubject string
 	// Ports; 0 picks a free port.
 	TemporalPort, TemporalUIPort, NATSPort, S3Port int
+	// S3Host is the address S3 listens on (S3Options.Host); default 127.0.0.1.
+	S3Host string
 }
 
 // Stack is a running set of all three components.
@@ -66,6 +68,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		s.S3, err = StartS3(ctx, S3Options{
 			Dir:          filepath.Join(opts.Dir, "s3"),
 			Port:         opts.S3Port,
+			Host:         opts.S3Host,
 			NATSURL:      n.URL,
 			EventSubject: opts.EventSubject,
 			Buckets:      opts.Buckets,

@@ -17,7 +17,8 @@ import (
 )
 
 // Fixed development credentials of the S3 gateway's root account. They
-// guard nothing: the gateway listens on loopback only.
+// guard nothing: the gateway listens on loopback only, unless S3Options.Host says
+// otherwise.
 const (
 	DevAccessKey = "dlcdev"
 	DevSecretKey = "dlcdev-secret-key"
@@ -38,6 +39,9 @@ type S3Options struct {
 	Dir string
 	// Port is the S3 API port; 0 picks a free port.
 	Port int
+	// Host is the address the gateway listens on; default 127.0.0.1. Anything else
+	// exposes the development credentials' account to whoever can reach it.
+	Host string
 	// NATSURL, when set, makes the gateway publish bucket notifications
 	// (AWS event JSON, e.g. s3:ObjectCreated:Put) to NATS.
 	NATSURL string
@@ -49,7 +53,8 @@ type S3Options struct {
 
 // S3 is a running versitygw S3 gateway over a local directory.
 type S3 struct {
-	// Endpoint is the base URL, http://127.0.0.1:port; use path-style addressing.
+	// Endpoint is the base URL, http://127.0.0.1:port (the listen host in place of
+	// 127.0.0.1 when S3Options.Host names one); use path-style addressing.
 	Endpoint string
 	// AccessKey, SecretKey and Region are what clients sign requests with.
 	AccessKey, SecretKey, Region string
@@ -97,7 +102,11 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	args := []string{
 		"--access", DevAccessKey,
 		"--secret", DevSecretKey,
@@ -111,7 +120,7 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 	args = append(args, "posix", dir)
 
 	s := &S3{
-		Endpoint:     "http://" + addr,
+		Endpoint:     "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
 		AccessKey:    DevAccessKey,
 		SecretKey:    DevSecretKey,
 		Region:       DevRegion,
@@ -133,6 +142,15 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 		return s, errors.Join(err, s.Close())
 	}
 	return s, nil
+}
+
+// dialHost is where clients on this host reach a server listening on host: loopback
+// for the unspecified address (all interfaces), else host itself.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return host
 }
 
 // Client returns an S3 client for the gateway: static credentials,

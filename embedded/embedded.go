@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"go.temporal.io/sdk/interceptor"
 
@@ -64,6 +65,15 @@ type Config struct {
 	Kubeconfig string
 	// KubeOptions configure the kubernetes backend.
 	KubeOptions []kube.Option
+	// PodS3Endpoint is the URL pods reach the stack's S3 at, with Kubeconfig: the
+	// stack's own endpoint is on this host (loopback by default), which pods on the
+	// cluster's nodes cannot reach. Default: the stack's endpoint (S3Addr's host and
+	// port). See S3CredentialsFor.
+	PodS3Endpoint string
+	// S3Addr is the S3 gateway's listen address, host:port; default 127.0.0.1 and a
+	// free port. Another host (or 0.0.0.0) lets pods reach it, and exposes the
+	// development credentials' account to whoever can reach that address.
+	S3Addr string
 	// Streams set the event and log streams' retention, like an SLS logstore's TTL.
 	Streams []jetstream.Option
 	// AdminTokenFile holds the admin token (generated there, mode 0600, on first
@@ -106,6 +116,9 @@ type Embedded struct {
 	Auth *auth.Store
 	// Dir is the state directory.
 	Dir string
+	// PodS3Endpoint is the S3 endpoint pods are given (Config.PodS3Endpoint, or the
+	// stack's own); "" without Config.Kubeconfig.
+	PodS3Endpoint string
 }
 
 // Start starts the servers, then the app process on them, and returns once the API
@@ -132,6 +145,10 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	if _, err := server.LoadTLS(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
 		return nil, err
 	}
+	s3Host, s3Port, err := splitS3Addr(cfg.S3Addr)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen on %s: %w", cfg.APIAddr, err)
@@ -149,6 +166,8 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Dir:     cfg.Dir,
 		UI:      cfg.UI,
 		Buckets: append([]string{DefaultBucket}, cfg.Buckets...),
+		S3Host:  s3Host,
+		S3Port:  s3Port,
 		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
 		// for triggers.
 		EventSubject: schemas.S3EventSubject(cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace)),
@@ -156,12 +175,16 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Kubeconfig != "" {
+		e.PodS3Endpoint = cmp.Or(cfg.PodS3Endpoint, e.Stack.S3.Endpoint)
+	}
 	e.Process, err = app.Start(ctx, e.AppConfig(app.Config{
-		Logger:        cfg.Logger,
-		Streams:       cfg.Streams,
-		Worker:        !cfg.NoWorker,
-		Kubeconfig:    cfg.Kubeconfig,
-		KubeOptions:   cfg.KubeOptions,
+		Logger:     cfg.Logger,
+		Streams:    cfg.Streams,
+		Worker:     !cfg.NoWorker,
+		Kubeconfig: cfg.Kubeconfig,
+		// Pods take S3 from their workspace's Secret (kube.WithS3Credentials).
+		KubeOptions:   append([]kube.Option{kube.WithS3Credentials(e.S3CredentialsFor)}, cfg.KubeOptions...),
 		LocalOptions:  localOptions(cfg),
 		Interceptors:  cfg.Interceptors,
 		Notifications: true,
@@ -217,6 +240,30 @@ func (e *Embedded) ReplicaEnv() []schemas.EnvVar {
 		{Name: "AWS_ACCESS_KEY_ID", Value: s.AccessKey},
 		{Name: "AWS_SECRET_ACCESS_KEY", Value: s.SecretKey},
 	}
+}
+
+// S3CredentialsFor is how the pods of a workspace reach the stack's S3: PodS3Endpoint
+// and the gateway's account. Every workspace shares the one account today; this is the
+// one function that decides a workspace's credentials (kube.S3CredentialsFunc), which
+// per-workspace accounts replace.
+func (e *Embedded) S3CredentialsFor(_ context.Context, _ string) (kube.S3Credentials, error) {
+	s := e.Stack.S3
+	return kube.S3Credentials{Endpoint: e.PodS3Endpoint, Region: s.Region, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}, nil
+}
+
+// splitS3Addr parses Config.S3Addr; "" is the defaults (loopback, a free port).
+func splitS3Addr(addr string) (host string, port int, err error) {
+	if addr == "" {
+		return "", 0, nil
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err == nil {
+		port, err = strconv.Atoi(p)
+	}
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("embedded: S3 address %q: want host:port", addr)
+	}
+	return h, port, nil
 }
 
 // Err returns a channel that receives the API server's error if it stops serving.

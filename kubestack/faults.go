@@ -31,9 +31,17 @@ const (
 	// LabelImagePullError ("true") on a pod, or ImagePullErrorMarker anywhere in
 	// one of its containers' images, makes its image pull fail: the pod stays
 	// Pending, its containers waiting with reason ErrImagePull, then a second
-	// later ImagePullBackOff, each with the kubelet's kind of message. Set it
-	// when the pod is created (stages/pod-image-pull-error.yaml).
+	// later ImagePullBackOff, each with the kubelet's kind of message (by
+	// default containerd's "not found": the image does not exist). Set it
+	// when the pod is created (stages/pod-image-pull-error.yaml). An explicit
+	// value wins over the image's marker: setting it to "false" later lets the
+	// pull succeed, and the pod runs (a registry that came back).
 	LabelImagePullError = "kwok.opendlc.io/image-pull-error"
+	// AnnotationImagePullMessage on a pod whose pull fails replaces the
+	// ErrImagePull message (and the error ImagePullBackOff repeats), to
+	// simulate a pull failing for a reason that may go away, such as a
+	// registry timing out.
+	AnnotationImagePullMessage = "kwok.opendlc.io/image-pull-message"
 	// ImagePullErrorMarker in an image name (registry.local/pull-error:1) has the
 	// effect of LabelImagePullError.
 	ImagePullErrorMarker = "pull-error"

@@ -15,6 +15,8 @@
 //     the given exit code;
 //   - SetNodeNotReady (LabelNodeNotReady) makes a node NotReady, after which
 //     the controller manager taints it and evicts its pods.
+//   - StopNodeHeartbeat makes kwok stop renewing a node's Lease, after which
+//     the controller manager marks it Unknown (ResumeNodeHeartbeat undoes it).
 //   - LabelImagePullError, or ImagePullErrorMarker in an image's name, keeps a
 //     pod Pending with its image pull failing (ErrImagePull, then
 //     ImagePullBackOff).

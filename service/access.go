@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 
@@ -21,20 +22,67 @@ type Tokens struct{ store *auth.Store }
 // NewTokens returns the token service over store.
 func NewTokens(store *auth.Store) *Tokens { return &Tokens{store: store} }
 
-// Create creates a token for createdBy and returns it with its secret, which cannot
-// be shown again. An invalid request is ErrInvalidObject (a workspace that does not
-// exist is one of its fields at fault), a name in use ErrAlreadyExists.
-func (s *Tokens) Create(ctx context.Context, req api.TokenRequest, createdBy string) (api.CreatedToken, error) {
-	tok, err := s.store.CreateToken(ctx, req, createdBy)
+// Create creates a token for the caller by and returns it with its secret, which
+// cannot be shown again. An invalid request is ErrInvalidObject (a workspace that does
+// not exist is one of its fields at fault), a name in use ErrAlreadyExists. A caller
+// of one workspace (a workspace admin) creates tokens of that workspace only
+// (ErrPermissionDenied otherwise, naming the field), and none that outlives its own
+// token: without a ttl or expiresAt the new token expires with the caller's.
+func (s *Tokens) Create(ctx context.Context, req api.TokenRequest, by api.Identity) (api.CreatedToken, error) {
+	if by.Workspace != api.AllWorkspaces {
+		if req.Workspace != by.Workspace {
+			return api.CreatedToken{}, &Error{Kind: ErrPermissionDenied,
+				Message: fmt.Sprintf("token %s manages the tokens of workspace %s only", by.Name, by.Workspace),
+				Fields:  []schemas.FieldError{{Field: "workspace", Detail: "must be " + by.Workspace}}}
+		}
+		if err := capExpiry(&req, by, s.store.Now()); err != nil {
+			return api.CreatedToken{}, err
+		}
+	}
+	tok, err := s.store.CreateToken(ctx, req, by.Name)
 	if err != nil {
 		return api.CreatedToken{}, storeError("create token", err)
 	}
 	return tok, nil
 }
 
+// capExpiry keeps a token made by a caller whose own token expires from outliving it:
+// with no ttl or expiresAt the request gets the caller's expiry; a later one is
+// ErrInvalidObject naming the field.
+func capExpiry(req *api.TokenRequest, by api.Identity, now time.Time) error {
+	if by.ExpiresAt == nil {
+		return nil
+	}
+	limit := by.ExpiresAt.UTC()
+	field, expires := "ttl", now.Add(auth.DefaultTTL)
+	switch {
+	case req.ExpiresAt != nil:
+		field, expires = "expiresAt", *req.ExpiresAt
+	case req.TTL != 0:
+		expires = now.Add(req.TTL.D())
+	default:
+		if expires.After(limit) {
+			req.ExpiresAt = &limit
+		}
+		return nil
+	}
+	if expires.After(limit) {
+		return &Error{Kind: ErrInvalidObject, Message: "create token: 1 problem(s)", Fields: []schemas.FieldError{{
+			Field: field, Detail: "must not end after the creating token's expiry, " + limit.Format(time.RFC3339)}}}
+	}
+	return nil
+}
+
 // List lists the tokens, sorted by name, without their secrets; with workspace set,
-// only that workspace's.
-func (s *Tokens) List(ctx context.Context, workspace string) (api.TokenList, error) {
+// only that workspace's. A caller of one workspace lists that workspace's tokens only
+// (another workspace answers ErrNotFound, as if it did not exist).
+func (s *Tokens) List(ctx context.Context, workspace string, by api.Identity) (api.TokenList, error) {
+	if by.Workspace != api.AllWorkspaces {
+		if workspace != "" && workspace != by.Workspace {
+			return api.TokenList{}, &Error{Kind: ErrNotFound, Message: fmt.Sprintf("workspace %s not found", workspace)}
+		}
+		workspace = by.Workspace
+	}
 	toks, err := s.store.ListTokens(ctx, workspace)
 	if err != nil {
 		return api.TokenList{}, fmt.Errorf("list tokens: %w", err)
@@ -46,8 +94,17 @@ func (s *Tokens) List(ctx context.Context, workspace string) (api.TokenList, err
 }
 
 // Revoke revokes the token of that name; it stops working at once. ErrNotFound when
-// there is none.
-func (s *Tokens) Revoke(ctx context.Context, name string) error {
+// there is none, or when a caller of one workspace names another workspace's token.
+func (s *Tokens) Revoke(ctx context.Context, name string, by api.Identity) error {
+	if by.Workspace != api.AllWorkspaces {
+		tok, err := s.store.GetToken(ctx, name)
+		if err != nil {
+			return storeError("revoke token", err)
+		}
+		if tok.Workspace != by.Workspace {
+			return &Error{Kind: ErrNotFound, Message: fmt.Sprintf("token %s not found", name)}
+		}
+	}
 	if err := s.store.RevokeToken(ctx, name); err != nil {
 		return storeError("revoke token", err)
 	}

@@ -25,6 +25,9 @@ var (
 	// ErrConflict: the request does not fit the object's state (an ended experiment
 	// cannot be resumed).
 	ErrConflict = errors.New("conflict")
+	// ErrPermissionDenied: the caller may not do this to that object (a workspace admin
+	// creating a token of another workspace); Error.Fields say which field is refused.
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // Error is a service failure of one of the kinds above, with the message a user reads

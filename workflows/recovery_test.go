@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/activities"
@@ -203,6 +204,39 @@ func TestRecoveryRestartsAHungAttempt(t *testing.T) {
 	st := h.result(t)
 	if st.Phase != schemas.JobSucceeded || st.Restarts != 1 || st.Attempts[0].Class != schemas.FailureHang {
 		t.Fatalf("%s restarts %d attempts %+v", st.Phase, st.Restarts, st.Attempts)
+	}
+}
+
+// The log forwarder ending without a hang while the gang's watch is pending (it ends
+// first when the replicas' output closes before the watch sees them exit) does not
+// cancel the watch, whose answer decides the job.
+func TestForwarderEndingKeepsTheWatch(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	cancelled := 0
+	h.env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		if info.ActivityType.Name == "WatchGang" {
+			mu.Lock()
+			cancelled++
+			mu.Unlock()
+		}
+	})
+	onActivity(h.env, jobActs.LaunchGang, func(context.Context, activities.LaunchGangInput) (activities.LaunchGangResult, error) {
+		return activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaRunning, schemas.ReplicaRunning)}, nil
+	})
+	// The replicas exit after the forwarder ended (it returns at once).
+	returnActivity(h.env, jobActs.WatchGang, activities.WatchGangResult{Replicas: succeeded()}, nil).After(200 * time.Millisecond)
+	job := testJob()
+	job.Spec.FaultTolerance.HangTimeout = schemas.Duration(time.Minute) // the workflow waits on the forwarder
+	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: job})
+	st := h.result(t)
+	if st.Phase != schemas.JobSucceeded {
+		t.Fatalf("phase %s (%s)", st.Phase, st.Message)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if cancelled != 0 {
+		t.Errorf("the gang's watch was cancelled %d times when the forwarder ended", cancelled)
 	}
 }
 

@@ -282,13 +282,14 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 		var (
 			result    activities.WatchGangResult
 			watchErr  error
+			watched   bool
 			stopped   bool
 			timedOut  bool
 			notPlaced bool
 			hung      bool
 		)
 		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx) })
+		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx); watched = true })
 		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
 		if timeout != nil {
 			sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
@@ -306,6 +307,12 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			})
 		}
 		sel.Select(ctx)
+		if !watched && !stopped && !timedOut && !notPlaced && !hung && keepsWatch(ctx) {
+			// Only the log forwarder ended, without a hang: the watch goes on. (Before
+			// this change the watch was cancelled and its empty result taken for the
+			// replicas, so a watch that answers with what it was told waited for ever.)
+			sel.Select(ctx)
+		}
 		if stopped || timedOut || notPlaced || hung {
 			// Wait for the watch to acknowledge the cancellation, so it is not still
 			// observing the gang while it is stopped and cleaned up.

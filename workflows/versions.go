@@ -1,5 +1,7 @@
 package workflows
 
+import "go.temporal.io/sdk/workflow"
+
 // Versioning of workflow logic. Nothing ran in production before the first version,
 // so it carries no compatibility branch: the histories in testdata were recorded at it.
 // Every later change to workflow logic that running workflows' histories may predate
@@ -21,8 +23,22 @@ type change struct {
 	what string
 }
 
-// versions lists every versioned change, oldest first. Empty at the first version.
+// versions lists every versioned change, oldest first.
 var versions = []change{
+	{id: changeFollowKeepsWatch, since: "2026-12-02",
+		what: "the forwarder ending without a hang no longer cancels the pending gang watch; TestRecoveryRestartsAHungAttempt"},
 	{id: changeWorkspaceConfig, since: "2026-12-02", what: "a job reads its workspace's namespace and pod defaults from the registry " +
-		"(activity ResolveWorkspace) when it starts, and runs every gang there; covered by integration/kube TestWorkspaceNamespaceAndPodDefaults"},
+		"(activity ResolveWorkspace) when it starts, and runs every gang there; history training_job_workspace_config.json, " +
+		"TestJobReadsWorkspaceConfigOnce, integration/kube TestWorkspaceNamespaceAndPodDefaults"},
+}
+
+// changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's
+// watch is pending, follow keeps waiting on that watch instead of cancelling it and
+// taking its empty result for the replicas.
+const changeFollowKeepsWatch = "follow-keeps-watch"
+
+// keepsWatch reports whether this run has changeFollowKeepsWatch. It is asked only
+// where the behaviour differs, so histories that never reach that point carry no marker.
+func keepsWatch(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeFollowKeepsWatch, workflow.DefaultVersion, 1) == 1
 }

@@ -180,9 +180,10 @@ func (s *Server) inWorkspace(r *http.Request, ws, object string) error {
 }
 
 var verbWords = map[auth.Verb]string{
-	auth.VerbRead:  "read",
-	auth.VerbWrite: "submit, change or delete",
-	auth.VerbAdmin: "manage tokens, workspaces or quotas",
+	auth.VerbRead:   "read",
+	auth.VerbWrite:  "submit, change or delete",
+	auth.VerbTokens: "manage tokens",
+	auth.VerbAdmin:  "manage workspaces or quotas",
 }
 
 // hidden answers a request for another workspace's object with the same 404 as for an

@@ -58,6 +58,7 @@ var serviceStatus = []struct {
 	{service.ErrInvalid, http.StatusBadRequest, api.CodeInvalidArgument},
 	{service.ErrInvalidObject, http.StatusUnprocessableEntity, api.CodeInvalidArgument},
 	{service.ErrConflict, http.StatusConflict, api.CodeFailedPrecondition},
+	{service.ErrPermissionDenied, http.StatusForbidden, api.CodePermissionDenied},
 }
 
 // errorReply is the one mapping from an error a handler (or the router) returns to

@@ -95,7 +95,10 @@ func TestRouteTableDeclaresAuthorization(t *testing.T) {
 				t.Errorf("a mutating route needs more than read")
 			}
 			// The roles below the verb are refused, the role of the verb is not.
-			for role, verbs := range map[api.Role][]string{api.RoleViewer: {"read"}, api.RoleMember: {"read", "write"}, api.RoleAdmin: {"read", "write", "admin"}} {
+			for role, verbs := range map[api.Role][]string{
+				api.RoleViewer: {"read"}, api.RoleMember: {"read", "write"},
+				api.RoleWorkspaceAdmin: {"read", "write", "tokens"}, api.RoleAdmin: {"read", "write", "tokens", "admin"},
+			} {
 				allowed := false
 				for _, v := range verbs {
 					allowed = allowed || string(rt.verb) == v

@@ -49,7 +49,7 @@ func (s *Server) createToken(r *http.Request) (any, error) {
 	}
 	note(r, ws, "token "+req.Name)
 	id, _ := IdentityFrom(r.Context())
-	tok, err := tokens.Create(r.Context(), req, id.Name)
+	tok, err := tokens.Create(r.Context(), req, id)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,8 @@ func (s *Server) listTokens(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tokens.List(r.Context(), r.URL.Query().Get("workspace"))
+	id, _ := IdentityFrom(r.Context())
+	return tokens.List(r.Context(), r.URL.Query().Get("workspace"), id)
 }
 
 func (s *Server) revokeToken(r *http.Request) (any, error) {
@@ -71,7 +72,8 @@ func (s *Server) revokeToken(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, tokens.Revoke(r.Context(), r.PathValue("name"))
+	id, _ := IdentityFrom(r.Context())
+	return nil, tokens.Revoke(r.Context(), r.PathValue("name"), id)
 }
 
 func (s *Server) createWorkspace(r *http.Request) (any, error) {

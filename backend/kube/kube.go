@@ -75,6 +75,7 @@ type Backend struct {
 	port             int
 	env              []schemas.EnvVar
 	envSecret        string
+	s3Creds          S3CredentialsFunc // the workspace S3 Secret's contents (s3creds.go)
 	pullPolicy       corev1.PullPolicy
 	pullSecrets      []string
 	serviceAccount   string
@@ -88,7 +89,8 @@ type Backend struct {
 	clock            clock.WithTicker
 	logger           *slog.Logger
 	poll             time.Duration
-	health           healthConfig // node health checks and quarantine (health.go)
+	health           healthConfig    // node health checks and quarantine (health.go)
+	transient        transientConfig // image pull and node-lost grace periods (transient.go)
 
 	cache *podCache
 	nodes *nodeCache
@@ -335,6 +337,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),
 		poll:             DefaultPollInterval,
+		transient:        transientConfig{imagePullGrace: DefaultImagePullGrace, nodeLostGrace: DefaultNodeLostGrace},
 		gangs:            map[string]*gangLock{},
 		stopped:          map[string]bool{},
 		namespaces:       map[string]bool{},
@@ -349,6 +352,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 	}
 	b.cache = newPodCache(client, b.resync, b.watchedNamespaces())
 	b.nodes = newNodeCache(client, b.resync, b.cache.notify)
+	b.nodes.clock = b.clock
 	return b, nil
 }
 

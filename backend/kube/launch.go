@@ -88,6 +88,10 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	if err := b.ensureNamespace(ctx, ns, g.Workspace); err != nil {
 		return err
 	}
+	s3Env, err := b.ensureS3Secret(ctx, ns, g.Workspace)
+	if err != nil {
+		return err
+	}
 	svc, err := b.ensureService(ctx, ns, g, ports)
 	if err != nil {
 		return err
@@ -102,6 +106,7 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	pods := make([]*corev1.Pod, len(g.Replicas))
 	for i, r := range g.Replicas {
 		pods[i] = b.podFor(g, r, svc, fwEnvs[i], ports, mounts)
+		withS3Env(&pods[i].Spec.Containers[0], s3Env, r.Env)
 	}
 	// The first error in replica order, typed errors intact.
 	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {

@@ -9,14 +9,16 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/opendlc/opendlc/schemas"
 )
 
 // nodeCache watches the cluster's nodes so that a replica on a node that stopped
-// reporting is seen as lost at once: Kubernetes itself only evicts such pods after the
-// node monitor grace period plus the pods' not-ready toleration (five minutes by
-// default), and kwok or a partitioned kubelet may never update the pod at all.
+// reporting is seen as lost after the node-lost grace (WithNodeLostGrace), rather than
+// when Kubernetes itself evicts such pods, after the node monitor grace period plus the
+// pods' not-ready toleration (five minutes by default); kwok or a partitioned kubelet
+// may never update the pod at all.
 //
 // It needs list and watch on nodes; without them it never syncs and reports nothing,
 // and jobs fall back to Kubernetes' own eviction path.
@@ -24,6 +26,9 @@ type nodeCache struct {
 	client kubernetes.Interface
 	resync time.Duration
 	notify func()
+	clock  clock.PassiveClock // set by New; nil means the real clock
+
+	notReady notReady // when each node was first seen not Ready (transient.go)
 
 	startOnce sync.Once
 	closeOnce sync.Once
@@ -47,9 +52,9 @@ func (c *nodeCache) start() {
 			informers.WithTransform(stripManagedFields))
 		c.nodes = c.factory.Core().V1().Nodes().Informer()
 		_, _ = c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { c.notify() },
-			UpdateFunc: func(_, _ any) { c.notify() },
-			DeleteFunc: func(any) { c.notify() },
+			AddFunc:    func(o any) { c.nodeEvent(o, false); c.notify() },
+			UpdateFunc: func(_, o any) { c.nodeEvent(o, false); c.notify() },
+			DeleteFunc: func(o any) { c.nodeEvent(o, true); c.notify() },
 		})
 		c.factory.Start(c.stop)
 	})
@@ -65,46 +70,48 @@ func (c *nodeCache) close() {
 	})
 }
 
-// lost reports whether node is not Ready, with a message; false when the cache has not
-// synced (it cannot tell). A node that is gone is not reported: the pod garbage
-// collector deletes its pods, which Observe reports itself.
-func (c *nodeCache) lost(node string) (bool, string) {
+// lost reports whether node is not Ready, for how long, with a message; false when the
+// cache has not synced (it cannot tell). A node that is gone is not reported: the pod
+// garbage collector deletes its pods, which Observe reports itself.
+func (c *nodeCache) lost(node string) (bool, time.Duration, string) {
 	c.start()
 	if node == "" || c.nodes == nil || !c.nodes.HasSynced() {
-		return false, ""
+		return false, 0, ""
 	}
 	obj, ok, err := c.nodes.GetStore().GetByKey(node)
-	if err != nil {
-		return false, ""
+	if err != nil || !ok {
+		return false, 0, ""
 	}
-	if !ok {
-		return false, ""
+	cond := nodeReadyCondition(obj.(*corev1.Node))
+	if cond == nil || cond.Status == corev1.ConditionTrue {
+		return false, 0, ""
 	}
-	n := obj.(*corev1.Node)
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			if cond.Status == corev1.ConditionTrue {
-				return false, ""
-			}
-			return true, fmt.Sprintf("node %s is not ready since %s: %s", node,
-				cond.LastTransitionTime.UTC().Format(time.RFC3339), joinReason(cond.Reason, cond.Message))
-		}
-	}
-	return false, ""
+	return true, c.notReadyFor(node, cond), fmt.Sprintf("node %s is not ready since %s: %s", node,
+		cond.LastTransitionTime.UTC().Format(time.RFC3339), joinReason(cond.Reason, cond.Message))
 }
 
-// markLost fails the replicas whose node is lost: they will not finish.
+// markLost fails the replicas whose node has not been Ready for the node-lost grace:
+// they will not finish. Within the grace they keep their phase, with a message saying
+// how long their node has been not Ready.
 func (b *Backend) markLost(reps []schemas.ReplicaStatus, stopped bool) {
 	if stopped {
 		return
 	}
+	grace := b.transient.nodeLostGrace
 	for i := range reps {
 		r := &reps[i]
 		if r.Node == "" || r.Phase.Terminal() {
 			continue
 		}
-		if lost, msg := b.nodes.lost(r.Node); lost {
-			r.Phase, r.Reason, r.Message = schemas.ReplicaFailed, schemas.FailureNodeLost, msg
+		lost, since, msg := b.nodes.lost(r.Node)
+		switch {
+		case !lost:
+		case since >= grace:
+			r.Phase, r.Reason = schemas.ReplicaFailed, schemas.FailureNodeLost
+			r.Message = fmt.Sprintf("%s (not ready for %s, node-lost grace %s)", msg, since.Round(time.Second), grace)
+		default:
+			r.Message = joinReason(r.Message, fmt.Sprintf("%s (not ready for %s; replicas fail as NodeLost after %s)",
+				msg, since.Round(time.Second), grace))
 		}
 	}
 }

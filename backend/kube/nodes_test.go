@@ -11,8 +11,9 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// A replica on a node that stops reporting is failed as NodeLost at once, without
-// waiting for Kubernetes to evict it; replicas on healthy nodes are untouched.
+// With no node-lost grace, a replica on a node that stops reporting is failed as
+// NodeLost at once, without waiting for Kubernetes to evict it; replicas on healthy
+// nodes are untouched.
 func TestObserveFailsReplicasOfALostNode(t *testing.T) {
 	cs := newClient()
 	ctx := context.Background()
@@ -23,7 +24,7 @@ func TestObserveFailsReplicasOfALostNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := newBackend(t, cs)
+	b := newBackend(t, cs, WithNodeLostGrace(0))
 	g := gangOf(t, ddp("resnet"))
 	launch(t, b, g)
 	waitSynced(t, b)

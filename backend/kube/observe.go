@@ -29,11 +29,12 @@ const (
 )
 
 // Waiting reasons that never resolve on their own: the replica is reported Failed at
-// once rather than Pending until the workflow's patience runs out.
+// once rather than Pending until the workflow's patience runs out. A failed image pull
+// (ErrImagePull, ImagePullBackOff) may resolve: applyPullGrace decides it.
 var permanentWaiting = map[string]schemas.FailureClass{
 	"InvalidImageName":           schemas.FailureImagePull,
 	"ErrImageNeverPull":          schemas.FailureImagePull,
-	"ImagePullBackOff":           schemas.FailureImagePull, // the kubelet has already retried once
+	"SignatureValidationFailed":  schemas.FailureImagePull,
 	"CreateContainerConfigError": schemas.FailureConfig,
 	"CreateContainerError":       schemas.FailureConfig,
 }
@@ -125,6 +126,7 @@ func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.Gan
 	out := backend.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(rec.replicas))}
 	for _, r := range rec.replicas {
 		st := replicaStatus(r, byName[r.Name], rec)
+		b.applyPullGrace(&st, byName[r.Name])
 		if st.Reason == schemas.FailurePodDeleted && byName[r.Name] == nil {
 			explainDeleted(&st, b.cache.deleted(ns, r.Name))
 		}

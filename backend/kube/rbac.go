@@ -32,7 +32,8 @@ const (
 // and delete on nodes (health checks list them when they run and patch them to
 // quarantine or release; Observe watches them to see lost nodes), events, reading
 // secrets (the kubelet, not the worker, reads the Secret named by WithEnvFromSecret and
-// the gang's ssh Secret, which the worker only creates), and deletecollection.
+// the gang's ssh Secret, which the worker only creates; the one Secret it patches is the
+// S3 Secret whose contents it writes itself), and deletecollection.
 func PolicyRules() []rbacv1.PolicyRule {
 	rules := NamespaceRules()
 	rules = append(rules, NamespaceCreateRules()...)
@@ -54,6 +55,9 @@ func NamespaceRules() []rbacv1.PolicyRule {
 		// A gang's framework files (MPI's hostfile) and its ssh key pair, owned by its
 		// Service: created, never read.
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create"}},
+		// Only with WithS3Credentials: each workspace namespace's S3 Secret, written by
+		// server-side apply (a patch, which creates it when missing).
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{S3SecretName}, Verbs: []string{"patch"}},
 	}
 }
 

@@ -116,8 +116,9 @@ func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	cs := newClient()
 	(&fakeLogs{text: "2026-05-01T10:00:00Z hello\n"}).install(cs)
 	ctx := context.Background()
-	withCache := newBackend(t, cs)
-	noCache := newUncachedBackend(t, cs)
+	s3 := WithS3Credentials(StaticS3Credentials(S3Credentials{Endpoint: "http://s3:9000", AccessKeyID: "k", SecretAccessKey: "s"}))
+	withCache := newBackend(t, cs, s3)
+	noCache := newUncachedBackend(t, cs, s3)
 	noCache.Close() // its informers never start: every read goes to the API server
 
 	g := gangOf(t, ddp("resnet"))

@@ -13,7 +13,8 @@ import (
 
 // forceAfter is how long past the grace period Stop waits for a deleted pod to go before
 // deleting it with no grace. A pod outlives its grace period when nobody confirms its
-// end: its node is down, so only a forced delete frees its name and quota.
+// end: its node is down, so only a forced delete frees its name and quota. A pod whose
+// node has been not Ready for the node-lost grace is deleted with no grace at once.
 const forceAfter = 15 * time.Second
 
 // Stop marks the gang stopped, deletes every pod that has not finished, and waits (as
@@ -91,15 +92,19 @@ func (b *Backend) deleteRunning(ctx context.Context, ns string, ref backend.Gang
 	}
 	left := 0
 	for _, p := range pods {
+		g := grace
+		if g > 0 && b.onLostNode(p) {
+			g = 0 // no kubelet is there to confirm the kill (transient.go)
+		}
 		switch {
 		case p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed):
 			continue // ended on its own: keep it for Observe and FollowLogs
-		case p.DeletionTimestamp != nil && grace > 0:
+		case p.DeletionTimestamp != nil && g > 0:
 			left++ // already going; deleting again changes nothing
 			continue
 		}
 		left++
-		if err := b.deletePod(ctx, p, grace); err != nil {
+		if err := b.deletePod(ctx, p, g); err != nil {
 			return 0, err
 		}
 	}

@@ -99,7 +99,7 @@ func newTokenCreateCmd(g *globals) *cobra.Command {
 	var role string
 	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "create NAME [-w WORKSPACE] [--role viewer|member|admin] [--ttl 720h]",
+		Use:   "create NAME [-w WORKSPACE] [--role viewer|member|workspace-admin|admin] [--ttl 720h]",
 		Short: "Create a token and print its secret, once: it is stored only as a hash",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
@@ -121,7 +121,7 @@ func newTokenCreateCmd(g *globals) *cobra.Command {
 			})
 		}),
 	}
-	cmd.Flags().StringVar(&role, "role", string(api.RoleViewer), "viewer, member or admin (admin tokens act in every workspace)")
+	cmd.Flags().StringVar(&role, "role", string(api.RoleViewer), "viewer, member, workspace-admin (manages its workspace's tokens) or admin (acts in every workspace)")
 	cmd.Flags().DurationVar(&ttl, "ttl", auth.DefaultTTL, "how long the token works (at most 8784h)")
 	return cmd
 }

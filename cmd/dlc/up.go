@@ -28,6 +28,7 @@ func newUpCmd() *cobra.Command {
 	var verbose bool
 	var ret retentionFlags
 	var pools poolFlags
+	var grace graceFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
@@ -36,13 +37,16 @@ func newUpCmd() *cobra.Command {
 			if opts.GPUs < 0 {
 				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", opts.GPUs)
 			}
+			if err := checkPodS3Endpoint(opts.PodS3Endpoint, opts.Kubeconfig); err != nil {
+				return err
+			}
 			opts.Logger = newLogger(verbose)
 			opts.Streams = ret.options()
 			poolOpts, err := pools.options()
 			if err != nil {
 				return err
 			}
-			opts.KubeOptions = append(opts.KubeOptions, poolOpts...)
+			opts.KubeOptions = append(append(opts.KubeOptions, poolOpts...), grace.options()...)
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
 			e, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
@@ -66,6 +70,8 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.WorkDir, "workdir", "", "base directory of local replicas (default: the current directory)")
 	f.IntVar(&opts.GPUs, "gpus", 0, "local backend: simulate an inventory of N GPUs (CUDA_VISIBLE_DEVICES 0..N-1) instead of the ones nvidia-smi -L lists")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account) instead of local processes")
+	f.StringVar(&opts.PodS3Endpoint, "pod-s3-endpoint", "", "with --kubeconfig: "+podS3EndpointUsage+" (default: the stack's S3 endpoint, see --s3-addr)")
+	f.StringVar(&opts.S3Addr, "s3-addr", "127.0.0.1:0", "the S3 gateway's listen address (port 0: a free one); listening beyond loopback exposes its development account")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	f.StringVar(&opts.AdminTokenFile, "admin-token-file", "", "the admin token's file, generated on first start (default DIR/"+auth.AdminTokenFile+", where the CLI looks)")
 	f.StringVar(&opts.TLSCertFile, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (chain)")
@@ -73,6 +79,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
+	grace.register(cmd)
 	return cmd
 }
 
@@ -111,6 +118,9 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
 	fmt.Fprintf(w, "  State        %s\n", e.Dir)
 	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)
+	if e.PodS3Endpoint != "" {
+		printPodS3(w, e)
+	}
 	fmt.Fprintf(w, "Submit a job:  dlc run -f examples/trainer/job.yaml    (Ctrl-C stops the stack)\n")
 }
 
@@ -274,12 +284,13 @@ func newServerCmd() *cobra.Command {
 
 func newWorkerCmd() *cobra.Command {
 	var c componentFlags
-	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix string
+	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix, podS3Endpoint string
 	var podAnnotations, probeAnnotations map[string]string
 	var probeImage string
 	var gpus int
 	var pools poolFlags
 	var pod podFlags
+	var grace graceFlags
 	var verbose bool
 	var kubeNamespaces []string
 	healthChecks := true
@@ -289,11 +300,15 @@ func newWorkerCmd() *cobra.Command {
 		Long: "Run only a worker: local processes by default, pods with --kubeconfig.\n" +
 			"S3 settings come from DLC_S3_ENDPOINT, AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.\n" +
 			"Local replicas receive them; pods receive the endpoint and region, and the credentials from\n" +
-			"the Secret named by --s3-secret in their namespace.",
+			"the Secret named by --s3-secret in their namespace; with --pod-s3-endpoint, all four from the\n" +
+			"Secret " + kube.S3SecretName + " that the worker writes into each workspace namespace.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if gpus < 0 {
 				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
+			}
+			if err := checkPodS3Endpoint(podS3Endpoint, kubeconfig); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			cfg, err := c.appConfig(newLogger(verbose))
@@ -318,6 +333,9 @@ func newWorkerCmd() *cobra.Command {
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
+				if podS3Endpoint != "" {
+					opts = append(opts, kube.WithS3Credentials(workerS3Credentials(cfg.S3, podS3Endpoint)))
+				}
 				opts = append(opts, kube.WithHealthProbeAnnotations(probeAnnotations))
 				if probeImage != "" {
 					opts = append(opts, kube.WithHealthProbe(probeImage, kube.DefaultHealthProbeCommand...))
@@ -326,7 +344,7 @@ func newWorkerCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				cfg.KubeOptions = append(opts, podOpts...)
+				cfg.KubeOptions = append(append(opts, podOpts...), grace.options()...)
 			} else {
 				cfg.LocalOptions = []local.Option{local.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")...)}
 				if stateDir != "" {
@@ -355,6 +373,7 @@ func newWorkerCmd() *cobra.Command {
 	f.IntVar(&gpus, "gpus", 0, "local backend: simulate an inventory of N GPUs instead of the ones nvidia-smi -L lists (give every worker on a state directory the same)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "run jobs as pods on this cluster (\"in-cluster\" for the pod's service account)")
 	f.StringVar(&s3Secret, "s3-secret", "", "kubernetes: Secret (in each workspace namespace) whose keys become the pods' environment")
+	f.StringVar(&podS3Endpoint, "pod-s3-endpoint", "", "kubernetes: "+podS3EndpointUsage+" (default: none; pods get DLC_S3_ENDPOINT and AWS_REGION as they are here)")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
 	f.StringArrayVar(&kubeNamespaces, "kube-namespace", nil, "kubernetes: namespaced mode: run gangs only in this namespace, watch it alone, create none (repeatable; see deploy/rbac-namespaced.yaml)")
@@ -363,6 +382,7 @@ func newWorkerCmd() *cobra.Command {
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
 	pod.register(cmd)
+	grace.register(cmd)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

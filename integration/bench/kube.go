@@ -23,8 +23,8 @@ import (
 // runKube measures, on the test control plane (kwok nodes), the time from submitting a
 // job of n replicas to all its pods Running, next to plain client-go creating the same
 // number of pods and waiting for them to run, in the same run; then recovery from pod
-// and node failures (runKubeRecovery).
-func runKube(sizes []int, defaultEviction bool) error {
+// and node failures (runKubeRecovery) and from lost node heartbeats (runKubeLeaseExpiry).
+func runKube(sizes []int, defaultEviction bool, leaseRuns int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-kube-")
@@ -44,7 +44,8 @@ func runKube(sizes []int, defaultEviction bool) error {
 		return err
 	}
 	defer e.Close()
-	backend, err := kube.New(cluster.Client, kube.WithPollInterval(100*time.Millisecond), kube.WithLogger(quiet))
+	backend, err := kube.New(cluster.Client, kube.WithPollInterval(100*time.Millisecond), kube.WithLogger(quiet),
+		kube.WithNodeLostGrace(benchNodeLostGrace))
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,10 @@ func runKube(sizes []int, defaultEviction bool) error {
 			return err
 		}
 	}
-	return runKubeRecovery(ctx, cluster, c, defaultEviction)
+	if err := runKubeRecovery(ctx, cluster, c, defaultEviction); err != nil {
+		return err
+	}
+	return runKubeLeaseExpiry(ctx, cluster, c, leaseRuns)
 }
 
 // plainPods creates n pods directly and waits until they all run: the floor.

@@ -48,6 +48,7 @@ func main() {
 	defaultEviction := flag.Bool("default-eviction", true, "with -kube, also wait out Kubernetes' default 300s not-ready toleration (about 5 minutes)")
 	frameworks := flag.Bool("frameworks", false, "measure submit -> first all-reduce of the PyTorch DDP example against the same processes started by hand instead")
 	runs := flag.Int("runs", 5, "with -frameworks, runs per side")
+	leaseRuns := flag.Int("lease-runs", 5, "with -kube, runs of the lost node heartbeat (lease expiry) recovery (0: none)")
 	flag.Parse()
 	if *frameworks {
 		if err := runFrameworks(*runs); err != nil {
@@ -57,7 +58,7 @@ func main() {
 		return
 	}
 	if *kubeMode {
-		if err := runKube([]int{1, 8, 64}, *defaultEviction); err != nil {
+		if err := runKube([]int{1, 8, 64}, *defaultEviction, *leaseRuns); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -316,7 +316,7 @@ func runKubeRecovery(ctx context.Context, cluster *kubestack.Cluster, c *client.
 	}
 
 	fmt.Printf("\nRecovery on the kwok control plane (3 nodes): fault -> replacement pods Running\n")
-	fmt.Printf("(OpenDLC: a 2-replica job restarted as a new attempt, 1s backoff included; one run each)\n\n")
+	fmt.Printf("(OpenDLC: a 2-replica job restarted as a new attempt, 1s backoff included, node-lost grace %s; one run each)\n\n", benchNodeLostGrace)
 	fmt.Printf("%-15s %10s   %-62s %10s %8s\n", "fault", "OpenDLC", "Kubernetes on its own", "", "ratio")
 	for _, r := range rows {
 		base := r.baseline

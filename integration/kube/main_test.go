@@ -117,7 +117,8 @@ func startWorker() error {
 		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
 		"--pool-priority-class", "idle="+idleClass,
 		// kwok runs no containers: node health check pods succeed after a second.
-		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s")...)
+		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s",
+		"--image-pull-grace", testImagePullGrace.String(), "--node-lost-grace", testNodeLostGrace.String())...)
 	cmd.Env = itest.WorkerEnv(env.stack)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

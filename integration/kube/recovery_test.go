@@ -100,9 +100,10 @@ func checkResumed(t *testing.T, ctx context.Context, ns, job string, attempt int
 	}
 }
 
-// A node stops heartbeating mid-job: its replica is seen lost at once (not after
-// Kubernetes' eviction timeout), the job restarts off that node from the newest
-// complete checkpoint (the partial one is ignored) and finishes.
+// A node goes NotReady mid-job: its replica is seen lost after the worker's node-lost
+// grace (testNodeLostGrace; not after Kubernetes' eviction timeout), the job restarts
+// off that node from the newest complete checkpoint (the partial one is ignored) and
+// finishes. TestTransientNodeLeaseExpires stops the node's heartbeat for real.
 func TestRecoveryNodeStopsHeartbeating(t *testing.T) {
 	ctx := testContext(t)
 	const ws, name = "kube-rec-node", "hb"
