@@ -40,6 +40,9 @@ type JobActivities struct {
 	Backend     backend.Backend
 	Publisher   Publisher
 	Checkpoints CheckpointFinder
+	// Workspaces is the workspace registry (ResolveWorkspace); nil, every workspace
+	// has the zero configuration.
+	Workspaces WorkspaceRegistry
 	// LogStream is the JetStream stream holding log records, used to find where a
 	// restarted forwarder resumes.
 	LogStream string

@@ -102,10 +102,15 @@ type Workspace struct {
 	Name string `json:"name"`
 	// Namespace is the Kubernetes namespace the workspace's pods run in; default the
 	// workspace's name.
-	Namespace   string    `json:"namespace,omitempty"`
-	Description string    `json:"description,omitempty"`
-	CreatedAt   time.Time `json:"createdAt,omitzero"`
-	CreatedBy   string    `json:"createdBy,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// PodDefaults are the defaults of the workspace's pods (kubernetes backend): a
+	// service account and image pull secrets of its namespace. A job's spec.pod comes
+	// first, then these, then the pool's and the worker's. Like the namespace, they are
+	// read when a job starts and kept for its life.
+	PodDefaults *schemas.PodDefaults `json:"podDefaults,omitempty"`
+	Description string               `json:"description,omitempty"`
+	CreatedAt   time.Time            `json:"createdAt,omitzero"`
+	CreatedBy   string               `json:"createdBy,omitempty"`
 }
 
 // WorkspaceList is the workspaces a caller may see: all of them for an admin, its own

@@ -413,6 +413,7 @@ func ValidateWorkspace(ws api.Workspace) schemas.ErrorList {
 	if ws.Namespace != "" && (len(ws.Namespace) > maxNameLen || !dnsLabelRE.MatchString(ws.Namespace)) {
 		errs = append(errs, schemas.Invalid(schemas.NewPath("namespace"), "must be a DNS label of at most %d characters", maxNameLen))
 	}
+	errs = append(errs, schemas.ValidatePodDefaults(ws.PodDefaults, schemas.NewPath("podDefaults"))...)
 	if len(ws.Description) > maxDescriptionLen {
 		errs = append(errs, schemas.Invalid(schemas.NewPath("description"), "must be at most %d characters", maxDescriptionLen))
 	}
@@ -446,21 +447,7 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws api.Workspace, createdBy
 
 // GetWorkspace returns a workspace, or an error wrapping ErrNotFound.
 func (s *Store) GetWorkspace(ctx context.Context, name string) (api.Workspace, error) {
-	if len(name) > maxWorkspaceLen || !dnsLabelRE.MatchString(name) {
-		return api.Workspace{}, fmt.Errorf("%w: workspace %s", ErrNotFound, name)
-	}
-	e, err := s.kv.Get(ctx, workspaceKey(name))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return api.Workspace{}, fmt.Errorf("%w: workspace %s", ErrNotFound, name)
-	}
-	if err != nil {
-		return api.Workspace{}, fmt.Errorf("auth: get workspace %s: %w", name, err)
-	}
-	var ws api.Workspace
-	if err := json.Unmarshal(e.Value(), &ws); err != nil {
-		return api.Workspace{}, fmt.Errorf("auth: stored workspace %s: %w", name, err)
-	}
-	return ws, nil
+	return readWorkspace(ctx, s.kv, name)
 }
 
 // DeleteWorkspace removes a workspace from the registry, or returns an error wrapping

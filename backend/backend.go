@@ -71,6 +71,10 @@ type GangRef struct {
 	Workspace string `json:"workspace"`
 	Job       string `json:"job"`
 	Attempt   int    `json:"attempt"`
+	// Namespace is the Kubernetes namespace of the workspace, as the workspace
+	// registry said when the job started; empty, the kubernetes backend maps the
+	// workspace to one itself. It is not part of the gang's identity (ID).
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // ID is the gang's deterministic identifier: <workspace>.<job>.a<attempt>.
@@ -109,8 +113,11 @@ type GangSpec struct {
 	Data []schemas.DataSource `json:"data,omitempty"`
 	// Pod holds the job's pod settings (spec.pod): the kubernetes backend applies them
 	// within its pool policy; the local backend ignores them.
-	Pod      *schemas.PodOptions `json:"pod,omitempty"`
-	Replicas []ReplicaSpec       `json:"replicas"`
+	Pod *schemas.PodOptions `json:"pod,omitempty"`
+	// PodDefaults are the workspace's pod defaults: the kubernetes backend applies
+	// them where the job's Pod sets nothing, before the pool's and its own.
+	PodDefaults *schemas.PodDefaults `json:"podDefaults,omitempty"`
+	Replicas    []ReplicaSpec        `json:"replicas"`
 	// PlacementTimeout is the job's spec.resources.placementTimeout (0 when unset):
 	// the kubernetes backend gives it to a batch scheduler that bounds how long a
 	// partly placed gang may hold what it has (coscheduling's PodGroup).

@@ -25,6 +25,9 @@ type GangParams struct {
 	// Pool, when set, overrides spec.resources.pool (a spot job that fell back to
 	// public).
 	Pool schemas.Pool `json:"pool,omitempty"`
+	// PodDefaults are the workspace's pod defaults (the workspace registry's), applied
+	// under the job's spec.pod.
+	PodDefaults *schemas.PodDefaults `json:"podDefaults,omitempty"`
 }
 
 // BuildGang expands a job spec into the gang of one attempt: roles in name order,
@@ -62,6 +65,7 @@ func BuildGang(job *schemas.TrainingJob, p GangParams) (GangSpec, error) {
 		ExcludeNodes:   p.ExcludeNodes,
 		Data:           spec.Data,
 		Pod:            spec.Pod,
+		PodDefaults:    p.PodDefaults,
 		EnvFromSecrets: spec.EnvFromSecrets,
 		Elastic:        spec.Elastic,
 		Priority:       spec.Resources.Priority,

@@ -270,6 +270,9 @@ type Volume struct {
 	MountPath string `json:"mountPath" jsonschema:"maxLength=1024"`
 	// ReadOnly mounts the volume read-only.
 	ReadOnly bool `json:"readOnly,omitempty"`
+	// SubPath mounts this path within the volume instead of its root: relative, no
+	// "..".
+	SubPath string `json:"subPath,omitempty" jsonschema:"maxLength=1024"`
 	// EmptyDir is scratch space that lives as long as the pod.
 	EmptyDir *EmptyDirVolume `json:"emptyDir,omitempty"`
 	// ConfigMap mounts a ConfigMap of the workspace's namespace, a file per key.
@@ -293,11 +296,33 @@ type EmptyDirVolume struct {
 // ConfigMapVolume names a ConfigMap.
 type ConfigMapVolume struct {
 	Name string `json:"name" jsonschema:"maxLength=253"`
+	// Items, when set, project only these keys, each to its path; otherwise every
+	// key is a file named after it.
+	Items []KeyToPath `json:"items,omitempty" jsonschema:"maxItems=64"`
+	// DefaultMode is the files' mode bits (0 to 0777; in YAML 0644 is octal, in JSON
+	// write the decimal 420). Default 0644.
+	DefaultMode *int32 `json:"defaultMode,omitempty" jsonschema:"minimum=0,maximum=511"`
 }
 
 // SecretVolume names a Secret.
 type SecretVolume struct {
 	SecretName string `json:"secretName" jsonschema:"maxLength=253"`
+	// Items, when set, project only these keys, each to its path; otherwise every
+	// key is a file named after it.
+	Items []KeyToPath `json:"items,omitempty" jsonschema:"maxItems=64"`
+	// DefaultMode is the files' mode bits (0 to 0777; in YAML 0600 is octal, in JSON
+	// write the decimal 384). Default 0644.
+	DefaultMode *int32 `json:"defaultMode,omitempty" jsonschema:"minimum=0,maximum=511"`
+}
+
+// KeyToPath projects one key of a ConfigMap or Secret to a file of the volume.
+type KeyToPath struct {
+	// Key is the key to project.
+	Key string `json:"key" jsonschema:"maxLength=253"`
+	// Path is the file's path relative to the volume: no "..", not absolute.
+	Path string `json:"path" jsonschema:"maxLength=1024"`
+	// Mode is this file's mode bits (0 to 0777); default the volume's defaultMode.
+	Mode *int32 `json:"mode,omitempty" jsonschema:"minimum=0,maximum=511"`
 }
 
 // HostPathVolume is a path on the node.

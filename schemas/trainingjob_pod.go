@@ -2,6 +2,8 @@ package schemas
 
 import (
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -86,12 +88,17 @@ func validateVolumeSource(v Volume, vp Path, errs *ErrorList) {
 		if v.ConfigMap.Name != "" && !validObjectName(v.ConfigMap.Name) {
 			add(Invalid(vp.Child("configMap", "name"), "must be a ConfigMap name (a DNS subdomain)"))
 		}
+		validateProjection(v.ConfigMap.Items, v.ConfigMap.DefaultMode, vp.Child("configMap"), errs)
 	}
 	if v.Secret != nil {
 		set = append(set, "secret")
 		if v.Secret.SecretName != "" && !validObjectName(v.Secret.SecretName) {
 			add(Invalid(vp.Child("secret", "secretName"), "must be a Secret name (a DNS subdomain)"))
 		}
+		validateProjection(v.Secret.Items, v.Secret.DefaultMode, vp.Child("secret"), errs)
+	}
+	if v.SubPath != "" && !validRelativePath(v.SubPath) {
+		add(Invalid(vp.Child("subPath"), "must be a relative path without '..'"))
 	}
 	if v.PVC != nil {
 		set = append(set, "pvc")
@@ -112,6 +119,49 @@ func validateVolumeSource(v Volume, vp Path, errs *ErrorList) {
 	default:
 		add(Invalid(vp, "must set only one of emptyDir, configMap, secret, pvc and hostPath, not %s", strings.Join(set, " and ")))
 	}
+}
+
+// configKeyRE is what a ConfigMap or Secret key may be.
+var configKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// maxFileMode is the largest mode bits a projected file may have (0777).
+const maxFileMode = 0o777
+
+// validateProjection checks a ConfigMap or Secret volume's items and default mode
+// under p: keys, relative paths used once, and mode bits.
+func validateProjection(items []KeyToPath, defaultMode *int32, p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	if defaultMode != nil && (*defaultMode < 0 || *defaultMode > maxFileMode) {
+		add(Invalid(p.Child("defaultMode"), "must be file mode bits between 0 and 0777 (decimal 511)"))
+	}
+	paths := map[string]int{}
+	for i, it := range items {
+		ip := p.Child("items").Index(i)
+		// An empty key or path is reported as required by the struct tags.
+		if it.Key != "" && (len(it.Key) > maxDNSSubdomainLen || !configKeyRE.MatchString(it.Key) || it.Key == "." || it.Key == "..") {
+			add(Invalid(ip.Child("key"), "must be a ConfigMap or Secret key: letters, digits, '-', '_' and '.'"))
+		}
+		switch j, seen := paths[path.Clean(it.Path)]; {
+		case it.Path == "":
+		case !validRelativePath(it.Path):
+			add(Invalid(ip.Child("path"), "must be a relative path without '..'"))
+		case seen:
+			add(Invalid(ip.Child("path"), "duplicate path %q (first at %s)", it.Path, p.Child("items").Index(j)))
+		default:
+			paths[path.Clean(it.Path)] = i
+		}
+		if it.Mode != nil && (*it.Mode < 0 || *it.Mode > maxFileMode) {
+			add(Invalid(ip.Child("mode"), "must be file mode bits between 0 and 0777 (decimal 511)"))
+		}
+	}
+}
+
+// validRelativePath reports whether s is a relative path with no ".." element.
+func validRelativePath(s string) bool {
+	if path.IsAbs(s) {
+		return false
+	}
+	return !slices.Contains(strings.Split(s, "/"), "..")
 }
 
 // validateExtended checks a role's extended resources: a domain-prefixed name (GPUs go
@@ -141,5 +191,41 @@ func ValidatePodOptions(o *PodOptions, data []DataSource) ErrorList {
 		return nil
 	}
 	errs.Sort()
+	return errs
+}
+
+// PodDefaults are a workspace's defaults for its jobs' pods (the workspace registry's
+// podDefaults): the kubernetes backend applies them under the job's own spec.pod and
+// over the pool's and the worker's.
+type PodDefaults struct {
+	// ServiceAccountName runs the workspace's pods as this service account of its
+	// namespace when the job names none.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ImagePullSecrets name Secrets of the workspace's namespace holding registry
+	// credentials, given to every pod of the workspace after the job's own.
+	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+}
+
+// maxPullSecrets bounds a workspace's image pull secrets, as spec.pod's.
+const maxPullSecrets = 16
+
+// ValidatePodDefaults returns every problem with a workspace's pod defaults, each
+// naming its field under p.
+func ValidatePodDefaults(d *PodDefaults, p Path) ErrorList {
+	if d == nil {
+		return nil
+	}
+	var errs ErrorList
+	if d.ServiceAccountName != "" && !validObjectName(d.ServiceAccountName) {
+		errs = append(errs, Invalid(p.Child("serviceAccountName"), "must be a ServiceAccount name (a DNS subdomain)"))
+	}
+	if len(d.ImagePullSecrets) > maxPullSecrets {
+		errs = append(errs, Invalid(p.Child("imagePullSecrets"), "must have at most %d items", maxPullSecrets))
+	}
+	for i, s := range d.ImagePullSecrets {
+		if !validObjectName(s) {
+			errs = append(errs, Invalid(p.Child("imagePullSecrets").Index(i), "must be a Secret name (a DNS subdomain)"))
+		}
+	}
 	return errs
 }

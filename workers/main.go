@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -75,10 +76,15 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		Interceptors:                 cfg.Interceptors,
 	})
 	RegisterWorkflows(w)
+	workspaces, err := auth.OpenWorkspaceReader(ctx, ev.JetStream())
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
 	RegisterActivities(w, &activities.JobActivities{
 		Backend:     cfg.Backend,
 		Publisher:   ev,
 		Checkpoints: checkpointFinder{store},
+		Workspaces:  workspaces,
 		LogStream:   jetstream.LogsStream,
 	})
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})

@@ -42,6 +42,7 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 		workflows.ActivityPruneCheckpoints:   a.PruneCheckpoints,
 		workflows.ActivityCheckNodes:         a.CheckNodes,
 		workflows.ActivityRecheckQuarantined: a.RecheckQuarantined,
+		workflows.ActivityResolveWorkspace:   a.ResolveWorkspace,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -33,6 +33,7 @@ const (
 	ActivityCleanupGang      = "CleanupGang"
 	ActivityForwardLogs      = "ForwardLogs"
 	ActivityLatestCheckpoint = "LatestCheckpoint"
+	ActivityResolveWorkspace = "ResolveWorkspace"
 )
 
 // Search attributes the workflows set. They must be registered on the Temporal

@@ -92,6 +92,8 @@ type jobWorkflow struct {
 	spotWaitSince *time.Time
 	// placementTimeout is the current attempt's placement timeout (zero: none).
 	placementTimeout time.Duration
+	// podDefaults are the workspace's pod defaults, read when the job started.
+	podDefaults *schemas.PodDefaults
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -120,6 +122,10 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	w.transition(ctx, jobOutcome{schemas.JobPending, "Accepted", "job accepted"})
 
 	ref := backend.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
+	if out, ok := w.resolveWorkspace(ctx, &ref); !ok {
+		w.finish(ctx, ref, out)
+		return TrainingJobResult{Status: w.status}, nil
+	}
 	if job.Spec.Resources.Pool == schemas.PoolQuota {
 		if out, ok := w.admitToQuota(ctx); !ok {
 			w.finish(ctx, ref, out)
@@ -197,6 +203,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 		Params: backend.GangParams{
 			Ref: ref, UID: w.uid, Params: w.in.Params,
 			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
+			PodDefaults: w.podDefaults,
 		},
 	})
 	if stopped {

@@ -30,6 +30,9 @@ var versions = []change{
 	{changePlacedWhenScheduled, "2026-12-02", "an attempt is placed once every replica is scheduled on a node, not once every " +
 		"replica runs, so a slow image pull no longer counts against the placement timeout " +
 		"(TestTrainingJobPlacedWhenScheduled, training_job_placed_when_scheduled.json)"},
+	{id: changeWorkspaceConfig, since: "2026-12-02", what: "a job reads its workspace's namespace and pod defaults from the registry " +
+		"(activity ResolveWorkspace) when it starts, and runs every gang there; history training_job_workspace_config.json, " +
+		"TestJobReadsWorkspaceConfigOnce, integration/kube TestWorkspaceNamespaceAndPodDefaults"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

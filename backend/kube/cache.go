@@ -20,27 +20,38 @@ import (
 // gangIndex indexes pods by namespace and gang label.
 const gangIndex = "gang"
 
-// podCache is a cluster-wide view of OpenDLC's pods and services, filled by informers
-// that start on first use. Cluster-wide rather than per namespace: one watch per
-// resource whatever the number of workspaces, and no bookkeeping of which namespaces to
-// watch. Every read falls back to the API server when the informers have not synced, and
-// callers fall back on a miss, so the cache only ever saves requests.
+// podCache is a view of OpenDLC's pods and services, filled by informers that start on
+// first use. Cluster-wide by default: one watch per resource whatever the number of
+// workspaces, and no bookkeeping of which namespaces to watch. In namespaced mode
+// (WithNamespaces) it holds one informer pair per namespace the worker may use, since
+// the worker may not list or watch anything cluster-wide. Every read falls back to the
+// API server when the informers have not synced, and callers fall back on a miss, so
+// the cache only ever saves requests.
 type podCache struct {
 	client kubernetes.Interface
 	resync time.Duration
+	// namespaces are the namespaces watched; nil watches all of them at once.
+	namespaces []string
 
 	startOnce sync.Once
 	closeOnce sync.Once
 	stop      chan struct{}
-	factory   informers.SharedInformerFactory
-	pods      cache.SharedIndexInformer
-	services  cache.SharedIndexInformer
+	// scopes holds the informers by namespace; "" (metav1.NamespaceAll) when
+	// cluster-wide. Written once by start.
+	scopes map[string]*cacheScope
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every informer event
 	// gone holds the last state of recently deleted pods: a pod evicted or preempted
 	// is gone from the API before anyone looks, but its last state says why.
 	gone map[string]tombstone
+}
+
+// cacheScope is the informer pair of one namespace, or of all of them.
+type cacheScope struct {
+	factory  informers.SharedInformerFactory
+	pods     cache.SharedIndexInformer
+	services cache.SharedIndexInformer
 }
 
 // tombstone is a deleted pod's last state.
@@ -52,8 +63,8 @@ type tombstone struct {
 // tombstoneTTL bounds how long a deleted pod's last state is kept.
 const tombstoneTTL = 10 * time.Minute
 
-func newPodCache(client kubernetes.Interface, resync time.Duration) *podCache {
-	return &podCache{client: client, resync: resync, stop: make(chan struct{}), changed: make(chan struct{})}
+func newPodCache(client kubernetes.Interface, resync time.Duration, namespaces []string) *podCache {
+	return &podCache{client: client, resync: resync, namespaces: namespaces, stop: make(chan struct{}), changed: make(chan struct{})}
 }
 
 // start starts the informers once; it does not wait for them to sync.
@@ -64,39 +75,65 @@ func (c *podCache) start() {
 			return // closed before first use
 		default:
 		}
-		c.factory = informers.NewSharedInformerFactoryWithOptions(c.client, c.resync,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.LabelSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}).String()
-			}),
-			informers.WithTransform(stripManagedFields),
-		)
-		c.pods = c.factory.Core().V1().Pods().Informer()
-		_ = c.pods.AddIndexers(cache.Indexers{gangIndex: func(obj any) ([]string, error) {
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return nil, nil //nolint:nilerr // an object without metadata is in no gang
-			}
-			return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelGang]}, nil
-		}})
-		c.services = c.factory.Core().V1().Services().Informer()
-		h := cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { c.notify() },
-			UpdateFunc: func(any, any) { c.notify() },
-			DeleteFunc: func(any) { c.notify() },
+		namespaces := c.namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{metav1.NamespaceAll}
 		}
-		_, _ = c.pods.AddEventHandler(h)
-		_, _ = c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.remember})
-		_, _ = c.services.AddEventHandler(h)
-		c.factory.Start(c.stop)
+		scopes := make(map[string]*cacheScope, len(namespaces))
+		for _, ns := range namespaces {
+			scopes[ns] = c.newScope(ns)
+		}
+		c.scopes = scopes
 	})
+}
+
+// newScope starts the informers of namespace ns (metav1.NamespaceAll: every namespace).
+func (c *podCache) newScope(ns string) *cacheScope {
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, c.resync,
+		informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}).String()
+		}),
+		informers.WithTransform(stripManagedFields),
+	)
+	s := &cacheScope{factory: factory}
+	s.pods = factory.Core().V1().Pods().Informer()
+	_ = s.pods.AddIndexers(cache.Indexers{gangIndex: func(obj any) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, nil //nolint:nilerr // an object without metadata is in no gang
+		}
+		return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelGang]}, nil
+	}})
+	s.services = factory.Core().V1().Services().Informer()
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.notify() },
+		UpdateFunc: func(any, any) { c.notify() },
+		DeleteFunc: func(any) { c.notify() },
+	}
+	_, _ = s.pods.AddEventHandler(h)
+	_, _ = s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.remember})
+	_, _ = s.services.AddEventHandler(h)
+	factory.Start(c.stop)
+	return s
+}
+
+// scope returns the informers that hold namespace ns's objects, nil when none does
+// (not started, or a namespace the worker does not watch).
+func (c *podCache) scope(ns string) *cacheScope {
+	c.start()
+	if s := c.scopes[metav1.NamespaceAll]; s != nil {
+		return s
+	}
+	return c.scopes[ns]
 }
 
 func (c *podCache) close() {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		c.startOnce.Do(func() {}) // a later start does nothing
-		if c.factory != nil {
-			c.factory.Shutdown()
+		for _, s := range c.scopes {
+			s.factory.Shutdown()
 		}
 	})
 }
@@ -147,31 +184,44 @@ func (c *podCache) changes() <-chan struct{} {
 	return c.changed
 }
 
-func (c *podCache) synced() bool {
+// synced reports whether the informers holding namespace ns have synced; with no
+// namespace, whether every informer has.
+func (c *podCache) synced(ns ...string) bool {
 	c.start()
-	return c.pods != nil && c.pods.HasSynced() && c.services.HasSynced()
+	if len(ns) == 0 {
+		for _, s := range c.scopes {
+			if !s.synced() {
+				return false
+			}
+		}
+		return len(c.scopes) > 0
+	}
+	s := c.scope(ns[0])
+	return s != nil && s.synced()
 }
+
+func (s *cacheScope) synced() bool { return s.pods.HasSynced() && s.services.HasSynced() }
 
 // service returns the named Service, nil if it does not exist.
 func (c *podCache) service(ctx context.Context, ns, name string) (*corev1.Service, error) {
-	return cachedGet(ctx, c, func() cache.Store { return c.services.GetStore() },
+	return cachedGet(ctx, c, func(s *cacheScope) cache.Store { return s.services.GetStore() },
 		c.client.CoreV1().Services(ns).Get, "service", ns, name)
 }
 
 // pod returns the named pod, nil if it does not exist.
 func (c *podCache) pod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
-	return cachedGet(ctx, c, func() cache.Store { return c.pods.GetStore() },
+	return cachedGet(ctx, c, func(s *cacheScope) cache.Store { return s.pods.GetStore() },
 		c.client.CoreV1().Pods(ns).Get, "pod", ns, name)
 }
 
 // cachedGet returns the object ns/name from the store once the cache has synced, else
 // (or on a miss) from the API server with get; nil if it does not exist. kind names the
 // object in errors.
-func cachedGet[T any](ctx context.Context, c *podCache, store func() cache.Store,
+func cachedGet[T any](ctx context.Context, c *podCache, store func(*cacheScope) cache.Store,
 	get func(context.Context, string, metav1.GetOptions) (*T, error), kind, ns, name string,
 ) (*T, error) {
-	if c.synced() {
-		if obj, ok, err := store().GetByKey(ns + "/" + name); err == nil && ok {
+	if c.synced(ns) {
+		if obj, ok, err := store(c.scope(ns)).GetByKey(ns + "/" + name); err == nil && ok {
 			return obj.(*T), nil
 		}
 	}
@@ -199,10 +249,10 @@ func (c *podCache) gangPods(ctx context.Context, ns string, ref backend.GangRef,
 
 // cachedGangPods returns the gang's pods in the cache; false when it has not synced.
 func (c *podCache) cachedGangPods(ns string, ref backend.GangRef) ([]*corev1.Pod, bool) {
-	if !c.synced() {
+	if !c.synced(ns) {
 		return nil, false
 	}
-	objs, err := c.pods.GetIndexer().ByIndex(gangIndex, ns+"/"+gangValue(ref))
+	objs, err := c.scope(ns).pods.GetIndexer().ByIndex(gangIndex, ns+"/"+gangValue(ref))
 	if err != nil {
 		return nil, false
 	}

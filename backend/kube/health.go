@@ -221,6 +221,9 @@ func (b *Backend) quarantineBackoff(count int) time.Duration {
 // health) and quarantines the unhealthy ones. Nodes quarantined earlier are reported
 // unhealthy (reason Quarantined) without being probed.
 func (b *Backend) CheckNodes(ctx context.Context, in backend.CheckNodesInput) (backend.CheckNodesResult, error) {
+	if b.healthOff {
+		return backend.CheckNodesResult{}, errHealthChecksOff
+	}
 	if in.Timeout <= 0 {
 		in.Timeout = backend.DefaultHealthCheckTimeout
 	}
@@ -264,7 +267,10 @@ func (b *Backend) CheckNodes(ctx context.Context, in backend.CheckNodesInput) (b
 	}
 
 	if len(toProbe) > 0 {
-		ns := b.namespace(in.Ref.Workspace)
+		ns := b.namespaceOf(in.Ref)
+		if err := b.allowNamespace(ns); err != nil {
+			return backend.CheckNodesResult{}, err
+		}
 		if err := b.ensureNamespace(ctx, ns, in.Ref.Workspace); err != nil {
 			return backend.CheckNodesResult{}, err
 		}
@@ -333,6 +339,9 @@ func (b *Backend) CheckNodes(ctx context.Context, in backend.CheckNodesInput) (b
 // deletes check pods left behind by checks that never finished (a worker that died
 // mid-check and whose activity was not retried).
 func (b *Backend) RecheckQuarantined(ctx context.Context, probeTimeout time.Duration) ([]backend.NodeHealth, error) {
+	if b.healthOff {
+		return []backend.NodeHealth{}, nil
+	}
 	if probeTimeout <= 0 {
 		probeTimeout = backend.DefaultProbeTimeout
 	}
@@ -1016,13 +1025,17 @@ const staleCheckPodAfter = 10 * time.Minute
 
 // sweepCheckPods deletes check pods that outlived their check.
 func (b *Backend) sweepCheckPods(ctx context.Context) error {
-	list, err := b.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: LabelHealthCheck})
-	if err != nil {
-		return fmt.Errorf("kube: list check pods: %w", err)
+	var items []corev1.Pod
+	for _, ns := range b.listNamespaces() {
+		list, err := b.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelHealthCheck})
+		if err != nil {
+			return fmt.Errorf("kube: list check pods: %w", err)
+		}
+		items = append(items, list.Items...)
 	}
 	now := b.clock.Now()
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range items {
+		p := &items[i]
 		if p.DeletionTimestamp != nil || p.Labels[LabelManagedBy] != ManagedByValue {
 			continue
 		}

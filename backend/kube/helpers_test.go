@@ -152,7 +152,7 @@ func setPodStatus(t *testing.T, cs *fake.Clientset, ns, name string, st corev1.P
 // waitSynced waits until b's informers have synced.
 func waitSynced(t *testing.T, b *Backend) {
 	t.Helper()
-	eventually(t, "informers to sync", b.cache.synced)
+	eventually(t, "informers to sync", func() bool { return b.cache.synced() })
 }
 
 // eventually polls cond until it holds or 10s pass.

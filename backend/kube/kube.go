@@ -71,6 +71,8 @@ type Backend struct {
 
 	nsPrefix         string
 	createNamespaces bool
+	onlyNamespaces   []string // namespaced mode (namespaces.go); nil: cluster-wide
+	healthOff        bool     // node health checks off (WithHealthChecks)
 	port             int
 	env              []schemas.EnvVar
 	envSecret        string
@@ -358,7 +360,10 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 	if err := b.checkBatchScheduling(); err != nil {
 		return nil, err
 	}
-	b.cache = newPodCache(client, b.resync)
+	if b.Namespaced() {
+		b.createNamespaces = false
+	}
+	b.cache = newPodCache(client, b.resync, b.watchedNamespaces())
 	b.nodes = newNodeCache(client, b.resync, b.cache.notify)
 	b.nodes.clock = b.clock
 	return b, nil

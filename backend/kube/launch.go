@@ -51,7 +51,7 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 		return backend.InvalidSpec(err)
 	}
 	// Every spec problem surfaces before the first request.
-	ns := b.namespace(g.Workspace)
+	ns := b.namespaceOf(g.GangRef)
 	ports := b.ports(fw.PortNames())
 	ep := endpoints{svc: serviceName(g.GangRef), ns: ns, ports: ports}
 	fwEnvs := make([][]schemas.EnvVar, len(g.Replicas))
@@ -73,6 +73,9 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	}
 	if err := b.checkPolicy(g); err != nil {
 		return backend.InvalidSpec(fmt.Errorf("kube: %w", err))
+	}
+	if err := b.allowNamespace(ns); err != nil {
+		return err
 	}
 
 	b.cache.start()

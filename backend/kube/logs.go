@@ -59,7 +59,10 @@ func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica s
 // stops the follow and is returned as is.
 func (b *Backend) FollowLogsFrom(ctx context.Context, ref backend.GangRef, replica string, from backend.LogCursor, fn func(backend.LogLine) error) error {
 	b.cache.start()
-	ns := b.namespace(ref.Workspace)
+	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return fmt.Errorf("%w: %s (namespace %s is not the worker's)", backend.ErrGangNotFound, ref.ID(), ns)
+	}
 	f := newLogFollower(replica, from, b.clock.Now, fn)
 	err := b.followLogs(ctx, ns, ref, replica, f)
 	if fnErr, ok := errors.AsType[*callbackError](err); ok {

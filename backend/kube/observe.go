@@ -100,7 +100,10 @@ type gangRecord struct {
 // from the gang's Service; if the Service is gone but pods remain, from the pods' labels
 // (roles by name, then indexes). A gang with neither is ErrGangNotFound.
 func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.GangStatus, error) {
-	ns := b.namespace(ref.Workspace)
+	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return backend.GangStatus{}, fmt.Errorf("%w: %s (namespace %s is not the worker's)", backend.ErrGangNotFound, ref.ID(), ns)
+	}
 	rec, found, err := b.record(ctx, ns, ref)
 	if err != nil {
 		return backend.GangStatus{}, err

@@ -152,11 +152,14 @@ func (b *Backend) securityContexts(profile SecurityProfile) (*corev1.PodSecurity
 		}
 }
 
-// serviceAccountFor is the pod's service account: the job's, else the pool's, else
-// the backend's; "" for the namespace's default.
+// serviceAccountFor is the pod's service account: the job's, else the workspace's,
+// else the pool's, else the backend's; "" for the namespace's default.
 func (b *Backend) serviceAccountFor(g backend.GangSpec) string {
 	if g.Pod != nil && g.Pod.ServiceAccountName != "" {
 		return g.Pod.ServiceAccountName
+	}
+	if g.PodDefaults != nil && g.PodDefaults.ServiceAccountName != "" {
+		return g.PodDefaults.ServiceAccountName
 	}
 	if sa := b.policy(g.Pool).ServiceAccountName; sa != "" {
 		return sa
@@ -164,10 +167,13 @@ func (b *Backend) serviceAccountFor(g backend.GangSpec) string {
 	return b.serviceAccount
 }
 
-// pullSecretsFor are the backend's, the pool's and the job's image pull secrets, each
-// once.
+// pullSecretsFor are the backend's, the pool's, the workspace's and the job's image
+// pull secrets, each once.
 func (b *Backend) pullSecretsFor(g backend.GangSpec) []corev1.LocalObjectReference {
 	names := slices.Concat(b.pullSecrets, b.policy(g.Pool).ImagePullSecrets)
+	if g.PodDefaults != nil {
+		names = append(names, g.PodDefaults.ImagePullSecrets...)
+	}
 	if g.Pod != nil {
 		names = append(names, g.Pod.ImagePullSecrets...)
 	}
@@ -207,7 +213,7 @@ func (b *Backend) addPodVolumes(g backend.GangSpec, spec *corev1.PodSpec, c *cor
 	}
 	for _, v := range g.Pod.Volumes {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: userVolumeName(v.Name), VolumeSource: volumeSource(v)})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: userVolumeName(v.Name), MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: userVolumeName(v.Name), MountPath: v.MountPath, ReadOnly: v.ReadOnly, SubPath: v.SubPath})
 	}
 }
 
@@ -222,9 +228,14 @@ func volumeSource(v schemas.Volume) corev1.VolumeSource {
 		}
 		return corev1.VolumeSource{EmptyDir: src}
 	case v.ConfigMap != nil:
-		return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: v.ConfigMap.Name}}}
+		return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: v.ConfigMap.Name},
+			Items:                keysToPaths(v.ConfigMap.Items), DefaultMode: v.ConfigMap.DefaultMode,
+		}}
 	case v.Secret != nil:
-		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v.Secret.SecretName}}
+		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: v.Secret.SecretName, Items: keysToPaths(v.Secret.Items), DefaultMode: v.Secret.DefaultMode,
+		}}
 	case v.PVC != nil:
 		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PVC.ClaimName, ReadOnly: v.PVC.ReadOnly}}
 	case v.HostPath != nil:
@@ -251,4 +262,13 @@ func validatePodOptions(g backend.GangSpec, reserved ...string) error {
 		}
 	}
 	return nil
+}
+
+// keysToPaths are a ConfigMap or Secret volume's projected items.
+func keysToPaths(items []schemas.KeyToPath) []corev1.KeyToPath {
+	var out []corev1.KeyToPath
+	for _, it := range items {
+		out = append(out, corev1.KeyToPath{Key: it.Key, Path: it.Path, Mode: it.Mode})
+	}
+	return out
 }

@@ -10,12 +10,22 @@ const (
 	WorkerNamespace = "opendlc-system"
 	// WorkerClusterRole is the cluster role bound to WorkerServiceAccount.
 	WorkerClusterRole = "opendlc-worker"
+	// WorkerNodeHealthClusterRole is the cluster role that lets the worker patch
+	// nodes; bind it only where node health checks are on.
+	WorkerNodeHealthClusterRole = "opendlc-worker-node-health"
+	// WorkerNodesClusterRole is namespaced mode's cluster role: read nodes.
+	WorkerNodesClusterRole = "opendlc-worker-nodes"
+	// WorkerRole is namespaced mode's role in each namespace the worker uses.
+	WorkerRole = "opendlc-worker"
 )
 
-// PolicyRules are every permission the backend uses, and no more: the rules of
-// deploy/rbac.yaml's ClusterRole (a test keeps the two equal, and another checks that
-// every request the backend makes is allowed by them). Cluster-wide, because workspaces
-// map to namespaces created on demand, and the informers watch all of them at once.
+// PolicyRules are every permission the backend uses, and no more: the union of the
+// rules of deploy/rbac.yaml's ClusterRoles (a test keeps the two equal, and another
+// checks that every request the backend makes is allowed by them). Cluster-wide mode:
+// workspaces map to namespaces created on demand, and the informers watch all of them
+// at once. deploy/rbac-namespaced.yaml grants the same rules split by scope:
+// NamespaceRules in a Role per namespace, NodeReadRules and NodeHealthRules in
+// ClusterRoles, and no NamespaceCreateRules.
 //
 // Not granted, because not used: patch on pods (the stopped mark lives on the Service),
 // get on namespaces (Launch creates and treats AlreadyExists as success), update
@@ -25,6 +35,15 @@ const (
 // the gang's ssh Secret, which the worker only creates; the one Secret it patches is the
 // S3 Secret whose contents it writes itself), and deletecollection.
 func PolicyRules() []rbacv1.PolicyRule {
+	rules := NamespaceRules()
+	rules = append(rules, NamespaceCreateRules()...)
+	rules = append(rules, NodeReadRules()...)
+	return append(rules, NodeHealthRules()...)
+}
+
+// NamespaceRules are what the backend does inside a namespace it runs gangs (and node
+// health check pods) in.
+func NamespaceRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
@@ -41,12 +60,30 @@ func PolicyRules() []rbacv1.PolicyRule {
 		// Only with WithS3Credentials: each workspace namespace's S3 Secret, written by
 		// server-side apply (a patch, which creates it when missing).
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{S3SecretName}, Verbs: []string{"patch"}},
-		// Only with WithCreateNamespaces(true), the default.
+	}
+}
+
+// NamespaceCreateRules let Launch create a workspace's namespace: only with
+// WithCreateNamespaces(true), the default of cluster-wide mode.
+func NamespaceCreateRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}},
-		// Node health checks: the candidate and quarantined nodes are listed, and a
-		// node is read then patched (taint, label, annotations) to quarantine or
-		// release it. Observe watches nodes to fail the replicas of a node that stops
-		// reporting at once.
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+	}
+}
+
+// NodeReadRules let Observe watch nodes, to fail the replicas of a node that stops
+// reporting at once, and health checks list the candidate and quarantined nodes and
+// read one before patching it. Nodes are cluster-scoped: a ClusterRole in both modes.
+func NodeReadRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+	}
+}
+
+// NodeHealthRules let node health checks quarantine a node and release it (a patch of
+// its taint, label and annotations): only with WithHealthChecks(true), the default.
+func NodeHealthRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"patch"}},
 	}
 }

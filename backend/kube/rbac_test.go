@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,59 +14,97 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The manifest the integration tests apply and operators install grants exactly
-// PolicyRules.
-func TestRBACManifest(t *testing.T) {
-	data, err := os.ReadFile("../../deploy/rbac.yaml")
+// manifestObject is one document of a deploy/ manifest.
+type manifestObject struct {
+	Kind     string
+	Metadata struct{ Name, Namespace string }
+	Rules    []rbacv1.PolicyRule
+	RoleRef  rbacv1.RoleRef
+	Subjects []rbacv1.Subject
+}
+
+func readManifest(t *testing.T, path string) []manifestObject {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		kinds   []string
-		role    rbacv1.ClusterRole
-		binding rbacv1.ClusterRoleBinding
-		sa      corev1.ServiceAccount
-	)
+	var out []manifestObject
 	for doc := range bytes.SplitSeq(data, []byte("\n---\n")) {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
+		var o manifestObject
+		if err := yaml.Unmarshal(doc, &o); err != nil {
 			t.Fatal(err)
 		}
-		kinds = append(kinds, meta.Kind)
-		var target any
-		switch meta.Kind {
-		case "ClusterRole":
-			target = &role
-		case "ClusterRoleBinding":
-			target = &binding
-		case "ServiceAccount":
-			target = &sa
-		default:
-			continue
+		out = append(out, o)
+	}
+	return out
+}
+
+// checkManifest checks that path holds exactly the objects want names (kind/namespace/name,
+// in order), that each role's rules are rules[its name], and that every binding binds
+// its own role to the worker's service account.
+func checkManifest(t *testing.T, path string, want []string, rules map[string][]rbacv1.PolicyRule) {
+	t.Helper()
+	objs := readManifest(t, path)
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Kind+"/"+o.Metadata.Namespace+"/"+o.Metadata.Name)
+		switch o.Kind {
+		case "ClusterRole", "Role":
+			if diff := cmp.Diff(rules[o.Kind+"/"+o.Metadata.Name], o.Rules); diff != "" {
+				t.Errorf("%s: %s %s's rules (-want +got):\n%s", path, o.Kind, o.Metadata.Name, diff)
+			}
+		case "ClusterRoleBinding", "RoleBinding":
+			role := strings.TrimSuffix(o.Kind, "Binding")
+			wantRef := rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: role, Name: o.Metadata.Name}
+			if diff := cmp.Diff(wantRef, o.RoleRef); diff != "" {
+				t.Errorf("%s: %s %s's roleRef (-want +got):\n%s", path, o.Kind, o.Metadata.Name, diff)
+			}
+			wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: WorkerServiceAccount, Namespace: WorkerNamespace}}
+			if diff := cmp.Diff(wantSubjects, o.Subjects); diff != "" {
+				t.Errorf("%s: %s %s's subjects (-want +got):\n%s", path, o.Kind, o.Metadata.Name, diff)
+			}
 		}
-		if err := yaml.UnmarshalStrict(doc, target); err != nil {
-			t.Fatalf("%s: %v", meta.Kind, err)
-		}
 	}
-	if diff := cmp.Diff([]string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}, kinds); diff != "" {
-		t.Errorf("documents (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: documents (-want +got):\n%s", path, diff)
 	}
-	if diff := cmp.Diff(PolicyRules(), role.Rules); diff != "" {
-		t.Errorf("deploy/rbac.yaml's rules differ from PolicyRules() (-want +got):\n%s", diff)
+}
+
+// The manifests the integration tests apply and operators install grant exactly
+// PolicyRules: cluster-wide in rbac.yaml, split by scope in rbac-namespaced.yaml.
+func TestRBACManifest(t *testing.T) {
+	clusterRole := append(append(NamespaceRules(), NamespaceCreateRules()...), NodeReadRules()...)
+	if diff := cmp.Diff(PolicyRules(), append(slices.Clone(clusterRole), NodeHealthRules()...)); diff != "" {
+		t.Errorf("PolicyRules is not the union of the parts (-want +got):\n%s", diff)
 	}
-	if role.Name != WorkerClusterRole || sa.Name != WorkerServiceAccount || sa.Namespace != WorkerNamespace {
-		t.Errorf("role %q, service account %s/%s", role.Name, sa.Namespace, sa.Name)
-	}
-	wantBinding := rbacv1.ClusterRoleBinding{
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: WorkerClusterRole},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: WorkerServiceAccount, Namespace: WorkerNamespace}},
-	}
-	if diff := cmp.Diff(wantBinding.RoleRef, binding.RoleRef); diff != "" {
-		t.Errorf("roleRef (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantBinding.Subjects, binding.Subjects); diff != "" {
-		t.Errorf("subjects (-want +got):\n%s", diff)
-	}
+	checkManifest(t, "../../deploy/rbac.yaml", []string{
+		"Namespace//" + WorkerNamespace,
+		"ServiceAccount/" + WorkerNamespace + "/" + WorkerServiceAccount,
+		"ClusterRole//" + WorkerClusterRole,
+		"ClusterRoleBinding//" + WorkerClusterRole,
+		"ClusterRole//" + WorkerNodeHealthClusterRole,
+		"ClusterRoleBinding//" + WorkerNodeHealthClusterRole,
+	}, map[string][]rbacv1.PolicyRule{
+		"ClusterRole/" + WorkerClusterRole:           clusterRole,
+		"ClusterRole/" + WorkerNodeHealthClusterRole: NodeHealthRules(),
+	})
+	checkManifest(t, "../../deploy/rbac-namespaced.yaml", []string{
+		"Namespace//" + WorkerNamespace,
+		"ServiceAccount/" + WorkerNamespace + "/" + WorkerServiceAccount,
+		"Role/team-a/" + WorkerRole,
+		"RoleBinding/team-a/" + WorkerRole,
+		"ClusterRole//" + WorkerNodesClusterRole,
+		"ClusterRoleBinding//" + WorkerNodesClusterRole,
+		"ClusterRole//" + WorkerNodeHealthClusterRole,
+		"ClusterRoleBinding//" + WorkerNodeHealthClusterRole,
+		"Role/" + WorkerNamespace + "/" + WorkerRole,
+		"RoleBinding/" + WorkerNamespace + "/" + WorkerRole,
+	}, map[string][]rbacv1.PolicyRule{
+		"Role/" + WorkerRole:                         NamespaceRules(),
+		"ClusterRole/" + WorkerNodesClusterRole:      NodeReadRules(),
+		"ClusterRole/" + WorkerNodeHealthClusterRole: NodeHealthRules(),
+	})
 }
 
 // Every request the backend makes through a whole life cycle (informers, Launch twice,

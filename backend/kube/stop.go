@@ -30,7 +30,10 @@ func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	defer l.Unlock()
 	b.markStopped(id)
 
-	ns := b.namespace(ref.Workspace)
+	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return nil // nothing of the worker's can be there
+	}
 	if _, err := b.annotateService(ctx, ns, serviceName(ref), AnnotationStopped); err != nil {
 		return err
 	}
@@ -133,7 +136,10 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 	id := ref.ID()
 	l := b.lockGang(id)
 	defer l.Unlock()
-	ns := b.namespace(ref.Workspace)
+	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return nil // nothing of the worker's can be there
+	}
 	policy := metav1.DeletePropagationBackground
 	err := b.client.CoreV1().Services(ns).Delete(ctx, serviceName(ref), metav1.DeleteOptions{PropagationPolicy: &policy})
 	if err != nil && !apierrors.IsNotFound(err) {

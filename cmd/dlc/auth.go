@@ -162,9 +162,14 @@ var workspaceColumns = []column[api.Workspace]{
 
 func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 	var ws api.Workspace
-	cmd := g.nameCmd("create NAME [--namespace NS] [--description TEXT]", "Register a workspace and the Kubernetes namespace its pods run in",
+	var pod schemas.PodDefaults
+	cmd := g.nameCmd("create NAME [--namespace NS] [--service-account SA] [--image-pull-secret S]... [--description TEXT]",
+		"Register a workspace, the Kubernetes namespace its pods run in and their defaults",
 		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
 			ws.Name = name
+			if pod.ServiceAccountName != "" || len(pod.ImagePullSecrets) > 0 {
+				ws.PodDefaults = &pod
+			}
 			out, err := c.CreateWorkspace(cmd.Context(), ws)
 			if err != nil {
 				return nil, nil, err
@@ -172,6 +177,8 @@ func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 			return out, line("workspace %s created (namespace %s)", out.Name, out.Namespace), nil
 		})
 	cmd.Flags().StringVar(&ws.Namespace, "namespace", "", "Kubernetes namespace (default: the workspace's name)")
+	cmd.Flags().StringVar(&pod.ServiceAccountName, "service-account", "", "service account (of the namespace) of the workspace's pods whose job names none")
+	cmd.Flags().StringArrayVar(&pod.ImagePullSecrets, "image-pull-secret", nil, "image pull secret (of the namespace) of every pod of the workspace; repeatable")
 	cmd.Flags().StringVar(&ws.Description, "description", "", "what the workspace is for")
 	return cmd
 }

@@ -294,6 +294,8 @@ func newWorkerCmd() *cobra.Command {
 	var pod podFlags
 	var grace graceFlags
 	var verbose bool
+	var kubeNamespaces []string
+	healthChecks := true
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run only a worker, against an existing Temporal, NATS and S3",
@@ -334,6 +336,7 @@ func newWorkerCmd() *cobra.Command {
 					return err
 				}
 				opts = append(opts, batchOpts...)
+				opts = append(opts, kube.WithNamespaces(kubeNamespaces...), kube.WithHealthChecks(healthChecks))
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
@@ -380,6 +383,8 @@ func newWorkerCmd() *cobra.Command {
 	f.StringVar(&podS3Endpoint, "pod-s3-endpoint", "", "kubernetes: "+podS3EndpointUsage+" (default: none; pods get DLC_S3_ENDPOINT and AWS_REGION as they are here)")
 	f.StringVar(&nsPrefix, "namespace-prefix", "", "kubernetes: a workspace W runs in namespace PREFIX+W")
 	f.StringToStringVar(&podAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
+	f.StringArrayVar(&kubeNamespaces, "kube-namespace", nil, "kubernetes: namespaced mode: run gangs only in this namespace, watch it alone, create none (repeatable; see deploy/rbac-namespaced.yaml)")
+	f.BoolVar(&healthChecks, "health-checks", true, "kubernetes: node health checks (pre-flight checks, quarantine and re-checks; off, the worker needs no patch on nodes)")
 	f.StringVar(&probeImage, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 	f.StringToStringVar(&probeAnnotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")
 	pools.register(cmd, "kubernetes: ", " (quota, public, spot, idle)")
