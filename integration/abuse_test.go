@@ -81,7 +81,7 @@ func TestBadTokenFloodIsLimited(t *testing.T) {
 			var ev events.Event
 			var d events.AuditData
 			if json.Unmarshal(data, &ev) != nil || json.Unmarshal(ev.Data, &d) != nil {
-				return nil
+				return nil //nolint:nilerr // another kind of record on the subject: skip it
 			}
 			switch {
 			case d.Suppressed > 0 && d.RemoteAddr == floodAddr:

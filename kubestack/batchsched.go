@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -241,9 +242,7 @@ func (c *Cluster) AddNode(ctx context.Context, name string, labels map[string]st
 	if err != nil {
 		return err
 	}
-	for k, v := range labels {
-		n.Labels[k] = v
-	}
+	maps.Copy(n.Labels, labels)
 	n.Spec.Taints = append(n.Spec.Taints, taints...)
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubestack: create node %s: %w", name, err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,8 +215,8 @@ func (l *abuseLimiter) clientKey(r *http.Request) string {
 		// The rightmost address that is not a trusted proxy is the client as the
 		// nearest untrusted hop saw it; addresses left of it can be forged.
 		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-		for i := len(hops) - 1; i >= 0; i-- {
-			hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		for _, h := range slices.Backward(hops) {
+			hop, err := netip.ParseAddr(strings.TrimSpace(h))
 			if err != nil {
 				break
 			}

@@ -271,8 +271,8 @@ func podGroupFor(g backend.GangSpec, s BatchScheduling, svc *corev1.Service) *un
 		return nil
 	}
 	spec := map[string]any{"minMember": int64(len(g.Replicas))}
-	if min := minResources(g); len(min) > 0 {
-		spec["minResources"] = min
+	if least := minResources(g); len(least) > 0 {
+		spec["minResources"] = least
 	}
 	switch s.Scheduler {
 	case GangSchedulerCoscheduling:

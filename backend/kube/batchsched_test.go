@@ -57,10 +57,10 @@ func TestCoschedulingPodGroupAndPods(t *testing.T) {
 	if got, _, _ := unstructured.NestedInt64(pg.Object, "spec", "scheduleTimeoutSeconds"); got != 90 {
 		t.Errorf("scheduleTimeoutSeconds = %d, want 90 (the placement timeout)", got)
 	}
-	min, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "minResources")
+	least, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "minResources")
 	// master 4 CPU 16Gi, 2 workers 8 CPU 64Gi 8 GPUs each.
-	if min["cpu"] != "20" || min["memory"] != "144Gi" || min["nvidia.com/gpu"] != "16" {
-		t.Errorf("minResources = %v, want the whole gang's requests", min)
+	if least["cpu"] != "20" || least["memory"] != "144Gi" || least["nvidia.com/gpu"] != "16" {
+		t.Errorf("minResources = %v, want the whole gang's requests", least)
 	}
 	owners := pg.GetOwnerReferences()
 	if len(owners) != 1 || owners[0].Kind != "Service" || owners[0].Name != "bert-a1" || owners[0].UID == "" {

@@ -246,8 +246,8 @@ func TestVolcanoAndKueueObjectsAccepted(t *testing.T) {
 	if q, _, _ := unstructured.NestedString(pg.Object, "spec", "queue"); q != "research" {
 		t.Errorf("Volcano PodGroup queue %q, want research", q)
 	}
-	if min, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "minResources"); min["nvidia.com/gpu"] != "6" || min["cpu"] != "3" {
-		t.Errorf("Volcano PodGroup minResources %v, want the gang's 3 CPUs and 6 GPUs", min)
+	if least, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "minResources"); least["nvidia.com/gpu"] != "6" || least["cpu"] != "3" {
+		t.Errorf("Volcano PodGroup minResources %v, want the gang's 3 CPUs and 6 GPUs", least)
 	}
 	if o := pg.GetOwnerReferences(); len(o) != 1 || o[0].Kind != "Service" || o[0].Name != "vol-a1" {
 		t.Errorf("Volcano PodGroup owners %+v, want the gang's Service", o)

@@ -344,4 +344,3 @@ func TestPodLogGapWhenUnreadable(t *testing.T) {
 		t.Errorf("event %+v", ev)
 	}
 }
-

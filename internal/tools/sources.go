@@ -62,7 +62,10 @@ func ModuleDir(ctx context.Context, module string) (string, error) {
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal(out.Bytes(), &info); err != nil || info.Error != "" || runErr != nil || info.Dir == "" {
 		msg := strings.TrimSpace(info.Error + " " + errOut.String())
-		return "", fmt.Errorf("tools: go mod download %s@%s: %v %s", s.Module, s.Version, runErr, msg)
+		if runErr != nil {
+			return "", fmt.Errorf("tools: go mod download %s@%s: %w %s", s.Module, s.Version, runErr, msg)
+		}
+		return "", fmt.Errorf("tools: go mod download %s@%s: %s", s.Module, s.Version, msg)
 	}
 	return filepath.Clean(info.Dir), nil
 }
