@@ -204,7 +204,19 @@ type PodDefaults struct {
 	// ImagePullSecrets name Secrets of the workspace's namespace holding registry
 	// credentials, given to every pod of the workspace after the job's own.
 	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+	// Security confines the workspace's containers: "restricted" applies the
+	// restricted Pod Security Standard (non-root user, no privilege escalation, every
+	// capability dropped, RuntimeDefault seccomp) whatever the pool says; "" or "image"
+	// leaves it to the pool (by default the image's own user). A workspace can only
+	// tighten its pool's policy.
+	Security string `json:"security,omitempty" jsonschema:"enum=image,enum=restricted"`
 }
+
+// Workspace security profiles (PodDefaults.Security).
+const (
+	SecurityImage      = "image"
+	SecurityRestricted = "restricted"
+)
 
 // maxPullSecrets bounds a workspace's image pull secrets, as spec.pod's.
 const maxPullSecrets = 16
@@ -218,6 +230,9 @@ func ValidatePodDefaults(d *PodDefaults, p Path) ErrorList {
 	var errs ErrorList
 	if d.ServiceAccountName != "" && !validObjectName(d.ServiceAccountName) {
 		errs = append(errs, Invalid(p.Child("serviceAccountName"), "must be a ServiceAccount name (a DNS subdomain)"))
+	}
+	if d.Security != "" && d.Security != SecurityImage && d.Security != SecurityRestricted {
+		errs = append(errs, NotSupported(p.Child("security"), []string{SecurityImage, SecurityRestricted}))
 	}
 	if len(d.ImagePullSecrets) > maxPullSecrets {
 		errs = append(errs, Invalid(p.Child("imagePullSecrets"), "must have at most %d items", maxPullSecrets))

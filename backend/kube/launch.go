@@ -395,7 +395,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		// replica's environment: one set per gang, growing with the workspace's jobs.
 		EnableServiceLinks: new(false),
 	}
-	spec.SecurityContext, spec.Containers[0].SecurityContext = b.securityContexts(b.policy(g.Pool).Security)
+	spec.SecurityContext, spec.Containers[0].SecurityContext = b.securityContexts(b.securityFor(g))
 	spec.HostNetwork = g.Pod != nil && g.Pod.HostNetwork
 	if spec.HostNetwork {
 		// Keep cluster DNS: replicas find each other by their Service names.

@@ -166,6 +166,28 @@ func TestWorkspacePodDefaults(t *testing.T) {
 	}
 }
 
+// A workspace whose pod defaults say restricted runs its pods under the restricted
+// profile in a pool that runs images as their own user; other workspaces there do not.
+func TestWorkspaceSecurityTightensThePool(t *testing.T) {
+	cs := newClient()
+	b := newBackend(t, cs)
+	strict := gangOf(t, podJob("strict", schemas.PoolPublic, nil))
+	strict.PodDefaults = &schemas.PodDefaults{Security: schemas.SecurityRestricted}
+	launch(t, b, strict)
+	launch(t, b, gangOf(t, podJob("loose", schemas.PoolPublic, nil)))
+	got := pods(t, cs, "vision")
+	p := got["strict-worker-0-a1"]
+	if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("restricted workspace: pod security context %+v, want runAsNonRoot", sc)
+	}
+	if c := p.Spec.Containers[0].SecurityContext; c == nil || c.AllowPrivilegeEscalation == nil || *c.AllowPrivilegeEscalation {
+		t.Errorf("restricted workspace: container security context %+v, want no privilege escalation", c)
+	}
+	if sc := got["loose-worker-0-a1"].Spec.SecurityContext; sc != nil && sc.RunAsNonRoot != nil && *sc.RunAsNonRoot {
+		t.Errorf("workspace without a policy: pod security context %+v, want the image's user", sc)
+	}
+}
+
 // ConfigMap and Secret volumes' items and modes, and a volume's subPath, reach the pod.
 func TestVolumeProjectionsReachThePod(t *testing.T) {
 	cs := newClient()

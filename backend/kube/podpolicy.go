@@ -135,6 +135,15 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // securityContexts are the pod's and the container's security contexts under profile.
+// securityFor is the profile of a gang's containers: its pool's, tightened to
+// SecurityRestricted when its workspace's pod defaults say so.
+func (b *Backend) securityFor(g backend.GangSpec) SecurityProfile {
+	if g.PodDefaults != nil && g.PodDefaults.Security == schemas.SecurityRestricted {
+		return SecurityRestricted
+	}
+	return b.policy(g.Pool).Security
+}
+
 func (b *Backend) securityContexts(profile SecurityProfile) (*corev1.PodSecurityContext, *corev1.SecurityContext) {
 	if profile != SecurityRestricted {
 		if b.runAsUser == nil {

@@ -163,11 +163,11 @@ var workspaceColumns = []column[api.Workspace]{
 func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 	var ws api.Workspace
 	var pod schemas.PodDefaults
-	cmd := g.nameCmd("create NAME [--namespace NS] [--service-account SA] [--image-pull-secret S]... [--description TEXT]",
+	cmd := g.nameCmd("create NAME [--namespace NS] [--service-account SA] [--image-pull-secret S]... [--security restricted] [--description TEXT]",
 		"Register a workspace, the Kubernetes namespace its pods run in and their defaults",
 		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
 			ws.Name = name
-			if pod.ServiceAccountName != "" || len(pod.ImagePullSecrets) > 0 {
+			if pod.ServiceAccountName != "" || len(pod.ImagePullSecrets) > 0 || pod.Security != "" {
 				ws.PodDefaults = &pod
 			}
 			out, err := c.CreateWorkspace(cmd.Context(), ws)
@@ -179,6 +179,7 @@ func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&ws.Namespace, "namespace", "", "Kubernetes namespace (default: the workspace's name)")
 	cmd.Flags().StringVar(&pod.ServiceAccountName, "service-account", "", "service account (of the namespace) of the workspace's pods whose job names none")
 	cmd.Flags().StringArrayVar(&pod.ImagePullSecrets, "image-pull-secret", nil, "image pull secret (of the namespace) of every pod of the workspace; repeatable")
+	cmd.Flags().StringVar(&pod.Security, "security", "", "restricted: the workspace's pods run under the restricted Pod Security Standard whatever their pool says")
 	cmd.Flags().StringVar(&ws.Description, "description", "", "what the workspace is for")
 	return cmd
 }

@@ -42,7 +42,7 @@ func TestWorkspaceNamespaceAndPodDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := env.api.CreateWorkspace(ctx, api.Workspace{Name: ws, Namespace: ns, PodDefaults: &schemas.PodDefaults{
-		ServiceAccountName: "trainer", ImagePullSecrets: []string{"ws-registry"},
+		ServiceAccountName: "trainer", ImagePullSecrets: []string{"ws-registry"}, Security: schemas.SecurityRestricted,
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +77,10 @@ func TestWorkspaceNamespaceAndPodDefaults(t *testing.T) {
 		}
 		if !slices.Equal(secrets, []string{"ws-registry", "job-registry"}) {
 			t.Errorf("pod %s pull secrets %v, want [ws-registry job-registry]", p.Name, secrets)
+		}
+		// The workspace's restricted policy tightens the public pool's (image user).
+		if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("pod %s security context %+v, want the workspace's restricted profile", p.Name, sc)
 		}
 	}
 	j := waitJob(t, ctx, ws, "placed", "terminal", terminal)
