@@ -26,6 +26,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -141,28 +142,40 @@ func stopWorker() {
 	}
 }
 
-// applyManifest creates every object of a multi-document YAML file.
-func applyManifest(ctx context.Context, cs kubernetes.Interface, path string) error {
+// manifestObjects decodes every document of a multi-document YAML file.
+func manifestObjects(path string) ([]runtime.Object, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var objs []runtime.Object
 	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := rd.Read()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return objs, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		objs = append(objs, obj)
+	}
+}
+
+// applyManifest creates every object of a multi-document YAML file.
+func applyManifest(ctx context.Context, cs kubernetes.Interface, path string) error {
+	objs, err := manifestObjects(path)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *corev1.Namespace:
 			_, err = cs.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
@@ -179,6 +192,7 @@ func applyManifest(ctx context.Context, cs kubernetes.Interface, path string) er
 			return err
 		}
 	}
+	return nil
 }
 
 func testContext(t *testing.T) context.Context { return itest.Context(t, 3*time.Minute) }

@@ -1,11 +1,8 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/backend/kube"
@@ -278,27 +273,12 @@ func startWorkerProcess(kubeconfig, logPath string, extra ...string) (*exec.Cmd,
 // every binding names mode.account, and without health checks the node-health
 // ClusterRole and the health namespace's Role are left out. Nothing else is changed.
 func applyMode(ctx context.Context, cs kubernetes.Interface, mode rbacMode) error {
-	data, err := os.ReadFile(mode.manifest)
+	objs, err := manifestObjects(mode.manifest)
 	if err != nil {
 		return err
 	}
 	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: mode.account, Namespace: kube.WorkerNamespace}}
-	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := rd.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return err
-		}
+	for _, obj := range objs {
 		var errs []error
 		switch o := obj.(type) {
 		case *corev1.Namespace:
@@ -346,6 +326,7 @@ func applyMode(ctx context.Context, cs kubernetes.Interface, mode rbacMode) erro
 			}
 		}
 	}
+	return nil
 }
 
 // roleNamespaces are the namespaces a Role of the manifest in namespace ns goes to: the
