@@ -62,8 +62,12 @@ const transientTaintPrefix = "node.kubernetes.io/"
 // Service. It checks nothing for a gang already launched (its Service exists), for an autoscaled pool, or when the nodes cannot be
 // listed (the worker may lack the permission), none is there, or one has not reported
 // its allocatable resources yet (just registered): the placement timeout still applies.
+// A pool whose gangs go to a batch scheduler is not checked either: that scheduler
+// decides when a gang is admitted.
 func (b *Backend) checkFit(ctx context.Context, g backend.GangSpec, ns string, build func(*corev1.Service) []*corev1.Pod) error {
-	if b.pools[g.Pool].Autoscaled {
+	if b.pools[g.Pool].Autoscaled || b.batchFor(g.Pool).Scheduler != GangSchedulerOpenDLC {
+		// Nodes come on demand, or the cluster's batch scheduler admits the gang and
+		// holds it until room appears (Kueue, Volcano and coscheduling queue it).
 		return nil
 	}
 	name := serviceName(g.GangRef)

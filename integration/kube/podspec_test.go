@@ -166,7 +166,10 @@ func policyBackend(t *testing.T) *kubebackend.Backend {
 		t.Fatal(err)
 	}
 	b, err := kubebackend.New(cs,
-		kubebackend.WithPool(schemas.PoolPublic, kubebackend.PoolConfig{Policy: kubebackend.PodPolicy{
+		// No node of the test cluster has rdma/hca: the pool is marked autoscaled, so that
+		// the fit check (placement.go) lets the pod reach the API server, which is what
+		// this test is about.
+		kubebackend.WithPool(schemas.PoolPublic, kubebackend.PoolConfig{Autoscaled: true, Policy: kubebackend.PodPolicy{
 			AllowHostNetwork: true, HostPaths: []string{"/mnt/nvme"}, ExtendedResources: []string{"rdma/hca"},
 		}}),
 		kubebackend.WithPool(schemas.PoolSpot, kubebackend.PoolConfig{Policy: kubebackend.PodPolicy{Security: kubebackend.SecurityRestricted}}))
