@@ -58,18 +58,6 @@ func (c *Cluster) ResumeNodeHeartbeat(ctx context.Context, node string) error {
 		return fmt.Errorf("kubestack: resume the heartbeat of node %s: %w", node, err)
 	}
 	return c.pollUntil(ctx, "node "+node+" Ready and untainted", func(ctx context.Context) error {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !NodeReady(n) {
-			return fmt.Errorf("node %s not Ready", node)
-		}
-		for _, t := range n.Spec.Taints {
-			if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
-				return fmt.Errorf("node %s still tainted %s", node, t.Key)
-			}
-		}
-		return nil
+		return c.nodeUsable(ctx, node)
 	})
 }

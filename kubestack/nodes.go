@@ -87,21 +87,30 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 func (c *Cluster) waitNodesReady(ctx context.Context) error {
 	return c.pollUntil(ctx, "nodes Ready and untainted", func(ctx context.Context) error {
 		for _, name := range c.Nodes {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
+			if err := c.nodeUsable(ctx, name); err != nil {
 				return err
-			}
-			if !NodeReady(n) {
-				return fmt.Errorf("node %s not Ready", name)
-			}
-			for _, t := range n.Spec.Taints {
-				if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
-					return fmt.Errorf("node %s still tainted %s", name, t.Key)
-				}
 			}
 		}
 		return nil
 	})
+}
+
+// nodeUsable returns nil when node name is Ready and carries neither the not-ready nor
+// the unreachable taint, so pods can be scheduled on it; else what is missing.
+func (c *Cluster) nodeUsable(ctx context.Context, name string) error {
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !NodeReady(n) {
+		return fmt.Errorf("node %s not Ready", name)
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return fmt.Errorf("node %s still tainted %s", name, t.Key)
+		}
+	}
+	return nil
 }
 
 // waitDefaultServiceAccount waits for the controller manager to create the
