@@ -96,7 +96,8 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 }
 
 // nodeUsable returns nil when node name is Ready and carries neither the not-ready nor
-// the unreachable taint, so pods can be scheduled on it; else what is missing.
+// the unreachable taint, so pods can be scheduled on it, and has the InternalIP address
+// the API server reaches its kubelet endpoint by; else what is missing.
 func (c *Cluster) nodeUsable(ctx context.Context, name string) error {
 	n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -110,7 +111,14 @@ func (c *Cluster) nodeUsable(ctx context.Context, name string) error {
 			return fmt.Errorf("node %s still tainted %s", name, t.Key)
 		}
 	}
-	return nil
+	// The API server reaches the node's kubelet endpoint (kwok's, for pods/log)
+	// through its InternalIP address.
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && a.Address != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s has no InternalIP address", name)
 }
 
 // waitDefaultServiceAccount waits for the controller manager to create the
