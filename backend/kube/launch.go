@@ -27,9 +27,10 @@ import (
 // ResourceGPU is the extended resource a replica's GPUs are requested as.
 const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
-// createParallelism bounds the pod creations in flight per Launch: a 64-pod gang is
-// created in a few round trips without flooding the API server.
-const createParallelism = 8
+// CreateParallelism bounds the pod creations in flight per Launch: a 64-pod gang is
+// created in a few round trips without flooding the API server. (`task bench:kube`'s
+// client-go baseline creates its pods with the same bound.)
+const CreateParallelism = 8
 
 // replicaRef is one entry of AnnotationReplicas.
 type replicaRef struct {
@@ -123,7 +124,7 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 		b.addBatchScheduling(g, pods[i])
 	}
 	// The first error in replica order, typed errors intact.
-	if err := forEachPod(pods, createParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
+	if err := forEachPod(pods, CreateParallelism, func(pod *corev1.Pod) error { return b.createPod(ctx, pod) }); err != nil {
 		return err
 	}
 

@@ -265,6 +265,8 @@ func median(xs []time.Duration) time.Duration {
 
 func minDur(xs []time.Duration) time.Duration { return slices.Min(xs).Round(time.Millisecond) }
 
+func maxDur(xs []time.Duration) time.Duration { return slices.Max(xs).Round(time.Millisecond) }
+
 // loadAvg is the machine's 1-minute load average, as /proc/loadavg gives it.
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")

@@ -20,11 +20,15 @@ import (
 	"github.com/opendlc/opendlc/kubestack"
 )
 
+// benchKubeNodes is how many kwok nodes the bench's control plane has: room for a
+// 256-replica job (110 pods a node).
+const benchKubeNodes = 4
+
 // runKube measures, on the test control plane (kwok nodes), the time from submitting a
 // job of n replicas to all its pods Running, next to plain client-go creating the same
 // number of pods and waiting for them to run, in the same run; then recovery from pod
 // and node failures (runKubeRecovery) and from lost node heartbeats (runKubeLeaseExpiry).
-func runKube(sizes []int, defaultEviction bool, leaseRuns int) error {
+func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-kube-")
@@ -34,7 +38,7 @@ func runKube(sizes []int, defaultEviction bool, leaseRuns int) error {
 	defer os.RemoveAll(dir)
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	cluster, err := kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster")})
+	cluster, err := kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: benchKubeNodes})
 	if err != nil {
 		return err
 	}
@@ -60,68 +64,129 @@ func runKube(sizes []int, defaultEviction bool, leaseRuns int) error {
 		return err
 	}
 
-	fmt.Printf("submit -> all pods Running on the kwok control plane (3 nodes), OpenDLC vs plain client-go\n\n")
-	fmt.Printf("%-9s %14s %14s %8s\n", "replicas", "OpenDLC", "client-go", "ratio")
-	for _, n := range sizes {
-		ns := fmt.Sprintf("bench-%d", n)
-		base, err := plainPods(ctx, cluster.Client, ns+"-plain", n)
-		if err != nil {
-			return err
-		}
-		spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"job","workspace":%q},
-"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`, ns, n)
-		start := time.Now()
-		if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
-			return err
-		}
-		if err := waitRunning(ctx, cluster.Client, ns, "opendlc.io/job=job", n); err != nil {
-			return err
-		}
-		took := time.Since(start)
-		fmt.Printf("%-9d %14s %14s %7.2fx\n", n, took.Round(time.Millisecond), base.Round(time.Millisecond), float64(took)/float64(base))
-		if _, err := c.StopJob(ctx, ns, "job", "bench done"); err != nil {
-			return err
-		}
+	if err := runKubeLaunch(ctx, cluster, c, sizes, runs); err != nil {
+		return err
 	}
-	if err := runKubeRecovery(ctx, cluster, c, defaultEviction); err != nil {
+	if err := runKubeRecovery(ctx, cluster, c, runs, defaultEviction); err != nil {
 		return err
 	}
 	return runKubeLeaseExpiry(ctx, cluster, c, leaseRuns)
 }
 
-// plainPods creates n pods directly and waits until they all run: the floor.
+// runKubeLaunch measures, for each size, submit -> all pods Running of an n-replica job
+// against plain client-go doing the same work under the same clock, runs times each, the
+// two sides taking turns. Both sides start in a namespace that does not exist yet: OpenDLC
+// creates its workspace's namespace, its headless Service, its S3 Secret and its pods (at
+// most kube.CreateParallelism creations in flight); the baseline creates a namespace,
+// waits for its default service account (as a pod needs it), creates a headless Service
+// and the pods with the same bound. OpenDLC's clock starts before the submit request and
+// so includes the API server, the Temporal workflow and its activities.
+func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, c *client.Client, sizes []int, runs int) error {
+	fmt.Printf("submit -> all pods Running on the kwok control plane (%d nodes), OpenDLC vs plain client-go doing the same work, %d runs each\n\n",
+		len(cluster.Nodes), runs)
+	fmt.Printf("%-9s %-10s %10s %10s %10s %14s\n", "replicas", "side", "min", "median", "max", "median ratio")
+	for _, n := range sizes {
+		var dlc, plain []time.Duration
+		for r := range runs {
+			ws := fmt.Sprintf("bench-%d-%d", n, r)
+			base, err := plainPods(ctx, cluster.Client, ws+"-plain", n)
+			if err != nil {
+				return err
+			}
+			took, err := dlcPods(ctx, cluster.Client, c, ws, n)
+			if err != nil {
+				return err
+			}
+			plain, dlc = append(plain, base), append(dlc, took)
+		}
+		fmt.Printf("%-9d %-10s %10s %10s %10s\n", n, "client-go", minDur(plain), median(plain), maxDur(plain))
+		fmt.Printf("%-9s %-10s %10s %10s %10s %13.2fx\n", "", "OpenDLC", minDur(dlc), median(dlc), maxDur(dlc),
+			float64(median(dlc))/float64(median(plain)))
+	}
+	return nil
+}
+
+// dlcPods submits an n-replica job in workspace ws (a namespace not created yet) and
+// waits until all its pods run; then it stops the job.
+func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws string, n int) (time.Duration, error) {
+	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"job","workspace":%q},
+"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`, ws, n)
+	start := time.Now()
+	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
+		return 0, err
+	}
+	if err := waitRunning(ctx, cs, ws, "opendlc.io/job=job", n); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	if _, err := c.StopJob(ctx, ws, "job", "bench done"); err != nil {
+		return 0, err
+	}
+	return took, waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
+}
+
+// plainPods does with client-go what OpenDLC does to launch an n-replica job in a new
+// namespace (see runKubeLaunch), and waits until all the pods run.
 func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (time.Duration, error) {
+	start := time.Now()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return 0, err
 	}
 	// Pods are refused until the namespace's default service account exists.
-	for {
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return 0, err
 	}
-	start := time.Now()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain"},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"bench": "plain"}},
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	sem := make(chan struct{}, kube.CreateParallelism)
+	errs := make(chan error, n)
 	for i := range n {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strconv.Itoa(i), Labels: map[string]string{"bench": "plain"}},
-			Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "main", Image: "registry.local/train:1.4", Command: []string{"train"}}},
-			},
-		}
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strconv.Itoa(i), Labels: map[string]string{"bench": "plain"}},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Hostname:      "plain-" + strconv.Itoa(i), Subdomain: "plain",
+					Containers: []corev1.Container{{Name: "main", Image: "registry.local/train:1.4", Command: []string{"train"}}},
+				},
+			}
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
 			return 0, err
 		}
 	}
 	if err := waitRunning(ctx, cs, ns, "bench=plain", n); err != nil {
 		return 0, err
 	}
-	return time.Since(start), nil
+	took := time.Since(start)
+	// Free the nodes for the next run, as OpenDLC's side stops its job.
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		return 0, err
+	}
+	return took, waitNoPods(ctx, cs, ns, "bench=plain")
+}
+
+// waitNoPods waits until namespace ns has no pod that matches selector, so that the next
+// run starts on empty nodes.
+func waitNoPods(ctx context.Context, cs kubernetes.Interface, ns, selector string) error {
+	return poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err == nil && len(l.Items) == 0, nil
+	})
 }
 
 func waitRunning(ctx context.Context, cs kubernetes.Interface, ns, selector string, n int) error {

@@ -47,7 +47,8 @@ func main() {
 	recoveries := flag.Int("recoveries", 5, "number of SIGKILL recoveries of the example trainer to time (0: none)")
 	defaultEviction := flag.Bool("default-eviction", true, "with -kube, also wait out Kubernetes' default 300s not-ready toleration (about 5 minutes)")
 	frameworks := flag.Bool("frameworks", false, "measure submit -> first all-reduce of the PyTorch DDP example against the same processes started by hand instead")
-	runs := flag.Int("runs", 5, "with -frameworks, runs per side")
+	runs := flag.Int("runs", 5, "with -frameworks and -kube, runs per side and size")
+	sizes := flag.String("sizes", "1,8,64,256", "with -kube, the job sizes (replicas) to launch")
 	leaseRuns := flag.Int("lease-runs", 5, "with -kube, runs of the lost node heartbeat (lease expiry) recovery (0: none)")
 	flag.Parse()
 	if *frameworks {
@@ -58,7 +59,12 @@ func main() {
 		return
 	}
 	if *kubeMode {
-		if err := runKube([]int{1, 8, 64}, *defaultEviction, *leaseRuns); err != nil {
+		kubeSizes, err := parseSizes(*sizes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -sizes:", err)
+			os.Exit(2)
+		}
+		if err := runKube(kubeSizes, *runs, *defaultEviction, *leaseRuns); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -70,8 +76,22 @@ func main() {
 	}
 }
 
-// probe prints the wall clock in nanoseconds as soon as the process starts, then exits.
-var probe = []string{"sh", "-c", "date +%s%N"}
+// parseSizes reads a comma-separated list of positive integers.
+func parseSizes(s string) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number of replicas", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// probe prints the wall clock in nanoseconds as soon as the process starts, and again
+// as its last act before it exits.
+var probe = []string{"sh", "-c", "date +%s%N; date +%s%N"}
 
 func run(n int, dlcBin string, recoveries int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -135,9 +155,13 @@ func run(n int, dlcBin string, recoveries int) error {
 		}
 		toStart, toDone, total = append(toStart, s), append(toDone, d), append(total, t)
 	}
-	logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS.URL, logLines)
-	if err != nil {
-		return err
+	var logRates, rawRates []float64
+	for r := range logRuns {
+		logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS.URL, logLines, r)
+		if err != nil {
+			return err
+		}
+		logRates, rawRates = append(logRates, logRate), append(rawRates, rawRate)
 	}
 	trials, err := measureTrialOverhead(ctx, c, trialBench)
 	if err != nil {
@@ -152,17 +176,22 @@ func run(n int, dlcBin string, recoveries int) error {
 	latMu.Unlock()
 
 	fmt.Printf("OpenDLC job overhead, embedded stack, local backend, %d sequential 1-replica jobs\n\n", n)
-	fmt.Printf("%-38s %10s %10s %12s\n", "measure", "p50", "p99", "p50 / floor")
+	// Only "submit -> process started" has a baseline doing the same work (starting the
+	// process); the other rows are OpenDLC's cost alone.
+	fmt.Printf("%-44s %10s %10s %10s %10s\n", "measure", "min", "p50", "p99", "max")
 	row := func(name string, xs []time.Duration) {
-		fmt.Printf("%-38s %10s %10s %11.1fx\n", name, pct(xs, 50), pct(xs, 99), float64(pct(xs, 50))/float64(pct(floor, 50)))
+		fmt.Printf("%-44s %10s %10s %10s %10s\n", name, pct(xs, 0), pct(xs, 50), pct(xs, 99), pct(xs, 100))
 	}
-	row("floor: start the process directly", floor)
+	row("baseline: exec the process -> its first line", floor)
 	row("submit -> process started", toStart)
-	row("process exited -> job Succeeded", toDone)
+	row("process exiting -> job Succeeded", toDone)
 	row("submit -> Succeeded seen by client", total)
 	fmt.Printf("\nstatus event: phase change -> live subscriber, %d events: p50 %s, p99 %s\n", len(lat), pct(lat, 50), pct(lat, 99))
-	fmt.Printf("log forwarding: %d lines from 4 replicas: %.0f lines/s end to end; raw JetStream publish of the same records: %.0f msg/s; ratio %.2f\n",
-		logLines, logRate, rawRate, logRate/rawRate)
+	fmt.Printf("\nlog lines/s, first to last arrival at a live subscriber, %d lines from %d replicas (publishers), %d runs each:\n", logLines, logReplicas, logRuns)
+	fmt.Printf("%-44s %10s %10s %10s\n", "side", "min", "median", "max")
+	fmt.Printf("%-44s %10.0f %10.0f %10.0f\n", "JetStream publish, same batches (baseline)", slices.Min(rawRates), medianF(rawRates), slices.Max(rawRates))
+	fmt.Printf("%-44s %10.0f %10.0f %10.0f   median ratio %.2f\n", "OpenDLC: replica stdout -> forwarder", slices.Min(logRates), medianF(logRates), slices.Max(logRates),
+		medianF(logRates)/medianF(rawRates))
 	fmt.Printf("HPO trial overhead, %d one-second trials one at a time: trial decided -> process started p50 %s, p99 %s (%.1f%% of a %ds trial at p50)\n",
 		len(trials), pct(trials, 50), pct(trials, 99), 100*pct(trials, 50).Seconds()/trialSeconds, trialSeconds)
 	fmt.Printf("\nworker peak memory (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
@@ -188,20 +217,74 @@ func run(n int, dlcBin string, recoveries int) error {
 // trialBench is how many trials the HPO overhead measure runs.
 const trialBench = 8
 
-// logLines is how many lines the log-forwarding measure sends (4 replicas).
-const logLines = 100000
+// logLines is how many lines the log-forwarding measure sends (logReplicas replicas),
+// logRuns times on each side.
+const (
+	logLines = 100000
+	logRuns  = 5
+)
 
-// measureLogs runs a 4-replica job that prints logLines lines as fast as it can and
-// times the records reaching a live subscriber of its log subjects (first to last), then
-// publishes the same number of records straight to JetStream, in the same batches the
-// forwarder uses, for the baseline.
-func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url string, n int) (forwarded, raw float64, err error) {
-	per := n / 4
+// medianF is the median of xs.
+func medianF(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// logReplicas is how many replicas (and baseline publishers) the log measure has.
+const logReplicas = 4
+
+// measureLogs runs a logReplicas-replica job whose replicas print n lines in all as
+// fast as they can, and times the records reaching a live subscriber of its log subjects,
+// from the first arrival to the last; then, for the baseline, logReplicas concurrent
+// publishers send the same number of records straight to JetStream in the batches the
+// forwarder uses, timed the same way at the same kind of subscriber. Run r of runs uses
+// job loglines-r.
+func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url string, n, r int) (forwarded, raw float64, err error) {
+	per := n / logReplicas
+	job := fmt.Sprintf("loglines-%d", r)
+	forwarded, err = arrivalRate(ctx, nc, "dlc.bench.job."+job+".logs.>", per*logReplicas, func() error {
+		spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":%q,"workspace":"bench"},
+"spec":{"framework":"custom","command":["sh","-c","seq 1 %d | sed 's/^/log line number /'"],"roles":{"worker":{"replicas":%d}}}}`, job, per, logReplicas)
+		_, err := c.SubmitJob(ctx, []byte(spec))
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+
+	js, err := jetstream.Connect(url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer js.Close()
+	rawJob := fmt.Sprintf("raw-%d", r)
+	raw, err = arrivalRate(ctx, nc, "dlc.bench.job."+rawJob+".logs.>", per*logReplicas, func() error {
+		errs := make(chan error, logReplicas)
+		for p := range logReplicas {
+			go func() { errs <- publishLogs(ctx, js, rawJob, p, per) }()
+		}
+		for range logReplicas {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return forwarded, raw, err
+}
+
+// arrivalRate subscribes to subject, runs send, and returns the rate at which want
+// messages arrived, from the first arrival to the last.
+func arrivalRate(ctx context.Context, nc *nats.Conn, subject string, want int, send func() error) (float64, error) {
 	var mu sync.Mutex
 	var first, last time.Time
 	got := 0
 	done := make(chan struct{})
-	sub, err := nc.Subscribe("dlc.bench.job.loglines.logs.>", func(*nats.Msg) {
+	sub, err := nc.Subscribe(subject, func(*nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
 		now := time.Now()
@@ -210,46 +293,46 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 		}
 		got++
 		last = now
-		if got == n {
+		if got == want {
 			close(done)
 		}
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"loglines","workspace":"bench"},
-"spec":{"framework":"custom","command":["sh","-c","seq 1 %d | sed 's/^/log line number /'"],"roles":{"worker":{"replicas":4}}}}`, per)
-	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
-		return 0, 0, err
+	if err := send(); err != nil {
+		return 0, err
 	}
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return 0, 0, fmt.Errorf("only %d of %d log lines arrived", got, n)
+		mu.Lock()
+		defer mu.Unlock()
+		return 0, fmt.Errorf("%s: only %d of %d messages arrived", subject, got, want)
 	}
-	forwarded = float64(n) / last.Sub(first).Seconds()
+	mu.Lock()
+	defer mu.Unlock()
+	return float64(want) / last.Sub(first).Seconds(), nil
+}
 
-	js, err := jetstream.Connect(url)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer js.Close()
-	rec, _ := json.Marshal(events.LogRecord{Workspace: "bench", Job: "raw", UID: "01a22e0b-0dc1-798f-86b5-3b6f224da20b",
-		Role: "worker", Replica: "raw-worker-0-a0", Stream: "stdout", Time: time.Now(), Line: "log line number 12345"})
+// publishLogs publishes n log records of replica p of job to JetStream, 256 to a batch.
+func publishLogs(ctx context.Context, js *jetstream.Client, job string, p, n int) error {
+	subject := events.JobLogSubject("bench", job, "worker", p)
 	batch := make([]events.Msg, 0, 256)
-	start := time.Now()
 	for i := range n {
-		batch = append(batch, events.Msg{Subject: "dlc.bench.job.raw.logs.worker.0", ID: fmt.Sprintf("raw-%d", i), Data: rec})
+		rec, _ := json.Marshal(events.LogRecord{Workspace: "bench", Job: job, UID: "01a22e0b-0dc1-798f-86b5-3b6f224da20b",
+			Role: "worker", Replica: fmt.Sprintf("%s-worker-%d-a0", job, p), Stream: "stdout", Time: time.Now(),
+			Line: "log line number " + strconv.Itoa(i+1)})
+		batch = append(batch, events.Msg{Subject: subject, ID: fmt.Sprintf("%s-%d-%d", job, p, i), Data: rec})
 		if len(batch) == cap(batch) || i == n-1 {
 			if err := js.Publish(ctx, batch...); err != nil {
-				return 0, 0, err
+				return err
 			}
 			batch = batch[:0]
 		}
 	}
-	raw = float64(n) / time.Since(start).Seconds()
-	return forwarded, raw, nil
+	return nil
 }
 
 // measureFloor starts the probe directly n times: the time from exec to its first line.
@@ -261,7 +344,7 @@ func measureFloor(ctx context.Context, n int) ([]time.Duration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ts, err := parseNanos(string(b))
+		ts, err := parseNanos(strings.SplitN(string(b), "\n", 2)[0])
 		if err != nil {
 			return nil, err
 		}
@@ -292,16 +375,18 @@ func oneJob(ctx context.Context, c *client.Client, i int) (toStart, toDone, tota
 	if j.Status.Phase != schemas.JobSucceeded {
 		return 0, 0, 0, fmt.Errorf("job ended %s: %s", j.Status.Phase, j.Status.Message)
 	}
-	var started time.Time
+	// The probe's first line is its start, its last the moment before it exits.
+	var stamps []time.Time
 	err = c.Logs(ctx, "bench", name, client.LogOptions{}, func(r events.LogRecord) error {
-		started, err = parseNanos(r.Line)
+		ts, err := parseNanos(r.Line)
+		stamps = append(stamps, ts)
 		return err
 	})
-	if err != nil || started.IsZero() {
-		return 0, 0, 0, fmt.Errorf("probe output not found in logs: %w", err)
+	if err != nil || len(stamps) != 2 {
+		return 0, 0, 0, fmt.Errorf("probe output not found in logs (%d lines): %w", len(stamps), err)
 	}
 	done := j.Status.Timeline[len(j.Status.Timeline)-1].Time
-	return started.Sub(t0), done.Sub(started), total, nil
+	return stamps[0].Sub(t0), done.Sub(stamps[1]), total, nil
 }
 
 func parseNanos(s string) (time.Time, error) {
