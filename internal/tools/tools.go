@@ -1,5 +1,5 @@
 // Package tools builds the external programs OpenDLC runs (the Temporal dev
-// server, the versitygw S3 gateway, workflowcheck, golangci-lint, and the
+// server, the versitygw S3 gateway, workflowcheck, golangci-lint, helm, and the
 // Kubernetes test control plane: etcd, kube-apiserver, kube-scheduler,
 // kube-controller-manager and kwok) from pinned Go module versions and caches
 // the binaries by version, so every developer and every test run uses exactly
@@ -118,6 +118,10 @@ var pinned = []Tool{
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	// kwok has no local replaces, so go install builds it in its own module graph.
 	{Name: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", Version: "v0.8.0", Group: kubeGroup},
+	// Helm, for the chart's lint, template and apply tests (deploy/helm). v3.21 is the
+	// line built on the k8s.io v0.36 modules, as OpenDLC's own; go install builds it in
+	// its own module graph (no local replaces).
+	{Name: "helm", Package: "helm.sh/helm/v3/cmd/helm", Version: "v3.21.4"},
 	// kube-scheduler with scheduler-plugins' Coscheduling plugin, kubestack's optional
 	// second scheduler (sources.go).
 	{Name: "coscheduler", Package: "github.com/opendlc/opendlc/tools/schedplugins/coscheduler", Version: schedPluginsVersion,
