@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -167,9 +168,7 @@ func newKubelet(t *testing.T, objs []*unstructured.Unstructured) *kubelet {
 			for key, v := range sec.Data {
 				data[key] = string(v)
 			}
-			for key, v := range sec.StringData {
-				data[key] = v
-			}
+			maps.Copy(data, sec.StringData)
 			k.secrets[o.GetName()] = data
 		}
 	}
