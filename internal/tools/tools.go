@@ -1,5 +1,5 @@
 // Package tools builds the external programs OpenDLC runs (the Temporal dev
-// server, the versitygw S3 gateway, workflowcheck, golangci-lint, and the
+// server, the versitygw S3 gateway, workflowcheck, golangci-lint, helm, and the
 // Kubernetes test control plane: etcd, kube-apiserver, kube-scheduler,
 // kube-controller-manager and kwok) from pinned Go module versions and caches
 // the binaries by version, so every developer and every test run uses exactly
@@ -99,6 +99,22 @@ func kubeLDFlags(version string) string {
 		pkg, version, major, minor)
 }
 
+// helmVersion is helm's; its k8s.io modules are v0.36 (Kubernetes 1.36).
+const helmVersion = "v3.21.4"
+
+// helmLDFlags stamps what helm's own release build does: its version, and the
+// Kubernetes version of its k8s.io modules, which helm template and helm lint assume
+// for the cluster (otherwise v1.20, which a chart's kubeVersion may refuse).
+func helmLDFlags(version, kubeMajor, kubeMinor string) string {
+	flags := []string{"-s", "-w",
+		"-X helm.sh/helm/v3/internal/version.version=" + version,
+		"-X helm.sh/helm/v3/internal/version.gitTreeState=clean"}
+	for _, pkg := range []string{"helm.sh/helm/v3/pkg/chartutil", "helm.sh/helm/v3/pkg/lint/rules"} {
+		flags = append(flags, "-X "+pkg+".k8sVersionMajor="+kubeMajor, "-X "+pkg+".k8sVersionMinor="+kubeMinor)
+	}
+	return strings.Join(flags, " ")
+}
+
 // pinned is the table of tools; change a version here and every caller
 // rebuilds it once, into a new cache entry.
 var pinned = []Tool{
@@ -118,6 +134,10 @@ var pinned = []Tool{
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	// kwok has no local replaces, so go install builds it in its own module graph.
 	{Name: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", Version: "v0.8.0", Group: kubeGroup},
+	// Helm, for the chart's lint, template and apply tests (deploy/helm). v3.21 is the
+	// line built on the k8s.io v0.36 modules, as OpenDLC's own; go install builds it in
+	// its own module graph (no local replaces).
+	{Name: "helm", Package: "helm.sh/helm/v3/cmd/helm", Version: helmVersion, LDFlags: helmLDFlags(helmVersion, "1", "36")},
 	// kube-scheduler with scheduler-plugins' Coscheduling plugin, kubestack's optional
 	// second scheduler (sources.go).
 	{Name: "coscheduler", Package: "github.com/opendlc/opendlc/tools/schedplugins/coscheduler", Version: schedPluginsVersion,

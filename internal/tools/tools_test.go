@@ -25,7 +25,7 @@ func TestDir(t *testing.T) {
 }
 
 func TestListIsPinned(t *testing.T) {
-	for _, name := range []string{"temporal", "versitygw", "workflowcheck", "golangci-lint"} {
+	for _, name := range []string{"temporal", "versitygw", "workflowcheck", "golangci-lint", "helm"} {
 		tool, ok := Lookup(name)
 		if !ok {
 			t.Fatalf("Lookup(%q): not found", name)

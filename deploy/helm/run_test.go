@@ -1,0 +1,338 @@
+package helm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
+	kubebackend "github.com/opendlc/opendlc/backend/kube"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// TestRenderedProcessesRun runs the chart's containers as processes, the way a kubelet
+// would: the rendered args, the environment resolved from the rendered ConfigMap and
+// Secrets, the Secret volumes written to files, against a real Temporal, NATS and S3
+// (an embedded stack) and the test control plane. Two API servers come up healthy and
+// accept the admin token the chart generated; a worker in namespaced mode, as the
+// chart's service account with exactly the chart's RBAC (in-cluster configuration),
+// runs a job in its namespace to completion.
+func TestRenderedProcessesRun(t *testing.T) {
+	ctx := itest.Context(t, 5*time.Minute)
+	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true})
+	s := stack.Stack
+	c := chartCase{name: "run", namespaced: true, namespaces: []string{"team-a"}, healthChecks: true}
+	values := fmt.Sprintf(`
+temporal: {address: %q, namespace: %q}
+nats: {urls: [%q]}
+s3: {endpoint: %q, region: %q, pathStyle: "true", accessKeyId: %q, secretAccessKey: %q}
+rbac: {mode: namespaced, namespaces: [team-a]}
+`, s.Temporal.Address, s.Temporal.Namespace, s.NATS.URL, s.S3.Endpoint, s.S3.Region, s.S3.AccessKey, s.S3.SecretKey)
+	objs := render(t, ctx, c.name, c.namespace(), values)
+	if err := createNamespace(ctx, c.namespace()); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := apply(ctx, o, c.namespace()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := newKubelet(t, objs)
+
+	// Two API servers, as the Deployment's two replicas.
+	server := k.container(c.fullname()+"-server", "server")
+	token := k.secrets[c.fullname()+"-admin-token"]["admin-token"]
+	var urls []string
+	for i := range 2 {
+		p := k.start(ctx, server, fmt.Sprintf("server-%d", i), nil)
+		u := p.waitLine(t, ctx, regexp.MustCompile(`API listening on (\S+)`))
+		urls = append(urls, u)
+		resp, err := http.Get(u + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("server %d: GET /healthz: %s", i, resp.Status)
+		}
+	}
+	admin, err := dlc.New(urls[1], dlc.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The servers check tokens: one of the right form that no server installed is refused.
+	stranger, _, err := auth.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := dlc.New(urls[0], dlc.WithToken(stranger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.CreateWorkspace(ctx, api.Workspace{Name: "chart-stranger", Namespace: "team-a"}); err == nil {
+		t.Fatal("a token the chart did not make created a workspace")
+	}
+	if _, err := admin.CreateWorkspace(ctx, api.Workspace{Name: "chart-run", Namespace: "team-a"}); err != nil {
+		t.Fatalf("create a workspace with the chart's admin token on the second server: %v", err)
+	}
+
+	// The worker, in-cluster as the chart's service account.
+	worker := k.container(c.fullname()+"-worker", "worker")
+	_, cfg, err := env.cluster.ServiceAccountKubeconfig(ctx, c.namespace(), c.fullname()+"-worker", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saDir := t.TempDir()
+	ca, err := os.ReadFile(env.cluster.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(saDir, "token"), cfg.BearerToken)
+	writeFile(t, filepath.Join(saDir, "ca.crt"), string(ca))
+	apiURL, err := url.Parse(env.cluster.Server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := k.start(ctx, worker, "worker", []string{
+		"KUBERNETES_SERVICE_HOST=" + apiURL.Hostname(), "KUBERNETES_SERVICE_PORT=" + apiURL.Port(),
+		kubebackend.EnvServiceAccountDir + "=" + saDir, "HOME=" + t.TempDir(),
+	})
+	w.waitLine(t, ctx, regexp.MustCompile(`worker started \((kubernetes) backend\)`))
+
+	client, err := dlc.New(urls[0], dlc.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	itest.Submit(t, ctx, client, `
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: chart
+  workspace: chart-run
+  annotations: {kwok.opendlc.io/complete-after: 2s}
+spec:
+  framework: pytorch
+  image: registry.local/train:1.4
+  command: [torchrun, train.py]
+  roles: {worker: {replicas: 2, resources: {gpu: 1}}}
+`)
+	j := itest.WaitJob(t, ctx, client, "chart-run", "chart", "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("job: phase %s: %s", j.Status.Phase, j.Status.Message)
+	}
+	t.Logf("job chart: %s in namespace team-a", j.Status.Phase)
+}
+
+// kubelet holds what a pod of the release reads: the rendered Deployments, and the
+// data of the rendered ConfigMaps and Secrets.
+type kubelet struct {
+	t           *testing.T
+	deployments map[string]*appsv1.Deployment
+	configMaps  map[string]map[string]string
+	secrets     map[string]map[string]string
+}
+
+func newKubelet(t *testing.T, objs []*unstructured.Unstructured) *kubelet {
+	k := &kubelet{t: t, deployments: map[string]*appsv1.Deployment{},
+		configMaps: map[string]map[string]string{}, secrets: map[string]map[string]string{}}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			k.deployments[o.GetName()] = typed[appsv1.Deployment](t, o)
+		case "ConfigMap":
+			k.configMaps[o.GetName()] = typed[corev1.ConfigMap](t, o).Data
+		case "Secret":
+			sec := typed[corev1.Secret](t, o)
+			data := map[string]string{}
+			for key, v := range sec.Data {
+				data[key] = string(v)
+			}
+			maps.Copy(data, sec.StringData)
+			k.secrets[o.GetName()] = data
+		}
+	}
+	return k
+}
+
+// running is a started container and its output so far.
+type running struct {
+	name  string
+	mu    sync.Mutex
+	lines []string
+}
+
+// container returns a Deployment's container and its pod spec.
+func (k *kubelet) container(deployment, name string) podContainer {
+	k.t.Helper()
+	d, ok := k.deployments[deployment]
+	if !ok {
+		k.t.Fatalf("no Deployment %s", deployment)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return podContainer{spec: d.Spec.Template.Spec, ctr: c}
+		}
+	}
+	k.t.Fatalf("Deployment %s has no container %s", deployment, name)
+	return podContainer{}
+}
+
+type podContainer struct {
+	spec corev1.PodSpec
+	ctr  corev1.Container
+}
+
+// start runs a container as a process: its volumes become directories (Secret volumes
+// hold the Secret's files), its args point into them, its environment is resolved from
+// the ConfigMaps and Secrets, and the API listens on a free loopback port.
+func (k *kubelet) start(ctx context.Context, pc podContainer, name string, extraEnv []string) *running {
+	t := k.t
+	t.Helper()
+	root := t.TempDir()
+	mounts := map[string]string{}
+	for _, m := range pc.ctr.VolumeMounts {
+		dir := filepath.Join(root, m.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		mounts[m.MountPath] = dir
+		for _, v := range pc.spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			data, ok := k.secrets[v.Secret.SecretName]
+			if !ok {
+				t.Fatalf("%s: volume %s: the release renders no Secret %s", name, v.Name, v.Secret.SecretName)
+			}
+			for key, val := range data {
+				writeFile(t, filepath.Join(dir, key), val)
+			}
+		}
+	}
+	var args []string
+	for _, a := range pc.ctr.Args {
+		if strings.HasPrefix(a, "--addr=") {
+			a = "--addr=127.0.0.1:0"
+		}
+		for path, dir := range mounts {
+			a = strings.ReplaceAll(a, path, dir)
+		}
+		args = append(args, a)
+	}
+	environ := append(os.Environ(), extraEnv...)
+	for _, e := range pc.ctr.Env {
+		environ = append(environ, e.Name+"="+k.envValue(name, e))
+	}
+	if pc.ctr.Command[0] != "dlc" {
+		t.Fatalf("%s: command %q", name, pc.ctr.Command)
+	}
+	cmd := exec.CommandContext(ctx, env.dlc, args...)
+	cmd.Env = environ
+	cmd.Dir = root
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	r := &running{name: name}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			r.mu.Lock()
+			r.lines = append(r.lines, sc.Text())
+			r.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		<-done
+		pr.Close()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, strings.Join(r.output(), "\n"))
+		}
+	})
+	return r
+}
+
+// waitLine waits for a line of output that re matches and returns its first group.
+func (r *running) waitLine(t *testing.T, ctx context.Context, re *regexp.Regexp) string {
+	t.Helper()
+	var got string
+	err := poll(ctx, 2*time.Minute, func() error {
+		for _, l := range r.output() {
+			if m := re.FindStringSubmatch(l); m != nil {
+				got = m[1]
+				return nil
+			}
+		}
+		return fmt.Errorf("%s: no line matching %s yet", r.name, re)
+	})
+	if err != nil {
+		t.Fatalf("%v; output:\n%s", err, strings.Join(r.output(), "\n"))
+	}
+	return got
+}
+
+func (r *running) output() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lines)
+}
+
+// envValue resolves one variable as the kubelet would.
+func (k *kubelet) envValue(name string, e corev1.EnvVar) string {
+	k.t.Helper()
+	switch {
+	case e.ValueFrom == nil:
+		return e.Value
+	case e.ValueFrom.ConfigMapKeyRef != nil:
+		r := e.ValueFrom.ConfigMapKeyRef
+		if v, ok := k.configMaps[r.Name][r.Key]; ok {
+			return v
+		}
+		k.t.Fatalf("%s: %s: the release renders no ConfigMap %s with key %s", name, e.Name, r.Name, r.Key)
+	case e.ValueFrom.SecretKeyRef != nil:
+		r := e.ValueFrom.SecretKeyRef
+		if v, ok := k.secrets[r.Name][r.Key]; ok {
+			return v
+		}
+		k.t.Fatalf("%s: %s: the release renders no Secret %s with key %s", name, e.Name, r.Name, r.Key)
+	}
+	k.t.Fatalf("%s: %s: unsupported source %+v", name, e.Name, e.ValueFrom)
+	return ""
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
