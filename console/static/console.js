@@ -39,16 +39,35 @@
     if (f.dataset && f.dataset.confirm && !window.confirm(f.dataset.confirm)) e.preventDefault();
   });
 
-  // Jobs page: a phase event of the workspace reloads the rows.
+  // Jobs page: a phase event of the workspace sets the job's phase in its row at once;
+  // a job not shown yet reloads the rows. The list comes from Temporal's visibility
+  // store, which may lag the events: the phase each event said is applied again over
+  // reloaded rows, so that the table never goes back to an older phase.
   function jobsPage() {
     const table = document.getElementById("jobs");
     if (!table) return;
     const rows = document.getElementById("job-rows");
     const state = document.getElementById("live-state");
-    const reload = debounce(function () { refresh(rows, withPartial("rows")); }, 250);
+    const seen = new Map();
+    function apply() {
+      for (const [job, phase] of seen) {
+        const row = rows.querySelector('tr[data-job="' + CSS.escape(job) + '"]');
+        if (!row || row.dataset.phase === phase) continue;
+        row.dataset.phase = phase;
+        const span = row.querySelector(".phase");
+        if (span) { span.textContent = phase; span.className = "phase phase-" + phase.toLowerCase(); }
+      }
+    }
+    const reload = debounce(async function () { await refresh(rows, withPartial("rows")); apply(); }, 250);
     const es = new EventSource(table.dataset.live);
     es.onopen = function () { setState(state, "live", "live"); };
-    es.addEventListener("phase", function () { setState(state, "live", "live"); reload(); });
+    es.addEventListener("phase", function (e) {
+      setState(state, "live", "live");
+      const ev = JSON.parse(e.data);
+      seen.set(ev.job, ev.phase);
+      apply();
+      reload();
+    });
     es.onerror = function () { setState(state, "reconnecting", "reconnecting…"); };
     // The stream opens on the workspace's first event: until then the page is current.
     setState(state, "live", "live");
