@@ -226,7 +226,11 @@ func TestConsoleInChromium(t *testing.T) {
 	p.screenshot("job")
 
 	// Stop from the page.
-	p.do("stop the job", chromedp.Click(chromedp.CSS("#stop")))
+	// The form's POST answers once the job is terminal, then shows the job again.
+	if _, err := chromedp.RunResponse(p.ctx, chromedp.Click(chromedp.CSS("#stop"))); err != nil {
+		p.screenshot("failed")
+		t.Fatalf("stop the job: %v", err)
+	}
 	p.waitJS("the page to show Stopped", `(document.querySelector('#phase')||{}).textContent === 'Stopped'`)
 	if j, err := apiA.GetJob(ctx, wsA, job); err != nil || j.Status.Phase != schemas.JobStopped {
 		t.Fatalf("after Stop the API says %v (err %v), want Stopped", j.Status.Phase, err)
@@ -290,4 +294,105 @@ func TestConsoleInChromium(t *testing.T) {
 	if j, err := apiA.GetJob(ctx, wsA, target); err != nil || j.Status.Phase != schemas.JobStopped {
 		t.Fatalf("after A's POST the job is %v (err %v), want Stopped", j.Status.Phase, err)
 	}
+}
+
+// TestConsoleExperimentAndSchedule opens an experiment in Chromium and sorts its trials
+// by the objective both ways, checks the best parameters and the objective chart; then
+// pauses, resumes and triggers a schedule from its page, each checked through the API.
+func TestConsoleExperimentAndSchedule(t *testing.T) {
+	ctx := itest.Context(t, 5*time.Minute)
+	ws := workspace(t)
+	ensureWorkspace(t, ctx, ws)
+	tok := createToken(t, ctx, ws+"-member", ws, api.RoleMember)
+	c, err := dlc.New(env.e.APIURL, dlc.WithToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Experiment
+metadata: {name: sweep, workspace: %s}
+spec:
+  searchSpace: [{name: x, type: categorical, values: ["3", "1", "4", "2"]}]
+  objective: {metric: loss, direction: minimize}
+  algorithm: {name: grid}
+  maxTrials: 4
+  parallelism: 4
+  trialTemplate:
+    framework: custom
+    command: [sh, -c, "echo dlc:metric step=1 loss=${params.x}"]
+    roles: {worker: {replicas: 1}}
+`, ws)
+	if _, err := c.CreateExperiment(ctx, []byte(exp)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSchedule(ctx, scheduleDoc(ws, "nightly", "0 3 1 1 *", "")); err != nil {
+		t.Fatal(err)
+	}
+	done := waitExperiment(t, ctx, c, ws, "sweep")
+	if done.Status.Completed != 4 {
+		t.Fatalf("experiment: %d trials completed, want 4", done.Status.Completed)
+	}
+
+	p := newPage(t, ctx)
+	p.signIn(tok)
+	p.do("open the experiment", chromedp.Navigate(env.e.APIURL+"/ui/ws/"+ws+"/experiments"),
+		chromedp.Click(chromedp.CSS(`#experiments a`)), chromedp.WaitVisible(chromedp.CSS("#trials")))
+	objective := func() []string {
+		return eval[[]string](p, "objective column", `Array.from(document.querySelectorAll('#trials tbody tr')).map(r => r.cells[2].dataset.value)`)
+	}
+	p.do("sort by the objective", chromedp.Click(chromedp.CSS("#sort-objective")))
+	if got := strings.Join(objective(), ","); got != "1,2,3,4" {
+		t.Fatalf("trials sorted by loss, ascending: %s", got)
+	}
+	p.do("sort again", chromedp.Click(chromedp.CSS("#sort-objective")))
+	if got := strings.Join(objective(), ","); got != "4,3,2,1" {
+		t.Fatalf("trials sorted by loss, descending: %s", got)
+	}
+	if best := p.text("#best-params tbody"); !strings.Contains(best, "x") || !strings.Contains(best, "1") {
+		t.Fatalf("best parameters: %q, want x = 1", best)
+	}
+	if n := eval[int](p, "chart points", `Number(document.querySelector('svg#objective').dataset.points)`); n != 8 {
+		t.Fatalf("objective chart has %d points, want 4 trials and 4 best-so-far", n)
+	}
+	if best := p.text("#trials tr.best td"); !strings.HasPrefix(best, eval[string](p, "best trial", `document.querySelector('#trials tr.best').dataset.trial`)) {
+		t.Fatalf("best row %q", best)
+	}
+	p.screenshot("experiment")
+
+	// Pause, resume and trigger the schedule from its page.
+	p.do("open the schedule", chromedp.Navigate(env.e.APIURL+"/ui/ws/"+ws+"/schedules"),
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="nightly"] a`)), chromedp.WaitVisible(chromedp.CSS("#pause")))
+	click := func(sel string) {
+		t.Helper()
+		if _, err := chromedp.RunResponse(p.ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+			p.screenshot("failed")
+			t.Fatalf("click %s: %v", sel, err)
+		}
+	}
+	p.do("write a note", chromedp.SendKeys(chromedp.CSS("#pause-note"), "maintenance"))
+	click("#pause")
+	if st := p.text("#state"); st != "Paused" {
+		t.Fatalf("after Pause the page says %q", st)
+	}
+	if v, err := c.GetSchedule(ctx, ws, "nightly", 1); err != nil || !v.Status.Paused || v.Status.PauseNote != "maintenance" {
+		t.Fatalf("after Pause the API says paused=%v note %q (err %v)", v.Status.Paused, v.Status.PauseNote, err)
+	}
+	p.screenshot("schedule-paused")
+	click("#resume")
+	if st := p.text("#state"); st != "Active" {
+		t.Fatalf("after Resume the page says %q", st)
+	}
+	if v, err := c.GetSchedule(ctx, ws, "nightly", 1); err != nil || v.Status.Paused {
+		t.Fatalf("after Resume the API says paused=%v (err %v)", v.Status.Paused, err)
+	}
+	click("#trigger")
+	waitSchedule(t, ctx, c, ws, "nightly", "triggered", func(v *api.ScheduleView) bool {
+		return len(v.Status.Running)+len(v.Status.History) > 0
+	})
+	p.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#runs")))
+	if runs := p.text("#runs tbody"); !strings.Contains(runs, "Trigger") {
+		t.Fatalf("the runs table shows no triggered run: %q", runs)
+	}
+	p.screenshot("schedule")
 }
