@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -364,5 +365,24 @@ func TestChartsEscapeAndTrackBestSoFar(t *testing.T) {
 	}
 	if want := []float64{0.9, 0.7, 0.5, 0.5}; len(best) != len(want) || best[0] != want[0] || best[1] != want[1] || best[2] != want[2] || best[3] != want[3] {
 		t.Fatalf("best so far %v, want %v", best, want)
+	}
+}
+
+func TestScheduleRunsAreListedOnceNewestFirst(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	run := func(h int, job string, o schemas.RunOutcome) schemas.ScheduleRun {
+		return schemas.ScheduleRun{NominalTime: t0.Add(time.Duration(h) * time.Hour), Trigger: schemas.TriggerSchedule, Job: job, Outcome: o}
+	}
+	st := schemas.ScheduleStatus{
+		History:  []schemas.ScheduleRun{run(1, "j1", schemas.RunSucceeded), run(2, "j2", schemas.RunRunning)},
+		Running:  []schemas.ScheduleRun{run(2, "j2", schemas.RunRunning)},
+		Buffered: []schemas.ScheduleRun{run(3, "", schemas.RunBuffered)},
+	}
+	var got []string
+	for _, r := range scheduleRuns(st) {
+		got = append(got, fmt.Sprintf("%d:%s:%s", r.NominalTime.Hour(), r.Job, r.Outcome))
+	}
+	if want := "3::Buffered 2:j2:Running 1:j1:Succeeded"; strings.Join(got, " ") != want {
+		t.Fatalf("runs %v, want %s", got, want)
 	}
 }

@@ -22,7 +22,7 @@ var funcs = template.FuncMap{
 	"fval":   func(p *float64) string { return fmt.Sprintf("%.6g", *p) },
 	"all":    func(ws string) bool { return ws == api.AllWorkspaces },
 	// add3 is a parameter's column in the trials table (after trial, phase, value).
-	"add3": func(i int) int { return i + 3 },
+	"add3":  func(i int) int { return i + 3 },
 	"runOf": func(p page, run schemas.ScheduleRun) scheduleRun { return scheduleRun{WS: p.WS, Run: run} },
 }
 

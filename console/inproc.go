@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -30,6 +31,12 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := &pipeWriter{header: http.Header{}, pw: pw, ready: make(chan struct{})}
 	go func() {
 		defer func() {
+			if v := recover(); v != nil {
+				// As net/http does for a handler that panics: the answer fails.
+				w.writeHeader(http.StatusInternalServerError)
+				_ = pw.CloseWithError(fmt.Errorf("console: API handler panicked: %v", v))
+				return
+			}
 			w.writeHeader(http.StatusOK)
 			_ = pw.Close()
 		}()

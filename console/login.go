@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -49,7 +50,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	who, err := ac.Whoami(r.Context())
 	if err != nil {
 		status := http.StatusUnauthorized
-		if ae, ok := err.(*client.Error); ok && ae.Status != http.StatusUnauthorized {
+		if ae := (*client.Error)(nil); errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
 			status = ae.Status
 		}
 		c.showLogin(w, status, next, "Sign-in refused: "+err.Error())

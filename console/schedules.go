@@ -2,11 +2,13 @@ package console
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schedule"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // nextFires is how many coming fire times a schedule page shows.
@@ -31,8 +33,33 @@ func (c *Console) schedulePage(w http.ResponseWriter, r *http.Request, k *call) 
 	}
 	return c.render(w, http.StatusOK, "schedule", "", k.page("Schedule "+name, "schedules", struct {
 		View *api.ScheduleView
+		Runs []schemas.ScheduleRun
 		Now  time.Time
-	}{v, time.Now()}))
+	}{v, scheduleRuns(v.Status), time.Now()}))
+}
+
+// scheduleRuns are a schedule's runs, newest first, each once: the history holds the
+// running runs too.
+func scheduleRuns(st schemas.ScheduleStatus) []schemas.ScheduleRun {
+	type key struct {
+		nominal time.Time
+		trigger schemas.RunTrigger
+		job     string
+	}
+	seen := map[key]bool{}
+	var out []schemas.ScheduleRun
+	history := slices.Clone(st.History)
+	slices.Reverse(history)
+	for _, list := range [][]schemas.ScheduleRun{st.Buffered, st.Running, history} {
+		for _, r := range list {
+			k := key{r.NominalTime.UTC(), r.Trigger, r.Job}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // scheduleAction runs an action on a schedule, then shows it.

@@ -21,6 +21,19 @@
     };
   }
 
+  // throttle calls fn at most once per wait ms, and once more after the last call.
+  function throttle(fn, wait) {
+    let timer = null, again = false;
+    return function run() {
+      if (timer) { again = true; return; }
+      fn();
+      timer = setTimeout(function () {
+        timer = null;
+        if (again) { again = false; run(); }
+      }, wait);
+    };
+  }
+
   function withPartial(partial) {
     const u = new URL(location.href);
     u.searchParams.set("partial", partial);
@@ -80,7 +93,8 @@
     const status = document.getElementById("status");
     const charts = document.getElementById("charts");
     const reloadStatus = debounce(function () { refresh(status, withPartial("status")); }, 200);
-    const reloadCharts = debounce(function () { refresh(charts, job.dataset.charts); }, 500);
+    // Metric reports may come every few hundred milliseconds: redraw at most every 2 s.
+    const reloadCharts = throttle(function () { refresh(charts, job.dataset.charts); }, 2000);
     const es = new EventSource(job.dataset.live);
     es.addEventListener("phase", function () { reloadStatus(); reloadCharts(); });
     es.addEventListener("metric", reloadCharts);
@@ -124,7 +138,13 @@
         es.close();
         setState(state, "ended", "the job has ended: every line is shown");
       });
-      es.onerror = function () { if (es.readyState === EventSource.CLOSED) setState(state, "closed", "disconnected"); };
+      // A dropped stream would be resumed from its first line by the browser: start
+      // over instead, after a second.
+      es.onerror = function () {
+        es.close();
+        setState(state, "reconnecting", "disconnected; reconnecting…");
+        setTimeout(open, 1000);
+      };
     }
     replica.addEventListener("change", open);
     search.addEventListener("input", function () {
