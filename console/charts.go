@@ -54,7 +54,7 @@ func (c *Console) metricCharts(r *http.Request, k *call, job *api.Job) ([]chart,
 		func(ev events.Event) error {
 			var d events.MetricData
 			if json.Unmarshal(ev.Data, &d) != nil || d.UID != job.UID {
-				return nil
+				return nil //nolint:nilerr // unreadable or another run's: skip it
 			}
 			count[d.Replica]++
 			x, ok := d.Values[stepKey]

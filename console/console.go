@@ -202,8 +202,7 @@ func (c *Console) needSignIn(w http.ResponseWriter, r *http.Request) {
 // fail answers a handler's error: the API's status and message, or a sign-in page
 // when the API no longer accepts the session's token.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, ss *session, err error) {
-	var ae *client.Error
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*client.Error](err); ok {
 		if ae.Status == http.StatusUnauthorized {
 			c.sessions.end(ss.id)
 			c.needSignIn(w, r)
@@ -281,9 +280,10 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request, k *call) error {
 
 // wsPath is the console path of a workspace's page: /ui/ws/{ws}/{parts...}, escaped.
 func wsPath(ws string, parts ...string) string {
-	p := Prefix + "ws/" + url.PathEscape(ws)
+	var b strings.Builder
+	b.WriteString(Prefix + "ws/" + url.PathEscape(ws))
 	for _, part := range parts {
-		p += "/" + url.PathEscape(part)
+		b.WriteString("/" + url.PathEscape(part))
 	}
-	return p
+	return b.String()
 }

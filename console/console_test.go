@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -205,9 +206,7 @@ func TestCSRFIsRequiredOnEveryPost(t *testing.T) {
 	post := func(path string, form url.Values, header http.Header) int {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for k, v := range header {
-			req.Header[k] = v
-		}
+		maps.Copy(req.Header, header)
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -180,11 +181,11 @@ func parseOverrides(text string) (map[string]any, error) {
 	}
 	js, err := yaml.YAMLToJSON([]byte(text))
 	if err != nil {
-		return nil, fmt.Errorf("overrides: not YAML or JSON: %v", err)
+		return nil, fmt.Errorf("overrides: not YAML or JSON: %w", err)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(js, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("overrides: must be an object (a merge patch of the job document, such as spec: {maxRestarts: 2})")
+		return nil, errors.New("overrides: must be an object (a merge patch of the job document, such as spec: {maxRestarts: 2})")
 	}
 	return m, nil
 }

@@ -84,13 +84,13 @@ func (c *Console) streamEvents(w http.ResponseWriter, r *http.Request, k *call, 
 		case events.TypeJobPhase:
 			var d events.JobPhaseData
 			if json.Unmarshal(ev.Data, &d) != nil {
-				return nil
+				return nil //nolint:nilerr // unreadable: skip it
 			}
 			return out.send("phase", liveEvent{Job: d.Job, Phase: d.Phase})
 		case events.TypeJobMetric:
 			var d events.MetricData
 			if json.Unmarshal(ev.Data, &d) != nil {
-				return nil
+				return nil //nolint:nilerr // unreadable: skip it
 			}
 			return out.send("metric", liveEvent{Job: d.Job})
 		}
