@@ -122,6 +122,9 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/ws/{ws}/experiments", c.signedIn(c.experimentsPage))
 	m.HandleFunc("GET /ui/ws/{ws}/experiments/{name}", c.signedIn(c.experimentPage))
 
+	m.HandleFunc("GET /ui/ws/{ws}/pipelines", c.signedIn(c.pipelinesPage))
+	m.HandleFunc("GET /ui/ws/{ws}/pipelines/{name}", c.signedIn(c.pipelinePage))
+
 	m.HandleFunc("GET /ui/ws/{ws}/schedules", c.signedIn(c.schedulesPage))
 	m.HandleFunc("GET /ui/ws/{ws}/schedules/{name}", c.signedIn(c.schedulePage))
 	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/pause", c.signedIn(c.pauseSchedule))

@@ -385,3 +385,22 @@ func TestScheduleRunsAreListedOnceNewestFirst(t *testing.T) {
 		t.Fatalf("runs %v, want %s", got, want)
 	}
 }
+
+func TestDAGPlacesStepsAfterWhatTheyDependOn(t *testing.T) {
+	steps := []pipelineStep{
+		{StepStatus: schemas.StepStatus{Name: "c", Phase: schemas.StepPending}, DependsOn: []string{"b"}},
+		{StepStatus: schemas.StepStatus{Name: "a", Phase: schemas.StepSucceeded}},
+		{StepStatus: schemas.StepStatus{Name: "b<x>", Phase: schemas.StepRunning}, DependsOn: []string{"a"}},
+	}
+	steps[0].DependsOn = []string{"b<x>"}
+	svg := string(dagSVG(steps))
+	if strings.Contains(svg, "<x>") || strings.Count(svg, `class="edge"`) != 2 {
+		t.Fatalf("dag: %s", svg)
+	}
+	// a is in column 0, b in column 1, c in column 2.
+	for _, want := range []string{`data-step="a" data-phase="Succeeded"><rect x="8"`, `data-step="b&lt;x&gt;" data-phase="Running"><rect x="218"`, `data-step="c" data-phase="Pending"><rect x="428"`} {
+		if !strings.Contains(svg, want) {
+			t.Fatalf("dag lacks %s: %s", want, svg)
+		}
+	}
+}

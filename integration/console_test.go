@@ -296,10 +296,11 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 }
 
-// TestConsoleExperimentAndSchedule opens an experiment in Chromium and sorts its trials
-// by the objective both ways, checks the best parameters and the objective chart; then
-// pauses, resumes and triggers a schedule from its page, each checked through the API.
-func TestConsoleExperimentAndSchedule(t *testing.T) {
+// TestConsoleExperimentSchedulePipeline opens an experiment in Chromium and sorts its
+// trials by the objective both ways, checks the best parameters and the objective chart;
+// pauses, resumes and triggers a schedule from its page, each checked through the API;
+// and shows a finished pipeline run's DAG with each step's state and job.
+func TestConsoleExperimentSchedulePipeline(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
 	ws := workspace(t)
 	ensureWorkspace(t, ctx, ws)
@@ -327,6 +328,24 @@ spec:
 		t.Fatal(err)
 	}
 	if _, err := c.CreateSchedule(ctx, scheduleDoc(ws, "nightly", "0 3 1 1 *", "")); err != nil {
+		t.Fatal(err)
+	}
+	pipeline := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: flow, workspace: %s}
+spec:
+  steps:
+    - name: prep
+      job: {framework: custom, command: [sh, -c, 'echo prep'], roles: {worker: {replicas: 1}}}
+    - name: train-a
+      dependsOn: [prep]
+      job: {framework: custom, command: [sh, -c, 'echo a'], roles: {worker: {replicas: 1}}}
+    - name: train-b
+      dependsOn: [prep]
+      job: {framework: custom, command: [sh, -c, 'echo b'], roles: {worker: {replicas: 1}}}
+`, ws)
+	if _, err := c.RunPipeline(ctx, []byte(pipeline), nil); err != nil {
 		t.Fatal(err)
 	}
 	done := waitExperiment(t, ctx, c, ws, "sweep")
@@ -395,4 +414,22 @@ spec:
 		t.Fatalf("the runs table shows no triggered run: %q", runs)
 	}
 	p.screenshot("schedule")
+
+	// The pipeline run's DAG: every step Succeeded, the two trainings after prep.
+	if run, err := c.WaitPipeline(ctx, ws, "flow", 200*time.Millisecond, nil); err != nil || run.Status.Phase != schemas.PipelineSucceeded {
+		t.Fatalf("pipeline: %v (err %v)", run.Status.Phase, err)
+	}
+	p.do("open the pipeline", chromedp.Navigate(env.e.APIURL+"/ui/ws/"+ws+"/pipelines"),
+		chromedp.Click(chromedp.CSS(`tr[data-pipeline="flow"] a`)), chromedp.WaitVisible(chromedp.CSS("#dag")))
+	steps := eval[[]string](p, "DAG steps", `Array.from(document.querySelectorAll('#dag g.step')).map(g => g.dataset.step + '=' + g.dataset.phase)`)
+	if got := strings.Join(steps, ","); got != "prep=Succeeded,train-a=Succeeded,train-b=Succeeded" {
+		t.Fatalf("DAG steps %s", got)
+	}
+	if n := eval[int](p, "edges", `document.querySelectorAll('#dag line.edge').length`); n != 2 {
+		t.Fatalf("DAG has %d edges, want 2 (prep to each training)", n)
+	}
+	if job := p.text(`#steps tr[data-step="train-b"] a`); job != schemas.StepJobName("flow", "train-b") {
+		t.Fatalf("train-b's job link says %q", job)
+	}
+	p.screenshot("pipeline")
 }
