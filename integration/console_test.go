@@ -103,6 +103,25 @@ func (p *page) location() string {
 	return s
 }
 
+// waitRows opens the jobs page of ws with query until it lists exactly the jobs named
+// (the list comes from Temporal's visibility store, which may lag a moment), for at
+// most a minute.
+func (p *page) waitRows(ws, query string, want ...string) {
+	p.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p.do("open the jobs page", chromedp.Navigate(env.e.APIURL+"/ui/ws/"+ws+"/jobs?"+query), chromedp.WaitVisible(chromedp.CSS("#jobs")))
+		got := eval[[]string](p, "rows", `Array.from(document.querySelectorAll('#job-rows tr[data-job]')).map(r => r.dataset.job)`)
+		if strings.Join(got, ",") == strings.Join(want, ",") {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("jobs page ?%s lists %v, want %v", query, got, want)
+		}
+		time.Sleep(200 * time.Millisecond) // between polls of a condition with a deadline
+	}
+}
+
 // screenshot writes the page's screenshot as NAME.png.
 func (p *page) screenshot(name string) {
 	buf, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
@@ -235,6 +254,11 @@ func TestConsoleInChromium(t *testing.T) {
 	if j, err := apiA.GetJob(ctx, wsA, job); err != nil || j.Status.Phase != schemas.JobStopped {
 		t.Fatalf("after Stop the API says %v (err %v), want Stopped", j.Status.Phase, err)
 	}
+
+	// The filters: phase and framework select it, another phase or a label it lacks do not.
+	p.waitRows(wsA, "phase=Stopped&framework=custom", job)
+	p.waitRows(wsA, "phase=Running")
+	p.waitRows(wsA, "label=team%3Dvision")
 
 	// A POST without the CSRF token, or with a wrong one, is refused and stops nothing.
 	target := "console-csrf"
