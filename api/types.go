@@ -22,8 +22,10 @@ type JobSummary struct {
 	Workspace string           `json:"workspace"`
 	UID       string           `json:"uid"`
 	Phase     schemas.JobPhase `json:"phase"`
-	StartTime time.Time        `json:"startTime"`
-	EndTime   *time.Time       `json:"endTime,omitempty"`
+	// Framework is the job's spec.framework.
+	Framework schemas.Framework `json:"framework,omitempty"`
+	StartTime time.Time         `json:"startTime"`
+	EndTime   *time.Time        `json:"endTime,omitempty"`
 }
 
 // JobList is a page of jobs.

@@ -34,6 +34,7 @@ import (
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/console"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/triggers"
@@ -113,6 +114,9 @@ type APIConfig struct {
 	// RateLimits bound failed authentication and anonymous audit records per client
 	// address (server.RateLimits); the zero value takes the defaults.
 	RateLimits server.RateLimits
+	// NoConsole turns off the web console (package console), which is served under
+	// /ui/ by default.
+	NoConsole bool
 }
 
 // Process is a running process. Close stops it.
@@ -249,6 +253,10 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
 	}
 	p.http = server.New(p.Temporal, p.Events, opts...).HTTPServer(tlsConfig)
+	if !cfg.API.NoConsole {
+		// The web console, under /ui/, calls the API handler in-process.
+		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger})
+	}
 	p.APIAddr = ln.Addr()
 	p.APIURL = "http://" + ln.Addr().String()
 	if tlsConfig != nil {

@@ -42,7 +42,8 @@ func (s *Jobs) query(ctx context.Context, ws, name string) (api.Job, error) {
 func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList, error) {
 	k := runKind[schemas.JobPhase]{kind: schemas.KindTrainingJob, final: schemas.JobPhase.Terminal, failed: schemas.JobFailed}
 	items, next, err := listRuns(ctx, s.temporalBase, ws, o, k, func(r listedRun[schemas.JobPhase]) api.JobSummary {
-		return api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase}
+		return api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase,
+			Framework: schemas.Framework(r.Framework)}
 	})
 	return api.JobList{Items: items, NextPageToken: next}, err
 }

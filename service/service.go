@@ -171,6 +171,8 @@ type listedRun[P ~string] struct {
 	// End is set once the execution has closed.
 	End   *time.Time
 	Phase P
+	// Framework is a job's framework; empty for other kinds.
+	Framework string
 }
 
 // runKind says how to list the executions of one kind as runs.
@@ -211,6 +213,7 @@ func listRuns[P ~string, S any](ctx context.Context, t *temporalBase, ws string,
 func listed[P ~string](e *workflow.WorkflowExecutionInfo, final func(P) bool, failed P) listedRun[P] {
 	name, phase := summary(e)
 	r := listedRun[P]{Name: name, UID: e.GetExecution().GetRunId(), Start: e.GetStartTime().AsTime(), Phase: P(phase)}
+	_ = converter.GetDefaultDataConverter().FromPayload(e.GetSearchAttributes().GetIndexedFields()[workflows.SearchAttrFramework], &r.Framework)
 	if e.GetCloseTime() != nil {
 		t := e.GetCloseTime().AsTime()
 		r.End = &t

@@ -111,6 +111,7 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	s := e.Stack
 	fmt.Fprintf(w, "OpenDLC is up.\n")
 	fmt.Fprintf(w, "  API          %s\n", e.APIURL)
+	fmt.Fprintf(w, "  Console      %s/ui/ (sign in with a token)\n", e.APIURL)
 	fmt.Fprintf(w, "  Temporal     %s (namespace %s)\n", s.Temporal.Address, s.Temporal.Namespace)
 	if s.Temporal.UIAddress != "" {
 		fmt.Fprintf(w, "  Temporal UI  http://%s\n", s.Temporal.UIAddress)
@@ -268,7 +269,7 @@ func newServerCmd() *cobra.Command {
 			if adminTokenFile != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token in %s\n", adminTokenFile)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s\n", p.APIURL)
+			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s (web console at %s/ui/)\n", p.APIURL, p.APIURL)
 			return p.Wait(ctx)
 		},
 	}
