@@ -1,6 +1,9 @@
 package auth
 
 import (
+	"context"
+	"errors"
+
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
@@ -28,4 +31,14 @@ func validateStorage(st *api.WorkspaceStorage) schemas.ErrorList {
 		}
 	}
 	return errs
+}
+
+// Workspace returns the registered workspace name; false, and no error, when it is not
+// registered (storage.Registry).
+func (s *Store) Workspace(ctx context.Context, name string) (api.Workspace, bool, error) {
+	ws, err := readWorkspace(ctx, s.kv, name)
+	if errors.Is(err, ErrNotFound) {
+		return api.Workspace{}, false, nil
+	}
+	return ws, err == nil, err
 }

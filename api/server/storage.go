@@ -1,10 +1,6 @@
 package server
 
 import (
-	"context"
-	"errors"
-
-	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/storage"
 )
@@ -22,16 +18,5 @@ func storageRegistry(s *auth.Store) storage.Registry {
 	if s == nil {
 		return nil
 	}
-	return authRegistry{s}
-}
-
-// authRegistry adapts auth.Store to storage.Registry.
-type authRegistry struct{ s *auth.Store }
-
-func (r authRegistry) Workspace(ctx context.Context, name string) (api.Workspace, bool, error) {
-	ws, err := r.s.GetWorkspace(ctx, name)
-	if errors.Is(err, auth.ErrNotFound) {
-		return api.Workspace{}, false, nil
-	}
-	return ws, err == nil, err
+	return s
 }
