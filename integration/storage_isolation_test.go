@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
@@ -110,6 +112,24 @@ func TestStorageIsolation(t *testing.T) {
 	}
 	if after := objects(t, ctx, raw, bucket, "workspaces/iso-b/"); !maps.Equal(before, after) {
 		t.Errorf("B's objects changed:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// The kubernetes backend's seam (the opendlc-s3 Secret of A's namespace) gets the
+	// same account, which the gateway confines the same way.
+	kc, err := e.S3CredentialsFor(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kc.AccessKeyID != "dlcws-iso-a" || kc.SecretAccessKey == e.Stack.S3.SecretKey {
+		t.Errorf("pods of A would get access key %q (the root account's secret: %v)", kc.AccessKeyID, kc.SecretAccessKey == e.Stack.S3.SecretKey)
+	}
+	pods := s3.New(s3.Options{BaseEndpoint: aws.String(e.Stack.S3.Endpoint), Region: kc.Region, UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(kc.AccessKeyID, kc.SecretAccessKey, "")})
+	if _, err := pods.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("workspaces/iso-b/" + keys[0])}); !isAccessDenied(err) {
+		t.Errorf("A's pod credentials reading B's object: %v, want AccessDenied", err)
+	}
+	if _, err := pods.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("workspaces/iso-a/")}); err != nil {
+		t.Errorf("A's pod credentials listing A's prefix: %v", err)
 	}
 
 	// A's own checkpoints, pruned to one, and a resume from it.
@@ -301,6 +321,12 @@ func testStorageLaunch(t *testing.T, ctx context.Context, e *embedded.Embedded, 
 	if j.Status.Phase != schemas.JobFailed || !strings.Contains(j.Status.Message, "outside the workspace's storage") {
 		t.Errorf("job after its workspace's storage moved: %s: %s; want Failed, outside the workspace's storage", j.Status.Phase, j.Status.Message)
 	}
+}
+
+// isAccessDenied reports whether err is S3's AccessDenied.
+func isAccessDenied(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied"
 }
 
 // isoSucceeded waits for a job of the stack c serves to end and requires it to succeed.
