@@ -171,7 +171,7 @@ func TestStorageIsolation(t *testing.T) {
 func testStorageSubmit(t *testing.T, ctx context.Context, c *dlc.Client) {
 	other := "s3://dlc/workspaces/iso-b/ckpt"
 	job := func(extra string) string {
-		return fmt.Sprintf("framework: custom\n        command: [\"true\"]\n        roles: {worker: {replicas: 1}}\n        %s", extra)
+		return "framework: custom\n        command: [\"true\"]\n        roles: {worker: {replicas: 1}}\n        " + extra
 	}
 	jobDoc := func(name, extra string) string {
 		return itest.JobDoc(name, "iso-a", "  framework: custom\n  command: [\"true\"]\n  roles: {worker: {replicas: 1}}\n  "+extra+"\n")
