@@ -254,6 +254,23 @@ spec:
 			return err
 		}, func() error { _, err := c.GetTrigger(ctx, "iso-a", "t1"); return err }},
 	}
+	// A schedule created inside A's location cannot be updated to B's.
+	sched := func(uri string) []byte {
+		return []byte(fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Schedule
+metadata: {name: s2, workspace: iso-a}
+spec:
+  cron: "0 3 * * *"
+  action:
+    jobTemplate:
+      spec:
+        %s
+`, job("checkpoint: {uri: "+uri+"}")))
+	}
+	if _, err := c.CreateSchedule(ctx, sched("s3://dlc/workspaces/iso-a/s2")); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range cases {
 		err := tc.submit()
 		var ae *dlc.Error
@@ -271,6 +288,19 @@ spec:
 		if err := tc.get(); !errors.As(err, &ae) || ae.Status != 404 {
 			t.Errorf("%s: after the refusal, get answers %v, want 404", tc.name, err)
 		}
+	}
+	_, err := c.UpdateSchedule(ctx, "iso-a", "s2", sched(other))
+	var ae *dlc.Error
+	if !errors.As(err, &ae) || ae.Status != 422 || len(ae.API.Details) == 0 ||
+		ae.API.Details[0].Field != "spec.action.jobTemplate.spec.checkpoint.uri" {
+		t.Errorf("schedule update to B's location: %v, want 422 naming spec.action.jobTemplate.spec.checkpoint.uri", err)
+	}
+	v, err := c.GetSchedule(ctx, "iso-a", "s2", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Spec.Spec.Action.JobTemplate.Spec.Checkpoint.URI; got != "s3://dlc/workspaces/iso-a/s2" {
+		t.Errorf("after the refused update the schedule checkpoints under %s", got)
 	}
 }
 
