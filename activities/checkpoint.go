@@ -25,6 +25,9 @@ type CheckpointPruner interface {
 type PruneCheckpointsInput struct {
 	URI  string `json:"uri"`
 	Keep int    `json:"keep"`
+	// Workspace is the job's workspace: with JobActivities.Storage, only a URI inside
+	// its locations is pruned.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // PruneCheckpointsResult lists the steps PruneCheckpoints deleted.
@@ -41,6 +44,9 @@ func (a *JobActivities) PruneCheckpoints(ctx context.Context, in PruneCheckpoint
 	p, ok := a.Checkpoints.(CheckpointPruner)
 	if !ok || in.URI == "" || in.Keep <= 0 {
 		return PruneCheckpointsResult{}, nil
+	}
+	if err := a.checkPruneStorage(ctx, in); err != nil {
+		return PruneCheckpointsResult{}, err
 	}
 	deleted, err := p.Prune(ctx, in.URI, in.Keep)
 	if err != nil {

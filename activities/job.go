@@ -43,6 +43,9 @@ type JobActivities struct {
 	// Workspaces is the workspace registry (ResolveWorkspace); nil, every workspace
 	// has the zero configuration.
 	Workspaces WorkspaceRegistry
+	// Storage, when set, confines a job's S3 URIs and its checkpoint pruning to its
+	// workspace's locations (storage.go); nil checks nothing.
+	Storage StorageLocations
 	// LogStream is the JetStream stream holding log records, used to find where a
 	// restarted forwarder resumes.
 	LogStream string
@@ -96,6 +99,9 @@ func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (Lau
 	gang, err := backend.BuildGang(&in.Job, in.Params)
 	if err != nil {
 		return LaunchGangResult{}, invalidSpec(err)
+	}
+	if err := a.checkJobStorage(ctx, &in.Job, in.Params.ResumeFrom); err != nil {
+		return LaunchGangResult{}, err
 	}
 	if err := a.Backend.Launch(ctx, gang); err != nil {
 		return LaunchGangResult{}, backendError(err, "launch "+gang.ID())
@@ -212,6 +218,9 @@ func keepAlive(ctx context.Context) (stop func()) {
 // LatestCheckpointInput names a checkpoint location.
 type LatestCheckpointInput struct {
 	URI string `json:"uri"`
+	// Workspace is the job's workspace: with JobActivities.Storage, a URI outside its
+	// locations is not looked at ("" is answered).
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // LatestCheckpoint returns the newest complete checkpoint under a URI ("" if none).
@@ -219,6 +228,9 @@ func (a *JobActivities) LatestCheckpoint(ctx context.Context, in LatestCheckpoin
 	defer keepAlive(ctx)()
 	if a.Checkpoints == nil || in.URI == "" {
 		return "", nil
+	}
+	if ok, err := a.mayRead(ctx, in.Workspace, in.URI); !ok || err != nil {
+		return "", err
 	}
 	return a.Checkpoints.Latest(ctx, in.URI)
 }

@@ -108,9 +108,20 @@ type Workspace struct {
 	// first, then these, then the pool's and the worker's. Like the namespace, they are
 	// read when a job starts and kept for its life.
 	PodDefaults *schemas.PodDefaults `json:"podDefaults,omitempty"`
-	Description string               `json:"description,omitempty"`
-	CreatedAt   time.Time            `json:"createdAt,omitzero"`
-	CreatedBy   string               `json:"createdBy,omitempty"`
+	// Storage is where the workspace's documents may point in S3; default one prefix
+	// of the stack's bucket (package storage).
+	Storage     *WorkspaceStorage `json:"storage,omitempty"`
+	Description string            `json:"description,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt,omitzero"`
+	CreatedBy   string            `json:"createdBy,omitempty"`
+}
+
+// WorkspaceStorage is a workspace's S3 storage.
+type WorkspaceStorage struct {
+	// Locations are the buckets and prefixes (s3://bucket or s3://bucket/prefix) that
+	// the workspace's documents may name and its replicas' credentials reach, in place
+	// of the default one. At most 16.
+	Locations []string `json:"locations,omitempty"`
 }
 
 // WorkspaceList is the workspaces a caller may see: all of them for an admin, its own

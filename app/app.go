@@ -80,6 +80,11 @@ type Config struct {
 	LocalOptions []local.Option
 	// S3 is how the worker reads checkpoints.
 	S3 checkpoint.Config
+	// StorageRoot, s3://bucket[/prefix], gives each workspace the default S3 location
+	// StorageRoot/<workspace>/ (package storage): the API refuses documents naming
+	// others, the worker refuses to launch them. "" restricts only workspaces whose
+	// registry entry names locations.
+	StorageRoot string
 	// TaskQueue the worker polls and the API and triggers start work on; default
 	// workflows.TaskQueue.
 	TaskQueue string
@@ -192,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
-			S3: cfg.S3, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
+			S3: cfg.S3, StorageRoot: cfg.StorageRoot, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
 		})
 		if err != nil {
 			return nil, err
@@ -248,7 +253,7 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 	}
 	opts := []server.Option{server.WithNamespace(cfg.Namespace), server.WithLogger(cfg.Logger),
 		server.WithRules(rules), server.WithAuth(p.Auth), server.WithTriggers(triggerStore),
-		server.WithRateLimits(cfg.API.RateLimits)}
+		server.WithRateLimits(cfg.API.RateLimits), server.WithStorage(cfg.StorageRoot)}
 	if cfg.TaskQueue != "" {
 		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
 	}

@@ -414,6 +414,7 @@ func ValidateWorkspace(ws api.Workspace) schemas.ErrorList {
 		errs = append(errs, schemas.Invalid(schemas.NewPath("namespace"), "must be a DNS label of at most %d characters", maxNameLen))
 	}
 	errs = append(errs, schemas.ValidatePodDefaults(ws.PodDefaults, schemas.NewPath("podDefaults"))...)
+	errs = append(errs, validateStorage(ws.Storage)...)
 	if len(ws.Description) > maxDescriptionLen {
 		errs = append(errs, schemas.Invalid(schemas.NewPath("description"), "must be at most %d characters", maxDescriptionLen))
 	}

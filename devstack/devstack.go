@@ -29,6 +29,8 @@ type Options struct {
 	TemporalPort, TemporalUIPort, NATSPort, S3Port int
 	// S3Host is the address S3 listens on (S3Options.Host); default 127.0.0.1.
 	S3Host string
+	// S3IAM runs the gateway's internal IAM (S3Options.IAM), for per-workspace accounts.
+	S3IAM bool
 }
 
 // Stack is a running set of all three components.
@@ -72,6 +74,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			NATSURL:      n.URL,
 			EventSubject: opts.EventSubject,
 			Buckets:      opts.Buckets,
+			IAM:          opts.S3IAM,
 		})
 	}
 	tr := <-temporalDone

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -49,6 +50,10 @@ type S3Options struct {
 	EventSubject string
 	// Buckets are created at start; existing ones are kept as they are.
 	Buckets []string
+	// IAM runs the gateway's internal IAM service, its accounts kept in <Dir>-iam, so
+	// that accounts other than the root one can be created (storage.Accounts). Without
+	// it only the root account exists.
+	IAM bool
 }
 
 // S3 is a running versitygw S3 gateway over a local directory.
@@ -113,6 +118,18 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 		"--region", DevRegion,
 		"--port", addr,
 		"--quiet", // no per-request lines in the log
+	}
+	if opts.IAM {
+		// Next to the posix root, not in it (each directory there is a bucket). No
+		// cache: an account is used as soon as it is created or changed.
+		iamDir, err := mkdir(dir + "-iam")
+		if err == nil {
+			err = os.Chmod(iamDir, 0o700) // it holds the accounts' secrets
+		}
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--iam-dir", iamDir, "--iam-cache-disable")
 	}
 	if opts.NATSURL != "" {
 		args = append(args, "--event-nats-url", opts.NATSURL, "--event-nats-topic", opts.EventSubject)

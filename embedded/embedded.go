@@ -27,6 +27,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 )
 
 // DefaultAPIAddr is where `dlc up` serves the API and where the CLI looks for it.
@@ -91,6 +92,15 @@ type Config struct {
 	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
 	// notification webhooks may reach (app.Config.WebhookAllow). Default none.
 	WebhookAllow []string
+	// StorageIsolation confines each workspace to its own S3 locations (package
+	// storage): StorageRoot/<workspace>/, or those of its registry entry. Documents
+	// naming others are refused at submit and at launch, and replicas get the
+	// workspace's own gateway account (created on first use, its secret derived from
+	// the key in Dir/s3-accounts-key) instead of the root account. Default off.
+	StorageIsolation bool
+	// StorageRoot is the root of the default locations with StorageIsolation; default
+	// DefaultStorageRoot.
+	StorageRoot string
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -125,6 +135,10 @@ type Embedded struct {
 	// PodS3Endpoint is the S3 endpoint pods are given (Config.PodS3Endpoint, or the
 	// stack's own); "" without Config.Kubeconfig.
 	PodS3Endpoint string
+
+	// accounts and storageRoot are set with Config.StorageIsolation (storage.go).
+	accounts    *storage.Accounts
+	storageRoot string
 }
 
 // Start starts the servers, then the app process on them, and returns once the API
@@ -174,6 +188,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Buckets: append([]string{DefaultBucket}, cfg.Buckets...),
 		S3Host:  s3Host,
 		S3Port:  s3Port,
+		S3IAM:   cfg.StorageIsolation,
 		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
 		// for triggers.
 		EventSubject: schemas.S3EventSubject(cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace)),
@@ -183,6 +198,11 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	}
 	if cfg.Kubeconfig != "" {
 		e.PodS3Endpoint = cmp.Or(cfg.PodS3Endpoint, e.Stack.S3.Endpoint)
+	}
+	if cfg.StorageIsolation {
+		if err := e.startStorage(cfg); err != nil {
+			return nil, err
+		}
 	}
 	e.Process, err = app.Start(ctx, e.AppConfig(app.Config{
 		Logger:     cfg.Logger,
@@ -224,10 +244,15 @@ func (e *Embedded) AppConfig(cfg app.Config) app.Config {
 	cfg.Namespace = e.Stack.Temporal.Namespace
 	cfg.NATSURL = e.Stack.NATS.URL
 	cfg.S3 = e.S3Config()
-	cfg.LocalOptions = append([]local.Option{
+	base := []local.Option{
 		local.WithStateDir(filepath.Join(e.Dir, "local")),
 		local.WithEnv(e.ReplicaEnv()...),
-	}, cfg.LocalOptions...)
+	}
+	if e.accounts != nil {
+		cfg.StorageRoot = e.storageRoot
+		base = append(base, local.WithWorkspaceEnv(e.WorkspaceS3Env))
+	}
+	cfg.LocalOptions = append(base, cfg.LocalOptions...)
 	return cfg
 }
 
@@ -238,22 +263,30 @@ func (e *Embedded) S3Config() checkpoint.Config {
 }
 
 // ReplicaEnv is the S3 environment every replica gets, following the training-code
-// contract (checkpoint.ConfigFromEnv reads it).
+// contract (checkpoint.ConfigFromEnv reads it). With Config.StorageIsolation it holds
+// no credentials: each replica gets its workspace's (WorkspaceS3Env).
 func (e *Embedded) ReplicaEnv() []schemas.EnvVar {
 	s := e.Stack.S3
-	return []schemas.EnvVar{
+	env := []schemas.EnvVar{
 		{Name: "DLC_S3_ENDPOINT", Value: s.Endpoint},
 		{Name: "AWS_REGION", Value: s.Region},
-		{Name: "AWS_ACCESS_KEY_ID", Value: s.AccessKey},
-		{Name: "AWS_SECRET_ACCESS_KEY", Value: s.SecretKey},
 	}
+	if e.accounts != nil {
+		return env
+	}
+	return append(env,
+		schemas.EnvVar{Name: "AWS_ACCESS_KEY_ID", Value: s.AccessKey},
+		schemas.EnvVar{Name: "AWS_SECRET_ACCESS_KEY", Value: s.SecretKey})
 }
 
 // S3CredentialsFor is how the pods of a workspace reach the stack's S3: PodS3Endpoint
-// and the gateway's account. Every workspace shares the one account today; this is the
-// one function that decides a workspace's credentials (kube.S3CredentialsFunc), which
-// per-workspace accounts replace.
-func (e *Embedded) S3CredentialsFor(_ context.Context, _ string) (kube.S3Credentials, error) {
+// and, with Config.StorageIsolation, the workspace's own gateway account; without it,
+// the gateway's root account, shared by every workspace. It is the one function that
+// decides a workspace's credentials (kube.S3CredentialsFunc).
+func (e *Embedded) S3CredentialsFor(ctx context.Context, workspace string) (kube.S3Credentials, error) {
+	if e.accounts != nil {
+		return e.workspaceS3Credentials(ctx, workspace)
+	}
 	s := e.Stack.S3
 	return kube.S3Credentials{Endpoint: e.PodS3Endpoint, Region: s.Region, AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}, nil
 }

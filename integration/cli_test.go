@@ -106,14 +106,14 @@ func TestCLIAgainstDlcUp(t *testing.T) {
   framework: pytorch
   command: [%q, --epochs, "3"]
   roles: {worker: {replicas: 2}}
-  checkpoint: {uri: s3://dlc/cli/ckpt}
+  checkpoint: {uri: s3://dlc/workspaces/cli/ckpt}
 `, env.trainer)))
 
 	out, err := dlc("run", "-f", spec)
 	if err != nil {
 		t.Fatalf("dlc run: %v\n%s", err, out)
 	}
-	for _, want := range []string{"Pending", "Launching", "Running", "Succeeded", "[worker-0] metric  accuracy=", "last checkpoint: s3://dlc/cli/ckpt/"} {
+	for _, want := range []string{"Pending", "Launching", "Running", "Succeeded", "[worker-0] metric  accuracy=", "last checkpoint: s3://dlc/workspaces/cli/ckpt/"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dlc run output lacks %q:\n%s", want, out)
 		}

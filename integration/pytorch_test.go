@@ -182,7 +182,7 @@ func TestPyTorchDDPCheckpoints(t *testing.T) {
 	submit(t, ctx, torchExample(t, "ddp/job.yaml",
 		"metadata: {name: torch-ddp, workspace: default,", fmt.Sprintf("metadata: {name: ddp, workspace: %s,", ws),
 		`--steps, "40"`, fmt.Sprintf(`--steps, "%d"`, steps),
-		"s3://dlc/checkpoints/torch-ddp", uri))
+		"s3://dlc/workspaces/default/checkpoints/torch-ddp", uri))
 	j := mustSucceed(t, ctx, ws, "ddp")
 	runs := ddpOutput(t, ctx, ws, "ddp")
 	run := runs[0]
@@ -284,7 +284,7 @@ func ddpRecoverySpec(t *testing.T, ws, name, uri string) string {
 		"metadata: {name: torch-ddp, workspace: default,", fmt.Sprintf("metadata: {name: %s, workspace: %s,", name, ws),
 		"command: [/usr/bin/python3,", `command: [sh, -c, 'echo pid=$$; exec "$0" "$@"', /usr/bin/python3,`,
 		`--steps, "40"`, `--steps, "30", --step-sleep, "0.25"`,
-		"s3://dlc/checkpoints/torch-ddp", uri)
+		"s3://dlc/workspaces/default/checkpoints/torch-ddp", uri)
 }
 
 // One replica of the DDP job SIGKILLed mid-run, after a complete checkpoint: the job

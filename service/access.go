@@ -128,7 +128,7 @@ func NewWorkspaces(store *auth.Store, svc *Service) *Workspaces {
 // Create registers a workspace for createdBy; its namespace defaults to its name. An
 // invalid workspace is ErrInvalidObject, an existing name ErrAlreadyExists.
 func (s *Workspaces) Create(ctx context.Context, ws api.Workspace, createdBy string) (api.Workspace, error) {
-	created, err := s.store.CreateWorkspace(ctx, api.Workspace{Name: ws.Name, Namespace: ws.Namespace, PodDefaults: ws.PodDefaults, Description: ws.Description}, createdBy)
+	created, err := s.store.CreateWorkspace(ctx, api.Workspace{Name: ws.Name, Namespace: ws.Namespace, PodDefaults: ws.PodDefaults, Storage: ws.Storage, Description: ws.Description}, createdBy)
 	if err != nil {
 		return api.Workspace{}, storeError("create workspace", err)
 	}

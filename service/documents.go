@@ -28,6 +28,8 @@ type Documents[T any] struct {
 	// listing of an impossible workspace name answers (an empty list), if any.
 	missing []error
 	badList error
+	// check, when set, vets a document before Apply stores it (SetStorage).
+	check func(context.Context, T) error
 }
 
 // sentinelStore is a docStore that names its sentinel errors (internal/kvdocs's
@@ -63,6 +65,11 @@ func (s *Documents[T]) isMissing(err error) bool {
 // Apply creates or replaces a validated document. One the store refuses is a
 // schemas.ErrorList naming each field.
 func (s *Documents[T]) Apply(ctx context.Context, doc T) (T, error) {
+	if s.check != nil {
+		if err := s.check(ctx, doc); err != nil {
+			return doc, err
+		}
+	}
 	if _, err := s.store.Put(ctx, doc); err != nil {
 		if list, ok := errors.AsType[schemas.ErrorList](err); ok {
 			return doc, list

@@ -24,6 +24,9 @@ type Experiments struct {
 // Start starts a validated experiment in its workspace; it answers it, Pending.
 func (s *Experiments) Start(ctx context.Context, exp *schemas.Experiment) (api.ExperimentDetail, error) {
 	ws, name := exp.Metadata.Workspace, exp.Metadata.Name
+	if err := checkStorage(ctx, s.storage, ws, exp); err != nil {
+		return api.ExperimentDetail{}, err
+	}
 	run, err := s.start(ctx, workflows.ExperimentStart(workflows.ExperimentInput{Experiment: *exp}), "start experiment",
 		fmt.Sprintf("experiment %s already exists in workspace %s; choose another name", name, ws))
 	if err != nil {

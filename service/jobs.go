@@ -18,6 +18,9 @@ type Jobs struct{ *temporalBase }
 // Start starts a validated job in its workspace; it answers the job, Pending.
 func (s *Jobs) Start(ctx context.Context, job *schemas.TrainingJob) (api.Job, error) {
 	ws, name := job.Metadata.Workspace, job.Metadata.Name
+	if err := checkStorage(ctx, s.storage, ws, job); err != nil {
+		return api.Job{}, err
+	}
 	run, err := s.start(ctx, workflows.JobStart(workflows.TrainingJobInput{Job: *job}), "start job",
 		fmt.Sprintf("job %s already exists in workspace %s; delete it first or choose another name", name, ws))
 	if err != nil {

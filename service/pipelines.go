@@ -23,6 +23,9 @@ type Pipelines struct {
 // answers the run, Pending.
 func (s *Pipelines) Start(ctx context.Context, p *schemas.Pipeline, params map[string]string) (api.PipelineRun, error) {
 	ws, name := p.Metadata.Workspace, p.Metadata.Name
+	if err := checkStorage(ctx, s.storage, ws, p); err != nil {
+		return api.PipelineRun{}, err
+	}
 	run, err := s.start(ctx, workflows.PipelineStart(workflows.PipelineInput{Pipeline: *p, Params: params}), "start pipeline",
 		fmt.Sprintf("pipeline %s already exists in workspace %s; choose another name", name, ws))
 	if err != nil {

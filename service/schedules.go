@@ -21,6 +21,9 @@ type Schedules struct{ *temporalBase }
 // Create starts a validated schedule's workflow; it answers the schedule.
 func (s *Schedules) Create(ctx context.Context, sched *schemas.Schedule) (api.ScheduleView, error) {
 	ws, name := sched.Metadata.Workspace, sched.Metadata.Name
+	if err := checkStorage(ctx, s.storage, ws, sched); err != nil {
+		return api.ScheduleView{}, err
+	}
 	now := time.Now().UTC()
 	_, err := s.start(ctx, workflows.ScheduleStart(workflows.ScheduleInput{Schedule: *sched}, now), "create schedule",
 		fmt.Sprintf("schedule %s already exists in workspace %s; update or delete it", name, ws))
@@ -72,6 +75,11 @@ func (s *Schedules) List(ctx context.Context, ws string, o ListOptions) (api.Sch
 // result into result: ErrNotFound for an unknown schedule, ErrInvalid when the
 // workflow's validator refused the request.
 func (s *Schedules) Update(ctx context.Context, ws, name, update string, arg, result any) error {
+	if req, ok := arg.(workflows.UpdateScheduleRequest); ok {
+		if err := checkStorage(ctx, s.storage, ws, &req.Schedule); err != nil {
+			return err
+		}
+	}
 	h, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.ScheduleWorkflowID(ws, name),
 		UpdateName:   update,

@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -71,6 +72,8 @@ type temporalBase struct {
 	namespace string
 	taskQueue string
 	log       *slog.Logger
+	// storage, when set, confines documents' S3 URIs to their workspace (SetStorage).
+	storage *storage.Policy
 }
 
 // start starts spec's workflow; a taken id is ErrAlreadyExists with the message

@@ -16,6 +16,7 @@ import (
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -32,6 +33,11 @@ type Config struct {
 	TaskQueue string
 	// S3 is how the control plane reads checkpoints.
 	S3 checkpoint.Config
+	// StorageRoot is the root of the workspaces' default S3 locations (storage.Policy):
+	// jobs whose URIs leave their workspace's locations fail at launch, and checkpoints
+	// are pruned only inside them. "" restricts only the workspaces whose registry entry
+	// names locations.
+	StorageRoot string
 	// Backend runs the gangs.
 	Backend backend.Backend
 	// Logger; default slog.Default().
@@ -85,6 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		Publisher:   ev,
 		Checkpoints: checkpointFinder{store},
 		Workspaces:  workspaces,
+		Storage:     &storage.Policy{Root: cfg.StorageRoot, Workspaces: workspaces},
 		LogStream:   jetstream.LogsStream,
 	})
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})

@@ -116,7 +116,7 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (at
 	if ref.Attempt > 0 && job.Spec.Checkpoint != nil {
 		// A store that cannot be read must not hold the recovery up for long: after a
 		// few tries the attempt starts from spec.checkpoint.resumeFrom.
-		latest, err := latestCheckpointToResume(ctx, activities.LatestCheckpointInput{URI: job.Spec.Checkpoint.URI})
+		latest, err := latestCheckpointToResume(ctx, activities.LatestCheckpointInput{URI: job.Spec.Checkpoint.URI, Workspace: job.Metadata.Workspace})
 		if err != nil {
 			w.logger.Warn("could not list checkpoints; the attempt starts fresh", "error", err)
 		}

@@ -37,7 +37,7 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 		"succeeded with keep": {
 			keep: 3, wantPhase: schemas.JobSucceeded, wantPrunes: 1,
 			wantCalls: []retentionCall{{
-				In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 3},
+				In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 3, Workspace: "team"},
 			}},
 		},
 		"failed keeps every checkpoint": {keep: 3, fail: true, wantPhase: schemas.JobFailed},
@@ -45,9 +45,9 @@ func TestTrainingJobCheckpointRetention(t *testing.T) {
 		"a failed prune does not fail the job": {
 			keep: 1, pruneErr: errors.New("S3 unreachable"), wantPhase: schemas.JobSucceeded, wantPrunes: 3,
 			wantCalls: []retentionCall{
-				{In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 1}},
-				{In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 1}},
-				{In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 1}},
+				{In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 1, Workspace: "team"}},
+				{In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 1, Workspace: "team"}},
+				{In: activities.PruneCheckpointsInput{URI: "s3://ckpt/wf", Keep: 1, Workspace: "team"}},
 			},
 		},
 	}

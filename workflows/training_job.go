@@ -483,13 +483,13 @@ func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs future[activities.Forw
 // until every event is published and every update handled.
 func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobOutcome) {
 	if ck := w.in.Job.Spec.Checkpoint; ck != nil {
-		latest, err := latestCheckpoint(ctx, activities.LatestCheckpointInput{URI: ck.URI})
+		latest, err := latestCheckpoint(ctx, activities.LatestCheckpointInput{URI: ck.URI, Workspace: w.in.Job.Metadata.Workspace})
 		if err != nil {
 			w.logger.Warn("could not list checkpoints", "error", err)
 		}
 		w.status.LastCheckpoint = latest
 		if out.phase == schemas.JobSucceeded && ck.Keep > 0 {
-			if _, err := pruneCheckpoints(ctx, activities.PruneCheckpointsInput{URI: ck.URI, Keep: int(ck.Keep)}); err != nil {
+			if _, err := pruneCheckpoints(ctx, activities.PruneCheckpointsInput{URI: ck.URI, Keep: int(ck.Keep), Workspace: w.in.Job.Metadata.Workspace}); err != nil {
 				w.logger.Warn("could not prune checkpoints", "keep", ck.Keep, "error", err)
 			}
 		}

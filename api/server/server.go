@@ -23,6 +23,7 @@ import (
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
+	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	Logger      *slog.Logger
 	Rules       *notify.Store
 	Auth        *auth.Store
+	// StorageRoot and Storage: see WithStorage.
+	StorageRoot string
+	Storage     bool
 	Triggers    *triggers.Store
 	// RateLimits bound failed authentication and anonymous audit records per address.
 	RateLimits RateLimits
@@ -96,6 +100,9 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	}
 	if o.Rules != nil {
 		s.svc.Rules = service.NewRules(o.Rules)
+	}
+	if o.Storage {
+		s.svc.SetStorage(&storage.Policy{Root: o.StorageRoot, Workspaces: storageRegistry(o.Auth)})
 	}
 	if ev != nil {
 		s.auditPub = ev

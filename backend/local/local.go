@@ -102,6 +102,7 @@ type Backend struct {
 	baseDir  string
 	node     string
 	env      []schemas.EnvVar
+	wsEnv    WorkspaceEnvFunc // per-workspace variables (workspace_env.go)
 	grace    time.Duration
 	poll     time.Duration
 	mv       string   // the mv(1) supervisors rename the exit file with
@@ -260,6 +261,10 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 	if err != nil {
 		return err
 	}
+	wsEnv, err := b.workspaceEnv(ctx, spec.Workspace)
+	if err != nil {
+		return err
+	}
 	ep := filesEndpoints{endpoints: endpoints(st.Ports), gangDir: dir}
 	if err := writeFrameworkFiles(spec, ep); err != nil {
 		return err
@@ -273,7 +278,7 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 			return backend.InvalidSpec(err)
 		}
 		rdir := filepath.Join(dir, r.Name)
-		env := b.environ(r, fwEnv, rdir)
+		env := b.environ(r, wsEnv, fwEnv, rdir)
 		if b.gpusSet {
 			env = append(env, gpuEnv(gpus[r.Name])...)
 		}
@@ -593,13 +598,14 @@ func (b *Backend) gangDir(id string) string {
 }
 
 // environ is a replica's environment. Later entries win (os/exec keeps the last of
-// duplicate names): the worker's, then PWD, then WithEnv's, then the replica's, then the
-// framework's, then the marker that tells the replica's processes from any other.
-func (b *Backend) environ(r backend.ReplicaSpec, fwEnv []schemas.EnvVar, rdir string) []string {
+// duplicate names): the worker's (less the credentials WithWorkspaceEnv replaces), then
+// PWD, then WithEnv's, then the workspace's, then the replica's, then the framework's,
+// then the marker that tells the replica's processes from any other.
+func (b *Backend) environ(r backend.ReplicaSpec, wsEnv, fwEnv []schemas.EnvVar, rdir string) []string {
 	// os/exec sets PWD to the command's Dir only when it builds the environment itself;
 	// the worker's PWD would tell the replica it runs where the worker does.
-	env := append(os.Environ(), "PWD="+b.workingDir(r.WorkingDir))
-	for _, list := range [][]schemas.EnvVar{b.env, r.Env, fwEnv} {
+	env := append(b.inherited(), "PWD="+b.workingDir(r.WorkingDir))
+	for _, list := range [][]schemas.EnvVar{b.env, wsEnv, r.Env, fwEnv} {
 		for _, e := range list {
 			env = append(env, e.Name+"="+e.Value)
 		}

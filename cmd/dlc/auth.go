@@ -163,12 +163,16 @@ var workspaceColumns = []column[api.Workspace]{
 func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 	var ws api.Workspace
 	var pod schemas.PodDefaults
-	cmd := g.nameCmd("create NAME [--namespace NS] [--service-account SA] [--image-pull-secret S]... [--security restricted] [--description TEXT]",
+	var locations []string
+	cmd := g.nameCmd("create NAME [--namespace NS] [--service-account SA] [--image-pull-secret S]... [--security restricted] [--storage-location s3://BUCKET[/PREFIX]]... [--description TEXT]",
 		"Register a workspace, the Kubernetes namespace its pods run in and their defaults",
 		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
 			ws.Name = name
 			if pod.ServiceAccountName != "" || len(pod.ImagePullSecrets) > 0 || pod.Security != "" {
 				ws.PodDefaults = &pod
+			}
+			if len(locations) > 0 {
+				ws.Storage = &api.WorkspaceStorage{Locations: locations}
 			}
 			out, err := c.CreateWorkspace(cmd.Context(), ws)
 			if err != nil {
@@ -180,6 +184,7 @@ func newWorkspaceCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&pod.ServiceAccountName, "service-account", "", "service account (of the namespace) of the workspace's pods whose job names none")
 	cmd.Flags().StringArrayVar(&pod.ImagePullSecrets, "image-pull-secret", nil, "image pull secret (of the namespace) of every pod of the workspace; repeatable")
 	cmd.Flags().StringVar(&pod.Security, "security", "", "restricted: the workspace's pods run under the restricted Pod Security Standard whatever their pool says")
+	cmd.Flags().StringArrayVar(&locations, "storage-location", nil, storageLocationUsage)
 	cmd.Flags().StringVar(&ws.Description, "description", "", "what the workspace is for")
 	return cmd
 }
