@@ -29,6 +29,9 @@ type Options struct {
 	TemporalPort, TemporalUIPort, NATSPort, S3Port int
 	// S3Host is the address S3 listens on (S3Options.Host); default 127.0.0.1.
 	S3Host string
+	// NATSTLS serves NATS over TLS (NATSOptions.TLS). NATS always requires
+	// authentication (NATSOptions.Secure).
+	NATSTLS bool
 }
 
 // Stack is a running set of all three components.
@@ -62,14 +65,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}()
 
 	s := &Stack{}
-	n, err := StartNATS(ctx, NATSOptions{Dir: filepath.Join(opts.Dir, "nats"), Port: opts.NATSPort})
+	n, err := StartNATS(ctx, NATSOptions{Dir: filepath.Join(opts.Dir, "nats"), Port: opts.NATSPort, Secure: true, TLS: opts.NATSTLS})
 	if err == nil {
 		s.NATS = n
 		s.S3, err = StartS3(ctx, S3Options{
 			Dir:          filepath.Join(opts.Dir, "s3"),
 			Port:         opts.S3Port,
 			Host:         opts.S3Host,
-			NATSURL:      n.URL,
+			NATSURL:      n.URLFor(NATSUserS3),
+			NATSCAFile:   n.CAFile,
 			EventSubject: opts.EventSubject,
 			Buckets:      opts.Buckets,
 		})

@@ -33,6 +33,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -107,7 +108,7 @@ func run(n int, dlcBin string, recoveries int) error {
 		return err
 	}
 	// Every status event as a live subscriber receives it: phase change → delivery.
-	nc, err := nats.Connect(e.Stack.NATS.URL)
+	nc, err := nats.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func run(n int, dlcBin string, recoveries int) error {
 		}
 		toStart, toDone, total = append(toStart, s), append(toDone, d), append(total, t)
 	}
-	logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS.URL, logLines)
+	logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS, logLines)
 	if err != nil {
 		return err
 	}
@@ -195,7 +196,7 @@ const logLines = 100000
 // times the records reaching a live subscriber of its log subjects (first to last), then
 // publishes the same number of records straight to JetStream, in the same batches the
 // forwarder uses, for the baseline.
-func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url string, n int) (forwarded, raw float64, err error) {
+func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, srv *devstack.NATS, n int) (forwarded, raw float64, err error) {
 	per := n / 4
 	var mu sync.Mutex
 	var first, last time.Time
@@ -230,7 +231,7 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 	}
 	forwarded = float64(n) / last.Sub(first).Seconds()
 
-	js, err := jetstream.Connect(url)
+	js, err := jetstream.Connect(srv.URL, srv.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		return 0, 0, err
 	}
