@@ -35,9 +35,11 @@ func InboxPrefix(workspace string) string { return "_INBOX_" + workspace }
 // else: live subscriptions on dlc.<workspace>.>, and JetStream consumers on the event and
 // log streams whose filter lies inside the workspace. The server checks the filter in
 // the consumer-create subject, so a consumer on another workspace's subjects is refused.
-// Consumers are ephemeral with random names; reading, pulling from or deleting one needs
-// its name, which only its creator learns: listing consumers (CONSUMER.LIST, NAMES) is
-// not granted, nor any stream request (INFO, whose subjects_filter would list other
+// Consumers are ephemeral with random names, and end by themselves when unused
+// (nats.go's ordered consumers after 5 minutes): deleting one is not granted, so a
+// reader can never destroy another's consumer. Reading or pulling from one needs its
+// name, which only its creator learns: listing consumers (CONSUMER.LIST, NAMES) is not
+// granted, nor any stream request (INFO, whose subjects_filter would list other
 // workspaces' subjects; LIST, NAMES, PURGE, DELETE; MSG.GET; DIRECT.GET), nor the
 // key-value and object stores. The internal durable consumers on these streams (the
 // notification dispatcher's) have unguessable names too. The user may also publish the
@@ -54,7 +56,6 @@ func WorkspacePermissions(workspace string) Permissions {
 		p.PublishAllow = append(p.PublishAllow,
 			fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.dlc.%s.>", stream, workspace),
 			"$JS.API.CONSUMER.INFO."+stream+".*",
-			"$JS.API.CONSUMER.DELETE."+stream+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		)
 	}
