@@ -1,11 +1,17 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +178,106 @@ func pollFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 			t.Fatalf("never: %s", what)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// `dlc up --nats-tls` serves NATS over TLS only, with the CA it generated into its
+// state directory: anonymous clients and clients that do not trust the CA are refused;
+// the stack's server identity (from users.json) and a reader logging in with the admin
+// token connect over TLS.
+func TestDlcUpNATSOverTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, err := buildDLC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	up := exec.CommandContext(ctx, bin, "up", "--dir", state, "--addr", freeAddr(t), "--ui=false", "--workdir", dir, "--nats-tls")
+	up.Cancel = func() error { return up.Process.Signal(syscall.SIGTERM) }
+	stdout, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upErr bytes.Buffer
+	up.Stderr = &upErr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	banner := make(chan string, 1)
+	stopped := make(chan error, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "Submit a job") {
+				banner <- b.String()
+			}
+		}
+		stopped <- up.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = up.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-stopped:
+		case <-time.After(20 * time.Second):
+			_ = up.Process.Kill()
+		}
+	})
+	var text string
+	select {
+	case text = <-banner:
+	case err := <-stopped:
+		t.Fatalf("dlc up exited: %v\n%s", err, upErr.String())
+	case <-ctx.Done():
+		t.Fatalf("no banner from dlc up:\n%s", upErr.String())
+	}
+	m := regexp.MustCompile(`NATS +(tls://\S+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("banner has no tls:// NATS URL:\n%s", text)
+	}
+	url, ca := m[1], filepath.Join(state, "nats", "tls", "ca.pem")
+	if !strings.Contains(text, ca) {
+		t.Errorf("banner does not name the CA %s:\n%s", ca, text)
+	}
+	if nc, err := nats.Connect(url, nats.RootCAs(ca)); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected")
+	}
+	b, err := os.ReadFile(filepath.Join(state, "nats", devstack.NATSUsersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users struct{ Passwords map[string]string }
+	if err := json.Unmarshal(b, &users); err != nil {
+		t.Fatal(err)
+	}
+	login := nats.UserInfo(devstack.NATSUserServer, users.Passwords[devstack.NATSUserServer])
+	if nc, err := nats.Connect(url, login); err == nil {
+		nc.Close()
+		t.Fatal("a client that does not trust the CA connected")
+	}
+	nc, err := nats.Connect(url, login, nats.RootCAs(ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.TLSConnectionState(); err != nil {
+		t.Errorf("the server's connection is not TLS: %v", err)
+	}
+	admin, err := os.ReadFile(filepath.Join(state, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := nats.Connect(url, nats.UserInfo(schemas.DefaultWorkspace, strings.TrimSpace(string(admin))), nats.RootCAs(ca),
+		nats.CustomInboxPrefix(jetstream.InboxPrefix(schemas.DefaultWorkspace)))
+	if err != nil {
+		t.Fatalf("a reader of %s with the admin token: %v", schemas.DefaultWorkspace, err)
+	}
+	defer reader.Close()
+	if _, err := reader.TLSConnectionState(); err != nil {
+		t.Errorf("the reader's connection is not TLS: %v", err)
 	}
 }
