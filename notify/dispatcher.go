@@ -388,7 +388,12 @@ func (d *Dispatcher) heartbeat(ctx context.Context) {
 // watch applies rule changes as they are stored, and retries what reconcile could not do.
 func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 	defer close(d.watchDone)
-	defer func() { _ = watcher.Stop() }()
+	defer func() {
+		// nil when the dispatcher was closed while it could not watch again.
+		if watcher != nil {
+			_ = watcher.Stop()
+		}
+	}()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {

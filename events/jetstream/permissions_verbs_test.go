@@ -60,7 +60,7 @@ func TestWorkspaceUserIsRefusedEveryVerbOnOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	defer func() { _ = d.Close(context.Background()) }() // before sys closes
 	var durable string
 	pollUntil(t, "the dispatcher's consumer of b", func() bool {
 		durable, err = notify.ConsumerNameOf(ctx, js, notify.DefaultConsumerPrefix, "b")
