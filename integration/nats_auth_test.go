@@ -221,7 +221,10 @@ func TestDlcUpNATSOverTLS(t *testing.T) {
 	t.Cleanup(func() {
 		_ = up.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-stopped:
+		case err := <-stopped:
+			if err != nil {
+				t.Logf("dlc up exited: %v", err)
+			}
 		case <-time.After(20 * time.Second):
 			_ = up.Process.Kill()
 		}
