@@ -31,6 +31,9 @@ type Options struct {
 	S3Host string
 	// S3IAM runs the gateway's internal IAM (S3Options.IAM), for per-workspace accounts.
 	S3IAM bool
+	// NATSTLS serves NATS over TLS (NATSOptions.TLS). NATS always requires
+	// authentication (NATSOptions.Secure).
+	NATSTLS bool
 }
 
 // Stack is a running set of all three components.
@@ -64,14 +67,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}()
 
 	s := &Stack{}
-	n, err := StartNATS(ctx, NATSOptions{Dir: filepath.Join(opts.Dir, "nats"), Port: opts.NATSPort})
+	n, err := StartNATS(ctx, NATSOptions{Dir: filepath.Join(opts.Dir, "nats"), Port: opts.NATSPort, Secure: true, TLS: opts.NATSTLS})
 	if err == nil {
 		s.NATS = n
 		s.S3, err = StartS3(ctx, S3Options{
 			Dir:          filepath.Join(opts.Dir, "s3"),
 			Port:         opts.S3Port,
 			Host:         opts.S3Host,
-			NATSURL:      n.URL,
+			NATSURL:      n.URLFor(NATSUserS3),
+			NATSCAFile:   n.CAFile,
 			EventSubject: opts.EventSubject,
 			Buckets:      opts.Buckets,
 			IAM:          opts.S3IAM,

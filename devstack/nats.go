@@ -24,6 +24,15 @@ type NATSOptions struct {
 	// Users, when set, turn on authentication: only these users may connect, each with
 	// its own permissions (nil: everything).
 	Users []NATSUser
+	// Secure turns on authentication with the stack's own identities too
+	// (NATSUserServer, NATSUserWorker, NATSUserS3), whose passwords are generated into
+	// Dir/users.json (mode 0600) on first start and read from there afterwards. Other
+	// names are asked of the NATSAuthenticator (SetAuthenticator); without one they are
+	// refused, and so is every anonymous connection.
+	Secure bool
+	// TLS serves NATS over TLS only, with a server certificate for loopback signed by a
+	// CA generated into Dir/tls on first start (NATS.CAFile).
+	TLS bool
 }
 
 // NATSUser is a user of the embedded server.
@@ -39,6 +48,11 @@ type NATS struct {
 	URL string
 	// Server is the embedded server, for tests that need to reach inside.
 	Server *server.Server
+	// CAFile is the CA that clients trust with NATSOptions.TLS; "" without.
+	CAFile string
+
+	auth      *natsAuth
+	passwords map[string]string
 
 	log       *os.File
 	closeOnce sync.Once
@@ -64,28 +78,24 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 		StoreDir:   dir,
 		NoSigs:     true,
 	}
-	for _, u := range opts.Users {
-		user := &server.User{Username: u.Name, Password: u.Password}
-		if u.Publish != nil || u.Subscribe != nil {
-			user.Permissions = &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: u.Publish},
-				Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
-			}
-		}
-		sopts.Users = append(sopts.Users, user)
-	}
-	s, err := server.NewServer(sopts)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: nats: %w", err)
-	}
 	logPath := filepath.Join(dir, "nats.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("devstack: nats log: %w", err)
 	}
 	logger := &natsLogger{Logger: log.New(logFile, "", log.LstdFlags|log.Lmicroseconds), fatal: make(chan string, 1)}
+	n := &NATS{log: logFile}
+	if err := n.configure(sopts, dir, opts, logger); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	s, err := server.NewServer(sopts)
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("devstack: nats: %w", err)
+	}
 	s.SetLoggerV2(logger, false, false, false)
-	n := &NATS{Server: s, log: logFile}
+	n.Server = s
 
 	s.Start()
 	ctx, cancel := context.WithTimeout(ctx, natsReadyTimeout)
@@ -107,6 +117,34 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 	}
 	n.URL = s.ClientURL()
 	return n, nil
+}
+
+// configure adds authentication (Users, Secure) and TLS to sopts.
+func (n *NATS) configure(sopts *server.Options, dir string, opts NATSOptions, logger *natsLogger) error {
+	users := opts.Users
+	if opts.Secure {
+		pw, err := loadPasswords(filepath.Join(dir, NATSUsersFile))
+		if err != nil {
+			return err
+		}
+		n.passwords = pw
+		users = append(stackUsers(pw), users...)
+	}
+	if len(users) > 0 || opts.Secure {
+		n.auth = &natsAuth{users: map[string]NATSUser{}, logger: logger}
+		for _, u := range users {
+			n.auth.users[u.Name] = u
+		}
+		sopts.CustomClientAuthentication = n.auth
+	}
+	if opts.TLS {
+		cfg, ca, err := natsTLS(filepath.Join(dir, "tls"))
+		if err != nil {
+			return err
+		}
+		sopts.TLSConfig, sopts.TLS, sopts.TLSTimeout, n.CAFile = cfg, true, 5, ca
+	}
+	return nil
 }
 
 // Close shuts the server down, flushing JetStream to Dir.

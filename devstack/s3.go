@@ -44,8 +44,12 @@ type S3Options struct {
 	// exposes the development credentials' account to whoever can reach it.
 	Host string
 	// NATSURL, when set, makes the gateway publish bucket notifications
-	// (AWS event JSON, e.g. s3:ObjectCreated:Put) to NATS.
+	// (AWS event JSON, e.g. s3:ObjectCreated:Put) to NATS. It may hold a user and
+	// password (NATS.URLFor): it reaches the gateway in its environment, not its
+	// arguments, which every local user can read.
 	NATSURL string
+	// NATSCAFile is the CA of a NATS server that serves TLS (NATS.CAFile).
+	NATSCAFile string
 	// EventSubject is the NATS subject for notifications; default DefaultEventSubject.
 	EventSubject string
 	// Buckets are created at start; existing ones are kept as they are.
@@ -131,9 +135,6 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 		}
 		args = append(args, "--iam-dir", iamDir, "--iam-cache-disable")
 	}
-	if opts.NATSURL != "" {
-		args = append(args, "--event-nats-url", opts.NATSURL, "--event-nats-topic", opts.EventSubject)
-	}
 	args = append(args, "posix", dir)
 
 	s := &S3{
@@ -145,7 +146,14 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 	}
 	// Drop the gateway's own environment variables so a developer's shell
 	// cannot add backends, IAM or listeners behind our flags.
-	env := childEnv("VGW_", "ROOT_ACCESS_KEY", "ROOT_SECRET", "LOGFILE=", "WEBHOOK=")
+	env := childEnv("VGW_", "ROOT_ACCESS_KEY", "ROOT_SECRET", "LOGFILE=", "WEBHOOK=", "SSL_CERT_FILE=")
+	if opts.NATSURL != "" {
+		env = append(env, "VGW_EVENT_NATS_URL="+opts.NATSURL, "VGW_EVENT_NATS_TOPIC="+opts.EventSubject)
+	}
+	if opts.NATSCAFile != "" {
+		// Go programs take their root CAs from SSL_CERT_FILE.
+		env = append(env, "SSL_CERT_FILE="+opts.NATSCAFile)
+	}
 	s.proc, err = startProcess("versitygw", bin, args, dir+".log", env)
 	if err != nil {
 		return nil, err

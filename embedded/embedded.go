@@ -101,6 +101,9 @@ type Config struct {
 	// StorageRoot is the root of the default locations with StorageIsolation; default
 	// DefaultStorageRoot.
 	StorageRoot string
+	// NATSTLS serves NATS over TLS, with a CA generated into Dir/nats/tls
+	// (devstack.NATSOptions.TLS). NATS requires authentication either way.
+	NATSTLS bool
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -189,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		S3Host:  s3Host,
 		S3Port:  s3Port,
 		S3IAM:   cfg.StorageIsolation,
+		NATSTLS: cfg.NATSTLS,
 		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
 		// for triggers.
 		EventSubject: schemas.S3EventSubject(cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace)),
@@ -223,6 +227,8 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		return nil, err
 	}
 	e.APIURL, e.AdminToken, e.Auth = e.Process.APIURL, e.Process.AdminToken, e.Process.Auth
+	// Workspace readers log in to NATS with an API token of their workspace.
+	e.Stack.NATS.SetAuthenticator(WorkspaceReaderAuthenticator(e.Auth))
 	return e, nil
 }
 
@@ -236,13 +242,20 @@ func localOptions(cfg Config) []local.Option {
 }
 
 // AppConfig completes cfg for a process on the stack: Temporal, NATS and S3
-// addresses, and the local backend's state directory (Dir/local) and replica
-// environment (ReplicaEnv), ahead of cfg.LocalOptions. Tests start extra processes
-// (a second worker) with it.
+// addresses, NATS credentials (the server's identity for a process with the API, else
+// the worker's: devstack.NATSUserServer, NATSUserWorker) ahead of cfg.NATSOptions,
+// and the local backend's state directory (Dir/local) and replica environment
+// (ReplicaEnv), ahead of cfg.LocalOptions. Tests start extra processes (a second
+// worker) with it.
 func (e *Embedded) AppConfig(cfg app.Config) app.Config {
 	cfg.TemporalAddress = e.Stack.Temporal.Address
 	cfg.Namespace = e.Stack.Temporal.Namespace
 	cfg.NATSURL = e.Stack.NATS.URL
+	user := devstack.NATSUserWorker
+	if cfg.API != nil {
+		user = devstack.NATSUserServer
+	}
+	cfg.NATSOptions = append(e.Stack.NATS.ClientOptions(user), cfg.NATSOptions...)
 	cfg.S3 = e.S3Config()
 	base := []local.Option{
 		local.WithStateDir(filepath.Join(e.Dir, "local")),

@@ -358,7 +358,7 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 				j.Status.Phase, j.Status.Reason, j.Status.Message, j.Status.Timeline)
 		}
 	}
-	js, err := jetstream.Connect(e.Stack.NATS.URL)
+	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		t.Fatal(err)
 	}

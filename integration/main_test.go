@@ -21,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -80,7 +81,7 @@ func setup(ctx context.Context, dir string) (func(), error) {
 	}); err != nil {
 		return teardown, err
 	}
-	if env.events, err = jetstream.Connect(e.Stack.NATS.URL); err != nil {
+	if env.events, err = jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...); err != nil {
 		return teardown, err
 	}
 	env.store, err = checkpoint.NewStore(e.S3Config())

@@ -64,7 +64,7 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 	poll("its replica finished while NATS is down", func(j *api.Job) bool {
 		return len(j.Status.Replicas) == 1 && j.Status.Replicas[0].Phase == schemas.ReplicaSucceeded
 	})
-	restarted, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: filepath.Join(dir, "stack", "nats"), Port: port})
+	restarted, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: filepath.Join(dir, "stack", "nats"), Port: port, Secure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 		t.Fatalf("phase %s: %s", j.Status.Phase, j.Status.Message)
 	}
 
-	js, err := jetstream.Connect(restarted.URL)
+	js, err := jetstream.Connect(restarted.URL, restarted.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -95,7 +96,7 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 	}
 
 	// Kill the worker once the job runs and some lines are forwarded, long before all.
-	js, err := jetstream.Connect(e.Stack.NATS.URL)
+	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -389,7 +388,12 @@ func (d *Dispatcher) heartbeat(ctx context.Context) {
 // watch applies rule changes as they are stored, and retries what reconcile could not do.
 func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 	defer close(d.watchDone)
-	defer func() { _ = watcher.Stop() }()
+	defer func() {
+		// nil when the dispatcher was closed while it could not watch again.
+		if watcher != nil {
+			_ = watcher.Stop()
+		}
+	}()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
@@ -551,30 +555,26 @@ func (d *Dispatcher) match(ev *event) []*task {
 	return tasks
 }
 
-// consumerName is the durable consumer of a workspace.
-func (d *Dispatcher) consumerName(ws string) string { return d.o.ConsumerPrefix + "-" + ws }
-
 // removeOrphanConsumers deletes the consumers of workspaces that no longer have rules,
 // so that a rule created later does not receive the events of the time without rules.
 func (d *Dispatcher) removeOrphanConsumers(ctx context.Context) error {
-	prefix := d.o.ConsumerPrefix + "-"
-	names := d.stream.ConsumerNames(ctx)
+	current, legacy, err := workspaceConsumers(ctx, d.stream, d.o.ConsumerPrefix)
+	if err != nil {
+		return err
+	}
 	var orphans []string
-	for name := range names.Name() {
-		ws, ok := strings.CutPrefix(name, prefix)
-		if !ok || !dnsLabelRE.MatchString(ws) {
-			continue
+	d.rmu.RLock()
+	for ws, names := range current {
+		if _, has := d.rules[ws]; !has {
+			orphans = append(orphans, names...)
 		}
-		d.rmu.RLock()
-		_, has := d.rules[ws]
-		d.rmu.RUnlock()
-		if !has {
+	}
+	for ws, name := range legacy {
+		if _, has := d.rules[ws]; !has {
 			orphans = append(orphans, name)
 		}
 	}
-	if err := names.Err(); err != nil {
-		return fmt.Errorf("notify: list consumers of %s: %w", dlcjs.EventsStream, err)
-	}
+	d.rmu.RUnlock()
 	for _, name := range orphans {
 		if err := d.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("notify: delete consumer %s: %w", name, err)
@@ -636,7 +636,10 @@ func (d *Dispatcher) reconcile(ctx context.Context, ws string) error {
 // startWorker creates or resumes the durable consumer of a workspace and starts reading
 // it. A new consumer starts at since.
 func (d *Dispatcher) startWorker(ctx context.Context, ws string, since time.Time) (*worker, error) {
-	name := d.consumerName(ws)
+	name, legacy, from, err := d.consumerFor(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "OpenDLC notifications of workspace " + ws,
@@ -647,6 +650,9 @@ func (d *Dispatcher) startWorker(ctx context.Context, ws string, since time.Time
 		MaxDeliver:    -1,
 		FilterSubject: "dlc." + ws + ".>",
 		MaxAckPending: d.o.MaxAckPending,
+	}
+	if from != nil {
+		takeOver(&cfg, from)
 	}
 	cons, err := d.stream.Consumer(ctx, name)
 	switch {
@@ -670,6 +676,12 @@ func (d *Dispatcher) startWorker(ctx context.Context, ws string, since time.Time
 				d.log.Warn("cannot rewind the consumer: unfinished events are delivered again after the ack wait, maybe out of order",
 					"consumer", name, "error", err)
 			}
+		}
+	}
+	if legacy != "" {
+		// The guessable consumer of an earlier version: the new one has taken over.
+		if err := d.stream.DeleteConsumer(ctx, legacy); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("notify: delete consumer %s: %w", legacy, err)
 		}
 	}
 	w := &worker{ws: ws, consumer: name, cons: cons, done: make(chan struct{})}

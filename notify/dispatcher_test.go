@@ -255,7 +255,7 @@ func TestWorkspaceIsolation(t *testing.T) {
 			t.Errorf("rule header %q, want b/all", got)
 		}
 	}
-	if _, err := e.js.Consumer(e.ctx, dlcjs.EventsStream, notify.DefaultConsumerPrefix+"-c"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if _, err := e.consumer("c"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("workspace c, without rules, has a consumer: %v", err)
 	}
 }
@@ -376,7 +376,7 @@ func TestRuleChangesApplyLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "workspace a's consumer deleted", func() bool {
-		_, err := e.js.Consumer(e.ctx, dlcjs.EventsStream, notify.DefaultConsumerPrefix+"-a")
+		_, err := e.consumer("a")
 		return errors.Is(err, jetstream.ErrConsumerNotFound)
 	})
 	e.phase("a", "j3", 1, schemas.JobSucceeded, nil) // no rule: never delivered
@@ -505,7 +505,11 @@ func TestDeletedConsumerIsRecreated(t *testing.T) {
 	p1 := e.phase("a", "j", 1, schemas.JobRunning, nil)
 	rc.waitDelivered(1)
 	e.waitProcessed("a")
-	if err := e.js.DeleteConsumer(e.ctx, dlcjs.EventsStream, notify.DefaultConsumerPrefix+"-a"); err != nil {
+	c, err := e.consumer("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.js.DeleteConsumer(e.ctx, dlcjs.EventsStream, c.CachedInfo().Name); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -176,7 +176,7 @@ func (e *env) waitProcessed(ws string) {
 	e.mu.Unlock()
 	var last string
 	waitFor(e.t, fmt.Sprintf("events of %s up to #%d acknowledged", ws, seq), func() bool {
-		c, err := e.js.Consumer(e.ctx, dlcjs.EventsStream, notify.DefaultConsumerPrefix+"-"+ws)
+		c, err := e.consumer(ws)
 		if err != nil {
 			last = err.Error()
 			return false
@@ -185,6 +185,19 @@ func (e *env) waitProcessed(ws string) {
 		last = fmt.Sprintf("ack floor #%d, %d pending, %d unacknowledged", info.AckFloor.Stream, info.NumPending, info.NumAckPending)
 		return info.AckFloor.Stream >= seq && info.NumAckPending == 0
 	}, func() string { return last })
+}
+
+// consumer is workspace ws's durable consumer (its name has a random part);
+// jetstream.ErrConsumerNotFound when it has none.
+func (e *env) consumer(ws string) (jetstream.Consumer, error) {
+	name, err := notify.ConsumerNameOf(e.ctx, e.js, notify.DefaultConsumerPrefix, ws)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, jetstream.ErrConsumerNotFound
+	}
+	return e.js.Consumer(e.ctx, dlcjs.EventsStream, name)
 }
 
 // notifyMsgs returns every message of DLC_NOTIFY on subject, in order.

@@ -14,7 +14,8 @@
 // # Reading events
 //
 // The dispatcher reads DLC_EVENTS with one durable pull consumer per workspace that has
-// rules ("dlc-notify-<workspace>", filtered on dlc.<workspace>.>), so one workspace's
+// rules ("dlc-notify-<workspace>_<random>", filtered on dlc.<workspace>.>; the random
+// part keeps workspace readers from reaching it, see ConsumerNameOf), so one workspace's
 // backlog or slow endpoints never hold up another's, and a workspace without rules costs
 // nothing. A workspace's consumer is created when its first rule appears and starts at
 // that rule's creation (at most an hour back, WithMaxCatchUp); it is deleted when its
@@ -57,7 +58,7 @@ const (
 	// NotifySubjects is the subject filter of NotifyStream.
 	NotifySubjects = dlcjs.NotifySubjects
 	// DefaultConsumerPrefix starts the name of each workspace's durable consumer on
-	// DLC_EVENTS: "dlc-notify-<workspace>".
+	// DLC_EVENTS: "dlc-notify-<workspace>_<random>".
 	DefaultConsumerPrefix = "dlc-notify"
 )
 

@@ -40,7 +40,13 @@ func newEventCmd(g *globals) *cobra.Command {
 		Use:   "permissions",
 		Short: "Print the NATS permissions of a workspace's users (nats-server authorization block)",
 		Args:  cobra.NoArgs,
+		Long: "Print the NATS permissions of a workspace's users (nats-server authorization block).\n" +
+			"On `dlc up`'s NATS a reader needs no configuration: it connects with user WORKSPACE and an\n" +
+			"API token of that workspace as password, and gets these permissions.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := jetstream.ValidWorkspace(g.workspace); err != nil {
+				return fmt.Errorf("--workspace: %w", err)
+			}
 			p := jetstream.WorkspacePermissions(g.workspace)
 			return printObject(cmd.OutOrStdout(), g.format("json"), map[string]any{
 				"permissions": map[string]any{

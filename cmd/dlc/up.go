@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,7 @@ import (
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/checkpoint"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
@@ -79,6 +81,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	f.BoolVar(&opts.StorageIsolation, "storage-isolation", true, "confine each workspace to its own S3 location (--storage-root/WORKSPACE/, or its registry entry's storage.locations) and give its replicas their own gateway account")
 	f.StringVar(&opts.StorageRoot, "storage-root", embedded.DefaultStorageRoot, "with --storage-isolation: the root of the workspaces' default S3 locations")
+	f.BoolVar(&opts.NATSTLS, "nats-tls", false, "serve NATS over TLS only, with a CA generated into DIR/nats/tls (clients trust DIR/nats/tls/ca.pem)")
 	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
@@ -118,7 +121,11 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	if s.Temporal.UIAddress != "" {
 		fmt.Fprintf(w, "  Temporal UI  http://%s\n", s.Temporal.UIAddress)
 	}
-	fmt.Fprintf(w, "  NATS         %s\n", s.NATS.URL)
+	fmt.Fprintf(w, "  NATS         %s (no anonymous access: the stack's passwords in %s; workspace readers log in as WORKSPACE with an API token as password)\n",
+		s.NATS.URL, filepath.Join(e.Dir, "nats", devstack.NATSUsersFile))
+	if s.NATS.CAFile != "" {
+		fmt.Fprintf(w, "  NATS CA      %s\n", s.NATS.CAFile)
+	}
 	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
 	fmt.Fprintf(w, "  State        %s\n", e.Dir)
 	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)

@@ -131,11 +131,9 @@ func (c *Client) ReadSince(ctx context.Context, stream, filter string, since tim
 }
 
 func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig, done func() bool, fn func(subject string, data []byte) error) error {
-	s, err := c.js.Stream(ctx, stream)
-	if err != nil {
-		return fmt.Errorf("jetstream: stream %s: %w", stream, err)
-	}
-	cons, err := s.OrderedConsumer(ctx, cfg)
+	// No stream lookup first: a workspace reader may not ask for stream info
+	// (WorkspacePermissions), only create a consumer filtered on its subjects.
+	cons, err := c.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer on %v: %w", cfg.FilterSubjects, err)
 	}

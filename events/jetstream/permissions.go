@@ -1,6 +1,23 @@
 package jetstream
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+)
+
+// workspaceRE is a workspace name: a DNS label, so never a NATS wildcard or a token
+// separator.
+var workspaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ValidWorkspace reports whether ws is a workspace name (a DNS label of at most 63
+// characters), the only names WorkspacePermissions may be given: '*', '>' or a dot
+// would widen the grant to other workspaces.
+func ValidWorkspace(ws string) error {
+	if len(ws) > 63 || !workspaceRE.MatchString(ws) {
+		return fmt.Errorf("invalid workspace name %q: want a DNS label (lowercase letters, digits and '-', at most 63 characters)", ws)
+	}
+	return nil
+}
 
 // Permissions are the subjects a NATS user may publish to and subscribe to, in the
 // shape of nats-server's authorization blocks (publish.allow / subscribe.allow).
@@ -18,9 +35,16 @@ func InboxPrefix(workspace string) string { return "_INBOX_" + workspace }
 // else: live subscriptions on dlc.<workspace>.>, and JetStream consumers on the event and
 // log streams whose filter lies inside the workspace. The server checks the filter in
 // the consumer-create subject, so a consumer on another workspace's subjects is refused.
-// Consumers are ephemeral with random names; pulling from one needs its name, which only
-// its creator learns. The user may also publish the workspace's inbound trigger events,
-// dlc.<workspace>.trigger.<name> (one token: not the outbound .fired events).
+// Consumers are ephemeral with random names, and end by themselves when unused
+// (nats.go's ordered consumers after 5 minutes): deleting one is not granted, so a
+// reader can never destroy another's consumer. Reading or pulling from one needs its
+// name, which only its creator learns: listing consumers (CONSUMER.LIST, NAMES) is not
+// granted, nor any stream request (INFO, whose subjects_filter would list other
+// workspaces' subjects; LIST, NAMES, PURGE, DELETE; MSG.GET; DIRECT.GET), nor the
+// key-value and object stores. The internal durable consumers on these streams (the
+// notification dispatcher's) have unguessable names too. The user may also publish the
+// workspace's inbound trigger events, dlc.<workspace>.trigger.<name> (one token: not the
+// outbound .fired events). workspace must pass ValidWorkspace.
 func WorkspacePermissions(workspace string) Permissions {
 	p := Permissions{
 		SubscribeAllow: []string{
@@ -30,10 +54,8 @@ func WorkspacePermissions(workspace string) Permissions {
 	}
 	for _, stream := range []string{EventsStream, LogsStream} {
 		p.PublishAllow = append(p.PublishAllow,
-			"$JS.API.STREAM.INFO."+stream,
 			fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.dlc.%s.>", stream, workspace),
 			"$JS.API.CONSUMER.INFO."+stream+".*",
-			"$JS.API.CONSUMER.DELETE."+stream+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -127,7 +128,7 @@ func run(n int, dlcBin string, recoveries int) error {
 		return err
 	}
 	// Every status event as a live subscriber receives it: phase change → delivery.
-	nc, err := nats.Connect(e.Stack.NATS.URL)
+	nc, err := nats.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		return err
 	}
@@ -157,7 +158,7 @@ func run(n int, dlcBin string, recoveries int) error {
 	}
 	var logRates, rawRates []float64
 	for r := range logRuns {
-		logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS.URL, logLines, r)
+		logRate, rawRate, err := measureLogs(ctx, c, nc, e.Stack.NATS, logLines, r)
 		if err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ const logReplicas = 4
 // publishers send the same number of records straight to JetStream in the batches the
 // forwarder uses, timed the same way at the same kind of subscriber. Run r of runs uses
 // job loglines-r.
-func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url string, n, r int) (forwarded, raw float64, err error) {
+func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, srv *devstack.NATS, n, r int) (forwarded, raw float64, err error) {
 	per := n / logReplicas
 	job := fmt.Sprintf("loglines-%d", r)
 	forwarded, err = arrivalRate(ctx, nc, "dlc.bench.job."+job+".logs.>", per*logReplicas, func() error {
@@ -256,7 +257,7 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, url strin
 		return 0, 0, err
 	}
 
-	js, err := jetstream.Connect(url)
+	js, err := jetstream.Connect(srv.URL, srv.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 )
 
@@ -109,17 +110,23 @@ func Build(ctx context.Context, pkg, out string) error {
 }
 
 // WorkerArgs are the arguments of `dlc worker` against a stack: its Temporal address
-// and namespace and its NATS URL, followed by extra.
+// and namespace and its NATS URL (and CA, over TLS), followed by extra. WorkerEnv
+// carries the NATS credentials.
 func WorkerArgs(e *embedded.Embedded, extra ...string) []string {
 	s := e.Stack
-	return append([]string{"worker", "--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace,
-		"--nats", s.NATS.URL}, extra...)
+	args := []string{"worker", "--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace,
+		"--nats", s.NATS.URL}
+	if s.NATS.CAFile != "" {
+		args = append(args, "--nats-tls-ca", s.NATS.CAFile)
+	}
+	return append(args, extra...)
 }
 
 // WorkerEnv is this process's environment with a stack's S3 settings
 // (embedded.ReplicaEnv), for a `dlc worker` process and the replicas it starts.
 func WorkerEnv(e *embedded.Embedded) []string {
-	env := os.Environ()
+	env := append(os.Environ(), "DLC_NATS_USER="+devstack.NATSUserWorker,
+		"DLC_NATS_PASSWORD="+e.Stack.NATS.Password(devstack.NATSUserWorker))
 	for _, v := range e.ReplicaEnv() {
 		env = append(env, v.Name+"="+v.Value)
 	}
