@@ -29,7 +29,8 @@ const benchKubeNodes = 4
 // number of pods and waiting for them to run, in the same run; then recovery from pod
 // and node failures (runKubeRecovery) and from lost node heartbeats (runKubeLeaseExpiry).
 func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// 4 sizes up to 256 replicas and 4 recovery measures, runs times each on both sides.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-kube-")
 	if err != nil {
