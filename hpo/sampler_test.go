@@ -566,7 +566,7 @@ func TestNew(t *testing.T) {
 		"grid":          {name: "grid"},
 		"random":        {name: "random"},
 		"tpe":           {name: "tpe", opts: []Option{TPEStartupTrials(5), TPEEICandidates(48), TPEGamma(0.15, 10), TPEPriorWeight(2)}},
-		"unknown":       {name: "cmaes", wantErr: ErrUnknownAlgorithm},
+		"unknown":       {name: "smac", wantErr: ErrUnknownAlgorithm},
 		"bad gamma":     {name: "tpe", opts: []Option{TPEGamma(1.5, 25)}, wantErr: ErrInvalidOption},
 		"bad startup":   {name: "tpe", opts: []Option{TPEStartupTrials(-1)}, wantErr: ErrInvalidOption},
 		"bad candidate": {name: "tpe", opts: []Option{TPEEICandidates(0)}, wantErr: ErrInvalidOption},
