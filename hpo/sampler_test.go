@@ -171,6 +171,10 @@ func allSamplers(t testing.TB) []namedSampler {
 		{"tpe", SamplerTPE, nil},
 		{"tpe-multivariate", SamplerTPE, []Option{TPEMultivariate(true)}},
 		{"tpe-constant-liar", SamplerTPE, []Option{TPEConstantLiar(true), TPEStartupTrials(3)}},
+		{"cmaes", SamplerCMAES, []Option{PopulationSize(4)}},
+		{"gp", SamplerGP, []Option{TPEStartupTrials(5)}},
+		{"bohb", SamplerBOHB, []Option{TPEStartupTrials(3)}},
+		{"nsga2", SamplerNSGA2, []Option{PopulationSize(6)}},
 	} {
 		s, err := New(c.algo, c.opts...)
 		if err != nil {

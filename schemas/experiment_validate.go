@@ -152,7 +152,7 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 	if es.ReductionFactor == 1 {
 		add(Invalid(ep.Child("reductionFactor"), "must be >= 2 (0 means 3)"))
 	}
-	if es.Rule != EarlyStoppingASHA && es.Rule != EarlyStoppingHyperband {
+	if es.Rule != EarlyStoppingASHA && es.Rule != EarlyStoppingHyperband && (es.Rule != "" || !s.Algorithm.Name.Hyperband()) {
 		if es.MinResource != 0 {
 			add(Invalid(ep.Child("minResource"), "applies to rules asha and hyperband only"))
 		}
