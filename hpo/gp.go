@@ -1,7 +1,9 @@
 package hpo
 
 import (
+	"cmp"
 	"math"
+	"slices"
 )
 
 // GPSampler is Bayesian optimisation with a Gaussian process (as Optuna's GPSampler and
@@ -42,7 +44,9 @@ const (
 	gpLocalStarts          = 5
 	gpLocalSteps           = 40
 	gpMinNoise             = 1e-6
-	gpFitIterations        = 60
+	gpFitIterations        = 40
+	gpMaxTrials            = 200
+	gpKeepBest             = 50
 )
 
 // gpModel is a fitted GP.
@@ -84,6 +88,7 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 	if len(ys) < max(s.o.StartupTrials, 2) {
 		return randomSuggest(dims, h.Seed, id), nil
 	}
+	xs, ys = gpSubset(xs, ys)
 	m := fitGP(dims, xs, ys)
 	r := newRNG(h.Seed, id, saltGP)
 	x := m.maximiseEI(dims, r)
@@ -97,6 +102,38 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// gpSubset keeps at most gpMaxTrials observations, so that a fit stays cheap: the
+// gpKeepBest best ones and the newest of the others.
+func gpSubset(xs [][]float64, ys []float64) ([][]float64, []float64) {
+	n := len(ys)
+	if n <= gpMaxTrials {
+		return xs, ys
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ys[a], ys[b]) })
+	keep := make([]bool, n)
+	for _, i := range idx[:gpKeepBest] {
+		keep[i] = true
+	}
+	for i, k := n-1, gpKeepBest; i >= 0 && k < gpMaxTrials; i-- {
+		if !keep[i] {
+			keep[i] = true
+			k++
+		}
+	}
+	var ox [][]float64
+	var oy []float64
+	for i := range n {
+		if keep[i] {
+			ox, oy = append(ox, xs[i]), append(oy, ys[i])
+		}
+	}
+	return ox, oy
 }
 
 // gpPoint is a trial's input: unit positions, category indices.
@@ -149,7 +186,8 @@ func fitGP(dims []dim, xs [][]float64, ys []float64) *gpModel {
 		theta[i] = math.Log(0.5)
 	}
 	theta[d], theta[d+1] = 0, math.Log(1e-2)
-	theta = bfgsMinimise(func(th, g []float64) float64 { return gpNegLogPost(xs, y, m.cat, th, g) }, theta, gpFitIterations)
+	data := newGPData(xs, m.cat)
+	theta = bfgsMinimise(func(th, g []float64) float64 { return data.negLogPost(y, th, g) }, theta, gpFitIterations)
 	m.setTheta(theta)
 	m.l = make([]float64, n*n)
 	k := m.gram()
@@ -210,26 +248,81 @@ func (m *gpModel) gram() []float64 {
 	return k
 }
 
-// gpNegLogPost is minus the log marginal likelihood plus log priors at θ, with its
-// gradient in g.
-func gpNegLogPost(xs [][]float64, y []float64, cat []bool, th, g []float64) float64 {
+// gpData holds the per-dimension squared differences of every pair of inputs (lower
+// triangle, row by row), computed once per fit, and the buffers of one evaluation.
+type gpData struct {
+	n, d            int
+	d2              []float64 // pair p = i(i-1)/2 + j (j < i): d2[p*d+k]
+	kbuf, lbuf, inv []float64
+	rbuf, ebuf      []float64
+}
+
+func newGPData(xs [][]float64, cat []bool) *gpData {
 	n, d := len(xs), len(cat)
+	g := &gpData{n: n, d: d, d2: make([]float64, n*(n-1)/2*d)}
+	p := 0
+	for i := range n {
+		for j := range i {
+			for k := range d {
+				var dd float64
+				if cat[k] {
+					if xs[i][k] != xs[j][k] {
+						dd = 1
+					}
+				} else {
+					dd = xs[i][k] - xs[j][k]
+				}
+				g.d2[p*d+k] = dd * dd
+			}
+			p++
+		}
+	}
+	g.kbuf, g.lbuf, g.inv = make([]float64, n*n), make([]float64, n*n), make([]float64, n*n)
+	g.rbuf, g.ebuf = make([]float64, n*(n-1)/2), make([]float64, n*(n-1)/2)
+	return g
+}
+
+// gpNegLogPost is minus the log marginal likelihood plus log priors at θ (log length
+// scales, log signal variance, log noise variance), with its gradient in g.
+func gpNegLogPost(xs [][]float64, y []float64, cat []bool, th, g []float64) float64 {
+	return newGPData(xs, cat).negLogPost(y, th, g)
+}
+
+func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
+	n, d := gd.n, gd.d
+	for i := range g {
+		g[i] = 0
+	}
 	for i := range th {
 		if !finite(th[i]) || math.Abs(th[i]) > 30 {
-			for j := range g {
-				g[j] = 0
-			}
 			return math.Inf(1)
 		}
 	}
-	m := &gpModel{d: d, x: xs, n: n, cat: cat}
-	m.setTheta(th)
-	k := m.gram()
-	l := make([]float64, n*n)
-	if !cholesky(k, n, l) {
-		for j := range g {
-			g[j] = 0
+	inv2 := make([]float64, d)
+	for k := range d {
+		inv2[k] = math.Exp(-2 * th[k])
+	}
+	s2 := math.Exp(th[d])
+	noise := math.Exp(th[d+1]) + gpMinNoise
+	k, l := gd.kbuf, gd.lbuf
+	p := 0
+	for i := range n {
+		for j := range i {
+			r2 := 0.0
+			for q, v := range gd.d2[p*d : p*d+d] {
+				r2 += v * inv2[q]
+			}
+			r := math.Sqrt(r2)
+			sr := math.Sqrt(5) * r
+			e := math.Exp(-sr)
+			gd.rbuf[p], gd.ebuf[p] = r, e
+			v := s2 * (1 + sr + 5*r2/3) * e
+			k[i*n+j], k[j*n+i] = v, v
+			p++
 		}
+		k[i*n+i] = s2 + noise
+	}
+	if !cholesky(k, n, l) {
 		return math.Inf(1)
 	}
 	alpha := append([]float64(nil), y...)
@@ -239,51 +332,45 @@ func gpNegLogPost(xs [][]float64, y []float64, cat []bool, th, g []float64) floa
 	for i := range n {
 		nll += 0.5*y[i]*alpha[i] + math.Log(l[i*n+i])
 	}
-	// K⁻¹ column by column.
-	kinv := make([]float64, n*n)
-	col := make([]float64, n)
+	// K⁻¹ = L⁻ᵀ·L⁻¹: inv holds L⁻¹ (lower triangle).
+	inv := gd.inv
+	for i := range inv {
+		inv[i] = 0
+	}
 	for j := range n {
-		for i := range col {
-			col[i] = 0
-		}
-		col[j] = 1
-		solveLower(l, n, col)
-		solveUpperT(l, n, col)
-		for i := range n {
-			kinv[i*n+j] = col[i]
+		inv[j*n+j] = 1 / l[j*n+j]
+		for i := j + 1; i < n; i++ {
+			sum := 0.0
+			for q := j; q < i; q++ {
+				sum -= l[i*n+q] * inv[q*n+j]
+			}
+			inv[i*n+j] = sum / l[i*n+i]
 		}
 	}
-	for i := range g {
-		g[i] = 0
+	// K⁻¹(a, b) for a ≥ b is Σ_{q ≥ a} L⁻¹(q, a)·L⁻¹(q, b).
+	kinv := func(a, b int) float64 {
+		sum := 0.0
+		for q := a; q < n; q++ {
+			sum += inv[q*n+a] * inv[q*n+b]
+		}
+		return sum
 	}
 	// dNLL/dθ = -½ tr((ααᵀ − K⁻¹) dK/dθ)
+	p = 0
 	for a := range n {
-		for b := 0; b <= a; b++ {
-			wgt := alpha[a]*alpha[b] - kinv[a*n+b]
-			if a != b {
-				wgt *= 2
-			} else {
-				g[d+1] -= 0.5 * wgt * (m.noise - gpMinNoise)
-			}
-			r := math.Sqrt(gpR2(xs[a], xs[b], m.ls, cat))
+		wd := alpha[a]*alpha[a] - kinv(a, a)
+		g[d+1] -= 0.5 * wd * (noise - gpMinNoise)
+		g[d] -= 0.5 * wd * s2
+		for b := range a {
+			wgt := 2 * (alpha[a]*alpha[b] - kinv(a, b))
+			r, e := gd.rbuf[p], gd.ebuf[p]
 			sr := math.Sqrt(5) * r
-			e := math.Exp(-sr)
-			g[d] -= 0.5 * wgt * m.s2 * (1 + sr + 5*r*r/3) * e
-			base := m.s2 * e * (5.0 / 3) * (1 + sr)
-			for i := range d {
-				var dd float64
-				if cat[i] {
-					if xs[a][i] != xs[b][i] {
-						dd = 1
-					}
-				} else {
-					dd = xs[a][i] - xs[b][i]
-				}
-				if dd == 0 {
-					continue
-				}
-				g[i] -= 0.5 * wgt * base * dd * dd / (m.ls[i] * m.ls[i])
+			g[d] -= 0.5 * wgt * s2 * (1 + sr + 5*r*r/3) * e
+			base := 0.5 * wgt * s2 * e * (5.0 / 3) * (1 + sr)
+			for q, v := range gd.d2[p*d : p*d+d] {
+				g[q] -= base * v * inv2[q]
 			}
+			p++
 		}
 	}
 	// Priors: log length scale ~ N(log 0.5, 1.5²), log signal ~ N(0, 1.5²), log noise
