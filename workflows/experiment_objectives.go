@@ -147,3 +147,13 @@ func (w *experimentWorkflow) finishMultiObjective(ctx workflow.Context) (Experim
 	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason,
 		fmt.Sprintf("%s; Pareto front of %s: trials %s", msg, strings.Join(metrics, ", "), strings.Join(ids, ", "))})
 }
+
+// SearchSpaceOf converts a spec's search space to package hpo's, as the Experiment
+// workflow does.
+func SearchSpaceOf(ps []schemas.ParameterSpec) hpo.Space { return searchSpace(ps) }
+
+// ParamValuesOf is a trial's parameters as the status shows them.
+func ParamValuesOf(ps []schemas.ParameterSpec, params map[string]float64) map[string]any {
+	w := &experimentWorkflow{exp: &schemas.Experiment{Spec: schemas.ExperimentSpec{SearchSpace: ps}}}
+	return w.paramValues(params)
+}
