@@ -328,7 +328,7 @@ func TestParetoFront(t *testing.T) {
 	h := History{Directions: []Direction{Minimize, Maximize}, Trials: []Trial{
 		{ID: 0, State: TrialCompleted, Values: v(1, 1)},
 		{ID: 1, State: TrialCompleted, Values: v(2, 3)},
-		{ID: 2, State: TrialCompleted, Values: v(2, 2)},  // dominated by 1
+		{ID: 2, State: TrialCompleted, Values: v(2, 2)},   // dominated by 1
 		{ID: 3, State: TrialCompleted, Values: v(0.5, 0)}, // best on the first
 		{ID: 4, State: TrialPruned, Values: v(0, 9)},      // not completed
 		{ID: 5, State: TrialCompleted, Values: v(math.NaN(), 9)},

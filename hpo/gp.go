@@ -38,15 +38,17 @@ func NewGP(opts ...Option) (*GPSampler, error) {
 	return &GPSampler{o: o}, nil
 }
 
+// saltGP keeps the GP sampler's stream apart.
+const saltGP uint64 = 0x4750_4250 // "GPBP"
+
 const (
-	saltGP          uint64 = 0x4750_4250 // "GPBP"
-	gpCandidates           = 1024
-	gpLocalStarts          = 5
-	gpLocalSteps           = 40
-	gpMinNoise             = 1e-6
-	gpFitIterations        = 40
-	gpMaxTrials            = 200
-	gpKeepBest             = 50
+	gpCandidates    = 1024
+	gpLocalStarts   = 5
+	gpLocalSteps    = 40
+	gpMinNoise      = 1e-6
+	gpFitIterations = 40
+	gpMaxTrials     = 200
+	gpKeepBest      = 50
 )
 
 // gpModel is a fitted GP.
@@ -404,7 +406,7 @@ func bfgsMinimise(f func(x, g []float64) float64, x0 []float64, iters int) []flo
 	}
 	dir, xn, gn := make([]float64, p), make([]float64, p), make([]float64, p)
 	s, yv := make([]float64, p), make([]float64, p)
-	for it := 0; it < iters; it++ {
+	for range iters {
 		gnorm := 0.0
 		for i := range p {
 			dir[i] = 0
@@ -431,7 +433,7 @@ func bfgsMinimise(f func(x, g []float64) float64, x0 []float64, iters int) []flo
 			slope = -gnorm
 		}
 		step, fn := 1.0, math.Inf(1)
-		for ls := 0; ls < 30; ls++ {
+		for range 30 {
 			for i := range p {
 				xn[i] = x[i] + step*dir[i]
 			}

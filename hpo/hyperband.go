@@ -3,6 +3,7 @@ package hpo
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // StopperHyperband names the Hyperband early-stopping rule.
@@ -150,16 +151,16 @@ func (s *BOHBSampler) Suggest(h History, id int) (map[string]float64, error) {
 		}
 		rungs = append(rungs, r)
 	}
-	for i := len(rungs) - 1; i >= 0; i-- {
+	for _, rung := range slices.Backward(rungs) {
 		var at []Trial
 		for _, t := range trials {
 			if t.State != TrialCompleted && t.State != TrialPruned {
 				continue
 			}
-			if _, ok := rungValue(h.Direction, t.Reports, rungs[i]); !ok {
+			if _, ok := rungValue(h.Direction, t.Reports, rung); !ok {
 				continue
 			}
-			j := firstAtOrPast(t.Reports, rungs[i])
+			j := firstAtOrPast(t.Reports, rung)
 			v := t.Reports[j].Value
 			if math.IsNaN(score(h.Direction, v)) {
 				continue

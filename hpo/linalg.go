@@ -69,7 +69,7 @@ func eigenSym(a []float64, n int) (vals, v []float64) {
 	for i := range n {
 		v[i*n+i] = 1
 	}
-	for sweep := 0; sweep < 100; sweep++ {
+	for range 100 {
 		off := 0.0
 		for i := range n {
 			for j := i + 1; j < n; j++ {

@@ -32,10 +32,12 @@ func NewNSGA2(opts ...Option) (*NSGA2Sampler, error) {
 	return &NSGA2Sampler{o: o}, nil
 }
 
+// saltNSGA2 keeps the NSGA-II sampler's stream apart.
+const saltNSGA2 uint64 = 0x4e53_4741_32 // "NSGA2"
+
 const (
-	saltNSGA2        uint64 = 0x4e53_4741_32 // "NSGA2"
-	nsga2Crossover          = 0.9
-	nsga2DefaultSize        = 20
+	nsga2Crossover   = 0.9
+	nsga2DefaultSize = 20
 )
 
 // moPoint is a trial with its objective scores (minimised).
@@ -62,7 +64,7 @@ func (s *NSGA2Sampler) Suggest(h History, id int) (map[string]float64, error) {
 	}
 	trials := finishedByID(h, id)
 	var parents []moPoint
-	for g := 0; g < gen; g++ {
+	for g := range gen {
 		pool := slices.Clone(parents)
 		for _, t := range trials {
 			if t.ID/size != g {

@@ -21,12 +21,26 @@ import (
 
 var qualitySeeds = flag.Int("hpo.seeds", 0, "seeds of the full side-by-side quality protocol (docs/hpo.md uses 20); 0 runs the quick form")
 
+var qualityProblems = flag.String("hpo.problems", "", "with -hpo.seeds, run only the problems whose name starts with one of these comma-separated prefixes")
+
 // qualityPlan returns the problems and the number of seeds to run.
 func qualityPlan() ([]problem, int) {
-	if *qualitySeeds > 0 {
+	if *qualitySeeds <= 0 {
+		return problems[:2], 3
+	}
+	if *qualityProblems == "" {
 		return allProblems(), *qualitySeeds
 	}
-	return problems[:2], 3
+	var out []problem
+	for _, pr := range allProblems() {
+		for pre := range strings.SplitSeq(*qualityProblems, ",") {
+			if pre != "" && strings.HasPrefix(pr.name, pre) {
+				out = append(out, pr)
+				break
+			}
+		}
+	}
+	return out, *qualitySeeds
 }
 
 func rosenbrockSpace(n int) Space {

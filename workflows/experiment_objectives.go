@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
@@ -94,9 +96,7 @@ func (w *experimentWorkflow) trialValues(t *TrialState) map[string]float64 {
 		return nil
 	}
 	out := make(map[string]float64, len(t.Values)+1)
-	for k, v := range t.Values {
-		out[k] = v
-	}
+	maps.Copy(out, t.Values)
 	if t.Value != nil {
 		out[w.exp.Spec.Objectives[0].Metric] = *t.Value
 	}
@@ -138,7 +138,7 @@ func (w *experimentWorkflow) finishMultiObjective(ctx workflow.Context) (Experim
 	}
 	ids := make([]string, len(front))
 	for i, id := range front {
-		ids[i] = fmt.Sprint(id)
+		ids[i] = strconv.Itoa(id)
 	}
 	reason, msg := "MaxTrialsReached", fmt.Sprintf("%d trials ran", len(w.st.Trials))
 	if w.st.Exhausted {
