@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 
@@ -96,7 +95,11 @@ func (w *experimentWorkflow) trialValues(t *TrialState) map[string]float64 {
 		return nil
 	}
 	out := make(map[string]float64, len(t.Values)+1)
-	maps.Copy(out, t.Values)
+	for _, m := range w.otherMetrics() { // not ranging over the map: workflow code
+		if v, ok := t.Values[m]; ok {
+			out[m] = v
+		}
+	}
 	if t.Value != nil {
 		out[w.exp.Spec.Objectives[0].Metric] = *t.Value
 	}
