@@ -58,6 +58,9 @@ type WatchTrialMetricsInput struct {
 	MaxWait time.Duration `json:"maxWait"`
 	// Drain returns at once with whatever is stored: the job has ended.
 	Drain bool `json:"drain,omitempty"`
+	// Others are the other objectives of a multi-objective experiment: their latest
+	// values are returned in Others.
+	Others []string `json:"others,omitempty"`
 }
 
 // MetricReport is one value of the objective a trial reported.
@@ -76,6 +79,9 @@ type WatchTrialMetricsResult struct {
 	Reports []MetricReport `json:"reports,omitempty"`
 	// LastSeq is the stream sequence of the last message read (AfterSeq if none).
 	LastSeq uint64 `json:"lastSeq"`
+	// Others maps each of the input's other objectives that was reported, finite, in
+	// the messages read to its latest value.
+	Others map[string]float64 `json:"others,omitempty"`
 }
 
 // maxReadBatch bounds the messages one read delivers.
@@ -107,6 +113,9 @@ func (a *ExperimentActivities) WatchTrialMetrics(ctx context.Context, in WatchTr
 			res.LastSeq = seq
 			if r, ok := parseTrialMetric(data, in); ok {
 				res.Reports = append(res.Reports, r)
+			}
+			if len(in.Others) > 0 {
+				res.Others = otherObjectives(data, in, res.Others)
 			}
 			return nil
 		})
@@ -152,6 +161,28 @@ func parseTrialMetric(data []byte, in WatchTrialMetricsInput) (MetricReport, boo
 		r.Step = &step
 	}
 	return r, true
+}
+
+// otherObjectives records in into the finite values of in.Others that a metric event of
+// the trial's job carries.
+func otherObjectives(data []byte, in WatchTrialMetricsInput, into map[string]float64) map[string]float64 {
+	var ev events.Event
+	if json.Unmarshal(data, &ev) != nil || ev.Type != events.TypeJobMetric {
+		return into
+	}
+	var d events.MetricData
+	if json.Unmarshal(ev.Data, &d) != nil || d.UID != in.UID {
+		return into
+	}
+	for _, m := range in.Others {
+		if v, ok := d.Values[m]; ok && events.NonFiniteName(v) == "" {
+			if into == nil {
+				into = map[string]float64{}
+			}
+			into[m] = v
+		}
+	}
+	return into
 }
 
 // StopTrialJobInput names the trial job's workflow and how to stop it. The update name

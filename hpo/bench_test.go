@@ -118,3 +118,40 @@ func perOp(f func(id int)) float64 {
 	}
 	return time.Since(start).Seconds() / float64(n)
 }
+
+// BenchmarkSuggestNewSamplers times one suggestion of CMA-ES, GP, BOHB and NSGA-II
+// after 100 completed trials of 16 floats or 16 mixed parameters, like BenchmarkSuggest.
+func BenchmarkSuggestNewSamplers(b *testing.B) {
+	rnd, _ := NewRandom()
+	for _, trials := range []int{100} {
+		for _, mixed := range []bool{false, true} {
+			kind := "float"
+			if mixed {
+				kind = "mixed"
+			}
+			space := benchSpace(16, mixed)
+			for _, name := range []string{SamplerCMAES, SamplerGP, SamplerBOHB, SamplerNSGA2} {
+				s, _ := New(name)
+				b.Run(fmt.Sprintf("%s/trials=%d/params=16/%s", name, trials, kind), func(b *testing.B) {
+					h := benchHistory(b, space, trials)
+					base := perOp(func(id int) { _, _ = rnd.Suggest(h, id) })
+					b.ReportAllocs()
+					cpu0, cpuOK := cpuTime()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if _, err := s.Suggest(h, trials+i); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					per := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(per*1e3, "ms/op")
+					b.ReportMetric(per/base, "x_random")
+					if cpu1, ok := cpuTime(); ok && cpuOK {
+						b.ReportMetric((cpu1-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+					}
+				})
+			}
+		}
+	}
+}

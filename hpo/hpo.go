@@ -1,5 +1,6 @@
-// Package hpo holds OpenDLC's hyper-parameter search algorithms: grid, random and TPE
-// samplers and the median and ASHA early-stopping rules. Every function here is pure: a
+// Package hpo holds OpenDLC's hyper-parameter search algorithms: grid, random, TPE,
+// CMA-ES, Gaussian-process BO, BOHB and NSGA-II samplers and the median, ASHA and
+// Hyperband early-stopping rules. Every function here is pure: a
 // suggestion is a function of the search space, the objective, the seed and the trial
 // history, so the Experiment workflow can call it from workflow code and replaying the
 // workflow gives the same suggestions.
@@ -74,6 +75,9 @@ type Trial struct {
 	Value *float64 `json:"value,omitempty"`
 	// Reports are the intermediate objective values in step order.
 	Reports []Report `json:"reports,omitempty"`
+	// Values are a Completed trial's objectives when History.Directions has several,
+	// in the same order; Value then repeats the first.
+	Values []float64 `json:"values,omitempty"`
 }
 
 // History is everything a sampler may look at.
@@ -82,6 +86,10 @@ type History struct {
 	Direction Direction
 	Seed      int64
 	Trials    []Trial
+	// Directions, when it has more than one entry, makes the search multi-objective:
+	// each Completed trial has one value per direction in Trial.Values. Only the
+	// multi-objective samplers (nsga2) and random read it.
+	Directions []Direction
 }
 
 // ErrExhausted is returned by a sampler that has no configuration left to suggest

@@ -3,6 +3,7 @@ package hpo
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrUnknownAlgorithm is returned by New and NewStopper for a name they do not know.
@@ -16,6 +17,10 @@ const (
 	SamplerGrid   = "grid"
 	SamplerRandom = "random"
 	SamplerTPE    = "tpe"
+	SamplerCMAES  = "cmaes"
+	SamplerGP     = "gp"
+	SamplerBOHB   = "bohb"
+	SamplerNSGA2  = "nsga2"
 )
 
 // SamplerOptions configure the samplers. Each sampler reads only the fields it knows.
@@ -43,6 +48,44 @@ type SamplerOptions struct {
 	// ConstantLiar makes TPE count Running trials as bad ones, so that trials suggested
 	// in parallel spread out. Default false.
 	ConstantLiar bool
+	// PopulationSize is CMA-ES's first λ (default 4+⌊3·ln n⌋ for n numeric
+	// parameters) and NSGA-II's population (default 20).
+	PopulationSize int
+	// Budget places BOHB's budgets: the rungs MinResource·η^k below MaxResource, and
+	// MaxResource itself. Defaults 1, 3 and 0 (no bound).
+	Budget Budgets
+}
+
+// Budgets are the steps at which a multi-fidelity algorithm compares trials.
+type Budgets struct {
+	MinResource     int64
+	ReductionFactor int
+	MaxResource     int64
+}
+
+// PopulationSize sets CMA-ES's first population size λ or NSGA-II's population size
+// (at least 2; 0 keeps the default).
+func PopulationSize(n int) Option {
+	return func(o *SamplerOptions) error {
+		if n != 0 && n < 2 {
+			return fmt.Errorf("%w: population size %d must be >= 2", ErrInvalidOption, n)
+		}
+		o.PopulationSize = n
+		return nil
+	}
+}
+
+// BOHBBudgets sets the budgets BOHB models at: rungs minResource·η^k below
+// maxResource (0: no bound), as the hyperband stopping rule places them.
+func BOHBBudgets(minResource int64, eta int, maxResource int64) Option {
+	return func(o *SamplerOptions) error {
+		if minResource < 1 || eta < 2 || maxResource < 0 {
+			return fmt.Errorf("%w: budgets need min resource >= 1 (got %d), reduction factor >= 2 (got %d), max resource >= 0 (got %d)",
+				ErrInvalidOption, minResource, eta, maxResource)
+		}
+		o.Budget = Budgets{minResource, eta, maxResource}
+		return nil
+	}
 }
 
 // Option sets a sampler option.
@@ -55,6 +98,7 @@ func defaultSamplerOptions() SamplerOptions {
 		GammaFraction: 0.1,
 		GammaMax:      25,
 		PriorWeight:   1,
+		Budget:        Budgets{MinResource: 1, ReductionFactor: 3},
 	}
 }
 
@@ -138,8 +182,10 @@ func TPEConstantLiar(on bool) Option {
 	return func(o *SamplerOptions) error { o.ConstantLiar = on; return nil }
 }
 
-// New returns the sampler called name ("grid", "random" or "tpe") with the given
-// options.
+// SamplerNames lists the names New accepts.
+var SamplerNames = []string{SamplerGrid, SamplerRandom, SamplerTPE, SamplerCMAES, SamplerGP, SamplerBOHB, SamplerNSGA2}
+
+// New returns the sampler called name (one of SamplerNames) with the given options.
 func New(name string, opts ...Option) (Sampler, error) {
 	var (
 		s   Sampler
@@ -152,8 +198,16 @@ func New(name string, opts ...Option) (Sampler, error) {
 		s, err = NewRandom(opts...)
 	case SamplerTPE:
 		s, err = NewTPE(opts...)
+	case SamplerCMAES:
+		s, err = NewCMAES(opts...)
+	case SamplerGP:
+		s, err = NewGP(opts...)
+	case SamplerBOHB:
+		s, err = NewBOHB(opts...)
+	case SamplerNSGA2:
+		s, err = NewNSGA2(opts...)
 	default:
-		return nil, fmt.Errorf("%w: sampler %q (want grid, random or tpe)", ErrUnknownAlgorithm, name)
+		return nil, fmt.Errorf("%w: sampler %q (want %s)", ErrUnknownAlgorithm, name, strings.Join(SamplerNames, ", "))
 	}
 	if err != nil {
 		return nil, err

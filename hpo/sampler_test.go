@@ -171,6 +171,10 @@ func allSamplers(t testing.TB) []namedSampler {
 		{"tpe", SamplerTPE, nil},
 		{"tpe-multivariate", SamplerTPE, []Option{TPEMultivariate(true)}},
 		{"tpe-constant-liar", SamplerTPE, []Option{TPEConstantLiar(true), TPEStartupTrials(3)}},
+		{"cmaes", SamplerCMAES, []Option{PopulationSize(4)}},
+		{"gp", SamplerGP, []Option{TPEStartupTrials(5)}},
+		{"bohb", SamplerBOHB, []Option{TPEStartupTrials(3)}},
+		{"nsga2", SamplerNSGA2, []Option{PopulationSize(6)}},
 	} {
 		s, err := New(c.algo, c.opts...)
 		if err != nil {
@@ -566,7 +570,7 @@ func TestNew(t *testing.T) {
 		"grid":          {name: "grid"},
 		"random":        {name: "random"},
 		"tpe":           {name: "tpe", opts: []Option{TPEStartupTrials(5), TPEEICandidates(48), TPEGamma(0.15, 10), TPEPriorWeight(2)}},
-		"unknown":       {name: "cmaes", wantErr: ErrUnknownAlgorithm},
+		"unknown":       {name: "smac", wantErr: ErrUnknownAlgorithm},
 		"bad gamma":     {name: "tpe", opts: []Option{TPEGamma(1.5, 25)}, wantErr: ErrInvalidOption},
 		"bad startup":   {name: "tpe", opts: []Option{TPEStartupTrials(-1)}, wantErr: ErrInvalidOption},
 		"bad candidate": {name: "tpe", opts: []Option{TPEEICandidates(0)}, wantErr: ErrInvalidOption},

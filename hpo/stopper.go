@@ -121,8 +121,13 @@ func NewStopper(name string, opts ...StopperOption) (Stopper, error) {
 			o.MinTrialsAtRung = o.ReductionFactor
 		}
 		return &ASHAStopper{o: o}, nil
+	case StopperHyperband:
+		if o.MinTrialsAtRung == 0 {
+			o.MinTrialsAtRung = o.ReductionFactor
+		}
+		return newHyperband(o)
 	}
-	return nil, fmt.Errorf("%w: stopper %q (want median, asha or none)", ErrUnknownAlgorithm, name)
+	return nil, fmt.Errorf("%w: stopper %q (want median, asha, hyperband or none)", ErrUnknownAlgorithm, name)
 }
 
 // NoStopper never stops a trial.

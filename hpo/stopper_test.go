@@ -29,7 +29,7 @@ func TestNewStopper(t *testing.T) {
 		"empty is none":     {name: "", want: NoStopper{}},
 		"median":            {name: "median", opts: []StopperOption{MedianStartupTrials(3), MedianWarmupSteps(2), MedianMinTrials(2)}, want: &MedianStopper{}},
 		"asha":              {name: "asha", opts: []StopperOption{ASHAMinResource(2), ASHAReductionFactor(4), ASHAMaxResource(100), ASHAMaxRungs(3), ASHAMinTrialsAtRung(1)}, want: &ASHAStopper{}},
-		"unknown":           {name: "hyperband", wantErr: ErrUnknownAlgorithm},
+		"unknown":           {name: "pbt", wantErr: ErrUnknownAlgorithm},
 		"eta 1":             {name: "asha", opts: []StopperOption{ASHAReductionFactor(1)}, wantErr: ErrInvalidOption},
 		"min resource 0":    {name: "asha", opts: []StopperOption{ASHAMinResource(0)}, wantErr: ErrInvalidOption},
 		"negative warm-up":  {name: "median", opts: []StopperOption{MedianWarmupSteps(-1)}, wantErr: ErrInvalidOption},

@@ -67,7 +67,14 @@ type ExperimentSpec struct {
 	// sees them.
 	SearchSpace []ParameterSpec `json:"searchSpace" jsonschema:"minItems=1,maxItems=32"`
 	// Objective is the metric the trials report and the direction that is better.
-	Objective ObjectiveSpec `json:"objective"`
+	// Give either objective or objectives.
+	Objective ObjectiveSpec `json:"objective,omitzero"`
+	// Objectives, instead of objective, makes the search multi-objective: from 2 to 8
+	// metrics, each with its direction (goal and stepMetric are not allowed, but the
+	// first objective's stepMetric numbers the reports). The experiment reports the
+	// Pareto front of its completed trials; algorithm nsga2 (the default here),
+	// random or grid.
+	Objectives []ObjectiveSpec `json:"objectives,omitempty" jsonschema:"maxItems=8"`
 	// Algorithm suggests each trial's parameters; default tpe.
 	Algorithm AlgorithmSpec `json:"algorithm,omitempty,omitzero"`
 	// EarlyStopping stops trials that do badly before they finish; default none.
@@ -229,28 +236,48 @@ const (
 	AlgorithmGrid   AlgorithmName = "grid"
 	AlgorithmRandom AlgorithmName = "random"
 	AlgorithmTPE    AlgorithmName = "tpe"
+	// AlgorithmCMAES is CMA-ES with IPOP restarts, for numeric parameters.
+	AlgorithmCMAES AlgorithmName = "cmaes"
+	// AlgorithmGP is Bayesian optimisation with a Gaussian process.
+	AlgorithmGP AlgorithmName = "gp"
+	// AlgorithmHyperband is random search in Hyperband brackets.
+	AlgorithmHyperband AlgorithmName = "hyperband"
+	// AlgorithmBOHB is BOHB: a TPE model inside Hyperband brackets.
+	AlgorithmBOHB AlgorithmName = "bohb"
+	// AlgorithmNSGA2 is NSGA-II, for several objectives.
+	AlgorithmNSGA2 AlgorithmName = "nsga2"
 )
 
 // Algorithms lists every search algorithm.
-var Algorithms = []AlgorithmName{AlgorithmGrid, AlgorithmRandom, AlgorithmTPE}
+var Algorithms = []AlgorithmName{AlgorithmGrid, AlgorithmRandom, AlgorithmTPE, AlgorithmCMAES,
+	AlgorithmGP, AlgorithmHyperband, AlgorithmBOHB, AlgorithmNSGA2}
 
 // AlgorithmSpec selects and seeds the search algorithm.
 type AlgorithmSpec struct {
-	// Name is grid (every combination, in order), random or tpe (Tree-structured Parzen
-	// Estimator); default tpe.
-	Name AlgorithmName `json:"name,omitempty" jsonschema:"enum=grid,enum=random,enum=tpe"`
+	// Name is grid (every combination, in order), random, tpe (Tree-structured Parzen
+	// Estimator), cmaes (CMA-ES with restarts), gp (Gaussian-process Bayesian
+	// optimisation), hyperband (random search in Hyperband brackets), bohb (TPE in
+	// Hyperband brackets) or nsga2 (NSGA-II, for several objectives); default tpe, or
+	// nsga2 with objectives. hyperband and bohb need earlyStopping rule hyperband (the
+	// default for them) with a maxResource.
+	Name AlgorithmName `json:"name,omitempty" jsonschema:"enum=grid,enum=random,enum=tpe,enum=cmaes,enum=gp,enum=hyperband,enum=bohb,enum=nsga2"`
 	// Seed makes the suggestions reproducible: the same seed, space and trial results
 	// give the same parameters. Unset (0), the experiment picks one and reports it in
 	// its status.
 	Seed int64 `json:"seed,omitempty"`
 	// StartupTrials: tpe suggests at random until this many trials have finished
-	// (completed or pruned), then models them; default 10.
+	// (completed or pruned), then models them; gp until this many have completed;
+	// bohb until this many (and one more than the parameters) have a value at some
+	// budget; default 10.
 	StartupTrials *int32 `json:"startupTrials,omitempty" jsonschema:"minimum=0,maximum=1000"`
 	// Multivariate makes tpe model the parameters jointly rather than one at a time.
 	Multivariate bool `json:"multivariate,omitempty"`
 	// ConstantLiar makes tpe count the trials still running as bad ones, so that
 	// trials suggested while others run spread out.
 	ConstantLiar bool `json:"constantLiar,omitempty"`
+	// PopulationSize is cmaes's first population (default 4+3·ln(numeric parameters);
+	// each restart doubles it) or nsga2's (default 20).
+	PopulationSize int32 `json:"populationSize,omitempty" jsonschema:"minimum=0,maximum=1000"`
 }
 
 // EarlyStoppingRule names an early-stopping rule.
@@ -261,27 +288,32 @@ const (
 	EarlyStoppingNone   EarlyStoppingRule = "none"
 	EarlyStoppingMedian EarlyStoppingRule = "median"
 	EarlyStoppingASHA   EarlyStoppingRule = "asha"
+	// EarlyStoppingHyperband runs each trial in one of Hyperband's brackets of ASHA.
+	EarlyStoppingHyperband EarlyStoppingRule = "hyperband"
 )
 
 // EarlyStoppingRules lists every early-stopping rule.
-var EarlyStoppingRules = []EarlyStoppingRule{EarlyStoppingNone, EarlyStoppingMedian, EarlyStoppingASHA}
+var EarlyStoppingRules = []EarlyStoppingRule{EarlyStoppingNone, EarlyStoppingMedian, EarlyStoppingASHA, EarlyStoppingHyperband}
 
 // EarlyStoppingSpec configures the rule that stops trials doing badly. Trial N is
 // compared only with trials 0 to N-parallelism, which have all finished when trial N
 // starts, so the decisions, like the suggestions, do not depend on timing.
 type EarlyStoppingSpec struct {
-	// Rule is none, median or asha; default none. median stops a trial whose best value
-	// so far is worse than the median of the completed trials' values at the same step.
-	// asha (asynchronous successive halving) places rungs at steps
-	// minResource * reductionFactor^k and stops a trial that, when it crosses a rung, is
-	// not in the best 1/reductionFactor of the trials that crossed it.
-	Rule EarlyStoppingRule `json:"rule,omitempty" jsonschema:"enum=none,enum=median,enum=asha"`
-	// MinResource is asha's first rung; default 1.
+	// Rule is none, median, asha or hyperband; default none (hyperband for algorithms
+	// hyperband and bohb). median stops a trial whose best value so far is worse than
+	// the median of the completed trials' values at the same step. asha (asynchronous
+	// successive halving) places rungs at steps minResource * reductionFactor^k and
+	// stops a trial that, when it crosses a rung, is not in the best 1/reductionFactor
+	// of the trials that crossed it. hyperband gives each trial one of Hyperband's
+	// brackets, which are asha started at minResource * reductionFactor^b, and compares
+	// it with the trials of its bracket only; it needs maxResource.
+	Rule EarlyStoppingRule `json:"rule,omitempty" jsonschema:"enum=none,enum=median,enum=asha,enum=hyperband"`
+	// MinResource is asha's (hyperband's) first rung; default 1.
 	MinResource int64 `json:"minResource,omitempty" jsonschema:"minimum=0"`
-	// ReductionFactor is asha's η, from 2 to 10; default 3.
+	// ReductionFactor is asha's (hyperband's) η, from 2 to 10; default 3.
 	ReductionFactor int32 `json:"reductionFactor,omitempty" jsonschema:"minimum=0,maximum=10"`
-	// MaxResource is the step at which asha trials end, if known: no rung is placed at
-	// or past it.
+	// MaxResource is the step at which asha (hyperband) trials end, if known (hyperband
+	// needs it): no rung is placed at or past it.
 	MaxResource int64 `json:"maxResource,omitempty" jsonschema:"minimum=0"`
 	// WarmupSteps: median stops no trial before this step; default 0.
 	WarmupSteps int64 `json:"warmupSteps,omitempty" jsonschema:"minimum=0"`
@@ -347,8 +379,10 @@ type TrialStatus struct {
 	// values.
 	Params map[string]any `json:"params"`
 	// Value is the trial's objective: its last reported value (for a pruned trial, the
-	// value at the step where it was stopped).
+	// value at the step where it was stopped). With objectives, the first one's.
 	Value *float64 `json:"value,omitempty"`
+	// Values are, with objectives, the last reported value of each objective metric.
+	Values map[string]float64 `json:"values,omitempty"`
 	// Step is the step of the last report counted.
 	Step int64 `json:"step,omitempty"`
 	// Reports are the intermediate values, at most 50 (thinned evenly beyond).
@@ -374,6 +408,9 @@ type ExperimentStatus struct {
 	// BestValue and BestParams repeat the best trial's value and parameters.
 	BestValue  *float64       `json:"bestValue,omitempty"`
 	BestParams map[string]any `json:"bestParams,omitempty"`
+	// ParetoFront lists, with objectives, the IDs of the completed trials that no other
+	// completed trial beats on every objective, in ID order (the best trial is unset).
+	ParetoFront []int `json:"paretoFront,omitempty"`
 	// Counts of trials by phase.
 	Running   int `json:"running"`
 	Completed int `json:"completed"`

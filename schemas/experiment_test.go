@@ -153,7 +153,7 @@ func TestExperimentValidate(t *testing.T) {
 		"algorithm, early stopping and limits": {
 			exp: testExp(func(e *schemas.Experiment) {
 				e.Spec.Algorithm = schemas.AlgorithmSpec{Name: "bayes", StartupTrials: expI32(-1)}
-				e.Spec.EarlyStopping = schemas.EarlyStoppingSpec{Rule: "hyperband", WarmupSteps: 2, ReductionFactor: 1, MaxResource: 5, StartupTrials: expI32(1)}
+				e.Spec.EarlyStopping = schemas.EarlyStoppingSpec{Rule: "pbt", WarmupSteps: 2, ReductionFactor: 1, MaxResource: 5, StartupTrials: expI32(1)}
 				e.Spec.MaxTrials = 1001
 				e.Spec.Parallelism = -1
 				e.Spec.MaxFailedTrials = expI32(-1)
@@ -161,13 +161,13 @@ func TestExperimentValidate(t *testing.T) {
 				e.Spec.Objective = schemas.ObjectiveSpec{Metric: "val loss", Direction: "down", StepMetric: "epoch"}
 			}),
 			want: schemas.ErrorList{
-				{Field: "spec.algorithm.name", Detail: "must be one of grid, random, tpe"},
-				{Field: "spec.algorithm.startupTrials", Detail: "applies to algorithm tpe only"},
+				{Field: "spec.algorithm.name", Detail: "must be one of grid, random, tpe, cmaes, gp, hyperband, bohb, nsga2"},
+				{Field: "spec.algorithm.startupTrials", Detail: "applies to algorithms tpe, gp and bohb only"},
 				{Field: "spec.algorithm.startupTrials", Detail: "must be between 0 and 1000"},
-				{Field: "spec.earlyStopping.maxResource", Detail: "applies to rule asha only"},
-				{Field: "spec.earlyStopping.reductionFactor", Detail: "applies to rule asha only"},
+				{Field: "spec.earlyStopping.maxResource", Detail: "applies to rules asha and hyperband only"},
+				{Field: "spec.earlyStopping.reductionFactor", Detail: "applies to rules asha and hyperband only"},
 				{Field: "spec.earlyStopping.reductionFactor", Detail: "must be >= 2 (0 means 3)"},
-				{Field: "spec.earlyStopping.rule", Detail: "must be one of none, median, asha"},
+				{Field: "spec.earlyStopping.rule", Detail: "must be one of none, median, asha, hyperband"},
 				{Field: "spec.earlyStopping.startupTrials", Detail: "applies to rule median only"},
 				{Field: "spec.earlyStopping.warmupSteps", Detail: "applies to rule median only"},
 				{Field: "spec.maxFailedTrials", Detail: "must be between 0 and 1000"},

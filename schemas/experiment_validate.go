@@ -57,16 +57,26 @@ func (e *Experiment) Default() {
 	}
 	if s.Algorithm.Name == "" {
 		s.Algorithm.Name = DefaultAlgorithm
+		if len(s.Objectives) > 0 {
+			s.Algorithm.Name = AlgorithmNSGA2
+		}
 	}
-	if s.Objective.StepMetric == "" {
+	if len(s.Objectives) > 0 {
+		if s.Objectives[0].StepMetric == "" {
+			s.Objectives[0].StepMetric = DefaultStepMetric
+		}
+	} else if s.Objective.StepMetric == "" {
 		s.Objective.StepMetric = DefaultStepMetric
 	}
 	es := &s.EarlyStopping
 	if es.Rule == "" {
 		es.Rule = DefaultEarlyStopping
+		if s.Algorithm.Name.Hyperband() {
+			es.Rule = EarlyStoppingHyperband
+		}
 	}
 	switch es.Rule {
-	case EarlyStoppingASHA:
+	case EarlyStoppingASHA, EarlyStoppingHyperband:
 		if es.MinResource == 0 {
 			es.MinResource = 1
 		}
@@ -94,6 +104,7 @@ func (e *Experiment) Validate() ErrorList {
 			"must be at most %d characters: trial job names add -t<N>-r<K>", MaxExperimentNameLength))
 	}
 	e.Spec.validate(NewPath("spec"), &errs)
+	errs = e.Spec.withoutObjectiveRequired(errs)
 
 	errs.Sort()
 	if len(errs) == 0 {
@@ -111,14 +122,16 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 	if o.StepMetric != "" && o.StepMetric == o.Metric {
 		add(Invalid(op.Child("stepMetric"), "must differ from metric"))
 	}
+	s.validateObjectives(p, errs)
 
 	ap := p.Child("algorithm")
 	if n := s.Algorithm.StartupTrials; n != nil && (*n < 0 || *n > MaxExperimentTrials) {
 		add(Invalid(ap.Child("startupTrials"), "must be between 0 and %d", MaxExperimentTrials))
 	}
+	s.validateAlgorithm(p, errs)
 	if s.Algorithm.Name != "" && s.Algorithm.Name != AlgorithmTPE {
-		if s.Algorithm.StartupTrials != nil {
-			add(Invalid(ap.Child("startupTrials"), "applies to algorithm tpe only"))
+		if s.Algorithm.StartupTrials != nil && !s.Algorithm.Name.Startup() {
+			add(Invalid(ap.Child("startupTrials"), "applies to algorithms tpe, gp and bohb only"))
 		}
 		if s.Algorithm.Multivariate {
 			add(Invalid(ap.Child("multivariate"), "applies to algorithm tpe only"))
@@ -139,15 +152,15 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 	if es.ReductionFactor == 1 {
 		add(Invalid(ep.Child("reductionFactor"), "must be >= 2 (0 means 3)"))
 	}
-	if es.Rule != EarlyStoppingASHA {
+	if es.Rule != EarlyStoppingASHA && es.Rule != EarlyStoppingHyperband && (es.Rule != "" || !s.Algorithm.Name.Hyperband()) {
 		if es.MinResource != 0 {
-			add(Invalid(ep.Child("minResource"), "applies to rule asha only"))
+			add(Invalid(ep.Child("minResource"), "applies to rules asha and hyperband only"))
 		}
 		if es.ReductionFactor != 0 {
-			add(Invalid(ep.Child("reductionFactor"), "applies to rule asha only"))
+			add(Invalid(ep.Child("reductionFactor"), "applies to rules asha and hyperband only"))
 		}
 		if es.MaxResource != 0 {
-			add(Invalid(ep.Child("maxResource"), "applies to rule asha only"))
+			add(Invalid(ep.Child("maxResource"), "applies to rules asha and hyperband only"))
 		}
 	} else if es.MaxResource > 0 && es.MaxResource <= max(es.MinResource, 1) {
 		add(Invalid(ep.Child("maxResource"), "must be greater than minResource"))

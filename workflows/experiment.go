@@ -98,14 +98,16 @@ type TrialState struct {
 	Phase  schemas.TrialPhase `json:"phase"`
 	Job    string             `json:"job"`
 	// Attempt numbers the trial's jobs from 0; Failures counts the failed ones.
-	Attempt    int                   `json:"attempt"`
-	Failures   int                   `json:"failures,omitempty"`
-	Reports    []schemas.TrialReport `json:"reports,omitempty"`
-	Value      *float64              `json:"value,omitempty"`
-	Step       int64                 `json:"step,omitempty"`
-	Message    string                `json:"message,omitempty"`
-	StartTime  *time.Time            `json:"startTime,omitempty"`
-	FinishTime *time.Time            `json:"finishTime,omitempty"`
+	Attempt  int                   `json:"attempt"`
+	Failures int                   `json:"failures,omitempty"`
+	Reports  []schemas.TrialReport `json:"reports,omitempty"`
+	Value    *float64              `json:"value,omitempty"`
+	// Values are, with several objectives, each objective metric's latest value.
+	Values     map[string]float64 `json:"values,omitempty"`
+	Step       int64              `json:"step,omitempty"`
+	Message    string             `json:"message,omitempty"`
+	StartTime  *time.Time         `json:"startTime,omitempty"`
+	FinishTime *time.Time         `json:"finishTime,omitempty"`
 }
 
 // ExperimentResult is the experiment's final status.
@@ -166,7 +168,7 @@ func (w *experimentWorkflow) setup(ctx workflow.Context) error {
 	w.space = searchSpace(w.exp.Spec.SearchSpace)
 	if err := hpo.Validate(w.space); err != nil {
 		w.configErr = err
-	} else if w.sampler, err = newSampler(w.exp.Spec.Algorithm); err != nil {
+	} else if w.sampler, err = newSampler(&w.exp.Spec); err != nil {
 		w.configErr = err
 	} else if w.stopper, err = newStopper(w.exp.Spec.EarlyStopping); err != nil {
 		w.configErr = err
@@ -322,15 +324,18 @@ func (w *experimentWorkflow) end(out experimentOutcome) {
 
 // finishSearch ends an experiment whose trials have all run.
 func (w *experimentWorkflow) finishSearch(ctx workflow.Context) (ExperimentResult, error) {
+	if w.exp.Spec.MultiObjective() {
+		return w.finishMultiObjective(ctx)
+	}
 	best, ok := hpo.Best(w.allTrialsHistory())
 	if !ok {
-		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "NoTrialCompleted", fmt.Sprintf("none of the %d trials completed with a value of %s", len(w.st.Trials), w.exp.Spec.Objective.Metric)})
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "NoTrialCompleted", fmt.Sprintf("none of the %d trials completed with a value of %s", len(w.st.Trials), w.exp.Spec.PrimaryObjective().Metric)})
 	}
 	reason, msg := "MaxTrialsReached", fmt.Sprintf("%d trials ran", len(w.st.Trials))
 	if w.st.Exhausted {
 		reason, msg = "SearchSpaceExhausted", fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
 	}
-	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason, fmt.Sprintf("%s; best: trial %d, %s = %g", msg, best.ID, w.exp.Spec.Objective.Metric, *best.Value)})
+	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason, fmt.Sprintf("%s; best: trial %d, %s = %g", msg, best.ID, w.exp.Spec.PrimaryObjective().Metric, *best.Value)})
 }
 
 // finish enters a final phase and waits until every event is published and every

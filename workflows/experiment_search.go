@@ -54,6 +54,7 @@ func (w *experimentWorkflow) samplerHistory(n int) hpo.History {
 			h.Trials = append(h.Trials, hpo.Trial{ID: t.ID, Params: t.Params, State: hpo.TrialRunning})
 		}
 	}
+	w.addValues(&h)
 	return h
 }
 
@@ -68,7 +69,13 @@ func (w *experimentWorkflow) stopperHistory(id int) hpo.History {
 }
 
 func (w *experimentWorkflow) history() hpo.History {
-	return hpo.History{Space: w.space, Direction: hpo.Direction(w.exp.Spec.Objective.Direction), Seed: w.st.Seed}
+	h := hpo.History{Space: w.space, Direction: hpo.Direction(w.exp.Spec.PrimaryObjective().Direction), Seed: w.st.Seed}
+	if w.exp.Spec.MultiObjective() {
+		for _, o := range w.exp.Spec.Objectives {
+			h.Directions = append(h.Directions, hpo.Direction(o.Direction))
+		}
+	}
+	return h
 }
 
 func hpoTrial(t *TrialState) hpo.Trial {
@@ -110,6 +117,7 @@ func (w *experimentWorkflow) allTrialsHistory() hpo.History {
 	for _, t := range w.st.Trials {
 		h.Trials = append(h.Trials, hpoTrial(t))
 	}
+	w.addValues(&h)
 	return h
 }
 
@@ -132,13 +140,18 @@ func searchSpace(ps []schemas.ParameterSpec) hpo.Space {
 	return space
 }
 
-func newSampler(a schemas.AlgorithmSpec) (hpo.Sampler, error) {
+func newSampler(spec *schemas.ExperimentSpec) (hpo.Sampler, error) {
+	a := spec.Algorithm
 	var opts []hpo.Option
 	if a.Name == schemas.AlgorithmTPE || a.Name == "" {
-		if a.StartupTrials != nil {
-			opts = append(opts, hpo.TPEStartupTrials(int(*a.StartupTrials)))
-		}
 		opts = append(opts, hpo.TPEMultivariate(a.Multivariate), hpo.TPEConstantLiar(a.ConstantLiar))
+	}
+	if a.Name.Startup() && a.StartupTrials != nil {
+		opts = append(opts, hpo.TPEStartupTrials(int(*a.StartupTrials)))
+	}
+	opts = append(opts, newerSamplerOptions(spec)...)
+	if a.Name == schemas.AlgorithmHyperband {
+		a.Name = schemas.AlgorithmRandom // hyperband is random search in brackets
 	}
 	name := string(a.Name)
 	if name == "" {
@@ -150,7 +163,7 @@ func newSampler(a schemas.AlgorithmSpec) (hpo.Sampler, error) {
 func newStopper(es schemas.EarlyStoppingSpec) (hpo.Stopper, error) {
 	var opts []hpo.StopperOption
 	switch es.Rule {
-	case schemas.EarlyStoppingASHA:
+	case schemas.EarlyStoppingASHA, schemas.EarlyStoppingHyperband:
 		if es.MinResource > 0 {
 			opts = append(opts, hpo.ASHAMinResource(es.MinResource))
 		}

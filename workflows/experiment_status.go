@@ -99,7 +99,7 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 	for _, t := range w.st.Trials {
 		st.Trials = append(st.Trials, schemas.TrialStatus{
 			ID: t.ID, Job: t.Job, Attempts: t.Attempt + 1, Phase: t.Phase, Params: w.paramValues(t.Params),
-			Value: t.Value, Step: t.Step, Reports: t.Reports, Message: t.Message,
+			Value: t.Value, Values: w.trialValues(t), Step: t.Step, Reports: t.Reports, Message: t.Message,
 			StartTime: t.StartTime, FinishTime: t.FinishTime,
 		})
 		switch t.Phase {
@@ -113,7 +113,9 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 			st.Failed++
 		}
 	}
-	if best, ok := hpo.Best(w.allTrialsHistory()); ok {
+	if w.exp.Spec.MultiObjective() {
+		st.ParetoFront = w.paretoFront()
+	} else if best, ok := hpo.Best(w.allTrialsHistory()); ok {
 		id, v := best.ID, *best.Value
 		st.BestTrial, st.BestValue = &id, &v
 		st.BestParams = w.paramValues(best.Params)

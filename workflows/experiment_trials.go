@@ -123,7 +123,7 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 		now := workflow.Now(ctx)
 		t.Job = TrialJobName(w.exp.Metadata.Name, t.ID, t.Attempt)
 		t.Phase, t.StartTime, t.FinishTime = schemas.TrialRunning, &now, nil
-		t.Reports, t.Value, t.Step, t.Message = nil, nil, 0, ""
+		t.Reports, t.Value, t.Step, t.Message, t.Values = nil, nil, 0, "", nil
 		w.trialEvent(ctx, t)
 
 		outcome, msg := w.runAttempt(ctx, t, run)
@@ -150,8 +150,8 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 			}
 		}
 		w.trialEvent(ctx, t)
-		if t.Phase == schemas.TrialCompleted && t.Value != nil && w.exp.Spec.Objective.Reached(*t.Value) {
-			w.end(experimentOutcome{schemas.ExperimentSucceeded, "GoalReached", fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.Objective.Metric, *t.Value)})
+		if t.Phase == schemas.TrialCompleted && t.Value != nil && w.exp.Spec.PrimaryObjective().Reached(*t.Value) {
+			w.end(experimentOutcome{schemas.ExperimentSucceeded, "GoalReached", fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.PrimaryObjective().Metric, *t.Value)})
 		}
 		return
 	}
@@ -207,7 +207,7 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		_ = run.stopDone.Get(ctx, nil)
 	}
 
-	metric := w.exp.Spec.Objective.Metric
+	metric := w.exp.Spec.PrimaryObjective().Metric
 	switch {
 	case run.stop == stopPruned:
 		return attemptPruned, run.stopReason
@@ -217,6 +217,8 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		return attemptFailed, fmt.Sprintf("job %s: %s", t.Job, rootMessage(childErr))
 	case res.Status.Phase == schemas.JobSucceeded && t.Value == nil:
 		return attemptFailed, fmt.Sprintf("job %s succeeded without reporting %s", t.Job, metric)
+	case res.Status.Phase == schemas.JobSucceeded && w.missingObjective(t) != "":
+		return attemptFailed, fmt.Sprintf("job %s succeeded without reporting %s", t.Job, w.missingObjective(t))
 	case res.Status.Phase == schemas.JobSucceeded:
 		return attemptCompleted, ""
 	case run.stop == stopExperiment:
@@ -233,8 +235,8 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 func (w *experimentWorkflow) watchInput(t *TrialState, run *trialRun, drain bool) activities.WatchTrialMetricsInput {
 	return activities.WatchTrialMetricsInput{
 		Workspace: w.exp.Metadata.Workspace, Job: t.Job, UID: run.uid,
-		Metric: w.exp.Spec.Objective.Metric, StepMetric: w.exp.Spec.Objective.StepMetric,
-		AfterSeq: run.lastSeq, MaxWait: w.opts.MetricsWait, Drain: drain,
+		Metric: w.exp.Spec.PrimaryObjective().Metric, StepMetric: w.exp.Spec.PrimaryObjective().StepMetric,
+		AfterSeq: run.lastSeq, MaxWait: w.opts.MetricsWait, Drain: drain, Others: w.otherMetrics(),
 	}
 }
 
@@ -268,6 +270,7 @@ func (run *trialRun) number(got activities.WatchTrialMetricsResult) []numberedRe
 // early-stopping rule), the trial's job is stopped and the trial fails, without retry.
 func (w *experimentWorkflow) addReports(ctx workflow.Context, t *TrialState, run *trialRun, got activities.WatchTrialMetricsResult) {
 	run.lastSeq = max(run.lastSeq, got.LastSeq)
+	w.addOthers(t, got.Others)
 	reps := run.number(got)
 	if run.stop == stopPruned || run.stop == stopDiverged || len(reps) == 0 {
 		return
@@ -276,7 +279,7 @@ func (w *experimentWorkflow) addReports(ctx workflow.Context, t *TrialState, run
 		if r.NonFinite != "" {
 			reps = reps[:i]
 			defer w.requestStop(run, stopDiverged, fmt.Sprintf("failed objective: %s = %s at step %d",
-				w.exp.Spec.Objective.Metric, r.NonFinite, r.Step))
+				w.exp.Spec.PrimaryObjective().Metric, r.NonFinite, r.Step))
 			break
 		}
 	}
@@ -297,7 +300,7 @@ func (w *experimentWorkflow) addReports(ctx workflow.Context, t *TrialState, run
 		t.Value, t.Step = &v, r.Step
 		if i == prune {
 			w.requestStop(run, stopPruned, fmt.Sprintf("stopped early at step %d by rule %s: %s = %g",
-				r.Step, w.exp.Spec.EarlyStopping.Rule, w.exp.Spec.Objective.Metric, v))
+				r.Step, w.exp.Spec.EarlyStopping.Rule, w.exp.Spec.PrimaryObjective().Metric, v))
 			return
 		}
 	}

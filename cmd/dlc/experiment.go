@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -139,7 +140,7 @@ func waitExperiment(cmd *cobra.Command, c *client.Client, ws, name string) error
 				value = fmt.Sprintf("%.4g", *t.Value)
 			}
 			fmt.Fprintf(out, "%s  trial %-3d %-10s %-9s %s=%s  %s\n", time.Now().Format("15:04:05"), t.ID, t.Job,
-				t.Phase, e.Spec.Spec.Objective.Metric, value, formatParams(e.Spec.Spec.SearchSpace, t.Params))
+				t.Phase, e.Spec.Spec.PrimaryObjective().Metric, value, formatParams(e.Spec.Spec.SearchSpace, t.Params))
 		}
 	})
 	if err != nil {
@@ -176,7 +177,7 @@ func formatParams(space []schemas.ParameterSpec, params map[string]any) string {
 // ID), then the others by ID.
 func sortedTrials(e *api.ExperimentDetail) []schemas.TrialStatus {
 	trials := append([]schemas.TrialStatus(nil), e.Status.Trials...)
-	obj := e.Spec.Spec.Objective
+	obj := e.Spec.Spec.PrimaryObjective()
 	sort.SliceStable(trials, func(i, j int) bool {
 		a, b := trials[i], trials[j]
 		// Completed trials first, then pruned ones (their value is an intermediate one).
@@ -210,7 +211,11 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 	if st.Reason != "" || st.Message != "" {
 		fmt.Fprintf(w, "Reason:      %s\nMessage:     %s\n", st.Reason, st.Message)
 	}
-	fmt.Fprintf(w, "Objective:   %s %s", spec.Objective.Direction, spec.Objective.Metric)
+	if spec.MultiObjective() {
+		fmt.Fprintf(w, "Objectives:  %s", formatObjectives(spec.Objectives))
+	} else {
+		fmt.Fprintf(w, "Objective:   %s %s", spec.Objective.Direction, spec.Objective.Metric)
+	}
 	if spec.Objective.Goal != nil {
 		fmt.Fprintf(w, " (goal %g)", *spec.Objective.Goal)
 	}
@@ -221,8 +226,13 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 		fmt.Fprintf(w, "Best:        trial %d, %s = %g, %s\n", *st.BestTrial, spec.Objective.Metric, *st.BestValue,
 			formatParams(spec.SearchSpace, st.BestParams))
 	}
+	printParetoFront(w, e)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := []string{"TRIAL", "JOB", "PHASE", strings.ToUpper(spec.Objective.Metric), "STEP"}
+	header := []string{"TRIAL", "JOB", "PHASE"}
+	for _, o := range spec.AllObjectives() {
+		header = append(header, strings.ToUpper(o.Metric))
+	}
+	header = append(header, "STEP")
 	for _, p := range spec.SearchSpace {
 		header = append(header, strings.ToUpper(p.Name))
 	}
@@ -235,7 +245,8 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 		if t.Step != 0 {
 			step = strconv.FormatInt(t.Step, 10)
 		}
-		row := []string{strconv.Itoa(t.ID), t.Job, string(t.Phase), value, step}
+		row := append([]string{strconv.Itoa(t.ID), t.Job, string(t.Phase)}, objectiveCells(&spec, t, value)...)
+		row = append(row, step)
 		for _, p := range spec.SearchSpace {
 			switch v := t.Params[p.Name].(type) {
 			case float64:
@@ -246,7 +257,7 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 				row = append(row, fmt.Sprint(v))
 			}
 		}
-		if st.BestTrial != nil && *st.BestTrial == t.ID {
+		if (st.BestTrial != nil && *st.BestTrial == t.ID) || slices.Contains(st.ParetoFront, t.ID) {
 			row[0] += "*"
 		}
 		fmt.Fprintln(tw, strings.Join(append(row, t.Message), "\t"))

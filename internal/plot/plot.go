@@ -30,6 +30,7 @@ const (
 // trials (valued where they were stopped) hollow ones; the best trial is ringed.
 func ExperimentSVG(e *api.ExperimentDetail) []byte {
 	spec, st := e.Spec.Spec, e.Status
+	obj := spec.PrimaryObjective() // with several objectives, the plot shows the first
 	panels := 1 + len(spec.SearchSpace)
 	rows := (panels + plotCols - 1) / plotCols
 	width, height := plotCols*panelW, rows*panelH+40
@@ -38,7 +39,7 @@ func ExperimentSVG(e *api.ExperimentDetail) []byte {
 		width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	title := fmt.Sprintf("%s/%s: %s %s, %s", e.Spec.Metadata.Workspace, e.Spec.Metadata.Name,
-		spec.Objective.Direction, spec.Objective.Metric, st.Phase)
+		obj.Direction, obj.Metric, st.Phase)
 	if st.BestTrial != nil && st.BestValue != nil {
 		title += fmt.Sprintf("; best trial %d = %.4g", *st.BestTrial, *st.BestValue)
 	}
@@ -53,7 +54,7 @@ func ExperimentSVG(e *api.ExperimentDetail) []byte {
 	yAxis := newAxis(ys, false)
 
 	// Panel 0: objective by trial.
-	p := plotPanel{b: &b, x0: 0, y0: 40, title: spec.Objective.Metric + " by trial", xLabel: "trial", yLabel: spec.Objective.Metric,
+	p := plotPanel{b: &b, x0: 0, y0: 40, title: obj.Metric + " by trial", xLabel: "trial", yLabel: obj.Metric,
 		xAxis: trialAxis(len(st.Trials)), yAxis: yAxis}
 	p.frame()
 	// The best value so far, as steps from one completed trial to the next.
@@ -66,7 +67,7 @@ func ExperimentSVG(e *api.ExperimentDetail) []byte {
 		if best != nil {
 			line = append(line, fmt.Sprintf("%.1f,%.1f", p.px(float64(t.ID)), p.py(*best)))
 		}
-		if best == nil || spec.Objective.Better(*t.Value, *best) {
+		if best == nil || obj.Better(*t.Value, *best) {
 			v := *t.Value
 			best = &v
 		}
@@ -86,8 +87,8 @@ func ExperimentSVG(e *api.ExperimentDetail) []byte {
 	// One panel per parameter.
 	for i, ps := range spec.SearchSpace {
 		col, row := (i+1)%plotCols, (i+1)/plotCols
-		p := plotPanel{b: &b, x0: col * panelW, y0: 40 + row*panelH, title: spec.Objective.Metric + " by " + ps.Name,
-			xLabel: ps.Name, yLabel: spec.Objective.Metric, yAxis: yAxis}
+		p := plotPanel{b: &b, x0: col * panelW, y0: 40 + row*panelH, title: obj.Metric + " by " + ps.Name,
+			xLabel: ps.Name, yLabel: obj.Metric, yAxis: yAxis}
 		var vals []float64
 		pos := func(v any) (float64, bool) {
 			if ps.Type == schemas.ParameterCategorical {

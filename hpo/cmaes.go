@@ -1,0 +1,319 @@
+package hpo
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// CMAESSampler is the covariance matrix adaptation evolution strategy (Hansen, "The
+// CMA Evolution Strategy: A Tutorial", 2016) with IPOP restarts (Auger and Hansen, CEC
+// 2005), as Optuna's CmaEsSampler uses it. It searches the numeric parameters in the
+// unit cube of their internal coordinates (the log on a log scale), starting from the
+// centre with step size 1/6; ints and stepped floats are snapped to their grid and
+// categorical parameters are drawn at random, as Optuna's independent sampler does.
+//
+// The sampler keeps no state: Suggest replays the strategy from the history. The trials
+// are cut, in ID order, into generations of the population size λ; a generation whose
+// trials have all finished updates the distribution (Completed trials ranked by value,
+// Pruned ones after them, Failed ones left out), and trial id is drawn from the
+// distribution after the last whole generation before it. When the strategy has
+// converged (step size or spread of values below tolerance, or an ill-conditioned
+// covariance) it restarts from a random mean with twice the population.
+type CMAESSampler struct {
+	o SamplerOptions
+}
+
+var _ Sampler = (*CMAESSampler)(nil)
+
+// NewCMAES returns a CMA-ES sampler; PopulationSize sets its first λ.
+func NewCMAES(opts ...Option) (*CMAESSampler, error) {
+	o, err := applySamplerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &CMAESSampler{o: o}, nil
+}
+
+const (
+	saltCMA     uint64 = 0x434d_4145_53 // "CMAES"
+	cmaSigma0          = 1.0 / 6
+	cmaTolX            = 1e-8
+	cmaTolFun          = 1e-12
+	cmaMaxCond         = 1e14
+	cmaResample        = 100
+)
+
+// cma is the state of one run of the strategy.
+type cma struct {
+	n, lambda, mu int
+	w             []float64
+	mueff         float64
+	cs, ds        float64
+	cc, c1, cmu   float64
+	chiN          float64
+
+	mean, ps, pc []float64
+	sigma        float64
+	c            []float64 // covariance, n×n
+	b            []float64 // eigenvectors (columns)
+	d            []float64 // square roots of the eigenvalues
+	gen          int
+	bestHist     []float64
+}
+
+func newCMA(n, lambda int, mean []float64) *cma {
+	s := &cma{n: n, lambda: lambda, mu: lambda / 2, mean: mean, sigma: cmaSigma0}
+	s.w = make([]float64, s.mu)
+	sum := 0.0
+	for i := range s.mu {
+		s.w[i] = math.Log(float64(s.mu)+0.5) - math.Log(float64(i+1))
+		sum += s.w[i]
+	}
+	sq := 0.0
+	for i := range s.w {
+		s.w[i] /= sum
+		sq += s.w[i] * s.w[i]
+	}
+	s.mueff = 1 / sq
+	fn := float64(n)
+	s.cs = (s.mueff + 2) / (fn + s.mueff + 5)
+	s.ds = 1 + 2*math.Max(0, math.Sqrt((s.mueff-1)/(fn+1))-1) + s.cs
+	s.cc = (4 + s.mueff/fn) / (fn + 4 + 2*s.mueff/fn)
+	s.c1 = 2 / ((fn+1.3)*(fn+1.3) + s.mueff)
+	s.cmu = math.Min(1-s.c1, 2*(s.mueff-2+1/s.mueff)/((fn+2)*(fn+2)+s.mueff))
+	s.chiN = math.Sqrt(fn) * (1 - 1/(4*fn) + 1/(21*fn*fn))
+	s.ps, s.pc = make([]float64, n), make([]float64, n)
+	s.c, s.b = make([]float64, n*n), make([]float64, n*n)
+	s.d = make([]float64, n)
+	for i := range n {
+		s.c[i*n+i], s.b[i*n+i], s.d[i] = 1, 1, 1
+	}
+	return s
+}
+
+// sample draws a point of the unit cube for trial id: resampled while outside it,
+// then clipped.
+func (s *cma) sample(r *rng) []float64 {
+	n := s.n
+	x, z, y := make([]float64, n), make([]float64, n), make([]float64, n)
+	for try := 0; ; try++ {
+		for i := range z {
+			z[i] = s.d[i] * r.norm()
+		}
+		inside := true
+		for i := range n {
+			y[i] = 0
+			for k := range n {
+				y[i] += s.b[i*n+k] * z[k]
+			}
+			x[i] = s.mean[i] + s.sigma*y[i]
+			if x[i] < 0 || x[i] > 1 {
+				inside = false
+			}
+		}
+		if inside || try == cmaResample {
+			break
+		}
+	}
+	for i := range x {
+		x[i] = min(max(x[i], 0), 1)
+	}
+	return x
+}
+
+// update moves the distribution towards the best of one generation; xs are sorted
+// best first. It reports whether the run should restart.
+func (s *cma) update(xs [][]float64, vals []float64) bool {
+	n := s.n
+	s.gen++
+	mu := min(s.mu, len(xs))
+	if mu == 0 {
+		return false
+	}
+	w := slices.Clone(s.w[:mu])
+	ws := 0.0
+	for _, v := range w {
+		ws += v
+	}
+	for i := range w {
+		w[i] /= ws
+	}
+	old := slices.Clone(s.mean)
+	yw := make([]float64, n)
+	for i := range n {
+		m := 0.0
+		for k := range mu {
+			m += w[k] * xs[k][i]
+		}
+		s.mean[i] = m
+		yw[i] = (m - old[i]) / s.sigma
+	}
+	// C^{-1/2}·yw = B·D^{-1}·Bᵀ·yw
+	t := make([]float64, n)
+	for k := range n {
+		for i := range n {
+			t[k] += s.b[i*n+k] * yw[i]
+		}
+		t[k] /= s.d[k]
+	}
+	csn := math.Sqrt(s.cs * (2 - s.cs) * s.mueff)
+	norm := 0.0
+	for i := range n {
+		v := 0.0
+		for k := range n {
+			v += s.b[i*n+k] * t[k]
+		}
+		s.ps[i] = (1-s.cs)*s.ps[i] + csn*v
+		norm += s.ps[i] * s.ps[i]
+	}
+	norm = math.Sqrt(norm)
+	hs := 0.0
+	if norm/math.Sqrt(1-math.Pow(1-s.cs, float64(2*s.gen))) < (1.4+2/float64(n+1))*s.chiN {
+		hs = 1
+	}
+	ccn := math.Sqrt(s.cc * (2 - s.cc) * s.mueff)
+	for i := range n {
+		s.pc[i] = (1-s.cc)*s.pc[i] + hs*ccn*yw[i]
+	}
+	dh := (1 - hs) * s.cc * (2 - s.cc)
+	for i := range n {
+		for j := range n {
+			rank := 0.0
+			for k := range mu {
+				rank += w[k] * (xs[k][i] - old[i]) * (xs[k][j] - old[j])
+			}
+			rank /= s.sigma * s.sigma
+			s.c[i*n+j] = (1-s.c1-s.cmu)*s.c[i*n+j] + s.c1*(s.pc[i]*s.pc[j]+dh*s.c[i*n+j]) + s.cmu*rank
+		}
+	}
+	s.sigma *= math.Exp(math.Min(1, (s.cs/s.ds)*(norm/s.chiN-1)))
+	vals2, vecs := eigenSym(s.c, n)
+	s.b = vecs
+	for i, v := range vals2 {
+		s.d[i] = math.Sqrt(math.Max(v, 1e-300))
+	}
+	// Termination: converged step, flat values, or a degenerate covariance.
+	s.bestHist = append(s.bestHist, vals[0])
+	if s.sigma*s.d[n-1] < cmaTolX || vals2[0] <= 0 || vals2[n-1]/math.Max(vals2[0], 1e-300) > cmaMaxCond {
+		return true
+	}
+	if len(vals) > 1 && vals[len(vals)-1]-vals[0] < cmaTolFun {
+		k := 10 + int(math.Ceil(30*float64(n)/float64(s.lambda)))
+		if len(s.bestHist) >= k {
+			recent := s.bestHist[len(s.bestHist)-k:]
+			if slices.Max(recent)-slices.Min(recent) < cmaTolFun {
+				return true
+			}
+		}
+	}
+	return !finite(s.sigma)
+}
+
+// Suggest replays the strategy up to trial id and draws its point.
+func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
+	dims, err := newDims(h.Space)
+	if err != nil {
+		return nil, err
+	}
+	var num []int
+	for i := range dims {
+		if !dims[i].cat {
+			num = append(num, i)
+		}
+	}
+	out := randomSuggest(dims, h.Seed, id)
+	if len(num) == 0 {
+		return out, nil
+	}
+	byID := map[int]*Trial{}
+	for _, t := range finishedByID(h, id) {
+		byID[t.ID] = t
+	}
+	n := len(num)
+	lambda := s.o.PopulationSize
+	if lambda <= 0 {
+		lambda = 4 + int(math.Floor(3*math.Log(float64(n))))
+	}
+	center := make([]float64, n)
+	for i := range center {
+		center[i] = 0.5
+	}
+	st := newCMA(n, lambda, center)
+	start, restarts := 0, 0
+	for id >= start+st.lambda {
+		xs, vals, ok := s.generation(h.Direction, dims, num, byID, start, st.lambda)
+		if !ok {
+			break // a trial of this generation is unknown or running: draw from st
+		}
+		start += st.lambda
+		if st.update(xs, vals) {
+			restarts++
+			r := newRNG(h.Seed, restarts, saltCMA)
+			mean := make([]float64, n)
+			for i := range mean {
+				mean[i] = r.float64()
+			}
+			st = newCMA(n, st.lambda*2, mean)
+		}
+	}
+	x := st.sample(newRNG(h.Seed, id, saltCMA))
+	for k, i := range num {
+		out[dims[i].p.Name] = dims[i].fromUnit(x[k])
+	}
+	return out, nil
+}
+
+// generation returns the unit-cube points of trials start..start+lambda-1 and their
+// scores, best first (Completed by value, then Pruned), and false when one of them is
+// missing or still running.
+func (s *CMAESSampler) generation(d Direction, dims []dim, num []int, byID map[int]*Trial, start, lambda int) ([][]float64, []float64, bool) {
+	type member struct {
+		x     []float64
+		rank  int
+		score float64
+		id    int
+	}
+	var ms []member
+	for id := start; id < start+lambda; id++ {
+		t, ok := byID[id]
+		if !ok || t.State == TrialRunning {
+			return nil, nil, false
+		}
+		m := member{x: make([]float64, len(num)), id: id}
+		usable := true
+		for k, i := range num {
+			v, ok := dims[i].observed(t.Params)
+			if !ok {
+				usable = false
+				break
+			}
+			m.x[k] = dims[i].unit(v)
+		}
+		if !usable {
+			continue
+		}
+		if sc, ok := completedScore(d, t); ok {
+			m.score = sc
+		} else if t.State == TrialPruned {
+			m.rank, m.score = 1, math.Inf(1)
+			if k := len(t.Reports); k > 0 {
+				if v := score(d, t.Reports[k-1].Value); !math.IsNaN(v) {
+					m.score = v
+				}
+			}
+		} else {
+			continue
+		}
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b member) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.score, b.score), cmp.Compare(a.id, b.id))
+	})
+	xs := make([][]float64, len(ms))
+	vals := make([]float64, len(ms))
+	for i, m := range ms {
+		xs[i], vals[i] = m.x, m.score
+	}
+	return xs, vals, true
+}

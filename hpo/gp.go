@@ -1,0 +1,618 @@
+package hpo
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// GPSampler is Bayesian optimisation with a Gaussian process (as Optuna's GPSampler and
+// Katib's bayesianoptimization): until StartupTrials trials have completed it samples
+// like RandomSampler; then it fits a GP to the Completed trials and suggests the point
+// that maximises expected improvement.
+//
+//   - Inputs are the parameters' positions in [0, 1] on their internal scale (the log on
+//     a log scale); a categorical parameter contributes a distance of 0 (same choice) or
+//     1 (another). Outputs are the scores (values to minimise), standardised.
+//   - The kernel is Matérn 5/2 with one length scale per parameter (ARD), a signal
+//     variance and a noise variance. These are fitted by maximising the log marginal
+//     likelihood plus weak log-normal priors (BFGS on their logs, analytic gradient),
+//     starting from fixed values, so the fit is a pure function of the data.
+//   - Expected improvement over the best observed score is maximised (in log form, which
+//     stays finite far from the data) over GPCandidates random points and small moves
+//     around the best trials, then refined by a local search around the best few.
+//
+// Pruned, Failed and Running trials are not modelled.
+type GPSampler struct {
+	o SamplerOptions
+}
+
+var _ Sampler = (*GPSampler)(nil)
+
+// NewGP returns a GP sampler; it reads StartupTrials (default 10).
+func NewGP(opts ...Option) (*GPSampler, error) {
+	o, err := applySamplerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &GPSampler{o: o}, nil
+}
+
+// saltGP keeps the GP sampler's stream apart.
+const saltGP uint64 = 0x4750_4250 // "GPBP"
+
+const (
+	gpCandidates    = 1024
+	gpLocalStarts   = 5
+	gpLocalSteps    = 40
+	gpMinNoise      = 1e-6
+	gpFitIterations = 40
+	gpMaxTrials     = 200
+	gpKeepBest      = 50
+)
+
+// gpModel is a fitted GP.
+type gpModel struct {
+	d     int
+	cat   []bool
+	x     [][]float64
+	n     int
+	ls    []float64 // length scales
+	s2    float64   // signal variance
+	noise float64
+	l     []float64 // Cholesky factor of K
+	alpha []float64 // K⁻¹y
+	yMean float64
+	yStd  float64
+	best  float64 // best standardised observation
+	kbuf  []float64
+}
+
+// Suggest fits the GP to the Completed trials and maximises expected improvement.
+func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
+	dims, err := newDims(h.Space)
+	if err != nil {
+		return nil, err
+	}
+	var xs [][]float64
+	var ys []float64
+	for _, t := range finishedByID(h, id) {
+		sc, ok := completedScore(h.Direction, t)
+		if !ok {
+			continue
+		}
+		x, ok := gpPoint(dims, t.Params)
+		if !ok {
+			continue
+		}
+		xs, ys = append(xs, x), append(ys, sc)
+	}
+	if len(ys) < max(s.o.StartupTrials, 2) {
+		return randomSuggest(dims, h.Seed, id), nil
+	}
+	xs, ys = gpSubset(xs, ys)
+	m := fitGP(dims, xs, ys)
+	r := newRNG(h.Seed, id, saltGP)
+	x := m.maximiseEI(dims, r)
+	out := make(map[string]float64, len(dims))
+	for i := range dims {
+		d := &dims[i]
+		if d.cat {
+			out[d.p.Name] = x[i]
+		} else {
+			out[d.p.Name] = d.fromUnit(x[i])
+		}
+	}
+	return out, nil
+}
+
+// gpSubset keeps at most gpMaxTrials observations, so that a fit stays cheap: the
+// gpKeepBest best ones and the newest of the others.
+func gpSubset(xs [][]float64, ys []float64) ([][]float64, []float64) {
+	n := len(ys)
+	if n <= gpMaxTrials {
+		return xs, ys
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ys[a], ys[b]) })
+	keep := make([]bool, n)
+	for _, i := range idx[:gpKeepBest] {
+		keep[i] = true
+	}
+	for i, k := n-1, gpKeepBest; i >= 0 && k < gpMaxTrials; i-- {
+		if !keep[i] {
+			keep[i] = true
+			k++
+		}
+	}
+	var ox [][]float64
+	var oy []float64
+	for i := range n {
+		if keep[i] {
+			ox, oy = append(ox, xs[i]), append(oy, ys[i])
+		}
+	}
+	return ox, oy
+}
+
+// gpPoint is a trial's input: unit positions, category indices.
+func gpPoint(dims []dim, params map[string]float64) ([]float64, bool) {
+	x := make([]float64, len(dims))
+	for i := range dims {
+		v, ok := dims[i].observed(params)
+		if !ok {
+			return nil, false
+		}
+		if dims[i].cat {
+			x[i] = v
+		} else {
+			x[i] = dims[i].unit(v)
+		}
+	}
+	return x, true
+}
+
+// fitGP standardises ys and fits the kernel's hyper-parameters.
+func fitGP(dims []dim, xs [][]float64, ys []float64) *gpModel {
+	n, d := len(xs), len(dims)
+	m := &gpModel{d: d, x: xs, n: n, cat: make([]bool, d)}
+	for i := range dims {
+		m.cat[i] = dims[i].cat
+	}
+	mean := 0.0
+	for _, y := range ys {
+		mean += y
+	}
+	mean /= float64(n)
+	vr := 0.0
+	for _, y := range ys {
+		vr += (y - mean) * (y - mean)
+	}
+	sd := math.Sqrt(vr / float64(n))
+	if !(sd > 0) || !finite(sd) {
+		sd = 1
+	}
+	m.yMean, m.yStd = mean, sd
+	y := make([]float64, n)
+	m.best = math.Inf(1)
+	for i, v := range ys {
+		y[i] = (v - mean) / sd
+		m.best = math.Min(m.best, y[i])
+	}
+	// θ = log length scales, log signal variance, log noise variance.
+	theta := make([]float64, d+2)
+	for i := range d {
+		theta[i] = math.Log(0.5)
+	}
+	theta[d], theta[d+1] = 0, math.Log(1e-2)
+	data := newGPData(xs, m.cat)
+	theta = bfgsMinimise(func(th, g []float64) float64 { return data.negLogPost(y, th, g) }, theta, gpFitIterations)
+	m.setTheta(theta)
+	m.l = make([]float64, n*n)
+	k := m.gram()
+	for !cholesky(k, n, m.l) {
+		m.noise *= 10
+		k = m.gram()
+	}
+	m.alpha = append([]float64(nil), y...)
+	solveLower(m.l, n, m.alpha)
+	solveUpperT(m.l, n, m.alpha)
+	m.kbuf = make([]float64, n)
+	return m
+}
+
+func (m *gpModel) setTheta(th []float64) {
+	d := m.d
+	m.ls = make([]float64, d)
+	for i := range d {
+		m.ls[i] = math.Exp(th[i])
+	}
+	m.s2 = math.Exp(th[d])
+	m.noise = math.Exp(th[d+1]) + gpMinNoise
+}
+
+// r2 is the scaled squared distance between a and b.
+func gpR2(a, b, ls []float64, cat []bool) float64 {
+	s := 0.0
+	for i := range a {
+		var dd float64
+		if cat[i] {
+			if a[i] != b[i] {
+				dd = 1
+			}
+		} else {
+			dd = a[i] - b[i]
+		}
+		s += dd * dd / (ls[i] * ls[i])
+	}
+	return s
+}
+
+// matern52 is the kernel's correlation at scaled distance r.
+func matern52(r float64) float64 {
+	sr := math.Sqrt(5) * r
+	return (1 + sr + 5*r*r/3) * math.Exp(-sr)
+}
+
+func (m *gpModel) gram() []float64 {
+	n := m.n
+	k := make([]float64, n*n)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			v := m.s2 * matern52(math.Sqrt(gpR2(m.x[i], m.x[j], m.ls, m.cat)))
+			k[i*n+j], k[j*n+i] = v, v
+		}
+		k[i*n+i] += m.noise
+	}
+	return k
+}
+
+// gpData holds the per-dimension squared differences of every pair of inputs (lower
+// triangle, row by row), computed once per fit, and the buffers of one evaluation.
+type gpData struct {
+	n, d            int
+	d2              []float64 // pair p = i(i-1)/2 + j (j < i): d2[p*d+k]
+	kbuf, lbuf, inv []float64
+	rbuf, ebuf      []float64
+}
+
+func newGPData(xs [][]float64, cat []bool) *gpData {
+	n, d := len(xs), len(cat)
+	g := &gpData{n: n, d: d, d2: make([]float64, n*(n-1)/2*d)}
+	p := 0
+	for i := range n {
+		for j := range i {
+			for k := range d {
+				var dd float64
+				if cat[k] {
+					if xs[i][k] != xs[j][k] {
+						dd = 1
+					}
+				} else {
+					dd = xs[i][k] - xs[j][k]
+				}
+				g.d2[p*d+k] = dd * dd
+			}
+			p++
+		}
+	}
+	g.kbuf, g.lbuf, g.inv = make([]float64, n*n), make([]float64, n*n), make([]float64, n*n)
+	g.rbuf, g.ebuf = make([]float64, n*(n-1)/2), make([]float64, n*(n-1)/2)
+	return g
+}
+
+// gpNegLogPost is minus the log marginal likelihood plus log priors at θ (log length
+// scales, log signal variance, log noise variance), with its gradient in g.
+func gpNegLogPost(xs [][]float64, y []float64, cat []bool, th, g []float64) float64 {
+	return newGPData(xs, cat).negLogPost(y, th, g)
+}
+
+func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
+	n, d := gd.n, gd.d
+	for i := range g {
+		g[i] = 0
+	}
+	for i := range th {
+		if !finite(th[i]) || math.Abs(th[i]) > 30 {
+			return math.Inf(1)
+		}
+	}
+	inv2 := make([]float64, d)
+	for k := range d {
+		inv2[k] = math.Exp(-2 * th[k])
+	}
+	s2 := math.Exp(th[d])
+	noise := math.Exp(th[d+1]) + gpMinNoise
+	k, l := gd.kbuf, gd.lbuf
+	p := 0
+	for i := range n {
+		for j := range i {
+			r2 := 0.0
+			for q, v := range gd.d2[p*d : p*d+d] {
+				r2 += v * inv2[q]
+			}
+			r := math.Sqrt(r2)
+			sr := math.Sqrt(5) * r
+			e := math.Exp(-sr)
+			gd.rbuf[p], gd.ebuf[p] = r, e
+			v := s2 * (1 + sr + 5*r2/3) * e
+			k[i*n+j], k[j*n+i] = v, v
+			p++
+		}
+		k[i*n+i] = s2 + noise
+	}
+	if !cholesky(k, n, l) {
+		return math.Inf(1)
+	}
+	alpha := append([]float64(nil), y...)
+	solveLower(l, n, alpha)
+	solveUpperT(l, n, alpha)
+	nll := 0.0
+	for i := range n {
+		nll += 0.5*y[i]*alpha[i] + math.Log(l[i*n+i])
+	}
+	// K⁻¹ = L⁻ᵀ·L⁻¹: inv holds L⁻¹ (lower triangle).
+	inv := gd.inv
+	for i := range inv {
+		inv[i] = 0
+	}
+	for j := range n {
+		inv[j*n+j] = 1 / l[j*n+j]
+		for i := j + 1; i < n; i++ {
+			sum := 0.0
+			for q := j; q < i; q++ {
+				sum -= l[i*n+q] * inv[q*n+j]
+			}
+			inv[i*n+j] = sum / l[i*n+i]
+		}
+	}
+	// K⁻¹(a, b) for a ≥ b is Σ_{q ≥ a} L⁻¹(q, a)·L⁻¹(q, b).
+	kinv := func(a, b int) float64 {
+		sum := 0.0
+		for q := a; q < n; q++ {
+			sum += inv[q*n+a] * inv[q*n+b]
+		}
+		return sum
+	}
+	// dNLL/dθ = -½ tr((ααᵀ − K⁻¹) dK/dθ)
+	p = 0
+	for a := range n {
+		wd := alpha[a]*alpha[a] - kinv(a, a)
+		g[d+1] -= 0.5 * wd * (noise - gpMinNoise)
+		g[d] -= 0.5 * wd * s2
+		for b := range a {
+			wgt := 2 * (alpha[a]*alpha[b] - kinv(a, b))
+			r, e := gd.rbuf[p], gd.ebuf[p]
+			sr := math.Sqrt(5) * r
+			g[d] -= 0.5 * wgt * s2 * (1 + sr + 5*r*r/3) * e
+			base := 0.5 * wgt * s2 * e * (5.0 / 3) * (1 + sr)
+			for q, v := range gd.d2[p*d : p*d+d] {
+				g[q] -= base * v * inv2[q]
+			}
+			p++
+		}
+	}
+	// Priors: log length scale ~ N(log 0.5, 1.5²), log signal ~ N(0, 1.5²), log noise
+	// ~ N(log 1e-2, 3²): weak, they only keep a fit on few points from degenerating.
+	prior := func(i int, mu, sd float64) {
+		z := (th[i] - mu) / sd
+		nll += 0.5 * z * z
+		g[i] += z / sd
+	}
+	for i := range d {
+		prior(i, math.Log(0.5), 1.5)
+	}
+	prior(d, 0, 1.5)
+	prior(d+1, math.Log(1e-2), 3)
+	return nll
+}
+
+// bfgsMinimise minimises f (which fills its gradient) from x0 with BFGS and a
+// backtracking line search, for at most iters iterations.
+func bfgsMinimise(f func(x, g []float64) float64, x0 []float64, iters int) []float64 {
+	p := len(x0)
+	x := append([]float64(nil), x0...)
+	g := make([]float64, p)
+	fx := f(x, g)
+	if !finite(fx) {
+		return x0
+	}
+	hinv := make([]float64, p*p)
+	for i := range p {
+		hinv[i*p+i] = 1
+	}
+	dir, xn, gn := make([]float64, p), make([]float64, p), make([]float64, p)
+	s, yv := make([]float64, p), make([]float64, p)
+	for range iters {
+		gnorm := 0.0
+		for i := range p {
+			dir[i] = 0
+			for j := range p {
+				dir[i] -= hinv[i*p+j] * g[j]
+			}
+			gnorm += g[i] * g[i]
+		}
+		if gnorm < 1e-10 {
+			break
+		}
+		slope := 0.0
+		for i := range p {
+			slope += dir[i] * g[i]
+		}
+		if slope >= 0 { // not a descent direction: reset to steepest descent
+			for i := range p {
+				for j := range p {
+					hinv[i*p+j] = 0
+				}
+				hinv[i*p+i] = 1
+				dir[i] = -g[i]
+			}
+			slope = -gnorm
+		}
+		step, fn := 1.0, math.Inf(1)
+		for range 30 {
+			for i := range p {
+				xn[i] = x[i] + step*dir[i]
+			}
+			fn = f(xn, gn)
+			if finite(fn) && fn <= fx+1e-4*step*slope {
+				break
+			}
+			step /= 2
+		}
+		if !finite(fn) || fn > fx {
+			break
+		}
+		sy := 0.0
+		for i := range p {
+			s[i], yv[i] = xn[i]-x[i], gn[i]-g[i]
+			sy += s[i] * yv[i]
+		}
+		copy(x, xn)
+		copy(g, gn)
+		done := fx-fn < 1e-9*math.Max(1, math.Abs(fx))
+		fx = fn
+		if done {
+			break
+		}
+		if sy <= 1e-12 {
+			continue
+		}
+		// H ← (I − ρ s yᵀ) H (I − ρ y sᵀ) + ρ s sᵀ
+		rho := 1 / sy
+		hy := make([]float64, p)
+		for i := range p {
+			for j := range p {
+				hy[i] += hinv[i*p+j] * yv[j]
+			}
+		}
+		yhy := 0.0
+		for i := range p {
+			yhy += yv[i] * hy[i]
+		}
+		for i := range p {
+			for j := range p {
+				hinv[i*p+j] += -rho*(hy[i]*s[j]+s[i]*hy[j]) + (rho*rho*yhy+rho)*s[i]*s[j]
+			}
+		}
+	}
+	return x
+}
+
+// predict returns the posterior mean and standard deviation (standardised) at x.
+func (m *gpModel) predict(x []float64) (float64, float64) {
+	k := m.kbuf
+	mu := 0.0
+	for i := range m.n {
+		k[i] = m.s2 * matern52(math.Sqrt(gpR2(x, m.x[i], m.ls, m.cat)))
+		mu += k[i] * m.alpha[i]
+	}
+	solveLower(m.l, m.n, k)
+	v := m.s2
+	for _, e := range k {
+		v -= e * e
+	}
+	return mu, math.Sqrt(math.Max(v, 1e-12))
+}
+
+// logEI is the log of the expected improvement over the best observation at x.
+func (m *gpModel) logEI(x []float64) float64 {
+	mu, sd := m.predict(x)
+	z := (m.best - mu) / sd
+	var lh float64
+	if z > -6 {
+		lh = math.Log(math.Max(z*normCDF(z)+normPDF(z), 1e-300))
+	} else {
+		// h(z) ≈ φ(z)/z² for very negative z
+		lh = -z*z/2 - 0.5*math.Log(2*math.Pi) - 2*math.Log(-z)
+	}
+	return math.Log(sd) + lh
+}
+
+// maximiseEI searches the candidates and refines the best few by local moves.
+func (m *gpModel) maximiseEI(dims []dim, r *rng) []float64 {
+	d := len(dims)
+	type cand struct {
+		x []float64
+		v float64
+	}
+	top := make([]cand, 0, gpLocalStarts)
+	consider := func(x []float64) {
+		v := m.logEI(x)
+		if !finite(v) {
+			return
+		}
+		c := cand{x: x, v: v}
+		i := len(top)
+		for i > 0 && top[i-1].v < v {
+			i--
+		}
+		if i >= gpLocalStarts {
+			return
+		}
+		if len(top) < gpLocalStarts {
+			top = append(top, cand{})
+		}
+		copy(top[i+1:], top[i:len(top)-1])
+		top[i] = c
+	}
+	randomPoint := func() []float64 {
+		x := make([]float64, d)
+		for i := range dims {
+			if dims[i].cat {
+				x[i] = float64(r.intn(dims[i].n))
+			} else {
+				x[i] = r.float64()
+			}
+		}
+		return x
+	}
+	for range gpCandidates {
+		consider(randomPoint())
+	}
+	// Moves around the best observations.
+	for range gpCandidates / 4 {
+		base := m.x[r.intn(m.n)]
+		x := append([]float64(nil), base...)
+		for i := range dims {
+			if dims[i].cat {
+				if r.float64() < 1/float64(d) {
+					x[i] = float64(r.intn(dims[i].n))
+				}
+			} else {
+				x[i] = min(max(x[i]+0.05*r.norm(), 0), 1)
+			}
+		}
+		consider(x)
+	}
+	if len(top) == 0 {
+		return randomPoint()
+	}
+	best := top[0]
+	for _, c := range top {
+		x, v := append([]float64(nil), c.x...), c.v
+		step := 0.05
+		for range gpLocalSteps {
+			improved := false
+			for i := range dims {
+				if dims[i].cat {
+					for k := range dims[i].n {
+						if float64(k) == x[i] {
+							continue
+						}
+						old := x[i]
+						x[i] = float64(k)
+						if nv := m.logEI(x); nv > v {
+							v, improved = nv, true
+						} else {
+							x[i] = old
+						}
+					}
+					continue
+				}
+				for _, sgn := range [2]float64{1, -1} {
+					old := x[i]
+					x[i] = min(max(old+sgn*step, 0), 1)
+					if nv := m.logEI(x); nv > v {
+						v, improved = nv, true
+						break
+					}
+					x[i] = old
+				}
+			}
+			if !improved {
+				step /= 2
+				if step < 1e-4 {
+					break
+				}
+			}
+		}
+		if v > best.v {
+			best = cand{x: x, v: v}
+		}
+	}
+	return best.x
+}

@@ -1,0 +1,159 @@
+package hpo
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Small dense linear algebra for CMA-ES and the Gaussian process. It is written here
+// rather than imported so that a suggestion runs no goroutine and no code whose
+// results could depend on the number of CPUs: the samplers are called from workflow
+// code. Matrices are row-major n×n slices.
+
+// cholesky factors the symmetric positive-definite a (n×n) into the lower-triangular
+// l with l·lᵀ = a, writing into l. It reports false when a is not positive definite.
+func cholesky(a []float64, n int, l []float64) bool {
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			s := a[i*n+j]
+			ri, rj := l[i*n:i*n+j], l[j*n:j*n+j]
+			for k := range ri {
+				s -= ri[k] * rj[k]
+			}
+			if i == j {
+				if !(s > 0) {
+					return false
+				}
+				l[i*n+i] = math.Sqrt(s)
+			} else {
+				l[i*n+j] = s / l[j*n+j]
+			}
+		}
+		for j := i + 1; j < n; j++ {
+			l[i*n+j] = 0
+		}
+	}
+	return true
+}
+
+// solveLower solves l·x = b in place of b (l lower triangular).
+func solveLower(l []float64, n int, b []float64) {
+	for i := range n {
+		s := b[i]
+		row := l[i*n : i*n+i]
+		for k, v := range row {
+			s -= v * b[k]
+		}
+		b[i] = s / l[i*n+i]
+	}
+}
+
+// solveUpperT solves lᵀ·x = b in place of b (l lower triangular).
+func solveUpperT(l []float64, n int, b []float64) {
+	for i := n - 1; i >= 0; i-- {
+		s := b[i]
+		for k := i + 1; k < n; k++ {
+			s -= l[k*n+i] * b[k]
+		}
+		b[i] = s / l[i*n+i]
+	}
+}
+
+// eigenSym returns the eigenvalues of the symmetric n×n matrix a in ascending order
+// and the matching unit eigenvectors as the columns of v (cyclic Jacobi rotations).
+// a is not changed.
+func eigenSym(a []float64, n int) (vals, v []float64) {
+	m := slices.Clone(a)
+	v = make([]float64, n*n)
+	for i := range n {
+		v[i*n+i] = 1
+	}
+	for range 100 {
+		off := 0.0
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				off += m[i*n+j] * m[i*n+j]
+			}
+		}
+		if off < 1e-30 {
+			break
+		}
+		for p := range n {
+			for q := p + 1; q < n; q++ {
+				apq := m[p*n+q]
+				if math.Abs(apq) < 1e-300 {
+					continue
+				}
+				theta := (m[q*n+q] - m[p*n+p]) / (2 * apq)
+				t := math.Copysign(1, theta) / (math.Abs(theta) + math.Sqrt(theta*theta+1))
+				c := 1 / math.Sqrt(t*t+1)
+				s := t * c
+				for k := range n {
+					akp, akq := m[k*n+p], m[k*n+q]
+					m[k*n+p], m[k*n+q] = c*akp-s*akq, s*akp+c*akq
+				}
+				for k := range n {
+					apk, aqk := m[p*n+k], m[q*n+k]
+					m[p*n+k], m[q*n+k] = c*apk-s*aqk, s*apk+c*aqk
+				}
+				for k := range n {
+					vkp, vkq := v[k*n+p], v[k*n+q]
+					v[k*n+p], v[k*n+q] = c*vkp-s*vkq, s*vkp+c*vkq
+				}
+			}
+		}
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(m[a*n+a], m[b*n+b]) })
+	vals = make([]float64, n)
+	vs := make([]float64, n*n)
+	for c, i := range idx {
+		vals[c] = m[i*n+i]
+		for k := range n {
+			vs[k*n+c] = v[k*n+i]
+		}
+	}
+	return vals, vs
+}
+
+// normCDF and normPDF are the standard normal distribution's.
+func normCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
+
+func normPDF(z float64) float64 { return math.Exp(-z*z/2) / math.Sqrt(2*math.Pi) }
+
+// finishedByID returns the trials of h in ID order, leaving out trial id and trials
+// without parameters.
+func finishedByID(h History, id int) []*Trial {
+	out := make([]*Trial, 0, len(h.Trials))
+	for i := range h.Trials {
+		t := &h.Trials[i]
+		if t.Params == nil || t.ID == id {
+			continue
+		}
+		out = append(out, t)
+	}
+	slices.SortStableFunc(out, func(a, b *Trial) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// completedScore returns a trial's score to minimise when it Completed with a finite
+// value.
+func completedScore(d Direction, t *Trial) (float64, bool) {
+	if t.State != TrialCompleted || t.Value == nil {
+		return 0, false
+	}
+	s := score(d, *t.Value)
+	return s, !math.IsNaN(s)
+}
+
+// unit maps an internal coordinate of a numeric dimension to [0, 1].
+func (d *dim) unit(x float64) float64 { return (x - d.lo) / (d.hi - d.lo) }
+
+// fromUnit maps a position in [0, 1] (clamped) to a legal value.
+func (d *dim) fromUnit(u float64) float64 {
+	return d.value(d.lo + min(max(u, 0), 1)*(d.hi-d.lo))
+}

@@ -1,0 +1,123 @@
+package schemas
+
+// Checks of the algorithms beyond TPE and of several objectives (see docs/hpo.md).
+
+// MaxObjectives bounds spec.objectives.
+const MaxObjectives = 8
+
+// Hyperband reports whether the algorithm runs its trials in Hyperband brackets.
+func (a AlgorithmName) Hyperband() bool { return a == AlgorithmHyperband || a == AlgorithmBOHB }
+
+// Startup reports whether the algorithm reads algorithm.startupTrials.
+func (a AlgorithmName) Startup() bool {
+	return a == "" || a == AlgorithmTPE || a == AlgorithmGP || a == AlgorithmBOHB
+}
+
+// MultiObjective reports whether the algorithm can search several objectives.
+func (a AlgorithmName) MultiObjective() bool {
+	return a == AlgorithmNSGA2 || a == AlgorithmRandom || a == AlgorithmGrid
+}
+
+// PrimaryObjective is the objective whose reports are the trials' intermediate values:
+// spec.objective, or the first of spec.objectives.
+func (s *ExperimentSpec) PrimaryObjective() *ObjectiveSpec {
+	if s.Objective.Metric == "" && len(s.Objectives) > 0 {
+		return &s.Objectives[0]
+	}
+	return &s.Objective
+}
+
+// AllObjectives is spec.objectives, or spec.objective alone.
+func (s *ExperimentSpec) AllObjectives() []ObjectiveSpec {
+	if len(s.Objectives) > 0 {
+		return s.Objectives
+	}
+	return []ObjectiveSpec{s.Objective}
+}
+
+// MultiObjective reports whether the spec has several objectives.
+func (s *ExperimentSpec) MultiObjective() bool { return len(s.Objectives) > 0 }
+
+func (s *ExperimentSpec) validateObjectives(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	if len(s.Objectives) == 0 {
+		return
+	}
+	osp := p.Child("objectives")
+	if s.Objective != (ObjectiveSpec{}) {
+		add(Invalid(p.Child("objective"), "give either objective or objectives, not both"))
+	}
+	if len(s.Objectives) < 2 {
+		add(Invalid(osp, "must have at least 2 objectives (use objective for one)"))
+	}
+	seen := map[string]int{}
+	for i, o := range s.Objectives {
+		ip := osp.Index(i)
+		if j, ok := seen[o.Metric]; ok && o.Metric != "" {
+			add(Invalid(ip.Child("metric"), "duplicate metric %q (first at %s)", o.Metric, osp.Index(j)))
+		} else {
+			seen[o.Metric] = i
+		}
+		if o.Goal != nil {
+			add(Invalid(ip.Child("goal"), "not allowed with several objectives"))
+		}
+		if i > 0 && o.StepMetric != "" {
+			add(Invalid(ip.Child("stepMetric"), "only the first objective's stepMetric numbers the reports"))
+		}
+		if o.StepMetric != "" && s.Objectives[0].StepMetric == o.Metric {
+			add(Invalid(osp.Index(0).Child("stepMetric"), "must differ from every objective's metric"))
+		}
+	}
+	if a := s.Algorithm.Name; a != "" && !a.MultiObjective() {
+		add(Invalid(p.Child("algorithm", "name"), "%s searches one objective; with objectives use nsga2, random or grid", a))
+	}
+	if r := s.EarlyStopping.Rule; r != "" && r != EarlyStoppingNone {
+		add(Invalid(p.Child("earlyStopping", "rule"), "must be none with several objectives"))
+	}
+}
+
+func (s *ExperimentSpec) validateAlgorithm(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	a, es := s.Algorithm.Name, &s.EarlyStopping
+	ap, ep := p.Child("algorithm"), p.Child("earlyStopping")
+	if s.Algorithm.PopulationSize != 0 {
+		if a != AlgorithmCMAES && a != AlgorithmNSGA2 {
+			add(Invalid(ap.Child("populationSize"), "applies to algorithms cmaes and nsga2 only"))
+		} else if s.Algorithm.PopulationSize < 2 {
+			add(Invalid(ap.Child("populationSize"), "must be >= 2 (0 for the default)"))
+		}
+	}
+	if a.Hyperband() && es.Rule != "" && es.Rule != EarlyStoppingHyperband {
+		add(Invalid(ep.Child("rule"), "must be hyperband (or unset) with algorithm %s", a))
+	}
+	if (es.Rule == EarlyStoppingHyperband || (es.Rule == "" && a.Hyperband())) && es.MaxResource <= 0 {
+		add(Invalid(ep.Child("maxResource"), "required by hyperband: the step at which a trial that is never stopped ends"))
+	}
+	if a == AlgorithmCMAES {
+		numeric := false
+		for _, ps := range s.SearchSpace {
+			if ps.Type != ParameterCategorical {
+				numeric = true
+			}
+		}
+		if !numeric && len(s.SearchSpace) > 0 {
+			add(Invalid(ap.Child("name"), "cmaes needs at least one int or float parameter"))
+		}
+	}
+}
+
+// withoutObjectiveRequired drops what the field tags say of an empty spec.objective
+// (its metric and direction are required) when spec.objectives replaces it.
+func (s *ExperimentSpec) withoutObjectiveRequired(errs ErrorList) ErrorList {
+	if len(s.Objectives) == 0 || s.Objective != (ObjectiveSpec{}) {
+		return errs
+	}
+	out := errs[:0]
+	for _, e := range errs {
+		if e.Field == "spec.objective.metric" || e.Field == "spec.objective.direction" {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}

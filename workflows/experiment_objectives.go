@@ -1,0 +1,162 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/opendlc/opendlc/hpo"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// The Experiment workflow's algorithms beyond TPE and its several objectives: the
+// sampler options they read, the other objectives' values, and the Pareto front.
+
+// newerSamplerOptions are the options of cmaes, nsga2 and bohb.
+func newerSamplerOptions(spec *schemas.ExperimentSpec) []hpo.Option {
+	var opts []hpo.Option
+	a := spec.Algorithm
+	if a.PopulationSize > 0 {
+		opts = append(opts, hpo.PopulationSize(int(a.PopulationSize)))
+	}
+	if a.Name == schemas.AlgorithmBOHB {
+		es := spec.EarlyStopping
+		minRes, eta := es.MinResource, int(es.ReductionFactor)
+		if minRes <= 0 {
+			minRes = 1
+		}
+		if eta <= 0 {
+			eta = 3
+		}
+		opts = append(opts, hpo.BOHBBudgets(minRes, eta, es.MaxResource))
+	}
+	return opts
+}
+
+// otherMetrics are the objectives after the first, whose values the metric watch
+// returns besides the first objective's reports.
+func (w *experimentWorkflow) otherMetrics() []string {
+	var out []string
+	for i, o := range w.exp.Spec.Objectives {
+		if i > 0 {
+			out = append(out, o.Metric)
+		}
+	}
+	return out
+}
+
+// addOthers records the latest values of the other objectives.
+func (w *experimentWorkflow) addOthers(t *TrialState, others map[string]float64) {
+	if len(others) == 0 {
+		return
+	}
+	if t.Values == nil {
+		t.Values = map[string]float64{}
+	}
+	for _, m := range w.otherMetrics() {
+		if v, ok := others[m]; ok {
+			t.Values[m] = v
+		}
+	}
+}
+
+// missingObjective names the first objective a trial has not reported, or "".
+func (w *experimentWorkflow) missingObjective(t *TrialState) string {
+	for _, m := range w.otherMetrics() {
+		if _, ok := t.Values[m]; !ok {
+			return m
+		}
+	}
+	return ""
+}
+
+// objectiveValues are a trial's objectives in spec order, or nil when one is missing.
+func (w *experimentWorkflow) objectiveValues(t *TrialState) []float64 {
+	if !w.exp.Spec.MultiObjective() || t.Value == nil {
+		return nil
+	}
+	vals := []float64{*t.Value}
+	for _, m := range w.otherMetrics() {
+		v, ok := t.Values[m]
+		if !ok {
+			return nil
+		}
+		vals = append(vals, v)
+	}
+	return vals
+}
+
+// trialValues is what the status shows of a trial's objectives: every objective's
+// latest value, the first one's included.
+func (w *experimentWorkflow) trialValues(t *TrialState) map[string]float64 {
+	if !w.exp.Spec.MultiObjective() || (t.Value == nil && len(t.Values) == 0) {
+		return nil
+	}
+	out := make(map[string]float64, len(t.Values)+1)
+	for _, m := range w.otherMetrics() { // not ranging over the map: workflow code
+		if v, ok := t.Values[m]; ok {
+			out[m] = v
+		}
+	}
+	if t.Value != nil {
+		out[w.exp.Spec.Objectives[0].Metric] = *t.Value
+	}
+	return out
+}
+
+// addValues gives the trials of h their objective values.
+func (w *experimentWorkflow) addValues(h *hpo.History) {
+	if !w.exp.Spec.MultiObjective() {
+		return
+	}
+	for i := range h.Trials {
+		if id := h.Trials[i].ID; id >= 0 && id < len(w.st.Trials) {
+			h.Trials[i].Values = w.objectiveValues(w.st.Trials[id])
+		}
+	}
+}
+
+// paretoFront is the IDs of the completed trials on the Pareto front.
+func (w *experimentWorkflow) paretoFront() []int {
+	var ids []int
+	for _, t := range hpo.ParetoFront(w.allTrialsHistory()) {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
+
+// finishMultiObjective ends a multi-objective search: it succeeds when some trial
+// completed with every objective.
+func (w *experimentWorkflow) finishMultiObjective(ctx workflow.Context) (ExperimentResult, error) {
+	front := w.paretoFront()
+	var metrics []string
+	for _, o := range w.exp.Spec.Objectives {
+		metrics = append(metrics, o.Metric)
+	}
+	if len(front) == 0 {
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "NoTrialCompleted",
+			fmt.Sprintf("none of the %d trials completed with values of %s", len(w.st.Trials), strings.Join(metrics, ", "))})
+	}
+	ids := make([]string, len(front))
+	for i, id := range front {
+		ids[i] = strconv.Itoa(id)
+	}
+	reason, msg := "MaxTrialsReached", fmt.Sprintf("%d trials ran", len(w.st.Trials))
+	if w.st.Exhausted {
+		reason, msg = "SearchSpaceExhausted", fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
+	}
+	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason,
+		fmt.Sprintf("%s; Pareto front of %s: trials %s", msg, strings.Join(metrics, ", "), strings.Join(ids, ", "))})
+}
+
+// SearchSpaceOf converts a spec's search space to package hpo's, as the Experiment
+// workflow does.
+func SearchSpaceOf(ps []schemas.ParameterSpec) hpo.Space { return searchSpace(ps) }
+
+// ParamValuesOf is a trial's parameters as the status shows them.
+func ParamValuesOf(ps []schemas.ParameterSpec, params map[string]float64) map[string]any {
+	w := &experimentWorkflow{exp: &schemas.Experiment{Spec: schemas.ExperimentSpec{SearchSpace: ps}}}
+	return w.paramValues(params)
+}
