@@ -33,14 +33,47 @@ func withSemanticErrors[D interface{ Validate() ErrorList }](data []byte, typeEr
 	if err != nil {
 		return typeErrs
 	}
+	covering := append(ErrorList(nil), typeErrs...)
+	for _, fe := range typeErrs {
+		if p, ok := suggestedField(fe); ok {
+			covering = append(covering, &FieldError{Field: p})
+		}
+	}
 	all := append(ErrorList(nil), typeErrs...)
 	for _, fe := range rest.Validate() {
-		if !coveredBy(fe.Field, typeErrs) {
+		if !coveredBy(fe.Field, covering) {
 			all = append(all, fe)
 		}
 	}
 	all.Sort()
 	return all
+}
+
+// suggestedField returns the path of the field an unknown field's error suggests
+// ("maxTrial: unknown field; did you mean "maxTrials"?" gives spec.maxTrials): that the
+// field is missing is the same mistake, not another one.
+func suggestedField(fe *FieldError) (string, bool) {
+	_, q, ok := strings.Cut(fe.Detail, "unknown field; did you mean ")
+	if !ok {
+		return "", false
+	}
+	name, err := strconv.Unquote(strings.TrimSuffix(q, "?"))
+	if err != nil {
+		return "", false
+	}
+	segs, err := parsePath(fe.Field)
+	if err != nil || len(segs) == 0 {
+		return "", false
+	}
+	var p Path
+	for _, s := range segs[:len(segs)-1] {
+		if s.isIdx {
+			p = p.Index(s.index)
+		} else {
+			p = p.Key(s.key)
+		}
+	}
+	return p.Key(name).String(), true
 }
 
 // coveredBy reports whether a semantic problem at field is explained by a type problem:

@@ -188,3 +188,30 @@ spec:
 			"spec.webhook.timeout", "spec.webhook.url"},
 	},
 }
+
+// TestDecodeValidTypoIsOneMistake checks that a misspelt field is reported once, as
+// unknown with a suggestion, and not a second time as the missing field it was meant to
+// be; a missing field without a typo is still reported.
+func TestDecodeValidTypoIsOneMistake(t *testing.T) {
+	doc := `apiVersion: opendlc.io/v1alpha1
+kind: Experiment
+metadata: {name: tune}
+spec:
+  searchSpace: [{name: lr, type: float, min: 0.1, max: 1}]
+  objective: {metric: accuracy, direction: maximize}
+  maxTrial: 4
+  trialTemplate:
+    framework: custom
+    command: [train]
+    roles: {worker: {replicaz: 1}}
+`
+	_, err := schemas.DecodeValid([]byte(doc), schemas.Decode)
+	list, ok := err.(schemas.ErrorList)
+	if !ok {
+		t.Fatalf("DecodeValid: %v, want an ErrorList", err)
+	}
+	want := []string{"spec.maxTrial", "spec.trialTemplate.roles.worker.replicaz"}
+	if got := list.Fields(); !slices.Equal(got, want) {
+		t.Errorf("fields %q, want %q\n%v", got, want, list)
+	}
+}
