@@ -72,7 +72,7 @@ func NewObject(k Kind) Object {
 // the problems Validate finds in the rest of the document, sorted by field path.
 func DecodeValid[D interface{ Validate() ErrorList }](data []byte, decode func([]byte) (D, error)) (D, error) {
 	doc, err := decode(data)
-	if list, ok := err.(ErrorList); ok {
+	if list, ok := errors.AsType[ErrorList](err); ok {
 		// Values of the wrong type: validate the rest too, so that every problem is
 		// reported at once (decode_all.go).
 		err = withSemanticErrors(data, list, decode)

@@ -1,6 +1,7 @@
 package schemas_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func TestDecodeValidReportsEveryProblem(t *testing.T) {
 	for _, tc := range everyProblemCases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := schemas.DecodeValid([]byte(tc.doc), schemas.Decode)
-			list, ok := err.(schemas.ErrorList)
+			list, ok := errors.AsType[schemas.ErrorList](err)
 			if !ok {
 				t.Fatalf("DecodeValid: got %T %v, want an ErrorList", err, err)
 			}
@@ -41,7 +42,7 @@ func TestDecodeValidEveryProblemJSON(t *testing.T) {
 	    "roles": {"worker": {"replicas": "two", "resources": {"cpu": "lots"}}},
 	    "checkpoint": {"uri": "gs://x", "keep": -1}}}`
 	_, err := schemas.DecodeValid([]byte(doc), schemas.DecodeTrainingJob)
-	list, ok := err.(schemas.ErrorList)
+	list, ok := errors.AsType[schemas.ErrorList](err)
 	if !ok {
 		t.Fatalf("DecodeValid: got %T %v, want an ErrorList", err, err)
 	}
@@ -56,7 +57,7 @@ func TestDecodeValidEveryProblemJSON(t *testing.T) {
 // kind that does not exist) are reported alone.
 func TestDecodeValidUndecodableRest(t *testing.T) {
 	_, err := schemas.DecodeValid([]byte("kind: Nope\nspec: {timeout: soon}\n"), schemas.Decode)
-	list, ok := err.(schemas.ErrorList)
+	list, ok := errors.AsType[schemas.ErrorList](err)
 	if !ok || len(list) != 1 || list[0].Field != "kind" {
 		t.Fatalf("got %v, want only the kind", err)
 	}
@@ -206,7 +207,7 @@ spec:
     roles: {worker: {replicaz: 1}}
 `
 	_, err := schemas.DecodeValid([]byte(doc), schemas.Decode)
-	list, ok := err.(schemas.ErrorList)
+	list, ok := errors.AsType[schemas.ErrorList](err)
 	if !ok {
 		t.Fatalf("DecodeValid: %v, want an ErrorList", err)
 	}
