@@ -5,8 +5,11 @@ import (
 	"errors"
 	"log/slog"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // canceledMessages are the Temporal SDK's log messages that, with a cancellation as their
@@ -50,6 +53,18 @@ func (s sdkLogger) With(keyvals ...any) log.Logger {
 	return sdkLogger{log.With(s.Logger, keyvals...)}
 }
 
+// canceled reports whether err is a cancellation: the context's, the activity's, or
+// the server call's (a heartbeat whose gRPC call was cut short answers codes.Canceled).
+func canceled(err error) bool {
+	if errors.Is(err, context.Canceled) || temporal.IsCanceledError(err) {
+		return true
+	}
+	if _, ok := errors.AsType[*serviceerror.Canceled](err); ok {
+		return true
+	}
+	return status.Code(err) == codes.Canceled
+}
+
 // isCancellation reports whether msg is one of canceledMessages and its error a
 // cancellation.
 func isCancellation(msg string, keyvals []any) bool {
@@ -58,7 +73,7 @@ func isCancellation(msg string, keyvals []any) bool {
 	}
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		if err, ok := keyvals[i+1].(error); ok {
-			return errors.Is(err, context.Canceled) || temporal.IsCanceledError(err)
+			return canceled(err)
 		}
 	}
 	return false

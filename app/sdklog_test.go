@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The SDK's messages about an activity the workflow cancelled are logged at DEBUG; the
@@ -22,12 +25,14 @@ func TestSDKLoggerLowersCancellations(t *testing.T) {
 	canceled := fmt.Errorf("heartbeat: %w", context.Canceled)
 	l.Warn("RecordActivityHeartbeat with error", "Error", canceled)
 	log.With(l, "ActivityType", "WatchGang").Error("Activity error.", "Attempt", 1, "Error", temporal.NewCanceledError())
+	l.Warn("RecordActivityHeartbeat with error", "Error", status.Error(codes.Canceled, "context canceled"))
+	l.Warn("RecordActivityHeartbeat with error", "Error", serviceerror.NewCanceled("context canceled"))
 	l.Warn("RecordActivityHeartbeat with error", "Error", errors.New("connection refused"))
 	l.Error("Activity error.", "Error", errors.New("boom"))
 	l.Error("Workflow panic", "Error", canceled)
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	want := []string{"level=DEBUG", "level=DEBUG", "level=WARN", "level=ERROR", "level=ERROR"}
+	want := []string{"level=DEBUG", "level=DEBUG", "level=DEBUG", "level=DEBUG", "level=WARN", "level=ERROR", "level=ERROR"}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), buf.String())
 	}
