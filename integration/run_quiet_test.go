@@ -51,7 +51,7 @@ func TestDlcRunPrintsNoStackLogs(t *testing.T) {
 		}
 	}
 	logLine := regexp.MustCompile(`level=(WARN|ERROR)|\b(WARN|ERROR)\b|RecordActivityHeartbeat|level=INFO`)
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		if logLine.MatchString(line) {
 			t.Errorf("dlc run printed a log line: %s", line)
 		}
@@ -60,7 +60,7 @@ func TestDlcRunPrintsNoStackLogs(t *testing.T) {
 	if err != nil || !strings.Contains(string(logs), "level=INFO") {
 		t.Errorf("dlc-run.log: %v, want the stack's info lines:\n%.2000s", err, logs)
 	}
-	for _, line := range strings.Split(string(logs), "\n") {
+	for line := range strings.SplitSeq(string(logs), "\n") {
 		if strings.Contains(line, "RecordActivityHeartbeat") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
 			t.Errorf("dlc-run.log holds a warning or an error: %s", line)
 		}

@@ -6,6 +6,7 @@ package recreate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -67,22 +68,13 @@ func dlcCommand(spec string) string {
 // unlike any line of body.
 func hereDoc(cmd, body, tag string) string {
 	lines := strings.Split(body, "\n")
-	for inBody(lines, tag) {
+	for slices.Contains(lines, tag) {
 		tag += "_"
 	}
 	if !strings.HasSuffix(body, "\n") {
 		body += "\n"
 	}
 	return cmd + "<<'" + tag + "'\n" + body + tag + "\n"
-}
-
-func inBody(lines []string, tag string) bool {
-	for _, l := range lines {
-		if l == tag {
-			return true
-		}
-	}
-	return false
 }
 
 // goProgram is a Go program that submits spec.
