@@ -24,7 +24,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
-	sdklog "go.temporal.io/sdk/log"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -178,7 +177,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	p.Temporal, err = client.DialContext(ctx, client.Options{
 		HostPort:          cfg.TemporalAddress,
 		Namespace:         cfg.Namespace,
-		Logger:            sdklog.NewStructuredLogger(cfg.Logger),
+		Logger:            newSDKLogger(cfg.Logger),
 		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
 	})
 	if err != nil {

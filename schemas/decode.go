@@ -67,11 +67,16 @@ func NewObject(k Kind) Object {
 }
 
 // DecodeValid decodes data with decode (Decode, for a document of any kind, or one
-// kind's Decode function) and validates the document: what is wrong is the error,
-// decoding problems first, then the document's ErrorList.
+// kind's Decode function) and validates the document: what is wrong is the error, one
+// ErrorList with both the decoding problems (unknown fields, values of the wrong type) and
+// the problems Validate finds in the rest of the document, sorted by field path.
 func DecodeValid[D interface{ Validate() ErrorList }](data []byte, decode func([]byte) (D, error)) (D, error) {
 	doc, err := decode(data)
-	if err == nil {
+	if list, ok := errors.AsType[ErrorList](err); ok {
+		// Values of the wrong type: validate the rest too, so that every problem is
+		// reported at once (decode_all.go).
+		err = withSemanticErrors(data, list, decode)
+	} else if err == nil {
 		err = doc.Validate().Err()
 	}
 	if err != nil {

@@ -58,8 +58,13 @@ type TrainingJobSpec struct {
 	// pull secrets, /dev/shm size, volumes and host networking (kubernetes backend;
 	// the local backend ignores it).
 	Pod *PodOptions `json:"pod,omitempty"`
-	// Timeout bounds the job's whole run time; zero means no limit.
+	// Timeout bounds the job's run time, counted from its first launch: time spent
+	// Queued (waiting for quota, capacity or placement) does not count. Zero means no
+	// limit.
 	Timeout Duration `json:"timeout,omitempty"`
+	// QueueTimeout bounds the time the job may spend Queued, in all: a job that waited
+	// longer fails with reason QueueTimeout. Zero means it may wait for ever.
+	QueueTimeout Duration `json:"queueTimeout,omitempty"`
 }
 
 // RoleSpec is one role of a job: how many replicas and what each gets.

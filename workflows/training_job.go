@@ -94,6 +94,8 @@ type jobWorkflow struct {
 	placementTimeout time.Duration
 	// podDefaults are the workspace's pod defaults, read when the job started.
 	podDefaults *schemas.PodDefaults
+	// clock adds up the time run and Queued, for spec.timeout and spec.queueTimeout.
+	clock jobClock
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -183,8 +185,12 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	return TrainingJobResult{Status: w.status}, nil
 }
 
-// stopped is the outcome of a stop request.
+// stopped is the outcome of a stop request, or of the queue timeout
+// (training_job_timeouts.go), which ends a Queued job the same way.
 func (w *jobWorkflow) stopped() jobOutcome {
+	if out := w.clock.queueTimeout; out != nil {
+		return *out // the queue timer asked the job to end
+	}
 	return jobOutcome{schemas.JobStopped, "StopRequested", w.stopReason}
 }
 
@@ -228,7 +234,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 
 	var timeout workflow.Future
 	if d := job.Spec.Timeout.D(); d > 0 {
-		left := d - workflow.Now(ctx).Sub(*w.status.StartTime)
+		left := w.runTimeLeft(ctx, d)
 		timeout = workflow.NewTimer(ctx, max(left, time.Millisecond))
 	}
 
@@ -574,6 +580,7 @@ func (w *jobWorkflow) transition(ctx workflow.Context, to jobOutcome) {
 	prev := w.status.Phase
 	now := workflow.Now(ctx)
 	w.status.Phase, w.status.Reason, w.status.Message = phase, reason, msg
+	w.clockTransition(ctx, prev, phase, now)
 	w.status.Timeline = append(w.status.Timeline, schemas.TimelineEntry{Time: now, Phase: phase, Reason: reason, Message: msg})
 	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(phase))); err != nil {
 		w.logger.Warn("upsert phase search attribute failed", "error", err)

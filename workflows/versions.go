@@ -33,6 +33,9 @@ var versions = []change{
 	{id: changeWorkspaceConfig, since: "2026-12-02", what: "a job reads its workspace's namespace and pod defaults from the registry " +
 		"(activity ResolveWorkspace) when it starts, and runs every gang there; history training_job_workspace_config.json, " +
 		"TestJobReadsWorkspaceConfigOnce, integration/kube TestWorkspaceNamespaceAndPodDefaults"},
+	{id: changeTimeoutFromLaunch, since: "2026-12-02", what: "spec.timeout counts the run time from the first launch, " +
+		"time Queued left out (before: from the start, Queued included); spec.queueTimeout fails a job Queued too long " +
+		"with reason QueueTimeout; history training_job_queue_timeout.json, TestQueueTimeoutAndTimeoutFromLaunch"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

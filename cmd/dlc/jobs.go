@@ -31,9 +31,11 @@ func newJobCmd(g *globals) *cobra.Command {
 		},
 
 		get:      (*client.Client).GetJob,
-		getShort: "Show a job's summary, or print its spec (-o yaml re-submits as is)",
+		getShort: "Show a job's summary, or print its spec (-o yaml re-submits as is; -o command: a dlc command and a Go program that recreate it)",
 		show:     func(w io.Writer, j *api.Job) error { return printTable(w, jobColumns, []api.JobSummary{summaryOf(j)}) },
 		view:     func(j *api.Job) any { return j.Spec },
+		// -o command prints what recreates the job (recreate.go).
+		getFormats: map[string]func(io.Writer, *api.Job) error{"command": printRecreate},
 
 		list:        paged((*client.Client).ListJobs, func(l *api.JobList) ([]api.JobSummary, string) { return l.Items, l.NextPageToken }),
 		listShort:   "List the workspace's jobs",

@@ -40,7 +40,9 @@ type kindCommands[T, I any] struct {
 	getShort string
 	getFlags func(f *pflag.FlagSet)
 	show     func(w io.Writer, obj *T) error // get's table output; nil: the object as YAML
-	view     func(obj *T) any                // what get -o yaml|json prints; nil: the object
+	// getFormats are get's -o formats beyond table, yaml and json (job: command).
+	getFormats map[string]func(w io.Writer, obj *T) error
+	view       func(obj *T) any // what get -o yaml|json prints; nil: the object
 
 	// list returns a page of the workspace's objects and the next page's token ("" on
 	// the last page); the list command reads every page.
@@ -154,6 +156,9 @@ func (k *kindCommands[T, I]) getCmd(g *globals) *cobra.Command {
 			obj, err := k.get(c, cmd.Context(), g.workspace, args[0])
 			if err != nil {
 				return err
+			}
+			if f, ok := k.getFormats[g.output]; ok {
+				return f(cmd.OutOrStdout(), obj)
 			}
 			var v any = obj
 			if k.view != nil {

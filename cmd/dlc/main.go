@@ -75,7 +75,7 @@ func newRoot() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", "", "API server URL (default $DLC_SERVER or http://"+embedded.DefaultAPIAddr+")")
 	pf.StringVarP(&g.workspace, "workspace", "w", schemas.DefaultWorkspace, "workspace")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, yaml or json")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, yaml or json (job get: also command)")
 	pf.StringVar(&g.token, "token", "", "API token (default $DLC_TOKEN, else the admin token that dlc up wrote in "+embedded.DefaultDir()+")")
 	pf.StringVar(&g.caCert, "ca-cert", "", "CA certificate (PEM) of an https API server (default $DLC_CA_CERT)")
 

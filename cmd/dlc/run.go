@@ -20,12 +20,14 @@ import (
 
 func newRunCmd(g *globals) *cobra.Command {
 	var file, dir string
+	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "run -f FILE",
 		Short: "Submit a job, show its progress and logs, and exit 0 only if it succeeds",
 		Long: "Submit a job, show its progress and logs, and exit 0 only if it succeeds.\n" +
 			"When no API server answers (and --server is not set), run starts the embedded stack for\n" +
-			"the duration of the run. A finished job of the same name is replaced.",
+			"the duration of the run; its logs go to dlc-run.log in its state directory (-v: to stderr).\n" +
+			"A finished job of the same name is replaced.",
 		Args: cobra.NoArgs,
 		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			data, err := readSpecFile(file)
@@ -39,7 +41,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			out := &syncWriter{w: cmd.OutOrStdout()}
-			c, cleanup, ephemeral, err := connectOrStart(ctx, g, c, dir, cmd.ErrOrStderr())
+			c, cleanup, ephemeral, err := connectOrStart(ctx, g, c, dir, verbose, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -49,12 +51,13 @@ func newRunCmd(g *globals) *cobra.Command {
 	}
 	fileFlag(cmd, &file, "spec")
 	cmd.Flags().StringVar(&dir, "dir", embedded.DefaultDir(), "state directory of the embedded stack, when one is started")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the embedded stack's logs (info level) instead of writing them to its state directory")
 	return cmd
 }
 
 // connectOrStart returns c, the client of the configured server, or starts the embedded
 // stack when no server was configured and none answers at the default address.
-func connectOrStart(ctx context.Context, g *globals, c *client.Client, dir string, errw io.Writer) (*client.Client, func(), bool, error) {
+func connectOrStart(ctx context.Context, g *globals, c *client.Client, dir string, verbose bool, errw io.Writer) (*client.Client, func(), bool, error) {
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
 	herr := c.Health(hctx)
 	cancel()
@@ -66,18 +69,27 @@ func connectOrStart(ctx context.Context, g *globals, c *client.Client, dir strin
 	}
 	fmt.Fprintf(errw, "no OpenDLC server at %s: starting the embedded stack in %s\n", g.serverURL(), dir)
 	fmt.Fprintln(errw, "(the first start builds the Temporal and S3 servers from source: a few minutes)")
-	start := time.Now()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: dir, APIAddr: "127.0.0.1:0"})
+	logger, logFile, closeLog, err := stackLogger(verbose, dir)
 	if err != nil {
+		return nil, nil, false, err
+	}
+	start := time.Now()
+	e, err := embedded.Start(withBuildProgress(ctx, errw), embedded.Config{Dir: dir, APIAddr: "127.0.0.1:0", Logger: logger})
+	if err != nil {
+		closeLog()
 		return nil, nil, false, err
 	}
 	fmt.Fprintf(errw, "embedded stack up in %s (API %s, S3 %s)\n", time.Since(start).Round(100*time.Millisecond), e.APIURL, e.Stack.S3.Endpoint)
+	if logFile != "" {
+		fmt.Fprintf(errw, "its logs: %s (-v prints them)\n", logFile)
+	}
 	c, err = client.New(e.APIURL, client.WithToken(e.AdminToken))
 	if err != nil {
 		e.Close()
+		closeLog()
 		return nil, nil, false, err
 	}
-	return c, func() { _ = e.Close() }, true, nil
+	return c, func() { _ = e.Close(); closeLog() }, true, nil
 }
 
 func runJob(ctx context.Context, c *client.Client, job *schemas.TrainingJob, spec []byte, out io.Writer, ephemeral bool) error {

@@ -50,7 +50,7 @@ func newUpCmd() *cobra.Command {
 			}
 			opts.KubeOptions = append(append(opts.KubeOptions, poolOpts...), grace.options()...)
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
-			e, err := embedded.Start(cmd.Context(), opts)
+			e, err := embedded.Start(withBuildProgress(cmd.Context(), cmd.ErrOrStderr()), opts)
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -281,6 +280,9 @@ func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
 	}
 	defer os.RemoveAll(gobin)
 
+	report := progressOf(ctx)
+	report(fmt.Sprintf("building %s %s from source (once; cached in %s)", t.Name, t.Version, in.dir))
+	start := time.Now()
 	if t.Module == "" {
 		err = in.build(ctx, t, gobin)
 	} else {
@@ -289,6 +291,7 @@ func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	report(fmt.Sprintf("built %s in %s", t.Name, time.Since(start).Round(time.Second)))
 	for _, b := range batch {
 		dst := b.Path(in.dir)
 		if isFile(dst) {
@@ -336,6 +339,10 @@ func goInstall(ctx context.Context, t Tool, gobin string) error {
 		return fmt.Errorf("tools: building %s needs the go command: %w", t.Name, err)
 	}
 	args := []string{"install"}
+	report := progressOf(ctx)
+	if _, ok := ctx.Value(progressKey{}).(func(string)); ok {
+		args = append(args, "-v") // names each package compiled: the progress
+	}
 	if t.LDFlags != "" {
 		args = append(args, "-ldflags", t.LDFlags)
 	}
@@ -343,11 +350,14 @@ func goInstall(ctx context.Context, t Tool, gobin string) error {
 	cmd.Dir = gobin // outside any module or workspace of the caller
 	// The binary must run here, whatever GOOS/GOARCH the caller exported.
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	var out bytes.Buffer
+	var out buildOutput
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	go reportWhile(t.Name, start, &out, report, stop)
 	if err := cmd.Run(); err != nil {
-		os.Stderr.Write(out.Bytes())
+		os.Stderr.WriteString(out.String())
 		return fmt.Errorf("tools: go install %s failed after %s: %w\n%s",
 			t, time.Since(start).Round(time.Second), err, lastLines(out.String(), 15))
 	}
