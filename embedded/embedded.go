@@ -91,6 +91,8 @@ type Config struct {
 	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
 	// notification webhooks may reach (app.Config.WebhookAllow). Default none.
 	WebhookAllow []string
+	// MetricsAddr, when set, serves the process's metrics there (app.MetricsConfig).
+	MetricsAddr string
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -198,12 +200,21 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Triggers:      true,
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
 			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits},
+		Metrics: metricsConfig(cfg.MetricsAddr),
 	}))
 	if err != nil {
 		return nil, err
 	}
 	e.APIURL, e.AdminToken, e.Auth = e.Process.APIURL, e.Process.AdminToken, e.Process.Auth
 	return e, nil
+}
+
+// metricsConfig serves the metrics on addr; nil (not served) when addr is "".
+func metricsConfig(addr string) *app.MetricsConfig {
+	if addr == "" {
+		return nil
+	}
+	return &app.MetricsConfig{Addr: addr}
 }
 
 // localOptions are the local backend's options of cfg.

@@ -77,6 +77,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.TLSCertFile, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (chain)")
 	f.StringVar(&opts.TLSKeyFile, "tls-key", "", "the PEM key of --tls-cert")
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
+	registerMetricsAddr(cmd, &opts.MetricsAddr)
 	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
@@ -117,6 +118,9 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	}
 	fmt.Fprintf(w, "  NATS         %s\n", s.NATS.URL)
 	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
+	if e.Process.MetricsURL != "" {
+		fmt.Fprintf(w, "  Metrics      %s\n", e.Process.MetricsURL)
+	}
 	fmt.Fprintf(w, "  State        %s\n", e.Dir)
 	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)
 	if e.PodS3Endpoint != "" {
@@ -247,7 +251,7 @@ func envOr(name, def string) string {
 
 func newServerCmd() *cobra.Command {
 	var c componentFlags
-	var addr, adminTokenFile, tlsCert, tlsKey string
+	var addr, adminTokenFile, tlsCert, tlsKey, metricsAddr string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -260,6 +264,7 @@ func newServerCmd() *cobra.Command {
 				return err
 			}
 			cfg.API = &app.APIConfig{Addr: addr, TLSCertFile: tlsCert, TLSKeyFile: tlsKey, AdminTokenFile: adminTokenFile}
+			cfg.Metrics = metricsConfig(metricsAddr)
 			p, err := app.Start(ctx, cfg)
 			if err != nil {
 				return err
@@ -269,6 +274,7 @@ func newServerCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token in %s\n", adminTokenFile)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s\n", p.APIURL)
+			printMetricsURL(cmd.OutOrStdout(), p)
 			return p.Wait(ctx)
 		},
 	}
@@ -279,6 +285,7 @@ func newServerCmd() *cobra.Command {
 		"install the admin token kept in this file (generated there, mode 0600, if missing); tokens already created keep working without it")
 	f.StringVar(&tlsCert, "tls-cert", os.Getenv("DLC_TLS_CERT"), "serve HTTPS with this PEM certificate (chain)")
 	f.StringVar(&tlsKey, "tls-key", os.Getenv("DLC_TLS_KEY"), "the PEM key of --tls-cert")
+	registerMetricsAddr(cmd, &metricsAddr)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
@@ -287,7 +294,7 @@ func newWorkerCmd() *cobra.Command {
 	var c componentFlags
 	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix, podS3Endpoint string
 	var podAnnotations, probeAnnotations map[string]string
-	var probeImage string
+	var probeImage, metricsAddr string
 	var gpus int
 	var pools poolFlags
 	var batch batchFlags
@@ -364,12 +371,14 @@ func newWorkerCmd() *cobra.Command {
 					cfg.LocalOptions = append(cfg.LocalOptions, local.WithGPUs(gpus))
 				}
 			}
+			cfg.Metrics = metricsConfig(metricsAddr)
 			p, err := app.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer p.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "worker started (%s backend)\n", p.Backend.Name())
+			printMetricsURL(cmd.OutOrStdout(), p)
 			return p.Wait(ctx)
 		},
 	}
@@ -391,6 +400,7 @@ func newWorkerCmd() *cobra.Command {
 	batch.register(cmd, "kubernetes: ")
 	pod.register(cmd)
 	grace.register(cmd)
+	registerMetricsAddr(cmd, &metricsAddr)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
