@@ -107,7 +107,7 @@ func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (Lau
 	}
 	start := time.Now()
 	err = a.Backend.Launch(ctx, gang)
-	a.Metrics.Launch(a.Backend.Name(), time.Since(start), err)
+	a.recordLaunch(start, err)
 	if err != nil {
 		return LaunchGangResult{}, backendError(err, "launch "+gang.ID())
 	}

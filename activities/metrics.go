@@ -28,6 +28,14 @@ func (a *JobActivities) recordPhases(msgs []events.Msg) {
 	}
 }
 
+// recordLaunch records a launch that started at start and ended with err.
+func (a *JobActivities) recordLaunch(start time.Time, err error) {
+	if a.Metrics == nil {
+		return
+	}
+	a.Metrics.Launch(a.Backend.Name(), time.Since(start), err)
+}
+
 // recordForwarded counts the replica lines of the batch just published and their lag.
 // It runs under f.mu.
 func (f *logForwarder) recordForwarded() {
