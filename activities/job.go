@@ -15,6 +15,7 @@ import (
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -55,6 +56,9 @@ type JobActivities struct {
 	LogBatch int
 	// LogFlushInterval bounds how long a log line waits for its batch. Default 200ms.
 	LogFlushInterval time.Duration
+	// Metrics records launches, phase changes and forwarded log lines; nil records
+	// nothing.
+	Metrics *metrics.Registry
 }
 
 func (a *JobActivities) pollInterval() time.Duration {
@@ -72,7 +76,11 @@ type PublishEventsInput struct {
 // PublishEvents publishes status events. Run as a local activity; a retry republishes
 // the same ids, which JetStream drops as duplicates.
 func (a *JobActivities) PublishEvents(ctx context.Context, in PublishEventsInput) error {
-	return a.Publisher.Publish(ctx, in.Msgs...)
+	if err := a.Publisher.Publish(ctx, in.Msgs...); err != nil {
+		return err
+	}
+	a.recordPhases(in.Msgs)
+	return nil
 }
 
 // LaunchGangInput is the job and the attempt to launch.
@@ -103,7 +111,10 @@ func (a *JobActivities) LaunchGang(ctx context.Context, in LaunchGangInput) (Lau
 	if err := a.checkJobStorage(ctx, &in.Job, in.Params.ResumeFrom); err != nil {
 		return LaunchGangResult{}, err
 	}
-	if err := a.Backend.Launch(ctx, gang); err != nil {
+	start := time.Now()
+	err = a.Backend.Launch(ctx, gang)
+	a.recordLaunch(start, err)
+	if err != nil {
 		return LaunchGangResult{}, backendError(err, "launch "+gang.ID())
 	}
 	st, err := a.Backend.Observe(ctx, gang.GangRef)
@@ -413,6 +424,9 @@ type logForwarder struct {
 	mu      sync.Mutex
 	batch   []events.Msg
 	lastSeq int64
+	// written holds when each replica line of the batch was written, for the
+	// forwarding metrics.
+	written []time.Time
 }
 
 func (f *logForwarder) run(ctx context.Context) error {
@@ -463,6 +477,7 @@ func (f *logForwarder) run(ctx context.Context) error {
 		// match, and it does not count as output for hang detection.
 		gap := l.Stream == backend.StreamGap
 		if !gap {
+			f.written = append(f.written, l.Time)
 			if m, ok := f.metricMsg(ctx, l); ok {
 				f.batch = append(f.batch, m)
 			}
@@ -575,6 +590,7 @@ func (f *logForwarder) flush(ctx context.Context) error {
 		return err
 	}
 	f.batch = f.batch[:0]
+	f.recordForwarded()
 	f.onProgress(f.lastSeq)
 	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/console"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
@@ -102,6 +103,9 @@ type Config struct {
 
 	// API serves the HTTP API when set.
 	API *APIConfig
+	// Metrics serves the process's metrics (/metrics, Prometheus text format) when set.
+	// The metrics are recorded either way.
+	Metrics *MetricsConfig
 }
 
 // APIConfig is the HTTP API of a process.
@@ -140,13 +144,19 @@ type Process struct {
 	APIURL string
 	// APIAddr is the address the API listens on.
 	APIAddr net.Addr
+	// Metrics is the process's metrics registry.
+	Metrics *metrics.Registry
+	// MetricsURL is where the metrics are served, http://host:port/metrics; "" when
+	// they are not.
+	MetricsURL string
 
-	worker   *workers.Main
-	notifier *notify.Dispatcher
-	triggers *triggers.Dispatcher
-	http     *http.Server
-	serveErr chan error
-	closers  []func() error
+	worker      *workers.Main
+	notifier    *notify.Dispatcher
+	triggers    *triggers.Dispatcher
+	http        *http.Server
+	metricsHTTP *http.Server
+	serveErr    chan error
+	closers     []func() error
 }
 
 // Start connects, declares the streams and buckets, and starts the parts cfg switches
@@ -165,9 +175,15 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 			if cfg.API != nil && cfg.API.Listener != nil && p.http == nil {
 				cfg.API.Listener.Close()
 			}
+			if cfg.Metrics != nil && cfg.Metrics.Listener != nil && p.metricsHTTP == nil {
+				cfg.Metrics.Listener.Close()
+			}
 			p.Close()
 		}
 	}()
+	if p.Metrics, err = metrics.New(); err != nil {
+		return nil, err
+	}
 	var tlsConfig *tls.Config
 	if cfg.API != nil {
 		if tlsConfig, err = server.LoadTLS(cfg.API.TLSCertFile, cfg.API.TLSKeyFile); err != nil {
@@ -179,6 +195,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		Namespace:         cfg.Namespace,
 		Logger:            newSDKLogger(cfg.Logger),
 		ConnectionOptions: client.ConnectionOptions{TLS: cfg.TemporalTLS},
+		MetricsHandler:    p.Metrics.TemporalHandler(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("app: dial temporal %s: %w", cfg.TemporalAddress, err)
@@ -197,6 +214,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
 			S3: cfg.S3, StorageRoot: cfg.StorageRoot, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
+			Metrics: p.Metrics,
 		})
 		if err != nil {
 			return nil, err
@@ -204,7 +222,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	}
 	if cfg.Notifications {
 		if p.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(cfg.Logger),
-			notify.WithWebhookAllowList(cfg.WebhookAllow...)); err != nil {
+			notify.WithWebhookAllowList(cfg.WebhookAllow...), notify.WithMetrics(p.Metrics)); err != nil {
 			return nil, err
 		}
 	}
@@ -221,6 +239,9 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		if err := p.startAPI(ctx, cfg, tlsConfig); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.startMetrics(cfg); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -252,7 +273,7 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 	}
 	opts := []server.Option{server.WithNamespace(cfg.Namespace), server.WithLogger(cfg.Logger),
 		server.WithRules(rules), server.WithAuth(p.Auth), server.WithTriggers(triggerStore),
-		server.WithRateLimits(cfg.API.RateLimits), server.WithStorage(cfg.StorageRoot)}
+		server.WithRateLimits(cfg.API.RateLimits), server.WithStorage(cfg.StorageRoot), server.WithMetrics(p.Metrics)}
 	if cfg.TaskQueue != "" {
 		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
 	}
@@ -337,6 +358,9 @@ func (p *Process) Close() error {
 	if p.http != nil {
 		closeWithin(p.http.Shutdown)
 	}
+	if p.metricsHTTP != nil {
+		closeWithin(p.metricsHTTP.Shutdown)
+	}
 	if p.notifier != nil {
 		closeWithin(p.notifier.Close)
 	}
@@ -360,5 +384,6 @@ func (p *Process) Close() error {
 	if p.Temporal != nil {
 		p.Temporal.Close()
 	}
+	closeWithin(p.Metrics.Close)
 	return errors.Join(errs...)
 }

@@ -104,6 +104,8 @@ type Config struct {
 	// NATSTLS serves NATS over TLS, with a CA generated into Dir/nats/tls
 	// (devstack.NATSOptions.TLS). NATS requires authentication either way.
 	NATSTLS bool
+	// MetricsAddr, when set, serves the process's metrics there (app.MetricsConfig).
+	MetricsAddr string
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -222,6 +224,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Triggers:      true,
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
 			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits},
+		Metrics: metricsConfig(cfg.MetricsAddr),
 	}))
 	if err != nil {
 		return nil, err
@@ -230,6 +233,14 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	// Workspace readers log in to NATS with an API token of their workspace.
 	e.Stack.NATS.SetAuthenticator(WorkspaceReaderAuthenticator(e.Auth))
 	return e, nil
+}
+
+// metricsConfig serves the metrics on addr; nil (not served) when addr is "".
+func metricsConfig(addr string) *app.MetricsConfig {
+	if addr == "" {
+		return nil
+	}
+	return &app.MetricsConfig{Addr: addr}
 }
 
 // localOptions are the local backend's options of cfg.

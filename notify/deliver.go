@@ -185,6 +185,9 @@ func (d *Dispatcher) deliver(t *task) bool {
 			return true
 		}
 		err := d.attempt(t, e.rule, attempt)
+		if d.ctx.Err() == nil {
+			d.o.Metrics.NotificationDelivery(t.target, err)
+		}
 		if err == nil {
 			return true
 		}
@@ -397,6 +400,7 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 		_, err := d.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
 		cancel()
 		if err == nil {
+			d.o.Metrics.NotificationDeadLetter(t.target)
 			d.log.Warn("delivery dead-lettered", "workspace", t.ev.workspace, "rule", t.rule, "target", t.target,
 				"event", t.ev.id, "attempts", attempts, "error", last, "subject", subject)
 			return true

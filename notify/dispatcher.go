@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	Secrets SecretSource
 	// Logger receives what goes wrong with deliveries.
 	Logger *slog.Logger
+	// Metrics counts deliveries and dead letters; nil counts nothing.
+	Metrics *metrics.Registry
 }
 
 // Option changes Options.
@@ -143,6 +146,11 @@ func WithSecrets(s SecretSource) Option {
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(o *Options) error { o.Logger = l; return nil }
+}
+
+// WithMetrics counts deliveries and dead letters in r. Default none.
+func WithMetrics(r *metrics.Registry) Option {
+	return func(o *Options) error { o.Metrics = r; return nil }
 }
 
 // Dispatcher delivers events to the targets of the rules that match them. Start one

@@ -16,6 +16,7 @@ import (
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	// Interceptors wrap workflow and activity calls (tracing, metrics, fault injection
 	// in tests). Default none.
 	Interceptors []interceptor.WorkerInterceptor
+	// Metrics records the activities' launches, phase changes and log lines; nil
+	// records nothing.
+	Metrics *metrics.Registry
 }
 
 // Main is a running worker: a Temporal worker with the workflows and activities
@@ -93,6 +97,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		Workspaces:  workspaces,
 		Storage:     &storage.Policy{Root: cfg.StorageRoot, Workspaces: workspaces},
 		LogStream:   jetstream.LogsStream,
+		Metrics:     cfg.Metrics,
 	})
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})
 	RegisterScheduleActivities(w, &activities.ScheduleActivities{Objects: store, Jobs: jobControl{tc}})

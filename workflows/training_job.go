@@ -521,6 +521,7 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobO
 func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
 	job := &w.in.Job
 	info := workflow.GetInfo(ctx)
+	asked := workflow.Now(ctx)
 	decisions := workflow.GetSignalChannel(ctx, SignalQuotaDecision)
 	quota := QuotaStart(job.Metadata.Workspace)
 	d, err := requestQuota(ctx, activities.RequestQuotaInput{
@@ -555,6 +556,7 @@ func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
 		}
 	}
 	w.setCondition(ctx, schemas.ConditionAdmitted, schemas.ConditionTrue, "QuotaGranted", "admitted by the workspace quota")
+	w.recordAdmissionWait(ctx, asked)
 	return jobOutcome{}, true
 }
 
@@ -585,6 +587,7 @@ func (w *jobWorkflow) transition(ctx workflow.Context, to jobOutcome) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(phase))); err != nil {
 		w.logger.Warn("upsert phase search attribute failed", "error", err)
 	}
+	w.recordPhaseMetrics(ctx, phase, now)
 
 	job := &w.in.Job
 	w.eventSeq++

@@ -20,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
@@ -42,6 +43,8 @@ type Options struct {
 	Triggers    *triggers.Store
 	// RateLimits bound failed authentication and anonymous audit records per address.
 	RateLimits RateLimits
+	// Metrics records requests (WithMetrics); nil records nothing.
+	Metrics *metrics.Registry
 }
 
 // Option changes Options.
@@ -116,7 +119,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 // generated from it and a test refuses routes it does not list.
 func (s *Server) Handler() http.Handler {
 	mux := s.tableMux()
-	return refuseDotSegments(s.withAuth(mux))
+	return s.instrument(refuseDotSegments(s.withAuth(mux)), mux)
 }
 
 // document is a decoded document of any kind: it validates itself.

@@ -82,6 +82,7 @@ func newUpCmd() *cobra.Command {
 	f.BoolVar(&opts.StorageIsolation, "storage-isolation", true, "confine each workspace to its own S3 location (--storage-root/WORKSPACE/, or its registry entry's storage.locations) and give its replicas their own gateway account")
 	f.StringVar(&opts.StorageRoot, "storage-root", embedded.DefaultStorageRoot, "with --storage-isolation: the root of the workspaces' default S3 locations")
 	f.BoolVar(&opts.NATSTLS, "nats-tls", false, "serve NATS over TLS only, with a CA generated into DIR/nats/tls (clients trust DIR/nats/tls/ca.pem)")
+	registerMetricsAddr(cmd, &opts.MetricsAddr)
 	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
@@ -127,6 +128,9 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 		fmt.Fprintf(w, "  NATS CA      %s\n", s.NATS.CAFile)
 	}
 	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
+	if e.Process.MetricsURL != "" {
+		fmt.Fprintf(w, "  Metrics      %s\n", e.Process.MetricsURL)
+	}
 	fmt.Fprintf(w, "  State        %s\n", e.Dir)
 	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)
 	if e.PodS3Endpoint != "" {
@@ -261,7 +265,7 @@ func envOr(name, def string) string {
 
 func newServerCmd() *cobra.Command {
 	var c componentFlags
-	var addr, adminTokenFile, tlsCert, tlsKey string
+	var addr, adminTokenFile, tlsCert, tlsKey, metricsAddr string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -274,6 +278,7 @@ func newServerCmd() *cobra.Command {
 				return err
 			}
 			cfg.API = &app.APIConfig{Addr: addr, TLSCertFile: tlsCert, TLSKeyFile: tlsKey, AdminTokenFile: adminTokenFile}
+			cfg.Metrics = metricsConfig(metricsAddr)
 			p, err := app.Start(ctx, cfg)
 			if err != nil {
 				return err
@@ -283,6 +288,7 @@ func newServerCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "admin token in %s\n", adminTokenFile)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "API listening on %s (web console at %s/ui/)\n", p.APIURL, p.APIURL)
+			printMetricsURL(cmd.OutOrStdout(), p)
 			return p.Wait(ctx)
 		},
 	}
@@ -293,6 +299,7 @@ func newServerCmd() *cobra.Command {
 		"install the admin token kept in this file (generated there, mode 0600, if missing); tokens already created keep working without it")
 	f.StringVar(&tlsCert, "tls-cert", os.Getenv("DLC_TLS_CERT"), "serve HTTPS with this PEM certificate (chain)")
 	f.StringVar(&tlsKey, "tls-key", os.Getenv("DLC_TLS_KEY"), "the PEM key of --tls-cert")
+	registerMetricsAddr(cmd, &metricsAddr)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
@@ -301,7 +308,7 @@ func newWorkerCmd() *cobra.Command {
 	var c componentFlags
 	var stateDir, workDir, kubeconfig, s3Secret, nsPrefix, podS3Endpoint string
 	var podAnnotations, probeAnnotations map[string]string
-	var probeImage string
+	var probeImage, metricsAddr string
 	var gpus int
 	var pools poolFlags
 	var batch batchFlags
@@ -378,12 +385,14 @@ func newWorkerCmd() *cobra.Command {
 					cfg.LocalOptions = append(cfg.LocalOptions, local.WithGPUs(gpus))
 				}
 			}
+			cfg.Metrics = metricsConfig(metricsAddr)
 			p, err := app.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer p.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "worker started (%s backend)\n", p.Backend.Name())
+			printMetricsURL(cmd.OutOrStdout(), p)
 			return p.Wait(ctx)
 		},
 	}
@@ -405,6 +414,7 @@ func newWorkerCmd() *cobra.Command {
 	batch.register(cmd, "kubernetes: ")
 	pod.register(cmd)
 	grace.register(cmd)
+	registerMetricsAddr(cmd, &metricsAddr)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

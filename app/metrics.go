@@ -1,0 +1,66 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/opendlc/opendlc/metrics"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// MetricsConfig is where a process serves its metrics: plain HTTP, no authentication,
+// on a listener of its own (not the API's port), so that the API's tokens never guard
+// a scrape and the metrics port can stay inside the cluster network.
+type MetricsConfig struct {
+	// Listener is where the metrics are served. When nil, Start listens on Addr.
+	Listener net.Listener
+	// Addr is the listen address when Listener is nil (":9090", "127.0.0.1:0").
+	Addr string
+}
+
+// MetricsPath is the path of the metrics on the metrics listener.
+const MetricsPath = "/metrics"
+
+// openJobsQuery selects the job workflows that are open, for the opendlc_jobs gauge.
+var openJobsQuery = fmt.Sprintf("%s = %q AND ExecutionStatus = 'Running'",
+	workflows.SearchAttrKind, workflows.TrainingJobWorkflowName)
+
+// startMetrics adds the jobs gauge to a process that serves the API, then serves the
+// registry when cfg.Metrics is set.
+func (p *Process) startMetrics(cfg Config) error {
+	if cfg.API != nil {
+		if err := p.Metrics.Register(&metrics.JobsCollector{
+			Client: p.Temporal, Namespace: cfg.Namespace, Query: openJobsQuery,
+			WorkspaceAttr: workflows.SearchAttrWorkspace, PhaseAttr: workflows.SearchAttrPhase,
+		}); err != nil {
+			return err
+		}
+	}
+	if cfg.Metrics == nil {
+		return nil
+	}
+	ln := cfg.Metrics.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Metrics.Addr); err != nil {
+			return fmt.Errorf("app: metrics: listen on %s: %w", cfg.Metrics.Addr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+MetricsPath, p.Metrics.Handler())
+	p.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	p.MetricsURL = "http://" + ln.Addr().String() + MetricsPath
+	srv := p.metricsHTTP
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case p.serveErr <- fmt.Errorf("app: metrics: %w", err):
+			default: // the API's error is there already
+			}
+		}
+	}()
+	return nil
+}
