@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/api/recreate"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
@@ -76,6 +77,9 @@ func partial(r *http.Request, allowed ...string) string {
 type jobData struct {
 	Job      *api.Job
 	SpecYAML string
+	// Command is the dlc command (and Go program) that recreates the job
+	// (package api/recreate, as `dlc job get NAME -o command` prints it).
+	Command string
 	// Replicas name the replicas whose logs can be read: role-index.
 	Replicas []string
 	Charts   []chart
@@ -98,6 +102,11 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, k *call) error
 			return err
 		}
 		d.SpecYAML = string(spec)
+		script, err := recreate.Job(&job.Spec)
+		if err != nil {
+			return err
+		}
+		d.Command = script.Text()
 		if d.Charts, err = c.metricCharts(r, k, job); err != nil {
 			return err
 		}

@@ -242,6 +242,11 @@ func TestConsoleInChromium(t *testing.T) {
 	if spec := p.text("#spec"); !strings.Contains(spec, "framework: custom") || !strings.Contains(spec, "name: "+job) {
 		t.Fatalf("the spec section does not show the job's YAML: %q", spec)
 	}
+	// The script that recreates the job, as `dlc job get NAME -o command` prints it.
+	if cmd := p.text("#dlc-command"); !strings.Contains(cmd, "dlc job submit -f -") || !strings.Contains(cmd, "name: "+job) ||
+		!strings.Contains(cmd, "client.New(") {
+		t.Fatalf("the dlc command section does not recreate the job: %q", cmd)
+	}
 	p.screenshot("job")
 
 	// Stop from the page.

@@ -295,9 +295,6 @@ func boolString(b bool) string {
 	return "false"
 }
 
-// metricsFlag is the flag the chart passes for /metrics (issue 18, item 1).
-const metricsFlag = "--metrics-addr"
-
 // checkArgs parses a container's args with the real dlc: `dlc ARGS... --help` exits 0
 // only when every flag is one of the command's and every value parses (cobra parses the
 // flags before it looks at --help).
@@ -309,13 +306,6 @@ func checkArgs(t *testing.T, ctx context.Context, ctr corev1.Container) {
 	args := ctr.Args
 	if len(args) == 0 || args[0] != ctr.Name {
 		t.Fatalf("%s: args %q, want them to start with the subcommand %s", ctr.Name, args, ctr.Name)
-	}
-	if !hasFlag(t, ctx, args[0], metricsFlag) {
-		// Until the metrics endpoint lands, dlc has no such flag: parse the rest.
-		args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, metricsFlag+"=") })
-		if len(args) != len(ctr.Args) {
-			t.Logf("%s: dlc %s has no %s yet; parsed the args without it", ctr.Name, args[0], metricsFlag)
-		}
 	}
 	if out, err := dlcHelp(ctx, args...); err != nil {
 		t.Errorf("dlc %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -331,16 +321,6 @@ func dlcHelp(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, env.dlc, append(args, "--help")...)
 	cmd.Env = os.Environ()
 	return cmd.CombinedOutput()
-}
-
-// hasFlag reports whether `dlc sub` has flag.
-func hasFlag(t *testing.T, ctx context.Context, sub, flag string) bool {
-	t.Helper()
-	out, err := dlcHelp(ctx, sub)
-	if err != nil {
-		t.Fatalf("dlc %s --help: %v\n%s", sub, err, out)
-	}
-	return strings.Contains(string(out), flag+" ")
 }
 
 // checkRBAC checks the case's Roles and ClusterRoles hold exactly the backend's rules

@@ -80,7 +80,7 @@ func main() {
 // parseSizes reads a comma-separated list of positive integers.
 func parseSizes(s string) ([]int, error) {
 	var sizes []int
-	for _, f := range strings.Split(s, ",") {
+	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("%q is not a positive number of replicas", f)

@@ -485,20 +485,6 @@ func deployOn(ctx context.Context, cs kubernetes.Interface, ns, name, node strin
 	return l.Items[0], nil
 }
 
-// notReadyToleration says how long pod tolerates a NotReady node: the seconds of its
-// not-ready NoExecute toleration, as admission left them.
-func notReadyToleration(pod corev1.Pod) string {
-	for _, t := range pod.Spec.Tolerations {
-		if t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoExecute {
-			if t.TolerationSeconds == nil {
-				return "forever"
-			}
-			return fmt.Sprintf("%ds", *t.TolerationSeconds)
-		}
-	}
-	return "none"
-}
-
 // waitReplaced waits until pod of a Deployment is gone (evicted) and another of its
 // pods runs, and returns both times from start.
 func waitReplaced(ctx context.Context, cs kubernetes.Interface, ns, name, pod string, start time.Time) (evicted, replaced time.Duration, err error) {
