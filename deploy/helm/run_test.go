@@ -26,6 +26,7 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
@@ -45,10 +46,11 @@ func TestRenderedProcessesRun(t *testing.T) {
 	c := chartCase{name: "run", namespaced: true, namespaces: []string{"team-a"}, healthChecks: true}
 	values := fmt.Sprintf(`
 temporal: {address: %q, namespace: %q}
-nats: {urls: [%q]}
+nats: {urls: [%q], credentials: {user: %q, password: %q}}
 s3: {endpoint: %q, region: %q, pathStyle: "true", accessKeyId: %q, secretAccessKey: %q}
 rbac: {mode: namespaced, namespaces: [team-a]}
-`, s.Temporal.Address, s.Temporal.Namespace, s.NATS.URL, s.S3.Endpoint, s.S3.Region, s.S3.AccessKey, s.S3.SecretKey)
+`, s.Temporal.Address, s.Temporal.Namespace, s.NATS.URL, devstack.NATSUserServer, s.NATS.Password(devstack.NATSUserServer),
+		s.S3.Endpoint, s.S3.Region, s.S3.AccessKey, s.S3.SecretKey)
 	objs := render(t, ctx, c.name, c.namespace(), values)
 	if err := createNamespace(ctx, c.namespace()); err != nil {
 		t.Fatal(err)
