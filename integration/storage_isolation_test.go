@@ -22,6 +22,7 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -321,7 +322,7 @@ func testStorageLaunch(t *testing.T, ctx context.Context, e *embedded.Embedded, 
 	itest.WaitJob(t, ctx, c, ws, "moved", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 
 	// An administrator moves the workspace's storage.
-	js, err := jetstream.Connect(e.Stack.NATS.URL)
+	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 )
 
 // podS3Endpoint is the --pod-s3-endpoint of these tests: a name only the cluster
@@ -116,9 +117,9 @@ func s3Job(ws, name string) string {
   image: registry.local/train:1.4
   command: [python, train.py]
   roles: {worker: {replicas: 1}}
-  checkpoint: {uri: "s3://dlc/kubes3/%s"}
+  checkpoint: {uri: "s3://dlc/workspaces/%s/%s"}
   logs: {forward: false}
-`, name))
+`, ws, name))
 }
 
 // launchedPod submits job name through c and returns its pod once it exists.
@@ -161,7 +162,7 @@ func checkS3Env(t *testing.T, pod corev1.Pod) {
 				t.Errorf("pod %s: %s = %q from %+v, want key %s of Secret %s", pod.Name, e.Name, e.Value, ref, e.Name, kube.S3SecretName)
 			}
 		case "DLC_CHECKPOINT_URI":
-			if !strings.HasPrefix(e.Value, "s3://dlc/kubes3/") {
+			if !strings.HasPrefix(e.Value, "s3://dlc/workspaces/") {
 				t.Errorf("pod %s: DLC_CHECKPOINT_URI %q", pod.Name, e.Value)
 			}
 		}
@@ -178,7 +179,8 @@ func checkS3Env(t *testing.T, pod corev1.Pod) {
 
 // `dlc up --kubeconfig --pod-s3-endpoint`: a job with a checkpoint location gets a pod
 // whose S3 variables all come from the Secret opendlc-s3 of its workspace's namespace,
-// which holds the configured pod endpoint and the stack's account; the next launches
+// which holds the configured pod endpoint and the workspace's own gateway account (dlc up
+// isolates storage by default); the next launches
 // leave one Secret, write nothing when it is unchanged and put back a Secret edited by
 // hand. The worker, with deploy/rbac.yaml's role only, may write that Secret and no other,
 // and still read none.
@@ -193,9 +195,15 @@ func TestDlcUpKubeconfigGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
 	first := launchedPod(t, ctx, c, ws, "ckpt-a")
 	checkS3Env(t, first)
 	sec := s3Secret(t, ctx, ws)
+	// dlc up isolates storage: the Secret holds the workspace's own gateway account,
+	// not the stack's.
+	secret := string(sec.Data[kube.EnvS3SecretAccessKey])
+	if secret == "" || secret == devstack.DevSecretKey {
+		t.Errorf("secret key of the workspace Secret: %q, want the workspace account's", secret)
+	}
 	want := map[string]string{
 		kube.EnvS3Endpoint: podS3Endpoint, kube.EnvS3Region: devstack.DevRegion,
-		kube.EnvS3AccessKeyID: devstack.DevAccessKey, kube.EnvS3SecretAccessKey: devstack.DevSecretKey,
+		kube.EnvS3AccessKeyID: storage.AccountName(ws), kube.EnvS3SecretAccessKey: secret,
 	}
 	checkSecretData(t, sec, want)
 	if sec.Labels[kube.LabelManagedBy] != kube.ManagedByValue || sec.Labels[kube.LabelWorkspace] != ws {
