@@ -14,6 +14,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // countingAuth counts the token lookups of fakeAuth.
@@ -100,17 +101,12 @@ func TestRefusedAnonymousAuditIsSummarized(t *testing.T) {
 			t.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		records, suppressed := auditCounts(t, pub)
-		if records == 5 && suppressed == flood-5 {
-			break
+	testutil.Eventually(t, 10*time.Second, "the flood's audit records", func() error {
+		if records, suppressed := auditCounts(t, pub); records != 5 || suppressed != flood-5 {
+			return fmt.Errorf("%d records and %d suppressed, want 5 and %d", records, suppressed, flood-5)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the flood: %d records and %d suppressed, want 5 and %d", records, suppressed, flood-5)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	pub.mu.Lock()
 	n := len(pub.msgs)
 	pub.mu.Unlock()

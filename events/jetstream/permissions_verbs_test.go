@@ -15,6 +15,7 @@ import (
 
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -62,9 +63,12 @@ func TestWorkspaceUserIsRefusedEveryVerbOnOthers(t *testing.T) {
 	}
 	defer func() { _ = d.Close(context.Background()) }() // before sys closes
 	var durable string
-	pollUntil(t, "the dispatcher's consumer of b", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the dispatcher's consumer of b", func() error {
 		durable, err = notify.ConsumerNameOf(ctx, js, notify.DefaultConsumerPrefix, "b")
-		return err == nil && durable != ""
+		if err == nil && durable == "" {
+			return errors.New("no consumer yet")
+		}
+		return err
 	})
 	// An object store, which no workspace user may reach.
 	obj, err := js.CreateObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: "MODELS"})
@@ -191,13 +195,13 @@ func TestWorkspaceUserIsRefusedEveryVerbOnOthers(t *testing.T) {
 	if err := sys.Publish(ctx, events.Msg{Subject: events.JobStatusSubject("b", "j"), ID: "b-phase", Data: phaseEvent(t, "b")}); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the dispatcher forwarding b's phase event", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the dispatcher forwarding b's phase event", func() error {
 		s, err := js.Stream(ctx, jetstream.NotifyStream)
 		if err != nil {
-			return false
+			return err
 		}
-		m, err := s.GetLastMsgForSubject(ctx, "dlc.b.notify.fwd")
-		return err == nil && m != nil
+		_, err = s.GetLastMsgForSubject(ctx, "dlc.b.notify.fwd")
+		return err
 	})
 }
 
@@ -337,16 +341,4 @@ func phaseEvent(t *testing.T, ws string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// pollUntil polls cond every 50 ms for 20 s.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
