@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -19,9 +20,9 @@ import (
 // of JetStream and the NodeHealth workflow's query. The pages that show them check
 // the session's identity themselves (see workspacePage and nodesPage).
 
-// AuditReader returns up to max of a workspace's latest audit records
+// AuditReader returns up to limit of a workspace's latest audit records
 // (events.TypeAudit) from the last window, newest first.
-type AuditReader func(ctx context.Context, ws string, window time.Duration, max int) ([]events.Event, error)
+type AuditReader func(ctx context.Context, ws string, window time.Duration, limit int) ([]events.Event, error)
 
 // NodeHealthReader returns the node self-healing workflow's state; nil when the
 // workflow is not running (the backend does not check nodes).
@@ -29,7 +30,7 @@ type NodeHealthReader func(ctx context.Context) (*workflows.NodeHealthState, err
 
 // AuditFromJetStream reads audit records from the audit stream (DLC_AUDIT) of js.
 func AuditFromJetStream(js *jetstream.Client) AuditReader {
-	return func(ctx context.Context, ws string, window time.Duration, max int) ([]events.Event, error) {
+	return func(ctx context.Context, ws string, window time.Duration, limit int) ([]events.Event, error) {
 		var ring []events.Event
 		err := js.ReadSince(ctx, jetstream.AuditStream, events.AuditSubject(ws), time.Now().Add(-window), nil,
 			func(_ string, data []byte) error {
@@ -38,16 +39,13 @@ func AuditFromJetStream(js *jetstream.Client) AuditReader {
 					return nil //nolint:nilerr // unreadable: skip it
 				}
 				ring = append(ring, ev)
-				if len(ring) > max {
-					ring = ring[len(ring)-max:]
+				if len(ring) > limit {
+					ring = ring[len(ring)-limit:]
 				}
 				return nil
 			})
-		out := make([]events.Event, 0, len(ring))
-		for i := len(ring) - 1; i >= 0; i-- {
-			out = append(out, ring[i])
-		}
-		return out, err
+		slices.Reverse(ring)
+		return ring, err
 	}
 }
 
