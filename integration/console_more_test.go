@@ -336,6 +336,9 @@ spec:
 	if !strings.Contains(strings.Join(toks, ","), wsA+"-member") || strings.Contains(strings.Join(toks, ","), wsB) {
 		t.Fatalf("the administrator's token list %v: want A's tokens only", toks)
 	}
+	// B's forged forms were refused by the API, and audited in A under B's token.
+	p.openUntil("B's refused forgeries in A's audit records", "/ui/ws/"+wsA+"/workspace",
+		fmt.Sprintf(`Array.from(document.querySelectorAll('#audit tr[data-actor=%q]')).some(r => r.dataset.status === '403')`, wsB+"-member"))
 	p.screenshot("workspace-admin")
 
 	// The nodes page of an administrator of every workspace. The local backend checks
