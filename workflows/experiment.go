@@ -19,14 +19,13 @@ import (
 // as child TrainingJob workflows, parallelism at a time. The design choices that make
 // it reproducible and crash-safe (see docs/experiments.md):
 //
-//   - Suggestions are made in workflow code by the pure samplers of package hpo. Trial N
-//     starts only once trials 0..N-parallelism have finished, and the sampler sees those
-//     finished trials plus trials N-parallelism+1..N-1 as Running with their parameters
-//     only. What it sees is therefore the same whatever the order in which trials
-//     finish, so the same seed gives the same parameters in every run, replayed or not.
-//   - Early stopping compares trial N with the same finished trials 0..N-parallelism,
-//     report by report in step order, and a trial is Pruned at the step where the rule
-//     fired, whatever it reported after: the decisions do not depend on timing either.
+//   - Suggestions are made in workflow code by the pure samplers of package hpo, inside
+//     workflow.SideEffect. A trial starts as soon as one of the parallelism slots frees,
+//     and the sampler sees every trial known at that moment (experiment_slots.go); the
+//     recorded answers make a replayed or recovered run rebuild the same trials.
+//   - Early stopping compares a trial with every other trial's reports as they are at
+//     each of its reports, also recorded, and a trial is Pruned at the step where the
+//     rule fired, whatever it reported after.
 //   - Metric reports are read back from the trial job's metric subject in JetStream by
 //     the WatchTrialMetrics activity, from a stream sequence the workflow remembers; the
 //     activity's result is in history, so a retried or replayed read neither loses nor
@@ -144,6 +143,7 @@ type experimentWorkflow struct {
 
 	runs     []*trialRun // by trial ID; nil when the trial does not run
 	running  int
+	slots    bool // trials start as soon as a slot frees (experiment_slots.go)
 	changed  bool
 	ending   *experimentOutcome
 	draining bool
@@ -153,6 +153,7 @@ type experimentWorkflow struct {
 }
 
 func (w *experimentWorkflow) setup(ctx workflow.Context) error {
+	w.slots = slotsVersion(ctx)
 	if w.in.State != nil {
 		w.st = w.in.State
 	} else {

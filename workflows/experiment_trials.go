@@ -46,8 +46,8 @@ type trialRun struct {
 	childDone  bool
 }
 
-// startTrials starts what may start: stopped trials again (after resume), then new
-// trials. Trial N starts only once trials 0..N-parallelism have finished.
+// startTrials starts what may start while a slot is free: stopped trials again (after
+// resume), then new trials (see mayStartNew).
 func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 	p := w.parallelism()
 	for w.running < p {
@@ -60,10 +60,8 @@ func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 		if n >= w.st.MaxTrials || w.st.Exhausted {
 			return
 		}
-		for k := 0; k <= n-p; k++ {
-			if !w.st.Trials[k].Phase.Final() {
-				return
-			}
+		if !w.mayStartNew(n) {
+			return
 		}
 		sug := w.suggest(ctx, n)
 		if sug.Exhausted {
