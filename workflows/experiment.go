@@ -30,8 +30,9 @@ import (
 //     the WatchTrialMetrics activity, from a stream sequence the workflow remembers; the
 //     activity's result is in history, so a retried or replayed read neither loses nor
 //     repeats a report. After a trial's job ends, one more read drains what is left.
-//   - Before its history grows large the experiment starts no more trials, waits for
-//     the running ones, and continues as new with its state.
+//   - Before its history grows large the experiment starts no more trials and continues
+//     as new with its state, carrying the running trials' handles; the next run follows
+//     their jobs (experiment_continue.go).
 
 // ExperimentInput starts (or continues) an Experiment workflow.
 type ExperimentInput struct {
@@ -107,6 +108,9 @@ type TrialState struct {
 	Message    string             `json:"message,omitempty"`
 	StartTime  *time.Time         `json:"startTime,omitempty"`
 	FinishTime *time.Time         `json:"finishTime,omitempty"`
+	// Run is set on a Running trial carried across continue-as-new: how the next run
+	// follows its job (experiment_continue.go).
+	Run *CarriedRun `json:"run,omitempty"`
 }
 
 // ExperimentResult is the experiment's final status.
@@ -141,12 +145,16 @@ type experimentWorkflow struct {
 	stopper   hpo.Stopper
 	configErr error
 
-	runs     []*trialRun // by trial ID; nil when the trial does not run
-	running  int
-	slots    bool // trials start as soon as a slot frees (experiment_slots.go)
-	changed  bool
-	ending   *experimentOutcome
-	draining bool
+	runs    []*trialRun // by trial ID; nil when the trial does not run
+	running int
+	slots   bool // trials start as soon as a slot frees (experiment_slots.go)
+	carry   bool // continue-as-new carries running trials (experiment_continue.go)
+	// continuing is set once the history is large and carry is set: no new trials, and
+	// continue-as-new as soon as the running trials can be carried.
+	continuing bool
+	changed    bool
+	ending     *experimentOutcome
+	draining   bool
 
 	// events holds the trial events not yet published.
 	events *outbox
@@ -154,6 +162,7 @@ type experimentWorkflow struct {
 
 func (w *experimentWorkflow) setup(ctx workflow.Context) error {
 	w.slots = slotsVersion(ctx)
+	w.carry = carryVersion(ctx)
 	if w.in.State != nil {
 		w.st = w.in.State
 	} else {
@@ -229,12 +238,13 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 	} else {
 		w.upsertPhase(ctx)
 	}
+	w.followCarried(ctx)
 	for {
 		w.changed = false
 		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil {
 			w.checkFailures(ctx)
 		}
-		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.draining {
+		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.draining && !w.continuing {
 			w.startTrials(ctx)
 		}
 		if w.running == 0 {
@@ -249,6 +259,12 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 				return ExperimentResult{}, w.continueAsNew(ctx)
 			}
 		}
+		if w.continuing && w.st.Phase == schemas.ExperimentRunning && w.ending == nil && w.carriable() {
+			if err := w.continueCarrying(ctx); err != nil {
+				return ExperimentResult{}, err
+			}
+			continue
+		}
 		if w.st.Phase == schemas.ExperimentStopped {
 			ok, err := workflow.AwaitWithTimeout(ctx, w.opts.ResumeWindow, func() bool { return w.changed })
 			if err != nil {
@@ -262,7 +278,9 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 		if err := workflow.Await(ctx, func() bool { return w.changed }); err != nil {
 			return ExperimentResult{}, err
 		}
-		if !w.draining && w.shouldContinueAsNew(ctx) {
+		if w.carry && !w.continuing && w.shouldContinueAsNew(ctx) {
+			w.continuing = true
+		} else if !w.carry && !w.draining && w.shouldContinueAsNew(ctx) {
 			w.draining = true
 			w.logger.Info("history is large: no new trials until the running ones end, then continue-as-new",
 				"events", workflow.GetInfo(ctx).GetCurrentHistoryLength())

@@ -31,6 +31,8 @@ type slotSim struct {
 	jobs    map[string]*slotJob
 	running int
 	peak    int
+	// followed lists the workflow ids WaitScheduledJob followed.
+	followed []string
 }
 
 type slotJob struct {
@@ -59,6 +61,7 @@ func newSlotSim(t *testing.T, slots bool) *slotSim {
 	sim.env.RegisterWorkflowWithOptions(sim.trialJob, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
 	workers.RegisterActivities(sim.env, &activities.JobActivities{})
 	workers.RegisterExperimentActivities(sim.env, &activities.ExperimentActivities{})
+	workers.RegisterScheduleActivities(sim.env, &activities.ScheduleActivities{})
 	returnActivityErr(sim.env, jobActs.PublishEvents, nil)
 	if !slots {
 		// The schedule of histories recorded before the change: trial N waits for
@@ -85,6 +88,14 @@ func newSlotSim(t *testing.T, slots bool) *slotSim {
 	}
 	sim.env.OnActivity(experimentActs.WatchTrialMetrics, mock.Anything, isDrain(false)).Return(read).After(200 * time.Millisecond)
 	sim.env.OnActivity(experimentActs.WatchTrialMetrics, mock.Anything, isDrain(true)).Return(read)
+	// A job an earlier run of the experiment started (carried across continue-as-new)
+	// runs 2 s more.
+	onActivity(sim.env, scheduleActs.WaitScheduledJob, func(_ context.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
+		sim.mu.Lock()
+		defer sim.mu.Unlock()
+		sim.followed = append(sim.followed, in.WorkflowID)
+		return activities.JobOutcome{Found: true, Phase: schemas.JobSucceeded}, nil
+	}).After(2 * time.Second)
 	onActivityErr(sim.env, experimentActs.StopTrialJob, func(_ context.Context, in activities.StopTrialJobInput) error {
 		sim.mu.Lock()
 		defer sim.mu.Unlock()

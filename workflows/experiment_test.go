@@ -530,6 +530,9 @@ func TestExperimentContinuesAsNew(t *testing.T) {
 	exp := testExperiment()
 	opts := workflows.ExperimentOptions{MaxHistoryEvents: 5000}
 	h := newExpHarness(t)
+	// The continue-as-new of histories recorded before change experiment-carry-running:
+	// it waits for the running trials (TestExperimentContinuesAsNewCarryingRunningTrials).
+	h.env.OnGetVersion("experiment-carry-running", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	h.env.RegisterDelayedCallback(func() { h.env.SetCurrentHistoryLength(5000) }, 70*time.Second)
 	h.env.ExecuteWorkflow(workflows.ExperimentWorkflowName, workflows.ExperimentInput{Experiment: exp, Options: opts})
 	var can *workflow.ContinueAsNewError
@@ -551,6 +554,7 @@ func TestExperimentContinuesAsNew(t *testing.T) {
 	carried := len(next.State.Trials)
 
 	h2 := newExpHarness(t)
+	h2.env.OnGetVersion("experiment-carry-running", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	h2.env.ExecuteWorkflow(workflows.ExperimentWorkflowName, workflows.ExperimentInput{Experiment: exp, State: next.State})
 	st := h2.result(t)
 	if st.Phase != schemas.ExperimentSucceeded || st.Completed != 10 || st.Runs != 2 {
