@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/opendlc/opendlc/integration/itest"
