@@ -36,6 +36,9 @@ var versions = []change{
 	{id: changeTimeoutFromLaunch, since: "2026-12-02", what: "spec.timeout counts the run time from the first launch, " +
 		"time Queued left out (before: from the start, Queued included); spec.queueTimeout fails a job Queued too long " +
 		"with reason QueueTimeout; history training_job_queue_timeout.json, TestQueueTimeoutAndTimeoutFromLaunch"},
+	{id: changeJobContinueAsNew, since: "2026-12-02", what: "a TrainingJob continues as new once its history passes its bound " +
+		"(continue_as_new.go), handing the running attempt over to the next run; TestTrainingJob30DaysBoundedHistory, " +
+		"integration TestJobContinuesAsNew"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's
