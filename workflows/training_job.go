@@ -341,8 +341,8 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 				rec.RunningTime = &now
 			}
 		}
-		if w.boundReached(ctx) {
-			return jobOutcome{reason: reasonContinueAsNew}
+		if w.status.Phase == schemas.JobRunning && w.boundReached(ctx) {
+			return jobOutcome{reason: reasonContinueAsNew} // placed: no placement timer to hand over
 		}
 		watchCtx, cancelWatch := workflow.WithCancel(ctx)
 		watch := watchGang(watchCtx, activities.WatchGangInput{
