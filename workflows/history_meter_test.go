@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -213,4 +214,22 @@ func (o *meterOutbound) GetInfo(ctx workflow.Context) *workflow.Info {
 	o.m.env.SetCurrentHistoryLength(events)
 	o.m.env.SetCurrentHistorySize(bytes)
 	return o.Next.GetInfo(ctx)
+}
+
+// queryAtStart queries a run as soon as it answers (the test environment may let a
+// callback run before the workflow's first task has set its handlers), trying again
+// every millisecond of workflow time, and calls done with the answer.
+func queryAtStart(env *testsuite.TestWorkflowEnvironment, queryType string, done func(converter.EncodedValue, error)) {
+	tries := 0
+	var try func()
+	try = func() {
+		v, err := env.QueryWorkflow(queryType)
+		if err != nil && tries < 100 && strings.Contains(err.Error(), "unknown queryType") {
+			tries++
+			env.RegisterDelayedCallback(try, time.Millisecond)
+			return
+		}
+		done(v, err)
+	}
+	env.RegisterDelayedCallback(try, time.Millisecond)
 }

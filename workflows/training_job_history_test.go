@@ -152,17 +152,15 @@ func TestTrainingJob30DaysBoundedHistory(t *testing.T) {
 		sim.mock(h, m)
 		var run chainRun
 		if in.Continued != nil {
-			h.env.RegisterDelayedCallback(func() {
-				v, err := h.env.QueryWorkflow(workflows.QueryStatus)
-				if err != nil {
-					t.Logf("run %d: %v", len(runs), err)
-					return
-				}
+			queryAtStart(h.env, workflows.QueryStatus, func(v converter.EncodedValue, err error) {
 				run.first = new(workflows.JobView)
-				if err := v.Get(run.first); err != nil {
-					t.Error(err)
+				if err == nil {
+					err = v.Get(run.first)
 				}
-			}, time.Millisecond)
+				if err != nil {
+					t.Errorf("run %d: status query at its start: %v", len(runs), err)
+				}
+			})
 		}
 		h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, in)
 		if err := h.env.GetWorkflowError(); err != nil && !errors.As(err, new(*workflow.ContinueAsNewError)) {
