@@ -33,7 +33,7 @@ func TestQuotaHistoryBoundedOverDays(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	end := start.Add(3 * 24 * time.Hour)
 	var actions []quotaAction
-	for k := 0; start.Add(time.Duration(20*k)*time.Minute).Before(end.Add(-2 * time.Hour)); k++ {
+	for k := 0; start.Add(time.Duration(20*k) * time.Minute).Before(end.Add(-2 * time.Hour)); k++ {
 		at := start.Add(time.Duration(20*k) * time.Minute)
 		job := fmt.Sprintf("dlc/ws/job/j%03d", k)
 		actions = append(actions, quotaAction{at: at, job: job}, quotaAction{at: at.Add(50 * time.Minute), job: job, release: true})
