@@ -219,11 +219,11 @@ func (o *meterOutbound) GetInfo(ctx workflow.Context) *workflow.Info {
 // queryAtStart queries a run as soon as it answers (the test environment may let a
 // callback run before the workflow's first task has set its handlers), trying again
 // every millisecond of workflow time, and calls done with the answer.
-func queryAtStart(env *testsuite.TestWorkflowEnvironment, queryType string, done func(converter.EncodedValue, error)) {
+func queryAtStart(env *testsuite.TestWorkflowEnvironment, queryType string, done func(converter.EncodedValue, error), args ...any) {
 	tries := 0
 	var try func()
 	try = func() {
-		v, err := env.QueryWorkflow(queryType)
+		v, err := env.QueryWorkflow(queryType, args...)
 		if err != nil && tries < 100 && strings.Contains(err.Error(), "unknown queryType") {
 			tries++
 			env.RegisterDelayedCallback(try, time.Millisecond)
