@@ -11,9 +11,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	enums "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -127,6 +129,10 @@ spec:
 	if len(runs) < 2 {
 		t.Fatalf("the job ran in %d run(s), want it to continue as new at least once", len(runs))
 	}
+	// The second run starts from a handed-over attempt and, when the job continued
+	// more than once, hands it over again: the history that pins both.
+	itest.RecordRunHistory(t, ctx, func() client.Client { return env.temporal }, workflows.JobWorkflowID(ws, name),
+		runs[1].runID, "training_job_continued_as_new.json")
 
 	// Status: every phase once, in order; one attempt, which succeeded; every replica
 	// succeeded.
