@@ -80,8 +80,7 @@ func TestScheduleHistoryBoundedOverDays(t *testing.T) {
 			started[s.Name]++
 		}
 		err := h.env.GetWorkflowError()
-		var can *workflow.ContinueAsNewError
-		if errors.As(err, &can) {
+		if can, ok := errors.AsType[*workflow.ContinueAsNewError](err); ok {
 			var next workflows.ScheduleInput
 			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 				t.Fatal(err)
@@ -92,8 +91,7 @@ func TestScheduleHistoryBoundedOverDays(t *testing.T) {
 			in, now = next, h.env.Now()
 			continue
 		}
-		var canceled *temporal.CanceledError
-		if !errors.As(err, &canceled) {
+		if _, ok := errors.AsType[*temporal.CanceledError](err); !ok {
 			t.Fatalf("run %d ended with %v, want cancelled at the end of the test", len(runs), err)
 		}
 		run.events, run.bytes = m.closed(nil)
