@@ -81,7 +81,7 @@ func cleanupGang(ctx workflow.Context, ref backend.GangRef) error {
 
 // forwardLogs starts the log forwarder of an attempt; it runs until the gang ends.
 func forwardLogs(ctx workflow.Context, in activities.ForwardLogsInput) future[activities.ForwardLogsResult] {
-	return future[activities.ForwardLogsResult]{workflow.ExecuteActivity(withLongActivity(ctx), ActivityForwardLogs, in)}
+	return future[activities.ForwardLogsResult]{workflow.ExecuteActivity(withForwarderActivity(ctx), ActivityForwardLogs, in)}
 }
 
 // latestCheckpoint is the newest complete checkpoint under a job's checkpoint URI.

@@ -42,6 +42,9 @@ var versions = []change{
 	{id: changeExperimentCarry, since: "2026-12-02", what: "an experiment whose history is large continues as new with its " +
 		"trials running, carrying their job run ids, metric sequences and pending stops, and the next run follows their jobs " +
 		"(WaitScheduledJob) instead of waiting for them to end first; TestExperimentContinuesAsNewCarryingRunningTrials"},
+	{id: changeJobContinueAsNew, since: "2026-12-02", what: "a TrainingJob continues as new once its history passes its bound " +
+		"(continue_as_new.go), handing the running attempt over to the next run; TestTrainingJob30DaysBoundedHistory, " +
+		"integration TestJobContinuesAsNew"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's
