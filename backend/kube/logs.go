@@ -85,7 +85,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			return nil // gone: nothing more will be written
 		}
 		if pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "" {
-			if err := b.wait(ctx, b.cache.changes(), b.poll); err != nil {
+			if err := b.wait(ctx, b.changesOf(ns, ref), b.poll); err != nil {
 				return err
 			}
 			continue
@@ -107,7 +107,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 		} else {
 			go func() {
 				defer close(watched)
-				if b.watchLogPod(streamCtx, ns, pod.Name, restarts) {
+				if b.watchLogPod(streamCtx, ns, ref, pod.Name, restarts) {
 					stopped = true
 					cancel()
 				}
@@ -155,7 +155,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			}
 			// Wake up early when the pod changes: once it has finished, a log that
 			// still cannot be read is given up quickly.
-			if err := b.wait(ctx, b.cache.changes(), wait); err != nil {
+			if err := b.wait(ctx, b.changesOf(ns, ref), wait); err != nil {
 				return err
 			}
 			backoff = min(2*backoff, 10*b.poll)
@@ -203,9 +203,9 @@ func (b *Backend) readPrevious(ctx context.Context, ns string, pod *corev1.Pod, 
 
 // watchLogPod waits until the pod has finished or gone, or its container's restart
 // count is no longer restarts (true), or ctx ends (false).
-func (b *Backend) watchLogPod(ctx context.Context, ns, name string, restarts int32) bool {
+func (b *Backend) watchLogPod(ctx context.Context, ns string, ref backend.GangRef, name string, restarts int32) bool {
 	for {
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		pod, err := b.cache.pod(ctx, ns, name)
 		if err == nil && (pod == nil || podFinished(pod) || restartCount(pod) != restarts) {
 			return true
@@ -266,7 +266,7 @@ const eventComponent = "opendlc.io/worker"
 func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string) (bool, error) {
 	deadline := b.clock.Now().Add(eofPatience)
 	for {
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		pod, err := b.logPod(ctx, ns, ref, replica)
 		if err != nil {
 			return false, err
@@ -288,7 +288,7 @@ func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.Gang
 // gang, was never created). It waits while the pod is still to be created.
 func (b *Backend) logPod(ctx context.Context, ns string, ref backend.GangRef, replica string) (*corev1.Pod, error) {
 	for {
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		pod, err := b.cache.pod(ctx, ns, replica)
 		if err != nil {
 			return nil, err

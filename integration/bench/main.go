@@ -51,7 +51,25 @@ func main() {
 	runs := flag.Int("runs", 5, "with -frameworks and -kube, runs per side and size")
 	sizes := flag.String("sizes", "1,8,64,256", "with -kube, the job sizes (replicas) to launch")
 	leaseRuns := flag.Int("lease-runs", 5, "with -kube, runs of the lost node heartbeat (lease expiry) recovery (0: none)")
+	scale := flag.Bool("scale", false, "run many jobs at once on the Kubernetes test control plane (scale.go) instead")
+	scaleNodes := flag.Int("scale-nodes", 200, "with -scale, kwok nodes")
+	scaleJobs := flag.Int("scale-jobs", 1000, "with -scale, jobs running at the end")
+	scaleReplicas := flag.Int("scale-replicas", 10, "with -scale, pods per job")
+	scalePoints := flag.String("scale-points", "10,100,1000", "with -scale, running-job counts at which the RPC rate is measured")
 	flag.Parse()
+	if *scale {
+		points, err := parseSizes(*scalePoints)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -scale-points:", err)
+			os.Exit(2)
+		}
+		if err := runScale(scaleOptions{nodes: *scaleNodes, jobs: *scaleJobs, replicas: *scaleReplicas, workspaces: 10,
+			points: points, window: 30 * time.Second}); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *frameworks {
 		if err := runFrameworks(*runs); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
