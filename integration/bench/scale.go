@@ -272,7 +272,7 @@ func selfPeakRSS() int64 {
 }
 
 func (s *scaleRun) workspace(i int) string { return fmt.Sprintf("scale-%d", i%s.o.workspaces) }
-func jobName(i int) string                { return fmt.Sprintf("job-%04d", i) }
+func jobName(i int) string                 { return fmt.Sprintf("job-%04d", i) }
 
 // submitUpTo submits jobs until n are submitted, 16 at a time, and returns how long
 // from the first submit until they all reached Launching or later.
