@@ -76,6 +76,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 	loggedFailure := false
 	finishedFailures := 0
 	restarts := int32(-1) // the container's restart count at the last read; -1: none yet
+	idleEnds := 0         // streams in a row that ended cleanly with no new line (logs_idle.go)
 	for {
 		pod, err := b.logPod(ctx, ns, ref, replica)
 		if err != nil {
@@ -100,6 +101,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			restarts = rc
 		}
 		stopped := false
+		seqAtOpen := f.seq
 		streamCtx, cancel := context.WithCancel(ctx)
 		watched := make(chan struct{})
 		if finished {
@@ -169,7 +171,8 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 		if finished {
 			return f.finish()
 		}
-		done, err := b.awaitFinished(ctx, ns, ref, replica)
+		idleEnds = nextIdleEnds(idleEnds, f.seq != seqAtOpen)
+		done, err := b.awaitFinished(ctx, ns, ref, replica, idlePatience(idleEnds))
 		if err != nil {
 			return err
 		}
@@ -262,9 +265,9 @@ func (b *Backend) gapEvent(ctx context.Context, pod *corev1.Pod, why string) {
 // eventComponent is the source of the events the backend records.
 const eventComponent = "opendlc.io/worker"
 
-// awaitFinished waits up to eofPatience for the pod to finish or go.
-func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string) (bool, error) {
-	deadline := b.clock.Now().Add(eofPatience)
+// awaitFinished waits up to patience for the pod to finish or go.
+func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string, patience time.Duration) (bool, error) {
+	deadline := b.clock.Now().Add(patience)
 	for {
 		changed := b.changesOf(ns, ref)
 		pod, err := b.logPod(ctx, ns, ref, replica)

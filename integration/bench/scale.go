@@ -47,7 +47,7 @@ type scaleOptions struct {
 // (the HTTP method) and by whether they are watches, through the clientset's
 // transport: what the API server sees of the worker.
 type requestCounter struct {
-	total, watches, gets, lists, writes atomic.Int64
+	total, watches, gets, lists, writes, logs atomic.Int64
 }
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -55,6 +55,8 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		c.total.Add(1)
 		q := r.URL.Query()
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/log"):
+			c.logs.Add(1)
 		case q.Get("watch") == "true" || q.Get("watch") == "1":
 			c.watches.Add(1)
 		case r.Method == http.MethodGet && looksLikeList(r.URL.Path):
@@ -92,6 +94,7 @@ type rpcSnapshot struct {
 	at                     time.Time
 	kube, kubeGet, kubeLst int64
 	kubeWrite, kubeWatch   int64
+	kubeLog                int64
 	heartbeats, temporal   float64
 	cpu                    time.Duration
 }
@@ -100,7 +103,7 @@ func (c *requestCounter) snap(reg *metrics.Registry) rpcSnapshot {
 	hb, all := temporalRequests(reg)
 	return rpcSnapshot{
 		at: time.Now(), kube: c.total.Load(), kubeGet: c.gets.Load(), kubeLst: c.lists.Load(),
-		kubeWrite: c.writes.Load(), kubeWatch: c.watches.Load(), heartbeats: hb, temporal: all, cpu: processCPU(),
+		kubeWrite: c.writes.Load(), kubeWatch: c.watches.Load(), kubeLog: c.logs.Load(), heartbeats: hb, temporal: all, cpu: processCPU(),
 	}
 }
 
@@ -213,7 +216,7 @@ func (s *scaleRun) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("\n## steady RPC rate of the worker while N jobs run (%s window each)\n\n", s.o.window)
-	fmt.Printf("%-8s %-6s %12s %10s %10s %10s %12s %12s %10s\n", "running", "load", "kube req/s", "get/s", "list/s", "write/s", "heartbeat/s", "temporal/s", "CPU")
+	fmt.Printf("%-8s %-6s %12s %8s %8s %8s %8s %12s %12s %6s\n", "running", "load", "kube req/s", "get/s", "list/s", "write/s", "log/s", "heartbeat/s", "temporal/s", "CPU")
 	var admission []time.Duration
 	var runningTook time.Duration
 	for _, n := range s.o.points {
@@ -235,9 +238,9 @@ func (s *scaleRun) run(ctx context.Context) error {
 		time.Sleep(s.o.window) // the measuring window
 		z := s.counter.snap(s.reg)
 		secs := z.at.Sub(a.at).Seconds()
-		fmt.Printf("%-8d %-6s %12.2f %10.2f %10.2f %10.2f %12.2f %12.2f %9.0f%%\n", n, loadAvg(),
+		fmt.Printf("%-8d %-6s %12.2f %8.2f %8.2f %8.2f %8.2f %12.2f %12.2f %5.0f%%\n", n, loadAvg(),
 			float64(z.kube-a.kube)/secs, float64(z.kubeGet-a.kubeGet)/secs, float64(z.kubeLst-a.kubeLst)/secs,
-			float64(z.kubeWrite-a.kubeWrite)/secs, (z.heartbeats-a.heartbeats)/secs, (z.temporal-a.temporal)/secs,
+			float64(z.kubeWrite-a.kubeWrite)/secs, float64(z.kubeLog-a.kubeLog)/secs, (z.heartbeats-a.heartbeats)/secs, (z.temporal-a.temporal)/secs,
 			100*(z.cpu-a.cpu).Seconds()/secs)
 	}
 	fmt.Printf("\n## the last step: %d jobs (%d pods)\n\n", s.submitted, s.submitted*s.o.replicas)
