@@ -396,7 +396,13 @@ func oneJobIn(ctx context.Context, c *client.Client, ws string, i int) (toStart,
 	var j *api.Job
 	for {
 		if j, err = c.GetJob(ctx, ws, name); err != nil {
-			return 0, 0, 0, err
+			// A query waits for the worker; on a loaded machine the API's query
+			// timeout can pass before the job's first workflow task. Ask again.
+			if ctx.Err() != nil {
+				return 0, 0, 0, err
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		if j.Status.Phase.Terminal() {
 			break
