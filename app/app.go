@@ -90,6 +90,10 @@ type Config struct {
 	TaskQueue string
 	// Interceptors wrap the worker's workflow and activity calls. Default none.
 	Interceptors []interceptor.WorkerInterceptor
+	// HeartbeatBudget is the heartbeats a second the worker's job-long activities
+	// share (activities.JobActivities.HeartbeatBudget); default
+	// activities.DefaultHeartbeatBudget.
+	HeartbeatBudget float64
 
 	// Notifications runs the notification dispatcher (DLC_RULES to webhooks and
 	// subjects).
@@ -214,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
 			S3: cfg.S3, StorageRoot: cfg.StorageRoot, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
-			Metrics: p.Metrics,
+			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget,
 		})
 		if err != nil {
 			return nil, err
