@@ -239,6 +239,9 @@ func (t *TemporalServer) dial(ctx context.Context, namespace string) (client.Cli
 	})
 }
 
+// Pid is the server process's id.
+func (t *TemporalServer) Pid() int { return t.proc.Pid() }
+
 // LogTail is the end of the server's log, for a test that fails.
 func (t *TemporalServer) LogTail(n int) string { return t.proc.LogTail(n) }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -134,6 +136,7 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	checkSchedule(t, ctx, a, js, sched)
 	checkEventIDs(t, ctx, js)
 	checkReplicasCurrent(t, ctx, js, victim)
+	logFootprint(t, ctx, tp, js)
 	t.Logf("wall time: whole test %s", time.Since(testStart).Round(time.Millisecond))
 }
 
@@ -171,6 +174,55 @@ func kill(t *testing.T, ctx context.Context, tp *topo, victim int) {
 		return l >= 0 && l != victim, fmt.Sprintf("leader %d", l)
 	})
 }
+
+// logFootprint logs what the run cost, for sizing (docs/production.md): the peak
+// resident memory of the Temporal server and of the API server and worker that ran
+// throughout, the size of PostgreSQL's data directory, and the messages and bytes of the
+// event and log streams.
+func logFootprint(t *testing.T, ctx context.Context, tp *topo, js *jetstream.Client) {
+	t.Helper()
+	t.Logf("footprint: peak memory: Temporal server %s, API server %s, worker %s; PostgreSQL data %s",
+		peakMemory(tp.temporal.Pid()), peakMemory(tp.apis[1].cmd.Process.Pid), peakMemory(tp.workers[1].cmd.Process.Pid),
+		mib(dirSize(filepath.Join(tp.postgres.Dir, "data"))))
+	for _, name := range []string{jetstream.EventsStream, jetstream.LogsStream} {
+		s, err := js.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := s.CachedInfo().State
+		t.Logf("footprint: stream %s: %d messages, %s (per replica)", name, st.Msgs, mib(int64(st.Bytes)))
+	}
+}
+
+// peakMemory is a process's peak resident memory (VmHWM), or why it is unknown.
+func peakMemory(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return mib(kb << 10)
+		}
+	}
+	return "unknown"
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // checkReplicated checks that every stream and bucket is kept on 3 servers, also after
 // a process declares them without a replica count (it keeps theirs).
