@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -181,7 +182,7 @@ func startTemporalServer(ctx context.Context, bin, dir string, opts TemporalServ
 	}
 	for _, p := range []*int{&ports.FrontendHTTP, &ports.FrontendMembership, &ports.History, &ports.HistoryMembership,
 		&ports.Matching, &ports.MatchingMembership, &ports.Worker, &ports.WorkerMembership} {
-		if *p, err = freePort(); err != nil {
+		if *p, err = smallFreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -204,6 +205,22 @@ func startTemporalServer(ctx context.Context, bin, dir string, opts TemporalServ
 		return t, errors.Join(err, t.Close())
 	}
 	return t, nil
+}
+
+// smallFreePort is a free port below 32768: the SQL schema keeps the services' ports in
+// the cluster_membership table as a smallint, which the kernel's ephemeral range
+// (freePort) overflows. Another process can take it before the server binds it; the
+// caller retries once on that.
+func smallFreePort() (int, error) {
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("devstack: no free port below 32768")
 }
 
 // healthy checks that the frontend answers.

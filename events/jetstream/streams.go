@@ -186,6 +186,13 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 			return err
 		}
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		// Without a deadline each call gets the client's default of 5 s, which creating
+		// a replicated stream on a loaded cluster can take longer than.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ensureTimeout)
+		defer cancel()
+	}
 	streams := []struct {
 		name, description string
 		subjects          []string
@@ -228,6 +235,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 	}
 	return nil
 }
+
+// ensureTimeout bounds EnsureStreams when its context has no deadline.
+const ensureTimeout = time.Minute
 
 // kvStreamPrefix starts the name of the stream that holds a key-value bucket.
 const kvStreamPrefix = "KV_"

@@ -143,10 +143,14 @@ func startTopology(t *testing.T, ctx context.Context) *topo {
 		}
 	}
 	timed(t, "start 2 API servers and 2 workers", func() error {
-		for i := range 2 {
-			tp.startAPI(t, i)
-			tp.startWorker(t, i)
+		// The first declares the replicated streams; the others then find them.
+		tp.startAPI(t, 0)
+		if err := tp.waitAPI(ctx, 0); err != nil {
+			return err
 		}
+		tp.startAPI(t, 1)
+		tp.startWorker(t, 0)
+		tp.startWorker(t, 1)
 		for i := range 2 {
 			if err := tp.waitAPI(ctx, i); err != nil {
 				return err
