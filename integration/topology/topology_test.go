@@ -200,7 +200,7 @@ func peakMemory(pid int) string {
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return mib(kb << 10)
