@@ -1,11 +1,13 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +35,20 @@ type NATSOptions struct {
 	// TLS serves NATS over TLS only, with a server certificate for loopback signed by a
 	// CA generated into Dir/tls on first start (NATS.CAFile).
 	TLS bool
+	// ServerName names the server; JetStream keys its state by it, so it must stay the
+	// same across restarts on Dir, and differ between the servers of a cluster. Default
+	// "opendlc-dev".
+	ServerName string
+	// Cluster, when set, makes the server one of a cluster (StartNATSCluster).
+	Cluster *NATSRoutes
+}
+
+// NATSRoutes is a server's place in a NATS cluster: the cluster's name, the port it
+// listens on for the other servers (on 127.0.0.1), and their route URLs.
+type NATSRoutes struct {
+	Name   string
+	Port   int
+	Routes []string
 }
 
 // NATSUser is a user of the embedded server.
@@ -71,12 +87,16 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 		port = server.RANDOM_PORT // the server binds :0 itself, so no race for the port
 	}
 	sopts := &server.Options{
-		ServerName: "opendlc-dev", // JetStream keys its state by server name: keep it stable
+		ServerName: cmp.Or(opts.ServerName, "opendlc-dev"), // JetStream keys its state by server name: keep it stable
 		Host:       "127.0.0.1",
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   dir,
 		NoSigs:     true,
+	}
+	if c := opts.Cluster; c != nil {
+		sopts.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: c.Port}
+		sopts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
 	logPath := filepath.Join(dir, "nats.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

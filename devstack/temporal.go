@@ -200,8 +200,15 @@ func (t *Temporal) ready(ctx context.Context) error {
 // custom search attributes, and waits until it accepts calls, so that each
 // test can work in a namespace of its own.
 func (t *Temporal) CreateNamespace(ctx context.Context, namespace string) error {
+	return registerNamespace(ctx, t.Address, namespace, 24*time.Hour)
+}
+
+// registerNamespace registers namespace on the frontend at address (if it does not
+// exist yet) with retention and the custom search attributes, and waits until it
+// answers.
+func registerNamespace(ctx context.Context, address, namespace string, retention time.Duration) error {
 	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  t.Address,
+		HostPort:  address,
 		Namespace: namespace,
 		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 	})
@@ -211,7 +218,7 @@ func (t *Temporal) CreateNamespace(ctx context.Context, namespace string) error 
 	defer c.Close()
 	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace:                        namespace,
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+		WorkflowExecutionRetentionPeriod: durationpb.New(retention),
 	})
 	var exists *serviceerror.NamespaceAlreadyExists
 	if err != nil && !errors.As(err, &exists) {

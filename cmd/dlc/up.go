@@ -161,6 +161,8 @@ type componentFlags struct {
 	temporalCert, temporalKey, temporalCA, temporalServerName string
 	// storageRoot is app.Config.StorageRoot.
 	storageRoot string
+	// streamReplicas is --nats-stream-replicas (replicasflag.go).
+	streamReplicas int
 }
 
 // natsOptions turns the NATS flags and environment into connection options: a
@@ -220,10 +222,14 @@ func (c *componentFlags) appConfig(logger *slog.Logger) (app.Config, error) {
 	if err != nil {
 		return app.Config{}, err
 	}
+	streams, err := streamReplicasOption(c.streamReplicas)
+	if err != nil {
+		return app.Config{}, err
+	}
 	return app.Config{
 		TemporalAddress: c.temporal, Namespace: c.namespace, TemporalTLS: temporalTLS,
 		NATSURL: c.nats, NATSOptions: c.natsOptions(), Logger: logger,
-		StorageRoot: c.storageRoot,
+		StorageRoot: c.storageRoot, Streams: streams,
 	}, nil
 }
 
@@ -243,7 +249,8 @@ func (c *componentFlags) register(cmd *cobra.Command) {
 	f.StringVar(&c.temporal, "temporal", envOr("DLC_TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	f.StringVar(&c.storageRoot, "storage-root", os.Getenv("DLC_STORAGE_ROOT"), storageRootUsage)
 	f.StringVar(&c.namespace, "namespace", envOr("DLC_TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
-	f.StringVar(&c.nats, "nats", envOr("DLC_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL")
+	f.StringVar(&c.nats, "nats", envOr("DLC_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL (a cluster's servers: comma-separated URLs)")
+	registerStreamReplicas(cmd, &c.streamReplicas)
 	f.StringVar(&c.natsCreds, "nats-creds", os.Getenv("DLC_NATS_CREDS"), "NATS credentials file (or DLC_NATS_USER / DLC_NATS_PASSWORD)")
 	f.StringVar(&c.natsCA, "nats-tls-ca", os.Getenv("DLC_NATS_CA"), "CA certificate file for NATS over TLS")
 	f.StringVar(&c.natsCA, "nats-ca", os.Getenv("DLC_NATS_CA"), "CA certificate file for NATS over TLS")

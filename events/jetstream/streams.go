@@ -77,6 +77,10 @@ type Options struct {
 	// RuleHistory and TriggerHistory are how many revisions of each notification rule
 	// and trigger their buckets keep.
 	RuleHistory, TriggerHistory uint8
+	// Replicas is how many servers of a NATS cluster hold each stream and bucket (1 to
+	// 5; 3 survives the loss of one server). Zero keeps what an existing stream or
+	// bucket has and makes a new one with 1 (WithReplicas).
+	Replicas int
 }
 
 // Option changes Options.
@@ -138,6 +142,24 @@ func WithTriggerHistory(n uint8) Option {
 	}
 }
 
+// MaxReplicas is the most copies JetStream keeps of a stream.
+const MaxReplicas = 5
+
+// WithReplicas sets how many servers of a NATS cluster hold each stream and bucket, 1
+// to MaxReplicas: 3 on a three-server cluster keeps every stream and bucket written
+// and readable while one server is down. A single server takes only 1. Without this
+// option an existing stream or bucket keeps its count and a new one gets 1, so a
+// process started without it never scales down what another process declared.
+func WithReplicas(n int) Option {
+	return func(o *Options) error {
+		if n < 1 || n > MaxReplicas {
+			return fmt.Errorf("jetstream: replicas %d: must be 1 to %d", n, MaxReplicas)
+		}
+		o.Replicas = n
+		return nil
+	}
+}
+
 // DefaultOptions are the limits EnsureStreams applies where no option changes them.
 func DefaultOptions() Options {
 	return Options{
@@ -155,13 +177,21 @@ func DefaultOptions() Options {
 // one place: the event, log and audit streams; DLC_NOTIFY and the rules bucket of
 // notifications; DLC_INBOUND and the triggers bucket; and the tokens bucket of auth.
 // Every one is file-backed; streams keep messages by limits (the oldest are discarded
-// first). It is idempotent: every process runs it at start (app.Start).
+// first). It is idempotent: every process runs it at start (app.Start). With
+// WithReplicas each is kept on that many servers of the cluster.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) error {
 	o := DefaultOptions()
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return err
 		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// Without a deadline each call gets the client's default of 5 s, which creating
+		// a replicated stream on a loaded cluster can take longer than.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ensureTimeout)
+		defer cancel()
 	}
 	streams := []struct {
 		name, description string
@@ -186,6 +216,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 			MaxBytes:          orUnlimited(s.r.MaxBytes),
 			MaxMsgsPerSubject: orUnlimited(s.r.MaxMsgsPerSubject),
 			Duplicates:        s.r.Duplicates,
+			Replicas:          replicasOf(ctx, js, s.name, o.Replicas),
 		}
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("jetstream: ensure stream %s: %w", s.name, err)
@@ -197,11 +228,32 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 		{Bucket: AuthBucket, Description: "OpenDLC tokens (hashed) and workspaces", History: 1, Storage: jetstream.FileStorage},
 	}
 	for _, b := range buckets {
+		b.Replicas = replicasOf(ctx, js, kvStreamPrefix+b.Bucket, o.Replicas)
 		if _, err := js.CreateOrUpdateKeyValue(ctx, b); err != nil {
 			return fmt.Errorf("jetstream: ensure bucket %s: %w", b.Bucket, err)
 		}
 	}
 	return nil
+}
+
+// ensureTimeout bounds EnsureStreams when its context has no deadline.
+const ensureTimeout = time.Minute
+
+// kvStreamPrefix starts the name of the stream that holds a key-value bucket.
+const kvStreamPrefix = "KV_"
+
+// replicasOf is the replica count to declare stream with: want when set, else what the
+// stream has now, else 1 (a stream that cannot be looked up is treated as new: the
+// create that follows reports the real error).
+func replicasOf(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
+	if want > 0 {
+		return want
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 1
+	}
+	return max(s.CachedInfo().Config.Replicas, 1)
 }
 
 func orUnlimited(n int64) int64 {

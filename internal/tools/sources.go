@@ -22,7 +22,8 @@ const (
 )
 
 // Source is a pinned Go module read for its files rather than built: the batch
-// schedulers' CustomResourceDefinitions, which their modules ship as YAML.
+// schedulers' CustomResourceDefinitions, which their modules ship as YAML, and the
+// Temporal server's SQL schemas.
 type Source struct {
 	// Module is the module path, e.g. "sigs.k8s.io/kueue".
 	Module string
@@ -34,6 +35,8 @@ type Source struct {
 var sources = map[string]Source{
 	"sigs.k8s.io/scheduler-plugins": {Module: "sigs.k8s.io/scheduler-plugins", Version: schedPluginsVersion},
 	"sigs.k8s.io/kueue":             {Module: "sigs.k8s.io/kueue", Version: "v0.17.0"},
+	// The Temporal server's SQL schemas (schema/postgresql/v12/...), for temporal-sql-tool.
+	"go.temporal.io/server": {Module: "go.temporal.io/server", Version: temporalServerVersion},
 }
 
 // ModuleDir returns the directory of the pinned version of module in the Go module

@@ -57,6 +57,9 @@ type Tool struct {
 	// Group names a set of tools installed together, e.g. "kube" for the
 	// Kubernetes test control plane; see Expand.
 	Group string
+	// Bin is the file name go install gives the binary (the last element of
+	// Package) when it differs from Name: the cache keeps it under Name.
+	Bin string
 
 	// srcDir is the absolute path of Module, set by resolve.
 	srcDir string
@@ -71,11 +74,21 @@ func (t Tool) Path(dir string) string {
 	return filepath.Join(dir, t.Name+"@"+t.Version, t.binaryName())
 }
 
-func (t Tool) binaryName() string {
-	if runtime.GOOS == "windows" {
-		return t.Name + ".exe"
+func (t Tool) binaryName() string { return exe(t.Name) }
+
+// builtName is the file name of the binary go install writes.
+func (t Tool) builtName() string {
+	if t.Bin != "" {
+		return exe(t.Bin)
 	}
-	return t.Name
+	return t.binaryName()
+}
+
+func exe(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
 }
 
 // Versions of the Kubernetes control plane built from the tools/kube module.
@@ -97,6 +110,10 @@ func kubeLDFlags(version string) string {
 	return fmt.Sprintf("-s -w -X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s -X %[1]s.gitTreeState=clean",
 		pkg, version, major, minor)
 }
+
+// temporalServerVersion is go.temporal.io/server's, as github.com/temporalio/cli v1.5.1
+// requires it; sources serves its schema files.
+const temporalServerVersion = "v1.29.1"
 
 // helmVersion is helm's; its k8s.io modules are v0.36 (Kubernetes 1.36).
 const helmVersion = "v3.21.4"
@@ -133,6 +150,12 @@ var pinned = []Tool{
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	// kwok has no local replaces, so go install builds it in its own module graph.
 	{Name: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", Version: "v0.8.0", Group: kubeGroup},
+	// The Temporal server (not the dev server: every service, on PostgreSQL) and its SQL
+	// schema tool, for the production topology test (integration/topology,
+	// devstack.StartTemporalServer); the server version the temporal CLI above embeds.
+	// The schema files come from the same module (ModuleDir).
+	{Name: "temporal-server", Package: "go.temporal.io/server/cmd/server", Version: temporalServerVersion, Bin: "server"},
+	{Name: "temporal-sql-tool", Package: "go.temporal.io/server/cmd/tools/sql", Version: temporalServerVersion, Bin: "sql"},
 	// Helm, for the chart's lint, template and apply tests (deploy/helm). v3.21 is the
 	// line built on the k8s.io v0.36 modules, as OpenDLC's own; go install builds it in
 	// its own module graph (no local replaces).
@@ -300,7 +323,7 @@ func (in installer) ensure(ctx context.Context, t Tool) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return "", fmt.Errorf("tools: %w", err)
 		}
-		if err := os.Rename(filepath.Join(gobin, b.binaryName()), dst); err != nil {
+		if err := os.Rename(filepath.Join(gobin, b.builtName()), dst); err != nil {
 			return "", fmt.Errorf("tools: install %s: %w", b.Name, err)
 		}
 	}

@@ -157,6 +157,10 @@ connections. Call each with the root context. */}}
   valueFrom: {configMapKeyRef: {name: {{ include "opendlc.fullname" . }}-config, key: DLC_TEMPORAL_NAMESPACE}}
 - name: DLC_NATS_URL
   valueFrom: {configMapKeyRef: {name: {{ include "opendlc.fullname" . }}-config, key: DLC_NATS_URL}}
+{{- if .Values.nats.streamReplicas }}
+- name: DLC_NATS_STREAM_REPLICAS
+  valueFrom: {configMapKeyRef: {name: {{ include "opendlc.fullname" . }}-config, key: DLC_NATS_STREAM_REPLICAS}}
+{{- end }}
 {{- if eq (include "opendlc.natsAuth" .) "userPassword" }}
 - name: DLC_NATS_USER
   valueFrom: {secretKeyRef: {name: {{ include "opendlc.natsSecret" . }}, key: {{ .Values.nats.credentials.userKey }}}}

@@ -1,0 +1,83 @@
+package devstack
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A three-server cluster keeps an R3 stream writable and readable with one server
+// stopped, and the restarted server holds a current replica again, with every message.
+func TestNATSClusterKeepsR3StreamAcrossAServerRestart(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	c, err := StartNATSCluster(ctx, NATSClusterOptions{Dir: t.TempDir(), Secure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := nats.Connect(c.URL()); err == nil {
+		t.Fatal("an anonymous client was admitted")
+	}
+	nc, err := nats.Connect(c.URL(), c.ClientOptions(NATSUserServer)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(n int) {
+		for range n {
+			if _, err := js.Publish(ctx, "r3.x", []byte("m")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(10)
+	leader := s.CachedInfo().Cluster.Leader
+	victim := -1
+	for i := range c.Nodes {
+		if "opendlc-"+string(rune('0'+i)) == leader {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("leader %q is none of the servers", leader)
+	}
+	if err := c.Stop(victim); err != nil {
+		t.Fatal(err)
+	}
+	publish(10) // through a new leader
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 20 || info.Cluster.Leader == leader {
+		t.Fatalf("with server %d stopped: %d messages, leader %s", victim, info.State.Msgs, info.Cluster.Leader)
+	}
+	if err := c.Restart(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err = s.Info(ctx)
+		if err == nil && len(info.Cluster.Replicas) == 2 && info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current &&
+			!info.Cluster.Replicas[0].Offline && !info.Cluster.Replicas[1].Offline {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("server %d never caught up: %+v (%v)", victim, info, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if info.State.Msgs != 20 {
+		t.Errorf("%d messages after the restart, want 20", info.State.Msgs)
+	}
+}
