@@ -21,7 +21,7 @@ func TestExperimentPublishesPhaseEvents(t *testing.T) {
 		t.Fatalf("phase events (-want +got):\n%s", diff)
 	}
 	last := h.phases[len(h.phases)-1]
-	if last.Experiment != "tune" || last.UID == "" || last.Trials != len(st.Trials) || last.Completed != st.Completed ||
+	if last.Experiment != "tune" || last.Trials != len(st.Trials) || last.Completed != st.Completed ||
 		last.BestTrial == nil || *last.BestTrial != *st.BestTrial || last.Seq <= h.phases[0].Seq {
 		t.Errorf("last phase event %+v; status %d trials, %d completed, best %v", last, len(st.Trials), st.Completed, st.BestTrial)
 	}
