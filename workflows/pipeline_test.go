@@ -109,7 +109,7 @@ func newPipelineHarness(t *testing.T, jobs map[string]fakeJob) *pipelineHarness 
 	workers.RegisterPipelineActivities(h.env, &activities.PipelineActivities{})
 	workers.RegisterActivities(h.env, &activities.JobActivities{})
 	// The run's phase events go to onPublish (pipeline_retries_test.go), when set.
-	onActivityErr(h.env, jobActs.PublishEvents, func(ctx context.Context, in activities.PublishEventsInput) error {
+	onActivityErr(h.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
 		if h.onPublish != nil {
 			return h.onPublish(in)
 		}
