@@ -75,4 +75,3 @@ func cutPathPrefix(field, prefix string) (string, bool) {
 	}
 	return "", false
 }
-

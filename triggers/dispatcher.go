@@ -87,8 +87,8 @@ type Dispatcher struct {
 	pipelines   *service.Pipelines
 	experiments *service.Experiments
 	o           Options
-	log       *slog.Logger
-	kv        jetstream.KeyValue
+	log         *slog.Logger
+	kv          jetstream.KeyValue
 
 	mu        sync.RWMutex
 	bySubject map[string]map[string]*schemas.Trigger // subject -> key -> trigger
