@@ -37,6 +37,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
 )
@@ -232,6 +233,13 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	}
 	if cfg.Triggers {
 		topts := []triggers.Option{triggers.WithLogger(cfg.Logger)}
+		// What triggers start is checked against its workspace's storage locations,
+		// as the API checks documents.
+		registry, err := auth.OpenWorkspaceReader(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		topts = append(topts, triggers.WithStorage(&storage.Policy{Root: cfg.StorageRoot, Workspaces: registry}))
 		if cfg.TaskQueue != "" {
 			topts = append(topts, triggers.WithTaskQueue(cfg.TaskQueue))
 		}

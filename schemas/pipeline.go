@@ -93,6 +93,13 @@ type PipelineStep struct {
 	// name), and, with spec.checkpoint, checkpointURI (spec.checkpoint.uri) and
 	// checkpoint (the newest complete checkpoint it saved).
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Retries runs a job step whose job fails (or runs over its timeout) again, as a
+	// new job <pipeline>-<step>-r<N>, up to count more times, after a backoff; the
+	// step fails once every try has.
+	Retries *StepRetries `json:"retries,omitempty"`
+	// Timeout bounds each try of a job step, from its job's start: a job still running
+	// then is stopped, and the try fails with reason StepTimeout.
+	Timeout *Duration `json:"timeout,omitempty"`
 }
 
 // StepCondition is a condition step's test.
@@ -161,6 +168,9 @@ type StepStatus struct {
 	ConditionResult *bool `json:"conditionResult,omitempty"`
 	// Outputs are the step's outputs, once it succeeded.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Attempts counts the step's tries after the first (retries); Job names the
+	// latest try's job.
+	Attempts int `json:"attempts,omitempty"`
 	// Metrics are the last values its job reported, once it succeeded.
 	Metrics    events.Metrics `json:"metrics,omitempty"`
 	StartTime  *time.Time     `json:"startTime,omitempty"`

@@ -97,6 +97,7 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 			add(Invalid(stp.Child("outputs"), "only a job step has outputs"))
 		}
 		validateOutputs(st.Outputs, stp.Child("outputs"), errs)
+		st.validateRetries(runNameLen, stp, errs)
 	}
 
 	cycles := s.findCycles(index)

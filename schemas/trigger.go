@@ -59,7 +59,7 @@ type EventFilter struct {
 	Prefix string `json:"prefix,omitempty" jsonschema:"maxLength=1024"`
 }
 
-// TriggerAction is what a trigger starts: exactly one of Pipeline and Job.
+// TriggerAction is what a trigger starts: exactly one of Pipeline, Job and Experiment.
 type TriggerAction struct {
 	// Pipeline is a pipeline template; each event starts one run, named
 	// <trigger>-<hash of the event id>, with the trigger's params as its parameters.
@@ -68,6 +68,11 @@ type TriggerAction struct {
 	// pipeline run, with ${params.<name>} replaced by the trigger's params in its
 	// command, args, env values, workingDir, checkpoint.uri and data URIs.
 	Job *TrainingJobSpec `json:"job,omitempty"`
+	// Experiment is an Experiment (HPO) spec template; each event starts one
+	// experiment, named like a pipeline run, with ${params.<name>} of the trigger's
+	// params replaced in its trial template (as in a job's); the references to the
+	// search space's parameters stay for each trial (TriggerExperimentSpec).
+	Experiment *ExperimentSpec `json:"experiment,omitempty"`
 }
 
 var _ Object = (*Trigger)(nil)
@@ -193,11 +198,12 @@ func (EventFilter) JSONSchemaExtend(s *jsonschema.Schema) {
 	}
 }
 
-// JSONSchemaExtend says that exactly one of pipeline and job is set.
+// JSONSchemaExtend says that exactly one of pipeline, job and experiment is set.
 func (TriggerAction) JSONSchemaExtend(s *jsonschema.Schema) {
 	s.OneOf = []*jsonschema.Schema{
 		{Required: []string{"pipeline"}},
 		{Required: []string{"job"}},
+		{Required: []string{"experiment"}},
 	}
 }
 

@@ -109,14 +109,14 @@ func TestTriggerInvalid(t *testing.T) {
 		"no action": {
 			doc:  onDemand,
 			edit: func(tr *schemas.Trigger) { tr.Spec.Action.Job = nil },
-			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set pipeline or job"}},
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set pipeline, job or experiment"}},
 		},
 		"two actions": {
 			doc: onDemand,
 			edit: func(tr *schemas.Trigger) {
 				tr.Spec.Action.Pipeline = &schemas.PipelineSpec{Steps: []schemas.PipelineStep{{Name: "a", Job: tr.Spec.Action.Job}}}
 			},
-			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set only one of pipeline and job"}},
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set only one of pipeline, job and experiment"}},
 		},
 		"pipeline params the trigger does not give, or the pipeline does not have": {
 			doc: onNewData,

@@ -88,10 +88,12 @@ func (t *Trigger) Validate() ErrorList {
 		}
 	}
 	switch a := &s.Action; {
-	case a.Pipeline == nil && a.Job == nil:
-		add(Invalid(ap, "must set pipeline or job"))
-	case a.Pipeline != nil && a.Job != nil:
-		add(Invalid(ap, "must set only one of pipeline and job"))
+	case a.Pipeline == nil && a.Job == nil && a.Experiment == nil:
+		add(Invalid(ap, "must set pipeline, job or experiment"))
+	case (a.Pipeline != nil) && (a.Job != nil) || (a.Pipeline != nil || a.Job != nil) && a.Experiment != nil:
+		add(Invalid(ap, "must set only one of pipeline, job and experiment"))
+	case a.Experiment != nil:
+		s.validateExperiment(t.Metadata, runNameLen, ap.Child("experiment"), &errs)
 	case a.Pipeline != nil:
 		a.Pipeline.validate(runNameLen, ap.Child("pipeline"), &errs)
 		given := map[string]string{}

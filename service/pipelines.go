@@ -98,11 +98,16 @@ func (s *Pipelines) Delete(ctx context.Context, ws, name string) error {
 }
 
 // stepJobs names the jobs a pipeline run's job steps ran: the job its status names
-// for each step, and the name every job step's job is given (schemas.StepJobName).
+// for each step, each retry's (schemas.StepRetryJobName), and the name every job
+// step's first job is given (schemas.StepJobName).
 func stepJobs(view api.PipelineRun) []string {
 	var jobs jobNames
 	for _, st := range view.Status.Steps {
 		jobs.add(st.Job)
+		// Every try of a step with retries ran a job of its own.
+		for try := 1; try <= st.Attempts; try++ {
+			jobs.add(schemas.StepRetryJobName(view.Spec.Metadata.Name, st.Name, try))
+		}
 	}
 	for _, st := range view.Spec.Spec.Steps {
 		if st.Job != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
+	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -34,6 +35,9 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives what goes wrong.
 	Logger *slog.Logger
+	// Storage, when set, confines the S3 URIs of what triggers start to their
+	// workspace's locations, as the API does (WithStorage).
+	Storage *storage.Policy
 }
 
 // Option changes Options.
@@ -79,11 +83,12 @@ type Dispatcher struct {
 	js jetstream.JetStream
 	// jobs and pipelines start the actions: the service layer, which owns how a job
 	// and a pipeline run start (the same starts as the API's).
-	jobs      *service.Jobs
-	pipelines *service.Pipelines
-	o         Options
-	log       *slog.Logger
-	kv        jetstream.KeyValue
+	jobs        *service.Jobs
+	pipelines   *service.Pipelines
+	experiments *service.Experiments
+	o           Options
+	log         *slog.Logger
+	kv          jetstream.KeyValue
 
 	mu        sync.RWMutex
 	bySubject map[string]map[string]*schemas.Trigger // subject -> key -> trigger
@@ -124,7 +129,10 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, tc client.Clie
 	d.log = d.log.With("component", "triggers")
 	// Starting needs no namespace: a start goes to tc's own.
 	svc := service.New(tc, "", o.TaskQueue, d.log)
-	d.jobs, d.pipelines = svc.Jobs, svc.Pipelines
+	d.jobs, d.pipelines, d.experiments = svc.Jobs, svc.Pipelines, svc.Experiments
+	if o.Storage != nil {
+		svc.SetStorage(o.Storage)
+	}
 	var err error
 	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
 		return nil, fmt.Errorf("triggers: open bucket %s (created by jetstream.EnsureStreams): %w", TriggersBucket, err)
@@ -395,6 +403,16 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 			_, err := d.pipelines.Start(ctx, &p, values)
 			return err
 		}
+	case a.Experiment != nil:
+		exp, err := experimentAction(t, runName, labels, params)
+		if err != nil {
+			return err
+		}
+		kind = schemas.KindExperiment
+		start = func(ctx context.Context) error {
+			_, err := d.experiments.Start(ctx, exp)
+			return err
+		}
 	case a.Job != nil:
 		spec := schemas.CopyJobSpec(a.Job)
 		// Values taken from the event go into arguments and environment values, never
@@ -430,6 +448,9 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 	ctx, cancel := context.WithTimeout(d.ctx, d.o.StartTimeout)
 	defer cancel()
 	switch err := start(ctx); {
+	case isInvalid(err):
+		// The workspace's storage locations refuse the document: no retry cures it.
+		return permanent("%s %s refused: %w", kind, runName, err)
 	case errors.Is(err, service.ErrAlreadyExists):
 		d.log.Debug("trigger action already started for this event", "workspace", ws, "trigger", t.Metadata.Name, "run", runName)
 	case err != nil:

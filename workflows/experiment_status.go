@@ -76,7 +76,9 @@ func (w *experimentWorkflow) handleExtend(_ workflow.Context, req ExtendRequest)
 }
 
 func (w *experimentWorkflow) setPhase(ctx workflow.Context, to experimentOutcome) {
+	previous := w.st.Phase
 	w.st.Phase, w.st.Reason, w.st.Message = to.phase, to.reason, to.message
+	w.experimentPhaseEvent(ctx, previous)
 	w.upsertPhase(ctx)
 	w.logger.Info("experiment phase", "phase", to.phase, "reason", to.reason, "message", to.message)
 }

@@ -97,6 +97,7 @@ type expHarness struct {
 	maxRunning  int
 	stopCalls   []string
 	events      []events.TrialData
+	phases      []events.ExperimentPhaseData
 	eventIDs    map[string]bool
 	metricCalls int
 }
@@ -124,6 +125,10 @@ func newExpHarness(t *testing.T) *expHarness {
 				t.Errorf("event %s published twice", m.ID)
 			}
 			h.eventIDs[m.ID] = true
+			if ph, pd, err := decodeEvent[events.ExperimentPhaseData](m.Data); err == nil && ph.Type == events.TypeExperimentPhase {
+				h.phases = append(h.phases, pd) // checked in phase_events_test.go
+				continue
+			}
 			ev, d, err := decodeEvent[events.TrialData](m.Data)
 			if err != nil {
 				return err

@@ -78,12 +78,21 @@ type pipelineWorkflow struct {
 	ending string
 	// failedStep is the step whose failure failed the pipeline.
 	failedStep string
+	// events are the run's phase events (phase_events.go).
+	events pipelineEvents
 }
 
-// stepJob is a job step's running child workflow.
+// stepJob is a job step's running child workflow, or (backoff set) the wait before
+// its next try.
 type stepJob struct {
 	future     workflow.ChildWorkflowFuture
 	cancelling bool
+	// timeout fires at the try's timeout (step_retries.go); nil without one.
+	timeout       workflow.Future
+	cancelTimeout workflow.CancelFunc
+	timedOut      bool
+	// backoff, set instead of future, ends the wait before the step's next try.
+	backoff workflow.Future
 }
 
 const (
@@ -99,6 +108,7 @@ func (w *pipelineWorkflow) setup(ctx workflow.Context) error {
 	w.jobs = make([]*stepJob, len(spec.Steps))
 	w.results = map[string]activities.StepResult{}
 	w.status = schemas.PipelineStatus{Phase: schemas.PipelinePending, Params: w.in.Params}
+	w.startPhaseEvents(ctx)
 	for _, st := range spec.Steps {
 		s := schemas.StepStatus{Name: st.Name, Phase: schemas.StepPending}
 		if st.Job != nil {
@@ -134,7 +144,7 @@ func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 		sel := workflow.NewSelector(ctx)
 		for _, i := range w.order {
 			if j := w.jobs[i]; j != nil {
-				sel.AddFuture(j.future, func(f workflow.Future) { w.jobDone(ctx, i, f) })
+				w.addStepFutures(ctx, sel, i, j)
 			}
 		}
 		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) {
@@ -256,7 +266,9 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 	st := &w.in.Pipeline.Spec.Steps[i]
 	meta := w.in.Pipeline.Metadata
 	now := workflow.Now(ctx)
-	w.status.Steps[i].StartTime = &now
+	if w.status.Steps[i].StartTime == nil {
+		w.status.Steps[i].StartTime = &now
+	}
 
 	upstream := map[string]activities.StepResult{}
 	for _, d := range w.upstreamOf(i) {
@@ -275,13 +287,17 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 		return
 	}
 	job := &built.Job
+	w.retryName(i, &built)
 	// The job is stopped through its stop update (which cleans its replicas up), not by
 	// Temporal closing it with the pipeline.
 	fut := JobStartWithLabels(TrainingJobInput{Job: *job}, built.LabelKeywords).ExecuteChild(ctx)
 	w.jobs[i] = &stepJob{future: fut}
+	w.startTimeout(ctx, i)
+	previous := w.status.Steps[i].Phase
 	w.status.Steps[i].Outputs = built.Outputs
 	w.status.Steps[i].Phase = schemas.StepRunning
 	w.status.Steps[i].Reason, w.status.Steps[i].Message = "JobStarted", fmt.Sprintf("job %s started", job.Metadata.Name)
+	w.stepPhaseEvent(ctx, i, previous)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var exec workflow.Execution
 		if err := fut.GetChildWorkflowExecution().Get(ctx, &exec); err == nil {
@@ -314,6 +330,9 @@ func (w *pipelineWorkflow) upstreamOf(i int) []string {
 func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Future) {
 	j := w.jobs[i]
 	w.jobs[i] = nil
+	if j.cancelTimeout != nil {
+		j.cancelTimeout()
+	}
 	st := &w.status.Steps[i]
 	var res TrainingJobResult
 	err := f.Get(ctx, &res)
@@ -329,17 +348,20 @@ func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Futur
 		w.endStep(ctx, i, schemas.StepFailed, "JobExists",
 			fmt.Sprintf("a job named %s already exists in workspace %s", st.Job, w.in.Pipeline.Metadata.Workspace))
 	case err != nil:
-		w.endStep(ctx, i, schemas.StepFailed, "JobFailed", fmt.Sprintf("job %s: %s", st.Job, rootMessage(err)))
+		w.tryFailed(ctx, i, "JobFailed", fmt.Sprintf("job %s: %s", st.Job, rootMessage(err)))
 	case res.Status.Phase == schemas.JobSucceeded:
 		w.jobSucceeded(ctx, i, res.Status)
 	case j.cancelling && res.Status.Phase == schemas.JobStopped:
 		w.endStep(ctx, i, schemas.StepCancelled, "PipelineEnded", fmt.Sprintf("job %s was stopped: the pipeline %s", st.Job, w.ending))
+	case j.timedOut:
+		w.tryFailed(ctx, i, ReasonStepTimeout, fmt.Sprintf("job %s ran over the step's timeout of %s and was stopped",
+			st.Job, w.in.Pipeline.Spec.Steps[i].Timeout.D()))
 	default:
 		msg := fmt.Sprintf("job %s %s", st.Job, strings.ToLower(string(res.Status.Phase)))
 		if res.Status.Message != "" {
 			msg += ": " + res.Status.Message
 		}
-		w.endStep(ctx, i, schemas.StepFailed, "Job"+string(res.Status.Phase), msg)
+		w.tryFailed(ctx, i, "Job"+string(res.Status.Phase), msg)
 	}
 }
 
@@ -380,6 +402,10 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 	var stops []doneFuture
 	for _, i := range w.order {
 		j := w.jobs[i]
+		if j != nil && j.backoff != nil {
+			w.cancelRetry(ctx, i)
+			continue
+		}
 		if j == nil || j.cancelling {
 			continue
 		}
@@ -410,7 +436,9 @@ func (w *pipelineWorkflow) endStep(ctx workflow.Context, i int, phase schemas.St
 		st.StartTime = &now
 	}
 	st.FinishTime = &now
+	previous := st.Phase
 	st.Phase, st.Reason, st.Message = phase, reason, msg
+	w.stepPhaseEvent(ctx, i, previous)
 	if phase == schemas.StepFailed && w.ending == "" {
 		w.ending, w.failedStep = endFailed, st.Name
 	}
@@ -462,6 +490,7 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	default:
 		w.transition(ctx, pipelineOutcome{schemas.PipelineSucceeded, "AllStepsDone", fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)})
 	}
+	w.drainPhaseEvents(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
@@ -470,7 +499,9 @@ type pipelineOutcome = outcome[schemas.PipelinePhase]
 
 // transition moves the run to a phase and upserts the DlcPhase search attribute.
 func (w *pipelineWorkflow) transition(ctx workflow.Context, to pipelineOutcome) {
+	previous := w.status.Phase
 	w.status.Phase, w.status.Reason, w.status.Message = to.phase, to.reason, to.message
+	w.runPhaseEvent(ctx, previous)
 	if err := workflow.UpsertTypedSearchAttributes(ctx, PhaseKey.ValueSet(string(to.phase))); err != nil {
 		w.logger.Warn("upsert phase search attribute failed", "error", err)
 	}

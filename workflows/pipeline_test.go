@@ -93,6 +93,8 @@ type pipelineHarness struct {
 	mu      sync.Mutex
 	started []schemas.TrainingJob // in start order
 	stopped []string              // workflow ids
+	// onPublish receives the published events, when set.
+	onPublish func(activities.PublishEventsInput) error
 }
 
 func newPipelineHarness(t *testing.T, jobs map[string]fakeJob) *pipelineHarness {
@@ -105,6 +107,14 @@ func newPipelineHarness(t *testing.T, jobs map[string]fakeJob) *pipelineHarness 
 	h.env.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
 	h.env.RegisterWorkflowWithOptions(h.fakeTrainingJob, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
 	workers.RegisterPipelineActivities(h.env, &activities.PipelineActivities{})
+	workers.RegisterActivities(h.env, &activities.JobActivities{})
+	// The run's phase events go to onPublish (pipeline_retries_test.go), when set.
+	onActivityErr(h.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
+		if h.onPublish != nil {
+			return h.onPublish(in)
+		}
+		return nil
+	})
 	onActivity(h.env, pipelineActs.JobMetrics, func(_ context.Context, in activities.JobMetricsInput) (activities.JobMetricsResult, error) {
 		step := strings.TrimPrefix(in.Job, "retrain-")
 		step = strings.TrimPrefix(step, "fan-")
@@ -129,7 +139,10 @@ func (h *pipelineHarness) fakeTrainingJob(ctx workflow.Context, in workflows.Tra
 	h.started = append(h.started, in.Job)
 	h.mu.Unlock()
 	step := in.Job.Metadata.Labels[schemas.LabelPipelineStep]
-	fj, ok := h.jobs[step]
+	fj, ok := h.jobs[in.Job.Metadata.Name] // a try of a step with retries, by its job's name
+	if !ok {
+		fj, ok = h.jobs[step]
+	}
 	if !ok {
 		fj = fakeJob{took: time.Minute, phase: schemas.JobSucceeded}
 	}

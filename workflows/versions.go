@@ -45,6 +45,12 @@ var versions = []change{
 	{id: changeJobContinueAsNew, since: "2026-12-02", what: "a TrainingJob continues as new once its history passes its bound " +
 		"(continue_as_new.go), handing the running attempt over to the next run; TestTrainingJob30DaysBoundedHistory, " +
 		"integration TestJobContinuesAsNew"},
+	{id: changeExperimentPhaseEvents, since: "2026-12-02", what: "an experiment publishes an opendlc.experiment.phase.v1 " +
+		"event at each phase change (workflows/phase_events.go); TestExperimentAndPipelinePhaseEvents"},
+	{id: changePipelinePhaseEvents, since: "2026-12-02", what: "a pipeline run publishes an opendlc.pipeline.phase.v1 event " +
+		"at each phase change of the run and of its steps, through an outbox of its own; TestExperimentAndPipelinePhaseEvents"},
+	{id: changePipelineStepRetries, since: "2026-12-02", what: "job steps with retries run again as <run>-<step>-r<N> after " +
+		"a backoff, and a try over the step's timeout is stopped and fails with reason StepTimeout; TestPipelineStepRetriesAndTimeout"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

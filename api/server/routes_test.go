@@ -50,7 +50,7 @@ func bodyFor(rt *route, ws string) []byte {
 }
 
 func concretePath(rt *route, ws string) string {
-	return strings.NewReplacer("{ws}", ws, "{name}", "x").Replace(rt.path)
+	return strings.NewReplacer("{ws}", ws, "{name}", "x", "{trial}", "0").Replace(rt.path)
 }
 
 func errorCode(t *testing.T, body []byte) string {

@@ -75,6 +75,7 @@ func newExperimentCmd(g *globals) *cobra.Command {
 				}),
 			newExtendCmd(g),
 			newPlotCmd(g),
+			newTrialsCmd(g),
 		}
 	}
 	return k.command(g)

@@ -43,6 +43,7 @@ var (
 	EventSubjects = []string{
 		"dlc.*.job.*.status", "dlc.*.job.*.metrics", "dlc.*.experiment.*.trial",
 		"dlc.*.schedule.*.run", "dlc.*.node.*.health", "dlc.*.trigger.*.fired",
+		"dlc.*.experiment.*.status", "dlc.*.pipeline.*.status",
 	}
 	// LogSubjects are the subjects the log stream captures.
 	LogSubjects = []string{"dlc.*.job.*.logs.>"}

@@ -1,0 +1,28 @@
+package workflows_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// An experiment publishes one phase event per transition, in order, numbered with its
+// trial events, the last one with the outcome.
+func TestExperimentPublishesPhaseEvents(t *testing.T) {
+	h := newExpHarness(t)
+	h.execute(t, testExperiment())
+	st := h.result(t)
+
+	var got []string
+	for _, p := range h.phases {
+		got = append(got, p.Previous+">"+p.Phase+":"+p.Reason)
+	}
+	if diff := cmp.Diff([]string{"Pending>Running:Started", "Running>Succeeded:MaxTrialsReached"}, got); diff != "" {
+		t.Fatalf("phase events (-want +got):\n%s", diff)
+	}
+	last := h.phases[len(h.phases)-1]
+	if last.Experiment != "tune" || last.Trials != len(st.Trials) || last.Completed != st.Completed ||
+		last.BestTrial == nil || *last.BestTrial != *st.BestTrial || last.Seq <= h.phases[0].Seq {
+		t.Errorf("last phase event %+v; status %d trials, %d completed, best %v", last, len(st.Trials), st.Completed, st.BestTrial)
+	}
+}
