@@ -36,6 +36,8 @@ var versions = []change{
 	{id: changeTimeoutFromLaunch, since: "2026-12-02", what: "spec.timeout counts the run time from the first launch, " +
 		"time Queued left out (before: from the start, Queued included); spec.queueTimeout fails a job Queued too long " +
 		"with reason QueueTimeout; history training_job_queue_timeout.json, TestQueueTimeoutAndTimeoutFromLaunch"},
+	{id: changeLogArchive, since: "2026-12-02", what: "a job archives its logs to S3 when it ends (activity ArchiveLogs, " +
+		"after the gang's cleanup) and records the archive in status.logArchive; integration TestLogArchive"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

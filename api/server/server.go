@@ -20,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
@@ -45,6 +46,9 @@ type Options struct {
 	RateLimits RateLimits
 	// Metrics records requests (WithMetrics); nil records nothing.
 	Metrics *metrics.Registry
+	// LogArchive reads finished jobs' archived logs (WithLogArchive); nil reads the
+	// log stream only.
+	LogArchive *logarchive.Store
 }
 
 // Option changes Options.
@@ -268,6 +272,9 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("unknown replica", "replica", "must name a replica of the job, such as worker-0")
 		}
 		filter = events.JobLogSubject(ws, name, role, index)
+	}
+	if ok, err := s.archivedLogs(w, r, view, replica); ok || err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
