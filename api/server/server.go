@@ -115,6 +115,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 		s.auditPub = ev
 	}
 	s.limits = newAbuseLimiter(o.RateLimits, s.auditSuppressed)
+	s.setJobHistory()
 	return s
 }
 
@@ -204,7 +205,7 @@ func (s *Server) submitJob(r *http.Request) (any, error) {
 }
 
 func (s *Server) getJob(r *http.Request) (any, error) {
-	return s.svc.Jobs.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+	return s.jobView(r)
 }
 
 // listOptions reads the paging and filter parameters of a list route.
@@ -250,7 +251,8 @@ func (s *Server) stopJob(r *http.Request) (any, error) {
 }
 
 func (s *Server) deleteJob(r *http.Request) (any, error) {
-	return nil, s.svc.Jobs.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+	return nil, s.svc.Jobs.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"),
+		service.DeleteOptions{Purge: isTrue(r.URL.Query().Get("purge"))})
 }
 
 // jobLogs streams a job's log records as JSON lines, read back from JetStream so logs
@@ -258,7 +260,7 @@ func (s *Server) deleteJob(r *http.Request) (any, error) {
 // is terminal and every line has been sent.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) error {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
-	view, err := s.svc.Jobs.Get(r.Context(), ws, name)
+	view, err := s.jobView(r)
 	if err != nil {
 		return err
 	}
