@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
@@ -44,4 +45,18 @@ func isTrue(v string) bool { return v == "true" || v == "1" }
 var deletedJobParams = []param{
 	{name: "uid", typ: "string", desc: "this run of the job (its uid), deleted or not"},
 	{name: "includeDeleted", typ: "boolean", desc: "the name's newest run even if it was deleted"},
+}
+
+// uidRE is a run id (a UUID as Temporal writes it).
+var uidRE = regexp.MustCompile(`^[0-9a-fA-F-]{1,64}$`)
+
+func init() {
+	queryChecks["uid"] = func(v string) string {
+		if !uidRE.MatchString(v) {
+			return "must be a job run's uid, as status and listings show it"
+		}
+		return ""
+	}
+	queryChecks["includeDeleted"] = queryChecks["follow"]
+	queryChecks["purge"] = queryChecks["follow"]
 }
