@@ -48,7 +48,7 @@ var deletedJobParams = []param{
 }
 
 // uidRE is a run id (a UUID as Temporal writes it).
-var uidRE = regexp.MustCompile(`^[0-9a-fA-F-]{1,64}$`)
+var uidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 func init() {
 	queryChecks["uid"] = func(v string) string {
