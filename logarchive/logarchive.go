@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func (s *Store) Read(ctx context.Context, dir, replica string, fn func(events.Lo
 		return err
 	}
 	if replica != "" {
-		if !contains(replicas, replica) {
+		if !slices.Contains(replicas, replica) {
 			return nil
 		}
 		replicas = []string{replica}
@@ -257,15 +258,6 @@ func isNotFound(err error) bool {
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound
 	return errors.As(err, &nsb) || errors.As(err, &nsk) || errors.As(err, &nf)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // source is one replica's archive being read.
