@@ -86,6 +86,8 @@ type Config struct {
 	// others, the worker refuses to launch them. "" restricts only workspaces whose
 	// registry entry names locations.
 	StorageRoot string
+	// LogArchive configures the archive of finished jobs' logs in S3 (logarchive.go).
+	LogArchive LogArchiveConfig
 	// TaskQueue the worker polls and the API and triggers start work on; default
 	// workflows.TaskQueue.
 	TaskQueue string
@@ -218,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
-			S3: cfg.S3, StorageRoot: cfg.StorageRoot, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
+			S3: cfg.S3, StorageRoot: cfg.StorageRoot, LogArchiveRoot: cfg.LogArchive.Root, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
 			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget,
 		})
 		if err != nil {
@@ -289,6 +291,11 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 	if cfg.TaskQueue != "" {
 		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
 	}
+	archive, err := p.startLogArchive(cfg)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, archive)
 	p.http = server.New(p.Temporal, p.Events, opts...).HTTPServer(tlsConfig)
 	if !cfg.API.NoConsole {
 		// The web console, under /ui/, calls the API handler in-process.

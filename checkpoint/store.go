@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -52,33 +50,10 @@ func WithClock(now func() time.Time) Option {
 
 // NewStore returns a Store that talks to the S3 endpoint described by cfg.
 func NewStore(cfg Config, opts ...Option) (*Store, error) {
-	loadOpts := []func(*awsconfig.LoadOptions) error{awsconfig.WithDefaultRegion("us-east-1")}
-	if cfg.Region != "" {
-		loadOpts = append(loadOpts, awsconfig.WithRegion(cfg.Region))
-	}
-	if cfg.AccessKey != "" || cfg.SecretKey != "" {
-		if cfg.AccessKey == "" || cfg.SecretKey == "" {
-			return nil, errors.New("checkpoint: both an access key and a secret key are needed, or neither")
-		}
-		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, "")))
-	}
-	// Loading reads environment variables and files only; credentials are fetched lazily,
-	// on the first request, under that request's context.
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background(), loadOpts...)
+	client, err := NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: load S3 config: %w", err)
+		return nil, err
 	}
-	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-			// S3-compatible stores vary in their support of the SDK's default CRC checksums
-			// on every upload; Load checks SHA-256 from the manifest anyway.
-			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		}
-		o.UsePathStyle = cfg.PathStyle
-	})
 	s := &Store{client: client, now: time.Now}
 	for _, opt := range opts {
 		if err := opt(s); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/interceptor"
 
@@ -101,6 +102,10 @@ type Config struct {
 	// StorageRoot is the root of the default locations with StorageIsolation; default
 	// DefaultStorageRoot.
 	StorageRoot string
+	// LogArchiveRetention is how long finished jobs' log archives are kept
+	// (app.LogArchiveConfig.Retention); zero keeps them. The archives lie under each
+	// workspace's location, or DefaultStorageRoot/<workspace>/ without StorageIsolation.
+	LogArchiveRetention time.Duration
 	// NATSTLS serves NATS over TLS, with a CA generated into Dir/nats/tls
 	// (devstack.NATSOptions.TLS). NATS requires authentication either way.
 	NATSTLS bool
@@ -224,7 +229,8 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Triggers:      true,
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
 			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits},
-		Metrics: metricsConfig(cfg.MetricsAddr),
+		Metrics:    metricsConfig(cfg.MetricsAddr),
+		LogArchive: app.LogArchiveConfig{Root: DefaultStorageRoot, Retention: cfg.LogArchiveRetention},
 	}))
 	if err != nil {
 		return nil, err

@@ -143,6 +143,10 @@ type JobStatus struct {
 	// reported (as seen by the log forwarder; a forwarder restarted with its worker
 	// sees only later lines). The metric events hold every report.
 	Metrics events.Metrics `json:"metrics,omitempty"`
+	// LogArchive is where the job's logs were archived when it ended,
+	// s3://bucket/prefix/logs/<job>/<uid>/ (package logarchive); empty before, or when
+	// nothing was archived.
+	LogArchive string `json:"logArchive,omitempty"`
 }
 
 // FailureClass says why a replica or an attempt failed.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/api"
@@ -21,7 +20,11 @@ func (s *Jobs) Start(ctx context.Context, job *schemas.TrainingJob) (api.Job, er
 	if err := checkStorage(ctx, s.storage, ws, job); err != nil {
 		return api.Job{}, err
 	}
-	run, err := s.start(ctx, workflows.JobStart(workflows.TrainingJobInput{Job: *job}), "start job",
+	spec := workflows.JobStart(workflows.TrainingJobInput{Job: *job})
+	if err := s.reuseDeletedName(ctx, &spec, ws, name); err != nil {
+		return api.Job{}, err
+	}
+	run, err := s.start(ctx, spec, "start job",
 		fmt.Sprintf("job %s already exists in workspace %s; delete it first or choose another name", name, ws))
 	if err != nil {
 		return api.Job{}, err
@@ -30,9 +33,17 @@ func (s *Jobs) Start(ctx context.Context, job *schemas.TrainingJob) (api.Job, er
 	return api.Job{UID: run.GetRunID(), Spec: *job, Status: schemas.JobStatus{Phase: schemas.JobPending}}, nil
 }
 
-// Get answers a job's spec and live status.
+// Get answers a job's spec and live status. A deleted job is not found (GetDeleted,
+// GetRun read it).
 func (s *Jobs) Get(ctx context.Context, ws, name string) (api.Job, error) {
-	return getView(ctx, "job", ws, name, s.query)
+	view, err := getView(ctx, "job", ws, name, s.query)
+	if err != nil {
+		return view, err
+	}
+	if err := s.hideDeleted(ctx, ws, name, view.UID); err != nil {
+		return api.Job{}, err
+	}
+	return view, nil
 }
 
 func (s *Jobs) query(ctx context.Context, ws, name string) (api.Job, error) {
@@ -48,7 +59,13 @@ func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList,
 		return api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase,
 			Framework: schemas.Framework(r.Framework)}
 	})
-	return api.JobList{Items: items, NextPageToken: next}, err
+	if err != nil {
+		return api.JobList{}, err
+	}
+	if items, err = s.withoutDeleted(ctx, ws, items); err != nil {
+		return api.JobList{}, err
+	}
+	return api.JobList{Items: items, NextPageToken: next}, nil
 }
 
 // Stop asks a job to stop and waits until it is terminal. A job that has already
@@ -84,28 +101,6 @@ func (s *Jobs) stop(ctx context.Context, ws, name string, req workflows.StopRequ
 		return api.StopResult{Phase: view.Status.Phase}, nil
 	}
 	return api.StopResult{}, err
-}
-
-// Delete stops a job if it runs, then deletes its execution, so that its name can be
-// used again; it returns once the job is gone.
-func (s *Jobs) Delete(ctx context.Context, ws, name string) error {
-	id := workflows.JobWorkflowID(ws, name)
-	desc, err := s.describe(ctx, "job", ws, name, id)
-	if err != nil {
-		return err
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if _, err := s.stop(ctx, ws, name, workflows.StopRequest{Reason: "deleted"}); err != nil {
-			return fmt.Errorf("stop job before delete: %w", err)
-		}
-	}
-	if err := s.deleteExecution(ctx, desc.GetWorkflowExecutionInfo().GetExecution()); err != nil {
-		return fmt.Errorf("delete job: %w", err)
-	}
-	if err := s.waitDeleted(ctx, id); err != nil {
-		return fmt.Errorf("delete job: %w", err)
-	}
-	return nil
 }
 
 // Terminal reports whether a job is in a terminal phase (a log follower's end).

@@ -91,7 +91,7 @@ func deleteWithJobs[R any](ctx context.Context, t *temporalBase, jobs *Jobs, p p
 		return fmt.Errorf("delete %s: %w", p.kind, err)
 	}
 	for _, job := range p.jobs(view) {
-		if err := jobs.Delete(ctx, ws, job); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := jobs.Delete(ctx, ws, job, DeleteOptions{Purge: true}); err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("delete %s %s: %w", p.child, job, err)
 		}
 	}

@@ -74,6 +74,8 @@ type temporalBase struct {
 	log       *slog.Logger
 	// storage, when set, confines documents' S3 URIs to their workspace (SetStorage).
 	storage *storage.Policy
+	// history, when set, keeps deleted jobs readable (job_history.go, SetHistory).
+	history *JobHistory
 }
 
 // start starts spec's workflow; a taken id is ErrAlreadyExists with the message

@@ -39,6 +39,11 @@ type Config struct {
 	// are pruned only inside them. "" restricts only the workspaces whose registry entry
 	// names locations.
 	StorageRoot string
+	// LogArchiveRoot, s3://bucket[/prefix], is where a workspace whose locations are
+	// unrestricted archives its jobs' logs: LogArchiveRoot/<workspace>/logs/ (other
+	// workspaces archive under their first location). Default StorageRoot; with
+	// neither, such workspaces' logs are not archived.
+	LogArchiveRoot string
 	// Backend runs the gangs.
 	Backend backend.Backend
 	// Logger; default slog.Default().
@@ -104,6 +109,9 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 
 		HeartbeatBudget: cfg.HeartbeatBudget,
 	})
+	if err := registerLogArchive(w, cfg, workspaces); err != nil {
+		return nil, err
+	}
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})
 	RegisterScheduleActivities(w, &activities.ScheduleActivities{Objects: store, Jobs: jobControl{tc}})
 	RegisterExperimentActivities(w, &activities.ExperimentActivities{Events: ev, EventStream: jetstream.EventsStream, Temporal: tc})

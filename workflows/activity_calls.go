@@ -301,3 +301,10 @@ func withDataCheckActivity(ctx workflow.Context) workflow.Context {
 func withFollowActivity(ctx workflow.Context) workflow.Context {
 	return withLongActivity(ctx)
 }
+
+// archiveLogs copies a finished job's logs to S3. It is housekeeping: a store that
+// cannot be reached must not hold the job's end up for long, so it gives up after a
+// few tries (the logs stay in the stream until its retention drops them).
+func archiveLogs(ctx workflow.Context, in activities.ArchiveLogsInput) (activities.ArchiveLogsResult, error) {
+	return call[activities.ArchiveLogsResult](withFewTries(withShortActivity(ctx)), ActivityArchiveLogs, in)
+}

@@ -566,6 +566,7 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobO
 	if err := cleanupGang(ctx, ref); err != nil {
 		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
 	}
+	w.archiveLogs(ctx)
 	if w.quotaRequested {
 		w.releaseQuota(ctx)
 	}

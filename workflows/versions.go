@@ -51,6 +51,8 @@ var versions = []change{
 		"at each phase change of the run and of its steps, through an outbox of its own; TestExperimentAndPipelinePhaseEvents"},
 	{id: changePipelineStepRetries, since: "2026-12-02", what: "job steps with retries run again as <run>-<step>-r<N> after " +
 		"a backoff, and a try over the step's timeout is stopped and fails with reason StepTimeout; TestPipelineStepRetriesAndTimeout"},
+	{id: changeLogArchive, since: "2026-12-02", what: "a job archives its logs to S3 when it ends (activity ArchiveLogs, " +
+		"after the gang's cleanup) and records the archive in status.logArchive; integration TestLogArchive"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

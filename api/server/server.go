@@ -20,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
@@ -45,6 +46,9 @@ type Options struct {
 	RateLimits RateLimits
 	// Metrics records requests (WithMetrics); nil records nothing.
 	Metrics *metrics.Registry
+	// LogArchive reads finished jobs' archived logs (WithLogArchive); nil reads the
+	// log stream only.
+	LogArchive *logarchive.Store
 }
 
 // Option changes Options.
@@ -111,6 +115,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 		s.auditPub = ev
 	}
 	s.limits = newAbuseLimiter(o.RateLimits, s.auditSuppressed)
+	s.setJobHistory()
 	return s
 }
 
@@ -200,7 +205,7 @@ func (s *Server) submitJob(r *http.Request) (any, error) {
 }
 
 func (s *Server) getJob(r *http.Request) (any, error) {
-	return s.svc.Jobs.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+	return s.jobView(r)
 }
 
 // listOptions reads the paging and filter parameters of a list route.
@@ -246,7 +251,8 @@ func (s *Server) stopJob(r *http.Request) (any, error) {
 }
 
 func (s *Server) deleteJob(r *http.Request) (any, error) {
-	return nil, s.svc.Jobs.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+	return nil, s.svc.Jobs.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"),
+		service.DeleteOptions{Purge: isTrue(r.URL.Query().Get("purge"))})
 }
 
 // jobLogs streams a job's log records as JSON lines, read back from JetStream so logs
@@ -254,7 +260,7 @@ func (s *Server) deleteJob(r *http.Request) (any, error) {
 // is terminal and every line has been sent.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) error {
 	ws, name := r.PathValue("ws"), r.PathValue("name")
-	view, err := s.svc.Jobs.Get(r.Context(), ws, name)
+	view, err := s.jobView(r)
 	if err != nil {
 		return err
 	}
@@ -268,6 +274,9 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("unknown replica", "replica", "must name a replica of the job, such as worker-0")
 		}
 		filter = events.JobLogSubject(ws, name, role, index)
+	}
+	if ok, err := s.archivedLogs(w, r, view, replica); ok || err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)

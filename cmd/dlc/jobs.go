@@ -17,6 +17,7 @@ import (
 )
 
 func newJobCmd(g *globals) *cobra.Command {
+	var purge bool
 	k := &kindCommands[api.Job, api.JobSummary]{
 		noun:    "job",
 		aliases: []string{"jobs"},
@@ -42,13 +43,15 @@ func newJobCmd(g *globals) *cobra.Command {
 		listFilters: []string{"phase", "framework", "label"},
 		columns:     jobColumns,
 
-		del:      (*client.Client).DeleteJob,
-		delShort: "Stop a job if it runs and delete it",
+		del:      deleteJob(&purge),
+		delShort: "Stop a job if it runs and delete it (its record, events and logs stay readable by uid; --purge removes them)",
 	}
 	k.more = func() []*cobra.Command {
 		return []*cobra.Command{newDescribeCmd(g), newLogsCmd(g), newStopCmd(g), newCloneCmd(g), newRunCmd(g)}
 	}
-	return k.command(g)
+	cmd := k.command(g)
+	addPurgeFlag(cmd, &purge)
+	return cmd
 }
 
 var jobColumns = []column[api.JobSummary]{

@@ -81,6 +81,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
 	f.BoolVar(&opts.StorageIsolation, "storage-isolation", true, "confine each workspace to its own S3 location (--storage-root/WORKSPACE/, or its registry entry's storage.locations) and give its replicas their own gateway account")
 	f.StringVar(&opts.StorageRoot, "storage-root", embedded.DefaultStorageRoot, "with --storage-isolation: the root of the workspaces' default S3 locations")
+	f.DurationVar(&opts.LogArchiveRetention, "log-archive-retention", 0, logArchiveRetentionUsage)
 	f.BoolVar(&opts.NATSTLS, "nats-tls", false, "serve NATS over TLS only, with a CA generated into DIR/nats/tls (clients trust DIR/nats/tls/ca.pem)")
 	registerMetricsAddr(cmd, &opts.MetricsAddr)
 	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
@@ -163,6 +164,8 @@ type componentFlags struct {
 	storageRoot string
 	// streamReplicas is --nats-stream-replicas (replicasflag.go).
 	streamReplicas int
+	// logArchive is app.Config.LogArchive's root and retention.
+	logArchive app.LogArchiveConfig
 }
 
 // natsOptions turns the NATS flags and environment into connection options: a
@@ -229,7 +232,7 @@ func (c *componentFlags) appConfig(logger *slog.Logger) (app.Config, error) {
 	return app.Config{
 		TemporalAddress: c.temporal, Namespace: c.namespace, TemporalTLS: temporalTLS,
 		NATSURL: c.nats, NATSOptions: c.natsOptions(), Logger: logger,
-		StorageRoot: c.storageRoot, Streams: streams,
+		StorageRoot: c.storageRoot, Streams: streams, LogArchive: c.logArchive,
 	}, nil
 }
 
@@ -248,6 +251,8 @@ func (c *componentFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&c.temporal, "temporal", envOr("DLC_TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	f.StringVar(&c.storageRoot, "storage-root", os.Getenv("DLC_STORAGE_ROOT"), storageRootUsage)
+	f.StringVar(&c.logArchive.Root, "log-archive-root", os.Getenv("DLC_LOG_ARCHIVE_ROOT"), logArchiveRootUsage)
+	f.DurationVar(&c.logArchive.Retention, "log-archive-retention", 0, logArchiveRetentionUsage)
 	f.StringVar(&c.namespace, "namespace", envOr("DLC_TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	f.StringVar(&c.nats, "nats", envOr("DLC_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL (a cluster's servers: comma-separated URLs)")
 	registerStreamReplicas(cmd, &c.streamReplicas)

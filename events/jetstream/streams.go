@@ -35,6 +35,9 @@ const (
 	TriggersBucket = "DLC_TRIGGERS"
 	// AuthBucket is the key-value bucket of tokens and workspaces (package auth).
 	AuthBucket = "DLC_AUTH"
+	// DeletedJobsBucket records the job runs deleted without --purge (package
+	// service), keyed <workspace>.<uid>: they leave the listings but stay readable.
+	DeletedJobsBucket = "DLC_DELETED_JOBS"
 )
 
 // Subjects the streams capture.
@@ -227,6 +230,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 		{Bucket: RulesBucket, Description: "OpenDLC notification rules, keyed <workspace>.<name>", History: o.RuleHistory, Storage: jetstream.FileStorage},
 		{Bucket: TriggersBucket, Description: "OpenDLC triggers, keyed <workspace>.<name>", History: o.TriggerHistory, Storage: jetstream.FileStorage},
 		{Bucket: AuthBucket, Description: "OpenDLC tokens (hashed) and workspaces", History: 1, Storage: jetstream.FileStorage},
+		{Bucket: DeletedJobsBucket, Description: "OpenDLC deleted job runs, keyed <workspace>.<uid>", History: 1, Storage: jetstream.FileStorage},
 	}
 	for _, b := range buckets {
 		b.Replicas = replicasOf(ctx, js, kvStreamPrefix+b.Bucket, o.Replicas)

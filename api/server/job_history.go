@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/service"
+)
+
+// setJobHistory keeps deleted jobs readable (service.JobHistory) when the server has
+// JetStream; without it a delete purges.
+func (s *Server) setJobHistory() {
+	if s.ev == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := service.NewJobHistory(ctx, s.ev, s.opts.LogArchive)
+	if err != nil {
+		s.opts.Logger.Warn("deleted jobs will be purged: cannot open their record", "error", err)
+		return
+	}
+	s.svc.SetHistory(h)
+}
+
+// jobView answers the job a request names: by name (a deleted job is not found), one
+// run by ?uid=, or the name's newest run even if deleted with ?includeDeleted=true.
+func (s *Server) jobView(r *http.Request) (api.Job, error) {
+	ws, name, q := r.PathValue("ws"), r.PathValue("name"), r.URL.Query()
+	if uid := q.Get("uid"); uid != "" {
+		return s.svc.Jobs.GetRun(r.Context(), ws, name, uid)
+	}
+	if isTrue(q.Get("includeDeleted")) {
+		return s.svc.Jobs.GetDeleted(r.Context(), ws, name)
+	}
+	return s.svc.Jobs.Get(r.Context(), ws, name)
+}
+
+func isTrue(v string) bool { return v == "true" || v == "1" }
+
+// deletedJobParams select a deleted job or one run of a job (jobView).
+var deletedJobParams = []param{
+	{name: "uid", typ: "string", desc: "this run of the job (its uid), deleted or not"},
+	{name: "includeDeleted", typ: "boolean", desc: "the name's newest run even if it was deleted"},
+}
+
+// uidRE is a run id (a UUID as Temporal writes it).
+var uidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func init() {
+	queryChecks["uid"] = func(v string) string {
+		if !uidRE.MatchString(v) {
+			return "must be a job run's uid, as status and listings show it"
+		}
+		return ""
+	}
+	queryChecks["includeDeleted"] = queryChecks["follow"]
+	queryChecks["purge"] = queryChecks["follow"]
+}

@@ -1,0 +1,9 @@
+package main
+
+// Help of the log archive's flags (`dlc up`, `dlc server`, `dlc worker`).
+const (
+	logArchiveRootUsage = "where workspaces without storage locations archive finished jobs' logs: ROOT/WORKSPACE/logs/ " +
+		"(s3://bucket[/prefix]; default --storage-root; workspaces with locations archive under their first)"
+	logArchiveRetentionUsage = "delete finished jobs' log archives this long after they were written (0: keep them); " +
+		"the API process sweeps every hour"
+)
