@@ -2,6 +2,7 @@ package hpo
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -148,10 +149,7 @@ func pbtQuantiles(dir Direction, q float64, prev []PBTMember) (top []int, replac
 		return a.Trial < b.Trial
 	})
 	n := len(ranked)
-	k := int(math.Ceil(float64(n) * q))
-	if k > n/2 {
-		k = n / 2
-	}
+	k := min(int(math.Ceil(float64(n)*q)), n/2)
 	for _, m := range ranked[n-k:] {
 		replace[m] = true
 	}
@@ -160,9 +158,9 @@ func pbtQuantiles(dir Direction, q float64, prev []PBTMember) (top []int, replac
 
 // pbtExplore perturbs params, drawing from r in the order of the space.
 func pbtExplore(dims []dim, cfg PBTConfig, r *rng, params map[string]float64) (map[string]float64, map[string]string) {
-	out := make(map[string]float64, len(params))
-	for k, v := range params {
-		out[k] = v
+	out := maps.Clone(params)
+	if out == nil {
+		out = map[string]float64{}
 	}
 	what := make(map[string]string, len(dims))
 	for i := range dims {

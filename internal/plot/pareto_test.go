@@ -91,7 +91,7 @@ func TestParetoPanel(t *testing.T) {
 		t.Fatal("no staircase")
 	}
 	var pts [][2]float64
-	for _, p := range strings.Fields(m[1]) {
+	for p := range strings.FieldsSeq(m[1]) {
 		var x, y float64
 		if _, err := fmt.Sscanf(p, "%f,%f", &x, &y); err != nil {
 			t.Fatal(err)
