@@ -59,6 +59,10 @@ type JobActivities struct {
 	// Metrics records launches, phase changes and forwarded log lines; nil records
 	// nothing.
 	Metrics *metrics.Registry
+	// HeartbeatBudget is how many heartbeats a second the process's long activities
+	// (WatchGang, ForwardLogs) share (heartbeat_pacer.go); default
+	// DefaultHeartbeatBudget.
+	HeartbeatBudget float64
 }
 
 func (a *JobActivities) pollInterval() time.Duration {
@@ -146,10 +150,24 @@ type WatchGangResult struct {
 // workflow knows (or MaxWait passes), heartbeating while it waits, and returns the
 // current state.
 func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (WatchGangResult, error) {
-	t := time.NewTicker(a.pollInterval())
+	// With a backend that says when a gang changes (the kube backend's shared
+	// informers), the watch waits for that and observes on a slow timer only for the
+	// time-based rules (pull grace, node-lost grace); otherwise it polls.
+	notifier, _ := a.Backend.(backend.ChangeNotifier)
+	poll := a.pollInterval()
+	if notifier != nil {
+		poll = max(poll, watchFallback)
+	}
+	pacer, done := a.pace(ctx)
+	defer done()
+	t := time.NewTimer(poll)
 	defer t.Stop()
 	deadline := time.Now().Add(in.MaxWait)
 	for {
+		var changed <-chan struct{}
+		if notifier != nil {
+			changed = notifier.GangChanges(in.Ref)
+		}
 		st, err := a.Backend.Observe(ctx, in.Ref)
 		if errors.Is(err, backend.ErrGangNotFound) {
 			return WatchGangResult{}, temporal.NewNonRetryableApplicationError(
@@ -161,14 +179,22 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 		if ReplicasChanged(in.Known, st.Replicas) || !time.Now().Before(deadline) {
 			return WatchGangResult{Replicas: st.Replicas}, nil
 		}
-		activity.RecordHeartbeat(ctx)
+		now := time.Now()
+		if pacer.due(now) {
+			activity.RecordHeartbeat(ctx)
+		}
+		t.Reset(min(poll, pacer.wait(now), max(time.Until(deadline), time.Millisecond)))
 		select {
 		case <-ctx.Done():
 			return WatchGangResult{}, ctx.Err()
+		case <-changed:
 		case <-t.C:
 		}
 	}
 }
+
+// watchFallback is how often WatchGang observes a gang with no change notified.
+const watchFallback = time.Second
 
 // ReplicasChanged reports whether any replica's phase, exit code or node differs.
 func ReplicasChanged(old, cur []schemas.ReplicaStatus) bool {
@@ -348,7 +374,9 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	hb := time.NewTicker(time.Second)
+	pacer, paced := a.pace(ctx)
+	defer paced()
+	hb := time.NewTimer(0)
 	defer hb.Stop()
 	var hangTick <-chan time.Time
 	armed := false // the hang clock runs once every replica has been seen running
@@ -366,12 +394,15 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 				return result, nil
 			}
 			return result, firstErr
-		case <-hb.C:
-			mu.Lock()
-			snapshot := make(map[string]int64, len(progress))
-			maps.Copy(snapshot, progress)
-			mu.Unlock()
-			activity.RecordHeartbeat(ctx, snapshot)
+		case now := <-hb.C:
+			if pacer.due(now) {
+				mu.Lock()
+				snapshot := make(map[string]int64, len(progress))
+				maps.Copy(snapshot, progress)
+				mu.Unlock()
+				activity.RecordHeartbeat(ctx, snapshot)
+			}
+			hb.Reset(pacer.wait(time.Now()))
 		case <-hangTick:
 			if !armed {
 				st, err := a.Backend.Observe(ctx, in.Ref)

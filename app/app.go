@@ -90,6 +90,10 @@ type Config struct {
 	TaskQueue string
 	// Interceptors wrap the worker's workflow and activity calls. Default none.
 	Interceptors []interceptor.WorkerInterceptor
+	// HeartbeatBudget is the heartbeats a second the worker's job-long activities
+	// share (activities.JobActivities.HeartbeatBudget); default
+	// activities.DefaultHeartbeatBudget.
+	HeartbeatBudget float64
 
 	// Notifications runs the notification dispatcher (DLC_RULES to webhooks and
 	// subjects).
@@ -214,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
 			S3: cfg.S3, StorageRoot: cfg.StorageRoot, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
-			Metrics: p.Metrics,
+			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget,
 		})
 		if err != nil {
 			return nil, err
@@ -280,7 +284,8 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 	p.http = server.New(p.Temporal, p.Events, opts...).HTTPServer(tlsConfig)
 	if !cfg.API.NoConsole {
 		// The web console, under /ui/, calls the API handler in-process.
-		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger})
+		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger,
+			Audit: console.AuditFromJetStream(p.Events), NodeHealth: console.NodeHealthFromTemporal(p.Temporal)})
 	}
 	p.APIAddr = ln.Addr()
 	p.APIURL = "http://" + ln.Addr().String()

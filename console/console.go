@@ -45,6 +45,12 @@ type Options struct {
 	SessionTTL time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Audit reads the audit records the workspace page shows its administrators; nil
+	// shows none (the API serves no audit records: see sources.go).
+	Audit AuditReader
+	// NodeHealth reads the node self-healing workflow's state for the nodes page; nil
+	// shows none.
+	NodeHealth NodeHealthReader
 }
 
 // Console serves the web console in front of an API handler.
@@ -118,6 +124,8 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/ws/{ws}/jobs/{name}/stop", c.signedIn(c.stopJob))
 	m.HandleFunc("POST /ui/ws/{ws}/jobs/{name}/delete", c.signedIn(c.deleteJob))
 	m.HandleFunc("POST /ui/ws/{ws}/jobs/{name}/clone", c.signedIn(c.cloneJob))
+	m.HandleFunc("GET /ui/ws/{ws}/submit", c.signedIn(c.newJobPage))
+	m.HandleFunc("POST /ui/ws/{ws}/submit", c.signedIn(c.submitJob))
 
 	m.HandleFunc("GET /ui/ws/{ws}/experiments", c.signedIn(c.experimentsPage))
 	m.HandleFunc("GET /ui/ws/{ws}/experiments/{name}", c.signedIn(c.experimentPage))
@@ -130,6 +138,18 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/pause", c.signedIn(c.pauseSchedule))
 	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/resume", c.signedIn(c.resumeSchedule))
 	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/trigger", c.signedIn(c.triggerSchedule))
+
+	m.HandleFunc("GET /ui/ws/{ws}/triggers", c.signedIn(c.triggersPage))
+	m.HandleFunc("POST /ui/ws/{ws}/triggers", c.signedIn(c.applyTrigger))
+	m.HandleFunc("GET /ui/ws/{ws}/triggers/{name}", c.signedIn(c.triggerPage))
+	m.HandleFunc("POST /ui/ws/{ws}/triggers/{name}/delete", c.signedIn(c.deleteTrigger))
+	m.HandleFunc("GET /ui/ws/{ws}/rules", c.signedIn(c.rulesPage))
+	m.HandleFunc("POST /ui/ws/{ws}/rules", c.signedIn(c.applyRule))
+	m.HandleFunc("GET /ui/ws/{ws}/rules/{name}", c.signedIn(c.rulePage))
+	m.HandleFunc("POST /ui/ws/{ws}/rules/{name}/delete", c.signedIn(c.deleteRule))
+
+	m.HandleFunc("GET /ui/ws/{ws}/nodes", c.signedIn(c.nodesPage))
+	m.HandleFunc("GET /ui/ws/{ws}/workspace", c.signedIn(c.workspacePage))
 	c.mux = m
 }
 

@@ -30,7 +30,9 @@ type experimentData struct {
 	Params []string
 	Trials []trialRow
 	Chart  chart
-	Best   []paramValue
+	// ParamCharts are the objective by each parameter.
+	ParamCharts []paramChart
+	Best        []paramValue
 }
 
 // trialRow is one row of the trials table.
@@ -64,6 +66,7 @@ func (c *Console) experimentPage(w http.ResponseWriter, r *http.Request, k *call
 		d.Trials = append(d.Trials, row)
 	}
 	d.Chart = objectiveChart(exp)
+	d.ParamCharts = paramCharts(exp, d.Params)
 	for _, p := range d.Params {
 		if v, ok := exp.Status.BestParams[p]; ok {
 			d.Best = append(d.Best, paramValue{p, formatParam(v)})

@@ -24,6 +24,23 @@ var funcs = template.FuncMap{
 	// add3 is a parameter's column in the trials table (after trial, phase, value).
 	"add3":  func(i int) int { return i + 3 },
 	"runOf": func(p page, run schemas.ScheduleRun) scheduleRun { return scheduleRun{WS: p.WS, Run: run} },
+	"form":  func(p page, f docForm) formOf { return formOf{P: p, F: f} },
+	"qjobOf": func(p page, j api.QuotaJob) struct {
+		WS string
+		J  api.QuotaJob
+	} {
+		return struct {
+			WS string
+			J  api.QuotaJob
+		}{p.WS, j}
+	},
+	"deref64": func(p *int64) int64 { return *p },
+}
+
+// formOf is the argument of the docform template: the page and its form.
+type formOf struct {
+	P page
+	F docForm
 }
 
 // scheduleRun is one row of a schedule's runs.

@@ -194,7 +194,7 @@ func parseOverrides(text string) (map[string]any, error) {
 	}
 	var m map[string]any
 	if err := json.Unmarshal(js, &m); err != nil || m == nil {
-		return nil, errors.New("overrides: must be an object (a merge patch of the job document, such as spec: {maxRestarts: 2})")
+		return nil, errors.New("overrides: must be an object (a merge patch of the job document, such as spec: {faultTolerance: {maxRestarts: 2}})")
 	}
 	return m, nil
 }

@@ -54,7 +54,7 @@ func setup(ctx context.Context, dir string) (func(), error) {
 	env.faults = newFaults()
 	e, err := embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: itest.Logger(slog.LevelWarn),
-		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults},
+		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults, historyBounds},
 		// Test webhooks listen on loopback, which webhooks reach only when allowed.
 		WebhookAllow: []string{"127.0.0.1"},
 		// Summaries of suppressed audit records every 2 s, for TestBadTokenFloodIsLimited.

@@ -49,6 +49,9 @@ type Config struct {
 	// Metrics records the activities' launches, phase changes and log lines; nil
 	// records nothing.
 	Metrics *metrics.Registry
+	// HeartbeatBudget is the heartbeats a second the job-long activities share
+	// (activities.JobActivities.HeartbeatBudget); 0: the default.
+	HeartbeatBudget float64
 }
 
 // Main is a running worker: a Temporal worker with the workflows and activities
@@ -98,6 +101,8 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		Storage:     &storage.Policy{Root: cfg.StorageRoot, Workspaces: workspaces},
 		LogStream:   jetstream.LogsStream,
 		Metrics:     cfg.Metrics,
+
+		HeartbeatBudget: cfg.HeartbeatBudget,
 	})
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})
 	RegisterScheduleActivities(w, &activities.ScheduleActivities{Objects: store, Jobs: jobControl{tc}})

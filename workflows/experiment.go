@@ -19,20 +19,20 @@ import (
 // as child TrainingJob workflows, parallelism at a time. The design choices that make
 // it reproducible and crash-safe (see docs/experiments.md):
 //
-//   - Suggestions are made in workflow code by the pure samplers of package hpo. Trial N
-//     starts only once trials 0..N-parallelism have finished, and the sampler sees those
-//     finished trials plus trials N-parallelism+1..N-1 as Running with their parameters
-//     only. What it sees is therefore the same whatever the order in which trials
-//     finish, so the same seed gives the same parameters in every run, replayed or not.
-//   - Early stopping compares trial N with the same finished trials 0..N-parallelism,
-//     report by report in step order, and a trial is Pruned at the step where the rule
-//     fired, whatever it reported after: the decisions do not depend on timing either.
+//   - Suggestions are made in workflow code by the pure samplers of package hpo, inside
+//     workflow.SideEffect. A trial starts as soon as one of the parallelism slots frees,
+//     and the sampler sees every trial known at that moment (experiment_slots.go); the
+//     recorded answers make a replayed or recovered run rebuild the same trials.
+//   - Early stopping compares a trial with every other trial's reports as they are at
+//     each of its reports, also recorded, and a trial is Pruned at the step where the
+//     rule fired, whatever it reported after.
 //   - Metric reports are read back from the trial job's metric subject in JetStream by
 //     the WatchTrialMetrics activity, from a stream sequence the workflow remembers; the
 //     activity's result is in history, so a retried or replayed read neither loses nor
 //     repeats a report. After a trial's job ends, one more read drains what is left.
-//   - Before its history grows large the experiment starts no more trials, waits for
-//     the running ones, and continues as new with its state.
+//   - Before its history grows large the experiment starts no more trials and continues
+//     as new with its state, carrying the running trials' handles; the next run follows
+//     their jobs (experiment_continue.go).
 
 // ExperimentInput starts (or continues) an Experiment workflow.
 type ExperimentInput struct {
@@ -112,6 +112,9 @@ type TrialState struct {
 	FinishTime *time.Time         `json:"finishTime,omitempty"`
 	// PBT is the trial's lineage with algorithm pbt.
 	PBT *pbtLineage `json:"pbt,omitempty"`
+	// Run is set on a Running trial carried across continue-as-new: how the next run
+	// follows its job (experiment_continue.go).
+	Run *CarriedRun `json:"run,omitempty"`
 }
 
 // ExperimentResult is the experiment's final status.
@@ -146,17 +149,24 @@ type experimentWorkflow struct {
 	stopper   hpo.Stopper
 	configErr error
 
-	runs     []*trialRun // by trial ID; nil when the trial does not run
-	running  int
-	changed  bool
-	ending   *experimentOutcome
-	draining bool
+	runs    []*trialRun // by trial ID; nil when the trial does not run
+	running int
+	slots   bool // trials start as soon as a slot frees (experiment_slots.go)
+	carry   bool // continue-as-new carries running trials (experiment_continue.go)
+	// continuing is set once the history is large and carry is set: no new trials, and
+	// continue-as-new as soon as the running trials can be carried.
+	continuing bool
+	changed    bool
+	ending     *experimentOutcome
+	draining   bool
 
 	// events holds the trial events not yet published.
 	events *outbox
 }
 
 func (w *experimentWorkflow) setup(ctx workflow.Context) error {
+	w.slots = slotsVersion(ctx)
+	w.carry = carryVersion(ctx)
 	if w.in.State != nil {
 		w.st = w.in.State
 	} else {
@@ -232,12 +242,13 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 	} else {
 		w.upsertPhase(ctx)
 	}
+	w.followCarried(ctx)
 	for {
 		w.changed = false
 		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil {
 			w.checkFailures(ctx)
 		}
-		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.draining {
+		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.draining && !w.continuing {
 			if w.isPBT() {
 				w.startPBTTrials(ctx)
 			} else {
@@ -256,6 +267,12 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 				return ExperimentResult{}, w.continueAsNew(ctx)
 			}
 		}
+		if w.continuing && w.st.Phase == schemas.ExperimentRunning && w.ending == nil && w.carriable() {
+			if err := w.continueCarrying(ctx); err != nil {
+				return ExperimentResult{}, err
+			}
+			continue
+		}
 		if w.st.Phase == schemas.ExperimentStopped {
 			ok, err := workflow.AwaitWithTimeout(ctx, w.opts.ResumeWindow, func() bool { return w.changed })
 			if err != nil {
@@ -269,7 +286,9 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 		if err := workflow.Await(ctx, func() bool { return w.changed }); err != nil {
 			return ExperimentResult{}, err
 		}
-		if !w.draining && w.shouldContinueAsNew(ctx) {
+		if w.carry && !w.continuing && w.shouldContinueAsNew(ctx) {
+			w.continuing = true
+		} else if !w.carry && !w.draining && w.shouldContinueAsNew(ctx) {
 			w.draining = true
 			w.logger.Info("history is large: no new trials until the running ones end, then continue-as-new",
 				"events", workflow.GetInfo(ctx).GetCurrentHistoryLength())

@@ -41,10 +41,15 @@ func (w *experimentWorkflow) suggest(ctx workflow.Context, n int) suggestion {
 	return sug
 }
 
-// samplerHistory is what the sampler sees when it suggests trial n: trials
-// 0..n-parallelism as they finished, and the others only as Running with their
+// samplerHistory is what the sampler sees when it suggests trial n. With slot
+// scheduling: every trial known now (knownHistory). Before: trials 0..n-parallelism as they finished, and the others only as Running with their
 // parameters, so that the suggestion does not depend on which of them finished first.
 func (w *experimentWorkflow) samplerHistory(n int) hpo.History {
+	if w.slots {
+		h := w.knownHistory(-1)
+		w.addValues(&h)
+		return h
+	}
 	h := w.history()
 	for k := range n {
 		t := w.st.Trials[k]
@@ -58,9 +63,13 @@ func (w *experimentWorkflow) samplerHistory(n int) hpo.History {
 	return h
 }
 
-// stopperHistory is what the early-stopping rule compares trial id with: trials
-// 0..id-parallelism, which had all finished when trial id started.
+// stopperHistory is what the early-stopping rule compares trial id with. With slot
+// scheduling: every other trial as it is now. Before: trials 0..id-parallelism, which
+// had all finished when trial id started.
 func (w *experimentWorkflow) stopperHistory(id int) hpo.History {
+	if w.slots {
+		return w.knownHistory(id)
+	}
 	h := w.history()
 	for k := 0; k <= id-w.parallelism(); k++ {
 		h.Trials = append(h.Trials, hpoTrial(w.st.Trials[k]))

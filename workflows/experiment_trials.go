@@ -44,10 +44,13 @@ type trialRun struct {
 	lastSeq    uint64
 	ordinal    int64
 	childDone  bool
+	// carried is set on a trial whose job an earlier run started: its first attempt
+	// follows that job instead of starting one.
+	carried bool
 }
 
-// startTrials starts what may start: stopped trials again (after resume), then new
-// trials. Trial N starts only once trials 0..N-parallelism have finished.
+// startTrials starts what may start while a slot is free: stopped trials again (after
+// resume), then new trials (see mayStartNew).
 func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 	p := w.parallelism()
 	for w.running < p {
@@ -60,10 +63,8 @@ func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 		if n >= w.st.MaxTrials || w.st.Exhausted {
 			return
 		}
-		for k := 0; k <= n-p; k++ {
-			if !w.st.Trials[k].Phase.Final() {
-				return
-			}
+		if !w.mayStartNew(n) {
+			return
 		}
 		sug := w.suggest(ctx, n)
 		if sug.Exhausted {
@@ -120,11 +121,13 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 		w.changed = true
 	}()
 	for {
-		now := workflow.Now(ctx)
-		t.Job = TrialJobName(w.exp.Metadata.Name, t.ID, t.Attempt)
-		t.Phase, t.StartTime, t.FinishTime = schemas.TrialRunning, &now, nil
-		t.Reports, t.Value, t.Step, t.Message, t.Values = nil, nil, 0, "", nil
-		w.trialEvent(ctx, t)
+		if !run.carried {
+			now := workflow.Now(ctx)
+			t.Job = TrialJobName(w.exp.Metadata.Name, t.ID, t.Attempt)
+			t.Phase, t.StartTime, t.FinishTime = schemas.TrialRunning, &now, nil
+			t.Reports, t.Value, t.Step, t.Message, t.Values = nil, nil, 0, "", nil
+			w.trialEvent(ctx, t)
+		}
 
 		outcome, msg := w.runAttempt(ctx, t, run)
 		// A new variable: t.StartTime points at now.
@@ -160,19 +163,28 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 // runAttempt runs one job of a trial as a child workflow, follows its metric reports
 // until it ends, and says how the attempt went.
 func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run *trialRun) (attemptOutcome, string) {
-	job, err := w.exp.TrialJob(t.Job, t.ID, hpo.Format(w.space, t.Params))
-	if err != nil {
-		return attemptFailed, err.Error()
+	var child workflow.Future
+	if run.carried {
+		// An earlier run started the job and continued as new (experiment_continue.go).
+		run.carried = false
+		child = w.followJob(ctx, t)
+	} else {
+		job, err := w.exp.TrialJob(t.Job, t.ID, hpo.Format(w.space, t.Params))
+		if err != nil {
+			return attemptFailed, err.Error()
+		}
+		w.pbtJob(t, &job)
+		// The experiment stops its trials itself; a trial whose experiment was terminated
+		// runs to its end and cleans up after itself.
+		c := TrialJobStart(TrainingJobInput{Job: job, Params: w.paramValues(t.Params)}).ExecuteChild(ctx)
+		var exec workflow.Execution
+		if err := c.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+			return attemptFailed, fmt.Sprintf("could not start job %s: %s", t.Job, rootMessage(err))
+		}
+		run.uid = exec.RunID
+		w.changed = true // the trial can now be carried across continue-as-new
+		child = c
 	}
-	w.pbtJob(t, &job)
-	// The experiment stops its trials itself; a trial whose experiment was terminated
-	// runs to its end and cleans up after itself.
-	child := TrialJobStart(TrainingJobInput{Job: job, Params: w.paramValues(t.Params)}).ExecuteChild(ctx)
-	var exec workflow.Execution
-	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
-		return attemptFailed, fmt.Sprintf("could not start job %s: %s", t.Job, rootMessage(err))
-	}
-	run.uid = exec.RunID
 
 	var res TrainingJobResult
 	var childErr error

@@ -20,6 +20,12 @@ type TrainingJobInput struct {
 	Job schemas.TrainingJob `json:"job"`
 	// Params are hyper-parameters for an HPO trial; nil for a plain job.
 	Params map[string]any `json:"params,omitempty"`
+	// Continued is the state a previous run of this job carried over when it continued
+	// as new (continue_as_new.go); nil on the job's first run.
+	Continued *JobContinuation `json:"continued,omitempty"`
+	// HistoryBound overrides the history bound of continue_as_new.go; nil for the
+	// defaults. Tests lower it to make a short job continue as new.
+	HistoryBound *HistoryBound `json:"historyBound,omitempty"`
 }
 
 // TrainingJobResult is the job's final status.
@@ -57,6 +63,9 @@ func TrainingJobWorkflow(ctx workflow.Context, in TrainingJobInput) (TrainingJob
 	w := &jobWorkflow{in: in, logger: workflow.GetLogger(ctx)}
 	if err := w.setup(ctx); err != nil {
 		return TrainingJobResult{}, err
+	}
+	if in.Continued != nil {
+		return w.resume(ctx, *in.Continued)
 	}
 	return w.run(ctx)
 }
@@ -96,6 +105,9 @@ type jobWorkflow struct {
 	podDefaults *schemas.PodDefaults
 	// clock adds up the time run and Queued, for spec.timeout and spec.queueTimeout.
 	clock jobClock
+	// rounds counts the gang watches this run completed, and attemptsRun the attempts
+	// it started (continue_as_new.go).
+	rounds, attemptsRun int
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -134,19 +146,40 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 			return TrainingJobResult{Status: w.status}, nil
 		}
 	}
-	backoff := placementBackoff
+	return w.attempts(ctx, ref, placementBackoff, nil)
+}
+
+// attempts runs the job's attempts from ref.Attempt on until the job ends, or until
+// it continues as new. resumed, when set, is the attempt a previous run of the
+// workflow launched and handed over still running.
+func (w *jobWorkflow) attempts(ctx workflow.Context, ref backend.GangRef, backoff time.Duration,
+	resumed *attemptPlan) (TrainingJobResult, error) {
 	var out jobOutcome
 	for {
-		plan, end, ok := w.planAttempt(ctx, ref)
-		if !ok {
-			out = end
-			break
+		var plan attemptPlan
+		if resumed != nil {
+			plan, resumed = *resumed, nil
+			out = w.followAttempt(ctx, ref, w.status.Replicas, nil)
+		} else {
+			var (
+				end jobOutcome
+				ok  bool
+			)
+			plan, end, ok = w.planAttempt(ctx, ref)
+			if !ok {
+				out = end
+				break
+			}
+			w.status.Attempts = append(w.status.Attempts, schemas.AttemptRecord{
+				Attempt: ref.Attempt, Pool: plan.pool, StartTime: workflow.Now(ctx), ResumedFrom: plan.resumeFrom,
+			})
+			w.failed, w.logResult = nil, activities.ForwardLogsResult{}
+			w.attemptsRun++
+			out = w.runAttempt(ctx, ref, plan)
 		}
-		w.status.Attempts = append(w.status.Attempts, schemas.AttemptRecord{
-			Attempt: ref.Attempt, Pool: plan.pool, StartTime: workflow.Now(ctx), ResumedFrom: plan.resumeFrom,
-		})
-		w.failed, w.logResult = nil, activities.ForwardLogsResult{}
-		out = w.runAttempt(ctx, ref, plan)
+		if out.reason == reasonContinueAsNew {
+			return TrainingJobResult{}, w.continueAsNew(ctx, ref, &plan, backoff)
+		}
 		ended := workflow.Now(ctx)
 		w.currentAttempt().EndTime = &ended
 		w.currentAttempt().Outcome = out.phase
@@ -160,6 +193,9 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 				w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
 			}
 			ref.Attempt++
+			if w.boundReached(ctx) {
+				return TrainingJobResult{}, w.continueAsNew(ctx, ref, nil, backoff)
+			}
 			continue
 		}
 		if out.reason != reasonPlacementTimeout {
@@ -179,6 +215,9 @@ func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 		}
 		backoff = min(2*backoff, maxPlacementBackoff)
 		ref.Attempt++
+		if w.boundReached(ctx) {
+			return TrainingJobResult{}, w.continueAsNew(ctx, ref, nil, backoff)
+		}
 	}
 
 	w.finish(ctx, ref, out)
@@ -222,11 +261,20 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 	w.status.Replicas = launched.Replicas
 	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionTrue, "ReplicasCreated",
 		fmt.Sprintf("%d replicas created", len(launched.Replicas)))
+	return w.followAttempt(ctx, ref, launched.Replicas, &launched)
+}
 
+// followAttempt follows a launched attempt to its end: it starts the log forwarder and
+// the timers, and watches the gang. launched is nil for an attempt a previous run of
+// the workflow launched and handed over (continue_as_new.go): it was placed already.
+func (w *jobWorkflow) followAttempt(ctx workflow.Context, ref backend.GangRef,
+	reps []schemas.ReplicaStatus, launched *activities.LaunchGangResult) jobOutcome {
+	job := &w.in.Job
 	var logs *future[activities.ForwardLogsResult]
+	var cancelLogs workflow.CancelFunc = func() {}
 	if job.Spec.Logs.ForwardLogs() {
-		f := forwardLogs(ctx, activities.ForwardLogsInput{
-			Ref: ref, UID: w.uid, Replicas: launched.Replicas,
+		f := forwardLogs(w.logsContext(ctx, &cancelLogs), activities.ForwardLogsInput{
+			Ref: ref, UID: w.uid, Replicas: reps,
 			HangTimeout: job.Spec.FaultTolerance.HangTimeout.D(), LogPatterns: logPatterns(job),
 		})
 		logs = &f
@@ -239,8 +287,10 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 	}
 
 	var placement workflow.Future
-	w.placementTimeout = attemptPlacementTimeout(launched.PlacementTimeout, job)
-	if pt := w.placementTimeout; pt > 0 {
+	if launched != nil {
+		w.placementTimeout = attemptPlacementTimeout(launched.PlacementTimeout, job)
+	}
+	if pt := w.placementTimeout; pt > 0 && launched != nil {
 		pctx, cancelPlacement := workflow.WithCancel(ctx)
 		defer cancelPlacement()
 		placement = workflow.NewTimer(pctx, pt)
@@ -251,6 +301,10 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 		hang = logs
 	}
 	out := w.follow(ctx, ref, timeout, placement, hang)
+	if out.reason == reasonContinueAsNew {
+		w.handOverLogs(ctx, logs, cancelLogs)
+		return out
+	}
 	if out.phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
 		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
 		// them on stop or timeout.
@@ -287,9 +341,12 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 				rec.RunningTime = &now
 			}
 		}
+		if w.status.Phase == schemas.JobRunning && w.boundReached(ctx) {
+			return jobOutcome{reason: reasonContinueAsNew} // placed: no placement timer to hand over
+		}
 		watchCtx, cancelWatch := workflow.WithCancel(ctx)
 		watch := watchGang(watchCtx, activities.WatchGangInput{
-			Ref: ref, Known: w.status.Replicas, MaxWait: watchMaxWait,
+			Ref: ref, Known: knownReplicas(w.status.Replicas), MaxWait: watchMaxWait,
 		})
 		var (
 			result    activities.WatchGangResult
@@ -348,6 +405,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			return jobOutcome{schemas.JobFailed, "WatchFailed", rootMessage(watchErr)}
 		}
 		w.status.Replicas = result.Replicas
+		w.rounds++
 	}
 }
 
@@ -459,7 +517,7 @@ func anyReplicaLive(reps []schemas.ReplicaStatus) bool {
 // refreshReplicas records the replicas' final state after a stop.
 func (w *jobWorkflow) refreshReplicas(ctx workflow.Context, ref backend.GangRef) {
 	result, err := watchGang(ctx, activities.WatchGangInput{
-		Ref: ref, Known: w.status.Replicas, MaxWait: time.Nanosecond,
+		Ref: ref, Known: knownReplicas(w.status.Replicas), MaxWait: time.Nanosecond,
 	}).get(ctx)
 	if err == nil {
 		w.status.Replicas = result.Replicas

@@ -36,6 +36,15 @@ var versions = []change{
 	{id: changeTimeoutFromLaunch, since: "2026-12-02", what: "spec.timeout counts the run time from the first launch, " +
 		"time Queued left out (before: from the start, Queued included); spec.queueTimeout fails a job Queued too long " +
 		"with reason QueueTimeout; history training_job_queue_timeout.json, TestQueueTimeoutAndTimeoutFromLaunch"},
+	{id: changeExperimentSlots, since: "2026-12-02", what: "an experiment starts a trial as soon as any slot frees " +
+		"(before: trial N waited for trials 0..N-parallelism), suggested from every trial known then, and early stopping " +
+		"compares a trial with every other trial's reports; TestExperimentSlotUtilisation, integration TestExperimentSlotsOnTheRealStack"},
+	{id: changeExperimentCarry, since: "2026-12-02", what: "an experiment whose history is large continues as new with its " +
+		"trials running, carrying their job run ids, metric sequences and pending stops, and the next run follows their jobs " +
+		"(WaitScheduledJob) instead of waiting for them to end first; TestExperimentContinuesAsNewCarryingRunningTrials"},
+	{id: changeJobContinueAsNew, since: "2026-12-02", what: "a TrainingJob continues as new once its history passes its bound " +
+		"(continue_as_new.go), handing the running attempt over to the next run; TestTrainingJob30DaysBoundedHistory, " +
+		"integration TestJobContinuesAsNew"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

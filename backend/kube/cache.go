@@ -45,6 +45,8 @@ type podCache struct {
 	// gone holds the last state of recently deleted pods: a pod evicted or preempted
 	// is gone from the API before anyone looks, but its last state says why.
 	gone map[string]tombstone
+	// gangWaiters holds the channels of gangChanges by gangKey (informer.go).
+	gangWaiters map[string]chan struct{}
 }
 
 // cacheScope is the informer pair of one namespace, or of all of them.
@@ -107,9 +109,9 @@ func (c *podCache) newScope(ns string) *cacheScope {
 	}})
 	s.services = factory.Core().V1().Services().Informer()
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.notify() },
-		UpdateFunc: func(any, any) { c.notify() },
-		DeleteFunc: func(any) { c.notify() },
+		AddFunc:    func(o any) { c.notifyGang(o); c.notify() },
+		UpdateFunc: func(_, o any) { c.notifyGang(o); c.notify() },
+		DeleteFunc: func(o any) { c.notifyGang(o); c.notify() },
 	}
 	_, _ = s.pods.AddEventHandler(h)
 	_, _ = s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.remember})

@@ -76,6 +76,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 	loggedFailure := false
 	finishedFailures := 0
 	restarts := int32(-1) // the container's restart count at the last read; -1: none yet
+	idleEnds := 0         // streams in a row that ended cleanly with no new line (logs_idle.go)
 	for {
 		pod, err := b.logPod(ctx, ns, ref, replica)
 		if err != nil {
@@ -85,7 +86,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			return nil // gone: nothing more will be written
 		}
 		if pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "" {
-			if err := b.wait(ctx, b.cache.changes(), b.poll); err != nil {
+			if err := b.wait(ctx, b.changesOf(ns, ref), b.poll); err != nil {
 				return err
 			}
 			continue
@@ -100,6 +101,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			restarts = rc
 		}
 		stopped := false
+		seqAtOpen := f.seq
 		streamCtx, cancel := context.WithCancel(ctx)
 		watched := make(chan struct{})
 		if finished {
@@ -107,7 +109,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 		} else {
 			go func() {
 				defer close(watched)
-				if b.watchLogPod(streamCtx, ns, pod.Name, restarts) {
+				if b.watchLogPod(streamCtx, ns, ref, pod.Name, restarts) {
 					stopped = true
 					cancel()
 				}
@@ -155,7 +157,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			}
 			// Wake up early when the pod changes: once it has finished, a log that
 			// still cannot be read is given up quickly.
-			if err := b.wait(ctx, b.cache.changes(), wait); err != nil {
+			if err := b.wait(ctx, b.changesOf(ns, ref), wait); err != nil {
 				return err
 			}
 			backoff = min(2*backoff, 10*b.poll)
@@ -169,7 +171,8 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 		if finished {
 			return f.finish()
 		}
-		done, err := b.awaitFinished(ctx, ns, ref, replica)
+		idleEnds = nextIdleEnds(idleEnds, f.seq != seqAtOpen)
+		done, err := b.awaitFinished(ctx, ns, ref, replica, idlePatience(idleEnds))
 		if err != nil {
 			return err
 		}
@@ -203,9 +206,9 @@ func (b *Backend) readPrevious(ctx context.Context, ns string, pod *corev1.Pod, 
 
 // watchLogPod waits until the pod has finished or gone, or its container's restart
 // count is no longer restarts (true), or ctx ends (false).
-func (b *Backend) watchLogPod(ctx context.Context, ns, name string, restarts int32) bool {
+func (b *Backend) watchLogPod(ctx context.Context, ns string, ref backend.GangRef, name string, restarts int32) bool {
 	for {
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		pod, err := b.cache.pod(ctx, ns, name)
 		if err == nil && (pod == nil || podFinished(pod) || restartCount(pod) != restarts) {
 			return true
@@ -262,11 +265,11 @@ func (b *Backend) gapEvent(ctx context.Context, pod *corev1.Pod, why string) {
 // eventComponent is the source of the events the backend records.
 const eventComponent = "opendlc.io/worker"
 
-// awaitFinished waits up to eofPatience for the pod to finish or go.
-func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string) (bool, error) {
-	deadline := b.clock.Now().Add(eofPatience)
+// awaitFinished waits up to patience for the pod to finish or go.
+func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.GangRef, replica string, patience time.Duration) (bool, error) {
+	deadline := b.clock.Now().Add(patience)
 	for {
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		pod, err := b.logPod(ctx, ns, ref, replica)
 		if err != nil {
 			return false, err
@@ -288,7 +291,7 @@ func (b *Backend) awaitFinished(ctx context.Context, ns string, ref backend.Gang
 // gang, was never created). It waits while the pod is still to be created.
 func (b *Backend) logPod(ctx context.Context, ns string, ref backend.GangRef, replica string) (*corev1.Pod, error) {
 	for {
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		pod, err := b.cache.pod(ctx, ns, replica)
 		if err != nil {
 			return nil, err

@@ -42,7 +42,7 @@ func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	for {
 		// Watch for changes before reading, so a change between the read and the wait
 		// is not missed.
-		changed := b.cache.changes()
+		changed := b.changesOf(ns, ref)
 		grace := b.grace
 		if !forced && b.clock.Since(start) >= b.grace+forceAfter {
 			grace, forced = 0, true
@@ -63,7 +63,7 @@ func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 			if err := b.wait(ctx, changed, b.poll); err != nil {
 				return fmt.Errorf("kube: stop %s: %d pods still terminating: %w", id, left, err)
 			}
-			changed = b.cache.changes()
+			changed = b.changesOf(ns, ref)
 			pods, ok := b.cache.cachedGangPods(ns, ref)
 			if !ok || countRunning(pods) == 0 || (!forced && b.clock.Since(start) >= b.grace+forceAfter) {
 				break

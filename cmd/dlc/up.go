@@ -316,6 +316,7 @@ func newWorkerCmd() *cobra.Command {
 	var grace graceFlags
 	var verbose bool
 	var kubeNamespaces []string
+	var heartbeatBudget float64
 	healthChecks := true
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -339,6 +340,10 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			cfg.Worker = true
+			if err := checkHeartbeatBudget(heartbeatBudget); err != nil {
+				return err
+			}
+			cfg.HeartbeatBudget = heartbeatBudget
 			cfg.S3 = checkpoint.ConfigFromEnv()
 			// The trigger dispatcher starts pipelines and jobs from inbound events; several
 			// workers share its durable consumer.
@@ -415,6 +420,7 @@ func newWorkerCmd() *cobra.Command {
 	pod.register(cmd)
 	grace.register(cmd)
 	registerMetricsAddr(cmd, &metricsAddr)
+	registerHeartbeatBudget(cmd, &heartbeatBudget)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

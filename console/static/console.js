@@ -99,7 +99,6 @@
     es.addEventListener("phase", function () { reloadStatus(); reloadCharts(); });
     es.addEventListener("metric", reloadCharts);
     logs(job.dataset.logs);
-    copyButtons();
   }
 
   // logs streams the log lines of the chosen replica into #log, filtered by the search
@@ -215,5 +214,10 @@
     jobsPage();
     jobPage();
     sortableTables();
+    copyButtons();
+    // A form the API refused: its errors take the focus, so that a keyboard or screen
+    // reader user hears them first.
+    const refused = document.querySelector(".error-box[role=alert]");
+    if (refused) refused.focus();
   });
 })();

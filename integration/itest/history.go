@@ -27,10 +27,17 @@ var recordHistories = flag.Bool("record-histories", false, "write workflow histo
 // temporal is called only when recording, for the client to read the history with.
 func RecordHistory(t *testing.T, ctx context.Context, temporal func() client.Client, workflowID, file string) {
 	t.Helper()
+	RecordRunHistory(t, ctx, temporal, workflowID, "", file)
+}
+
+// RecordRunHistory is RecordHistory for one run of the workflow (runID; "" for the
+// latest), for a workflow that continued as new.
+func RecordRunHistory(t *testing.T, ctx context.Context, temporal func() client.Client, workflowID, runID, file string) {
+	t.Helper()
 	if !*recordHistories {
 		return
 	}
-	it := temporal().GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := temporal().GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {
 		ev, err := it.Next()

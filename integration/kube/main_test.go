@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,6 +60,8 @@ var env struct {
 	workerCfg  *rest.Config // the same identity, for checking what it may do
 	worker     *exec.Cmd    // the running worker process
 	dir        string
+	// workerMetrics is host:port where the worker serves /metrics (scale_test.go).
+	workerMetrics string
 }
 
 func TestMain(m *testing.M) {
@@ -97,6 +100,9 @@ func setup(ctx context.Context, dir string) error {
 			return err
 		}
 	}
+	if env.workerMetrics, err = freeAddr(); err != nil {
+		return err
+	}
 	if env.workerKube, env.workerCfg, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour); err != nil {
 		return err
 	}
@@ -120,7 +126,8 @@ func startWorker() error {
 		"--pool-placement-timeout", "public="+publicPlacementTimeout,
 		// kwok runs no containers: node health check pods succeed after a second.
 		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s",
-		"--image-pull-grace", testImagePullGrace.String(), "--node-lost-grace", testNodeLostGrace.String())...)
+		"--image-pull-grace", testImagePullGrace.String(), "--node-lost-grace", testNodeLostGrace.String(),
+		"--metrics-addr", env.workerMetrics, "--heartbeat-budget", strconv.Itoa(testHeartbeatBudget))...)
 	cmd.Env = itest.WorkerEnv(env.stack)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

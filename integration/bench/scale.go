@@ -1,0 +1,450 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
+	tclient "go.temporal.io/sdk/client"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/opendlc/opendlc/app"
+	"github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/embedded"
+	events "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/kubestack"
+	"github.com/opendlc/opendlc/metrics"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// scaleOptions size the scale run (task bench:scale).
+type scaleOptions struct {
+	nodes, jobs, replicas, workspaces int
+	// points are the numbers of running jobs at which the steady RPC rate is measured.
+	points []int
+	// window is how long each RPC rate is measured.
+	window time.Duration
+}
+
+// requestCounter counts the worker's requests to the Kubernetes API server, by verb
+// (the HTTP method) and by whether they are watches, through the clientset's
+// transport: what the API server sees of the worker.
+type requestCounter struct {
+	total, watches, gets, lists, writes, logs atomic.Int64
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		c.total.Add(1)
+		q := r.URL.Query()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/log"):
+			c.logs.Add(1)
+		case q.Get("watch") == "true" || q.Get("watch") == "1":
+			c.watches.Add(1)
+		case r.Method == http.MethodGet && looksLikeList(r.URL.Path):
+			c.lists.Add(1)
+		case r.Method == http.MethodGet:
+			c.gets.Add(1)
+		default:
+			c.writes.Add(1)
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+// looksLikeList tells a list (…/pods) from a get (…/pods/NAME) by the path's shape:
+// core paths /api/v1/namespaces/NS/RESOURCE have 5 segments, a named object 6.
+func looksLikeList(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) >= 2 && parts[0] == "api" {
+		parts = parts[2:] // api/v1
+	} else if len(parts) >= 3 && parts[0] == "apis" {
+		parts = parts[3:] // apis/GROUP/VERSION
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	return len(parts) == 1
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// snapshot is the counters at one moment.
+type rpcSnapshot struct {
+	at                     time.Time
+	kube, kubeGet, kubeLst int64
+	kubeWrite, kubeWatch   int64
+	kubeLog                int64
+	heartbeats, temporal   float64
+	cpu                    time.Duration
+}
+
+func (c *requestCounter) snap(reg *metrics.Registry) rpcSnapshot {
+	hb, all := temporalRequests(reg)
+	return rpcSnapshot{
+		at: time.Now(), kube: c.total.Load(), kubeGet: c.gets.Load(), kubeLst: c.lists.Load(),
+		kubeWrite: c.writes.Load(), kubeWatch: c.watches.Load(), kubeLog: c.logs.Load(), heartbeats: hb, temporal: all, cpu: processCPU(),
+	}
+}
+
+// temporalRequests reads the worker's Temporal client requests from its metrics:
+// heartbeats (RecordActivityTaskHeartbeat) and all of them.
+func temporalRequests(reg *metrics.Registry) (heartbeats, all float64) {
+	mfs, err := reg.Gatherer().Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "temporal_request_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			all += v
+			if label(m, "operation") == "RecordActivityTaskHeartbeat" {
+				heartbeats += v
+			}
+		}
+	}
+	return heartbeats, all
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runScale runs o.jobs jobs of o.replicas pods at once on a kwok control plane of
+// o.nodes nodes, with the worker in this process, and reports what docs/performance.md
+// ("Scale") lists: the RPC rate of watching 10, 100, 1,000 running jobs, the admission
+// rate, time to all Running, CPU and memory, API latency under load, history events,
+// heartbeats and NATS messages per job.
+func runScale(o scaleOptions) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "opendlc-bench-scale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, %d cores, load average %s at start\n",
+		o.nodes, o.jobs, o.replicas, o.workspaces, runtime.NumCPU(), loadAvg())
+
+	cluster, err := kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: o.nodes})
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	e, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	counter := &requestCounter{}
+	cfg := rest.CopyConfig(cluster.Admin)
+	cfg.QPS, cfg.Burst = 50, 100 // the worker's defaults (kube.ClientConfig)
+	cfg.WrapTransport = counter.wrap
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	b, err := kube.New(cs, kube.WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	w, err := app.Start(ctx, e.AppConfig(app.Config{Worker: true, Backend: b, Logger: quiet}))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	c, err := client.New(e.APIURL, client.WithToken(e.AdminToken))
+	if err != nil {
+		return err
+	}
+	s := &scaleRun{o: o, c: c, counter: counter, reg: w.Metrics, e: e}
+	return s.run(ctx)
+}
+
+// scaleRun is one scale run's state.
+type scaleRun struct {
+	o         scaleOptions
+	c         *client.Client
+	counter   *requestCounter
+	reg       *metrics.Registry
+	e         *embedded.Embedded
+	submitted int
+}
+
+func (s *scaleRun) run(ctx context.Context) error {
+	msgs0, err := natsMessages(ctx, s.e.Stack.NATS)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n## steady RPC rate of the worker while N jobs run (%s window each)\n\n", s.o.window)
+	fmt.Printf("%-8s %-6s %12s %8s %8s %8s %8s %12s %12s %6s\n", "running", "load", "kube req/s", "get/s", "list/s", "write/s", "log/s", "heartbeat/s", "temporal/s", "CPU")
+	var admission []time.Duration
+	var runningTook time.Duration
+	for _, n := range s.o.points {
+		if n > s.o.jobs {
+			break
+		}
+		start := time.Now()
+		took, err := s.submitUpTo(ctx, n)
+		if err != nil {
+			return err
+		}
+		admission = append(admission, took)
+		if err := s.waitPhase(ctx, n, isRunning); err != nil {
+			return err
+		}
+		runningTook = time.Since(start)
+		time.Sleep(5 * time.Second) // a settling pause before the measuring window
+		a := s.counter.snap(s.reg)
+		time.Sleep(s.o.window) // the measuring window
+		z := s.counter.snap(s.reg)
+		secs := z.at.Sub(a.at).Seconds()
+		fmt.Printf("%-8d %-6s %12.2f %8.2f %8.2f %8.2f %8.2f %12.2f %12.2f %5.0f%%\n", n, loadAvg(),
+			float64(z.kube-a.kube)/secs, float64(z.kubeGet-a.kubeGet)/secs, float64(z.kubeLst-a.kubeLst)/secs,
+			float64(z.kubeWrite-a.kubeWrite)/secs, float64(z.kubeLog-a.kubeLog)/secs, (z.heartbeats-a.heartbeats)/secs, (z.temporal-a.temporal)/secs,
+			100*(z.cpu-a.cpu).Seconds()/secs)
+	}
+	fmt.Printf("\n## the last step: %d jobs (%d pods)\n\n", s.submitted, s.submitted*s.o.replicas)
+	last := admission[len(admission)-1]
+	prev := 0
+	if len(s.o.points) > 1 {
+		prev = s.o.points[len(admission)-2]
+	}
+	fmt.Printf("submit -> Launching or later: %d jobs in %s (%.1f jobs/s)\n", s.submitted-prev, last.Round(time.Millisecond),
+		float64(s.submitted-prev)/last.Seconds())
+	fmt.Printf("submit -> all Running: %s\n", runningTook.Round(time.Millisecond))
+	fmt.Printf("process CPU so far: %s; peak RSS %d MiB (this process: worker, API and informers; Temporal, NATS and the control plane run apart)\n",
+		processCPU().Round(time.Second), selfPeakRSS()>>20)
+	if err := s.apiLatency(ctx); err != nil {
+		return err
+	}
+	if err := s.historyPerJob(ctx); err != nil {
+		return err
+	}
+	msgs1, err := natsMessages(ctx, s.e.Stack.NATS)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("NATS messages per job (events and log streams, %d jobs): %.1f\n", s.submitted, float64(msgs1-msgs0)/float64(s.submitted))
+	return nil
+}
+
+// selfPeakRSS is this process's peak resident set size, 0 if unknown.
+func selfPeakRSS() int64 {
+	n, _ := peakRSS(os.Getpid())
+	return n
+}
+
+func (s *scaleRun) workspace(i int) string { return fmt.Sprintf("scale-%d", i%s.o.workspaces) }
+func jobName(i int) string                 { return fmt.Sprintf("job-%04d", i) }
+
+// submitUpTo submits jobs until n are submitted, 16 at a time, and returns how long
+// from the first submit until they all reached Launching or later.
+func (s *scaleRun) submitUpTo(ctx context.Context, n int) (time.Duration, error) {
+	start := time.Now()
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for i := s.submitted; i < n; i++ {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":%q,"workspace":%q},
+"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`,
+				jobName(i), s.workspace(i), s.o.replicas)
+			if _, err := s.c.SubmitJob(ctx, []byte(spec)); err != nil {
+				mu.Lock()
+				firstErr = cmpErr(firstErr, fmt.Errorf("submit %s: %w", jobName(i), err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	s.submitted = n
+	if err := s.waitPhase(ctx, n, launchedOrLater); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func launchedOrLater(p schemas.JobPhase) bool {
+	switch p {
+	case "", schemas.JobPending, schemas.JobQueued, schemas.JobHealthCheck:
+		return false
+	}
+	return true
+}
+
+func isRunning(p schemas.JobPhase) bool { return p == schemas.JobRunning }
+
+// waitPhase polls the job lists until n jobs are in a phase ok accepts.
+func (s *scaleRun) waitPhase(ctx context.Context, n int, ok func(schemas.JobPhase) bool) error {
+	return poll(ctx, time.Second, func() (bool, error) {
+		count := 0
+		for w := range min(s.o.workspaces, n) {
+			token := ""
+			for {
+				l, err := s.c.ListJobs(ctx, s.workspace(w), client.ListOptions{Limit: 500, PageToken: token})
+				if err != nil {
+					return false, nil //nolint:nilerr // an overloaded API answers later
+				}
+				for _, j := range l.Items {
+					if ok(j.Phase) {
+						count++
+					}
+				}
+				if token = l.NextPageToken; token == "" {
+					break
+				}
+			}
+		}
+		return count >= n, nil
+	})
+}
+
+// apiLatency times list and get (dlc job get and describe read the same endpoint)
+// with every job running, 200 of each, 8 at a time.
+func (s *scaleRun) apiLatency(ctx context.Context) error {
+	measure := func(what string, call func(i int) error) error {
+		var mu sync.Mutex
+		var durs []time.Duration
+		sem := make(chan struct{}, 8)
+		var wg sync.WaitGroup
+		var firstErr error
+		for i := range 200 {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				t := time.Now()
+				err := call(i)
+				mu.Lock()
+				durs = append(durs, time.Since(t))
+				firstErr = cmpErr(firstErr, err)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
+		slices.Sort(durs)
+		fmt.Printf("API %-22s p50 %8s  p99 %8s  (200 calls, 8 at a time, load %s)\n", what,
+			durs[len(durs)/2].Round(time.Millisecond), durs[len(durs)*99/100].Round(time.Millisecond), loadAvg())
+		return nil
+	}
+	if err := measure("list (100 jobs a page)", func(i int) error {
+		_, err := s.c.ListJobs(ctx, s.workspace(i), client.ListOptions{Limit: 100})
+		return err
+	}); err != nil {
+		return err
+	}
+	return measure("get/describe", func(i int) error {
+		i %= s.submitted
+		_, err := s.c.GetJob(ctx, s.workspace(i), jobName(i))
+		return err
+	})
+}
+
+// historyPerJob reports the history length of up to 20 running jobs' workflows.
+func (s *scaleRun) historyPerJob(ctx context.Context) error {
+	tc, err := tclient.Dial(tclient.Options{HostPort: s.e.AppConfig(app.Config{}).TemporalAddress, Logger: nopLogger{}})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	var lens []int64
+	for i := 0; i < s.submitted; i += max(1, s.submitted/20) {
+		d, err := tc.DescribeWorkflowExecution(ctx, workflows.JobWorkflowID(s.workspace(i), jobName(i)), "")
+		if err != nil {
+			return err
+		}
+		lens = append(lens, d.GetWorkflowExecutionInfo().GetHistoryLength())
+	}
+	slices.Sort(lens)
+	fmt.Printf("history events per running job (%d sampled): min %d, median %d, max %d\n", len(lens), lens[0], lens[len(lens)/2], lens[len(lens)-1])
+	return nil
+}
+
+// natsMessages is the number of messages ever stored in the events and logs streams.
+func natsMessages(ctx context.Context, srv *devstack.NATS) (uint64, error) {
+	nc, err := nats.Connect(srv.URL, srv.ClientOptions(devstack.NATSUserServer)...)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, name := range []string{events.EventsStream, events.LogsStream} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += info.State.LastSeq
+	}
+	return total, nil
+}
+
+// nopLogger silences the Temporal client.
+type nopLogger struct{}
+
+func (nopLogger) Debug(string, ...any) {}
+func (nopLogger) Info(string, ...any)  {}
+func (nopLogger) Warn(string, ...any)  {}
+func (nopLogger) Error(string, ...any) {}
