@@ -1,6 +1,7 @@
 // Package hpo holds OpenDLC's hyper-parameter search algorithms: grid, random, TPE,
-// CMA-ES, Gaussian-process BO, BOHB and NSGA-II samplers and the median, ASHA and
-// Hyperband early-stopping rules. Every function here is pure: a
+// CMA-ES, Gaussian-process BO, BOHB and NSGA-II samplers, the median, ASHA and
+// Hyperband early-stopping rules, and population-based training's generation decisions
+// (PBTNext). Every function here is pure: a
 // suggestion is a function of the search space, the objective, the seed and the trial
 // history, so the Experiment workflow can call it from workflow code and replaying the
 // workflow gives the same suggestions.

@@ -246,21 +246,24 @@ const (
 	AlgorithmBOHB AlgorithmName = "bohb"
 	// AlgorithmNSGA2 is NSGA-II, for several objectives.
 	AlgorithmNSGA2 AlgorithmName = "nsga2"
+	// AlgorithmPBT is population-based training on the trials' checkpoints.
+	AlgorithmPBT AlgorithmName = "pbt"
 )
 
 // Algorithms lists every search algorithm.
 var Algorithms = []AlgorithmName{AlgorithmGrid, AlgorithmRandom, AlgorithmTPE, AlgorithmCMAES,
-	AlgorithmGP, AlgorithmHyperband, AlgorithmBOHB, AlgorithmNSGA2}
+	AlgorithmGP, AlgorithmHyperband, AlgorithmBOHB, AlgorithmNSGA2, AlgorithmPBT}
 
 // AlgorithmSpec selects and seeds the search algorithm.
 type AlgorithmSpec struct {
 	// Name is grid (every combination, in order), random, tpe (Tree-structured Parzen
 	// Estimator), cmaes (CMA-ES with restarts), gp (Gaussian-process Bayesian
 	// optimisation), hyperband (random search in Hyperband brackets), bohb (TPE in
-	// Hyperband brackets) or nsga2 (NSGA-II, for several objectives); default tpe, or
-	// nsga2 with objectives. hyperband and bohb need earlyStopping rule hyperband (the
-	// default for them) with a maxResource.
-	Name AlgorithmName `json:"name,omitempty" jsonschema:"enum=grid,enum=random,enum=tpe,enum=cmaes,enum=gp,enum=hyperband,enum=bohb,enum=nsga2"`
+	// Hyperband brackets), nsga2 (NSGA-II, for several objectives) or pbt
+	// (population-based training, see pbt); default tpe, or nsga2 with objectives.
+	// hyperband and bohb need earlyStopping rule hyperband (the default for them) with
+	// a maxResource.
+	Name AlgorithmName `json:"name,omitempty" jsonschema:"enum=grid,enum=random,enum=tpe,enum=cmaes,enum=gp,enum=hyperband,enum=bohb,enum=nsga2,enum=pbt"`
 	// Seed makes the suggestions reproducible: the same seed, space and trial results
 	// give the same parameters. Unset (0), the experiment picks one and reports it in
 	// its status.
@@ -278,6 +281,8 @@ type AlgorithmSpec struct {
 	// PopulationSize is cmaes's first population (default 4+3·ln(numeric parameters);
 	// each restart doubles it) or nsga2's (default 20).
 	PopulationSize int32 `json:"populationSize,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// PBT configures algorithm pbt (required by it).
+	PBT *PBTSpec `json:"pbt,omitempty"`
 }
 
 // EarlyStoppingRule names an early-stopping rule.
@@ -390,6 +395,8 @@ type TrialStatus struct {
 	Message    string        `json:"message,omitempty"`
 	StartTime  *time.Time    `json:"startTime,omitempty"`
 	FinishTime *time.Time    `json:"finishTime,omitempty"`
+	// PBT is, with algorithm pbt, where the trial stands in the population's lineage.
+	PBT *TrialLineage `json:"pbt,omitempty"`
 }
 
 // ExperimentStatus is what the Experiment workflow reports through its status query.

@@ -161,7 +161,7 @@ func TestExperimentValidate(t *testing.T) {
 				e.Spec.Objective = schemas.ObjectiveSpec{Metric: "val loss", Direction: "down", StepMetric: "epoch"}
 			}),
 			want: schemas.ErrorList{
-				{Field: "spec.algorithm.name", Detail: "must be one of grid, random, tpe, cmaes, gp, hyperband, bohb, nsga2"},
+				{Field: "spec.algorithm.name", Detail: "must be one of grid, random, tpe, cmaes, gp, hyperband, bohb, nsga2, pbt"},
 				{Field: "spec.algorithm.startupTrials", Detail: "applies to algorithms tpe, gp and bohb only"},
 				{Field: "spec.algorithm.startupTrials", Detail: "must be between 0 and 1000"},
 				{Field: "spec.earlyStopping.maxResource", Detail: "applies to rules asha and hyperband only"},

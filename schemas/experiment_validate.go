@@ -129,6 +129,7 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 		add(Invalid(ap.Child("startupTrials"), "must be between 0 and %d", MaxExperimentTrials))
 	}
 	s.validateAlgorithm(p, errs)
+	s.validatePBT(p, errs)
 	if s.Algorithm.Name != "" && s.Algorithm.Name != AlgorithmTPE {
 		if s.Algorithm.StartupTrials != nil && !s.Algorithm.Name.Startup() {
 			add(Invalid(ap.Child("startupTrials"), "applies to algorithms tpe, gp and bohb only"))

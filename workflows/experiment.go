@@ -82,6 +82,8 @@ type ExperimentState struct {
 	Trials    []*TrialState           `json:"trials"`
 	// Exhausted is set when the sampler has no configuration left (grid).
 	Exhausted bool `json:"exhausted,omitempty"`
+	// PBT is algorithm pbt's population state.
+	PBT *pbtState `json:"pbt,omitempty"`
 	// EventSeq numbers the experiment's events across runs.
 	EventSeq   int        `json:"eventSeq"`
 	Runs       int        `json:"runs"`
@@ -108,6 +110,8 @@ type TrialState struct {
 	Message    string             `json:"message,omitempty"`
 	StartTime  *time.Time         `json:"startTime,omitempty"`
 	FinishTime *time.Time         `json:"finishTime,omitempty"`
+	// PBT is the trial's lineage with algorithm pbt.
+	PBT *pbtLineage `json:"pbt,omitempty"`
 	// Run is set on a Running trial carried across continue-as-new: how the next run
 	// follows its job (experiment_continue.go).
 	Run *CarriedRun `json:"run,omitempty"`
@@ -245,7 +249,11 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 			w.checkFailures(ctx)
 		}
 		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.draining && !w.continuing {
-			w.startTrials(ctx)
+			if w.isPBT() {
+				w.startPBTTrials(ctx)
+			} else {
+				w.startTrials(ctx)
+			}
 		}
 		if w.running == 0 {
 			switch {

@@ -159,8 +159,8 @@ func newSampler(spec *schemas.ExperimentSpec) (hpo.Sampler, error) {
 		opts = append(opts, hpo.TPEStartupTrials(int(*a.StartupTrials)))
 	}
 	opts = append(opts, newerSamplerOptions(spec)...)
-	if a.Name == schemas.AlgorithmHyperband {
-		a.Name = schemas.AlgorithmRandom // hyperband is random search in brackets
+	if a.Name == schemas.AlgorithmHyperband || a.Name == schemas.AlgorithmPBT {
+		a.Name = schemas.AlgorithmRandom // random search in brackets; pbt's first generation
 	}
 	name := string(a.Name)
 	if name == "" {

@@ -102,7 +102,7 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 		st.Trials = append(st.Trials, schemas.TrialStatus{
 			ID: t.ID, Job: t.Job, Attempts: t.Attempt + 1, Phase: t.Phase, Params: w.paramValues(t.Params),
 			Value: t.Value, Values: w.trialValues(t), Step: t.Step, Reports: t.Reports, Message: t.Message,
-			StartTime: t.StartTime, FinishTime: t.FinishTime,
+			StartTime: t.StartTime, FinishTime: t.FinishTime, PBT: w.trialLineage(t),
 		})
 		switch t.Phase {
 		case schemas.TrialRunning:

@@ -173,6 +173,7 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		if err != nil {
 			return attemptFailed, err.Error()
 		}
+		w.pbtJob(t, &job)
 		// The experiment stops its trials itself; a trial whose experiment was terminated
 		// runs to its end and cleans up after itself.
 		c := TrialJobStart(TrainingJobInput{Job: job, Params: w.paramValues(t.Params)}).ExecuteChild(ctx)

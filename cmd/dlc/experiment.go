@@ -100,7 +100,7 @@ func newPlotCmd(g *globals) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "plot NAME -o FILE.svg",
-		Short: "Plot an experiment as SVG: objective by trial, and objective by each parameter",
+		Short: "Plot an experiment as SVG: objective by trial, by each parameter, and the Pareto front with objectives",
 		Args:  cobra.ExactArgs(1),
 		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			e, err := c.GetExperiment(cmd.Context(), g.workspace, args[0])

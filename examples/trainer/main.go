@@ -9,7 +9,10 @@
 //     --async-checkpoint; "dlc:checkpoint step=S uri=REF" once each is complete), pruned
 //     to DLC_CHECKPOINT_KEEP;
 //   - resume from DLC_RESUME_FROM: rank 0 loads it and sends the state to the other ranks
-//     in the first exchange, so only rank 0 needs S3.
+//     in the first exchange, so only rank 0 needs S3;
+//   - stop after epoch DLC_STOP_AT_STEP when it is set (an experiment with algorithm pbt
+//     and stepMetric epoch sets it to the end of the trial's generation), with a
+//     checkpoint there.
 //
 // Exit status: 0 on success, 2 for bad flags or environment, 1 for any other error, the
 // --exit-code value for an injected failure, 128+N when stopped by signal N.
@@ -134,6 +137,14 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (cf
 		}
 	}
 	cfg.Attempt = getenv("DLC_ATTEMPT")
+	if v := getenv("DLC_STOP_AT_STEP"); v != "" {
+		// Population-based training: this trial's generation ends after epoch N.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return config{}, nil, fmt.Errorf("DLC_STOP_AT_STEP=%q: want an epoch >= 1", v)
+		}
+		cfg.Epochs = min(cfg.Epochs, n)
+	}
 	return cfg, warnings, nil
 }
 

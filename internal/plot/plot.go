@@ -27,11 +27,12 @@ const (
 // number (with the best so far as a line), then one panel per parameter: the objective
 // against the parameter's value (on a log axis for log-scale parameters, on evenly
 // spaced categories for categorical ones). Completed trials are filled dots, pruned
-// trials (valued where they were stopped) hollow ones; the best trial is ringed.
+// trials (valued where they were stopped) hollow ones; the best trial is ringed. With
+// several objectives a last panel shows the Pareto front (see drawPareto).
 func ExperimentSVG(e *api.ExperimentDetail) []byte {
 	spec, st := e.Spec.Spec, e.Status
 	obj := spec.PrimaryObjective() // with several objectives, the plot shows the first
-	panels := 1 + len(spec.SearchSpace)
+	panels := 1 + len(spec.SearchSpace) + paretoPanels(spec)
 	rows := (panels + plotCols - 1) / plotCols
 	width, height := plotCols*panelW, rows*panelH+40
 	var b strings.Builder
@@ -122,6 +123,7 @@ func ExperimentSVG(e *api.ExperimentDetail) []byte {
 			}
 		}
 	}
+	drawPareto(&b, e, 1+len(spec.SearchSpace))
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }

@@ -95,6 +95,9 @@ class Env:
     checkpoint_every: Optional[timedelta] = None  # DLC_CHECKPOINT_EVERY (a Go duration)
     resume_from: str = ""  # DLC_RESUME_FROM: a checkpoint ref, "" on a fresh start
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # DLC_PARAMS
+    # DLC_STOP_AT_STEP: with an experiment's algorithm pbt, the value of the step metric at
+    # which this trial's generation ends: save a checkpoint there and exit 0. None otherwise.
+    stop_at_step: Optional[int] = None
     data: Mapping[str, DataSource] = field(default_factory=lambda: MappingProxyType({}))
     s3: S3Config = field(default_factory=S3Config)
     rendezvous: Rendezvous = field(default_factory=Rendezvous)
@@ -128,6 +131,7 @@ class Env:
             checkpoint_every=every,
             resume_from=get("DLC_RESUME_FROM"),
             params=params,
+            stop_at_step=_int(environ, "DLC_STOP_AT_STEP"),
             data=_data_sources(environ),
             s3=_s3_config(environ),
             rendezvous=_rendezvous(environ),

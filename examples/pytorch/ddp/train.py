@@ -18,8 +18,10 @@ What it prints, so that a test (or a person) can check the framework's own resul
 Checkpoints: rank 0 saves the model, the optimizer and the RNG state with
 opendlc.torch.save_state every --checkpoint-every steps to DLC_CHECKPOINT_URI; on start
 every rank loads DLC_RESUME_FROM when the control plane set it and continues from the step
-after it. The data of a step depends only on the seed and the step, so a resumed run
-trains on exactly the batches an uninterrupted one would have.
+after it, with the learning rate and momentum of its own arguments. The data of a step
+depends only on the seed and the step, so a resumed run trains on exactly the batches an
+uninterrupted one would have. When DLC_STOP_AT_STEP is set (a trial of an experiment
+with algorithm pbt) it stops after that step, with a checkpoint there.
 
 Run it from the repository root with PYTHONPATH=python (see job.yaml).
 """
@@ -111,12 +113,18 @@ def main() -> None:
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
         start = state["step"]
+        # The optimizer's settings are this run's, not the checkpoint's: a trial of
+        # population-based training resumes another trial's state with new ones.
+        for group in opt.param_groups:
+            group["lr"], group["momentum"] = args.lr, args.momentum
         print(f"resumed from {manifest.ref} at step {start}", flush=True)
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
 
     loss_fn = nn.MSELoss()
     loss_val = float("nan")
-    for step in range(start + 1, args.steps + 1):
+    # With an experiment's algorithm pbt, the trial's generation ends at DLC_STOP_AT_STEP.
+    last = args.steps if e.stop_at_step is None else min(args.steps, e.stop_at_step)
+    for step in range(start + 1, last + 1):
         xb, yb = batch(x, y, step, rank, world, args.batch)
         opt.zero_grad()
         loss = loss_fn(ddp(xb.to(device)), yb.to(device))
@@ -128,7 +136,8 @@ def main() -> None:
             with torch.no_grad():
                 loss_val = loss_fn(model(eval_x), eval_y).item()
             opendlc.report(step, loss=loss_val, batch_loss=mean.item() / world)
-            if args.checkpoint_every > 0 and e.checkpoint_uri and step % args.checkpoint_every == 0:
+            every = args.checkpoint_every > 0 and step % args.checkpoint_every == 0
+            if e.checkpoint_uri and (every or (step == last and e.stop_at_step is not None)):
                 dlc_torch.save_state(step, {
                     "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
                     "rng": torch.get_rng_state(),
@@ -141,7 +150,7 @@ def main() -> None:
     dist.barrier()
     print(f"params rank={rank} sha256={params_digest(model)}", flush=True)
     if rank == 0:
-        print(f"final step={args.steps} loss={loss_val!r}", flush=True)
+        print(f"final step={last} loss={loss_val!r}", flush=True)
     dist.destroy_process_group()
 
 
