@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+
+	dlc "github.com/opendlc/opendlc/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
@@ -181,4 +183,38 @@ spec:
 	if got := slices.Sorted(maps.Keys(lines)); len(got) != 3 {
 		t.Errorf("logs of replicas %v, want 3", got)
 	}
+
+	// The list names the job once, though its chain has several runs; a default delete
+	// hides it from the list and from Get, and it stays readable by its uid.
+	if n := listedJobs(t, ctx, ws, name); n != 1 {
+		t.Errorf("the job is listed %d times, want once", n)
+	}
+	if err := env.api.DeleteJob(ctx, ws, name); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if n := listedJobs(t, ctx, ws, name); n != 0 {
+		t.Errorf("after delete the job is listed %d times, want 0", n)
+	}
+	if _, err := env.api.GetJob(ctx, ws, name); err == nil {
+		t.Error("after delete, Get by name found the job")
+	}
+	if run, err := env.api.GetJobRun(ctx, ws, name, j.UID); err != nil || run.Status.Phase != schemas.JobSucceeded {
+		t.Errorf("after delete, the run by uid = %+v, %v; want it Succeeded", run, err)
+	}
+}
+
+// listedJobs counts the entries named name in the workspace's job list.
+func listedJobs(t *testing.T, ctx context.Context, ws, name string) int {
+	t.Helper()
+	l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{})
+	if err != nil {
+		t.Fatalf("list jobs: %v", err)
+	}
+	n := 0
+	for _, it := range l.Items {
+		if it.Name == name {
+			n++
+		}
+	}
+	return n
 }

@@ -71,10 +71,15 @@ func (h *JobHistory) isDeleted(ctx context.Context, ws, uid string) (bool, error
 	return true, nil
 }
 
-// forget drops a run's deletion record (once the run itself is purged).
-func (h *JobHistory) forget(ctx context.Context, ws, uid string) error {
-	if err := h.deleted.Purge(ctx, deletedKey(ws, uid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return err
+// forget drops the deletion records of a run's ids (once the run itself is purged).
+func (h *JobHistory) forget(ctx context.Context, ws string, uids ...string) error {
+	for _, uid := range uids {
+		if uid == "" {
+			continue
+		}
+		if err := h.deleted.Purge(ctx, deletedKey(ws, uid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
 	}
 	return nil
 }

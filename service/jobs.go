@@ -54,7 +54,9 @@ func (s *Jobs) query(ctx context.Context, ws, name string) (api.Job, error) {
 
 // List answers one page of a workspace's jobs, newest first.
 func (s *Jobs) List(ctx context.Context, ws string, o ListOptions) (api.JobList, error) {
-	k := runKind[schemas.JobPhase]{kind: schemas.KindTrainingJob, final: schemas.JobPhase.Terminal, failed: schemas.JobFailed}
+	// A job that continued as new (workflows/continue_as_new.go) is listed once, by
+	// its current run.
+	k := runKind[schemas.JobPhase]{kind: schemas.KindTrainingJob, current: true, final: schemas.JobPhase.Terminal, failed: schemas.JobFailed}
 	items, next, err := listRuns(ctx, s.temporalBase, ws, o, k, func(r listedRun[schemas.JobPhase]) api.JobSummary {
 		return api.JobSummary{Workspace: ws, Name: r.Name, UID: r.UID, StartTime: r.Start, EndTime: r.End, Phase: r.Phase,
 			Framework: schemas.Framework(r.Framework)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/workflows"
@@ -53,8 +54,9 @@ func (s *Jobs) Delete(ctx context.Context, ws, name string, o ...DeleteOptions) 
 	if err != nil {
 		return fmt.Errorf("read job before delete: %w", err)
 	}
+	lastRun := s.lastRunID(ctx, id)
 	if !purge {
-		return s.softDelete(ctx, ws, name, view.UID)
+		return s.softDelete(ctx, ws, name, view.UID, lastRun)
 	}
 	if err := s.deleteRuns(ctx, id); err != nil {
 		return fmt.Errorf("delete job: %w", err)
@@ -68,17 +70,34 @@ func (s *Jobs) Delete(ctx context.Context, ws, name string, o ...DeleteOptions) 
 	if err := s.history.purge(ctx, ws, name, view.UID, view.Status.LogArchive); err != nil {
 		return err
 	}
-	return s.history.forget(ctx, ws, view.UID)
+	return s.history.forget(ctx, ws, view.UID, lastRun)
 }
 
-// softDelete records the run as deleted; a run deleted before is not found.
-func (s *Jobs) softDelete(ctx context.Context, ws, name, uid string) error {
+// lastRunID is the run id of a job's newest execution. It differs from the job's uid
+// (its first run's id) once the job continued as new; listings name the job by it.
+func (s *Jobs) lastRunID(ctx context.Context, id string) string {
+	desc, err := s.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return ""
+	}
+	return desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
+// softDelete records the run as deleted under its uid and, when the job continued as
+// new, under its last run's id too (which listings show); a run deleted before is not
+// found.
+func (s *Jobs) softDelete(ctx context.Context, ws, name, uid, lastRun string) error {
 	deleted, err := s.history.isDeleted(ctx, ws, uid)
 	if err != nil {
 		return err
 	}
 	if deleted {
 		return notFound("job", ws, name)
+	}
+	if lastRun != "" && lastRun != uid {
+		if err := s.history.markDeleted(ctx, ws, name, lastRun); err != nil {
+			return err
+		}
 	}
 	return s.history.markDeleted(ctx, ws, name, uid)
 }
@@ -92,7 +111,12 @@ func (s *Jobs) GetDeleted(ctx context.Context, ws, name string) (api.Job, error)
 // GetRun answers one run of a job, by its uid, deleted or not, for as long as Temporal
 // keeps it (the namespace's retention).
 func (s *Jobs) GetRun(ctx context.Context, ws, name, uid string) (api.Job, error) {
-	v, err := s.tc.QueryWorkflow(ctx, workflows.JobWorkflowID(ws, name), uid, workflows.QueryStatus)
+	id := workflows.JobWorkflowID(ws, name)
+	run, err := s.chainEnd(ctx, id, uid)
+	var v converter.EncodedValue
+	if err == nil {
+		v, err = s.tc.QueryWorkflow(ctx, id, run, workflows.QueryStatus)
+	}
 	var jv workflows.JobView
 	if err == nil {
 		err = v.Get(&jv)
@@ -105,6 +129,35 @@ func (s *Jobs) GetRun(ctx context.Context, ws, name, uid string) (api.Job, error
 	}
 	return api.Job{UID: jv.UID, Spec: jv.Job, Status: jv.Status}, nil
 }
+
+// chainEnd is the last run of the chain that starts at run uid: a job that continued
+// as new (workflows/continue_as_new.go) answers its status from its last run.
+func (s *Jobs) chainEnd(ctx context.Context, id, uid string) (string, error) {
+	run := uid
+	for range maxChainRuns {
+		desc, err := s.tc.DescribeWorkflowExecution(ctx, id, run)
+		if err != nil {
+			return "", err
+		}
+		if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			return run, nil
+		}
+		it := s.tc.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		ev, err := it.Next()
+		if err != nil {
+			return "", err
+		}
+		next := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		if next == "" {
+			return run, nil
+		}
+		run = next
+	}
+	return run, nil
+}
+
+// maxChainRuns bounds how many runs chainEnd follows.
+const maxChainRuns = 10000
 
 // hideDeleted answers not found for a deleted run.
 func (s *Jobs) hideDeleted(ctx context.Context, ws, name, uid string) error {
