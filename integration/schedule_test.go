@@ -57,49 +57,6 @@ func waitSchedule(t *testing.T, ctx context.Context, c *dlc.Client, ws, name, wh
 	}
 }
 
-// scheduledJobs lists the jobs a schedule started, through Temporal visibility and the
-// schedule's label, as job name → how many times listed.
-func scheduledJobs(t *testing.T, ctx context.Context, c *dlc.Client, ws, name string) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	opts := dlc.ListOptions{Labels: []string{schemas.LabelSchedule + "=" + name}}
-	for {
-		l, err := c.ListJobs(ctx, ws, opts)
-		if err != nil {
-			t.Fatalf("list jobs: %v", err)
-		}
-		for _, it := range l.Items {
-			out[it.Name]++
-		}
-		if opts.PageToken = l.NextPageToken; opts.PageToken == "" {
-			return out
-		}
-	}
-}
-
-// startedRuns are the runs of a status that started a job, by job name.
-func startedRuns(st schemas.ScheduleStatus) map[string]schemas.ScheduleRun {
-	out := map[string]schemas.ScheduleRun{}
-	for _, list := range [][]schemas.ScheduleRun{st.History, st.Running} {
-		for _, r := range list {
-			if r.Job != "" {
-				out[r.Job] = r
-			}
-		}
-	}
-	return out
-}
-
-func succeeded(st schemas.ScheduleStatus) int {
-	n := 0
-	for _, r := range st.History {
-		if r.Outcome == schemas.RunSucceeded {
-			n++
-		}
-	}
-	return n
-}
-
 // A schedule (@every 2s) fires jobs on the embedded stack that really run and succeed;
 // trigger runs one now; a backfill runs each earlier time once, and again runs none;
 // pause and resume answer with the state; delete removes the schedule and leaves its
@@ -120,7 +77,7 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 		t.Errorf("second create = %v, want 409", err)
 	}
 
-	st := waitSchedule(t, ctx, c, ws, "tick", "ran two jobs", func(s *api.ScheduleView) bool { return succeeded(s.Status) >= 2 })
+	st := waitSchedule(t, ctx, c, ws, "tick", "ran two jobs", func(s *api.ScheduleView) bool { return itest.SucceededRuns(s.Status) >= 2 })
 	for _, r := range st.Status.History {
 		if r.Outcome != schemas.RunSucceeded {
 			continue
@@ -203,10 +160,10 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 	waitSchedule(t, ctx, c, ws, "tick", "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
 
 	// Every started run is one job, listed once under the schedule's label.
-	want := startedRuns(final.Status)
+	want := itest.StartedRuns(final.Status)
 	var listed map[string]int
 	for {
-		listed = scheduledJobs(t, ctx, c, ws, "tick")
+		listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+"tick")
 		if len(listed) >= len(want) || ctx.Err() != nil {
 			break
 		}
@@ -265,13 +222,13 @@ spec:
 	if _, err := c.CreateSchedule(ctx, []byte(doc)); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	waitSchedule(t, ctx, c, ws, name, "ran a pipeline", func(s *api.ScheduleView) bool { return succeeded(s.Status) >= 1 })
+	waitSchedule(t, ctx, c, ws, name, "ran a pipeline", func(s *api.ScheduleView) bool { return itest.SucceededRuns(s.Status) >= 1 })
 	if _, err := c.PauseSchedule(ctx, ws, name, "test over"); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
 	final := waitSchedule(t, ctx, c, ws, name, "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
 
-	runs := startedRuns(final.Status)
+	runs := itest.StartedRuns(final.Status)
 	if len(runs) == 0 || int64(len(runs)) != final.Status.Counts.Started {
 		t.Fatalf("started runs %v, counts %+v", runs, final.Status.Counts)
 	}
@@ -301,7 +258,7 @@ spec:
 	var pipelines, jobs map[string]int
 	for {
 		pipelines = scheduledPipelines(t, ctx, c, ws, name)
-		jobs = scheduledJobs(t, ctx, c, ws, name)
+		jobs = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+name)
 		if (len(pipelines) >= len(runs) && len(jobs) >= len(runs)) || ctx.Err() != nil {
 			break
 		}
@@ -380,7 +337,7 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 	if _, err := c.CreateSchedule(ctx, scheduleDoc(ws, name, "*/5 * * * * *", "  overlapPolicy: allowAll")); err != nil {
 		t.Fatal(err)
 	}
-	st := waitSchedule(t, ctx, c, ws, name, "ran a job", func(s *api.ScheduleView) bool { return succeeded(s.Status) >= 1 })
+	st := waitSchedule(t, ctx, c, ws, name, "ran a job", func(s *api.ScheduleView) bool { return itest.SucceededRuns(s.Status) >= 1 })
 
 	// The fire time the worker is down across: at least 2 s away.
 	var across time.Time
@@ -402,10 +359,10 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 
 	job := workflows.ScheduledJobName(name, across)
 	st = waitSchedule(t, ctx, c, ws, name, "ran the job of "+across.String(), func(s *api.ScheduleView) bool {
-		r, ok := startedRuns(s.Status)[job]
+		r, ok := itest.StartedRuns(s.Status)[job]
 		return ok && r.Outcome == schemas.RunSucceeded
 	})
-	run := startedRuns(st.Status)[job]
+	run := itest.StartedRuns(st.Status)[job]
 	if run.StartTime == nil || run.StartTime.Sub(across) < 2*time.Second {
 		t.Errorf("the run of %s started at %v: it should have waited for the new worker", across, run.StartTime)
 	}
@@ -414,7 +371,7 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := waitSchedule(t, ctx, c, ws, name, "finished its runs", func(s *api.ScheduleView) bool { return len(s.Status.Running) == 0 })
-	runs := startedRuns(final.Status)
+	runs := itest.StartedRuns(final.Status)
 
 	// Every nominal time from the first run to the last is there, 5 s apart, each once.
 	var nominals []time.Time
@@ -432,7 +389,7 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 	}
 	var listed map[string]int
 	for {
-		listed = scheduledJobs(t, ctx, c, ws, name)
+		listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+name)
 		if len(listed) >= len(runs) || ctx.Err() != nil {
 			break
 		}

@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
-	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
 )
 
@@ -27,20 +23,11 @@ func runFirstJob(dlcBin string, workspaces int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	e, err := embedded.Start(ctx, embedded.Config{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: itest.Logger(slog.LevelError),
-	})
+	e, _, stop, err := stackWithWorker(ctx, dir, dlcBin)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	worker := exec.CommandContext(ctx, dlcBin, itest.WorkerArgs(e, "--state-dir", filepath.Join(dir, "local"), "--workdir", dir)...)
-	worker.Env = itest.WorkerEnv(e)
-	worker.Stderr = os.Stderr
-	if err := worker.Start(); err != nil {
-		return fmt.Errorf("start worker %s: %w", dlcBin, err)
-	}
-	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
+	defer stop()
 	c, err := itest.Client(e)
 	if err != nil {
 		return err

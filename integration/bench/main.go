@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +33,6 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
-	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
@@ -134,20 +132,11 @@ func run(n int, dlcBin string, recoveries int) error {
 		return err
 	}
 
-	e, err := embedded.Start(ctx, embedded.Config{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: itest.Logger(slog.LevelError),
-	})
+	e, worker, stop, err := stackWithWorker(ctx, dir, dlcBin)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	worker := exec.CommandContext(ctx, dlcBin, itest.WorkerArgs(e, "--state-dir", filepath.Join(dir, "local"), "--workdir", dir)...)
-	worker.Env = itest.WorkerEnv(e)
-	worker.Stderr = os.Stderr
-	if err := worker.Start(); err != nil {
-		return fmt.Errorf("start worker %s: %w", dlcBin, err)
-	}
-	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
+	defer stop()
 
 	c, err := itest.Client(e)
 	if err != nil {

@@ -79,8 +79,8 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 		}
 		last, _ := js.LastMsg(ctx, jetstream.LogsStream, events.JobLogSubject(ws, jobName, "worker", 3))
 		return j.Status.Phase == schemas.JobRunning && last != nil && x.Status.Completed+x.Status.Pruned >= 1 &&
-				succeededRuns(s.Status) >= 1,
-			fmt.Sprintf("job %s, experiment %d done, schedule %d succeeded", j.Status.Phase, x.Status.Completed+x.Status.Pruned, succeededRuns(s.Status))
+				itest.SucceededRuns(s.Status) >= 1,
+			fmt.Sprintf("job %s, experiment %d done, schedule %d succeeded", j.Status.Phase, x.Status.Completed+x.Status.Pruned, itest.SucceededRuns(s.Status))
 	})
 	linesBefore := countLines(t, ctx, b)
 
@@ -94,7 +94,7 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	// and the schedule fires a job that runs.
 	var firesBefore int
 	if s, err := b.GetSchedule(ctx, ws, scheduleName, 0); err == nil {
-		firesBefore = len(startedRuns(s.Status))
+		firesBefore = len(itest.StartedRuns(s.Status))
 	}
 	poll(t, ctx, "progress with one NATS server, one worker and one API server down", func() (bool, string) {
 		n := countLines(t, ctx, b)
@@ -102,7 +102,7 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		fires := len(startedRuns(s.Status))
+		fires := len(itest.StartedRuns(s.Status))
 		return n > linesBefore+1000 && fires > firesBefore, fmt.Sprintf("%d lines, %d fires", n, fires)
 	})
 	downFor := time.Since(killedAt)
@@ -361,7 +361,7 @@ func checkExperiment(t *testing.T, ctx context.Context, c *dlc.Client, js *jetst
 			t.Errorf("trial %d ran %d jobs, want 1", tr.ID, tr.Attempts)
 		}
 	}
-	jobs := listJobs(t, ctx, c, schemas.LabelExperiment+"="+experimentName)
+	jobs := itest.ListedJobs(t, ctx, c, ws, schemas.LabelExperiment+"="+experimentName)
 	if len(jobs) != trials {
 		t.Errorf("%d trial jobs listed, want %d: %v", len(jobs), trials, jobs)
 	}
@@ -379,7 +379,7 @@ func checkExperiment(t *testing.T, ctx context.Context, c *dlc.Client, js *jetst
 // publish no run events to NATS yet: events.ScheduleRunSubject has no publisher.)
 func checkSchedule(t *testing.T, ctx context.Context, c *dlc.Client, s *api.ScheduleView) {
 	t.Helper()
-	runs := startedRuns(s.Status)
+	runs := itest.StartedRuns(s.Status)
 	var nominals []time.Time
 	for _, r := range runs {
 		nominals = append(nominals, r.NominalTime)
@@ -398,7 +398,7 @@ func checkSchedule(t *testing.T, ctx context.Context, c *dlc.Client, s *api.Sche
 	}
 	var listed map[string]int
 	poll(t, ctx, "every scheduled job to be listed", func() (bool, string) {
-		listed = listJobs(t, ctx, c, schemas.LabelSchedule+"="+scheduleName)
+		listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+scheduleName)
 		return len(listed) >= len(runs), fmt.Sprintf("%d of %d", len(listed), len(runs))
 	})
 	for j, n := range listed {
@@ -452,47 +452,6 @@ func countLines(t *testing.T, ctx context.Context, c *dlc.Client) int {
 	})
 	if err != nil {
 		t.Logf("logs: %v", err)
-	}
-	return n
-}
-
-// listJobs lists the workspace's jobs with a label, as job name → times listed.
-func listJobs(t *testing.T, ctx context.Context, c *dlc.Client, label string) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	opts := dlc.ListOptions{Labels: []string{label}}
-	for {
-		l, err := c.ListJobs(ctx, ws, opts)
-		if err != nil {
-			t.Fatalf("list jobs: %v", err)
-		}
-		for _, it := range l.Items {
-			out[it.Name]++
-		}
-		if opts.PageToken = l.NextPageToken; opts.PageToken == "" {
-			return out
-		}
-	}
-}
-
-func startedRuns(st schemas.ScheduleStatus) map[string]schemas.ScheduleRun {
-	out := map[string]schemas.ScheduleRun{}
-	for _, list := range [][]schemas.ScheduleRun{st.History, st.Running} {
-		for _, r := range list {
-			if r.Job != "" {
-				out[r.Job] = r
-			}
-		}
-	}
-	return out
-}
-
-func succeededRuns(st schemas.ScheduleStatus) int {
-	n := 0
-	for _, r := range st.History {
-		if r.Outcome == schemas.RunSucceeded {
-			n++
-		}
 	}
 	return n
 }
