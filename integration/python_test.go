@@ -433,6 +433,8 @@ func TestPythonEnvMatchesGoGang(t *testing.T) {
 				"endpoint": nil, "region": nil, "access_key_id": nil, "secret_access_key": nil},
 		},
 		"s3": map[string]any{"endpoint": cfg.Endpoint, "region": cfg.Region, "access_key": cfg.AccessKey, "path_style": true},
+		// DLC_STOP_AT_STEP is set only on the trials of a population-based experiment.
+		"stop_at_step": nil,
 		"rendezvous": map[string]any{
 			"master_addr": "worker-0.gang", "master_port": 29500.0, "world_size": 3.0, "rank": 1.0, "node_rank": 1.0,
 			"local_rank": 0.0, "local_world_size": 2.0, "hosts": map[string]any{}, "tf_config": nil,

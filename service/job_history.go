@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,13 @@ type JobHistory struct {
 	deleted jetstream.KeyValue
 	ev      *dlcjs.Client
 	archive *logarchive.Store
+
+	// cache mirrors the bucket's keys, kept by a watch (watchDeleted), so that reading a
+	// job does not depend on NATS answering: while NATS is down, reads answer from the
+	// last known state.
+	mu    sync.RWMutex
+	cache map[string]bool
+	ready bool // the watch has delivered the bucket's initial keys
 }
 
 // NewJobHistory opens the deleted-runs bucket (created by jetstream.EnsureStreams).
@@ -31,7 +39,38 @@ func NewJobHistory(ctx context.Context, ev *dlcjs.Client, archive *logarchive.St
 	if err != nil {
 		return nil, fmt.Errorf("service: open bucket %s: %w", dlcjs.DeletedJobsBucket, err)
 	}
-	return &JobHistory{deleted: kv, ev: ev, archive: archive}, nil
+	h := &JobHistory{deleted: kv, ev: ev, archive: archive, cache: map[string]bool{}}
+	go h.watchDeleted()
+	return h, nil
+}
+
+// watchDeleted keeps the cache of deleted runs. It lives as long as the process's NATS
+// connection; the watch resumes by itself after NATS comes back. If the watch cannot
+// start, isDeleted reads the bucket on every call.
+func (h *JobHistory) watchDeleted() {
+	w, err := h.deleted.WatchAll(context.Background())
+	if err != nil {
+		return
+	}
+	for e := range w.Updates() {
+		h.mu.Lock()
+		switch {
+		case e == nil:
+			h.ready = true
+		case e.Operation() == jetstream.KeyValuePut:
+			h.cache[e.Key()] = true
+		default:
+			delete(h.cache, e.Key())
+		}
+		h.mu.Unlock()
+	}
+}
+
+// cached answers from the cache: deleted, and whether the cache knew.
+func (h *JobHistory) cached(key string) (deleted, known bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.cache[key], h.ready || h.cache[key]
 }
 
 // deletedRun is the record of a deleted run.
@@ -53,6 +92,9 @@ func (h *JobHistory) markDeleted(ctx context.Context, ws, name, uid string) erro
 	if _, err := h.deleted.Put(ctx, deletedKey(ws, uid), b); err != nil {
 		return fmt.Errorf("record the deletion of job %s/%s: %w", ws, name, err)
 	}
+	h.mu.Lock()
+	h.cache[deletedKey(ws, uid)] = true
+	h.mu.Unlock()
 	return nil
 }
 
@@ -60,6 +102,9 @@ func (h *JobHistory) markDeleted(ctx context.Context, ws, name, uid string) erro
 func (h *JobHistory) isDeleted(ctx context.Context, ws, uid string) (bool, error) {
 	if uid == "" {
 		return false, nil
+	}
+	if deleted, known := h.cached(deletedKey(ws, uid)); known {
+		return deleted, nil
 	}
 	_, err := h.deleted.Get(ctx, deletedKey(ws, uid))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -80,6 +125,9 @@ func (h *JobHistory) forget(ctx context.Context, ws string, uids ...string) erro
 		if err := h.deleted.Purge(ctx, deletedKey(ws, uid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return err
 		}
+		h.mu.Lock()
+		delete(h.cache, deletedKey(ws, uid))
+		h.mu.Unlock()
 	}
 	return nil
 }
