@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/opendlc/opendlc/api"
@@ -117,12 +119,14 @@ type Workspaces struct {
 	store *auth.Store
 	// temporal lists what a workspace holds before it is deleted.
 	temporal *temporalBase
+	// jobs says which jobs were deleted (their records stay; they hold nothing).
+	jobs *Jobs
 }
 
 // NewWorkspaces returns the workspace service over store; svc (New) says what each
 // workspace holds.
 func NewWorkspaces(store *auth.Store, svc *Service) *Workspaces {
-	return &Workspaces{store: store, temporal: svc.Jobs.temporalBase}
+	return &Workspaces{store: store, temporal: svc.Jobs.temporalBase, jobs: svc.Jobs}
 }
 
 // Create registers a workspace for createdBy; its namespace defaults to its name. An
@@ -219,6 +223,19 @@ func (s *Workspaces) Delete(ctx context.Context, name string) error {
 
 // holds reports whether the workspace holds an object of kind. Visibility may still
 // list an execution deleted a moment ago, so each one listed is checked to exist.
+// deletedJob reports whether a listed job execution no longer counts: a run that
+// continued as new (its chain's last run counts), or a job deleted with its history
+// kept (Jobs.Delete without Purge).
+func (s *Workspaces) deletedJob(ctx context.Context, ws string, e *workflowpb.WorkflowExecutionInfo) (bool, error) {
+	if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+		return true, nil
+	}
+	if s.jobs == nil || s.jobs.history == nil {
+		return false, nil
+	}
+	return s.jobs.history.isDeleted(ctx, ws, e.GetExecution().GetRunId())
+}
+
 func (s *Workspaces) holds(ctx context.Context, ws string, kind schemas.Kind, extra string) (bool, error) {
 	t := s.temporal
 	query := fmt.Sprintf("%s = %q AND %s = %q", workflows.SearchAttrKind, string(kind), workflows.SearchAttrWorkspace, ws)
@@ -234,6 +251,15 @@ func (s *Workspaces) holds(ctx context.Context, ws string, kind schemas.Kind, ex
 			return false, fmt.Errorf("list %ss: %w", strings.ToLower(string(kind)), err)
 		}
 		for _, e := range resp.Executions {
+			if kind == schemas.KindTrainingJob {
+				gone, err := s.deletedJob(ctx, ws, e)
+				if err != nil {
+					return false, err
+				}
+				if gone {
+					continue
+				}
+			}
 			_, err := t.tc.DescribeWorkflowExecution(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId())
 			if err == nil {
 				return true, nil
