@@ -92,13 +92,29 @@ type watchCost struct {
 }
 
 // measureWatchCost counts the worker's API requests and heartbeats over scaleWindow,
-// after a settling pause for the launch's own requests to end.
+// once the launch's own requests have ended (quiesce).
 func measureWatchCost(t *testing.T, ctx context.Context) watchCost {
 	t.Helper()
-	settle(ctx, 5*time.Second)
+	quiesce(t, ctx)
 	r0, h0 := workerRequests(t, ctx), workerHeartbeats(t, ctx)
 	settle(ctx, scaleWindow)
 	return watchCost{requests: workerRequests(t, ctx) - r0, heartbeats: workerHeartbeats(t, ctx) - h0}
+}
+
+// quiesce polls, once a second, until the worker's API request count stops moving: the
+// launch's own requests have ended. Past a minute it measures anyway, and says so.
+func quiesce(t *testing.T, ctx context.Context) {
+	t.Helper()
+	prev := workerRequests(t, ctx)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+		settle(ctx, time.Second) // the poll's interval
+		cur := workerRequests(t, ctx)
+		if cur == prev {
+			return
+		}
+		prev = cur
+	}
+	t.Logf("the worker's requests still moved after a minute; measuring anyway")
 }
 
 // settle lets d pass: a measuring window, not a wait for a condition.
