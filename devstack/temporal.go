@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -180,17 +179,8 @@ func (t *Temporal) ready(ctx context.Context) error {
 		return err
 	}
 	if t.UIAddress != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+t.UIAddress+"/", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("web UI: %s", resp.Status)
+		if err := ProbeHTTP(ctx, "http://"+t.UIAddress+"/"); err != nil {
+			return fmt.Errorf("web UI: %w", err)
 		}
 	}
 	return nil

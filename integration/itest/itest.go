@@ -7,12 +7,14 @@ package itest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +32,10 @@ import (
 // Main runs a package's tests: it makes a temporary directory (removed afterwards),
 // calls setup with it and a context bounded by timeout, runs the tests, and calls the
 // teardown setup returned (also when setup fails, if it returned one). It returns the
-// exit code for os.Exit.
+// exit code for os.Exit. Unless -parallel is given, up to Parallel tests that call
+// t.Parallel run at once (see Parallel).
 func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx context.Context, dir string) (teardown func(), err error)) int {
+	defaultParallel()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-"+name+"-")
@@ -49,6 +53,26 @@ func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx conte
 		return 1
 	}
 	return m.Run()
+}
+
+// Parallel is how many of a package's tests that call t.Parallel run at once when the
+// command line does not say (-parallel). Go's default, GOMAXPROCS, suits tests that
+// compute; these tests mostly wait on a stack (a workflow's timers, a replica's sleep,
+// a poll), so more of them share the cores. They start only once every serial test of
+// the package has ended, so a test that kills the shared worker, restarts a server or
+// changes a global setting stays serial and never overlaps them.
+const Parallel = 4
+
+// defaultParallel sets -test.parallel to Parallel unless the command line set it.
+func defaultParallel() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && flag.Lookup("test.parallel") != nil {
+		_ = flag.Set("test.parallel", strconv.Itoa(Parallel))
+	}
 }
 
 // Logger is a text logger on stderr at level.

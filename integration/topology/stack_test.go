@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,7 +220,7 @@ func (tp *topo) waitAPI(ctx context.Context, i int) error {
 		if err := tp.apis[i].exited(); err != nil {
 			return err
 		}
-		if healthz(ctx, tp.apiURL(i)) == nil {
+		if devstack.ProbeHTTP(ctx, tp.apiURL(i)+"/healthz") == nil {
 			return nil
 		}
 		select {
@@ -230,22 +229,6 @@ func (tp *topo) waitAPI(ctx context.Context, i int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func healthz(ctx context.Context, base string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthz: %s", resp.Status)
-	}
-	return nil
 }
 
 // events is a JetStream client of the cluster, as the API server.

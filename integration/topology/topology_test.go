@@ -16,6 +16,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
@@ -165,7 +166,7 @@ func kill(t *testing.T, ctx context.Context, tp *topo, victim int) {
 	if err := refused(tp.apiPorts[0]); err != nil {
 		t.Fatalf("API server 0: %v", err)
 	}
-	if err := healthz(ctx, tp.apiURL(1)); err != nil {
+	if err := devstack.ProbeHTTP(ctx, tp.apiURL(1)+"/healthz"); err != nil {
 		t.Fatalf("API server 1: %v", err)
 	}
 	js := tp.events(t)
