@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,50 +31,8 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	addr := freeAddr(t)
 	server := "http://" + addr
 
-	up := exec.CommandContext(ctx, bin, "up", "--dir", filepath.Join(dir, "state"), "--addr", addr, "--ui=false", "--workdir", dir)
-	up.Cancel = func() error { return up.Process.Signal(syscall.SIGTERM) }
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var upErr bytes.Buffer
-	up.Stderr = &upErr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := make(chan error, 1)
-	t.Cleanup(func() {
-		_ = up.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-stopped:
-			if err != nil {
-				t.Logf("dlc up exited: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("dlc up did not stop on SIGTERM")
-			_ = up.Process.Kill()
-		}
-	})
-	banner := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "Submit a job") {
-				banner <- b.String()
-			}
-		}
-		stopped <- up.Wait()
-	}()
-	var text string
-	select {
-	case text = <-banner:
-	case err := <-stopped:
-		t.Fatalf("dlc up exited: %v\n%s", err, upErr.String())
-	case <-ctx.Done():
-		t.Fatalf("no banner from dlc up:\n%s", upErr.String())
-	}
+	up := itest.StartDlcUp(t, ctx, bin, "--dir", filepath.Join(dir, "state"), "--addr", addr, "--ui=false", "--workdir", dir)
+	text := up.Banner
 	tokenFile := filepath.Join(dir, "state", "admin-token")
 	for _, want := range []string{"API          " + server, "Temporal     127.0.0.1:", "NATS         nats://127.0.0.1:", "S3           http://127.0.0.1:",
 		"Admin token  in " + tokenFile} {
@@ -89,18 +45,12 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(text, strings.TrimSpace(string(adminToken))) || strings.Contains(upErr.String(), strings.TrimSpace(string(adminToken))) {
+	if strings.Contains(text, strings.TrimSpace(string(adminToken))) || strings.Contains(up.Stderr(), strings.TrimSpace(string(adminToken))) {
 		t.Errorf("dlc up printed the admin token")
 	}
-	tokenEnv := "DLC_TOKEN=" + strings.TrimSpace(string(adminToken))
-
-	dlc := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", server}, args...)...)
-		cmd.Env = append(os.Environ(), tokenEnv)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	token := strings.TrimSpace(string(adminToken))
+	tokenEnv := "DLC_TOKEN=" + token
+	dlc := itest.CLI{Bin: bin, Server: server, Token: token, Dir: dir}.Runner(ctx)
 	spec := filepath.Join(dir, "job.yaml")
 	writeFile(t, spec, itest.JobDoc("cli", "cli", fmt.Sprintf(`
   framework: pytorch

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,14 +43,7 @@ func dlcRunner(t *testing.T, ctx context.Context, ws string) func(args ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	return func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", env.e.APIURL, "-w", ws}, args...)...)
-		cmd.Env = append(os.Environ(), "DLC_TOKEN="+env.e.AdminToken)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	return itest.CLI{Bin: bin, Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws, Dir: t.TempDir()}.Runner(ctx)
 }
 
 // randomParams is what random search would suggest for trial id of e.

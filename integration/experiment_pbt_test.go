@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,12 +65,7 @@ func TestExperimentPBTSurvivesWorkerKill(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), name+".yaml")
 	writeFile(t, path, pbtSpec(t, ws, name))
-	dlcCmd := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", e.APIURL, "-w", ws}, args...)...)
-		cmd.Env = append(os.Environ(), "DLC_TOKEN="+e.AdminToken)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	dlcCmd := itest.CLI{Bin: bin, Server: e.APIURL, Token: e.AdminToken, Workspace: ws}.Runner(ctx)
 	if out, err := dlcCmd("experiment", "create", "-f", path); err != nil {
 		t.Fatalf("dlc experiment create: %v\n%s", err, out)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -131,13 +130,7 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	run := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", env.e.APIURL, "-w", ws}, args...)...)
-		cmd.Env = append(os.Environ(), "DLC_TOKEN="+env.e.AdminToken)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	run := itest.CLI{Bin: bin, Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws, Dir: dir}.Runner(ctx)
 
 	// The baseline: the trainer with its default parameters.
 	if _, err := c.SubmitJob(ctx, []byte(itest.JobDoc("defaults", ws, fmt.Sprintf(`

@@ -21,15 +21,14 @@ import (
 func TestTensorFlowChiefDecides(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, itest.JobDoc("tf", ws, `
+	j := runJob(t, ctx, ws, "tf", `
   framework: tensorflow
   command: [sh, -c, 'echo "$TF_CONFIG"; exec sleep 600']
   roles:
     chief: {replicas: 1, command: [sh, -c, 'echo "$TF_CONFIG"; sleep 1']}
     ps: {replicas: 1}
     worker: {replicas: 2}
-`))
-	j := waitTerminal(t, ctx, ws, "tf")
+`)
 	st := j.Status
 	if st.Phase != schemas.JobSucceeded || st.Reason != "LeaderSucceeded" {
 		t.Fatalf("status %s/%s %q, want Succeeded by the chief", st.Phase, st.Reason, st.Message)

@@ -107,13 +107,12 @@ spec:
 func TestFailingProcessEndsFailedWithExitCode(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, itest.JobDoc("crash", ws, `
+	st := runJob(t, ctx, ws, "crash", `
   framework: custom
   command: [sh, -c, 'echo about to fail; exit 3']
   roles:
     worker: {replicas: 1}
-`))
-	st := waitTerminal(t, ctx, ws, "crash").Status
+`).Status
 	if st.Phase != schemas.JobFailed || st.ExitCode == nil || *st.ExitCode != 3 {
 		t.Fatalf("status = %s exit %v (%s), want Failed with exit code 3", st.Phase, st.ExitCode, st.Message)
 	}
@@ -320,12 +319,11 @@ func TestFastReplicasPassThroughRunning(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
 	env.faults.failAfter("/"+ws+"/", workflows.ActivityLaunchGang, 1)
-	submit(t, ctx, itest.JobDoc("quick", ws, `
+	st := runJob(t, ctx, ws, "quick", `
   framework: custom
   command: ["true"]
   roles: {worker: {replicas: 2}}
-`))
-	st := waitTerminal(t, ctx, ws, "quick").Status
+`).Status
 	want := []string{"Pending", "Launching", "Running", "Succeeded"}
 	if diff := cmp.Diff(want, phaseList(st)); diff != "" {
 		t.Errorf("timeline (-want +got):\n%s", diff)
@@ -344,13 +342,12 @@ func TestFastReplicasPassThroughRunning(t *testing.T) {
 func TestPlacedInTimeRunsNormally(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, itest.JobDoc("placed", ws, `
+	st := runJob(t, ctx, ws, "placed", `
   framework: pytorch
   command: [sh, -c, 'echo rank $RANK; sleep 1']
   resources: {placementTimeout: 1m}
   roles: {worker: {replicas: 2}}
-`))
-	st := waitTerminal(t, ctx, ws, "placed").Status
+`).Status
 	if st.Phase != schemas.JobSucceeded || st.Attempt != 0 {
 		t.Fatalf("status %s attempt %d: %s", st.Phase, st.Attempt, st.Message)
 	}

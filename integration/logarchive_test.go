@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +45,8 @@ func TestLogArchive(t *testing.T) {
 	e := itest.StartStack(t, ctx, embedded.Config{WorkDir: dir, StorageIsolation: true,
 		Streams: []jetstream.Option{jetstream.WithLogRetention(jetstream.Retention{MaxAge: streamAge, MaxBytes: 1 << 30, Duplicates: time.Second})}})
 	c := itest.AdminClient(t, e)
-	bin := filepath.Join(dir, "dlc")
-	if err := itest.Build(ctx, "./cmd/dlc", bin); err != nil {
+	bin, err := buildDLC()
+	if err != nil {
 		t.Fatal(err)
 	}
 	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)

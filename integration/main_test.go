@@ -117,6 +117,14 @@ func waitTerminal(t *testing.T, ctx context.Context, ws, name string) *api.Job {
 	return waitFor(t, ctx, ws, name, "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
 }
 
+// runJob submits the job name in workspace ws whose spec is spec (as itest.JobDoc
+// takes it) and waits until it ends.
+func runJob(t *testing.T, ctx context.Context, ws, name, spec string) *api.Job {
+	t.Helper()
+	submit(t, ctx, itest.JobDoc(name, ws, spec))
+	return waitTerminal(t, ctx, ws, name)
+}
+
 // statusEvents reads every status event of a job back from JetStream.
 func statusEvents(t *testing.T, ctx context.Context, ws, name string) []events.JobPhaseData {
 	t.Helper()

@@ -1,17 +1,13 @@
 package integration
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -194,49 +190,7 @@ func TestDlcUpNATSOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	up := exec.CommandContext(ctx, bin, "up", "--dir", state, "--addr", freeAddr(t), "--ui=false", "--workdir", dir, "--nats-tls")
-	up.Cancel = func() error { return up.Process.Signal(syscall.SIGTERM) }
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var upErr bytes.Buffer
-	up.Stderr = &upErr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	banner := make(chan string, 1)
-	stopped := make(chan error, 1)
-	go func() {
-		var b strings.Builder
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "Submit a job") {
-				banner <- b.String()
-			}
-		}
-		stopped <- up.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = up.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-stopped:
-			if err != nil {
-				t.Logf("dlc up exited: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			_ = up.Process.Kill()
-		}
-	})
-	var text string
-	select {
-	case text = <-banner:
-	case err := <-stopped:
-		t.Fatalf("dlc up exited: %v\n%s", err, upErr.String())
-	case <-ctx.Done():
-		t.Fatalf("no banner from dlc up:\n%s", upErr.String())
-	}
+	text := itest.StartDlcUp(t, ctx, bin, "--dir", state, "--addr", freeAddr(t), "--ui=false", "--workdir", dir, "--nats-tls").Banner
 	m := regexp.MustCompile(`NATS +(tls://\S+)`).FindStringSubmatch(text)
 	if m == nil {
 		t.Fatalf("banner has no tls:// NATS URL:\n%s", text)

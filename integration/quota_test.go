@@ -56,13 +56,12 @@ func TestQuotaOnLocalBackend(t *testing.T) {
 func TestRestartAfterFailureOnLocalBackend(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, itest.JobDoc("flaky", ws, `
+	j := runJob(t, ctx, ws, "flaky", `
   framework: custom
   command: [sh, -c, 'echo "attempt $DLC_ATTEMPT"; test "$DLC_ATTEMPT" != 0 || exit 3']
   roles: {worker: {replicas: 2}}
   faultTolerance: {maxRestarts: 1}
-`))
-	j := waitTerminal(t, ctx, ws, "flaky")
+`)
 	if j.Status.Phase != schemas.JobSucceeded || j.Status.Restarts != 1 || len(j.Status.Attempts) != 2 {
 		t.Fatalf("%s, restarts %d, attempts %d: %s", j.Status.Phase, j.Status.Restarts, len(j.Status.Attempts), j.Status.Message)
 	}
@@ -81,15 +80,14 @@ func TestRestartAfterFailureOnLocalBackend(t *testing.T) {
 func TestLogPatternRuleFailsFast(t *testing.T) {
 	ctx := testContext(t)
 	ws := workspace(t)
-	submit(t, ctx, itest.JobDoc("cuda", ws, `
+	j := runJob(t, ctx, ws, "cuda", `
   framework: custom
   command: [sh, -c, 'echo "RuntimeError: CUDA error: an illegal memory access was encountered"; exit 1']
   roles: {worker: {replicas: 1}}
   faultTolerance:
     maxRestarts: 3
     rules: [{logPattern: "CUDA error: an illegal memory access", action: Fail}]
-`))
-	j := waitTerminal(t, ctx, ws, "cuda")
+`)
 	if j.Status.Phase != schemas.JobFailed || j.Status.Restarts != 0 || len(j.Status.Attempts) != 1 {
 		t.Fatalf("%s after %d restarts and %d attempts: %s", j.Status.Phase, j.Status.Restarts, len(j.Status.Attempts), j.Status.Message)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
@@ -490,11 +490,7 @@ func TestPipelineAndTriggerCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	dlcCmd := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", env.e.APIURL, "--token", env.e.AdminToken, "-w", ws}, args...)...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	dlcCmd := itest.CLI{Bin: bin, Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws}.Runner(ctx)
 	write := func(name, content string) string {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
