@@ -75,12 +75,7 @@ func (p *page) submitForm(button string) {
 func TestConsoleSubmitJobFromForm(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
 	ws := workspace(t)
-	ensureWorkspace(t, ctx, ws)
-	tok := createToken(t, ctx, ws+"-member", ws, api.RoleMember)
-	c, err := dlc.New(env.e.APIURL, dlc.WithToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, c := memberClient(t, ctx, ws)
 	p := newPage(t, ctx)
 	p.signIn(tok)
 	p.do("open the submit form", chromedp.Click(chromedp.CSS("#new-job")), chromedp.WaitVisible(chromedp.CSS("#submit-yaml")))

@@ -159,6 +159,19 @@ func createToken(t *testing.T, ctx context.Context, name, ws string, role api.Ro
 	return tok.Secret
 }
 
+// memberClient makes sure workspace ws exists and returns a member token of it (revoked
+// when the test ends) and an API client with that token.
+func memberClient(t *testing.T, ctx context.Context, ws string) (string, *dlc.Client) {
+	t.Helper()
+	ensureWorkspace(t, ctx, ws)
+	tok := createToken(t, ctx, ws+"-member", ws, api.RoleMember)
+	c, err := dlc.New(env.e.APIURL, dlc.WithToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, c
+}
+
 // consoleJob prints numbered lines and a falling loss for about n/2 seconds, then
 // waits for the stop file or the end.
 func consoleJob(ws, name string, n int) string {
@@ -332,12 +345,7 @@ func TestConsoleInChromium(t *testing.T) {
 func TestConsoleExperimentSchedulePipeline(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
 	ws := workspace(t)
-	ensureWorkspace(t, ctx, ws)
-	tok := createToken(t, ctx, ws+"-member", ws, api.RoleMember)
-	c, err := dlc.New(env.e.APIURL, dlc.WithToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, c := memberClient(t, ctx, ws)
 	exp := fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1
 kind: Experiment
