@@ -124,6 +124,7 @@ func floodJob(name string) string {
 // the real API: each is refused with 400 or 422 naming the expansion, and the server
 // (in this process) allocates far less than the expansion would need.
 func TestBillionLaughsIsRefused(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var laughs strings.Builder

@@ -21,6 +21,7 @@ import (
 // against it streams progress and exits 0, and describe, logs, list, get -o yaml (whose
 // output re-submits as is), stop and delete all work through the API.
 func TestCLIAgainstDlcUp(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -99,6 +99,7 @@ func jobRuns(t *testing.T, ctx context.Context, id, firstRun string) []jobRun {
 // (none lost or repeated at a boundary), its status and attempt history whole, and
 // every log line forwarded once although each run restarts the log forwarder.
 func TestJobContinuesAsNew(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	const name = "long"

@@ -25,6 +25,7 @@ import (
 // again; a purge removes the record, the events and the log records; deleting a
 // running job stops it, publishes its terminal event and leaves no process behind.
 func TestDeleteKeepsHistory(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	c := env.api

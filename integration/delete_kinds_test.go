@@ -31,6 +31,7 @@ spec:
 // A pipeline run is deleted while its step job runs: the run and its step job are gone
 // (404) and the name can be used again; the finished second run is deleted too.
 func TestDeletePipeline(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws, name := workspace(t), "pdel"
 	c := env.api
@@ -75,6 +76,7 @@ func deletePipeline(t *testing.T, ctx context.Context, ws, name, step, what stri
 // delete it (403); once the job is deleted an admin deletes it, it is gone (404) and its
 // tokens no longer work (401).
 func TestDeleteWorkspace(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	c := env.api

@@ -18,6 +18,7 @@ import (
 // exactly one event per transition, in order, because each carries a deterministic
 // Nats-Msg-Id.
 func TestRetriedStatusPublishDuplicatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	env.faults.failAfter("/"+ws+"/", workflows.ActivityPublishEvents, 3)

@@ -21,6 +21,7 @@ import (
 // (WaitScheduledJob) instead of starting them again, every trial's job runs once, and
 // the status query answers across the chain.
 func TestExperimentContinuesAsNewWithRunningTrials(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ws, name := workspace(t), "carry"

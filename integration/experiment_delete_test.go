@@ -33,6 +33,7 @@ func deleteExperimentHTTP(t *testing.T, ctx context.Context, token, ws, name str
 // trial jobs are gone (404), and an experiment of the same name can be started again.
 // A viewer may not delete it, and another workspace's token is answered 404.
 func TestExperimentDeleteAndReuseName(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ws, name := workspace(t), "tune-del"

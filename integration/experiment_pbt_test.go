@@ -54,6 +54,7 @@ func pbtSpec(t *testing.T, ws, name string) string {
 // parameters and the jobs' last checkpoints), so the decisions are a pure function of
 // them whatever the crash.
 func TestExperimentPBTSurvivesWorkerKill(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	e, stateDir, worker := workerStack(t, ctx)

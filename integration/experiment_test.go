@@ -121,6 +121,7 @@ func lastAccuracy(t *testing.T, ctx context.Context, c *dlc.Client, ws, name str
 // a job in the same test; get, list and plot work; every trial ran as a labelled job and
 // published its events once.
 func TestExperimentTunesTheExampleTrainer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ws := workspace(t)
@@ -248,6 +249,7 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 // (its suggestions and decisions are recorded in its history, so the recovery rebuilds
 // them); it then runs to its end with no trial job run twice.
 func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	// The experiment has its own stack, so that its worker can be killed and its

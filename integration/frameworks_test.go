@@ -19,6 +19,7 @@ import (
 // cluster, and the chief decides: it succeeds while the parameter server and workers
 // still run, the job succeeds, and the rest of the gang is stopped.
 func TestTensorFlowChiefDecides(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	j := runJob(t, ctx, ws, "tf", `
@@ -75,6 +76,7 @@ func TestTensorFlowChiefDecides(t *testing.T) {
 // A preprocessing job of independent shards succeeds only when every shard has: each
 // shard sees its index and the count; one failing shard fails the job.
 func TestShardsSucceedOnlyTogether(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	for name, fail := range map[string]string{"allgood": "9", "onebad": "1"} {

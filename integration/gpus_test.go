@@ -38,6 +38,7 @@ spec:
 // then runs once the GPUs it needs are free. The stack is this test's own, so the
 // shared stack's jobs never compete for the GPUs.
 func TestLocalGPUsQueueAndDisjointDevices(t *testing.T) {
+	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
 	e := itest.StartStack(t, ctx, embedded.Config{WorkDir: env.dir, GPUs: 4})
 	c := itest.AdminClient(t, e)

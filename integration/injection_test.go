@@ -26,6 +26,7 @@ print("dump:" + json.dumps({"argv": sys.argv[1:], "KEY": os.environ.get("KEY"), 
 // argument, as an environment value, and inside an inline `sh -c` script through an
 // environment variable, never as script text. The commands it carries never run.
 func TestTriggerParamsReachReplicaLiterally(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	marker := filepath.Join(t.TempDir(), "pwned")
@@ -98,6 +99,7 @@ spec:
 // (job=> used to answer an empty stream with 200), and a hostile workspace before it
 // reaches Temporal.
 func TestHostileQueryRefusedOnRealStack(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	for _, tc := range []struct{ path, field string }{

@@ -26,6 +26,7 @@ import (
 // reports metrics, leaves a complete checkpoint in S3 and succeeds; the event stream
 // holds exactly one event per transition.
 func TestTrainerJobSucceedsWithCheckpointInS3(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	uri := fmt.Sprintf("s3://dlc/%s/logreg", ws)
@@ -105,6 +106,7 @@ spec:
 // A replica that exits non-zero fails the job, with the exit code in status and in the
 // Failed event.
 func TestFailingProcessEndsFailedWithExitCode(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	st := runJob(t, ctx, ws, "crash", `
@@ -129,6 +131,7 @@ func TestFailingProcessEndsFailedWithExitCode(t *testing.T) {
 
 // Stop mid-run kills every process of the gang and ends the job Stopped.
 func TestStopKillsEveryProcess(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	submit(t, ctx, itest.JobDoc("sleeper", ws, `
@@ -196,6 +199,7 @@ func TestStopKillsEveryProcess(t *testing.T) {
 // A spec with five mistakes is refused by the API with the same five field-path errors
 // that local validation gives, and nothing is created: no workflow, no event, no process.
 func TestInvalidSpecCreatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	data, err := os.ReadFile("../schemas/testdata/five-mistakes.yaml")
 	if err != nil {
@@ -257,6 +261,7 @@ func TestInvalidSpecCreatesNothing(t *testing.T) {
 
 // Jobs are listed per workspace through Temporal visibility, and delete removes them.
 func TestListAndDelete(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	for _, name := range []string{"one", "two"} {
@@ -316,6 +321,7 @@ func TestListAndDelete(t *testing.T) {
 // first result is lost, so the retried (idempotent) launch, a second later, launches
 // nothing and first sees the replicas already finished.
 func TestFastReplicasPassThroughRunning(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	env.faults.failAfter("/"+ws+"/", workflows.ActivityLaunchGang, 1)
@@ -340,6 +346,7 @@ func TestFastReplicasPassThroughRunning(t *testing.T) {
 // A job with a placement timeout that is placed in time runs as any other (the timer is
 // cancelled once every replica runs).
 func TestPlacedInTimeRunsNormally(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	st := runJob(t, ctx, ws, "placed", `

@@ -39,6 +39,7 @@ const archiveLines = 40
 // workspace's; the janitor's sweep deletes them once they are older than the
 // retention.
 func TestLogArchive(t *testing.T) {
+	t.Parallel()
 	ctx := itest.Context(t, 6*time.Minute)
 	dir := t.TempDir()
 	const streamAge = 10 * time.Second

@@ -18,6 +18,7 @@ import (
 // is the original's plus exactly the overrides. Lists filter by framework and label
 // (Temporal search attributes).
 func TestCloneAndListFilters(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	submit(t, ctx, fmt.Sprintf(`

@@ -38,6 +38,7 @@ func jobMetricEvents(t *testing.T, ws, name string) []events.MetricData {
 // job, with a hang timeout shorter than its run after the NaN, succeeds without a
 // restart.
 func TestNaNMetricsDoNotStopForwarding(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	script := `echo start
@@ -116,6 +117,7 @@ spec:
 // In an experiment, the trial whose objective is NaN fails (its job stopped, no retry)
 // and the others are ranked: the best is the best finite one.
 func TestExperimentNaNTrialFails(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	spec := fmt.Sprintf(`

@@ -30,6 +30,7 @@ import (
 // metrics and the Temporal SDK's worker metrics have moved, the API counted the
 // submission by its route, and every metric the Grafana dashboard queries is served.
 func TestMetricsEndpointsMoveWithAJob(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	dir := t.TempDir()

@@ -28,6 +28,7 @@ import (
 // consumer list and the deletion of b's notification consumer, which keeps
 // forwarding b's events.
 func TestNATSLockedDown(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	srv := env.e.Stack.NATS
 	if nc, err := nats.Connect(srv.URL); err == nil {
@@ -182,6 +183,7 @@ func pollFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 // the stack's server identity (from users.json) and a reader logging in with the admin
 // token connect over TLS.
 func TestDlcUpNATSOverTLS(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -24,6 +24,7 @@ import (
 // (Temporal is the source of truth); when NATS is back, the queued status events and
 // the log lines are published, each exactly once and in order.
 func TestNATSOutageLosesNoEvents(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

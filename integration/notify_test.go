@@ -21,6 +21,7 @@ import (
 // A notification rule created through the API delivers a job's terminal phase to a
 // webhook, signed, once the job ends; the rule reads back with its secret redacted.
 func TestNotificationRuleDeliversSignedWebhook(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	const secret = "0123456789abcdef0123456789abcdef"

@@ -104,6 +104,7 @@ func published[T any](t *testing.T, ctx context.Context, s *eventSchemas, subjec
 // job is stopped and the step fails with reason StepTimeout. The run and an experiment
 // publish their phase events, every one of which matches the checked-in JSON Schemas.
 func TestPipelineStepRetriesAndTimeout(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	dir := t.TempDir()
@@ -203,6 +204,7 @@ spec:
 // An experiment publishes a phase event at each phase change (Running, Stopping,
 // Stopped, Running again, Succeeded), each matching the JSON Schemas.
 func TestExperimentAndPipelinePhaseEvents(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	dir := t.TempDir()

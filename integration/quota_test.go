@@ -14,6 +14,7 @@ import (
 // On the embedded stack (local backend): two quota-pool jobs whose sum exceeds the
 // workspace's CPU quota run one after the other, the second waiting in Queued.
 func TestQuotaOnLocalBackend(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	if err := env.api.SetQuota(ctx, ws, api.Quota{CPU: "1"}); err != nil {
@@ -54,6 +55,7 @@ func TestQuotaOnLocalBackend(t *testing.T) {
 // A job whose first attempt fails is restarted (maxRestarts) and its second attempt
 // succeeds; DLC_ATTEMPT tells the replicas which attempt they are.
 func TestRestartAfterFailureOnLocalBackend(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	j := runJob(t, ctx, ws, "flaky", `
@@ -78,6 +80,7 @@ func TestRestartAfterFailureOnLocalBackend(t *testing.T) {
 // A failure rule on a log line, on the real log forwarder: the replica prints a CUDA
 // error and exits 1; the rule says Fail, so the job ends at once with restarts left.
 func TestLogPatternRuleFailsFast(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	j := runJob(t, ctx, ws, "cuda", `

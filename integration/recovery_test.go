@@ -80,6 +80,7 @@ var resumedLine = regexp.MustCompile(`^resumed from (\S+): epoch (\d+), step (\d
 // (not from a newer partial one), the trainer resumes with its step count continuing,
 // and the job succeeds with a sane model. Nothing is published twice.
 func TestRecoveryKilledReplicaResumesFromCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	// 20 epochs with 400ms between them: attempt 0 outlives the wait for its first
@@ -253,6 +254,7 @@ func TestRecoveryKilledReplicaResumesFromCheckpoint(t *testing.T) {
 // partial saves among them; a save newer than every complete checkpoint stays, and a
 // failed job keeps everything.
 func TestRecoveryRetentionAfterSuccess(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	seed := func(uri string) {

@@ -18,6 +18,7 @@ import (
 // against the stack (the name changed, as a user would), its dlc command submits a job
 // whose spec is the original's; the Go program in it, run with go run, does the same.
 func TestGeneratedCommandRecreatesTheJob(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	bin, err := buildDLC()

@@ -19,6 +19,7 @@ import (
 // "RecordActivityHeartbeat with error ... context canceled" as the job's activities are
 // cancelled at its end); the stack's logs are in dlc-run.log in its state directory.
 func TestDlcRunPrintsNoStackLogs(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	bin, err := buildDLC()

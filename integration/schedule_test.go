@@ -62,6 +62,7 @@ func waitSchedule(t *testing.T, ctx context.Context, c *dlc.Client, ws, name, wh
 // pause and resume answer with the state; delete removes the schedule and leaves its
 // jobs.
 func TestScheduleFiresJobsThatSucceed(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	c := itest.AdminClient(t, env.e)
@@ -193,6 +194,7 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 // kind and its end. Paused after the first run, every run it started is one pipeline
 // run that succeeded, listed once, with one step job.
 func TestScheduleFiresPipelines(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	c := itest.AdminClient(t, env.e)
@@ -301,6 +303,7 @@ func scheduledPipelines(t *testing.T, ctx context.Context, c *dlc.Client, ws, na
 // A schedule with an invalid cron expression or an unknown time zone is refused with
 // field-path errors, and nothing is created.
 func TestScheduleInvalidIsRefused(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	c := itest.AdminClient(t, env.e)
@@ -327,6 +330,7 @@ func TestScheduleInvalidIsRefused(t *testing.T) {
 // covers the delay), and no time of the schedule is lost or doubled. Jobs are counted
 // by the schedule's label through Temporal visibility.
 func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// Its own stack, so that no other worker polls its task queue.

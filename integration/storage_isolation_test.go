@@ -43,6 +43,7 @@ import (
 //   - a job whose workspace's locations change while it runs is refused at its next
 //     launch.
 func TestStorageIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := itest.Context(t, 6*time.Minute)
 	dir := t.TempDir()
 	e := itest.StartStack(t, ctx, embedded.Config{WorkDir: dir, StorageIsolation: true})

@@ -17,6 +17,7 @@ import (
 // Queued longer than that timeout still launches once admitted and runs until its
 // timeout, counted from its launch, kills it.
 func TestQueueTimeoutAndTimeoutFromLaunch(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	if err := env.api.SetQuota(ctx, ws, api.Quota{CPU: "1"}); err != nil {

@@ -58,6 +58,7 @@ func dataEvent(id, key string) []byte {
 // (API, SDK, CLI), and an experiment naming a location its workspace no longer has is
 // not started.
 func TestTriggerStartsExperimentOncePerEvent(t *testing.T) {
+	t.Parallel()
 	// The CLI is built first, outside the test's deadline (the build is shared).
 	if _, err := buildDLC(); err != nil {
 		t.Fatal(err)

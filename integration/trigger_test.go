@@ -149,6 +149,7 @@ func logLines(t *testing.T, ctx context.Context, ws, job string) string {
 // skipped because the model is worse than the current one. A second event, whose
 // current accuracy is lower, starts a second run in which promote runs.
 func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	tr, err := env.api.ApplyTrigger(ctx, []byte(retrainTriggerDoc(ws)))
@@ -274,6 +275,7 @@ func TestTriggerStartsPipelineOncePerEvent(t *testing.T) {
 // gateway's bucket notification (versitygw → NATS → DLC_INBOUND → trigger), with the
 // object's URI as a parameter; an object elsewhere starts nothing.
 func TestTriggerS3UploadStartsRetraining(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := s3Workspace
 	const bucket = "trigger-datasets"
@@ -412,6 +414,7 @@ func paramsOf(st schemas.PipelineStatus) []string {
 // the running job (Cancelled) and skips the rest. An invalid pipeline is refused with
 // field paths, a second run of the same name with a conflict.
 func TestPipelineRunAndStopThroughAPI(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	c := env.api
@@ -483,6 +486,7 @@ spec:
 // The CLI end to end against the shared stack: apply, list, get and delete a trigger;
 // run a pipeline with a parameter and --wait, then get and list it.
 func TestPipelineAndTriggerCLI(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	bin, err := buildDLC()

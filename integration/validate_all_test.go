@@ -38,6 +38,7 @@ var mixedMistakesFields = []string{"metadata.name", "spec.checkpoint.uri", "spec
 // them, each with its field path, on job submission and on /v1/validate, for a job and
 // for a schedule; nothing is created.
 func TestAPIReportsEveryValidationError(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	fieldsOf := func(what string, err error) []string {

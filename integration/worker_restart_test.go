@@ -79,6 +79,7 @@ func (w *workerProc) kill() {
 // exactly one status event per transition in order, and every line arrives exactly
 // once, in order per replica.
 func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// Its own stack, so that no other worker polls its task queue.

@@ -18,6 +18,7 @@ import (
 // ResolveWorkspace), and keeps the namespace and pod defaults for its life: they are in
 // its history, so an edit of the workspace never moves a running job's gangs.
 func TestJobReadsWorkspaceConfigOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
 	defaults := &schemas.PodDefaults{ServiceAccountName: "trainer", ImagePullSecrets: []string{"ngc"}}
