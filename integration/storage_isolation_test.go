@@ -19,7 +19,6 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
@@ -330,23 +329,7 @@ func testStorageLaunch(t *testing.T, ctx context.Context, e *embedded.Embedded, 
 		t.Fatal(err)
 	}
 	defer js.Close()
-	kv, err := js.JetStream().KeyValue(ctx, auth.Bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry, err := kv.Get(ctx, "workspace."+ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg api.Workspace
-	if err := json.Unmarshal(entry.Value(), &reg); err != nil {
-		t.Fatal(err)
-	}
-	reg.Storage = &api.WorkspaceStorage{Locations: []string{"s3://dlc/teams/c2/"}}
-	data, _ := json.Marshal(reg)
-	if _, err := kv.Put(ctx, "workspace."+ws, data); err != nil {
-		t.Fatal(err)
-	}
+	moveWorkspaceStorage(t, ctx, js, ws, "s3://dlc/teams/c2/")
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
@@ -135,7 +136,7 @@ func TestTriggerStartsExperimentOncePerEvent(t *testing.T) {
 
 	// The workspace's storage moves: the next event's experiment, which checkpoints in
 	// the old location, is refused by the dispatcher and nothing starts.
-	moveWorkspaceStorage(t, ctx, ws, "s3://dlc/teams/"+ws+"-moved/")
+	moveWorkspaceStorage(t, ctx, env.events, ws, "s3://dlc/teams/"+ws+"-moved/")
 	if _, err := js.Publish(ctx, subject, dataEvent("clicks-2", "clicks/2026-12-02.csv")); err != nil {
 		t.Fatal(err)
 	}
@@ -251,11 +252,11 @@ func mustRegistry(t *testing.T, ctx context.Context) *auth.WorkspaceReader {
 	return r
 }
 
-// moveWorkspaceStorage replaces a workspace's storage locations in the registry, as an
-// administrator editing the bucket does.
-func moveWorkspaceStorage(t *testing.T, ctx context.Context, ws, loc string) {
+// moveWorkspaceStorage replaces a workspace's storage locations in the registry of the
+// stack js is a client of, as an administrator editing the bucket does.
+func moveWorkspaceStorage(t *testing.T, ctx context.Context, js *jetstream.Client, ws, loc string) {
 	t.Helper()
-	kv, err := env.events.JetStream().KeyValue(ctx, auth.Bucket)
+	kv, err := js.JetStream().KeyValue(ctx, auth.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
