@@ -69,11 +69,7 @@ func TestScaleWatchCostGrowsSubLinearly(t *testing.T) {
 		t.Errorf("the worker's API requests grew from %d to %d per %s going from 5 to 25 jobs: not sub-linear", small.requests, large.requests, scaleWindow)
 	}
 
-	for i := range 25 {
-		if _, err := env.api.StopJob(ctx, ws, scaleJobName(i), "scale test done"); err != nil {
-			t.Fatalf("stop %s: %v", scaleJobName(i), err)
-		}
-	}
+	stopScaleJobs(t, ctx, ws, 25)
 	for i := range 25 {
 		waitJob(t, ctx, ws, scaleJobName(i), "Stopped", func(j *api.Job) bool { return j.Status.Phase == schemas.JobStopped })
 	}
@@ -141,6 +137,27 @@ func submitScaleJobs(t *testing.T, ctx context.Context, ws string, from, to int)
 "spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":2}}}}`, scaleJobName(i), ws)
 			if _, err := env.api.SubmitJob(ctx, []byte(spec)); err != nil {
 				errs <- fmt.Errorf("submit %s: %w", scaleJobName(i), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// stopScaleJobs stops jobs 0..n-1, all at once: a stop call returns once its job has
+// ended, which takes up to a paced heartbeat interval (the watch sees the cancellation
+// at its next heartbeat), so one stop after the other would add those intervals up.
+func stopScaleJobs(t *testing.T, ctx context.Context, ws string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if _, err := env.api.StopJob(ctx, ws, scaleJobName(i), "scale test done"); err != nil {
+				errs <- fmt.Errorf("stop %s: %w", scaleJobName(i), err)
 			}
 		})
 	}
