@@ -48,9 +48,10 @@ func TestMain(m *testing.M) {
 func setup(ctx context.Context, dir string) (func(), error) {
 	env.dir = dir
 	env.trainer = filepath.Join(dir, "trainer")
-	if err := itest.Build(ctx, "./examples/trainer", env.trainer); err != nil {
-		return nil, err
-	}
+	// Build the trainer while the stack starts: the build computes, the start mostly
+	// waits.
+	built := make(chan error, 1)
+	go func() { built <- itest.Build(ctx, "./examples/trainer", env.trainer) }()
 	env.faults = newFaults()
 	e, err := embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: itest.Logger(slog.LevelWarn),
@@ -84,8 +85,10 @@ func setup(ctx context.Context, dir string) (func(), error) {
 	if env.events, err = jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...); err != nil {
 		return teardown, err
 	}
-	env.store, err = checkpoint.NewStore(e.S3Config())
-	return teardown, err
+	if env.store, err = checkpoint.NewStore(e.S3Config()); err != nil {
+		return teardown, err
+	}
+	return teardown, <-built
 }
 
 // workspace derives a workspace name (a DNS label) from the test name.

@@ -83,9 +83,10 @@ func teardown() {
 func setup(ctx context.Context, dir string) error {
 	env.dir = dir
 	env.dlcBin = filepath.Join(dir, "dlc")
-	if err := itest.Build(ctx, "./cmd/dlc", env.dlcBin); err != nil {
-		return err
-	}
+	// Build dlc while the control plane and the stack start: the build computes, the
+	// starts mostly wait.
+	built := make(chan error, 1)
+	go func() { built <- itest.Build(ctx, "./cmd/dlc", env.dlcBin) }()
 	var err error
 	if env.cluster, err = kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster")}); err != nil {
 		return err
@@ -113,6 +114,9 @@ func setup(ctx context.Context, dir string) error {
 		return err
 	}
 	if env.api, err = itest.Client(env.stack); err != nil {
+		return err
+	}
+	if err := <-built; err != nil {
 		return err
 	}
 	return startWorker()
