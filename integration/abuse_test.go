@@ -15,6 +15,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
 )
 
 // floodAddr is the loopback address the flood comes from, so that the other tests'
@@ -142,15 +143,7 @@ func TestBillionLaughsIsRefused(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.e.APIURL+"/v1/jobs", bytes.NewReader([]byte(doc)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+env.e.AdminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := itest.Do(t, ctx, http.MethodPost, env.e.APIURL+"/v1/jobs", env.e.AdminToken, bytes.NewReader([]byte(doc)))
 		var eb api.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		resp.Body.Close()

@@ -25,10 +25,7 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	addr := freeAddr(t)
 	server := "http://" + addr
 

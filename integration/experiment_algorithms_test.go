@@ -39,10 +39,7 @@ const (
 // dlcRunner runs the dlc binary against the test stack in workspace ws.
 func dlcRunner(t *testing.T, ctx context.Context, ws string) func(args ...string) (string, error) {
 	t.Helper()
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	return itest.CLI{Bin: bin, Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws, Dir: t.TempDir()}.Runner(ctx)
 }
 

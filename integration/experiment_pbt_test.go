@@ -60,10 +60,7 @@ func TestExperimentPBTSurvivesWorkerKill(t *testing.T) {
 	e, stateDir, worker := workerStack(t, ctx)
 	ws, name := "pbt", "pbt-logreg"
 	c := itest.AdminClient(t, e)
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	path := filepath.Join(t.TempDir(), name+".yaml")
 	writeFile(t, path, pbtSpec(t, ws, name))
 	dlcCmd := itest.CLI{Bin: bin, Server: e.APIURL, Token: e.AdminToken, Workspace: ws}.Runner(ctx)

@@ -126,10 +126,7 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 	defer cancel()
 	ws := workspace(t)
 	c := itest.AdminClient(t, env.e)
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	dir := t.TempDir()
 	run := itest.CLI{Bin: bin, Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws, Dir: dir}.Runner(ctx)
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -111,15 +112,7 @@ func TestHostileQueryRefusedOnRealStack(t *testing.T) {
 		{"/v1/workspaces/" + ws + "/jobs?" + url.Values{"label": {"a"}}.Encode(), "label"},
 		{"/v1/workspaces/" + ws + "/jobs/" + strings.Repeat("x", 300), "name"},
 	} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.e.APIURL+tc.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+env.e.AdminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := itest.Do(t, ctx, http.MethodGet, env.e.APIURL+tc.path, env.e.AdminToken, nil)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"field":"`+tc.field+`"`) {

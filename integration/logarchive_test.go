@@ -46,10 +46,7 @@ func TestLogArchive(t *testing.T) {
 	e := itest.StartStack(t, ctx, embedded.Config{WorkDir: dir, StorageIsolation: true,
 		Streams: []jetstream.Option{jetstream.WithLogRetention(jetstream.Retention{MaxAge: streamAge, MaxBytes: 1 << 30, Duplicates: time.Second})}})
 	c := itest.AdminClient(t, e)
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
 	if err != nil {
 		t.Fatal(err)

@@ -171,10 +171,7 @@ func TestMetricsEndpointsMoveWithAJob(t *testing.T) {
 // the metrics URL it prints.
 func startMetricsWorker(t *testing.T, ctx context.Context, e *embedded.Embedded, stateDir string) string {
 	t.Helper()
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	cmd := exec.Command(bin, itest.WorkerArgs(e, "--state-dir", stateDir, "--workdir", env.dir,
 		"--metrics-addr", "127.0.0.1:0")...)
 	cmd.Env = itest.WorkerEnv(e)

@@ -79,7 +79,7 @@ func TestNATSLockedDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var durable string
-	pollFor(t, ctx, "b's notification consumer", func() bool {
+	itest.Eventually(t, ctx, "b's notification consumer", func() bool {
 		durable, err = notify.ConsumerNameOf(ctx, env.events.JetStream(), notify.DefaultConsumerPrefix, b)
 		return err == nil && durable != ""
 	})
@@ -141,7 +141,7 @@ func TestNATSLockedDown(t *testing.T) {
 	}
 	submit(t, ctx, itest.ShellJob(b, "after", "true"))
 	waitTerminal(t, ctx, b, "after")
-	pollFor(t, ctx, "b's phase events forwarded by its rule", func() bool {
+	itest.Eventually(t, ctx, "b's phase events forwarded by its rule", func() bool {
 		data, err := env.events.LastMsg(ctx, notify.NotifyStream, "dlc."+b+".notify.fwd")
 		return err == nil && strings.Contains(string(data), `"after"`)
 	})
@@ -166,18 +166,6 @@ func waitViolation(t *testing.T, violations chan error, subject string) {
 	}
 }
 
-// pollFor polls cond every 100 ms until ctx ends.
-func pollFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // `dlc up --nats-tls` serves NATS over TLS only, with the CA it generated into its
 // state directory: anonymous clients and clients that do not trust the CA are refused;
 // the stack's server identity (from users.json) and a reader logging in with the admin
@@ -187,10 +175,7 @@ func TestDlcUpNATSOverTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	state := filepath.Join(dir, "state")
 	text := itest.StartDlcUp(t, ctx, bin, "--dir", state, "--addr", freeAddr(t), "--ui=false", "--workdir", dir, "--nats-tls").Banner
 	m := regexp.MustCompile(`NATS +(tls://\S+)`).FindStringSubmatch(text)
@@ -239,4 +224,10 @@ func TestDlcUpNATSOverTLS(t *testing.T) {
 	if _, err := reader.TLSConnectionState(); err != nil {
 		t.Errorf("the reader's connection is not TLS: %v", err)
 	}
+}
+
+// pollFor polls cond every 100 ms until ctx ends (itest.Eventually).
+func pollFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	itest.Eventually(t, ctx, what, cond)
 }

@@ -21,10 +21,7 @@ func TestGeneratedCommandRecreatesTheJob(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	submit(t, ctx, itest.JobDoc("original", ws, strings.ReplaceAll(`
   framework: custom
   command: [sh, -c, 'echo "attempt $DLC_ATTEMPT, BQecho quotedBQ"']

@@ -22,10 +22,7 @@ func TestDlcRunPrintsNoStackLogs(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "job.yaml")
 	writeFile(t, spec, itest.JobDoc("quiet", "default", fmt.Sprintf(`

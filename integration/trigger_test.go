@@ -489,10 +489,7 @@ func TestPipelineAndTriggerCLI(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	dir := t.TempDir()
 	dlcCmd := itest.CLI{Bin: bin, Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws}.Runner(ctx)
 	write := func(name, content string) string {

@@ -29,6 +29,16 @@ var buildDLC = sync.OnceValues(func() (string, error) {
 	return bin, itest.Build(context.Background(), "./cmd/dlc", bin)
 })
 
+// dlcBinary is the package's dlc build (buildDLC), failing the test if it failed.
+func dlcBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := buildDLC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // workerProc is a `dlc worker` process with the local backend.
 type workerProc struct {
 	cmd *exec.Cmd
@@ -37,10 +47,7 @@ type workerProc struct {
 
 func startWorker(t *testing.T, e *embedded.Embedded, stateDir string) *workerProc {
 	t.Helper()
-	bin, err := buildDLC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := dlcBinary(t)
 	logf, err := os.CreateTemp(t.TempDir(), "worker-*.log")
 	if err != nil {
 		t.Fatal(err)

@@ -262,13 +262,7 @@ func createNamespace(t *testing.T, ctx context.Context, ns string) {
 // eventually polls cond until it holds or ctx ends.
 func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	itest.Eventually(t, ctx, what, cond)
 }
 
 func timeline(st schemas.JobStatus) []string {
