@@ -71,6 +71,9 @@ const (
 // B's, never an admin token, never one outliving its own) but not quotas or
 // workspaces; afterwards B's objects are as they were.
 func TestAuthAccessTableKinds(t *testing.T) {
+	// Valid tokens only (403 and 404 spend no failed-authentication budget): it can
+	// share the stack with the other parallel tests.
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	a, b := "authk-a", "authk-b"

@@ -84,6 +84,9 @@ func outcomeOf(err error) outcome {
 // workspace are refused with 403, viewers cannot change anything, only admins manage
 // tokens; and afterwards nothing in B was changed by anyone from A.
 func TestAuthAccessTable(t *testing.T) {
+	// Valid tokens only (403 and 404 spend no failed-authentication budget): it can
+	// share the stack with the other parallel tests.
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	a, b := "authz-a", "authz-b"
@@ -370,6 +373,9 @@ func TestAuthRefusesBadTokens(t *testing.T) {
 // Malformed and oversized bodies get a 4xx naming the fields at fault, and create
 // nothing: the workspace's list stays empty.
 func TestAuthMalformedBodiesCreateNothing(t *testing.T) {
+	// Valid tokens only (403 and 404 spend no failed-authentication budget): it can
+	// share the stack with the other parallel tests.
+	t.Parallel()
 	ctx := testContext(t)
 	ws := "authz-bodies"
 	ensureWorkspace(t, ctx, ws)
