@@ -188,12 +188,7 @@ new MutationObserver(() => { const p = document.getElementById('phase'); if (p &
 // these pages and objects, by URL or by form, and changes nothing.
 func TestConsoleTriggersRulesWorkspaceNodes(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
-	wsA := workspace(t)
-	wsB := wsA + "-b"
-	ensureWorkspace(t, ctx, wsA)
-	ensureWorkspace(t, ctx, wsB)
-	tokA := createToken(t, ctx, wsA+"-member", wsA, api.RoleMember)
-	tokB := createToken(t, ctx, wsB+"-member", wsB, api.RoleMember)
+	wsA, wsB, tokA, tokB := twoMembers(t, ctx)
 	tokAdminA := createToken(t, ctx, wsA+"-wsadmin", wsA, api.RoleWorkspaceAdmin)
 	tokAdmin := createToken(t, ctx, wsA+"-admin", api.AllWorkspaces, api.RoleAdmin)
 	gpus := int64(4)

@@ -172,6 +172,17 @@ func memberClient(t *testing.T, ctx context.Context, ws string) (string, *dlc.Cl
 	return tok, c
 }
 
+// twoMembers makes the test's workspace A and a workspace B beside it, and a member
+// token of each (revoked when the test ends).
+func twoMembers(t *testing.T, ctx context.Context) (wsA, wsB, tokA, tokB string) {
+	t.Helper()
+	wsA = workspace(t)
+	wsB = wsA + "-b"
+	ensureWorkspace(t, ctx, wsA)
+	ensureWorkspace(t, ctx, wsB)
+	return wsA, wsB, createToken(t, ctx, wsA+"-member", wsA, api.RoleMember), createToken(t, ctx, wsB+"-member", wsB, api.RoleMember)
+}
+
 // consoleJob prints numbered lines and a falling loss for about n/2 seconds, then
 // waits for the stop file or the end.
 func consoleJob(ws, name string, n int) string {
@@ -188,12 +199,7 @@ func consoleJob(ws, name string, n int) string {
 // neither listed nor by URL, and cannot stop them.
 func TestConsoleInChromium(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
-	wsA := workspace(t)
-	wsB := wsA + "-b"
-	ensureWorkspace(t, ctx, wsA)
-	ensureWorkspace(t, ctx, wsB)
-	tokA := createToken(t, ctx, wsA+"-member", wsA, api.RoleMember)
-	tokB := createToken(t, ctx, wsB+"-member", wsB, api.RoleMember)
+	wsA, wsB, tokA, tokB := twoMembers(t, ctx)
 	apiA, err := dlc.New(env.e.APIURL, dlc.WithToken(tokA))
 	if err != nil {
 		t.Fatal(err)
