@@ -216,15 +216,25 @@ func submit(t *testing.T, ctx context.Context, spec string) {
 // kwokJob is the YAML of a TrainingJob named name in workspace ws whose pods kwok
 // completes completeAfter after they start; spec as itest.JobDoc's.
 func kwokJob(name, ws, completeAfter, spec string) string {
+	return kubeJob(name, ws, "kwok.opendlc.io/complete-after: "+completeAfter, spec)
+}
+
+// kubeJob is the YAML of a TrainingJob named name in workspace ws with annotations (the
+// inside of a YAML flow mapping; none when empty) whose spec is spec: YAML lines
+// indented by two spaces.
+func kubeJob(name, ws, annotations, spec string) string {
+	ann := ""
+	if annotations != "" {
+		ann = "\n  annotations: {" + annotations + "}"
+	}
 	return fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1
 kind: TrainingJob
 metadata:
   name: %s
-  workspace: %s
-  annotations: {kwok.opendlc.io/complete-after: %s}
+  workspace: %s%s
 spec:
-`, name, ws, completeAfter) + strings.TrimPrefix(spec, "\n")
+`, name, ws, ann) + strings.TrimPrefix(spec, "\n")
 }
 
 // waitJob polls a job until cond holds.

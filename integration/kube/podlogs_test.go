@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,18 +28,12 @@ import (
 // logJob is a one-replica job of workspace ws whose pod runs until the test completes
 // it; its pod is <name>-worker-0-a0.
 func logJob(ws, name string) string {
-	return fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: %s
-  workspace: %s
-spec:
+	return kubeJob(name, ws, "", `
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
   roles: {worker: {replicas: 1}}
-`, name, ws)
+`)
 }
 
 // podLog is a container log file the test writes, with strictly increasing line times

@@ -27,15 +27,9 @@ import (
 func recoveryJob(ws, name, completeAfter, extra string) string {
 	ann := ""
 	if completeAfter != "" {
-		ann = fmt.Sprintf("\n  annotations: {kwok.opendlc.io/complete-after: %s}", completeAfter)
+		ann = "kwok.opendlc.io/complete-after: " + completeAfter
 	}
-	return fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: %s
-  workspace: %s%s
-spec:
+	return kubeJob(name, ws, ann, fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
@@ -43,7 +37,7 @@ spec:
   checkpoint: {uri: "s3://dlc/kube-recovery/%s"}
   faultTolerance: {maxRestarts: 2}
   logs: {forward: false}
-%s`, name, ws, ann, name, extra)
+%s`, name, extra))
 }
 
 // attemptPods are the job's pods of one attempt.

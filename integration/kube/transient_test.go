@@ -185,22 +185,16 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 func pullJob(ws, name, message string) string {
 	ann := ""
 	if message != "" {
-		ann = fmt.Sprintf("\n  annotations: {%s: %q}", kubestack.AnnotationImagePullMessage, message)
+		ann = fmt.Sprintf("%s: %q", kubestack.AnnotationImagePullMessage, message)
 	}
-	return fmt.Sprintf(`
-apiVersion: opendlc.io/v1alpha1
-kind: TrainingJob
-metadata:
-  name: %s
-  workspace: %s%s
-spec:
+	return kubeJob(name, ws, ann, fmt.Sprintf(`
   framework: pytorch
   image: registry.local/%s:1
   command: [torchrun, train.py]
   roles: {worker: {replicas: 2, resources: {gpu: 1}}}
   faultTolerance: {maxRestarts: 2}
   logs: {forward: false}
-`, name, ws, ann, kubestack.ImagePullErrorMarker)
+`, kubestack.ImagePullErrorMarker))
 }
 
 // registryTimeout is a pull error that may go away: containerd's message for a
