@@ -225,9 +225,3 @@ func TestDlcUpNATSOverTLS(t *testing.T) {
 		t.Errorf("the reader's connection is not TLS: %v", err)
 	}
 }
-
-// pollFor polls cond every 100 ms until ctx ends (itest.Eventually).
-func pollFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	itest.Eventually(t, ctx, what, cond)
-}
