@@ -52,6 +52,9 @@ func setup(ctx context.Context, dir string) (func(), error) {
 	// waits.
 	built := make(chan error, 1)
 	go func() { built <- itest.Build(ctx, "./examples/trainer", env.trainer) }()
+	// dlc too, for the tests that run it (buildDLC's callers wait for this build rather
+	// than spend their own deadline on it).
+	go func() { _, _ = buildDLC() }()
 	env.faults = newFaults()
 	e, err := embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", WorkDir: dir, Logger: itest.Logger(slog.LevelWarn),
