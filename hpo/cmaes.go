@@ -7,18 +7,22 @@ import (
 )
 
 // CMAESSampler is the covariance matrix adaptation evolution strategy (Hansen, "The
-// CMA Evolution Strategy: A Tutorial", 2016) with IPOP restarts (Auger and Hansen, CEC
-// 2005), as Optuna's CmaEsSampler uses it. It searches the numeric parameters in the
-// unit cube of their internal coordinates (the log on a log scale), starting from the
-// centre with step size 1/6; ints and stepped floats are snapped to their grid and
-// categorical parameters are drawn at random, as Optuna's independent sampler does.
+// CMA Evolution Strategy: A Tutorial", 2016) with active covariance update (negative
+// weights for the worst points, as the cmaes library that Optuna's CmaEsSampler uses)
+// and IPOP restarts (Auger and Hansen, CEC 2005). It searches the numeric parameters in
+// the unit cube of their internal coordinates (the log on a log scale), starting from
+// the centre with step size 1/6 and a first population of 4 + ⌊ln n⌋, smaller than
+// Hansen's 4 + ⌊3 ln n⌋ so that a budget of a hundred trials holds about twenty
+// generations (docs/hpo.md, "How CMA-ES was tuned"); ints and stepped floats are
+// snapped to their grid and categorical parameters are drawn at random, as Optuna's
+// independent sampler does.
 //
 // The sampler keeps no state: Suggest replays the strategy from the history. The trials
 // are cut, in ID order, into generations of the population size λ; a generation whose
 // trials have all finished updates the distribution (Completed trials ranked by value,
 // Pruned ones after them, Failed ones left out), and trial id is drawn from the
 // distribution after the last whole generation before it. When the strategy has
-// converged (step size or spread of values below tolerance, or an ill-conditioned
+// converged (spread below 1e-3 of the cube, flat values, or an ill-conditioned
 // covariance) it restarts from a random mean with twice the population.
 type CMAESSampler struct {
 	o   SamplerOptions
@@ -28,13 +32,10 @@ type CMAESSampler struct {
 // cmaConfig holds the choices of the strategy that are not user options; the defaults
 // are defaultCMAConfig, and the tests compare variants.
 type cmaConfig struct {
-	active  bool    // negative recombination weights for the covariance (active CMA)
-	startup int     // trials drawn at random before the first generation; 0: none
-	warm    bool    // start the first run at the best startup trial (else the centre)
-	sigma0  float64 // first step size in the unit cube
-	bipop   bool    // BIPOP restarts (else IPOP)
-	lnCoef  float64 // default first population 4 + ⌊lnCoef·ln n⌋
-	tolX    float64 // restart when σ·√(largest eigenvalue) falls below this
+	active bool    // negative recombination weights for the covariance (active CMA)
+	sigma0 float64 // first step size in the unit cube
+	lnCoef float64 // default first population 4 + ⌊lnCoef·ln n⌋
+	tolX   float64 // restart when σ·√(largest eigenvalue) falls below this
 }
 
 var defaultCMAConfig = cmaConfig{sigma0: cmaSigma0, lnCoef: 1, tolX: cmaTolX, active: true}
@@ -78,12 +79,12 @@ type cma struct {
 	tolX         float64
 }
 
-// newCMA starts a run with population lambda at mean with step size sigma. With active,
-// the λ−μ worst points get negative weights (Hansen 2016, eq. 49–53: active CMA), so the
+// newCMA starts a run with population lambda at mean, with cfg's step size and
+// tolerance. With cfg.active, the λ−μ worst points get negative weights (Hansen 2016, eq. 49–53: active CMA), so the
 // covariance also shrinks along directions that lead to bad values; without it only the
 // μ best are weighted.
-func newCMA(n, lambda int, mean []float64, sigma float64, active bool) *cma {
-	s := &cma{n: n, lambda: lambda, mu: lambda / 2, mean: mean, sigma: sigma, tolX: cmaTolX}
+func newCMA(n, lambda int, mean []float64, cfg cmaConfig) *cma {
+	s := &cma{n: n, lambda: lambda, mu: lambda / 2, mean: mean, sigma: cfg.sigma0, tolX: cfg.tolX}
 	wp := make([]float64, lambda)
 	for i := range lambda {
 		wp[i] = math.Log(float64(lambda+1)/2) - math.Log(float64(i+1))
@@ -105,7 +106,7 @@ func newCMA(n, lambda int, mean []float64, sigma float64, active bool) *cma {
 	for i := range s.mu {
 		s.w[i] = wp[i] / sum
 	}
-	if active && lambda-s.mu > 0 {
+	if cfg.active && lambda-s.mu > 0 {
 		nsum, nsq := 0.0, 0.0
 		for _, v := range wp[s.mu:] {
 			nsum += v
@@ -297,7 +298,7 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 		}
 	}
 	out := randomSuggest(dims, h.Seed, id)
-	if len(num) == 0 || id < s.cfg.startup {
+	if len(num) == 0 {
 		return out, nil
 	}
 	byID := map[int]*Trial{}
@@ -309,10 +310,12 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 	if lambda0 <= 0 {
 		lambda0 = 4 + int(math.Floor(s.cfg.lnCoef*math.Log(float64(n))))
 	}
-	st := newCMA(n, lambda0, s.firstMean(h.Direction, dims, num, byID), s.cfg.sigma0, s.cfg.active)
-	st.tolX = s.cfg.tolX
-	rs := restarts{lambda0: lambda0, lambdaLarge: lambda0, sigma0: s.cfg.sigma0, bipop: s.cfg.bipop}
-	start := s.cfg.startup
+	center := make([]float64, n)
+	for i := range center {
+		center[i] = 0.5
+	}
+	st := newCMA(n, lambda0, center, s.cfg)
+	start, restarts := 0, 0
 	for id >= start+st.lambda {
 		xs, vals, ok := s.generation(h.Direction, dims, num, byID, start, st.lambda)
 		if !ok {
@@ -320,14 +323,13 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 		}
 		start += st.lambda
 		if st.update(xs, vals) {
-			lambda, sigma := rs.next(h.Seed, st.lambda*st.gen)
-			r := newRNG(h.Seed, rs.count, saltCMA)
+			restarts++
+			r := newRNG(h.Seed, restarts, saltCMA)
 			mean := make([]float64, n)
 			for i := range mean {
 				mean[i] = r.float64()
 			}
-			st = newCMA(n, lambda, mean, sigma, s.cfg.active)
-			st.tolX = s.cfg.tolX
+			st = newCMA(n, st.lambda*2, mean, s.cfg)
 		}
 	}
 	x := st.sample(newRNG(h.Seed, id, saltCMA))
@@ -335,78 +337,6 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 		out[dims[i].p.Name] = dims[i].fromUnit(x[k])
 	}
 	return out, nil
-}
-
-// firstMean is the mean of the first run: the centre of the cube, or with warm the
-// best Completed startup trial (the centre while none has completed).
-func (s *CMAESSampler) firstMean(d Direction, dims []dim, num []int, byID map[int]*Trial) []float64 {
-	mean := make([]float64, len(num))
-	for i := range mean {
-		mean[i] = 0.5
-	}
-	if !s.cfg.warm {
-		return mean
-	}
-	best := math.Inf(1)
-	for id := range s.cfg.startup {
-		t, ok := byID[id]
-		if !ok {
-			continue
-		}
-		sc, ok := completedScore(d, t)
-		if !ok || !(sc < best) {
-			continue
-		}
-		x := make([]float64, len(num))
-		usable := true
-		for k, i := range num {
-			v, ok := dims[i].observed(t.Params)
-			if !ok {
-				usable = false
-				break
-			}
-			x[k] = min(max(dims[i].unit(v), 0), 1)
-		}
-		if usable {
-			best, mean = sc, x
-		}
-	}
-	return mean
-}
-
-// restarts chooses each restart's population and step size. IPOP doubles the
-// population each time. BIPOP (Hansen, GECCO 2009) alternates that large regime with
-// small-population runs of a smaller step size, giving each regime about the same
-// number of evaluations: after a run ends, the next one is small while the small runs
-// have used fewer evaluations than the large ones.
-type restarts struct {
-	lambda0, lambdaLarge int
-	sigma0               float64
-	bipop, small         bool
-	count                int // restarts so far
-	smallEvals           int
-	largeEvals           int
-}
-
-// next records that the current run used evals evaluations and returns the population
-// and step size of the next run.
-func (r *restarts) next(seed int64, evals int) (int, float64) {
-	r.count++
-	if r.small {
-		r.smallEvals += evals
-	} else {
-		r.largeEvals += evals
-	}
-	if r.bipop && r.smallEvals < r.largeEvals {
-		r.small = true
-		u := newRNG(seed, r.count, saltCMA^0x42)
-		u1, u2 := u.float64(), u.float64()
-		lambda := int(math.Floor(float64(r.lambda0) * math.Pow(float64(r.lambdaLarge)/float64(2*r.lambda0), u1*u1)))
-		return max(lambda, 2), r.sigma0 * math.Pow(10, -2*u2)
-	}
-	r.small = false
-	r.lambdaLarge *= 2
-	return r.lambdaLarge, r.sigma0
 }
 
 // generation returns the unit-cube points of trials start..start+lambda-1 and their

@@ -31,10 +31,6 @@ var cmaVariants = []struct {
 	{"lambda-2ln", cmaConfig{sigma0: cmaSigma0, lnCoef: 2, tolX: 1e-8, active: true}},
 	{"lambda-ln", cmaConfig{sigma0: cmaSigma0, lnCoef: 1, tolX: 1e-8, active: true}},
 	{"lambda-ln-passive", cmaConfig{sigma0: cmaSigma0, lnCoef: 1, tolX: 1e-8}},
-	{"warm10", cmaConfig{sigma0: cmaSigma0, lnCoef: 3, tolX: 1e-8, active: true, startup: 10, warm: true}},
-	{"warm10-sigma0.1", cmaConfig{sigma0: 0.1, lnCoef: 3, tolX: 1e-8, active: true, startup: 10, warm: true}},
-	{"warm10-lambda-ln", cmaConfig{sigma0: cmaSigma0, lnCoef: 1, tolX: 1e-8, active: true, startup: 10, warm: true}},
-	{"lambda-ln-bipop", cmaConfig{sigma0: cmaSigma0, lnCoef: 1, tolX: 1e-3, active: true, bipop: true}},
 	{"hansen-tolx1e-3", cmaConfig{sigma0: cmaSigma0, lnCoef: 3, tolX: 1e-3, active: true}},
 	{"default", defaultCMAConfig},
 }
