@@ -120,6 +120,9 @@ func (a *ExperimentActivities) WatchTrialMetrics(ctx context.Context, in WatchTr
 			return nil
 		})
 		if err != nil {
+			if workflowGone(ctx) {
+				return watchEnded(ctx, in, res)
+			}
 			return WatchTrialMetricsResult{}, fmt.Errorf("read metrics of %s: %w", in.Job, err)
 		}
 		activity.RecordHeartbeat(ctx, res.LastSeq)
@@ -133,6 +136,9 @@ func (a *ExperimentActivities) WatchTrialMetrics(ctx context.Context, in WatchTr
 			return res, nil
 		}
 		if err := ctx.Err(); err != nil {
+			if workflowGone(ctx) {
+				return watchEnded(ctx, in, res)
+			}
 			return WatchTrialMetricsResult{}, err
 		}
 	}

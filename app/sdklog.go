@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/log"
@@ -15,10 +16,12 @@ import (
 // canceledMessages are the Temporal SDK's log messages that, with a cancellation as their
 // error, only say that the workflow cancelled an activity on purpose: a gang watch or a
 // log forwarder of a job that ended, whose last heartbeat or result meets the cancelled
-// context. The SDK logs them at WARN and ERROR; sdkLogger lowers those to DEBUG.
+// context. The SDK logs them at WARN and ERROR; sdkLogger lowers those to DEBUG, and
+// also a heartbeat refused because the activity's workflow has completed
+// (workflowCompleted).
 var canceledMessages = map[string]bool{
-	"RecordActivityHeartbeat with error": true,
-	"Activity error.":                    true,
+	heartbeatError:    true,
+	"Activity error.": true,
 }
 
 // sdkLogger is the Temporal SDK's logger over l, which logs the cancellations of
@@ -65,6 +68,18 @@ func canceled(err error) bool {
 	return status.Code(err) == codes.Canceled
 }
 
+// heartbeatError is the SDK's message for a heartbeat the server refused.
+const heartbeatError = "RecordActivityHeartbeat with error"
+
+// workflowCompleted reports whether err is the server's answer to a heartbeat of an
+// activity whose workflow has completed (NotFound, "workflow execution already
+// completed"): a watch that was still pending when its workflow ended, such as an
+// experiment's trial-metrics watch, which then ends (activities.WatchTrialMetrics).
+func workflowCompleted(err error) bool {
+	nf, ok := errors.AsType[*serviceerror.NotFound](err)
+	return ok && strings.Contains(nf.Error(), "workflow execution already completed")
+}
+
 // isCancellation reports whether msg is one of canceledMessages and its error a
 // cancellation.
 func isCancellation(msg string, keyvals []any) bool {
@@ -73,7 +88,7 @@ func isCancellation(msg string, keyvals []any) bool {
 	}
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		if err, ok := keyvals[i+1].(error); ok {
-			return canceled(err)
+			return canceled(err) || (msg == heartbeatError && workflowCompleted(err))
 		}
 	}
 	return false

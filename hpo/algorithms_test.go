@@ -115,7 +115,7 @@ func TestCMAESRestarts(t *testing.T) {
 	for i := range h.Trials {
 		byID[h.Trials[i].ID] = &h.Trials[i]
 	}
-	st := newCMA(1, 4, []float64{0.5})
+	st := newCMA(1, 4, []float64{0.5}, s.cfg)
 	start, sizes := 0, []int{}
 	for start+st.lambda <= 200 {
 		xs, vals, ok := s.generation(Minimize, dims, []int{0}, byID, start, st.lambda)
@@ -125,7 +125,7 @@ func TestCMAESRestarts(t *testing.T) {
 		start += st.lambda
 		if st.update(xs, vals) {
 			sizes = append(sizes, st.lambda)
-			st = newCMA(1, st.lambda*2, []float64{0.5})
+			st = newCMA(1, st.lambda*2, []float64{0.5}, s.cfg)
 		}
 	}
 	if len(sizes) == 0 || sizes[0] != 4 {

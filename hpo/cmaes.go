@@ -7,22 +7,38 @@ import (
 )
 
 // CMAESSampler is the covariance matrix adaptation evolution strategy (Hansen, "The
-// CMA Evolution Strategy: A Tutorial", 2016) with IPOP restarts (Auger and Hansen, CEC
-// 2005), as Optuna's CmaEsSampler uses it. It searches the numeric parameters in the
-// unit cube of their internal coordinates (the log on a log scale), starting from the
-// centre with step size 1/6; ints and stepped floats are snapped to their grid and
-// categorical parameters are drawn at random, as Optuna's independent sampler does.
+// CMA Evolution Strategy: A Tutorial", 2016) with active covariance update (negative
+// weights for the worst points, as the cmaes library that Optuna's CmaEsSampler uses)
+// and IPOP restarts (Auger and Hansen, CEC 2005). It searches the numeric parameters in
+// the unit cube of their internal coordinates (the log on a log scale), starting from
+// the centre with step size 1/6 and a first population of 4 + ⌊ln n⌋, smaller than
+// Hansen's 4 + ⌊3 ln n⌋ so that a budget of a hundred trials holds about twenty
+// generations (docs/hpo.md, "How CMA-ES was tuned"); ints and stepped floats are
+// snapped to their grid and categorical parameters are drawn at random, as Optuna's
+// independent sampler does.
 //
 // The sampler keeps no state: Suggest replays the strategy from the history. The trials
 // are cut, in ID order, into generations of the population size λ; a generation whose
 // trials have all finished updates the distribution (Completed trials ranked by value,
 // Pruned ones after them, Failed ones left out), and trial id is drawn from the
 // distribution after the last whole generation before it. When the strategy has
-// converged (step size or spread of values below tolerance, or an ill-conditioned
+// converged (spread below 1e-3 of the cube, flat values, or an ill-conditioned
 // covariance) it restarts from a random mean with twice the population.
 type CMAESSampler struct {
-	o SamplerOptions
+	o   SamplerOptions
+	cfg cmaConfig
 }
+
+// cmaConfig holds the choices of the strategy that are not user options; the defaults
+// are defaultCMAConfig, and the tests compare variants.
+type cmaConfig struct {
+	active bool    // negative recombination weights for the covariance (active CMA)
+	sigma0 float64 // first step size in the unit cube
+	lnCoef float64 // default first population 4 + ⌊lnCoef·ln n⌋
+	tolX   float64 // restart when σ·√(largest eigenvalue) falls below this
+}
+
+var defaultCMAConfig = cmaConfig{sigma0: cmaSigma0, lnCoef: 1, tolX: cmaTolX, active: true}
 
 var _ Sampler = (*CMAESSampler)(nil)
 
@@ -32,13 +48,13 @@ func NewCMAES(opts ...Option) (*CMAESSampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CMAESSampler{o: o}, nil
+	return &CMAESSampler{o: o, cfg: defaultCMAConfig}, nil
 }
 
 const (
 	saltCMA     uint64 = 0x434d_4145_53 // "CMAES"
 	cmaSigma0          = 1.0 / 6
-	cmaTolX            = 1e-8
+	cmaTolX            = 1e-3
 	cmaTolFun          = 1e-12
 	cmaMaxCond         = 1e14
 	cmaResample        = 100
@@ -47,7 +63,7 @@ const (
 // cma is the state of one run of the strategy.
 type cma struct {
 	n, lambda, mu int
-	w             []float64
+	w             []float64 // recombination weights by rank: μ positive (sum 1), then negative
 	mueff         float64
 	cs, ds        float64
 	cc, c1, cmu   float64
@@ -60,22 +76,25 @@ type cma struct {
 	d            []float64 // square roots of the eigenvalues
 	gen          int
 	bestHist     []float64
+	tolX         float64
 }
 
-func newCMA(n, lambda int, mean []float64) *cma {
-	s := &cma{n: n, lambda: lambda, mu: lambda / 2, mean: mean, sigma: cmaSigma0}
-	s.w = make([]float64, s.mu)
-	sum := 0.0
-	for i := range s.mu {
-		s.w[i] = math.Log(float64(s.mu)+0.5) - math.Log(float64(i+1))
-		sum += s.w[i]
+// newCMA starts a run with population lambda at mean, with cfg's step size and
+// tolerance. With cfg.active, the λ−μ worst points get negative weights (Hansen 2016, eq. 49–53: active CMA), so the
+// covariance also shrinks along directions that lead to bad values; without it only the
+// μ best are weighted.
+func newCMA(n, lambda int, mean []float64, cfg cmaConfig) *cma {
+	s := &cma{n: n, lambda: lambda, mu: lambda / 2, mean: mean, sigma: cfg.sigma0, tolX: cfg.tolX}
+	wp := make([]float64, lambda)
+	for i := range lambda {
+		wp[i] = math.Log(float64(lambda+1)/2) - math.Log(float64(i+1))
 	}
-	sq := 0.0
-	for i := range s.w {
-		s.w[i] /= sum
-		sq += s.w[i] * s.w[i]
+	sum, sq := 0.0, 0.0
+	for _, v := range wp[:s.mu] {
+		sum += v
+		sq += v * v
 	}
-	s.mueff = 1 / sq
+	s.mueff = sum * sum / sq
 	fn := float64(n)
 	s.cs = (s.mueff + 2) / (fn + s.mueff + 5)
 	s.ds = 1 + 2*math.Max(0, math.Sqrt((s.mueff-1)/(fn+1))-1) + s.cs
@@ -83,6 +102,22 @@ func newCMA(n, lambda int, mean []float64) *cma {
 	s.c1 = 2 / ((fn+1.3)*(fn+1.3) + s.mueff)
 	s.cmu = math.Min(1-s.c1, 2*(s.mueff-2+1/s.mueff)/((fn+2)*(fn+2)+s.mueff))
 	s.chiN = math.Sqrt(fn) * (1 - 1/(4*fn) + 1/(21*fn*fn))
+	s.w = make([]float64, s.mu, lambda)
+	for i := range s.mu {
+		s.w[i] = wp[i] / sum
+	}
+	if cfg.active && lambda-s.mu > 0 {
+		nsum, nsq := 0.0, 0.0
+		for _, v := range wp[s.mu:] {
+			nsum += v
+			nsq += v * v
+		}
+		mueffNeg := nsum * nsum / nsq
+		alpha := min(1+s.c1/s.cmu, 1+2*mueffNeg/(s.mueff+2), (1-s.c1-s.cmu)/(fn*s.cmu))
+		for _, v := range wp[s.mu:] {
+			s.w = append(s.w, alpha*v/math.Abs(nsum))
+		}
+	}
 	s.ps, s.pc = make([]float64, n), make([]float64, n)
 	s.c, s.b = make([]float64, n*n), make([]float64, n*n)
 	s.d = make([]float64, n)
@@ -122,15 +157,14 @@ func (s *cma) sample(r *rng) []float64 {
 	return x
 }
 
-// update moves the distribution towards the best of one generation; xs are sorted
-// best first. It reports whether the run should restart.
-func (s *cma) update(xs [][]float64, vals []float64) bool {
-	n := s.n
-	s.gen++
-	mu := min(s.mu, len(xs))
-	if mu == 0 {
-		return false
+// weights returns the recombination weights for m ranked points (m ≤ λ when trials
+// failed): the μ best keep their weights, renormalised when fewer than μ are there, and
+// negative weights are used only for a whole generation.
+func (s *cma) weights(m int) []float64 {
+	if m == s.lambda && len(s.w) == s.lambda {
+		return s.w
 	}
+	mu := min(s.mu, m)
 	w := slices.Clone(s.w[:mu])
 	ws := 0.0
 	for _, v := range w {
@@ -139,32 +173,58 @@ func (s *cma) update(xs [][]float64, vals []float64) bool {
 	for i := range w {
 		w[i] /= ws
 	}
-	old := slices.Clone(s.mean)
-	yw := make([]float64, n)
-	for i := range n {
-		m := 0.0
-		for k := range mu {
-			m += w[k] * xs[k][i]
-		}
-		s.mean[i] = m
-		yw[i] = (m - old[i]) / s.sigma
-	}
-	// C^{-1/2}·yw = B·D^{-1}·Bᵀ·yw
+	return w
+}
+
+// invSqrtC returns C^{-1/2}·y = B·D^{-1}·Bᵀ·y.
+func (s *cma) invSqrtC(y []float64) []float64 {
+	n := s.n
 	t := make([]float64, n)
 	for k := range n {
 		for i := range n {
-			t[k] += s.b[i*n+k] * yw[i]
+			t[k] += s.b[i*n+k] * y[i]
 		}
 		t[k] /= s.d[k]
 	}
+	out := make([]float64, n)
+	for i := range n {
+		for k := range n {
+			out[i] += s.b[i*n+k] * t[k]
+		}
+	}
+	return out
+}
+
+// update moves the distribution towards the best of one generation; xs are sorted
+// best first. It reports whether the run should restart.
+func (s *cma) update(xs [][]float64, vals []float64) bool {
+	n := s.n
+	s.gen++
+	if len(xs) == 0 {
+		return false
+	}
+	w := s.weights(len(xs))
+	mu := min(s.mu, len(w))
+	old := slices.Clone(s.mean)
+	ys := make([][]float64, len(w))
+	for k := range w {
+		ys[k] = make([]float64, n)
+		for i := range n {
+			ys[k][i] = (xs[k][i] - old[i]) / s.sigma
+		}
+	}
+	yw := make([]float64, n)
+	for i := range n {
+		for k := range mu {
+			yw[i] += w[k] * ys[k][i]
+		}
+		s.mean[i] = old[i] + s.sigma*yw[i]
+	}
 	csn := math.Sqrt(s.cs * (2 - s.cs) * s.mueff)
 	norm := 0.0
+	cy := s.invSqrtC(yw)
 	for i := range n {
-		v := 0.0
-		for k := range n {
-			v += s.b[i*n+k] * t[k]
-		}
-		s.ps[i] = (1-s.cs)*s.ps[i] + csn*v
+		s.ps[i] = (1-s.cs)*s.ps[i] + csn*cy[i]
 		norm += s.ps[i] * s.ps[i]
 	}
 	norm = math.Sqrt(norm)
@@ -176,15 +236,30 @@ func (s *cma) update(xs [][]float64, vals []float64) bool {
 	for i := range n {
 		s.pc[i] = (1-s.cc)*s.pc[i] + hs*ccn*yw[i]
 	}
+	// Negative weights are scaled by n/‖C^{-1/2}y‖² so that they cannot make C
+	// indefinite (eq. 46).
+	wo := slices.Clone(w)
+	wsum := 0.0
+	for k := range w {
+		wsum += w[k]
+		if w[k] < 0 {
+			cyk := s.invSqrtC(ys[k])
+			nn := 0.0
+			for _, v := range cyk {
+				nn += v * v
+			}
+			wo[k] *= float64(n) / (nn + 1e-300)
+		}
+	}
 	dh := (1 - hs) * s.cc * (2 - s.cc)
+	decay := 1 + s.c1*dh - s.c1 - s.cmu*wsum
 	for i := range n {
 		for j := range n {
 			rank := 0.0
-			for k := range mu {
-				rank += w[k] * (xs[k][i] - old[i]) * (xs[k][j] - old[j])
+			for k := range wo {
+				rank += wo[k] * ys[k][i] * ys[k][j]
 			}
-			rank /= s.sigma * s.sigma
-			s.c[i*n+j] = (1-s.c1-s.cmu)*s.c[i*n+j] + s.c1*(s.pc[i]*s.pc[j]+dh*s.c[i*n+j]) + s.cmu*rank
+			s.c[i*n+j] = decay*s.c[i*n+j] + s.c1*s.pc[i]*s.pc[j] + s.cmu*rank
 		}
 	}
 	s.sigma *= math.Exp(math.Min(1, (s.cs/s.ds)*(norm/s.chiN-1)))
@@ -195,7 +270,7 @@ func (s *cma) update(xs [][]float64, vals []float64) bool {
 	}
 	// Termination: converged step, flat values, or a degenerate covariance.
 	s.bestHist = append(s.bestHist, vals[0])
-	if s.sigma*s.d[n-1] < cmaTolX || vals2[0] <= 0 || vals2[n-1]/math.Max(vals2[0], 1e-300) > cmaMaxCond {
+	if s.sigma*s.d[n-1] < s.tolX || vals2[0] <= 0 || vals2[n-1]/math.Max(vals2[0], 1e-300) > cmaMaxCond {
 		return true
 	}
 	if len(vals) > 1 && vals[len(vals)-1]-vals[0] < cmaTolFun {
@@ -231,15 +306,15 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 		byID[t.ID] = t
 	}
 	n := len(num)
-	lambda := s.o.PopulationSize
-	if lambda <= 0 {
-		lambda = 4 + int(math.Floor(3*math.Log(float64(n))))
+	lambda0 := s.o.PopulationSize
+	if lambda0 <= 0 {
+		lambda0 = 4 + int(math.Floor(s.cfg.lnCoef*math.Log(float64(n))))
 	}
 	center := make([]float64, n)
 	for i := range center {
 		center[i] = 0.5
 	}
-	st := newCMA(n, lambda, center)
+	st := newCMA(n, lambda0, center, s.cfg)
 	start, restarts := 0, 0
 	for id >= start+st.lambda {
 		xs, vals, ok := s.generation(h.Direction, dims, num, byID, start, st.lambda)
@@ -254,7 +329,7 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 			for i := range mean {
 				mean[i] = r.float64()
 			}
-			st = newCMA(n, st.lambda*2, mean)
+			st = newCMA(n, st.lambda*2, mean, s.cfg)
 		}
 	}
 	x := st.sample(newRNG(h.Seed, id, saltCMA))

@@ -48,7 +48,7 @@ type SamplerOptions struct {
 	// ConstantLiar makes TPE count Running trials as bad ones, so that trials suggested
 	// in parallel spread out. Default false.
 	ConstantLiar bool
-	// PopulationSize is CMA-ES's first λ (default 4+⌊3·ln n⌋ for n numeric
+	// PopulationSize is CMA-ES's first λ (default 4+⌊ln n⌋ for n numeric
 	// parameters) and NSGA-II's population (default 20).
 	PopulationSize int
 	// Budget places BOHB's budgets: the rungs MinResource·η^k below MaxResource, and

@@ -278,7 +278,7 @@ type AlgorithmSpec struct {
 	// ConstantLiar makes tpe count the trials still running as bad ones, so that
 	// trials suggested while others run spread out.
 	ConstantLiar bool `json:"constantLiar,omitempty"`
-	// PopulationSize is cmaes's first population (default 4+3·ln(numeric parameters);
+	// PopulationSize is cmaes's first population (default 4+⌊ln(numeric parameters)⌋;
 	// each restart doubles it) or nsga2's (default 20).
 	PopulationSize int32 `json:"populationSize,omitempty" jsonschema:"minimum=0,maximum=1000"`
 	// PBT configures algorithm pbt (required by it).
