@@ -61,7 +61,6 @@ func randomParams(t *testing.T, e *api.ExperimentDetail, id int) map[string]any 
 // exactly random search's (it is random search in brackets, with rule hyperband), while
 // cmaes, gp and bohb suggest other values than random search would for the same seed.
 func TestExperimentNewAlgorithms(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	ws := workspace(t)
@@ -142,7 +141,6 @@ func TestExperimentNewAlgorithms(t *testing.T) {
 // Pareto front holds exactly the completed trials that no other beats on both, the
 // front trial's values are what its job logged, and `dlc experiment get` shows the front.
 func TestExperimentMultiObjectiveParetoFront(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ws := workspace(t)

@@ -53,7 +53,6 @@ spec:
 // schedule never did, and that the experiment's history replays without
 // non-determinism, so a recovered run rebuilds the same trials.
 func TestExperimentSlotsOnTheRealStack(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ws, name := workspace(t), "slots"

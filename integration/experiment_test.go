@@ -121,7 +121,6 @@ func lastAccuracy(t *testing.T, ctx context.Context, c *dlc.Client, ws, name str
 // a job in the same test; get, list and plot work; every trial ran as a labelled job and
 // published its events once.
 func TestExperimentTunesTheExampleTrainer(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ws := workspace(t)
