@@ -25,7 +25,7 @@ import (
 // TestExperimentPBTSurvivesWorkerKill and TestPyTorchPBTExample (pbt), every algorithm
 // runs through the CLI.
 func TestExperimentGridAndRandomThroughTheCLI(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	ws := workspace(t)
 	c := itest.AdminClient(t, env.e)
@@ -54,7 +54,8 @@ func TestExperimentGridAndRandomThroughTheCLI(t *testing.T) {
 		writeFile(t, path, tuneSpec(t, ws, name, nil, repl...))
 		out, err := run("experiment", "create", "-f", path, "--wait")
 		if err != nil {
-			t.Fatalf("%s: dlc experiment create --wait: %v\n%s", tc.algo, err, out)
+			e, gerr := c.GetExperiment(context.Background(), ws, name)
+			t.Fatalf("%s: dlc experiment create --wait: %v\n%s\nthe experiment: %+v (%v)", tc.algo, err, out, e, gerr)
 		}
 		if want := "Algorithm:   " + tc.algo; !strings.Contains(out, "Phase:       Succeeded") || !strings.Contains(out, want) {
 			t.Errorf("%s: output lacks Succeeded or %q:\n%s", tc.algo, want, out)
