@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +72,10 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, c *client.Cl
 	fmt.Printf("submit -> all pods Running on the kwok control plane (%d nodes), OpenDLC vs plain client-go doing the same work, %d runs each\n\n",
 		len(cluster.Nodes), runs)
 	fmt.Printf("%-9s %-10s %10s %10s %10s %14s\n", "replicas", "side", "min", "median", "max", "median ratio")
+	shape, err := captureShape(ctx, cluster.Client, c)
+	if err != nil {
+		return err
+	}
 	for _, n := range sizes {
 		var dlc, plain []time.Duration
 		var dlcSteps, plainSteps []launchSteps
@@ -80,7 +83,7 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, c *client.Cl
 		var lastSubmit time.Time
 		for r := range runs {
 			ws := fmt.Sprintf("bench-%d-%d", n, r)
-			base, err := plainPods(ctx, cluster.Client, ws+"-plain", n)
+			base, err := plainPods(ctx, cluster.Client, shape, ws+"-plain", n)
 			if err != nil {
 				return err
 			}
@@ -127,7 +130,7 @@ func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws 
 
 // plainPods does with client-go what OpenDLC does to launch an n-replica job in a new
 // namespace (see runKubeLaunch), and waits until all the pods run.
-func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (launchSteps, error) {
+func plainPods(ctx context.Context, cs kubernetes.Interface, shape gangShape, ns string, n int) (launchSteps, error) {
 	start := time.Now()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return launchSteps{}, err
@@ -139,11 +142,8 @@ func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (
 	}); err != nil {
 		return launchSteps{}, err
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "plain"},
-		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"bench": "plain"}},
-	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	svc, err := cs.CoreV1().Services(ns).Create(ctx, plainService(shape), metav1.CreateOptions{})
+	if err != nil {
 		return launchSteps{}, err
 	}
 	sem := make(chan struct{}, kube.CreateParallelism)
@@ -152,15 +152,7 @@ func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strconv.Itoa(i), Labels: map[string]string{"bench": "plain"}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Hostname:      "plain-" + strconv.Itoa(i), Subdomain: "plain",
-					Containers: []corev1.Container{{Name: "main", Image: "registry.local/train:1.4", Command: []string{"train"}}},
-				},
-			}
-			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, plainPod(shape, svc, i), metav1.CreateOptions{})
 			errs <- err
 		}()
 	}

@@ -21,7 +21,7 @@ import (
 // the bench can see it from outside: when the first pod existed, when all existed,
 // and when all ran. Polled every 20 ms, so each mark is late by up to one poll.
 type launchSteps struct {
-	firstPod, allPods, allRunning time.Duration
+	firstPod, allPods, allScheduled, allIP, allRunning time.Duration
 }
 
 // waitRunningSteps is waitRunning that also records the launchSteps, from start.
@@ -30,13 +30,25 @@ func waitRunningSteps(ctx context.Context, cs kubernetes.Interface, ns, selector
 	for {
 		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 		if err == nil {
-			running := 0
+			running, scheduled, withIP := 0, 0, 0
 			for _, p := range l.Items {
 				if p.Status.Phase == corev1.PodRunning {
 					running++
 				}
+				if p.Spec.NodeName != "" {
+					scheduled++
+				}
+				if p.Status.PodIP != "" {
+					withIP++
+				}
 			}
 			now := time.Since(start)
+			if s.allScheduled == 0 && scheduled == n {
+				s.allScheduled = now
+			}
+			if s.allIP == 0 && withIP == n {
+				s.allIP = now
+			}
 			if s.firstPod == 0 && len(l.Items) > 0 {
 				s.firstPod = now
 			}
@@ -65,8 +77,9 @@ func printSteps(side string, steps []launchSteps) {
 		}
 		return median(d)
 	}
-	fmt.Printf("    %-10s median: first pod exists %s, all pods exist %s, all Running %s\n", side,
+	fmt.Printf("    %-10s median: first pod exists %s, all pods exist %s, all scheduled %s, all have an IP %s, all Running %s\n", side,
 		pick(func(s launchSteps) time.Duration { return s.firstPod }), pick(func(s launchSteps) time.Duration { return s.allPods }),
+		pick(func(s launchSteps) time.Duration { return s.allScheduled }), pick(func(s launchSteps) time.Duration { return s.allIP }),
 		pick(func(s launchSteps) time.Duration { return s.allRunning }))
 }
 
