@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/backend/kube"
@@ -41,12 +42,18 @@ func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int, recover
 	}
 	defer k.close()
 	cluster, c := k.cluster, k.c
+	// The baseline's requests and the bench's polling go through a clientset of their
+	// own, with the same limits as the worker's (kubestack's client QPS and burst).
+	plainCS, err := kubernetes.NewForConfig(rest.CopyConfig(cluster.Admin))
+	if err != nil {
+		return err
+	}
 
 	temporalAddr := ""
 	if trace {
 		temporalAddr = k.e.AppConfig(app.Config{}).TemporalAddress
 	}
-	if err := runKubeLaunch(ctx, cluster, c, sizes, runs, temporalAddr); err != nil {
+	if err := runKubeLaunch(ctx, cluster, plainCS, c, sizes, runs, temporalAddr); err != nil {
 		return err
 	}
 	if !recovery {
@@ -68,11 +75,11 @@ func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int, recover
 // so includes the API server, the Temporal workflow and its activities. With a
 // temporalAddr (-launch-trace), it also prints where each side's time went: the medians
 // of launchSteps, and the activities of the last OpenDLC run of each size.
-func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, c *client.Client, sizes []int, runs int, temporalAddr string) error {
+func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernetes.Interface, c *client.Client, sizes []int, runs int, temporalAddr string) error {
 	fmt.Printf("submit -> all pods Running on the kwok control plane (%d nodes), OpenDLC vs plain client-go doing the same work, %d runs each\n\n",
 		len(cluster.Nodes), runs)
 	fmt.Printf("%-9s %-10s %10s %10s %10s %14s\n", "replicas", "side", "min", "median", "max", "median ratio")
-	shape, err := captureShape(ctx, cluster.Client, c)
+	shape, err := captureShape(ctx, cs, c)
 	if err != nil {
 		return err
 	}
@@ -83,12 +90,12 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, c *client.Cl
 		var lastSubmit time.Time
 		for r := range runs {
 			ws := fmt.Sprintf("bench-%d-%d", n, r)
-			base, err := plainPods(ctx, cluster.Client, shape, ws+"-plain", n)
+			base, err := plainPods(ctx, cs, shape, ws+"-plain", n)
 			if err != nil {
 				return err
 			}
 			lastWS, lastSubmit = ws, time.Now()
-			took, err := dlcPods(ctx, cluster.Client, c, ws, n)
+			took, err := dlcPods(ctx, cs, c, ws, n)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/backend/kube"
@@ -29,8 +30,8 @@ type kubeWorker struct {
 // kubeWorkerOptions shape a kubeWorker.
 type kubeWorkerOptions struct {
 	nodes int
-	// clientset is the worker's clientset, built from the cluster; nil: the cluster's
-	// admin clientset.
+	// clientset is the worker's clientset, built from the cluster; nil: a clientset of
+	// the cluster's administrator with the cluster's client rate limits.
 	clientset func(*kubestack.Cluster) (kubernetes.Interface, error)
 	// backend are the kube backend's options, after the quiet logger.
 	backend []kube.Option
@@ -51,11 +52,18 @@ func startKubeWorker(ctx context.Context, dir string, o kubeWorkerOptions) (k *k
 	if k.e, err = embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet}); err != nil {
 		return nil, err
 	}
-	var cs kubernetes.Interface = k.cluster.Client
-	if o.clientset != nil {
-		if cs, err = o.clientset(k.cluster); err != nil {
-			return nil, err
+	// The worker has a clientset (and so a client-side rate limiter) of its own: the
+	// bench's own requests (its client-go baseline, its polling) must not queue
+	// behind the worker's, nor the worker's behind them.
+	clientset := o.clientset
+	if clientset == nil {
+		clientset = func(c *kubestack.Cluster) (kubernetes.Interface, error) {
+			return kubernetes.NewForConfig(rest.CopyConfig(c.Admin))
 		}
+	}
+	cs, err := clientset(k.cluster)
+	if err != nil {
+		return nil, err
 	}
 	if k.backend, err = kube.New(cs, append([]kube.Option{kube.WithLogger(quiet)}, o.backend...)...); err != nil {
 		return nil, err
