@@ -129,7 +129,7 @@ func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws 
 	if err != nil {
 		return launchSteps{}, err
 	}
-	if _, err := c.StopJob(ctx, ws, "job", "bench done"); err != nil {
+	if err := stopJobRetrying(ctx, c, ws, "job"); err != nil {
 		return launchSteps{}, err
 	}
 	return took, waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
@@ -208,4 +208,21 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, ns, selector stri
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// stopJobRetrying stops a job, asking again for up to 2 minutes while the API refuses:
+// on a loaded machine a large job's workflow task can fail for a while (a timeout), and
+// the stop update is refused until a retried task succeeds.
+func stopJobRetrying(ctx context.Context, c *client.Client, ws, job string) error {
+	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last error
+	err := poll(ctx2, time.Second, func() (bool, error) {
+		_, last = c.StopJob(ctx2, ws, job, "bench done")
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("stop %s/%s: %w", ws, job, last)
+	}
+	return err
 }
