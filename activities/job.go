@@ -52,6 +52,10 @@ type JobActivities struct {
 	LogStream string
 	// PollInterval is how often WatchGang observes the backend. Default 200ms.
 	PollInterval time.Duration
+	// WatchCoalesce is how long WatchGang holds a change that is only progress of a
+	// gang coming up (watch_coalesce.go), to answer with the changes that follow it in
+	// one result. Default DefaultWatchCoalesce; negative: every change at once.
+	WatchCoalesce time.Duration
 	// LogBatch is the most log records published in one batch. Default 256.
 	LogBatch int
 	// LogFlushInterval bounds how long a log line waits for its batch. Default 200ms.
@@ -148,7 +152,9 @@ type WatchGangResult struct {
 
 // WatchGang blocks until a replica's phase, exit code or node differs from what the
 // workflow knows (or MaxWait passes), heartbeating while it waits, and returns the
-// current state.
+// current state. A change that is only progress of a gang coming up is held for up to
+// WatchCoalesce, so that the replicas starting after it come back in the same result
+// (decisiveChange says which changes are answered at once).
 func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (WatchGangResult, error) {
 	// With a backend that says when a gang changes (the kube backend's shared
 	// informers), the watch waits for that and observes on a slow timer only for the
@@ -163,6 +169,7 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 	t := time.NewTimer(poll)
 	defer t.Stop()
 	deadline := time.Now().Add(in.MaxWait)
+	var holdUntil time.Time // when a held change is answered; zero: none held
 	for {
 		var changed <-chan struct{}
 		if notifier != nil {
@@ -176,14 +183,26 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 		if err != nil {
 			return WatchGangResult{}, backendError(err, "observe "+in.Ref.ID())
 		}
-		if ReplicasChanged(in.Known, st.Replicas) || !time.Now().Before(deadline) {
+		now := time.Now()
+		if !now.Before(deadline) {
 			return WatchGangResult{Replicas: st.Replicas}, nil
 		}
-		now := time.Now()
+		if ReplicasChanged(in.Known, st.Replicas) {
+			if holdUntil.IsZero() {
+				holdUntil = now.Add(a.watchCoalesce())
+			}
+			if !now.Before(holdUntil) || decisiveChange(in.Known, st.Replicas) {
+				return WatchGangResult{Replicas: st.Replicas}, nil
+			}
+		}
 		if pacer.due(now) {
 			activity.RecordHeartbeat(ctx)
 		}
-		t.Reset(min(poll, pacer.wait(now), max(time.Until(deadline), time.Millisecond)))
+		wait := min(poll, pacer.wait(now), max(deadline.Sub(now), time.Millisecond))
+		if !holdUntil.IsZero() {
+			wait = min(wait, max(holdUntil.Sub(now), time.Millisecond))
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return WatchGangResult{}, ctx.Err()

@@ -3,20 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/client"
-	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/kubestack"
 )
 
@@ -28,7 +25,7 @@ const benchKubeNodes = 4
 // job of n replicas to all its pods Running, next to plain client-go creating the same
 // number of pods and waiting for them to run, in the same run; then recovery from pod
 // and node failures (runKubeRecovery) and from lost node heartbeats (runKubeLeaseExpiry).
-func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int) error {
+func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int, recovery, trace bool) error {
 	// 4 sizes up to 256 replicas and 4 recovery measures, runs times each on both sides.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
@@ -37,36 +34,30 @@ func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-
-	cluster, err := kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: benchKubeNodes})
+	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: benchKubeNodes, backend: []kube.Option{
+		kube.WithPollInterval(100 * time.Millisecond), kube.WithNodeLostGrace(benchNodeLostGrace),
+	}})
 	if err != nil {
 		return err
 	}
-	defer cluster.Close()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	backend, err := kube.New(cluster.Client, kube.WithPollInterval(100*time.Millisecond), kube.WithLogger(quiet),
-		kube.WithNodeLostGrace(benchNodeLostGrace))
-	if err != nil {
-		return err
-	}
-	defer backend.Close()
-	w, err := app.Start(ctx, e.AppConfig(app.Config{Worker: true, Backend: backend, Logger: quiet}))
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	c, err := client.New(e.APIURL, client.WithToken(e.AdminToken))
+	defer k.close()
+	cluster, c := k.cluster, k.c
+	// The baseline's requests and the bench's polling go through a clientset of their
+	// own, with the same limits as the worker's (kubestack's client QPS and burst).
+	plainCS, err := kubernetes.NewForConfig(rest.CopyConfig(cluster.Admin))
 	if err != nil {
 		return err
 	}
 
-	if err := runKubeLaunch(ctx, cluster, c, sizes, runs); err != nil {
+	temporalAddr := ""
+	if trace {
+		temporalAddr = k.e.AppConfig(app.Config{}).TemporalAddress
+	}
+	if err := runKubeLaunch(ctx, cluster, plainCS, c, sizes, runs, temporalAddr); err != nil {
 		return err
+	}
+	if !recovery {
+		return nil
 	}
 	if err := runKubeRecovery(ctx, cluster, c, runs, defaultEviction); err != nil {
 		return err
@@ -81,71 +72,86 @@ func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int) error {
 // most kube.CreateParallelism creations in flight); the baseline creates a namespace,
 // waits for its default service account (as a pod needs it), creates a headless Service
 // and the pods with the same bound. OpenDLC's clock starts before the submit request and
-// so includes the API server, the Temporal workflow and its activities.
-func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, c *client.Client, sizes []int, runs int) error {
+// so includes the API server, the Temporal workflow and its activities. With a
+// temporalAddr (-launch-trace), it also prints where each side's time went: the medians
+// of launchSteps, and the activities of the last OpenDLC run of each size.
+func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernetes.Interface, c *client.Client, sizes []int, runs int, temporalAddr string) error {
 	fmt.Printf("submit -> all pods Running on the kwok control plane (%d nodes), OpenDLC vs plain client-go doing the same work, %d runs each\n\n",
 		len(cluster.Nodes), runs)
 	fmt.Printf("%-9s %-10s %10s %10s %10s %14s\n", "replicas", "side", "min", "median", "max", "median ratio")
+	shape, err := captureShape(ctx, cs, c)
+	if err != nil {
+		return err
+	}
 	for _, n := range sizes {
 		var dlc, plain []time.Duration
+		var dlcSteps, plainSteps []launchSteps
+		var lastWS string
+		var lastSubmit time.Time
 		for r := range runs {
 			ws := fmt.Sprintf("bench-%d-%d", n, r)
-			base, err := plainPods(ctx, cluster.Client, ws+"-plain", n)
+			base, err := plainPods(ctx, cs, shape, ws+"-plain", n)
 			if err != nil {
 				return err
 			}
-			took, err := dlcPods(ctx, cluster.Client, c, ws, n)
+			lastWS, lastSubmit = ws, time.Now()
+			took, err := dlcPods(ctx, cs, c, ws, n)
 			if err != nil {
 				return err
 			}
-			plain, dlc = append(plain, base), append(dlc, took)
+			plain, dlc = append(plain, base.allRunning), append(dlc, took.allRunning)
+			plainSteps, dlcSteps = append(plainSteps, base), append(dlcSteps, took)
 		}
 		fmt.Printf("%-9d %-10s %10s %10s %10s\n", n, "client-go", minDur(plain), median(plain), maxDur(plain))
-		fmt.Printf("%-9s %-10s %10s %10s %10s %13.2fx\n", "", "OpenDLC", minDur(dlc), median(dlc), maxDur(dlc),
-			float64(median(dlc))/float64(median(plain)))
+		fmt.Printf("%-9s %-10s %10s %10s %10s %13.2fx   (load %s)\n", "", "OpenDLC", minDur(dlc), median(dlc), maxDur(dlc),
+			float64(median(dlc))/float64(median(plain)), loadAvg())
+		if temporalAddr != "" {
+			printSteps("client-go", plainSteps)
+			printSteps("OpenDLC", dlcSteps)
+			if err := printJobHistory(ctx, temporalAddr, lastWS, "job", lastSubmit); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
 // dlcPods submits an n-replica job in workspace ws (a namespace not created yet) and
 // waits until all its pods run; then it stops the job.
-func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws string, n int) (time.Duration, error) {
+func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws string, n int) (launchSteps, error) {
 	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"job","workspace":%q},
 "spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`, ws, n)
 	start := time.Now()
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
-		return 0, err
+		return launchSteps{}, err
 	}
-	if err := waitRunning(ctx, cs, ws, "opendlc.io/job=job", n); err != nil {
-		return 0, err
+	took, err := waitRunningSteps(ctx, cs, ws, "opendlc.io/job=job", n, start)
+	if err != nil {
+		return launchSteps{}, err
 	}
-	took := time.Since(start)
-	if _, err := c.StopJob(ctx, ws, "job", "bench done"); err != nil {
-		return 0, err
+	if err := stopJobRetrying(ctx, c, ws, "job"); err != nil {
+		return launchSteps{}, err
 	}
 	return took, waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
 }
 
 // plainPods does with client-go what OpenDLC does to launch an n-replica job in a new
 // namespace (see runKubeLaunch), and waits until all the pods run.
-func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (time.Duration, error) {
+func plainPods(ctx context.Context, cs kubernetes.Interface, shape gangShape, ns string, n int) (launchSteps, error) {
 	start := time.Now()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return 0, err
+		return launchSteps{}, err
 	}
 	// Pods are refused until the namespace's default service account exists.
 	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
-		return 0, err
+		return launchSteps{}, err
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "plain"},
-		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"bench": "plain"}},
-	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return 0, err
+	svc, err := cs.CoreV1().Services(ns).Create(ctx, plainService(shape), metav1.CreateOptions{})
+	if err != nil {
+		return launchSteps{}, err
 	}
 	sem := make(chan struct{}, kube.CreateParallelism)
 	errs := make(chan error, n)
@@ -153,30 +159,22 @@ func plainPods(ctx context.Context, cs kubernetes.Interface, ns string, n int) (
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strconv.Itoa(i), Labels: map[string]string{"bench": "plain"}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Hostname:      "plain-" + strconv.Itoa(i), Subdomain: "plain",
-					Containers: []corev1.Container{{Name: "main", Image: "registry.local/train:1.4", Command: []string{"train"}}},
-				},
-			}
-			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, plainPod(shape, svc, i), metav1.CreateOptions{})
 			errs <- err
 		}()
 	}
 	for range n {
 		if err := <-errs; err != nil {
-			return 0, err
+			return launchSteps{}, err
 		}
 	}
-	if err := waitRunning(ctx, cs, ns, "bench=plain", n); err != nil {
-		return 0, err
+	took, err := waitRunningSteps(ctx, cs, ns, "bench=plain", n, start)
+	if err != nil {
+		return launchSteps{}, err
 	}
-	took := time.Since(start)
 	// Free the nodes for the next run, as OpenDLC's side stops its job.
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-		return 0, err
+		return launchSteps{}, err
 	}
 	return took, waitNoPods(ctx, cs, ns, "bench=plain")
 }
@@ -210,4 +208,21 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, ns, selector stri
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// stopJobRetrying stops a job, asking again for up to 2 minutes while the API refuses:
+// on a loaded machine a large job's workflow task can fail for a while (a timeout), and
+// the stop update is refused until a retried task succeeds.
+func stopJobRetrying(ctx context.Context, c *client.Client, ws, job string) error {
+	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last error
+	err := poll(ctx2, time.Second, func() (bool, error) {
+		_, last = c.StopJob(ctx2, ws, job, "bench done")
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("stop %s/%s: %w", ws, job, last)
+	}
+	return err
 }

@@ -55,7 +55,18 @@ func main() {
 	scaleJobs := flag.Int("scale-jobs", 1000, "with -scale, jobs running at the end")
 	scaleReplicas := flag.Int("scale-replicas", 10, "with -scale, pods per job")
 	scalePoints := flag.String("scale-points", "10,100,1000", "with -scale, running-job counts at which the RPC rate is measured")
+	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
+	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -kube and -scale: the worker, API and informers) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer stop()
+	}
 	if *firstJob > 0 {
 		if err := runFirstJob(*dlcBin, *firstJob); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -89,7 +100,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: -sizes:", err)
 			os.Exit(2)
 		}
-		if err := runKube(kubeSizes, *runs, *defaultEviction, *leaseRuns); err != nil {
+		if err := runKube(kubeSizes, *runs, *defaultEviction, *leaseRuns, *kubeRecovery, *launchTrace); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

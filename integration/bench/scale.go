@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -23,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/opendlc/opendlc/app"
-	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
@@ -160,42 +157,20 @@ func runScale(o scaleOptions) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, %d cores, load average %s at start\n",
 		o.nodes, o.jobs, o.replicas, o.workspaces, runtime.NumCPU(), loadAvg())
-
-	cluster, err := kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: o.nodes})
-	if err != nil {
-		return err
-	}
-	defer cluster.Close()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer e.Close()
 	counter := &requestCounter{}
-	cfg := rest.CopyConfig(cluster.Admin)
-	cfg.QPS, cfg.Burst = 50, 100 // the worker's defaults (kube.ClientConfig)
-	cfg.WrapTransport = counter.wrap
-	cs, err := kubernetes.NewForConfig(cfg)
+	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
+		cfg := rest.CopyConfig(cluster.Admin)
+		cfg.QPS, cfg.Burst = 50, 100 // the worker's defaults (kube.ClientConfig)
+		cfg.WrapTransport = counter.wrap
+		return kubernetes.NewForConfig(cfg)
+	}})
 	if err != nil {
 		return err
 	}
-	b, err := kube.New(cs, kube.WithLogger(quiet))
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	w, err := app.Start(ctx, e.AppConfig(app.Config{Worker: true, Backend: b, Logger: quiet}))
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	c, err := client.New(e.APIURL, client.WithToken(e.AdminToken))
-	if err != nil {
-		return err
-	}
+	defer k.close()
+	c, w, e := k.c, k.w, k.e
 	s := &scaleRun{o: o, c: c, counter: counter, reg: w.Metrics, e: e}
 	return s.run(ctx)
 }
