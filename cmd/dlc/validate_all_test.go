@@ -1,8 +1,6 @@
 package main
 
-import (
-	"testing"
-)
+import "testing"
 
 // dlc validate prints the type mistakes (a bad quantity, a bad duration, a string for a
 // number, an unknown field) and the semantic ones of a document together.
