@@ -70,8 +70,8 @@ func WithConsumerPrefix(p string) Option {
 // WithAckWait sets the consumers' ack wait, at least 1s. Default 30s.
 func WithAckWait(d time.Duration) Option {
 	return func(o *Options) error {
-		if d < time.Second {
-			return fmt.Errorf("notify: ack wait %s: must be at least 1s", d)
+		if err := dlcjs.CheckAckWait(d); err != nil {
+			return fmt.Errorf("notify: %w", err)
 		}
 		o.AckWait = d
 		return nil

@@ -65,8 +65,8 @@ func WithTaskQueue(q string) Option {
 // WithAckWait sets the consumer's ack wait, at least 1s. Default 30s.
 func WithAckWait(d time.Duration) Option {
 	return func(o *Options) error {
-		if d < time.Second {
-			return fmt.Errorf("triggers: ack wait %s: must be at least 1s", d)
+		if err := dlcjs.CheckAckWait(d); err != nil {
+			return fmt.Errorf("triggers: %w", err)
 		}
 		o.AckWait = d
 		return nil

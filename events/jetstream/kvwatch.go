@@ -49,3 +49,15 @@ func Rewatch(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, what 
 		}
 	}
 }
+
+// MinAckWait is the shortest ack wait the dispatchers' consumers accept: a shorter one
+// would deliver events again while their first delivery is still under way.
+const MinAckWait = time.Second
+
+// CheckAckWait refuses a consumer ack wait shorter than MinAckWait.
+func CheckAckWait(d time.Duration) error {
+	if d < MinAckWait {
+		return fmt.Errorf("ack wait %s: must be at least %s", d, MinAckWait)
+	}
+	return nil
+}
