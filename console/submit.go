@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -71,17 +73,43 @@ func (c *Console) newJobPage(w http.ResponseWriter, r *http.Request, k *call) er
 // (invalid, another workspace, a name in use) shows the form again, as written, with
 // the API's message and every field path it names.
 func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, k *call) error {
+	return applyDoc(w, r, k, docApply[api.Job]{
+		send: k.api.SubmitJob, form: submitForm, dir: "jobs",
+		name: func(job *api.Job) string { return job.Spec.Metadata.Name },
+		again: func(f docForm) error {
+			return c.render(w, f.Status, "submit", "", k.page("Submit a job", "jobs", f))
+		},
+	})
+}
+
+// docApply is how a form's document of one kind goes to the API and where the answer
+// leads.
+type docApply[T any] struct {
+	// send sends the document; name names what the API answers, under wsPath(ws, dir).
+	send func(context.Context, []byte) (*T, error)
+	name func(*T) string
+	dir  string
+	// form is the kind's form holding spec; again shows the page of a refused form.
+	form  func(ws, spec string) docForm
+	again func(docForm) error
+}
+
+// applyDoc sends the posted form's document through the API, in the page's workspace
+// when the document names none, then shows what the API made. A document the API
+// refuses (invalid, another workspace, a name in use) shows the form again, as written,
+// with the API's message and every field path it names.
+func applyDoc[T any](w http.ResponseWriter, r *http.Request, k *call, d docApply[T]) error {
 	text := r.PostFormValue("spec")
-	job, err := k.api.SubmitJob(r.Context(), inWorkspace(text, k.ws))
+	obj, err := d.send(r.Context(), inWorkspace(text, k.ws))
 	if err == nil {
-		http.Redirect(w, r, wsPath(k.ws, "jobs", job.Spec.Metadata.Name), http.StatusSeeOther)
+		http.Redirect(w, r, wsPath(k.ws, d.dir, d.name(obj)), http.StatusSeeOther)
 		return nil
 	}
-	f := submitForm(k.ws, text)
+	f := d.form(k.ws, text)
 	if !f.refused(err) {
 		return err
 	}
-	return c.render(w, f.Status, "submit", "", k.page("Submit a job", "jobs", f))
+	return d.again(f)
 }
 
 // inWorkspace returns the document text, with metadata.workspace set to ws when it

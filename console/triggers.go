@@ -73,17 +73,11 @@ func (c *Console) showTriggers(w http.ResponseWriter, r *http.Request, k *call, 
 // applyTrigger creates or replaces a trigger from the form's document, then shows it;
 // a document the API refuses shows the list again with the API's answer.
 func (c *Console) applyTrigger(w http.ResponseWriter, r *http.Request, k *call) error {
-	text := r.PostFormValue("spec")
-	t, err := k.api.ApplyTrigger(r.Context(), inWorkspace(text, k.ws))
-	if err == nil {
-		http.Redirect(w, r, wsPath(k.ws, "triggers", t.Metadata.Name), http.StatusSeeOther)
-		return nil
-	}
-	f := triggerForm(k.ws, text)
-	if !f.refused(err) {
-		return err
-	}
-	return c.showTriggers(w, r, k, f.Status, f)
+	return applyDoc(w, r, k, docApply[schemas.Trigger]{
+		send: k.api.ApplyTrigger, form: triggerForm, dir: "triggers",
+		name:  func(t *schemas.Trigger) string { return t.Metadata.Name },
+		again: func(f docForm) error { return c.showTriggers(w, r, k, f.Status, f) },
+	})
 }
 
 // firedRun is one thing a trigger started.
@@ -154,17 +148,11 @@ func (c *Console) showRules(w http.ResponseWriter, r *http.Request, k *call, sta
 
 // applyRule creates or replaces a notification rule from the form's document.
 func (c *Console) applyRule(w http.ResponseWriter, r *http.Request, k *call) error {
-	text := r.PostFormValue("spec")
-	rule, err := k.api.ApplyRule(r.Context(), inWorkspace(text, k.ws))
-	if err == nil {
-		http.Redirect(w, r, wsPath(k.ws, "rules", rule.Metadata.Name), http.StatusSeeOther)
-		return nil
-	}
-	f := ruleForm(k.ws, text)
-	if !f.refused(err) {
-		return err
-	}
-	return c.showRules(w, r, k, f.Status, f)
+	return applyDoc(w, r, k, docApply[schemas.NotificationRule]{
+		send: k.api.ApplyRule, form: ruleForm, dir: "rules",
+		name:  func(rule *schemas.NotificationRule) string { return rule.Metadata.Name },
+		again: func(f docForm) error { return c.showRules(w, r, k, f.Status, f) },
+	})
 }
 
 // rulePage shows a notification rule: what it matches, where it delivers and how,

@@ -1,20 +1,16 @@
 package devstack
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/opendlc/opendlc/internal/certs"
 )
 
 // Files of NATSOptions.TLS, in Dir/tls.
@@ -47,66 +43,38 @@ func natsTLS(dir string) (*tls.Config, string, error) {
 
 // generateNATSCerts writes a new CA and a loopback server certificate signed by it.
 func generateNATSCerts(caPath, certPath, keyPath string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, caDER, caKey, err := certs.NewCA(&x509.Certificate{
+		Subject:        pkix.Name{CommonName: "OpenDLC development NATS CA"},
+		KeyUsage:       x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		MaxPathLenZero: true,
+	})
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "OpenDLC development NATS CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	key, err := certs.NewKey()
 	if err != nil {
 		return err
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	der, err := certs.Sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "opendlc-dev NATS"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}, key.Public(), ca, caKey)
 	if err != nil {
 		return err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	keyPEM, err := certs.KeyPEM(key)
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "opendlc-dev NATS"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(10, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
+	if err := certs.WriteCert(caPath, caDER); err != nil {
 		return err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := certs.WriteCert(certPath, der); err != nil {
 		return err
 	}
 	// The key goes last: its presence marks a complete set.
-	return writePrivate(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-}
-
-// serial is a random certificate serial number.
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		return big.NewInt(time.Now().UnixNano())
-	}
-	return n
+	return writePrivate(keyPath, keyPEM)
 }

@@ -3,23 +3,17 @@ package kubestack
 import (
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"time"
-)
 
-// certValidity is long enough that a state directory kept between runs
-// never sees its certificates expire.
-const certValidity = 10 * 365 * 24 * time.Hour
+	"github.com/opendlc/opendlc/internal/certs"
+)
 
 // Identities of the control-plane clients. The scheduler and controller
 // manager use the user names the built-in RBAC roles are bound to; the admin
@@ -98,25 +92,14 @@ func loadOrCreatePKI(dir string) (pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return p, fmt.Errorf("kubestack: %w", err)
 	}
-	caKey, err := newKey()
-	if err != nil {
-		return p, err
-	}
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "kubestack-ca"},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-	}
-	caDER, err := sign(caTmpl, caKey.Public(), caTmpl, caKey)
-	if err != nil {
-		return p, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
+	ca, caDER, caKey, err := certs.NewCA(&x509.Certificate{
+		Subject:  pkix.Name{CommonName: "kubestack-ca"},
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+	})
 	if err != nil {
 		return p, fmt.Errorf("kubestack: %w", err)
 	}
-	errs := []error{writeCert(p.caCert, caDER), writeKey(p.caKey, caKey)}
+	errs := []error{certs.WriteCert(p.caCert, caDER), certs.WriteKey(p.caKey, caKey)}
 
 	servingKey, err := newKey()
 	if err != nil {
@@ -133,7 +116,7 @@ func loadOrCreatePKI(dir string) (pki, error) {
 	if err != nil {
 		return p, err
 	}
-	errs = append(errs, writeCert(p.servingCert, servingDER), writeKey(p.servingKey, servingKey))
+	errs = append(errs, certs.WriteCert(p.servingCert, servingDER), certs.WriteKey(p.servingKey, servingKey))
 
 	for _, u := range users {
 		key, err := newKey()
@@ -149,7 +132,7 @@ func loadOrCreatePKI(dir string) (pki, error) {
 			return p, err
 		}
 		c := p.client(u.name)
-		errs = append(errs, writeCert(c.cert, der), writeKey(c.key, key))
+		errs = append(errs, certs.WriteCert(c.cert, der), certs.WriteKey(c.key, key))
 	}
 
 	saKey, err := newKey()
@@ -160,7 +143,7 @@ func loadOrCreatePKI(dir string) (pki, error) {
 	if err != nil {
 		return p, fmt.Errorf("kubestack: %w", err)
 	}
-	errs = append(errs, writeKey(p.saKey, saKey),
+	errs = append(errs, certs.WriteKey(p.saKey, saKey),
 		os.WriteFile(p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644))
 	if err := errors.Join(errs...); err != nil {
 		return p, fmt.Errorf("kubestack: writing keys: %w", err)
@@ -168,41 +151,22 @@ func loadOrCreatePKI(dir string) (pki, error) {
 	return p, nil
 }
 
-// newKey makes an ECDSA P-256 key: quick to generate, and accepted by the
-// API server for TLS and for signing service-account tokens (ES256).
+// newKey is certs.NewKey with the package's error prefix.
 func newKey() (*ecdsa.PrivateKey, error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	k, err := certs.NewKey()
 	if err != nil {
-		return nil, fmt.Errorf("kubestack: generate key: %w", err)
+		return nil, fmt.Errorf("kubestack: %w", err)
 	}
 	return k, nil
 }
 
+// sign is certs.Sign with the package's error prefix.
 func sign(tmpl *x509.Certificate, pub crypto.PublicKey, parent *x509.Certificate, parentKey crypto.Signer) ([]byte, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	der, err := certs.Sign(tmpl, pub, parent, parentKey)
 	if err != nil {
 		return nil, fmt.Errorf("kubestack: %w", err)
 	}
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore = time.Now().Add(-time.Hour) // tolerate a little clock skew
-	tmpl.NotAfter = tmpl.NotBefore.Add(certValidity)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
-	if err != nil {
-		return nil, fmt.Errorf("kubestack: sign certificate for %q: %w", tmpl.Subject.CommonName, err)
-	}
 	return der, nil
-}
-
-func writeCert(path string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-}
-
-func writeKey(path string, key *ecdsa.PrivateKey) error {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
 }
 
 // sanitize makes a user name usable in a file name.

@@ -70,8 +70,8 @@ func WithConsumerPrefix(p string) Option {
 // WithAckWait sets the consumers' ack wait, at least 1s. Default 30s.
 func WithAckWait(d time.Duration) Option {
 	return func(o *Options) error {
-		if d < time.Second {
-			return fmt.Errorf("notify: ack wait %s: must be at least 1s", d)
+		if err := dlcjs.CheckAckWait(d); err != nil {
+			return fmt.Errorf("notify: %w", err)
 		}
 		o.AckWait = d
 		return nil
@@ -268,22 +268,12 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 		d.lanesWG.Wait()
 		return nil, err
 	}
-	var last uint64
-loading:
-	for {
-		select {
-		case e, ok := <-watcher.Updates():
-			if !ok {
-				return fail(fmt.Errorf("notify: watch %s: closed while loading", RulesBucket))
-			}
-			if e == nil {
-				break loading
-			}
-			d.apply(e)
-			last = max(last, e.Revision())
-		case <-ctx.Done():
+	last, err := dlcjs.LoadWatched(ctx, watcher, RulesBucket, func(e jetstream.KeyValueEntry) { d.apply(e) })
+	if err != nil {
+		if ctx.Err() != nil {
 			return fail(ctx.Err())
 		}
+		return fail(fmt.Errorf("notify: %w", err))
 	}
 	if err := d.removeOrphanConsumers(ctx); err != nil {
 		return fail(err)
@@ -413,15 +403,8 @@ func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 				// The watcher ended (its connection closed); start another, which reads
 				// every current rule again.
 				_ = watcher.Stop()
-				for {
-					var err error
-					if watcher, err = d.kv.WatchAll(ctx); err == nil {
-						break
-					}
-					d.log.Error("watching rules", "error", err)
-					if !sleepCtx(ctx, time.Second) {
-						return
-					}
+				if watcher = dlcjs.Rewatch(ctx, d.kv, d.log, "rules"); watcher == nil {
+					return
 				}
 				continue
 			}

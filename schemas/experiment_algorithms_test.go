@@ -3,8 +3,6 @@ package schemas_test
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -82,13 +80,7 @@ func TestExperimentNewAlgorithmsValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, e := range tc.exp.Validate() {
-				got = append(got, e.Error())
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidateMessages(t, tc.exp, tc.want)
 		})
 	}
 }

@@ -68,13 +68,7 @@ func TestExperimentPBTValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, e := range tc.exp.Validate() {
-				got = append(got, e.Error())
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Validate() (-want +got):\n%s", diff)
-			}
+			checkValidateMessages(t, tc.exp, tc.want)
 		})
 	}
 }

@@ -1,13 +1,10 @@
 package schemas_test
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -40,37 +37,7 @@ func FuzzDecodeTrainingJob(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		obj, err := schemas.Decode(data)
-		checkDecodeError(t, err)
-		if err == nil {
-			checkList(t, obj.Validate())
-		}
-		job, err := schemas.DecodeTrainingJob(data)
-		checkDecodeError(t, err)
-		if err != nil {
-			return
-		}
-		errs := job.Validate()
-		checkList(t, errs)
-		if len(errs) > 0 {
-			return
-		}
-		out, err := json.Marshal(job)
-		if err != nil {
-			t.Fatalf("marshal a valid job: %v", err)
-		}
-		again, err := schemas.DecodeTrainingJob(out)
-		if err != nil {
-			t.Fatalf("a valid job written as JSON does not decode: %v\n%s", err, out)
-		}
-		if diff := cmp.Diff(job, again); diff != "" {
-			t.Fatalf("a valid job changed through JSON (-before +after):\n%s", diff)
-		}
-		if errs := again.Validate(); len(errs) > 0 {
-			t.Fatalf("a valid job written as JSON is invalid: %v\n%s", errs, out)
-		}
-	})
+	fuzzRoundTrip(f, schemas.KindTrainingJob, schemas.DecodeTrainingJob)
 }
 
 func checkDecodeError(t *testing.T, err error) {

@@ -453,6 +453,19 @@ func checkValidate(t *testing.T, v interface{ Validate() schemas.ErrorList }, wa
 	}
 }
 
+// checkValidateMessages checks the messages of v.Validate()'s errors, each with its
+// field path, in order.
+func checkValidateMessages(t *testing.T, v interface{ Validate() schemas.ErrorList }, want []string) {
+	t.Helper()
+	var got []string
+	for _, e := range v.Validate() {
+		got = append(got, e.Error())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Validate() (-want +got):\n%s", diff)
+	}
+}
+
 func TestDefault(t *testing.T) {
 	tests := map[string]struct {
 		job  *schemas.TrainingJob

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/events"
+	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
@@ -64,8 +65,8 @@ func WithTaskQueue(q string) Option {
 // WithAckWait sets the consumer's ack wait, at least 1s. Default 30s.
 func WithAckWait(d time.Duration) Option {
 	return func(o *Options) error {
-		if d < time.Second {
-			return fmt.Errorf("triggers: ack wait %s: must be at least 1s", d)
+		if err := dlcjs.CheckAckWait(d); err != nil {
+			return fmt.Errorf("triggers: %w", err)
 		}
 		o.AckWait = d
 		return nil
@@ -143,23 +144,13 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, tc client.Clie
 		stopWatch()
 		return nil, fmt.Errorf("triggers: watch %s: %w", TriggersBucket, err)
 	}
-loading:
-	for {
-		select {
-		case e, ok := <-watcher.Updates():
-			if !ok {
-				stopWatch()
-				return nil, fmt.Errorf("triggers: watch %s: closed while loading", TriggersBucket)
-			}
-			if e == nil {
-				break loading
-			}
-			d.apply(e)
-		case <-ctx.Done():
-			_ = watcher.Stop()
-			stopWatch()
+	if _, err := dlcjs.LoadWatched(ctx, watcher, TriggersBucket, d.apply); err != nil {
+		_ = watcher.Stop()
+		stopWatch()
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		return nil, fmt.Errorf("triggers: %w", err)
 	}
 	d.stopWatch, d.watchDone = stopWatch, make(chan struct{})
 	go d.watch(watchCtx, watcher)
@@ -247,7 +238,12 @@ func (d *Dispatcher) apply(e jetstream.KeyValueEntry) {
 // watch applies trigger changes as they are stored.
 func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 	defer close(d.watchDone)
-	defer func() { _ = watcher.Stop() }()
+	defer func() {
+		// nil when the dispatcher was closed while it could not watch again.
+		if watcher != nil {
+			_ = watcher.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -260,18 +256,8 @@ func (d *Dispatcher) watch(ctx context.Context, watcher jetstream.KeyWatcher) {
 				// The watcher ended (its connection closed); start another, which reads
 				// every current trigger again.
 				_ = watcher.Stop()
-				for {
-					w, err := d.kv.WatchAll(ctx)
-					if err == nil {
-						watcher = w
-						break
-					}
-					d.log.Error("watching triggers", "error", err)
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(time.Second):
-					}
+				if watcher = dlcjs.Rewatch(ctx, d.kv, d.log, "triggers"); watcher == nil {
+					return
 				}
 				continue
 			}

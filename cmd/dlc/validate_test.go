@@ -23,30 +23,48 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	return out.String(), errb.String(), err
 }
 
-func TestValidatePrintsEveryFieldError(t *testing.T) {
-	_, stderr, err := runCLI(t, "validate", "-f", "../../schemas/testdata/five-mistakes.yaml")
+// checkValidateFails runs dlc validate on file and checks that it exits 1 with a
+// header that counts the errors and one line for each of the fields named in want, in
+// that order.
+func checkValidateFails(t *testing.T, file string, want []string) {
+	t.Helper()
+	_, stderr, err := runCLI(t, "validate", "-f", file)
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != 1 {
 		t.Fatalf("err = %v, want exit status 1", err)
 	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if header := fmt.Sprintf("%s: %d error(s)", file, len(want)); lines[0] != header {
+		t.Errorf("header %q, want %q", lines[0], header)
+	}
 	var fields []string
-	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n")[1:] {
+	for _, line := range lines[1:] {
 		field, _, _ := strings.Cut(strings.TrimSpace(line), ":")
 		fields = append(fields, field)
 	}
-	want := []string{
+	if diff := cmp.Diff(want, fields); diff != "" {
+		t.Errorf("printed field paths (-want +got):\n%s\nfull output:\n%s", diff, stderr)
+	}
+}
+
+// writeDoc writes doc to a file in a temporary directory and returns its path.
+func writeDoc(t *testing.T, doc string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "doc.yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func TestValidatePrintsEveryFieldError(t *testing.T) {
+	checkValidateFails(t, "../../schemas/testdata/five-mistakes.yaml", []string{
 		"metadata.name",
 		"spec.checkpoint.uri",
 		"spec.framework",
 		"spec.roles.worker.replicas",
 		"spec.roles.worker.resources.gpu",
-	}
-	if diff := cmp.Diff(want, fields); diff != "" {
-		t.Errorf("printed field paths (-want +got):\n%s\nfull output:\n%s", diff, stderr)
-	}
-	if !strings.HasPrefix(stderr, "../../schemas/testdata/five-mistakes.yaml: 5 error(s)") {
-		t.Errorf("header missing:\n%s", stderr)
-	}
+	})
 }
 
 func TestValidateAcceptsTheExampleJob(t *testing.T) {
@@ -122,27 +140,7 @@ spec:
 	}
 	for name, tt := range invalid {
 		t.Run("invalid "+name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "doc.yaml")
-			if err := os.WriteFile(file, []byte(tt.doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			_, stderr, err := runCLI(t, "validate", "-f", file)
-			var ee exitError
-			if !errors.As(err, &ee) || ee.code != 1 {
-				t.Fatalf("err = %v, want exit status 1", err)
-			}
-			lines := strings.Split(strings.TrimSpace(stderr), "\n")
-			if want := fmt.Sprintf("%s: %d error(s)", file, len(tt.fields)); lines[0] != want {
-				t.Errorf("header %q, want %q", lines[0], want)
-			}
-			var fields []string
-			for _, line := range lines[1:] {
-				field, _, _ := strings.Cut(strings.TrimSpace(line), ":")
-				fields = append(fields, field)
-			}
-			if diff := cmp.Diff(tt.fields, fields); diff != "" {
-				t.Errorf("printed field paths (-want +got):\n%s\nfull output:\n%s", diff, stderr)
-			}
+			checkValidateFails(t, writeDoc(t, tt.doc), tt.fields)
 		})
 	}
 }
