@@ -1,10 +1,6 @@
 package api
 
-import (
-	"time"
-
-	"github.com/opendlc/opendlc/events"
-)
+import "time"
 
 // Node is a node's latest health verdict and quarantine state, as `GET /v1/nodes`
 // answers it. The verdicts are the node-health events (a job's pre-flight check that
@@ -23,7 +19,7 @@ type Node struct {
 	// self-healing workflow's and an administrator's.
 	Job string `json:"job,omitempty"`
 	// Checks are the checks behind the verdict.
-	Checks []events.HealthCheck `json:"checks,omitempty"`
+	Checks []NodeCheck `json:"checks,omitempty"`
 	// Verdicts counts the node's verdicts in the window read (7 days).
 	Verdicts int `json:"verdicts"`
 }
@@ -37,4 +33,11 @@ type NodeList struct {
 type NodeRelease struct {
 	// Reason is recorded in the release's node-health event; optional.
 	Reason string `json:"reason,omitempty"`
+}
+
+// NodeCheck is one check behind a node's verdict (a node-health event's check).
+type NodeCheck struct {
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`
+	Message string `json:"message,omitempty"`
 }

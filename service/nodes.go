@@ -71,7 +71,7 @@ func (s *Nodes) List(ctx context.Context) (api.NodeList, error) {
 					n = &api.Node{Name: d.Node}
 					byNode[d.Node] = n
 				}
-				n.Status, n.CheckedAt, n.Job, n.Checks = d.Status, ev.Time, d.Job, d.Checks
+				n.Status, n.CheckedAt, n.Job, n.Checks = d.Status, ev.Time, d.Job, nodeChecks(d.Checks)
 				n.Quarantined = d.Status == workflows.NodeStatusQuarantined
 				n.Verdicts++
 				return nil
@@ -95,13 +95,13 @@ func (s *Nodes) List(ctx context.Context) (api.NodeList, error) {
 			if h.CheckedAt.Before(n.CheckedAt) {
 				continue
 			}
-			n.Status, n.CheckedAt, n.Job, n.Checks = workflows.NodeStatusUnhealthy, h.CheckedAt, "", h.Checks
+			n.Status, n.CheckedAt, n.Job, n.Checks = workflows.NodeStatusUnhealthy, h.CheckedAt, "", nodeChecks(h.Checks)
 			if h.Healthy {
 				n.Status = workflows.NodeStatusHealthy
 			}
 			n.Quarantined = h.Quarantined
 			if len(n.Checks) == 0 {
-				n.Checks = []events.HealthCheck{{Name: h.Reason, OK: h.Healthy, Message: h.Message}}
+				n.Checks = []api.NodeCheck{{Name: h.Reason, OK: h.Healthy, Message: h.Message}}
 			}
 			n.Verdicts++
 		}
@@ -157,6 +157,15 @@ func (s *Nodes) Release(ctx context.Context, name, by, reason string) (api.Node,
 		return api.Node{}, &Error{Kind: ErrConflict, Message: fmt.Sprintf("node %s is not quarantined", name)}
 	}
 	return api.Node{
-		Name: name, Status: workflows.NodeStatusHealthy, CheckedAt: res.Health.CheckedAt, Checks: res.Health.Checks, Verdicts: 1,
+		Name: name, Status: workflows.NodeStatusHealthy, CheckedAt: res.Health.CheckedAt, Checks: nodeChecks(res.Health.Checks), Verdicts: 1,
 	}, nil
+}
+
+// nodeChecks converts a verdict's checks for the API.
+func nodeChecks(cs []events.HealthCheck) []api.NodeCheck {
+	out := make([]api.NodeCheck, len(cs))
+	for i, c := range cs {
+		out[i] = api.NodeCheck{Name: c.Name, OK: c.OK, Message: c.Message}
+	}
+	return out
 }
