@@ -3,15 +3,14 @@ package console
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -49,21 +48,9 @@ func AuditFromJetStream(js *jetstream.Client) AuditReader {
 	}
 }
 
-// NodeHealthFromTemporal queries the node self-healing workflow (id
-// workflows.NodeHealthWorkflowID) through tc.
+// NodeHealthFromTemporal reads the node self-healing workflow's state (id
+// workflows.NodeHealthWorkflowID) through tc, as the API's nodes service does
+// (service.Nodes.Healer).
 func NodeHealthFromTemporal(tc tclient.Client) NodeHealthReader {
-	return func(ctx context.Context) (*workflows.NodeHealthState, error) {
-		v, err := tc.QueryWorkflow(ctx, workflows.NodeHealthWorkflowID, "", workflows.QueryNodeHealth)
-		if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var st workflows.NodeHealthState
-		if err := v.Get(&st); err != nil {
-			return nil, err
-		}
-		return &st, nil
-	}
+	return service.NewNodes(tc, nil).Healer
 }

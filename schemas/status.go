@@ -66,6 +66,9 @@ const (
 	ConditionRunning ConditionType = "Running"
 	// ConditionCompleted: the job reached a terminal phase; Reason says which.
 	ConditionCompleted ConditionType = "Completed"
+	// ConditionSpotFallback: a spot job moved to the public pool (spec.resources.
+	// spotFallback); Reason is AfterWaiting or AfterPreemptions. Absent otherwise.
+	ConditionSpotFallback ConditionType = "SpotFallback"
 )
 
 // ConditionStatus is True, False or Unknown, as in Kubernetes.

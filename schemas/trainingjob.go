@@ -141,8 +141,9 @@ type PoolSpec struct {
 type SpotFallback struct {
 	// AfterPreemptions moves the job to public after this many preemptions; zero never.
 	AfterPreemptions int32 `json:"afterPreemptions,omitempty" jsonschema:"minimum=0,maximum=1000"`
-	// AfterWaiting moves the job to public when, after a preemption, spot capacity has
-	// not run it for this long; zero never.
+	// AfterWaiting moves the job to public when it has waited this long for spot
+	// capacity (its first launch, or after a preemption) without every replica being
+	// scheduled on a node; zero never.
 	AfterWaiting Duration `json:"afterWaiting,omitempty"`
 }
 

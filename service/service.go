@@ -38,6 +38,9 @@ type Service struct {
 	Pipelines   *Pipelines
 	Schedules   *Schedules
 	Quotas      *Quotas
+	// Nodes reads the nodes' health and releases quarantined nodes (nodes.go); the
+	// front end gives it the events it reads (NewNodes).
+	Nodes *Nodes
 	// Triggers and Rules are set by the front end when it serves them (they need their
 	// JetStream key-value stores): NewTriggers, NewRules.
 	Triggers *Documents[*schemas.Trigger]
@@ -60,6 +63,7 @@ func New(tc client.Client, namespace, taskQueue string, logger *slog.Logger) *Se
 		Pipelines:   &Pipelines{temporalBase: t},
 		Schedules:   &Schedules{t},
 		Quotas:      &Quotas{t},
+		Nodes:       NewNodes(tc, nil),
 	}
 	s.Experiments.jobs = s.Jobs
 	s.Pipelines.jobs = s.Jobs

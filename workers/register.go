@@ -43,6 +43,7 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 		workflows.ActivityCheckNodes:         a.CheckNodes,
 		workflows.ActivityRecheckQuarantined: a.RecheckQuarantined,
 		workflows.ActivityResolveWorkspace:   a.ResolveWorkspace,
+		workflows.ActivityReleaseNode:        a.ReleaseNode,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

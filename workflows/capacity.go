@@ -53,8 +53,8 @@ func (w *jobWorkflow) launchWhenItFits(ctx workflow.Context, in activities.Launc
 		} else if w.status.Phase != schemas.JobQueued || w.status.Message != msg {
 			w.transition(ctx, jobOutcome{schemas.JobQueued, reasonInsufficientResources, msg})
 		}
-		if w.waitUnlessStopped(ctx, backoff) {
-			return res, true, nil
+		if w.waitUnlessStopped(ctx, backoff) || w.spotWaitOver() {
+			return res, true, nil // stopped, or waited too long for spot capacity
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}

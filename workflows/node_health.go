@@ -53,6 +53,9 @@ func NodeHealthWorkflow(ctx workflow.Context, state NodeHealthState) error {
 	if err := workflow.SetQueryHandler(ctx, QueryNodeHealth, func() (NodeHealthState, error) { return w.state, nil }); err != nil {
 		return err
 	}
+	if err := w.setReleaseHandler(ctx); err != nil {
+		return err
+	}
 	interval := w.state.Interval
 	if interval <= 0 {
 		interval = DefaultNodeHealthInterval

@@ -196,8 +196,9 @@ func (w *jobWorkflow) exclude(node string) {
 }
 
 // pool is the pool the next attempt runs in: a spot job falls back to public after
-// the configured number of preemptions, or after waiting the configured time for spot
-// capacity since its last preemption.
+// the configured number of preemptions, or once it has waited the configured time for
+// spot capacity (spot_fallback.go: the afterWaiting timer of an attempt; this checks
+// the wait again as an attempt is planned).
 func (w *jobWorkflow) pool(ctx workflow.Context) schemas.Pool {
 	spec := &w.in.Job.Spec
 	p := spec.Resources.Pool
@@ -205,7 +206,10 @@ func (w *jobWorkflow) pool(ctx workflow.Context) schemas.Pool {
 	switch {
 	case p != schemas.PoolSpot || sf == nil:
 		return p
+	case w.fellBack():
+		return schemas.PoolPublic // it waited too long for spot capacity (spot_fallback.go)
 	case sf.AfterPreemptions > 0 && w.status.Preemptions >= int(sf.AfterPreemptions):
+		w.notePreemptionFallback(ctx)
 		return schemas.PoolPublic
 	case sf.AfterWaiting > 0 && w.spotWaitSince != nil && workflow.Now(ctx).Sub(*w.spotWaitSince) >= sf.AfterWaiting.D():
 		return schemas.PoolPublic
@@ -319,6 +323,10 @@ func (w *jobWorkflow) waitUnlessStopped(ctx workflow.Context, d time.Duration) b
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(workflow.NewTimer(ctx, d), func(workflow.Future) {})
 	sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
+	if w.spotTimer != nil {
+		// A spot attempt waiting to fit: its afterWaiting timer ends the wait too.
+		sel.AddFuture(w.spotTimer, func(workflow.Future) {})
+	}
 	sel.Select(ctx)
 	return stopped
 }

@@ -99,6 +99,9 @@ type jobWorkflow struct {
 	logResult activities.ForwardLogsResult
 	// spotWaitSince is when a spot job was last preempted and has not run since.
 	spotWaitSince *time.Time
+	// spotTimer is the running attempt's spotFallback.afterWaiting timer, nil when
+	// none runs (spot_fallback.go).
+	spotTimer workflow.Future
 	// placementTimeout is the current attempt's placement timeout (zero: none).
 	placementTimeout time.Duration
 	// podDefaults are the workspace's pod defaults, read when the job started.
@@ -198,6 +201,14 @@ func (w *jobWorkflow) attempts(ctx workflow.Context, ref backend.GangRef, backof
 			}
 			continue
 		}
+		if out.reason == reasonSpotFallback {
+			w.fallBackToPublic(ctx, ref, out)
+			ref.Attempt++
+			if w.boundReached(ctx) {
+				return TrainingJobResult{}, w.continueAsNew(ctx, ref, nil, backoff)
+			}
+			continue
+		}
 		if out.reason != reasonPlacementTimeout {
 			break
 		}
@@ -240,6 +251,8 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 	if w.stopRequested(ctx) {
 		return w.stopped()
 	}
+	cancelSpotTimer := w.startSpotTimer(ctx, plan)
+	defer cancelSpotTimer()
 	w.status.Attempt = ref.Attempt
 	w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", job.Spec.TotalReplicas())})
 
@@ -252,6 +265,9 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 		},
 	})
 	if stopped {
+		if w.spotWaitOver() {
+			return w.spotFallbackOutcome()
+		}
 		return w.stopped()
 	}
 	if err != nil {
@@ -331,8 +347,12 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 		if placement != nil && w.status.Phase == schemas.JobLaunching && w.placedOnNodes(ctx) {
 			placement = nil // every replica is on a node: containers may still be starting
 		}
+		if w.spotTimer != nil && w.status.Phase == schemas.JobLaunching && w.placedOnNodes(ctx) {
+			w.spotPlaced() // on spot nodes: the wait for spot capacity is over
+		}
 		if w.status.Phase != schemas.JobLaunching {
 			placement = nil // placed: the placement timeout no longer applies
+			w.spotPlaced()
 			if w.spotWaitSince != nil {
 				w.spotWaitSince = nil // spot capacity ran the job again
 			}
@@ -356,6 +376,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			timedOut  bool
 			notPlaced bool
 			hung      bool
+			spotOver  bool
 		)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx); watched = true })
@@ -365,6 +386,9 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 		}
 		if placement != nil {
 			sel.AddFuture(placement, func(workflow.Future) { notPlaced = true })
+		}
+		if w.spotTimer != nil {
+			sel.AddFuture(w.spotTimer, func(workflow.Future) { spotOver = true })
 		}
 		if hang != nil {
 			h := *hang
@@ -376,13 +400,13 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			})
 		}
 		sel.Select(ctx)
-		if !watched && !stopped && !timedOut && !notPlaced && !hung && keepsWatch(ctx) {
+		if !watched && !stopped && !timedOut && !notPlaced && !hung && !spotOver && keepsWatch(ctx) {
 			// Only the log forwarder ended, without a hang: the watch goes on. (Before
 			// this change the watch was cancelled and its empty result taken for the
 			// replicas, so a watch that answers with what it was told waited for ever.)
 			sel.Select(ctx)
 		}
-		if stopped || timedOut || notPlaced || hung {
+		if stopped || timedOut || notPlaced || hung || spotOver {
 			// Wait for the watch to acknowledge the cancellation, so it is not still
 			// observing the gang while it is stopped and cleaned up.
 			cancelWatch()
@@ -397,6 +421,9 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			}
 			if notPlaced {
 				return jobOutcome{"", reasonPlacementTimeout, w.notPlacedMessage(w.placementTimeout)}
+			}
+			if spotOver {
+				return w.spotFallbackOutcome()
 			}
 			return jobOutcome{schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())}
 		}

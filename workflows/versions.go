@@ -53,6 +53,10 @@ var versions = []change{
 		"a backoff, and a try over the step's timeout is stopped and fails with reason StepTimeout; TestPipelineStepRetriesAndTimeout"},
 	{id: changeLogArchive, since: "2026-12-02", what: "a job archives its logs to S3 when it ends (activity ArchiveLogs, " +
 		"after the gang's cleanup) and records the archive in status.logArchive; integration TestLogArchive"},
+	{id: changeSpotFallbackWaiting, since: "2026-12-02", what: "a spot attempt runs a spotFallback.afterWaiting timer while " +
+		"it waits to be placed (Queued or Launching) and, when it fires, is released and the job relaunched in the public pool " +
+		"(condition SpotFallback, reason AfterWaiting; before: only looked at when an attempt was planned); the fallback after " +
+		"preemptions sets the condition too; TestSpotFallbackAfterWaitingWithoutPlacementTimeout, integration/kube TestSpotFallback*"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's

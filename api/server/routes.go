@@ -227,6 +227,17 @@ var routes = []route{
 		id: "getQuota", tag: "quota", summary: "A workspace's quota, use, admitted and queued jobs",
 		responses: []reply{{200, "the quota and its use", jsonBody(api.QuotaStatus{})}}},
 
+	{method: "GET", path: "/v1/nodes", handler: (*Server).listNodes, verb: auth.VerbRead, ws: wsNone, object: "node",
+		id: "listNodes", tag: "nodes", summary: "Every node's latest health verdict and quarantine state (a token of every workspace)",
+		responses: []reply{{200, "the nodes, by name", jsonBody(api.NodeList{})}}},
+	{method: "GET", path: "/v1/nodes/{name}", handler: (*Server).getNode, verb: auth.VerbRead, ws: wsNone, object: "node",
+		id: "getNode", tag: "nodes", summary: "A node's latest health verdict and quarantine state (a token of every workspace)",
+		responses: []reply{{200, "the node", jsonBody(api.Node{})}}},
+	{method: "POST", path: "/v1/nodes/{name}/release", handler: (*Server).releaseNode, verb: auth.VerbAdmin, ws: wsNone, object: "node",
+		id: "releaseNode", tag: "nodes", summary: "Release a node from quarantine at once (cluster admin); 409 when it is not quarantined",
+		request:   jsonBody(api.NodeRelease{}),
+		responses: []reply{{200, "the node's verdict after the release", jsonBody(api.Node{})}}},
+
 	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, verb: auth.VerbWrite, ws: wsBodyLate, enabled: withRules, object: "notification rule",
 		id: "applyRule", tag: "notifications", summary: "Create or replace a notification rule in the rule's workspace",
 		request:   &payload{v: schemas.NotificationRule{}, media: specMedia},

@@ -99,6 +99,7 @@ func newRoot() *cobra.Command {
 		newTokenCmd(g),
 		newQuotaCmd(g),
 		newEventCmd(g),
+		newNodeCmd(g),
 	)
 	addVerbAliases(root, g)
 	return root

@@ -1,0 +1,28 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/opendlc/opendlc/api"
+)
+
+// ListNodes returns every node's latest health verdict and quarantine state (a token
+// of every workspace).
+func (c *Client) ListNodes(ctx context.Context) (*api.NodeList, error) {
+	return call[api.NodeList](ctx, c, http.MethodGet, "/v1/nodes", nil, nil)
+}
+
+// GetNode returns one node's latest health verdict and quarantine state.
+func (c *Client) GetNode(ctx context.Context, name string) (*api.Node, error) {
+	return call[api.Node](ctx, c, http.MethodGet, nodePath(name), nil, nil)
+}
+
+// ReleaseNode releases a node from quarantine at once (a cluster administrator); the
+// reason goes into the release's node-health event.
+func (c *Client) ReleaseNode(ctx context.Context, name, reason string) (*api.Node, error) {
+	return callJSON[api.Node](ctx, c, http.MethodPost, nodePath(name)+"/release", api.NodeRelease{Reason: reason})
+}
+
+func nodePath(name string) string { return "/v1/nodes/" + url.PathEscape(name) }
