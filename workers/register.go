@@ -43,6 +43,8 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 		workflows.ActivityCheckNodes:         a.CheckNodes,
 		workflows.ActivityRecheckQuarantined: a.RecheckQuarantined,
 		workflows.ActivityResolveWorkspace:   a.ResolveWorkspace,
+		workflows.ActivityScaleGang:          a.ScaleGang,
+		workflows.ActivityReplaceReplica:     a.ReplaceReplica,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
