@@ -11,3 +11,7 @@ type ElasticStatus struct {
 	// Each also counts as a restart (status.restarts, within maxRestarts).
 	Replacements int `json:"replacements,omitempty"`
 }
+
+// ConditionScaled is the last elastic change of a running job: a scale (reason Scaled,
+// or ScaleFailed with status False) or a lost replica replaced alone (ReplicaReplaced).
+const ConditionScaled ConditionType = "Scaled"

@@ -53,6 +53,9 @@ var versions = []change{
 		"a backoff, and a try over the step's timeout is stopped and fails with reason StepTimeout; TestPipelineStepRetriesAndTimeout"},
 	{id: changeLogArchive, since: "2026-12-02", what: "a job archives its logs to S3 when it ends (activity ArchiveLogs, " +
 		"after the gang's cleanup) and records the archive in status.logArchive; integration TestLogArchive"},
+	{id: changeElasticReplicas, since: "2026-12-02", what: "an elastic job is scaled by the scale update (activity ScaleGang) " +
+		"and a lost replica of one is replaced alone (activity ReplaceReplica) instead of ending the attempt; " +
+		"integration/kube TestElasticScale, TestElasticReplaceOnePod, integration TestElasticTorchrunReplace"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's
