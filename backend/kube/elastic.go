@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/frameworks"
@@ -78,9 +79,9 @@ func (b *Backend) ScaleGang(ctx context.Context, g backend.GangSpec) error {
 		keep[r.Name] = true
 	}
 	list, _ := json.Marshal(refs) // strings and ints: cannot fail
-	svc.Annotations[AnnotationReplicas] = string(list)
-	if svc, err = b.client.CoreV1().Services(p.ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("kube: scale %s: update service: %w", g.ID(), err)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationReplicas: string(list)}}})
+	if svc, err = b.client.CoreV1().Services(p.ns).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("kube: scale %s: patch service: %w", g.ID(), err)
 	}
 	existed := map[string]bool{}
 	for _, r := range had {
