@@ -2,7 +2,9 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/opendlc/opendlc/schemas"
@@ -47,24 +49,21 @@ func ScaledJob(job *schemas.TrainingJob, total int32) (schemas.TrainingJob, erro
 	spec := &job.Spec
 	e := spec.Elastic
 	if e == nil {
-		return out, fmt.Errorf("replicas: the job is not elastic (it has no spec.elastic)")
+		return out, errors.New("replicas: the job is not elastic (it has no spec.elastic)")
 	}
 	if total < e.MinReplicas || total > e.MaxReplicas {
 		return out, fmt.Errorf("replicas: %d is outside spec.elastic [minReplicas %d, maxReplicas %d]", total, e.MinReplicas, e.MaxReplicas)
 	}
 	role := ElasticRole(spec)
 	if role == "" {
-		return out, fmt.Errorf("replicas: the job has no role named worker and more than one role, so none can be scaled")
+		return out, errors.New("replicas: the job has no role named worker and more than one role, so none can be scaled")
 	}
 	others := int32(spec.TotalReplicas()) - spec.Roles[role].Replicas
 	n := total - others
 	if n < 1 {
 		return out, fmt.Errorf("replicas: %d leaves role %s no replica (the other roles have %d)", total, role, others)
 	}
-	roles := make(map[string]schemas.RoleSpec, len(spec.Roles))
-	for name, r := range spec.Roles {
-		roles[name] = r
-	}
+	roles := maps.Clone(spec.Roles)
 	r := roles[role]
 	r.Replicas = n
 	roles[role] = r
