@@ -49,6 +49,7 @@ func torchEnv(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas
 			{Name: "PET_RDZV_ENDPOINT", Value: masterAddr + ":" + masterPort},
 			{Name: "PET_RDZV_ID", Value: g.ID()},
 		}
+		elastic = append(elastic, elasticDefaults(r, rank == "0")...)
 	}
 	return append([]schemas.EnvVar{
 		{Name: "MASTER_ADDR", Value: masterAddr},

@@ -150,6 +150,9 @@ type JobStatus struct {
 	// s3://bucket/prefix/logs/<job>/<uid>/ (package logarchive); empty before, or when
 	// nothing was archived.
 	LogArchive string `json:"logArchive,omitempty"`
+	// Elastic is the replica count of an elastic job (spec.elastic): wanted and
+	// running, and how many lost replicas were replaced alone.
+	Elastic *ElasticStatus `json:"elastic,omitempty"`
 }
 
 // FailureClass says why a replica or an attempt failed.

@@ -44,6 +44,8 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 		workflows.ActivityRecheckQuarantined: a.RecheckQuarantined,
 		workflows.ActivityResolveWorkspace:   a.ResolveWorkspace,
 		workflows.ActivityReleaseNode:        a.ReleaseNode,
+		workflows.ActivityScaleGang:          a.ScaleGang,
+		workflows.ActivityReplaceReplica:     a.ReplaceReplica,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -111,6 +111,9 @@ type jobWorkflow struct {
 	// rounds counts the gang watches this run completed, and attemptsRun the attempts
 	// it started (continue_as_new.go).
 	rounds, attemptsRun int
+	// elastic is the state of an elastic job's scaling and replacements
+	// (training_job_elastic.go).
+	elastic elasticState
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -128,7 +131,7 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 		return err
 	}
 	w.events = newOutbox(ctx, "status events")
-	return nil
+	return w.setupElastic(ctx)
 }
 
 func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
@@ -162,6 +165,7 @@ func (w *jobWorkflow) attempts(ctx workflow.Context, ref backend.GangRef, backof
 		var plan attemptPlan
 		if resumed != nil {
 			plan, resumed = *resumed, nil
+			w.elastic.plan = plan
 			out = w.followAttempt(ctx, ref, w.status.Replicas, nil)
 		} else {
 			var (
@@ -247,17 +251,18 @@ func (w *jobWorkflow) stopped() jobOutcome {
 // runAttempt launches one attempt and follows it to its end. It returns the job's
 // terminal outcome, or the placement timeout (reason reasonPlacementTimeout, no phase).
 func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan attemptPlan) jobOutcome {
-	job := &w.in.Job
 	if w.stopRequested(ctx) {
 		return w.stopped()
 	}
 	cancelSpotTimer := w.startSpotTimer(ctx, plan)
 	defer cancelSpotTimer()
 	w.status.Attempt = ref.Attempt
-	w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", job.Spec.TotalReplicas())})
+	w.startElastic(plan)
+	gangJob := w.gangJob()
+	w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", gangJob.Spec.TotalReplicas())})
 
 	launched, stopped, err := w.launchWhenItFits(ctx, activities.LaunchGangInput{
-		Job: *job,
+		Job: gangJob,
 		Params: backend.GangParams{
 			Ref: ref, UID: w.uid, Params: w.in.Params,
 			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
@@ -275,6 +280,7 @@ func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan
 		return jobOutcome{schemas.JobFailed, "LaunchFailed", rootMessage(err)}
 	}
 	w.status.Replicas = launched.Replicas
+	w.launchedElastic()
 	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionTrue, "ReplicasCreated",
 		fmt.Sprintf("%d replicas created", len(launched.Replicas)))
 	return w.followAttempt(ctx, ref, launched.Replicas, &launched)
@@ -332,6 +338,7 @@ func (w *jobWorkflow) followAttempt(ctx workflow.Context, ref backend.GangRef,
 	if logs != nil {
 		w.waitLogs(ctx, *logs)
 	}
+	w.waitElasticLogs(ctx)
 	return out
 }
 
@@ -377,6 +384,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			notPlaced bool
 			hung      bool
 			spotOver  bool
+			scale     bool
 		)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx); watched = true })
@@ -390,6 +398,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 		if w.spotTimer != nil {
 			sel.AddFuture(w.spotTimer, func(workflow.Future) { spotOver = true })
 		}
+		sel.AddReceive(w.elastic.scaleCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); scale = true })
 		if hang != nil {
 			h := *hang
 			sel.AddFuture(h.Future, func(workflow.Future) {
@@ -400,7 +409,7 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			})
 		}
 		sel.Select(ctx)
-		if !watched && !stopped && !timedOut && !notPlaced && !hung && !spotOver && keepsWatch(ctx) {
+		if !watched && !stopped && !timedOut && !notPlaced && !hung && !spotOver && !scale && keepsWatch(ctx) {
 			// Only the log forwarder ended, without a hang: the watch goes on. (Before
 			// this change the watch was cancelled and its empty result taken for the
 			// replicas, so a watch that answers with what it was told waited for ever.)
@@ -427,12 +436,20 @@ func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout,
 			}
 			return jobOutcome{schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())}
 		}
+		if scale {
+			// Scale between two watches: the watch is restarted with the new gang.
+			cancelWatch()
+			_ = watch.Get(ctx, nil)
+			w.applyScale(ctx, ref)
+			continue
+		}
 		cancelWatch()
 		if watchErr != nil {
 			return jobOutcome{schemas.JobFailed, "WatchFailed", rootMessage(watchErr)}
 		}
 		w.status.Replicas = result.Replicas
 		w.rounds++
+		w.replaceLost(ctx, ref)
 	}
 }
 

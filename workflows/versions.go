@@ -57,6 +57,9 @@ var versions = []change{
 		"it waits to be placed (Queued or Launching) and, when it fires, is released and the job relaunched in the public pool " +
 		"(condition SpotFallback, reason AfterWaiting; before: only looked at when an attempt was planned); the fallback after " +
 		"preemptions sets the condition too; TestSpotFallbackAfterWaitingWithoutPlacementTimeout, integration/kube TestSpotFallback*"},
+	{id: changeElasticReplicas, since: "2026-12-02", what: "an elastic job is scaled by the scale update (activity ScaleGang) " +
+		"and a lost replica of one is replaced alone (activity ReplaceReplica) instead of ending the attempt; " +
+		"integration/kube TestElasticScale, TestElasticReplaceOnePod, integration TestElasticTorchrunReplace"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's
