@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -67,22 +68,19 @@ func printNodes(w io.Writer, nodes []api.Node) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATUS\tQUARANTINED\tCHECKED\tJOB\tCHECKS")
 	for _, n := range nodes {
-		checks := ""
-		for i, c := range n.Checks {
-			if i > 0 {
-				checks += ", "
-			}
+		checks := make([]string, 0, len(n.Checks))
+		for _, c := range n.Checks {
 			verdict := "ok"
 			if !c.OK {
 				verdict = "failed"
 			}
-			checks += c.Name + " " + verdict
+			checks = append(checks, c.Name+" "+verdict)
 		}
 		job := n.Job
 		if job == "" {
 			job = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", n.Name, n.Status, n.Quarantined, n.CheckedAt.Local().Format(time.DateTime), job, checks)
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", n.Name, n.Status, n.Quarantined, n.CheckedAt.Local().Format(time.DateTime), job, strings.Join(checks, ", "))
 	}
 	return tw.Flush()
 }

@@ -43,8 +43,7 @@ func failCheckOn(ctx context.Context, ws, node string) <-chan error {
 
 // apiStatus is the HTTP status of an SDK error (0 for none or another error).
 func apiStatus(err error) int {
-	var ae *dlc.Error
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*dlc.Error](err); ok {
 		return ae.Status
 	}
 	return 0
