@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -421,12 +420,18 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 	}
 	if len(g.ExcludeNodes) > 0 {
 		// Keep a restarted attempt off the nodes that failed it or failed their
-		// health check.
+		// health check. A matchFields requirement on metadata.name takes exactly one
+		// value (the API server refuses more), so each node is a requirement of its
+		// own; the requirements of one term must all hold.
+		var notOn []corev1.NodeSelectorRequirement
+		for _, n := range g.ExcludeNodes {
+			notOn = append(notOn, corev1.NodeSelectorRequirement{
+				Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{n},
+			})
+		}
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
-					Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: slices.Clone(g.ExcludeNodes),
-				}}}},
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: notOn}},
 			},
 		}}
 	}

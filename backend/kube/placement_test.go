@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
@@ -220,5 +221,37 @@ func TestCannotFitMessageListsFewNodes(t *testing.T) {
 	want := "nvidia.com/gpu: 10 needed, 9 allocatable (1 on node-0, 2 on node-1, 1 on node-2, 2 on node-3, 2 more)"
 	if !strings.Contains(msg, want) || !strings.Contains(msg, "have room for 9") {
 		t.Errorf("message %q\nlacks %q", msg, want)
+	}
+}
+
+// Several excluded nodes: each is a matchFields requirement of its own (the API server
+// takes one value per metadata.name requirement), so the nodes left are still usable
+// and every pod's affinity holds every excluded node.
+func TestLaunchExcludesSeveralNodes(t *testing.T) {
+	cs := newClient()
+	createNodes(t, cs, gpuNode("node-0", 8), gpuNode("node-1", 8), gpuNode("node-2", 8), gpuNode("node-3", 8), gpuNode("node-4", 8), gpuNode("node-5", 8))
+	b := newBackend(t, cs)
+	g := gangOf(t, llama())
+	g.ExcludeNodes = []string{"node-1", "node-3"}
+	launch(t, b, g)
+	got := pods(t, cs, "nlp")
+	if len(got) != 4 {
+		t.Fatalf("%d pods, want 4", len(got))
+	}
+	for _, p := range got {
+		terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		if len(terms) != 1 || len(terms[0].MatchFields) != 2 {
+			t.Fatalf("pod %s affinity terms %+v, want one term of two requirements", p.Name, terms)
+		}
+		for i, want := range g.ExcludeNodes {
+			r := terms[0].MatchFields[i]
+			if r.Key != "metadata.name" || r.Operator != corev1.NodeSelectorOpNotIn || len(r.Values) != 1 || r.Values[0] != want {
+				t.Errorf("pod %s requirement %d %+v, want metadata.name NotIn [%s]", p.Name, i, r, want)
+			}
+		}
+		ok, err := nodeaffinity.GetRequiredNodeAffinity(p).Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}})
+		if !ok || err != nil {
+			t.Errorf("pod %s does not match node-0: %v", p.Name, err)
+		}
 	}
 }
