@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -29,17 +30,12 @@ import (
 // Both record status.elastic, a Running timeline entry and status event (reason Scaled
 // or ReplicaReplaced) and the Scaled condition.
 
-// ScaleRequest asks an elastic job to run with Replicas replicas in all.
-type ScaleRequest struct {
-	Replicas int32 `json:"replicas"`
-}
-
-// ScaleResult is the job's replica count once the scale is applied.
-type ScaleResult struct {
-	DesiredReplicas int32            `json:"desiredReplicas"`
-	CurrentReplicas int32            `json:"currentReplicas"`
-	Phase           schemas.JobPhase `json:"phase"`
-}
+// ScaleRequest and ScaleResult are the scale update's argument and answer: the API's
+// own types.
+type (
+	ScaleRequest = api.ScaleRequest
+	ScaleResult  = api.ScaleResult
+)
 
 // Reasons of elastic changes.
 const (

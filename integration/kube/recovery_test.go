@@ -15,7 +15,6 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/backend"
-	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/kubestack"
@@ -265,24 +264,7 @@ func TestRecoveryHealthCheckExcludesBadNode(t *testing.T) {
 	const ws, name = "kube-rec-health", "checked"
 	bad := env.cluster.Nodes[0]
 	t.Cleanup(func() { unquarantine(t, bad) })
-	injected := make(chan error, 1)
-	go func() {
-		for {
-			l, err := env.cluster.Client.CoreV1().Pods(ws).List(ctx, metav1.ListOptions{
-				LabelSelector: kubebackend.LabelHealthCheck + "=job," + kubebackend.LabelNode + "=" + bad,
-			})
-			if err == nil && len(l.Items) > 0 {
-				injected <- env.cluster.FailPod(ctx, ws, l.Items[0].Name, 3)
-				return
-			}
-			select {
-			case <-ctx.Done():
-				injected <- ctx.Err()
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	injected := failCheckOn(ctx, ws, bad)
 	spec := strings.Replace(recoveryJob(ws, name, "3s", ""), "logs: {forward: false}", "logs: {forward: false}\n  healthCheck: {enabled: true, timeout: 30s}", 1)
 	submit(t, ctx, spec)
 	if err := <-injected; err != nil {
