@@ -30,12 +30,11 @@ import (
 // Both record status.elastic, a Running timeline entry and status event (reason Scaled
 // or ReplicaReplaced) and the Scaled condition.
 
-// ScaleRequest and ScaleResult are the scale update's argument and answer: the API's
-// own types.
-type (
-	ScaleRequest = api.ScaleRequest
-	ScaleResult  = api.ScaleResult
-)
+// ScaleRequest is the scale update's argument: the API's own type.
+type ScaleRequest = api.ScaleRequest
+
+// ScaleResult is the scale update's answer: the API's own type.
+type ScaleResult = api.ScaleResult
 
 // Reasons of elastic changes.
 const (
