@@ -1,6 +1,8 @@
 package devstack
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,11 +35,28 @@ func TestNATSClusterKeepsR3StreamAcrossAServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each publish waits at most 5 s for its ack and is sent again under the same
+	// message id (the stream drops the duplicate) until the test's deadline: a request
+	// sent while the client reconnects, or while the stream elects a leader, can be
+	// lost without an answer.
+	sent := 0
 	publish := func(n int) {
 		for range n {
-			if _, err := js.Publish(ctx, "r3.x", []byte("m")); err != nil {
-				t.Fatal(err)
+			id := fmt.Sprintf("m-%d", sent)
+			for {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := js.Publish(pctx, "r3.x", []byte("m"), jetstream.WithMsgID(id))
+				cancel()
+				if err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("publish %s: %v", id, err)
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
+			sent++
 		}
 	}
 	publish(10)
