@@ -35,7 +35,7 @@ func TestRegisteredNames(t *testing.T) {
 	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "WorkspaceQuota"}
 	wantActivities := []string{
 		"BuildStepJob", "CheckNewData", "CheckNodes", "CleanupGang", "ClosedJobs", "ForwardLogs", "JobMetrics",
-		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "RecheckQuarantined", "RequestQuota", "ResolveWorkspace",
+		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "RecheckQuarantined", "ReleaseNode", "ReplaceReplica", "RequestQuota", "ResolveWorkspace", "ScaleGang",
 		"StopGang", "StopJob", "StopScheduledJob", "StopTrialJob", "WaitScheduledJob", "WatchGang", "WatchTrialMetrics",
 	}
 	if !slices.Equal(n.workflows, wantWorkflows) {
