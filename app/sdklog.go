@@ -22,7 +22,12 @@ import (
 var canceledMessages = map[string]bool{
 	heartbeatError:    true,
 	"Activity error.": true,
+	pollError:         true,
 }
+
+// pollError is the SDK's message for a poll that ended; while the worker stops, its
+// error is "worker stopping" (the worker's own shutdown, not a fault).
+const pollError = "Failed to poll for task."
 
 // sdkLogger is the Temporal SDK's logger over l, which logs the cancellations of
 // canceledMessages at DEBUG instead of WARN or ERROR; everything else is as l logs it.
@@ -88,7 +93,8 @@ func isCancellation(msg string, keyvals []any) bool {
 	}
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		if err, ok := keyvals[i+1].(error); ok {
-			return canceled(err) || (msg == heartbeatError && workflowCompleted(err))
+			return canceled(err) || (msg == heartbeatError && workflowCompleted(err)) ||
+				(msg == pollError && err.Error() == "worker stopping")
 		}
 	}
 	return false
