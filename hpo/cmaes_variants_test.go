@@ -10,16 +10,16 @@ import (
 )
 
 // The CMA-ES variants behind the sampler's defaults (docs/hpo.md, "How CMA-ES was
-// tuned"): `go test ./hpo/ -run CMAESVariants -v -hpo.seeds=20 -hpo.cmavariants=all`
+// tuned"): `go test ./hpo/ -run '^$' -bench CMAESVariants -benchtime 1x -v -hpo.seeds=20`
 // prints, for each problem of the side-by-side protocol (-hpo.problems picks some, and
 // "Rastrigin" runs a 4-d Rastrigin instead), the median [quartiles] best value of each
 // variant over the seeds, with -hpo.cmatrials trials per run (default 100) and seeds
 // starting after -hpo.seedoffset (to check a choice on seeds it was not made on).
 
 var (
-	cmaVariantNames = flag.String("hpo.cmavariants", "", "comma-separated CMA-ES variants (or all) for TestCMAESVariants")
-	cmaTrials       = flag.Int("hpo.cmatrials", 100, "trials per run of TestCMAESVariants")
-	cmaSeedOffset   = flag.Int("hpo.seedoffset", 0, "TestCMAESVariants runs seeds offset+1..offset+N")
+	cmaVariantNames = flag.String("hpo.cmavariants", "all", "comma-separated CMA-ES variants (or all) for BenchmarkCMAESVariants")
+	cmaTrials       = flag.Int("hpo.cmatrials", 100, "trials per run of BenchmarkCMAESVariants")
+	cmaSeedOffset   = flag.Int("hpo.seedoffset", 0, "BenchmarkCMAESVariants runs seeds offset+1..offset+N")
 )
 
 // cmaVariants are the variants compared; "default" is defaultCMAConfig.
@@ -51,10 +51,7 @@ func rastrigin4() problem {
 	}}
 }
 
-func TestCMAESVariants(t *testing.T) {
-	if *cmaVariantNames == "" {
-		t.Skip("measurement: run with -hpo.cmavariants=all (or names) and -hpo.seeds=N")
-	}
+func BenchmarkCMAESVariants(t *testing.B) {
 	probs, seeds := qualityPlan()
 	if *qualityProblems == "Rastrigin" {
 		probs = []problem{rastrigin4()}
