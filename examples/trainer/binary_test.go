@@ -309,13 +309,14 @@ func TestStopAndResumeDataParallel(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, p := range []*proc{ranks[1], ranks[0]} {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	// Rank 1 was told first; rank 0 may notice its peer gone before its own signal lands.
+	// Rank 1 is told first and has exited before rank 0 is told: signalled together,
+	// rank 1 could see rank 0 gone (EOF) before its own signal is handled. Rank 0 may
+	// likewise notice its peer gone before its signal lands.
+	ranks[1].cmd.Process.Signal(syscall.SIGTERM)
 	if rc := ranks[1].wait(t, 30*time.Second); rc != 143 {
 		t.Errorf("rank 1 exited %d after SIGTERM, want 143", rc)
 	}
+	ranks[0].cmd.Process.Signal(syscall.SIGTERM)
 	if rc := ranks[0].wait(t, 30*time.Second); rc != 143 && rc != 1 {
 		t.Errorf("rank 0 exited %d after SIGTERM, want 143 (or 1)", rc)
 	}

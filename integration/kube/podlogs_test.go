@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,15 +71,20 @@ func (l *podLog) write(lines ...string) {
 // jobLog reads the job's forwarded log through the API.
 func jobLog(t *testing.T, ctx context.Context, ws, name string) []events.LogRecord {
 	t.Helper()
+	recs, err := readJobLog(ctx, ws, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func readJobLog(ctx context.Context, ws, name string) ([]events.LogRecord, error) {
 	var recs []events.LogRecord
 	err := env.api.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
 		recs = append(recs, r)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
+	return recs, err
 }
 
 // lines are the texts of records, gap records marked "GAP".
@@ -93,12 +100,22 @@ func lines(recs []events.LogRecord) []string {
 }
 
 // waitLog polls the job's log until it holds want (texts, in order) and returns it.
+// Right after a worker restart the API answers 503 for a while: it reads the job's
+// status with a workflow query, which waits for the dead worker's sticky queue to
+// time out (5 s) and then for the new worker to poll. waitLog retries those.
 func waitLog(t *testing.T, ctx context.Context, ws, name string, want []string) []events.LogRecord {
 	t.Helper()
 	var recs []events.LogRecord
 	for {
-		recs = jobLog(t, ctx, ws, name)
-		if slices.Equal(lines(recs), want) {
+		var err error
+		recs, err = readJobLog(ctx, ws, name)
+		var apiErr *dlc.Error
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable:
+			t.Logf("job log: %v (retrying)", err)
+		case err != nil:
+			t.Fatal(err)
+		case slices.Equal(lines(recs), want):
 			return recs
 		}
 		select {
