@@ -68,16 +68,7 @@ func (l *podLog) write(lines ...string) {
 	}
 }
 
-// jobLog reads the job's forwarded log through the API.
-func jobLog(t *testing.T, ctx context.Context, ws, name string) []events.LogRecord {
-	t.Helper()
-	recs, err := readJobLog(ctx, ws, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
-}
-
+// readJobLog reads the job's forwarded log through the API.
 func readJobLog(ctx context.Context, ws, name string) ([]events.LogRecord, error) {
 	var recs []events.LogRecord
 	err := env.api.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
