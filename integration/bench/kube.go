@@ -97,6 +97,10 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernete
 			lastWS, lastSubmit = ws, time.Now()
 			took, err := dlcPods(ctx, cs, c, ws, n)
 			if err != nil {
+				if temporalAddr != "" {
+					// Where the failing run's workflow stood: its workflow task failures.
+					_ = printJobHistory(context.WithoutCancel(ctx), temporalAddr, ws, "job", lastSubmit)
+				}
 				return err
 			}
 			plain, dlc = append(plain, base.allRunning), append(dlc, took.allRunning)
@@ -129,10 +133,14 @@ func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws 
 	if err != nil {
 		return launchSteps{}, err
 	}
+	stopAt := time.Now()
 	if err := stopJobRetrying(ctx, c, ws, "job"); err != nil {
 		return launchSteps{}, err
 	}
-	return took, waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
+	took.stopped = time.Since(stopAt)
+	err = waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
+	took.gone = time.Since(stopAt)
+	return took, err
 }
 
 // plainPods does with client-go what OpenDLC does to launch an n-replica job in a new
@@ -173,10 +181,14 @@ func plainPods(ctx context.Context, cs kubernetes.Interface, shape gangShape, ns
 		return launchSteps{}, err
 	}
 	// Free the nodes for the next run, as OpenDLC's side stops its job.
+	stopAt := time.Now()
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		return launchSteps{}, err
 	}
-	return took, waitNoPods(ctx, cs, ns, "bench=plain")
+	took.stopped = time.Since(stopAt)
+	err = waitNoPods(ctx, cs, ns, "bench=plain")
+	took.gone = time.Since(stopAt)
+	return took, err
 }
 
 // waitNoPods waits until namespace ns has no pod that matches selector, so that the next
@@ -210,11 +222,11 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, ns, selector stri
 	}
 }
 
-// stopJobRetrying stops a job, asking again for up to 2 minutes while the API refuses:
+// stopJobRetrying stops a job, asking again for up to 5 minutes while the API refuses:
 // on a loaded machine a large job's workflow task can fail for a while (a timeout), and
 // the stop update is refused until a retried task succeeds.
 func stopJobRetrying(ctx context.Context, c *client.Client, ws, job string) error {
-	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var last error
 	err := poll(ctx2, time.Second, func() (bool, error) {
