@@ -10,9 +10,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opendlc/opendlc/workflows"
