@@ -17,6 +17,11 @@ import (
 	"github.com/opendlc/opendlc/kubestack"
 )
 
+// kubeForwardLogs is -kube-logs: whether OpenDLC's side forwards its pods' logs (the
+// default, as a job does unless its spec says otherwise). The baseline reads no log;
+// without forwarding both sides do the same work on the API server and kwok.
+var kubeForwardLogs = true
+
 // benchKubeNodes is how many kwok nodes the bench's control plane has: room for a
 // 256-replica job (110 pods a node).
 const benchKubeNodes = 4
@@ -124,7 +129,8 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernete
 // waits until all its pods run; then it stops the job.
 func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws string, n int) (launchSteps, error) {
 	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"job","workspace":%q},
-"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`, ws, n)
+"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}},"logs":{"forward":%t}}}`,
+		ws, n, kubeForwardLogs)
 	start := time.Now()
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
 		return launchSteps{}, err
