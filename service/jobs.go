@@ -84,17 +84,17 @@ func (s *Jobs) Stop(ctx context.Context, ws, name string, req api.StopRequest) (
 }
 
 func (s *Jobs) stop(ctx context.Context, ws, name string, req workflows.StopRequest) (api.StopResult, error) {
-	handle, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	// While the job's workflow task is failing (a large job's task timing out on a
+	// loaded worker), the stop is asked again until ctx ends rather than refused.
+	var res workflows.StopResult
+	err := s.updateWhenReady(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.JobWorkflowID(ws, name),
 		UpdateName:   workflows.UpdateStop,
 		Args:         []any{req},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	}, &res)
 	if err == nil {
-		var res workflows.StopResult
-		if err = handle.Get(ctx, &res); err == nil {
-			return api.StopResult{Phase: res.Phase}, nil
-		}
+		return api.StopResult{Phase: res.Phase}, nil
 	}
 	// A job that has already finished (or is finishing) cannot take the update: answer
 	// with its final phase.

@@ -93,6 +93,8 @@ func (b *Backend) deleteRunning(ctx context.Context, ns string, ref backend.Gang
 		return 0, err
 	}
 	left := 0
+	var doomed []*corev1.Pod
+	graces := map[*corev1.Pod]time.Duration{}
 	for _, p := range pods {
 		g := grace
 		if g > 0 && b.onLostNode(p) {
@@ -106,9 +108,13 @@ func (b *Backend) deleteRunning(ctx context.Context, ns string, ref backend.Gang
 			continue
 		}
 		left++
-		if err := b.deletePod(ctx, p, g); err != nil {
-			return 0, err
-		}
+		doomed = append(doomed, p)
+		graces[p] = g
+	}
+	// As many deletions in flight as Launch has creations: a 256-pod gang is not
+	// stopped one round trip at a time.
+	if err := forEachPod(doomed, CreateParallelism, func(p *corev1.Pod) error { return b.deletePod(ctx, p, graces[p]) }); err != nil {
+		return 0, err
 	}
 	return left, nil
 }
@@ -152,13 +158,14 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 	if err != nil {
 		return err
 	}
+	var doomed []*corev1.Pod
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			continue
+		if p.DeletionTimestamp == nil {
+			doomed = append(doomed, p)
 		}
-		if err := b.deletePod(ctx, p, b.grace); err != nil {
-			return err
-		}
+	}
+	if err := forEachPod(doomed, CreateParallelism, func(p *corev1.Pod) error { return b.deletePod(ctx, p, b.grace) }); err != nil {
+		return err
 	}
 	b.forgetGang(id)
 	return nil

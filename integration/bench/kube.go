@@ -17,6 +17,11 @@ import (
 	"github.com/opendlc/opendlc/kubestack"
 )
 
+// kubeForwardLogs is -kube-logs: whether OpenDLC's side forwards its pods' logs (the
+// default, as a job does unless its spec says otherwise). The baseline reads no log;
+// without forwarding both sides do the same work on the API server and kwok.
+var kubeForwardLogs = true
+
 // benchKubeNodes is how many kwok nodes the bench's control plane has: room for a
 // 256-replica job (110 pods a node).
 const benchKubeNodes = 4
@@ -97,6 +102,10 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernete
 			lastWS, lastSubmit = ws, time.Now()
 			took, err := dlcPods(ctx, cs, c, ws, n)
 			if err != nil {
+				if temporalAddr != "" {
+					// Where the failing run's workflow stood: its workflow task failures.
+					_ = printJobHistory(context.WithoutCancel(ctx), temporalAddr, ws, "job", lastSubmit)
+				}
 				return err
 			}
 			plain, dlc = append(plain, base.allRunning), append(dlc, took.allRunning)
@@ -120,7 +129,8 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernete
 // waits until all its pods run; then it stops the job.
 func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws string, n int) (launchSteps, error) {
 	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"job","workspace":%q},
-"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`, ws, n)
+"spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}},"logs":{"forward":%t}}}`,
+		ws, n, kubeForwardLogs)
 	start := time.Now()
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
 		return launchSteps{}, err
@@ -129,10 +139,14 @@ func dlcPods(ctx context.Context, cs kubernetes.Interface, c *client.Client, ws 
 	if err != nil {
 		return launchSteps{}, err
 	}
+	stopAt := time.Now()
 	if err := stopJobRetrying(ctx, c, ws, "job"); err != nil {
 		return launchSteps{}, err
 	}
-	return took, waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
+	took.stopped = time.Since(stopAt)
+	err = waitNoPods(ctx, cs, ws, "opendlc.io/job=job")
+	took.gone = time.Since(stopAt)
+	return took, err
 }
 
 // plainPods does with client-go what OpenDLC does to launch an n-replica job in a new
@@ -173,10 +187,14 @@ func plainPods(ctx context.Context, cs kubernetes.Interface, shape gangShape, ns
 		return launchSteps{}, err
 	}
 	// Free the nodes for the next run, as OpenDLC's side stops its job.
+	stopAt := time.Now()
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		return launchSteps{}, err
 	}
-	return took, waitNoPods(ctx, cs, ns, "bench=plain")
+	took.stopped = time.Since(stopAt)
+	err = waitNoPods(ctx, cs, ns, "bench=plain")
+	took.gone = time.Since(stopAt)
+	return took, err
 }
 
 // waitNoPods waits until namespace ns has no pod that matches selector, so that the next
@@ -210,11 +228,11 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, ns, selector stri
 	}
 }
 
-// stopJobRetrying stops a job, asking again for up to 2 minutes while the API refuses:
+// stopJobRetrying stops a job, asking again for up to 5 minutes while the API refuses:
 // on a loaded machine a large job's workflow task can fail for a while (a timeout), and
 // the stop update is refused until a retried task succeeds.
 func stopJobRetrying(ctx context.Context, c *client.Client, ws, job string) error {
-	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var last error
 	err := poll(ctx2, time.Second, func() (bool, error) {

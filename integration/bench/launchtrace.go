@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,10 @@ import (
 // and when all ran. Polled every 20 ms, so each mark is late by up to one poll.
 type launchSteps struct {
 	firstPod, allPods, allScheduled, allIP, allRunning time.Duration
+	// stopped is how long the stop took to answer (OpenDLC: `dlc job stop`; client-go:
+	// the namespace's deletion), and gone until no pod of the run was left; not part
+	// of the launch's time.
+	stopped, gone time.Duration
 }
 
 // waitRunningSteps is waitRunning that also records the launchSteps, from start.
@@ -81,6 +86,8 @@ func printSteps(side string, steps []launchSteps) {
 		pick(func(s launchSteps) time.Duration { return s.firstPod }), pick(func(s launchSteps) time.Duration { return s.allPods }),
 		pick(func(s launchSteps) time.Duration { return s.allScheduled }), pick(func(s launchSteps) time.Duration { return s.allIP }),
 		pick(func(s launchSteps) time.Duration { return s.allRunning }))
+	fmt.Printf("    %-10s median: stop answered %s, all pods gone %s\n", side,
+		pick(func(s launchSteps) time.Duration { return s.stopped }), pick(func(s launchSteps) time.Duration { return s.gone }))
 }
 
 // printJobHistory prints the activities of job's workflow in workspace ws and when each
@@ -98,6 +105,8 @@ func printJobHistory(ctx context.Context, temporalAddr, ws, job string, submit t
 	}
 	var acts []*act
 	byID := map[int64]*act{}
+	var events, bytes int
+	var taskFailures []string
 	it := tc.GetWorkflowHistory(ctx, workflows.JobWorkflowID(ws, job), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	fmt.Printf("    history of %s/%s (ms after submit):", ws, job)
 	for it.HasNext() {
@@ -106,7 +115,14 @@ func printJobHistory(ctx context.Context, temporalAddr, ws, job string, submit t
 			return err
 		}
 		at := ev.GetEventTime().AsTime().Sub(submit)
+		events++
+		bytes += proto.Size(ev)
 		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			a := ev.GetWorkflowTaskFailedEventAttributes()
+			taskFailures = append(taskFailures, fmt.Sprintf("%d ms: workflow task failed (%s): %s", at.Milliseconds(), a.GetCause(), a.GetFailure().GetMessage()))
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			taskFailures = append(taskFailures, fmt.Sprintf("%d ms: workflow task timed out (%s)", at.Milliseconds(), ev.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType()))
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			fmt.Printf(" started %d;", at.Milliseconds())
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
@@ -129,7 +145,10 @@ func printJobHistory(ctx context.Context, temporalAddr, ws, job string, submit t
 			}
 		}
 	}
-	fmt.Println()
+	fmt.Printf(" %d events, %d bytes\n", events, bytes)
+	for _, f := range taskFailures {
+		fmt.Printf("      %s\n", f)
+	}
 	slices.SortStableFunc(acts, func(a, b *act) int { return int(a.scheduled - b.scheduled) })
 	for _, a := range acts {
 		fmt.Printf("      %-28s scheduled %6d  started %6d  closed %6d\n", a.name, a.scheduled.Milliseconds(), a.started.Milliseconds(), a.ended.Milliseconds())

@@ -56,6 +56,7 @@ func main() {
 	scaleReplicas := flag.Int("scale-replicas", 10, "with -scale, pods per job")
 	scalePoints := flag.String("scale-points", "10,100,1000", "with -scale, running-job counts at which the RPC rate is measured")
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
+	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
 	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -kube and -scale: the worker, API and informers) to this file")
 	flag.Parse()
