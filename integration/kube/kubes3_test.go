@@ -110,9 +110,10 @@ func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, s
 }
 
 // s3Job is a one-replica job of workspace ws that checkpoints to S3; kwok completes its
-// pod after a minute.
+// pod after 20 s, time enough for launchedPod to see it before the job ends and its pod
+// is deleted (a minute before: the dlc up test waited it out for its three jobs).
 func s3Job(ws, name string) string {
-	return kwokJob(name, ws, "60s", fmt.Sprintf(`
+	return kwokJob(name, ws, "20s", fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [python, train.py]
