@@ -186,6 +186,9 @@ func checkS3Env(t *testing.T, pod corev1.Pod) {
 // hand. The worker, with deploy/rbac.yaml's role only, may write that Secret and no other,
 // and still read none.
 func TestDlcUpKubeconfigGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
+	// Parallel: its jobs run on a dlc up of its own, in a workspace of their own,
+	// without GPUs, and it touches neither the nodes nor the shared worker.
+	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
 	c, banner := startUp(t, ctx, "--pod-s3-endpoint", podS3Endpoint)
 	if !strings.Contains(banner, "Pod S3       "+podS3Endpoint) {
@@ -290,6 +293,9 @@ func checkWorkerSecretRights(t *testing.T, ctx context.Context, ns string) {
 // workspace Secret, and the pods take all four variables from it rather than the plain
 // DLC_S3_ENDPOINT and AWS_REGION a worker without the flag passes.
 func TestWorkerPodS3EndpointGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
+	// Parallel: a stack and a worker of its own, one pod without GPUs in a workspace of
+	// its own; it touches neither the nodes nor the shared worker.
+	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
 	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true})
 	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(stack, "--kubeconfig", env.workerKube, "--pod-s3-endpoint", podS3Endpoint)...)
