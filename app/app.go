@@ -97,6 +97,9 @@ type Config struct {
 	// share (activities.JobActivities.HeartbeatBudget); default
 	// activities.DefaultHeartbeatBudget.
 	HeartbeatBudget float64
+	// LongHeartbeatTimeout is how long a dead worker holds a running job's watch and
+	// log forwarder (workers.Config.LongHeartbeatTimeout); 0: the default.
+	LongHeartbeatTimeout time.Duration
 
 	// Notifications runs the notification dispatcher (DLC_RULES to webhooks and
 	// subjects).
@@ -221,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
 			S3: cfg.S3, StorageRoot: cfg.StorageRoot, LogArchiveRoot: cfg.LogArchive.Root, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
-			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget,
+			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget, LongHeartbeatTimeout: cfg.LongHeartbeatTimeout,
 		})
 		if err != nil {
 			return nil, err

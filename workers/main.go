@@ -57,6 +57,10 @@ type Config struct {
 	// HeartbeatBudget is the heartbeats a second the job-long activities share
 	// (activities.JobActivities.HeartbeatBudget); 0: the default.
 	HeartbeatBudget float64
+	// LongHeartbeatTimeout is the heartbeat timeout of the job-long activities
+	// (workflows.SetLongHeartbeatTimeout; it applies to the whole process); 0: the
+	// default, workflows.DefaultLongHeartbeatTimeout.
+	LongHeartbeatTimeout time.Duration
 }
 
 // Main is a running worker: a Temporal worker with the workflows and activities
@@ -80,6 +84,11 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.LongHeartbeatTimeout != 0 {
+		if err := workflows.SetLongHeartbeatTimeout(cfg.LongHeartbeatTimeout); err != nil {
+			return nil, fmt.Errorf("workers: %w", err)
+		}
 	}
 	tc, ev := cfg.Temporal, cfg.Events
 	store, err := checkpoint.NewStore(cfg.S3)

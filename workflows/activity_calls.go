@@ -22,7 +22,8 @@ const heartbeatTimeout = 10 * time.Second
 // pacedHeartbeatTimeout is the heartbeat timeout of the activities that last as long
 // as a job and pace their heartbeats to a per-worker budget (WatchGang, ForwardLogs;
 // activities/heartbeat_pacer.go): a dead worker holds them up to a minute, after which
-// they are retried on another; the job's pods run on meanwhile.
+// they are retried on another; the job's pods run on meanwhile. A worker may set
+// another (SetLongHeartbeatTimeout, paced_heartbeat.go).
 const pacedHeartbeatTimeout = time.Minute
 
 // future is a pending activity's result of type T. A selector takes the
@@ -87,7 +88,7 @@ func cleanupGang(ctx workflow.Context, ref backend.GangRef) error {
 
 // forwardLogs starts the log forwarder of an attempt; it runs until the gang ends.
 func forwardLogs(ctx workflow.Context, in activities.ForwardLogsInput) future[activities.ForwardLogsResult] {
-	return future[activities.ForwardLogsResult]{workflow.ExecuteActivity(workflow.WithHeartbeatTimeout(withForwarderActivity(ctx), pacedHeartbeatTimeout), ActivityForwardLogs, in)}
+	return future[activities.ForwardLogsResult]{workflow.ExecuteActivity(workflow.WithHeartbeatTimeout(withForwarderActivity(ctx), longHeartbeat()), ActivityForwardLogs, in)}
 }
 
 // latestCheckpoint is the newest complete checkpoint under a job's checkpoint URI.
@@ -275,7 +276,7 @@ func withFewTries(ctx workflow.Context) workflow.Context {
 func withWatchActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: watchMaxWait + time.Minute,
-		HeartbeatTimeout:    pacedHeartbeatTimeout,
+		HeartbeatTimeout:    longHeartbeat(),
 		WaitForCancellation: true,
 		RetryPolicy:         backoff(0, activities.ErrTypeGangLost),
 	})

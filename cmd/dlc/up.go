@@ -329,6 +329,7 @@ func newWorkerCmd() *cobra.Command {
 	var verbose bool
 	var kubeNamespaces []string
 	var heartbeatBudget float64
+	var longHeartbeatTimeout time.Duration
 	healthChecks := true
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -356,6 +357,10 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			cfg.HeartbeatBudget = heartbeatBudget
+			if err := checkLongHeartbeatTimeout(longHeartbeatTimeout); err != nil {
+				return err
+			}
+			cfg.LongHeartbeatTimeout = longHeartbeatTimeout
 			cfg.S3 = checkpoint.ConfigFromEnv()
 			// The trigger dispatcher starts pipelines and jobs from inbound events; several
 			// workers share its durable consumer.
@@ -433,6 +438,7 @@ func newWorkerCmd() *cobra.Command {
 	grace.register(cmd)
 	registerMetricsAddr(cmd, &metricsAddr)
 	registerHeartbeatBudget(cmd, &heartbeatBudget)
+	registerLongHeartbeatTimeout(cmd, &longHeartbeatTimeout)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

@@ -133,13 +133,21 @@ func Build(ctx context.Context, pkg, out string) error {
 	return nil
 }
 
+// LongHeartbeatTimeout is the test workers' --long-heartbeat-timeout (WorkerArgs): a
+// killed worker's job watches and log forwarders move to its replacement after 15 s
+// instead of the default minute, which the tests that kill a worker would otherwise
+// wait out. At 15 s the heartbeat pacer's interval cap (a third, 5 s) is still above
+// the interval of integration/kube's TestScaleWatchCostGrowsSubLinearly at 25 jobs (50
+// activities over a budget of 10 a second), so the rate it measures stays flat.
+const LongHeartbeatTimeout = 15 * time.Second
+
 // WorkerArgs are the arguments of `dlc worker` against a stack: its Temporal address
-// and namespace and its NATS URL (and CA, over TLS), followed by extra. WorkerEnv
-// carries the NATS credentials.
+// and namespace, its NATS URL (and CA, over TLS) and --long-heartbeat-timeout
+// LongHeartbeatTimeout, followed by extra. WorkerEnv carries the NATS credentials.
 func WorkerArgs(e *embedded.Embedded, extra ...string) []string {
 	s := e.Stack
 	args := []string{"worker", "--temporal", s.Temporal.Address, "--namespace", s.Temporal.Namespace,
-		"--nats", s.NATS.URL}
+		"--nats", s.NATS.URL, "--long-heartbeat-timeout", LongHeartbeatTimeout.String()}
 	if s.NATS.CAFile != "" {
 		args = append(args, "--nats-tls-ca", s.NATS.CAFile)
 	}

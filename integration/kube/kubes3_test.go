@@ -110,9 +110,10 @@ func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, s
 }
 
 // s3Job is a one-replica job of workspace ws that checkpoints to S3; kwok completes its
-// pod after a minute.
+// pod after 20 s, time enough for launchedPod to see it before the job ends and its pod
+// is deleted (a minute before: the dlc up test waited it out for its three jobs).
 func s3Job(ws, name string) string {
-	return kwokJob(name, ws, "60s", fmt.Sprintf(`
+	return kwokJob(name, ws, "20s", fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [python, train.py]
@@ -185,6 +186,9 @@ func checkS3Env(t *testing.T, pod corev1.Pod) {
 // hand. The worker, with deploy/rbac.yaml's role only, may write that Secret and no other,
 // and still read none.
 func TestDlcUpKubeconfigGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
+	// Parallel: its jobs run on a dlc up of its own, in a workspace of their own,
+	// without GPUs, and it touches neither the nodes nor the shared worker.
+	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
 	c, banner := startUp(t, ctx, "--pod-s3-endpoint", podS3Endpoint)
 	if !strings.Contains(banner, "Pod S3       "+podS3Endpoint) {
@@ -289,6 +293,9 @@ func checkWorkerSecretRights(t *testing.T, ctx context.Context, ns string) {
 // workspace Secret, and the pods take all four variables from it rather than the plain
 // DLC_S3_ENDPOINT and AWS_REGION a worker without the flag passes.
 func TestWorkerPodS3EndpointGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
+	// Parallel: a stack and a worker of its own, one pod without GPUs in a workspace of
+	// its own; it touches neither the nodes nor the shared worker.
+	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
 	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true})
 	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(stack, "--kubeconfig", env.workerKube, "--pod-s3-endpoint", podS3Endpoint)...)
