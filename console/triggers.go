@@ -1,9 +1,8 @@
 package console
 
 import (
-	"cmp"
+	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -48,36 +47,37 @@ type triggersData struct {
 	Form     docForm
 }
 
-func triggerForm(ws, spec string) docForm {
-	return docForm{Action: wsPath(ws, "triggers"), Kind: "Trigger", Button: "Apply", ID: "trigger", Spec: spec}
+// triggerPages are the triggers' list, apply and delete pages.
+var triggerPages = &docPages[schemas.Trigger]{
+	dir: "triggers", kind: "Trigger", id: "trigger", title: "Triggers", sample: sampleTrigger,
+	list: func(c *client.Client, ctx context.Context, ws string) ([]schemas.Trigger, error) {
+		l, err := c.ListTriggers(ctx, ws)
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	},
+	apply: (*client.Client).ApplyTrigger,
+	del:   (*client.Client).DeleteTrigger,
+	name:  func(t schemas.Trigger) string { return t.Metadata.Name },
+	data:  func(ts []schemas.Trigger, f docForm) any { return triggersData{Triggers: ts, Form: f} },
 }
 
-func ruleForm(ws, spec string) docForm {
-	return docForm{Action: wsPath(ws, "rules"), Kind: "NotificationRule", Button: "Apply", ID: "rule", Spec: spec}
-}
-
-// triggersPage lists the workspace's triggers, with a form that applies one.
-func (c *Console) triggersPage(w http.ResponseWriter, r *http.Request, k *call) error {
-	return c.showTriggers(w, r, k, http.StatusOK, triggerForm(k.ws, fmt.Sprintf(sampleTrigger, k.ws, k.ws)))
-}
-
-func (c *Console) showTriggers(w http.ResponseWriter, r *http.Request, k *call, status int, f docForm) error {
-	list, err := k.api.ListTriggers(r.Context(), k.ws)
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(list.Items, func(a, b schemas.Trigger) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	return c.render(w, status, "triggers", "", k.page("Triggers", "triggers", triggersData{Triggers: list.Items, Form: f}))
-}
-
-// applyTrigger creates or replaces a trigger from the form's document, then shows it;
-// a document the API refuses shows the list again with the API's answer.
-func (c *Console) applyTrigger(w http.ResponseWriter, r *http.Request, k *call) error {
-	return applyDoc(w, r, k, docApply[schemas.Trigger]{
-		send: k.api.ApplyTrigger, form: triggerForm, dir: "triggers",
-		name:  func(t *schemas.Trigger) string { return t.Metadata.Name },
-		again: func(f docForm) error { return c.showTriggers(w, r, k, f.Status, f) },
-	})
+// rulePages are the notification rules' list, apply and delete pages (secrets redacted
+// by the API).
+var rulePages = &docPages[schemas.NotificationRule]{
+	dir: "rules", kind: "NotificationRule", id: "rule", title: "Notification rules", sample: sampleRule,
+	list: func(c *client.Client, ctx context.Context, ws string) ([]schemas.NotificationRule, error) {
+		l, err := c.ListRules(ctx, ws)
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	},
+	apply: (*client.Client).ApplyRule,
+	del:   (*client.Client).DeleteRule,
+	name:  func(r schemas.NotificationRule) string { return r.Metadata.Name },
+	data:  func(rs []schemas.NotificationRule, f docForm) any { return triggersData{Rules: rs, Form: f} },
 }
 
 // firedRun is one thing a trigger started.
@@ -122,39 +122,6 @@ func (c *Console) triggerPage(w http.ResponseWriter, r *http.Request, k *call) e
 	}{t, action, string(spec), fired}))
 }
 
-// deleteTrigger deletes a trigger, then shows the list.
-func (c *Console) deleteTrigger(w http.ResponseWriter, r *http.Request, k *call) error {
-	if err := k.api.DeleteTrigger(r.Context(), k.ws, r.PathValue("name")); err != nil {
-		return err
-	}
-	http.Redirect(w, r, wsPath(k.ws, "triggers"), http.StatusSeeOther)
-	return nil
-}
-
-// rulesPage lists the workspace's notification rules (secrets redacted by the API),
-// with a form that applies one.
-func (c *Console) rulesPage(w http.ResponseWriter, r *http.Request, k *call) error {
-	return c.showRules(w, r, k, http.StatusOK, ruleForm(k.ws, fmt.Sprintf(sampleRule, k.ws, k.ws)))
-}
-
-func (c *Console) showRules(w http.ResponseWriter, r *http.Request, k *call, status int, f docForm) error {
-	list, err := k.api.ListRules(r.Context(), k.ws)
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(list.Items, func(a, b schemas.NotificationRule) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	return c.render(w, status, "rules", "", k.page("Notification rules", "rules", triggersData{Rules: list.Items, Form: f}))
-}
-
-// applyRule creates or replaces a notification rule from the form's document.
-func (c *Console) applyRule(w http.ResponseWriter, r *http.Request, k *call) error {
-	return applyDoc(w, r, k, docApply[schemas.NotificationRule]{
-		send: k.api.ApplyRule, form: ruleForm, dir: "rules",
-		name:  func(rule *schemas.NotificationRule) string { return rule.Metadata.Name },
-		again: func(f docForm) error { return c.showRules(w, r, k, f.Status, f) },
-	})
-}
-
 // rulePage shows a notification rule: what it matches, where it delivers and how,
 // and its document (secrets redacted by the API).
 func (c *Console) rulePage(w http.ResponseWriter, r *http.Request, k *call) error {
@@ -171,13 +138,4 @@ func (c *Console) rulePage(w http.ResponseWriter, r *http.Request, k *call) erro
 		Rule     *schemas.NotificationRule
 		SpecYAML string
 	}{rule, string(spec)}))
-}
-
-// deleteRule deletes a notification rule, then shows the list.
-func (c *Console) deleteRule(w http.ResponseWriter, r *http.Request, k *call) error {
-	if err := k.api.DeleteRule(r.Context(), k.ws, r.PathValue("name")); err != nil {
-		return err
-	}
-	http.Redirect(w, r, wsPath(k.ws, "rules"), http.StatusSeeOther)
-	return nil
 }

@@ -433,11 +433,7 @@ func (c *Cluster) startController(ctx context.Context, name, bin, user string, e
 	if err != nil {
 		return err
 	}
-	return c.launch(ctx, func() (*process, func(context.Context) error, error) {
-		port, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
+	return c.launchHealthz(ctx, name, bin, func(port int) []string {
 		args := []string{
 			"--kubeconfig", kubeconfig,
 			"--authentication-kubeconfig", kubeconfig,
@@ -447,8 +443,20 @@ func (c *Cluster) startController(ctx context.Context, name, bin, user string, e
 			"--leader-elect=false",
 			"--profiling=false",
 		}
-		args = append(args, extra...)
-		p, err := startProcess(name, bin, args, c.logPath(name))
+		return append(args, extra...)
+	})
+}
+
+// launchHealthz launches name on a free port (see launch), with the arguments args
+// makes for that port, with extraEnv; it is ready when https://127.0.0.1:port/healthz
+// answers 200.
+func (c *Cluster) launchHealthz(ctx context.Context, name, bin string, args func(port int) []string, extraEnv ...string) error {
+	return c.launch(ctx, func() (*process, func(context.Context) error, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := startProcess(name, bin, args(port), c.logPath(name), extraEnv...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -469,15 +477,14 @@ func (c *Cluster) startKwok(ctx context.Context, bin string) error {
 	// kwok renews each node's Lease every quarter of its duration; a
 	// duration as long as the grace period renews four times within it.
 	lease := max(4, int(c.opts.NodeMonitorGracePeriod/time.Second))
-	return c.launch(ctx, func() (*process, func(context.Context) error, error) {
-		// kwok's server plays every fake node's kubelet endpoint (pod logs,
-		// see logs.go): the nodes advertise 127.0.0.1 and this port, which the
-		// heartbeat stage keeps current across restarts.
-		port, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
-		args := []string{
+	// kwok's server plays every fake node's kubelet endpoint (pod logs, see
+	// logs.go): the nodes advertise 127.0.0.1 and its port, which the heartbeat
+	// stage keeps current across restarts. kwok also reads $HOME/.kwok/kwok.yaml;
+	// a HOME of its own keeps a developer's configuration out of the tests. Its
+	// nodes are checked later by waitNodesReady (failing early if kwok exits, say
+	// on a bad stage).
+	return c.launchHealthz(ctx, "kwok", bin, func(port int) []string {
+		return []string{
 			"--kubeconfig", kubeconfig,
 			"--config", stagesPath,
 			"--manage-all-nodes=false",
@@ -489,16 +496,7 @@ func (c *Cluster) startKwok(ctx context.Context, bin string) error {
 			"--server-address", loopback(port),
 			"--enable-crds", "Logs",
 		}
-		// kwok also reads $HOME/.kwok/kwok.yaml; a HOME of its own keeps a
-		// developer's configuration out of the tests.
-		p, err := startProcess("kwok", bin, args, c.logPath("kwok"), "HOME="+home)
-		if err != nil {
-			return nil, nil, err
-		}
-		// Its nodes are checked later by waitNodesReady (failing early if kwok
-		// exits, say on a bad stage).
-		return p, httpReady(insecureLoopbackClient, "https://"+loopback(port)+"/healthz"), nil
-	})
+	}, "HOME="+home)
 }
 
 // insecureLoopbackClient checks the health of the scheduler and the

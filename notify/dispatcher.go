@@ -69,13 +69,7 @@ func WithConsumerPrefix(p string) Option {
 
 // WithAckWait sets the consumers' ack wait, at least 1s. Default 30s.
 func WithAckWait(d time.Duration) Option {
-	return func(o *Options) error {
-		if err := dlcjs.CheckAckWait(d); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-		o.AckWait = d
-		return nil
-	}
+	return dlcjs.AckWaitOption("notify", d, func(o *Options, d time.Duration) { o.AckWait = d })
 }
 
 // WithMaxAckPending bounds the events of one workspace being delivered at once. Default

@@ -64,13 +64,7 @@ func WithTaskQueue(q string) Option {
 
 // WithAckWait sets the consumer's ack wait, at least 1s. Default 30s.
 func WithAckWait(d time.Duration) Option {
-	return func(o *Options) error {
-		if err := dlcjs.CheckAckWait(d); err != nil {
-			return fmt.Errorf("triggers: %w", err)
-		}
-		o.AckWait = d
-		return nil
-	}
+	return dlcjs.AckWaitOption("triggers", d, func(o *Options, d time.Duration) { o.AckWait = d })
 }
 
 // WithLogger sets the logger. Default slog.Default().

@@ -56,44 +56,33 @@ func (w *experimentWorkflow) isPBT() bool { return w.exp.Spec.Algorithm.Name == 
 func (w *experimentWorkflow) startPBTTrials(ctx workflow.Context) {
 	p := w.parallelism()
 	interval := w.exp.Spec.PBTSettings().PerturbationInterval
-	for w.running < p {
-		if t := w.firstStopped(); t != nil {
-			t.Attempt++
-			w.startTrial(ctx, t)
-			continue
-		}
-		n := len(w.st.Trials)
-		if n >= w.st.MaxTrials {
-			return
-		}
+	w.fillSlots(ctx, func(n int) *TrialState {
 		gen, m := n/p, n%p
 		lin := &pbtLineage{Member: m, Generation: gen, Parent: -1, Donor: -1, StopAtStep: int64(gen+1) * interval}
 		var params map[string]float64
 		if gen == 0 {
 			sug := w.suggest(ctx, n)
 			if sug.Err != "" {
-				w.end(experimentOutcome{schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("suggesting trial %d: %s", n, sug.Err)})
-				return
+				w.suggestFailed(n, sug.Err)
+				return nil
 			}
 			params = sug.Params
 		} else {
 			for k := (gen - 1) * p; k < gen*p; k++ {
 				if !w.st.Trials[k].Phase.Final() {
-					return
+					return nil
 				}
 			}
 			if !w.pbtDecide(ctx, gen) {
-				return
+				return nil
 			}
 			d := w.st.PBT.Decisions[m]
 			params = d.Params
 			lin.Parent, lin.Donor, lin.ResumeFrom = (gen-1)*p+m, d.Donor, d.ResumeFrom
 			lin.Before, lin.Explore = d.Before, d.Explore
 		}
-		t := &TrialState{ID: n, Params: params, Phase: schemas.TrialPending, PBT: lin}
-		w.st.Trials = append(w.st.Trials, t)
-		w.startTrial(ctx, t)
-	}
+		return &TrialState{ID: n, Params: params, Phase: schemas.TrialPending, PBT: lin}
+	})
 }
 
 // pbtDecide makes generation gen's decisions unless they are made; false when the

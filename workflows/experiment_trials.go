@@ -52,6 +52,28 @@ type trialRun struct {
 // startTrials starts what may start while a slot is free: stopped trials again (after
 // resume), then new trials (see mayStartNew).
 func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
+	w.fillSlots(ctx, func(n int) *TrialState {
+		if w.st.Exhausted || !w.mayStartNew(n) {
+			return nil
+		}
+		sug := w.suggest(ctx, n)
+		if sug.Exhausted {
+			w.st.Exhausted = true
+			w.changed = true
+			return nil
+		}
+		if sug.Err != "" {
+			w.suggestFailed(n, sug.Err)
+			return nil
+		}
+		return &TrialState{ID: n, Params: sug.Params, Phase: schemas.TrialPending}
+	})
+}
+
+// fillSlots starts trials while a slot is free: a stopped trial again (after resume),
+// else, below MaxTrials, the new trial next makes for index n. It stops when next
+// answers nil (nothing may start now).
+func (w *experimentWorkflow) fillSlots(ctx workflow.Context, next func(n int) *TrialState) {
 	p := w.parallelism()
 	for w.running < p {
 		if t := w.firstStopped(); t != nil {
@@ -60,26 +82,21 @@ func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 			continue
 		}
 		n := len(w.st.Trials)
-		if n >= w.st.MaxTrials || w.st.Exhausted {
+		if n >= w.st.MaxTrials {
 			return
 		}
-		if !w.mayStartNew(n) {
+		t := next(n)
+		if t == nil {
 			return
 		}
-		sug := w.suggest(ctx, n)
-		if sug.Exhausted {
-			w.st.Exhausted = true
-			w.changed = true
-			return
-		}
-		if sug.Err != "" {
-			w.end(experimentOutcome{schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("suggesting trial %d: %s", n, sug.Err)})
-			return
-		}
-		t := &TrialState{ID: n, Params: sug.Params, Phase: schemas.TrialPending}
 		w.st.Trials = append(w.st.Trials, t)
 		w.startTrial(ctx, t)
 	}
+}
+
+// suggestFailed ends the experiment: the algorithm failed to suggest trial n.
+func (w *experimentWorkflow) suggestFailed(n int, msg string) {
+	w.end(experimentOutcome{schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("suggesting trial %d: %s", n, msg)})
 }
 
 func (w *experimentWorkflow) firstStopped() *TrialState {

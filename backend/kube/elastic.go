@@ -61,13 +61,11 @@ func (b *Backend) ScaleGang(ctx context.Context, g backend.GangSpec) error {
 	if err != nil {
 		return err
 	}
-	b.cache.start()
-	l := b.lockGang(g.ID())
-	defer l.Unlock()
-	svc, stopped, err := b.liveService(ctx, p.ns, g.GangRef)
-	if err != nil || stopped {
-		return err
-	}
+	return b.withLiveService(ctx, p.ns, g.GangRef, func(svc *corev1.Service) error { return b.scale(ctx, g, p, svc) })
+}
+
+// scale is ScaleGang with the gang locked and its live Service read.
+func (b *Backend) scale(ctx context.Context, g backend.GangSpec, p elasticPlan, svc *corev1.Service) error {
 	var had []replicaRef
 	if err := json.Unmarshal([]byte(svc.Annotations[AnnotationReplicas]), &had); err != nil {
 		return fmt.Errorf("kube: service %s/%s: bad %s annotation: %w", p.ns, svc.Name, AnnotationReplicas, err)
@@ -80,7 +78,8 @@ func (b *Backend) ScaleGang(ctx context.Context, g backend.GangSpec) error {
 	}
 	list, _ := json.Marshal(refs) // strings and ints: cannot fail
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationReplicas: string(list)}}})
-	if svc, err = b.client.CoreV1().Services(p.ns).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	svc, err := b.client.CoreV1().Services(p.ns).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
 		return fmt.Errorf("kube: scale %s: patch service: %w", g.ID(), err)
 	}
 	existed := map[string]bool{}
@@ -120,13 +119,12 @@ func (b *Backend) ReplaceReplica(ctx context.Context, g backend.GangSpec, replic
 	if rs == nil {
 		return backend.InvalidSpec(fmt.Errorf("kube: gang %s has no replica %s", g.ID(), replica))
 	}
-	b.cache.start()
-	l := b.lockGang(g.ID())
-	defer l.Unlock()
-	svc, stopped, err := b.liveService(ctx, p.ns, g.GangRef)
-	if err != nil || stopped {
-		return err
-	}
+	return b.withLiveService(ctx, p.ns, g.GangRef, func(svc *corev1.Service) error { return b.replace(ctx, g, p, svc, *rs) })
+}
+
+// replace is ReplaceReplica with the gang locked and its live Service read.
+func (b *Backend) replace(ctx context.Context, g backend.GangSpec, p elasticPlan, svc *corev1.Service, rs backend.ReplicaSpec) error {
+	replica := rs.Name
 	if err := b.deleteReplicaPod(ctx, p.ns, replica, 0); err != nil {
 		return err
 	}
@@ -146,7 +144,20 @@ func (b *Backend) ReplaceReplica(ctx context.Context, g backend.GangSpec, replic
 			return err
 		}
 	}
-	return b.createReplicaPod(ctx, g, *rs, svc, p)
+	return b.createReplicaPod(ctx, g, rs, svc, p)
+}
+
+// withLiveService runs fn with the gang locked and its live Service (see liveService);
+// it does nothing when the gang was stopped.
+func (b *Backend) withLiveService(ctx context.Context, ns string, ref backend.GangRef, fn func(*corev1.Service) error) error {
+	b.cache.start()
+	l := b.lockGang(ref.ID())
+	defer l.Unlock()
+	svc, stopped, err := b.liveService(ctx, ns, ref)
+	if err != nil || stopped {
+		return err
+	}
+	return fn(svc)
 }
 
 // liveService reads the gang's Service from the API server; stopped is set when the

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,52 +21,43 @@ func newNodeCmd(g *globals) *cobra.Command {
 		Short:   "Nodes' health verdicts and quarantine (a token of every workspace; release: a cluster admin)",
 	}
 	var reason string
-	release := &cobra.Command{
-		Use:   "release NAME",
-		Short: "Release a node from quarantine now, whatever its re-check backoff says",
-		Args:  cobra.ExactArgs(1),
-		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			n, err := c.ReleaseNode(cmd.Context(), args[0], reason)
+	release := g.nameCmd("release NAME", "Release a node from quarantine now, whatever its re-check backoff says",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			n, err := c.ReleaseNode(cmd.Context(), name, reason)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			return g.print(cmd, n, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "node %s released from quarantine\n", n.Name)
-				return err
-			})
-		}),
-	}
+			return n, line("node %s released from quarantine", n.Name), nil
+		})
 	release.Flags().StringVar(&reason, "reason", "", "why, recorded in the release's node-health event")
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "Every node's latest health verdict and whether it is quarantined",
-		Args:  cobra.NoArgs,
-		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+	cmd.AddCommand(g.viewCmd("list", "Every node's latest health verdict and whether it is quarantined",
+		func(cmd *cobra.Command, c *client.Client) (any, func(io.Writer) error, error) {
 			l, err := c.ListNodes(cmd.Context())
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			return g.print(cmd, l, func(w io.Writer) error { return printNodes(w, l.Items) })
+			return l, func(w io.Writer) error { return printTable(w, nodeColumns, l.Items) }, nil
 		}),
-	}, &cobra.Command{
-		Use:   "get NAME",
-		Short: "A node's latest health verdict, its checks, and whether it is quarantined",
-		Args:  cobra.ExactArgs(1),
-		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			n, err := c.GetNode(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return g.print(cmd, n, func(w io.Writer) error { return printNodes(w, []api.Node{*n}) })
-		}),
-	}, release)
+		g.nameCmd("get NAME", "A node's latest health verdict, its checks, and whether it is quarantined",
+			func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+				n, err := c.GetNode(cmd.Context(), name)
+				if err != nil {
+					return nil, nil, err
+				}
+				return n, func(w io.Writer) error { return printTable(w, nodeColumns, []api.Node{*n}) }, nil
+			}),
+		release)
 	return cmd
 }
 
-func printNodes(w io.Writer, nodes []api.Node) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATUS\tQUARANTINED\tCHECKED\tJOB\tCHECKS")
-	for _, n := range nodes {
+// nodeColumns are the table output of `dlc node list|get`.
+var nodeColumns = []column[api.Node]{
+	{"NAME", func(n api.Node) string { return n.Name }},
+	{"STATUS", func(n api.Node) string { return n.Status }},
+	{"QUARANTINED", func(n api.Node) string { return strconv.FormatBool(n.Quarantined) }},
+	{"CHECKED", func(n api.Node) string { return n.CheckedAt.Local().Format(time.DateTime) }},
+	{"JOB", func(n api.Node) string { return dash(n.Job) }},
+	{"CHECKS", func(n api.Node) string {
 		checks := make([]string, 0, len(n.Checks))
 		for _, c := range n.Checks {
 			verdict := "ok"
@@ -76,11 +66,6 @@ func printNodes(w io.Writer, nodes []api.Node) error {
 			}
 			checks = append(checks, c.Name+" "+verdict)
 		}
-		job := n.Job
-		if job == "" {
-			job = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", n.Name, n.Status, n.Quarantined, n.CheckedAt.Local().Format(time.DateTime), job, strings.Join(checks, ", "))
-	}
-	return tw.Flush()
+		return strings.Join(checks, ", ")
+	}},
 }
