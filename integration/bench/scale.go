@@ -171,7 +171,7 @@ func runScale(o scaleOptions) error {
 	}
 	defer k.close()
 	c, w, e := k.c, k.w, k.e
-	s := &scaleRun{o: o, c: c, counter: counter, reg: w.Metrics, e: e}
+	s := &scaleRun{o: o, c: c, counter: counter, reg: w.Metrics, e: e, trace: newAdmissionTrace()}
 	return s.run(ctx)
 }
 
@@ -183,6 +183,7 @@ type scaleRun struct {
 	reg       *metrics.Registry
 	e         *embedded.Embedded
 	submitted int
+	trace     *admissionTrace
 }
 
 func (s *scaleRun) run(ctx context.Context) error {
@@ -199,11 +200,17 @@ func (s *scaleRun) run(ctx context.Context) error {
 			break
 		}
 		start := time.Now()
+		from, cpu0, self0 := s.submitted, childCPU(), processCPU()
 		took, err := s.submitUpTo(ctx, n)
 		if err != nil {
 			return err
 		}
 		admission = append(admission, took)
+		fmt.Printf("  %d -> %d jobs: submit -> Launching or later %s (%.1f jobs/s); this process's CPU %s (%.0f%%)\n", from, n,
+			took.Round(time.Millisecond), float64(n-from)/took.Seconds(), (processCPU() - self0).Round(100*time.Millisecond),
+			100*(processCPU()-self0).Seconds()/took.Seconds())
+		printChildCPU(cpu0, childCPU(), took)
+		s.admissionSteps(ctx, from, n)
 		if err := s.waitPhase(ctx, n, isRunning); err != nil {
 			return err
 		}
@@ -267,7 +274,10 @@ func (s *scaleRun) submitUpTo(ctx context.Context, n int) (time.Duration, error)
 			spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":%q,"workspace":%q},
 "spec":{"framework":"pytorch","image":"registry.local/train:1.4","command":["train"],"roles":{"worker":{"replicas":%d}}}}`,
 				jobName(i), s.workspace(i), s.o.replicas)
-			if _, err := s.c.SubmitJob(ctx, []byte(spec)); err != nil {
+			t0 := time.Now()
+			_, err := s.c.SubmitJob(ctx, []byte(spec))
+			s.trace.submitted(i, t0, time.Now())
+			if err != nil {
 				mu.Lock()
 				firstErr = cmpErr(firstErr, fmt.Errorf("submit %s: %w", jobName(i), err))
 				mu.Unlock()
