@@ -24,6 +24,12 @@ const (
 	shortActivitySlots = 1000
 	// activitySlots is the worker's MaxConcurrentActivityExecutionSize.
 	activitySlots = MaxRunningJobs*longActivitiesPerJob + shortActivitySlots
+	// taskPollers is how many long polls the worker keeps open for each kind of task
+	// (workflow, activity). The SDK's default of 2 lets tasks wait in the task queue
+	// while many jobs are admitted at once: each poller takes one task per round trip
+	// to the server, and a task no poller is waiting for is written to the task
+	// queue's backlog and read back, two more writes on the server's database.
+	taskPollers = 8
 )
 
 // workerOptions are the Temporal worker's options for cfg.
@@ -34,6 +40,8 @@ func workerOptions(cfg Config) worker.Options {
 		// timeout). A short interval makes `dlc stop` take about a second, not 16.
 		MaxHeartbeatThrottleInterval:       time.Second,
 		MaxConcurrentActivityExecutionSize: activitySlots,
+		MaxConcurrentWorkflowTaskPollers:   taskPollers,
+		MaxConcurrentActivityTaskPollers:   taskPollers,
 		Interceptors:                       cfg.Interceptors,
 	}
 }

@@ -18,6 +18,10 @@ func TestWorkerSlotsHoldManyRunningJobs(t *testing.T) {
 	if MaxRunningJobs < 1000 {
 		t.Fatalf("MaxRunningJobs %d: want a worker sized for at least 1,000 running jobs", MaxRunningJobs)
 	}
+	if o.MaxConcurrentWorkflowTaskPollers < 4 || o.MaxConcurrentActivityTaskPollers < 4 {
+		t.Fatalf("pollers %d (workflow tasks), %d (activity tasks): want more than the SDK's 2",
+			o.MaxConcurrentWorkflowTaskPollers, o.MaxConcurrentActivityTaskPollers)
+	}
 	if o.MaxHeartbeatThrottleInterval != time.Second {
 		t.Fatalf("MaxHeartbeatThrottleInterval %s: want 1s (dlc stop is seen within a second)", o.MaxHeartbeatThrottleInterval)
 	}

@@ -38,6 +38,10 @@ type scaleOptions struct {
 	points []int
 	// window is how long each RPC rate is measured.
 	window time.Duration
+	// pollEvery is how often the bench lists the jobs while it waits for a phase.
+	pollEvery time.Duration
+	// heartbeatBudget is the worker's --heartbeat-budget; 0: the default.
+	heartbeatBudget float64
 }
 
 // requestCounter counts the worker's requests to the Kubernetes API server, by verb
@@ -160,7 +164,7 @@ func runScale(o scaleOptions) error {
 	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, %d cores, load average %s at start\n",
 		o.nodes, o.jobs, o.replicas, o.workspaces, runtime.NumCPU(), loadAvg())
 	counter := &requestCounter{}
-	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
+	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, heartbeatBudget: o.heartbeatBudget, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
 		cfg := rest.CopyConfig(cluster.Admin)
 		cfg.QPS, cfg.Burst = 50, 100 // the worker's defaults (kube.ClientConfig)
 		cfg.WrapTransport = counter.wrap
@@ -314,7 +318,7 @@ func isRunning(p schemas.JobPhase) bool { return p == schemas.JobRunning }
 
 // waitPhase polls the job lists until n jobs are in a phase ok accepts.
 func (s *scaleRun) waitPhase(ctx context.Context, n int, ok func(schemas.JobPhase) bool) error {
-	return poll(ctx, time.Second, func() (bool, error) {
+	return poll(ctx, s.o.pollEvery, func() (bool, error) {
 		count := 0
 		for w := range min(s.o.workspaces, n) {
 			token := ""
@@ -346,6 +350,7 @@ func (s *scaleRun) apiLatency(ctx context.Context) error {
 		sem := make(chan struct{}, 8)
 		var wg sync.WaitGroup
 		var firstErr error
+		failed := 0
 		for i := range 200 {
 			sem <- struct{}{}
 			wg.Go(func() {
@@ -355,16 +360,21 @@ func (s *scaleRun) apiLatency(ctx context.Context) error {
 				mu.Lock()
 				durs = append(durs, time.Since(t))
 				firstErr = cmpErr(firstErr, err)
+				if err != nil {
+					failed++
+				}
 				mu.Unlock()
 			})
 		}
 		wg.Wait()
-		if firstErr != nil {
-			return firstErr
-		}
 		slices.Sort(durs)
-		fmt.Printf("API %-22s p50 %8s  p99 %8s  (200 calls, 8 at a time, load %s)\n", what,
-			durs[len(durs)/2].Round(time.Millisecond), durs[len(durs)*99/100].Round(time.Millisecond), loadAvg())
+		// A failed call (the API's own deadline) counts with the time it took, and is
+		// reported: under load that is a result, not a reason to stop the run.
+		fmt.Printf("API %-22s p50 %8s  p99 %8s  (200 calls, 8 at a time, %d failed, load %s)\n", what,
+			durs[len(durs)/2].Round(time.Millisecond), durs[len(durs)*99/100].Round(time.Millisecond), failed, loadAvg())
+		if firstErr != nil {
+			fmt.Printf("  first failure: %v\n", firstErr)
+		}
 		return nil
 	}
 	if err := measure("list (100 jobs a page)", func(i int) error {

@@ -33,51 +33,72 @@ func (t *admissionTrace) submitted(i int, start, end time.Time) {
 	t.submitStart[i], t.submitEnd[i] = start, end
 }
 
-// admissionSteps reads jobs from to to-1 (at most 100, evenly sampled) and prints the
-// percentiles of each step of their admission, from the jobs' own timelines:
+// admissionSteps reads every job from from to to-1 and prints the admission rate
+// from the jobs' own timelines (first submit to the last job's Launching entry, so the
+// bench's polling interval does not count) and the percentiles of each step of their
+// admission:
 //
-//   - submit: the API's submit call (validation, the deleted-name check, the
-//     workflow start);
-//   - start -> accepted: from the submit's answer to the job workflow's first
-//     workflow task (the Pending "Accepted" entry: worker poll and task dispatch);
+//   - submit: the API's submit call (validation, the workflow start);
+//   - answer -> accepted: from the submit's answer to the job workflow's first
+//     workflow task (the Pending "Accepted" entry: task dispatch to the worker);
 //   - accepted -> admitted: the workspace lookup and the quota workflow's answer
 //     (the Admitted condition);
 //   - admitted -> launching: planning the attempt, up to the Launching entry.
 func (s *scaleRun) admissionSteps(ctx context.Context, from, to int) {
-	steps := map[string][]time.Duration{}
 	order := []string{"submit (API call)", "answer -> accepted", "accepted -> admitted", "admitted -> launching", "submit -> launching"}
-	stride := max(1, (to-from)/100)
-	for i := from; i < to; i += stride {
-		j, err := s.c.GetJob(ctx, s.workspace(i), jobName(i))
-		if err != nil {
-			continue
-		}
-		s.trace.mu.Lock()
-		start, end := s.trace.submitStart[i], s.trace.submitEnd[i]
-		s.trace.mu.Unlock()
-		accepted := timelineAt(j.Status.Timeline, schemas.JobPending)
-		launching := timelineAt(j.Status.Timeline, schemas.JobLaunching)
-		var admitted time.Time
-		for _, c := range j.Status.Conditions {
-			if c.Type == schemas.ConditionAdmitted {
-				admitted = c.LastTransitionTime
+	var mu sync.Mutex
+	steps := map[string][]time.Duration{}
+	var first, last time.Time
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := from; i < to; i++ {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			j, err := s.c.GetJob(ctx, s.workspace(i), jobName(i))
+			if err != nil {
+				return
 			}
-		}
-		if start.IsZero() || accepted.IsZero() || admitted.IsZero() || launching.IsZero() {
-			continue
-		}
-		steps[order[0]] = append(steps[order[0]], end.Sub(start))
-		steps[order[1]] = append(steps[order[1]], accepted.Sub(end))
-		steps[order[2]] = append(steps[order[2]], admitted.Sub(accepted))
-		steps[order[3]] = append(steps[order[3]], launching.Sub(admitted))
-		steps[order[4]] = append(steps[order[4]], launching.Sub(start))
+			s.trace.mu.Lock()
+			start, end := s.trace.submitStart[i], s.trace.submitEnd[i]
+			s.trace.mu.Unlock()
+			accepted := timelineAt(j.Status.Timeline, schemas.JobPending)
+			launching := timelineAt(j.Status.Timeline, schemas.JobLaunching)
+			var admitted time.Time
+			for _, c := range j.Status.Conditions {
+				if c.Type == schemas.ConditionAdmitted {
+					admitted = c.LastTransitionTime
+				}
+			}
+			if start.IsZero() || accepted.IsZero() || admitted.IsZero() || launching.IsZero() {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if first.IsZero() || start.Before(first) {
+				first = start
+			}
+			if launching.After(last) {
+				last = launching
+			}
+			steps[order[0]] = append(steps[order[0]], end.Sub(start))
+			steps[order[1]] = append(steps[order[1]], accepted.Sub(end))
+			steps[order[2]] = append(steps[order[2]], admitted.Sub(accepted))
+			steps[order[3]] = append(steps[order[3]], launching.Sub(admitted))
+			steps[order[4]] = append(steps[order[4]], launching.Sub(start))
+		})
 	}
-	fmt.Printf("admission steps of jobs %d-%d (%d sampled; times from the jobs' timelines):\n", from, to-1, len(steps[order[0]]))
+	wg.Wait()
+	n := len(steps[order[0]])
+	if n == 0 {
+		fmt.Printf("admission steps of jobs %d-%d: no job read\n", from, to-1)
+		return
+	}
+	took := last.Sub(first)
+	fmt.Printf("admission of jobs %d-%d from their timelines: %d jobs from the first submit to the last Launching in %s (%.1f jobs/s)\n",
+		from, to-1, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 	for _, name := range order {
 		d := steps[name]
-		if len(d) == 0 {
-			continue
-		}
 		slices.Sort(d)
 		fmt.Printf("  %-24s p50 %9s  p90 %9s  max %9s\n", name, d[len(d)/2].Round(time.Millisecond),
 			d[len(d)*9/10].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
