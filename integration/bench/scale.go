@@ -188,6 +188,8 @@ type scaleRun struct {
 	e         *embedded.Embedded
 	submitted int
 	trace     *admissionTrace
+	// lastCount is what waitPhase counted at its last listing.
+	lastCount int
 }
 
 func (s *scaleRun) run(ctx context.Context) error {
@@ -318,7 +320,12 @@ func isRunning(p schemas.JobPhase) bool { return p == schemas.JobRunning }
 
 // waitPhase polls the job lists until n jobs are in a phase ok accepts.
 func (s *scaleRun) waitPhase(ctx context.Context, n int, ok func(schemas.JobPhase) bool) error {
+	start, shown := time.Now(), time.Now()
 	return poll(ctx, s.o.pollEvery, func() (bool, error) {
+		if time.Since(shown) >= time.Minute { // a long wait shows how far it got
+			shown = time.Now()
+			fmt.Printf("  ... %s: %d of %d jobs counted at the last listing (load %s)\n", time.Since(start).Round(time.Second), s.lastCount, n, loadAvg())
+		}
 		count := 0
 		for w := range min(s.o.workspaces, n) {
 			token := ""
@@ -337,6 +344,7 @@ func (s *scaleRun) waitPhase(ctx context.Context, n int, ok func(schemas.JobPhas
 				}
 			}
 		}
+		s.lastCount = count
 		return count >= n, nil
 	})
 }
