@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/client"
@@ -21,11 +22,20 @@ func (s *Jobs) Start(ctx context.Context, job *schemas.TrainingJob) (api.Job, er
 		return api.Job{}, err
 	}
 	spec := workflows.JobStart(workflows.TrainingJobInput{Job: *job})
-	if err := s.reuseDeletedName(ctx, &spec, ws, name); err != nil {
-		return api.Job{}, err
+	exists := fmt.Sprintf("job %s already exists in workspace %s; delete it first or choose another name", name, ws)
+	// The start is tried first: a new name (the usual case) costs one call to Temporal.
+	// Only a name that is taken is looked at, and started again when its run was
+	// deleted (reuseDeletedName).
+	run, err := s.start(ctx, spec, "start job", exists)
+	if errors.Is(err, ErrAlreadyExists) {
+		var reuse bool
+		if reuse, err = s.reuseDeletedName(ctx, &spec, ws, name); err == nil {
+			if !reuse {
+				return api.Job{}, &Error{Kind: ErrAlreadyExists, Message: exists}
+			}
+			run, err = s.start(ctx, spec, "start job", exists)
+		}
 	}
-	run, err := s.start(ctx, spec, "start job",
-		fmt.Sprintf("job %s already exists in workspace %s; delete it first or choose another name", name, ws))
 	if err != nil {
 		return api.Job{}, err
 	}

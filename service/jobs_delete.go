@@ -192,33 +192,32 @@ func (s *Jobs) withoutDeleted(ctx context.Context, ws string, items []api.JobSum
 	return out, nil
 }
 
-// reuseDeletedName lets a new job take the name of a deleted one: when the name's
-// newest run has ended and was deleted, the start may reuse its workflow id.
-func (s *Jobs) reuseDeletedName(ctx context.Context, spec *workflows.StartSpec, ws, name string) error {
+// reuseDeletedName tells whether a new job may take the name of an existing one: when
+// the name's newest run has ended and was deleted, it sets the start's id reuse policy
+// so that the start may reuse its workflow id, and answers true.
+func (s *Jobs) reuseDeletedName(ctx context.Context, spec *workflows.StartSpec, ws, name string) (bool, error) {
 	if s.history == nil {
-		return nil
+		return false, nil
 	}
 	desc, err := s.tc.DescribeWorkflowExecution(ctx, spec.ID, "")
 	if err != nil {
 		if isNotFound(err) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("start job: %w", err)
+		return false, fmt.Errorf("start job: %w", err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil
+		return false, nil
 	}
 	view, err := s.query(ctx, ws, name)
 	if err != nil {
-		return fmt.Errorf("start job: read the previous run: %w", err)
+		return false, fmt.Errorf("start job: read the previous run: %w", err)
 	}
 	deleted, err := s.history.isDeleted(ctx, ws, view.UID)
-	if err != nil {
-		return err
+	if err != nil || !deleted {
+		return false, err
 	}
-	if deleted {
-		spec.Reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
-	}
-	return nil
+	spec.Reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	return true, nil
 }

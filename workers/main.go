@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -95,13 +94,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: checkpoint store: %w", err)
 	}
-	w := worker.New(tc, cfg.TaskQueue, worker.Options{
-		// A cancelled activity learns of it from a heartbeat response, and the SDK sends
-		// heartbeats at most once per throttle interval (by default 80% of the heartbeat
-		// timeout). A short interval makes `dlc stop` take about a second, not 16.
-		MaxHeartbeatThrottleInterval: time.Second,
-		Interceptors:                 cfg.Interceptors,
-	})
+	w := worker.New(tc, cfg.TaskQueue, workerOptions(cfg))
 	RegisterWorkflows(w)
 	workspaces, err := auth.OpenWorkspaceReader(ctx, ev.JetStream())
 	if err != nil {

@@ -35,6 +35,8 @@ type kubeWorkerOptions struct {
 	clientset func(*kubestack.Cluster) (kubernetes.Interface, error)
 	// backend are the kube backend's options, after the quiet logger.
 	backend []kube.Option
+	// heartbeatBudget is the worker's --heartbeat-budget; 0: the default.
+	heartbeatBudget float64
 }
 
 // startKubeWorker starts a kubeWorker under dir; close ends it.
@@ -68,7 +70,7 @@ func startKubeWorker(ctx context.Context, dir string, o kubeWorkerOptions) (k *k
 	if k.backend, err = kube.New(cs, append([]kube.Option{kube.WithLogger(quiet)}, o.backend...)...); err != nil {
 		return nil, err
 	}
-	if k.w, err = app.Start(ctx, k.e.AppConfig(app.Config{Worker: true, Backend: k.backend, Logger: quiet})); err != nil {
+	if k.w, err = app.Start(ctx, k.e.AppConfig(app.Config{Worker: true, Backend: k.backend, Logger: quiet, HeartbeatBudget: o.heartbeatBudget})); err != nil {
 		return nil, err
 	}
 	if k.c, err = client.New(k.e.APIURL, client.WithToken(k.e.AdminToken)); err != nil {
