@@ -17,8 +17,20 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// failCheckOn fails the pre-flight check pod of a job on node (kwok fails it, as a
-// crashing nvidia-smi would) as soon as it appears.
+// submitFailingCheck submits recoveryJob ws/name with its pre-flight health check on
+// and fails the check pod on node (kwok fails it, as a crashing nvidia-smi would) as
+// soon as it appears; the node is released from quarantine when the test ends.
+func submitFailingCheck(t *testing.T, ctx context.Context, ws, name, node string) {
+	t.Helper()
+	t.Cleanup(func() { unquarantine(t, node) })
+	injected := failCheckOn(ctx, ws, node)
+	submit(t, ctx, strings.Replace(recoveryJob(ws, name, "3s", ""), "logs: {forward: false}", "logs: {forward: false}\n  healthCheck: {enabled: true, timeout: 30s}", 1))
+	if err := <-injected; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failCheckOn fails the pre-flight check pod of a job on node as soon as it appears.
 func failCheckOn(ctx context.Context, ws, node string) <-chan error {
 	injected := make(chan error, 1)
 	go func() {
@@ -69,13 +81,7 @@ func TestNodesAPIListsAndReleasesQuarantinedNode(t *testing.T) {
 	ctx := testContext(t)
 	const ws, name = "kube-nodes-api", "checked"
 	bad := env.cluster.Nodes[1]
-	t.Cleanup(func() { unquarantine(t, bad) })
-	injected := failCheckOn(ctx, ws, bad)
-	spec := strings.Replace(recoveryJob(ws, name, "3s", ""), "logs: {forward: false}", "logs: {forward: false}\n  healthCheck: {enabled: true, timeout: 30s}", 1)
-	submit(t, ctx, spec)
-	if err := <-injected; err != nil {
-		t.Fatal(err)
-	}
+	submitFailingCheck(t, ctx, ws, name, bad)
 	eventually(t, ctx, "the node tainted", func() bool {
 		tainted, labelled, _ := quarantineOf(t, ctx, bad)
 		return tainted && labelled

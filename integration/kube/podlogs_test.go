@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -100,9 +99,8 @@ func waitLog(t *testing.T, ctx context.Context, ws, name string, want []string) 
 	for {
 		var err error
 		recs, err = readJobLog(ctx, ws, name)
-		var apiErr *dlc.Error
 		switch {
-		case errors.As(err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable:
+		case apiStatus(err) == http.StatusServiceUnavailable:
 			t.Logf("job log: %v (retrying)", err)
 		case err != nil:
 			t.Fatal(err)

@@ -263,13 +263,7 @@ func TestRecoveryHealthCheckExcludesBadNode(t *testing.T) {
 	ctx := testContext(t)
 	const ws, name = "kube-rec-health", "checked"
 	bad := env.cluster.Nodes[0]
-	t.Cleanup(func() { unquarantine(t, bad) })
-	injected := failCheckOn(ctx, ws, bad)
-	spec := strings.Replace(recoveryJob(ws, name, "3s", ""), "logs: {forward: false}", "logs: {forward: false}\n  healthCheck: {enabled: true, timeout: 30s}", 1)
-	submit(t, ctx, spec)
-	if err := <-injected; err != nil {
-		t.Fatal(err)
-	}
+	submitFailingCheck(t, ctx, ws, name, bad)
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("%s: %s", j.Status.Phase, j.Status.Message)
