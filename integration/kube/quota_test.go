@@ -19,8 +19,8 @@ func TestWorkspaceQuotaQueuesJobsByPriority(t *testing.T) {
 	if err := env.api.SetQuota(ctx, ws, api.Quota{GPU: &gpus, CPU: "64"}); err != nil {
 		t.Fatal(err)
 	}
-	job := func(name string, priority, gpu int) string {
-		return kwokJob(name, ws, "3s", fmt.Sprintf(`
+	job := func(name string, priority, gpu int, completeAfter string) string {
+		return kwokJob(name, ws, completeAfter, fmt.Sprintf(`
   framework: pytorch
   image: registry.local/train:1.4
   command: [torchrun, train.py]
@@ -28,14 +28,16 @@ func TestWorkspaceQuotaQueuesJobsByPriority(t *testing.T) {
   roles: {worker: {replicas: 2, resources: {gpu: %d, cpu: "4"}}}
 `, priority, gpu))
 	}
-	submit(t, ctx, job("first", 0, 2))
+	// first runs until the test completes its pods, once second and urgent are queued
+	// behind it (with a fixed run time, a slow test could see it end before that).
+	submit(t, ctx, job("first", 0, 2, "1h"))
 	waitJob(t, ctx, ws, "first", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
-	submit(t, ctx, job("second", 0, 2))
+	submit(t, ctx, job("second", 0, 2, "3s"))
 	queued := waitJob(t, ctx, ws, "second", "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
 	if queued.Status.Reason != "QuotaExceeded" {
 		t.Errorf("second: reason %q (%s), want QuotaExceeded", queued.Status.Reason, queued.Status.Message)
 	}
-	submit(t, ctx, job("urgent", 10, 2))
+	submit(t, ctx, job("urgent", 10, 2, "3s"))
 	waitJob(t, ctx, ws, "urgent", "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
 	if pods := jobPods(t, ctx, ws, "second"); len(pods) != 0 {
 		t.Errorf("second has %d pods while queued, want none", len(pods))
@@ -49,10 +51,14 @@ func TestWorkspaceQuotaQueuesJobsByPriority(t *testing.T) {
 	}
 
 	// Too large for the quota on its own: fails fast, creates nothing.
-	submit(t, ctx, job("huge", 0, 4))
+	submit(t, ctx, job("huge", 0, 4, "3s"))
 	huge := waitJob(t, ctx, ws, "huge", "terminal", terminal)
 	if huge.Status.Phase != schemas.JobFailed || huge.Status.Reason != "QuotaExceeded" {
 		t.Errorf("huge: %s %s (%s), want Failed QuotaExceeded", huge.Status.Phase, huge.Status.Reason, huge.Status.Message)
+	}
+
+	for _, p := range jobPods(t, ctx, ws, "first") {
+		completePod(t, ctx, ws, p.Name)
 	}
 
 	ends := map[string]*api.Job{}
