@@ -63,7 +63,8 @@ var serviceStatus = []struct {
 
 // errorReply is the one mapping from an error a handler (or the router) returns to
 // the HTTP status and the JSON error body. Anything it does not know is an internal
-// error: 503 when Temporal is unavailable or the call timed out, 500 otherwise.
+// error: 503 when Temporal is unavailable, the call timed out or Temporal gave up on
+// it (a workflow query it cancelled while the worker restarts), 500 otherwise.
 func errorReply(err error) (int, api.Error) {
 	if he, ok := errors.AsType[*httpError](err); ok {
 		return he.status, he.body
@@ -78,11 +79,21 @@ func errorReply(err error) (int, api.Error) {
 	if _, ok := errors.AsType[schemas.ErrorList](err); ok {
 		return specReply(err)
 	}
-	var unavail *serviceerror.Unavailable
-	if errors.As(err, &unavail) || errors.Is(err, context.DeadlineExceeded) {
+	if transient(err) {
 		return http.StatusServiceUnavailable, api.Error{Code: api.CodeUnavailable, Message: err.Error()}
 	}
 	return http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Message: err.Error()}
+}
+
+// transient reports whether err says the call may succeed if asked again: Temporal
+// is unavailable, or the call ran out of time or was cancelled on Temporal's side.
+// (A cancelled request of the client's own gets no answer, so a cancellation seen
+// here is Temporal's.)
+func transient(err error) bool {
+	_, unavail := errors.AsType[*serviceerror.Unavailable](err)
+	_, canceled := errors.AsType[*serviceerror.Canceled](err)
+	_, deadline := errors.AsType[*serviceerror.DeadlineExceeded](err)
+	return unavail || canceled || deadline || errors.Is(err, context.DeadlineExceeded)
 }
 
 func specReply(err error) (int, api.Error) {

@@ -54,6 +54,10 @@ func TestErrorReply(t *testing.T) {
 			503, api.Error{Code: api.CodeUnavailable, Message: "start job: down"}},
 		{"deadline", fmt.Errorf("query job: %w", context.DeadlineExceeded),
 			503, api.Error{Code: api.CodeUnavailable, Message: "query job: context deadline exceeded"}},
+		{"temporal deadline", fmt.Errorf("query job: %w", serviceerror.NewDeadlineExceeded("timed out")),
+			503, api.Error{Code: api.CodeUnavailable, Message: "query job: timed out"}},
+		{"temporal cancelled the query", fmt.Errorf("query job: %w", serviceerror.NewCanceled("context canceled")),
+			503, api.Error{Code: api.CodeUnavailable, Message: "query job: context canceled"}},
 		{"internal", fmt.Errorf("store rule: %w", errors.New("boom")),
 			500, api.Error{Code: api.CodeInternal, Message: "store rule: boom"}},
 	}

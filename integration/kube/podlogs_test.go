@@ -92,7 +92,8 @@ func lines(recs []events.LogRecord) []string {
 // waitLog polls the job's log until it holds want (texts, in order) and returns it.
 // Right after a worker restart the API answers 503 for a while: it reads the job's
 // status with a workflow query, which waits for the dead worker's sticky queue to
-// time out (5 s) and then for the new worker to poll. waitLog retries those.
+// time out (5 s) and then for the new worker to poll; Temporal may also cancel the
+// query on its side meanwhile. waitLog retries those.
 func waitLog(t *testing.T, ctx context.Context, ws, name string, want []string) []events.LogRecord {
 	t.Helper()
 	var recs []events.LogRecord
