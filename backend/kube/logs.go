@@ -146,18 +146,23 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 					"namespace", ns, "pod", pod.Name, "error", err)
 				loggedFailure = true
 			}
-			wait := backoff
 			if finished {
 				// Give a real kubelet's hiccup a second chance before concluding the log
 				// cannot be read.
 				if finishedFailures++; finishedFailures >= finishedAttempts {
 					return b.logGap(ctx, ns, pod, f, fmt.Sprintf("the log of pod %s/%s could not be read after it finished: %v", ns, pod.Name, err))
 				}
-				wait = b.poll
+				if err := b.wait(ctx, nil, b.poll); err != nil {
+					return err
+				}
+				continue
 			}
-			// Wake up early when the pod changes: once it has finished, a log that
-			// still cannot be read is given up quickly.
-			if err := b.wait(ctx, b.changesOf(ns, ref), wait); err != nil {
+			// Wake up early when this pod finishes, goes or restarts (a finished pod's
+			// log that still cannot be read is given up quickly), not at every change
+			// of its gang: while a large gang comes up, every one of its pods changes
+			// several times, and each change would send every follower whose log is
+			// not readable yet to the API server again.
+			if err := b.waitPodEnds(ctx, ns, ref, pod.Name, restarts, backoff); err != nil {
 				return err
 			}
 			backoff = min(2*backoff, 10*b.poll)
@@ -215,6 +220,26 @@ func (b *Backend) watchLogPod(ctx context.Context, ns string, ref backend.GangRe
 		}
 		if b.wait(ctx, changed, b.poll) != nil {
 			return false
+		}
+	}
+}
+
+// waitPodEnds waits up to d, or until the pod has finished or gone, or its
+// container's restart count is no longer restarts.
+func (b *Backend) waitPodEnds(ctx context.Context, ns string, ref backend.GangRef, name string, restarts int32, d time.Duration) error {
+	deadline := b.clock.Now().Add(d)
+	for {
+		changed := b.changesOf(ns, ref)
+		pod, err := b.cache.pod(ctx, ns, name)
+		if err == nil && (pod == nil || podFinished(pod) || restartCount(pod) != restarts) {
+			return nil
+		}
+		left := deadline.Sub(b.clock.Now())
+		if left <= 0 {
+			return nil
+		}
+		if err := b.wait(ctx, changed, left); err != nil {
+			return err
 		}
 	}
 }

@@ -333,6 +333,47 @@ func TestFollowLogsUnavailable(t *testing.T) {
 	}
 }
 
+// A running pod whose log cannot be read is asked again after the backoff, or at
+// once when that pod changes (here its container restarts), not at every change of
+// the other pods of its gang: a 256-pod gang coming up changes hundreds of times.
+func TestFollowLogsUnavailableWaitsForItsOwnPod(t *testing.T) {
+	cs := newClient()
+	logs := &fakeLogs{fail: true}
+	logs.install(cs)
+	b := newBackend(t, cs, WithPollInterval(time.Hour)) // the backoff never ends in this test
+	g := gangOf(t, ddp("resnet"))
+	launch(t, b, g)
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", runningStatus(), "node-a")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.FollowLogs(ctx, g.GangRef, "resnet-master-0-a1", 0, func(backend.LogLine) error { return nil })
+	}()
+	eventually(t, "the first log request", func() bool { return logs.requests() == 1 })
+	for i := range 10 { // the other replicas come up and change
+		st := runningStatus()
+		st.Message = fmt.Sprint("change ", i)
+		setPodStatus(t, cs, "vision", fmt.Sprintf("resnet-worker-%d-a1", i%2), st, "node-b")
+	}
+	eventually(t, "the informer to see the last change", func() bool {
+		p, err := b.cache.pod(ctx, "vision", "resnet-worker-1-a1")
+		return err == nil && p != nil && p.Status.Message == "change 9"
+	})
+	time.Sleep(50 * time.Millisecond)
+	if n := logs.requests(); n != 1 {
+		t.Fatalf("%d log requests after 10 changes of other pods, want 1", n)
+	}
+	restarted := runningStatus()
+	restarted.ContainerStatuses[0].RestartCount = 1
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", restarted, "node-a")
+	eventually(t, "a log request once the pod itself changed", func() bool { return logs.requests() > 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("FollowLogs = %v, want context.Canceled", err)
+	}
+}
+
 func TestFollowLogsOfGoneReplicas(t *testing.T) {
 	cs := newClient()
 	b := newBackend(t, cs)
