@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,6 +31,9 @@ type kubeWorker struct {
 // kubeWorkerOptions shape a kubeWorker.
 type kubeWorkerOptions struct {
 	nodes int
+	// nodeGrace is the control plane's node monitor grace period; 0: kubestack's
+	// default.
+	nodeGrace time.Duration
 	// clientset is the worker's clientset, built from the cluster; nil: a clientset of
 	// the cluster's administrator with the cluster's client rate limits.
 	clientset func(*kubestack.Cluster) (kubernetes.Interface, error)
@@ -48,7 +52,7 @@ func startKubeWorker(ctx context.Context, dir string, o kubeWorkerOptions) (k *k
 			k.close()
 		}
 	}()
-	if k.cluster, err = kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: o.nodes}); err != nil {
+	if k.cluster, err = kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: o.nodes, NodeMonitorGracePeriod: o.nodeGrace}); err != nil {
 		return nil, err
 	}
 	if k.e, err = embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet}); err != nil {

@@ -56,6 +56,8 @@ func main() {
 	scaleReplicas := flag.Int("scale-replicas", 10, "with -scale, pods per job")
 	scalePoints := flag.String("scale-points", "10,100,1000", "with -scale, running-job counts at which the RPC rate is measured")
 	scalePoll := flag.Duration("scale-poll", 5*time.Second, "with -scale, how often the bench lists the jobs while it waits (each listing is a visibility query per workspace)")
+	scaleWindows := flag.Int("scale-windows", 5, "with -scale, 30 s measuring windows of the RPC rate at each point")
+	scaleGrace := flag.Duration("scale-node-grace", 2*time.Minute, "with -scale, the node monitor grace period: how late kwok may renew its nodes' leases before their pods are evicted")
 	scaleBudget := flag.Float64("scale-heartbeat-budget", 0, "with -scale, the worker's --heartbeat-budget (0: the default)")
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
 	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
@@ -84,7 +86,7 @@ func main() {
 			os.Exit(2)
 		}
 		if err := runScale(scaleOptions{nodes: *scaleNodes, jobs: *scaleJobs, replicas: *scaleReplicas, workspaces: 10,
-			points: points, window: 30 * time.Second, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget}); err != nil {
+			points: points, window: 30 * time.Second, windows: *scaleWindows, nodeGrace: *scaleGrace, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget}); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
+	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -36,8 +38,14 @@ type scaleOptions struct {
 	nodes, jobs, replicas, workspaces int
 	// points are the numbers of running jobs at which the steady RPC rate is measured.
 	points []int
-	// window is how long each RPC rate is measured.
-	window time.Duration
+	// window is how long each RPC rate is measured, windows how many times at each
+	// point (one after another; rows give min, median and max).
+	window  time.Duration
+	windows int
+	// nodeGrace is the controller manager's node monitor grace period (kubestack's
+	// NodeMonitorGracePeriod): how late kwok may renew a node's Lease before the node
+	// is marked not ready and its pods evicted.
+	nodeGrace time.Duration
 	// pollEvery is how often the bench lists the jobs while it waits for a phase.
 	pollEvery time.Duration
 	// heartbeatBudget is the worker's --heartbeat-budget; 0: the default.
@@ -164,7 +172,7 @@ func runScale(o scaleOptions) error {
 	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, %d cores, load average %s at start\n",
 		o.nodes, o.jobs, o.replicas, o.workspaces, runtime.NumCPU(), loadAvg())
 	counter := &requestCounter{}
-	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, heartbeatBudget: o.heartbeatBudget, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
+	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, nodeGrace: o.nodeGrace, heartbeatBudget: o.heartbeatBudget, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
 		cfg := rest.CopyConfig(cluster.Admin)
 		cfg.QPS, cfg.Burst = 50, 100 // the worker's defaults (kube.ClientConfig)
 		cfg.WrapTransport = counter.wrap
@@ -197,8 +205,8 @@ func (s *scaleRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n## steady RPC rate of the worker while N jobs run (%s window each)\n\n", s.o.window)
-	fmt.Printf("%-8s %-6s %12s %8s %8s %8s %8s %12s %12s %6s\n", "running", "load", "kube req/s", "get/s", "list/s", "write/s", "log/s", "heartbeat/s", "temporal/s", "CPU")
+	fmt.Printf("\n## steady RPC rate of the worker while N jobs run (%d windows of %s at each point)\n\n", s.o.windows, s.o.window)
+	rateHeader()
 	var admission []time.Duration
 	var runningTook time.Duration
 	for _, n := range s.o.points {
@@ -221,15 +229,8 @@ func (s *scaleRun) run(ctx context.Context) error {
 			return err
 		}
 		runningTook = time.Since(start)
-		time.Sleep(5 * time.Second) // a settling pause before the measuring window
-		a := s.counter.snap(s.reg)
-		time.Sleep(s.o.window) // the measuring window
-		z := s.counter.snap(s.reg)
-		secs := z.at.Sub(a.at).Seconds()
-		fmt.Printf("%-8d %-6s %12.2f %8.2f %8.2f %8.2f %8.2f %12.2f %12.2f %5.0f%%\n", n, loadAvg(),
-			float64(z.kube-a.kube)/secs, float64(z.kubeGet-a.kubeGet)/secs, float64(z.kubeLst-a.kubeLst)/secs,
-			float64(z.kubeWrite-a.kubeWrite)/secs, float64(z.kubeLog-a.kubeLog)/secs, (z.heartbeats-a.heartbeats)/secs, (z.temporal-a.temporal)/secs,
-			100*(z.cpu-a.cpu).Seconds()/secs)
+		time.Sleep(5 * time.Second) // a settling pause before the measuring windows
+		s.measureRates(n)
 	}
 	fmt.Printf("\n## the last step: %d jobs (%d pods)\n\n", s.submitted, s.submitted*s.o.replicas)
 	last := admission[len(admission)-1]
@@ -254,6 +255,62 @@ func (s *scaleRun) run(ctx context.Context) error {
 	}
 	fmt.Printf("NATS messages per job (events and log streams, %d jobs): %.1f\n", s.submitted, float64(msgs1-msgs0)/float64(s.submitted))
 	return nil
+}
+
+// rates are the worker's request rates in one measuring window, in rateColumns'
+// order: kube requests (all, gets, lists, writes, log streams), heartbeats and all
+// Temporal requests a second, and the process's CPU in percent of one core.
+type rates [8]float64
+
+var rateColumns = [8]string{"kube req/s", "get/s", "list/s", "write/s", "log/s", "heartbeat/s", "temporal/s", "CPU %"}
+
+func rateHeader() {
+	fmt.Printf("%-8s %-7s %-6s", "running", "window", "load")
+	for _, c := range rateColumns {
+		fmt.Printf(" %11s", c)
+	}
+	fmt.Println()
+}
+
+func (r rates) print(n int, window, load string) {
+	fmt.Printf("%-8d %-7s %-6s", n, window, load)
+	for _, v := range r {
+		fmt.Printf(" %11.2f", v)
+	}
+	fmt.Println()
+}
+
+// measureRates measures the worker's steady request rates with n jobs running in
+// s.o.windows windows one after another, prints each, then each column's min, median
+// and max.
+func (s *scaleRun) measureRates(n int) {
+	var all []rates
+	for w := range max(1, s.o.windows) {
+		a := s.counter.snap(s.reg)
+		time.Sleep(s.o.window)
+		z := s.counter.snap(s.reg)
+		secs := z.at.Sub(a.at).Seconds()
+		r := rates{float64(z.kube - a.kube), float64(z.kubeGet - a.kubeGet), float64(z.kubeLst - a.kubeLst),
+			float64(z.kubeWrite - a.kubeWrite), float64(z.kubeLog - a.kubeLog), z.heartbeats - a.heartbeats,
+			z.temporal - a.temporal, 100 * (z.cpu - a.cpu).Seconds()}
+		for i := range r {
+			r[i] /= secs
+		}
+		r.print(n, strconv.Itoa(w+1), loadAvg())
+		all = append(all, r)
+	}
+	var lo, mid, hi rates
+	for i := range lo {
+		col := make([]float64, len(all))
+		for w, r := range all {
+			col[w] = r[i]
+		}
+		slices.Sort(col)
+		lo[i], mid[i], hi[i] = col[0], col[len(col)/2], col[len(col)-1]
+	}
+	lo.print(n, "min", "")
+	mid.print(n, "median", "")
+	hi.print(n, "max", "")
 }
 
 // selfPeakRSS is this process's peak resident set size, 0 if unknown.
@@ -415,6 +472,62 @@ func (s *scaleRun) historyPerJob(ctx context.Context) error {
 	}
 	slices.Sort(lens)
 	fmt.Printf("history events per running job (%d sampled): min %d, median %d, max %d\n", len(lens), lens[0], lens[len(lens)/2], lens[len(lens)-1])
+	return s.actionsPerJob(ctx, tc)
+}
+
+// actionEvents are the history events that record an action in the sense of
+// Temporal Cloud's billing (a workflow started, an activity scheduled, a timer, a
+// signal, an update, a child workflow, a marker such as a version or side effect, a
+// search attribute upsert). Heartbeats are actions too; they are not in the history
+// and are counted from the worker's requests (the heartbeat/s column).
+var actionEvents = []enumspb.EventType{
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+	enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+	enumspb.EVENT_TYPE_TIMER_STARTED,
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+	enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+	enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+	enumspb.EVENT_TYPE_MARKER_RECORDED,
+	enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+	enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
+}
+
+// actionsPerJob reads the whole history of up to 20 running jobs' workflows and
+// prints the median count of each kind of action event and of workflow tasks.
+func (s *scaleRun) actionsPerJob(ctx context.Context, tc tclient.Client) error {
+	counts := map[enumspb.EventType][]int{}
+	var totals []int
+	for i := 0; i < s.submitted; i += max(1, s.submitted/20) {
+		per := map[enumspb.EventType]int{}
+		it := tc.GetWorkflowHistory(ctx, workflows.JobWorkflowID(s.workspace(i), jobName(i)), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			per[ev.GetEventType()]++
+		}
+		total := 0
+		for _, t := range actionEvents {
+			total += per[t]
+			counts[t] = append(counts[t], per[t])
+		}
+		counts[enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED] = append(counts[enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED], per[enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED])
+		totals = append(totals, total)
+	}
+	median := func(v []int) int {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	var parts []string
+	for _, t := range actionEvents {
+		if m := median(counts[t]); m > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(t.String(), "EVENT_TYPE_"), m))
+		}
+	}
+	fmt.Printf("Temporal actions per running job so far (%d sampled, heartbeats apart): median %d, max %d; medians by kind: %s; workflow tasks completed %d\n",
+		len(totals), median(totals), slices.Max(totals), strings.Join(parts, ", "), median(counts[enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]))
 	return nil
 }
 
