@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/opendlc/opendlc/backend"
@@ -92,8 +93,9 @@ type Backend struct {
 	clock            clock.WithTicker
 	logger           *slog.Logger
 	poll             time.Duration
-	health           healthConfig    // node health checks and quarantine (health.go)
-	transient        transientConfig // image pull and node-lost grace periods (transient.go)
+	logLimiter       flowcontrol.RateLimiter // log opens (logs_rate.go)
+	health           healthConfig            // node health checks and quarantine (health.go)
+	transient        transientConfig         // image pull and node-lost grace periods (transient.go)
 
 	cache *podCache
 	nodes *nodeCache
@@ -347,6 +349,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),
 		poll:             DefaultPollInterval,
+		logLimiter:       flowcontrol.NewTokenBucketRateLimiter(DefaultLogRequestQPS, DefaultLogRequestBurst),
 		transient:        transientConfig{imagePullGrace: DefaultImagePullGrace, nodeLostGrace: DefaultNodeLostGrace},
 		gangs:            map[string]*gangLock{},
 		stopped:          map[string]bool{},

@@ -115,7 +115,11 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 				}
 			}()
 		}
-		stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(false, !finished)).Stream(streamCtx)
+		var stream io.ReadCloser
+		err = b.logLimiter.Wait(streamCtx)
+		if err == nil {
+			stream, err = b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(false, !finished)).Stream(streamCtx)
+		}
 		opened := err == nil
 		if opened {
 			err = f.consume(stream, finished)
@@ -165,7 +169,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			if err := b.waitPodEnds(ctx, ns, ref, pod.Name, restarts, backoff); err != nil {
 				return err
 			}
-			backoff = min(2*backoff, 10*b.poll)
+			backoff = b.nextLogRetry(backoff)
 			continue
 		}
 		backoff = b.poll
@@ -191,6 +195,9 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 // to where it ends: the lines it wrote after the last one delivered before it
 // restarted. A log that cannot be read leaves a gap record.
 func (b *Backend) readPrevious(ctx context.Context, ns string, pod *corev1.Pod, f *logFollower) error {
+	if err := b.logLimiter.Wait(ctx); err != nil {
+		return err
+	}
 	stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(true, false)).Stream(ctx)
 	if err == nil {
 		err = f.consume(stream, true)
