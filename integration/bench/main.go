@@ -56,6 +56,7 @@ func main() {
 	scaleReplicas := flag.Int("scale-replicas", 10, "with -scale, pods per job")
 	scalePoints := flag.String("scale-points", "10,100,1000", "with -scale, running-job counts at which the RPC rate is measured")
 	scalePoll := flag.Duration("scale-poll", 5*time.Second, "with -scale, how often the bench lists the jobs while it waits (each listing is a visibility query per workspace)")
+	scaleRuns := flag.Int("scale-runs", 1, "with -scale, whole runs, each on a fresh stack, then min/median/max of each figure over them")
 	scaleWindows := flag.Int("scale-windows", 5, "with -scale, 30 s measuring windows of the RPC rate at each point")
 	scaleGrace := flag.Duration("scale-node-grace", 2*time.Minute, "with -scale, the node monitor grace period: how late kwok may renew its nodes' leases before their pods are evicted")
 	scaleBudget := flag.Float64("scale-heartbeat-budget", 0, "with -scale, the worker's --heartbeat-budget (0: the default)")
@@ -85,8 +86,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: -scale-points:", err)
 			os.Exit(2)
 		}
-		if err := runScale(scaleOptions{nodes: *scaleNodes, jobs: *scaleJobs, replicas: *scaleReplicas, workspaces: 10,
-			points: points, window: 30 * time.Second, windows: *scaleWindows, nodeGrace: *scaleGrace, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget}); err != nil {
+		if err := runScaleRepeated(scaleOptions{nodes: *scaleNodes, jobs: *scaleJobs, replicas: *scaleReplicas, workspaces: 10,
+			points: points, window: 30 * time.Second, windows: *scaleWindows, nodeGrace: *scaleGrace, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget}, *scaleRuns); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -161,12 +161,12 @@ func processCPU() time.Duration {
 // ("Scale") lists: the RPC rate of watching 10, 100, 1,000 running jobs, the admission
 // rate, time to all Running, CPU and memory, API latency under load, history events,
 // heartbeats and NATS messages per job.
-func runScale(o scaleOptions) error {
+func runScale(o scaleOptions) (scaleResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-scale-")
 	if err != nil {
-		return err
+		return scaleResult{}, err
 	}
 	defer os.RemoveAll(dir)
 	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, %d cores, load average %s at start\n",
@@ -179,12 +179,13 @@ func runScale(o scaleOptions) error {
 		return kubernetes.NewForConfig(cfg)
 	}})
 	if err != nil {
-		return err
+		return scaleResult{}, err
 	}
 	defer k.close()
 	c, w, e := k.c, k.w, k.e
 	s := &scaleRun{o: o, c: c, counter: counter, reg: w.Metrics, e: e, trace: newAdmissionTrace()}
-	return s.run(ctx)
+	err = s.run(ctx)
+	return s.res, err
 }
 
 // scaleRun is one scale run's state.
@@ -198,6 +199,7 @@ type scaleRun struct {
 	trace     *admissionTrace
 	// lastCount is what waitPhase counted at its last listing.
 	lastCount int
+	res       scaleResult
 }
 
 func (s *scaleRun) run(ctx context.Context) error {
@@ -224,13 +226,13 @@ func (s *scaleRun) run(ctx context.Context) error {
 			took.Round(time.Millisecond), float64(n-from)/took.Seconds(), (processCPU() - self0).Round(100*time.Millisecond),
 			100*(processCPU()-self0).Seconds()/took.Seconds())
 		printChildCPU(cpu0, childCPU(), took)
-		s.admissionSteps(ctx, from, n)
+		rate := s.admissionSteps(ctx, from, n)
 		if err := s.waitPhase(ctx, n, isRunning); err != nil {
 			return err
 		}
 		runningTook = time.Since(start)
 		time.Sleep(5 * time.Second) // a settling pause before the measuring windows
-		s.measureRates(n)
+		s.res.points = append(s.res.points, pointResult{running: n, admission: rate, allRunning: runningTook, rates: s.measureRates(n)})
 	}
 	fmt.Printf("\n## the last step: %d jobs (%d pods)\n\n", s.submitted, s.submitted*s.o.replicas)
 	last := admission[len(admission)-1]
@@ -253,7 +255,9 @@ func (s *scaleRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("NATS messages per job (events and log streams, %d jobs): %.1f\n", s.submitted, float64(msgs1-msgs0)/float64(s.submitted))
+	s.res.natsPerJob = float64(msgs1-msgs0) / float64(s.submitted)
+	s.res.peakRSS = selfPeakRSS()
+	fmt.Printf("NATS messages per job (events and log streams, %d jobs): %.1f\n", s.submitted, s.res.natsPerJob)
 	return nil
 }
 
@@ -283,7 +287,7 @@ func (r rates) print(n int, window, load string) {
 // measureRates measures the worker's steady request rates with n jobs running in
 // s.o.windows windows one after another, prints each, then each column's min, median
 // and max.
-func (s *scaleRun) measureRates(n int) {
+func (s *scaleRun) measureRates(n int) rates {
 	var all []rates
 	for w := range max(1, s.o.windows) {
 		a := s.counter.snap(s.reg)
@@ -311,6 +315,7 @@ func (s *scaleRun) measureRates(n int) {
 	lo.print(n, "min", "")
 	mid.print(n, "median", "")
 	hi.print(n, "max", "")
+	return mid
 }
 
 // selfPeakRSS is this process's peak resident set size, 0 if unknown.
@@ -409,7 +414,7 @@ func (s *scaleRun) waitPhase(ctx context.Context, n int, ok func(schemas.JobPhas
 // apiLatency times list and get (dlc job get and describe read the same endpoint)
 // with every job running, 200 of each, 8 at a time.
 func (s *scaleRun) apiLatency(ctx context.Context) error {
-	measure := func(what string, call func(i int) error) error {
+	measure := func(what string, call func(i int) error) (p50, p99 time.Duration) {
 		var mu sync.Mutex
 		var durs []time.Duration
 		sem := make(chan struct{}, 8)
@@ -435,24 +440,24 @@ func (s *scaleRun) apiLatency(ctx context.Context) error {
 		slices.Sort(durs)
 		// A failed call (the API's own deadline) counts with the time it took, and is
 		// reported: under load that is a result, not a reason to stop the run.
+		p50, p99 = durs[len(durs)/2], durs[len(durs)*99/100]
 		fmt.Printf("API %-22s p50 %8s  p99 %8s  (200 calls, 8 at a time, %d failed, load %s)\n", what,
-			durs[len(durs)/2].Round(time.Millisecond), durs[len(durs)*99/100].Round(time.Millisecond), failed, loadAvg())
+			p50.Round(time.Millisecond), p99.Round(time.Millisecond), failed, loadAvg())
 		if firstErr != nil {
 			fmt.Printf("  first failure: %v\n", firstErr)
 		}
-		return nil
+		return p50, p99
 	}
-	if err := measure("list (100 jobs a page)", func(i int) error {
+	s.res.listP50, s.res.listP99 = measure("list (100 jobs a page)", func(i int) error {
 		_, err := s.c.ListJobs(ctx, s.workspace(i), client.ListOptions{Limit: 100})
 		return err
-	}); err != nil {
-		return err
-	}
-	return measure("get/describe", func(i int) error {
+	})
+	s.res.getP50, s.res.getP99 = measure("get/describe", func(i int) error {
 		i %= s.submitted
 		_, err := s.c.GetJob(ctx, s.workspace(i), jobName(i))
 		return err
 	})
+	return nil
 }
 
 // historyPerJob reports the history length of up to 20 running jobs' workflows.
@@ -471,6 +476,7 @@ func (s *scaleRun) historyPerJob(ctx context.Context) error {
 		lens = append(lens, d.GetWorkflowExecutionInfo().GetHistoryLength())
 	}
 	slices.Sort(lens)
+	s.res.historyEvents = lens[len(lens)/2]
 	fmt.Printf("history events per running job (%d sampled): min %d, median %d, max %d\n", len(lens), lens[0], lens[len(lens)/2], lens[len(lens)-1])
 	return s.actionsPerJob(ctx, tc)
 }
@@ -526,6 +532,7 @@ func (s *scaleRun) actionsPerJob(ctx context.Context, tc tclient.Client) error {
 			parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(t.String(), "EVENT_TYPE_"), m))
 		}
 	}
+	s.res.actions = median(totals)
 	fmt.Printf("Temporal actions per running job so far (%d sampled, heartbeats apart): median %d, max %d; medians by kind: %s; workflow tasks completed %d\n",
 		len(totals), median(totals), slices.Max(totals), strings.Join(parts, ", "), median(counts[enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]))
 	return nil

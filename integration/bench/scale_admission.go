@@ -44,7 +44,7 @@ func (t *admissionTrace) submitted(i int, start, end time.Time) {
 //   - accepted -> admitted: the workspace lookup and the quota workflow's answer
 //     (the Admitted condition);
 //   - admitted -> launching: planning the attempt, up to the Launching entry.
-func (s *scaleRun) admissionSteps(ctx context.Context, from, to int) {
+func (s *scaleRun) admissionSteps(ctx context.Context, from, to int) (jobsPerSec float64) {
 	order := []string{"submit (API call)", "answer -> accepted", "accepted -> admitted", "admitted -> launching", "submit -> launching"}
 	var mu sync.Mutex
 	steps := map[string][]time.Duration{}
@@ -92,7 +92,7 @@ func (s *scaleRun) admissionSteps(ctx context.Context, from, to int) {
 	n := len(steps[order[0]])
 	if n == 0 {
 		fmt.Printf("admission steps of jobs %d-%d: no job read\n", from, to-1)
-		return
+		return 0
 	}
 	took := last.Sub(first)
 	fmt.Printf("admission of jobs %d-%d from their timelines: %d jobs from the first submit to the last Launching in %s (%.1f jobs/s)\n",
@@ -103,6 +103,7 @@ func (s *scaleRun) admissionSteps(ctx context.Context, from, to int) {
 		fmt.Printf("  %-24s p50 %9s  p90 %9s  max %9s\n", name, d[len(d)/2].Round(time.Millisecond),
 			d[len(d)*9/10].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
 	}
+	return float64(n) / took.Seconds()
 }
 
 // timelineAt is the time of the first timeline entry in phase, zero if none.
