@@ -217,7 +217,10 @@ func (b *Backend) readPrevious(ctx context.Context, ns string, pod *corev1.Pod, 
 }
 
 // watchLogPod waits until the pod has finished or gone, or its container's restart
-// count is no longer restarts (true), or ctx ends (false).
+// count is no longer restarts (true), or ctx ends (false). Every one of those is an
+// informer event of the gang, which wakes it; it reads the pod again without one only
+// every logPodRecheck: with 10,000 followed pods, a check every poll interval was
+// 10,000 wake-ups a second of a worker with nothing to do.
 func (b *Backend) watchLogPod(ctx context.Context, ns string, ref backend.GangRef, name string, restarts int32) bool {
 	for {
 		changed := b.changesOf(ns, ref)
@@ -225,11 +228,14 @@ func (b *Backend) watchLogPod(ctx context.Context, ns string, ref backend.GangRe
 		if err == nil && (pod == nil || podFinished(pod) || restartCount(pod) != restarts) {
 			return true
 		}
-		if b.wait(ctx, changed, b.poll) != nil {
+		if b.wait(ctx, changed, max(b.poll, logPodRecheck)) != nil {
 			return false
 		}
 	}
 }
+
+// logPodRecheck is how often watchLogPod reads its pod without an informer event.
+const logPodRecheck = 30 * time.Second
 
 // waitPodEnds waits up to d, or until the pod has finished or gone, or its
 // container's restart count is no longer restarts.
