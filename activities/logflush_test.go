@@ -42,7 +42,7 @@ type linesBackend struct {
 	lines chan string
 }
 
-func (b *linesBackend) FollowLogs(ctx context.Context, _ backend.GangRef, _ string, _ int64, fn func(backend.LogLine) error) error {
+func (b *linesBackend) FollowLogs(_ context.Context, _ backend.GangRef, _ string, _ int64, fn func(backend.LogLine) error) error {
 	seq := int64(0)
 	for line := range b.lines {
 		seq++

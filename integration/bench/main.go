@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof" // -pprof-addr
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,8 +65,16 @@ func main() {
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
 	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
 	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
+	pprofAddr := flag.String("pprof-addr", "", "serve net/http/pprof of this process (the worker, with -kube and -scale) on this address, such as 127.0.0.1:6060")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -kube and -scale: the worker, API and informers) to this file")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() {
+			if err := http.ListenAndServe(*pprofAddr, nil); err != nil { //nolint:gosec // a local debugging endpoint
+				fmt.Fprintln(os.Stderr, "bench: -pprof-addr:", err)
+			}
+		}()
+	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
