@@ -100,6 +100,12 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 			}
 			restarts = rc
 		}
+		if !b.logLimiter.TryAccept() {
+			if err := b.waitLogBudget(ctx, ns, ref, pod.Name, restarts, finished); err != nil {
+				return err
+			}
+			continue
+		}
 		stopped := false
 		seqAtOpen := f.seq
 		streamCtx, cancel := context.WithCancel(ctx)
@@ -115,11 +121,7 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 				}
 			}()
 		}
-		var stream io.ReadCloser
-		err = b.logLimiter.Wait(streamCtx)
-		if err == nil {
-			stream, err = b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(false, !finished)).Stream(streamCtx)
-		}
+		stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(false, !finished)).Stream(streamCtx)
 		opened := err == nil
 		if opened {
 			err = f.consume(stream, finished)
@@ -195,8 +197,10 @@ func (b *Backend) followLogs(ctx context.Context, ns string, ref backend.GangRef
 // to where it ends: the lines it wrote after the last one delivered before it
 // restarted. A log that cannot be read leaves a gap record.
 func (b *Backend) readPrevious(ctx context.Context, ns string, pod *corev1.Pod, f *logFollower) error {
-	if err := b.logLimiter.Wait(ctx); err != nil {
-		return err
+	for !b.logLimiter.TryAccept() {
+		if err := b.wait(ctx, nil, b.logBudgetRetry()); err != nil {
+			return err
+		}
 	}
 	stream, err := b.client.CoreV1().Pods(ns).GetLogs(pod.Name, f.options(true, false)).Stream(ctx)
 	if err == nil {
