@@ -39,10 +39,12 @@ func (p *batchRecorder) published() [][]string {
 // channel closes.
 type linesBackend struct {
 	backend.Backend
-	lines chan string
+	lines     chan string
+	following chan struct{} // closed once FollowLogs is called
 }
 
 func (b *linesBackend) FollowLogs(_ context.Context, _ backend.GangRef, _ string, _ int64, fn func(backend.LogLine) error) error {
+	close(b.following)
 	seq := int64(0)
 	for line := range b.lines {
 		seq++
@@ -54,21 +56,22 @@ func (b *linesBackend) FollowLogs(_ context.Context, _ backend.GangRef, _ string
 }
 
 // A line that starts a batch is published one flush interval later even when nothing
-// follows it, lines that arrive meanwhile go in the same batch, and a quiet log
-// publishes nothing.
+// follows it, lines that arrive meanwhile go in the same batch, and a log that has
+// written nothing publishes nothing.
 func TestLogForwarderFlushesABatchOneIntervalAfterItStarts(t *testing.T) {
 	pub := &batchRecorder{}
 	lines := make(chan string)
+	follow := &linesBackend{lines: lines, following: make(chan struct{})}
 	const every = 250 * time.Millisecond
 	f := &logForwarder{
-		a:       &JobActivities{Publisher: pub, Backend: &linesBackend{lines: lines}, LogFlushInterval: every},
+		a:       &JobActivities{Publisher: pub, Backend: follow, LogFlushInterval: every},
 		in:      ForwardLogsInput{Ref: backend.GangRef{Workspace: "ws", Job: "j", Attempt: 0}, UID: "u"},
 		replica: schemas.ReplicaStatus{Name: "j-worker-0-a0", Role: "worker"}, onProgress: func(int64) {},
 	}
 	done := make(chan error, 1)
 	go func() { done <- f.run(context.Background()) }()
 
-	time.Sleep(2 * every) // quiet: nothing to publish
+	<-follow.following // the forwarder runs, and no line has come
 	if b := pub.published(); len(b) != 0 {
 		t.Fatalf("a quiet log published %v", b)
 	}

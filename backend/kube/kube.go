@@ -93,9 +93,9 @@ type Backend struct {
 	clock            clock.WithTicker
 	logger           *slog.Logger
 	poll             time.Duration
-	logLimiter       flowcontrol.RateLimiter // log opens (logs_rate.go)
-	health           healthConfig            // node health checks and quarantine (health.go)
-	transient        transientConfig         // image pull and node-lost grace periods (transient.go)
+	logLimiter       flowcontrol.PassiveRateLimiter // log opens (logs_rate.go)
+	health           healthConfig                   // node health checks and quarantine (health.go)
+	transient        transientConfig                // image pull and node-lost grace periods (transient.go)
 
 	cache *podCache
 	nodes *nodeCache
@@ -349,7 +349,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		clock:            clock.RealClock{},
 		logger:           slog.Default(),
 		poll:             DefaultPollInterval,
-		logLimiter:       flowcontrol.NewTokenBucketRateLimiter(DefaultLogRequestQPS, DefaultLogRequestBurst),
+		logLimiter:       flowcontrol.NewTokenBucketPassiveRateLimiter(DefaultLogRequestQPS, DefaultLogRequestBurst),
 		transient:        transientConfig{imagePullGrace: DefaultImagePullGrace, nodeLostGrace: DefaultNodeLostGrace},
 		gangs:            map[string]*gangLock{},
 		stopped:          map[string]bool{},

@@ -41,7 +41,7 @@ func WithLogRequestRate(qps float32, burst int) Option {
 		if qps <= 0 || burst < 1 {
 			return fmt.Errorf("kube: log request rate %v a second, burst %d: both must be positive", qps, burst)
 		}
-		b.logLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+		b.logLimiter = flowcontrol.NewTokenBucketPassiveRateLimiter(qps, burst)
 		return nil
 	}
 }

@@ -3,8 +3,11 @@ package kube
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/opendlc/opendlc/backend"
 )
@@ -17,6 +20,8 @@ func TestLogOpensWaitForTheirOwnRate(t *testing.T) {
 	logs := &fakeLogs{fail: true}
 	logs.install(cs)
 	b := newBackend(t, cs, WithLogRequestRate(0.001, 2))
+	budget := &countingLimiter{PassiveRateLimiter: b.logLimiter}
+	b.logLimiter = budget
 	g := gangOf(t, ddp("resnet"))
 	launch(t, b, g)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -26,7 +31,8 @@ func TestLogOpensWaitForTheirOwnRate(t *testing.T) {
 		go func() { done <- b.FollowLogs(ctx, g.GangRef, r, 0, func(backend.LogLine) error { return nil }) }()
 	}
 	eventually(t, "two log requests", func() bool { return logs.requests() == 2 })
-	time.Sleep(300 * time.Millisecond) // the followers retry every 10-100 ms meanwhile
+	asked := budget.refused.Load()
+	eventually(t, "the followers to ask for budget 20 times more", func() bool { return budget.refused.Load() >= asked+20 })
 	if n := logs.requests(); n != 2 {
 		t.Errorf("%d log requests, want the 2 the rate allows", n)
 	}
@@ -36,6 +42,20 @@ func TestLogOpensWaitForTheirOwnRate(t *testing.T) {
 			t.Errorf("FollowLogs = %v, want context.Canceled", err)
 		}
 	}
+}
+
+// countingLimiter counts the tokens its limiter refused.
+type countingLimiter struct {
+	flowcontrol.PassiveRateLimiter
+	refused atomic.Int64
+}
+
+func (l *countingLimiter) TryAccept() bool {
+	ok := l.PassiveRateLimiter.TryAccept()
+	if !ok {
+		l.refused.Add(1)
+	}
+	return ok
 }
 
 func TestNextLogRetryDoublesUpToTheCap(t *testing.T) {
