@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -72,15 +74,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				names = append(names, t.Name)
 			}
 		}
-		for _, name := range names {
-			start := time.Now()
-			path, err := tools.Ensure(ctx, name)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "%s\t%s\t(%s)\n", name, path, time.Since(start).Round(time.Millisecond))
-		}
-		return nil
+		return install(ctx, names, buildJobs(), stdout)
 	case "path":
 		if len(args) != 1 {
 			return errUsage
@@ -131,4 +125,67 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return errUsage
 	}
+}
+
+// envJobs names the environment variable that sets how many builds install runs at
+// once (default 2). A go build keeps both cores of a small machine busy only part of
+// the time: module downloads wait on the network and each binary links on one core,
+// so two builds at once finish sooner than one after the other.
+const envJobs = "DLC_TOOLS_JOBS"
+
+func buildJobs() int {
+	if n, err := strconv.Atoi(os.Getenv(envJobs)); err == nil && n > 0 {
+		return n
+	}
+	return 2
+}
+
+// install ensures every named tool, up to jobs builds at a time, and prints each
+// tool's path in the order given. The tools of one Module are one build, so they
+// are ensured one after another on the same worker: the first builds them all and the
+// rest find them cached, instead of a second worker waiting on the first's lock.
+func install(ctx context.Context, names []string, jobs int, stdout io.Writer) error {
+	var units [][]int // indexes into names, one slice per build
+	byModule := map[string]int{}
+	for i, name := range names {
+		if t, ok := tools.Lookup(name); ok && t.Module != "" {
+			if u, seen := byModule[t.Module]; seen {
+				units[u] = append(units[u], i)
+				continue
+			}
+			byModule[t.Module] = len(units)
+		}
+		units = append(units, []int{i})
+	}
+	lines := make([]string, len(names))
+	errs := make([]error, len(names))
+	work := make(chan []int)
+	var wg sync.WaitGroup
+	for range min(jobs, len(units)) {
+		wg.Go(func() {
+			for unit := range work {
+				for _, i := range unit {
+					start := time.Now()
+					path, err := tools.Ensure(ctx, names[i])
+					if err != nil {
+						errs[i] = err
+						break
+					}
+					lines[i] = fmt.Sprintf("%s\t%s\t(%s)\n", names[i], path, time.Since(start).Round(time.Millisecond))
+				}
+			}
+		})
+	}
+	for _, u := range units {
+		work <- u
+	}
+	close(work)
+	wg.Wait()
+	for i := range names {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		fmt.Fprint(stdout, lines[i])
+	}
+	return nil
 }
