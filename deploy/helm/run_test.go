@@ -237,10 +237,7 @@ func (k *kubelet) start(ctx context.Context, pc podContainer, name string, extra
 		if strings.HasPrefix(a, "--addr=") {
 			a = "--addr=127.0.0.1:0"
 		}
-		for path, dir := range mounts {
-			a = strings.ReplaceAll(a, path, dir)
-		}
-		args = append(args, a)
+		args = append(args, inMounts(a, mounts))
 	}
 	environ := append(os.Environ(), extraEnv...)
 	for _, e := range pc.ctr.Env {
@@ -330,6 +327,32 @@ func (k *kubelet) envValue(name string, e corev1.EnvVar) string {
 	}
 	k.t.Fatalf("%s: %s: unsupported source %+v", name, e.Name, e.ValueFrom)
 	return ""
+}
+
+// inMounts rewrites a flag's path value (--flag=/mount/path/file) under the
+// directory standing in for the mount that holds it: the longest mount path that is
+// the value or a parent of it, once. Replacing every mount path in turn would depend
+// on the map's order: with /tmp and /etc/opendlc/admin-token both mounted, the
+// second mount's directory (under /tmp) would be rewritten again.
+func inMounts(arg string, mounts map[string]string) string {
+	flag, value, ok := strings.Cut(arg, "=")
+	if !ok || !strings.HasPrefix(flag, "-") {
+		flag, value = "", arg
+	}
+	best := ""
+	for path := range mounts {
+		if (value == path || strings.HasPrefix(value, path+"/")) && len(path) > len(best) {
+			best = path
+		}
+	}
+	if best == "" {
+		return arg
+	}
+	value = mounts[best] + strings.TrimPrefix(value, best)
+	if flag == "" {
+		return value
+	}
+	return flag + "=" + value
 }
 
 func writeFile(t *testing.T, path, data string) {
