@@ -94,6 +94,7 @@ type Backend struct {
 	logger           *slog.Logger
 	poll             time.Duration
 	logLimiter       flowcontrol.PassiveRateLimiter // log opens (logs_rate.go)
+	launchSlots      chan struct{}                  // gangs launching at once (launch_slots.go)
 	health           healthConfig                   // node health checks and quarantine (health.go)
 	transient        transientConfig                // image pull and node-lost grace periods (transient.go)
 
@@ -350,6 +351,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Backend, error) {
 		logger:           slog.Default(),
 		poll:             DefaultPollInterval,
 		logLimiter:       flowcontrol.NewTokenBucketPassiveRateLimiter(DefaultLogRequestQPS, DefaultLogRequestBurst),
+		launchSlots:      make(chan struct{}, DefaultLaunchConcurrency),
 		transient:        transientConfig{imagePullGrace: DefaultImagePullGrace, nodeLostGrace: DefaultNodeLostGrace},
 		gangs:            map[string]*gangLock{},
 		stopped:          map[string]bool{},

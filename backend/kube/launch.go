@@ -79,6 +79,11 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	}
 
 	b.cache.start()
+	release, err := b.takeLaunchSlot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	id := g.ID()
 	l := b.lockGang(id)
 	defer l.Unlock()
