@@ -11,8 +11,8 @@ import (
 // (kube.ClientConfig: 50 a second), whose queue serves waiters in turn. Without slots,
 // a thousand launches submitted together each put a request in that queue, wait for
 // it, and put the next at the back: they all advance together, at the budget's rate
-// shared a thousand ways, and all of them pass the launch activity's five-minute
-// timeout before any finishes. In the full-size scale run (1,000 jobs of 10 pods) that
+// shared a thousand ways, and their attempts time out (the activity's five minutes, or
+// its heartbeat) before they finish. In the full-size scale run (1,000 jobs of 10 pods) that
 // failed most jobs with "client rate limiter Wait returned an error: context
 // canceled" (docs/performance.md). With slots, a launch that holds one has its
 // requests in a short queue and finishes in seconds, and the launches finish one
