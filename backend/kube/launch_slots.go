@@ -17,6 +17,8 @@ import (
 // canceled" (docs/performance.md). With slots, a launch that holds one has its
 // requests in a short queue and finishes in seconds, and the launches finish one
 // after another at the same total rate.
+
+// DefaultLaunchConcurrency is how many gangs one backend launches at once by default.
 const DefaultLaunchConcurrency = 16
 
 // WithLaunchConcurrency sets how many gangs may launch at once. Default
