@@ -81,7 +81,8 @@ type schedHarness struct {
 	started     []startedJob
 	stops       map[string]bool
 	jobDuration time.Duration
-	// pollStops makes the fake job look for a stop once a minute (cancelOther tests).
+	// pollStops makes the fake job look for a stop once a minute, half a minute past it
+	// (cancelOther tests).
 	pollStops  bool
 	views      []workflows.ScheduleView
 	updates    int
@@ -167,7 +168,8 @@ func (h *schedHarness) fakePipeline(ctx workflow.Context, in workflows.PipelineI
 }
 
 // runFake records a fake child's start and runs it for jobDuration, looking for a stop
-// of workflow id once a minute with pollStops; stopped says whether one came.
+// of workflow id once a minute (half a minute past it) with pollStops; stopped says
+// whether one came.
 func (h *schedHarness) runFake(ctx workflow.Context, start startedJob, id string) (stopped bool, err error) {
 	h.mu.Lock()
 	h.started = append(h.started, start)
@@ -175,9 +177,17 @@ func (h *schedHarness) runFake(ctx workflow.Context, start startedJob, id string
 	h.mu.Unlock()
 	end := workflow.Now(ctx).Add(d)
 	for workflow.Now(ctx).Before(end) {
-		step := end.Sub(workflow.Now(ctx))
+		now := workflow.Now(ctx)
+		step := end.Sub(now)
 		if poll {
-			step = min(step, time.Minute)
+			// Look half a minute past each minute: a schedule fires on whole minutes, and
+			// a look at the very instant of a stop sees it or not depending on which timer
+			// the test environment fires first.
+			next := now.Truncate(time.Minute).Add(30 * time.Second)
+			if !next.After(now) {
+				next = next.Add(time.Minute)
+			}
+			step = min(step, next.Sub(now))
 		}
 		if err := workflow.Sleep(ctx, step); err != nil {
 			return false, err
@@ -296,7 +306,10 @@ func (h *schedHarness) checkStarts(what string, starts map[string]string) {
 	h.t.Helper()
 	want := map[string]string{}
 	for hh, at := range starts {
-		want[jobName(t0.Add(mustHour(h.t, hh)))] = "2026-06-01T" + at + ":00Z"
+		if len(at) == len("15:04") {
+			at += ":00"
+		}
+		want[jobName(t0.Add(mustHour(h.t, hh)))] = "2026-06-01T" + at + "Z"
 	}
 	if diff := cmp.Diff(want, h.startTimes()); diff != "" {
 		h.t.Errorf("%s starts (-want +got):\n%s", what, diff)
@@ -547,7 +560,7 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 			buffered: []string{"03", "04"}},
 		// Each run stops the previous one and starts once it has stopped.
 		"cancelOther": {policy: schedule.CancelOther,
-			starts:  map[string]string{"00": "00:00", "01": "01:01", "02": "02:01", "03": "03:01", "04": "04:01"},
+			starts:  map[string]string{"00": "00:00", "01": "01:00:30", "02": "02:00:30", "03": "03:00:30", "04": "04:00:30"},
 			stopped: []string{"00", "01", "02", "03"}},
 		// Every run starts on time, alongside the others.
 		"allowAll": {policy: schedule.AllowAll,
@@ -1154,9 +1167,9 @@ func TestSchedulePipelineAction(t *testing.T) {
 		"bufferOne waits for the running one": {policy: schedule.BufferOne, duration: 100 * time.Minute,
 			starts:   map[string]string{"00": "00:00", "01": "01:40"},
 			outcomes: map[string]schemas.RunOutcome{"00": schemas.RunSucceeded, "01": schemas.RunRunning}},
-		// The pipeline ends a minute after its stop (the fake looks once a minute); the
-		// next run starts when it has.
-		"cancelOther stops the running one": cancelOtherCase("01:01", "02:01"),
+		// The pipeline ends half a minute after its stop (the fake looks once a minute,
+		// half a minute past it); the next run starts when it has.
+		"cancelOther stops the running one": cancelOtherCase("01:00:30", "02:00:30"),
 	}
 	pipelineMeta := func(s startedJob) *schemas.ObjectMeta {
 		if s.Pipeline == nil {
