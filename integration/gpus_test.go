@@ -78,8 +78,13 @@ func TestLocalGPUsQueueAndDisjointDevices(t *testing.T) {
 	if len(queued.Status.Replicas) != 0 {
 		t.Errorf("the queued job has replicas: %+v", queued.Status.Replicas)
 	}
-	// The running jobs' devices, read while both run, are disjoint.
-	three, one := devices("three"), devices("one")
+	// The running jobs' devices, read while both run, are disjoint. A replica's first
+	// line reaches the log stream a flush interval after it is written: wait for it.
+	var three, one []string
+	itest.Eventually(t, ctx, "both running jobs to log their devices", func() bool {
+		three, one = devices("three"), devices("one")
+		return len(three) > 0 && len(one) > 0
+	})
 	if len(three) != 3 || len(one) != 1 || slices.ContainsFunc(three, func(d string) bool { return slices.Contains(one, d) }) {
 		t.Fatalf("devices of the running jobs: %q and %q, want 3 and 1, disjoint", three, one)
 	}
