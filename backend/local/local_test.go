@@ -384,10 +384,11 @@ func TestNewBackendAdoptsReplicas(t *testing.T) {
 	if testutil.Alive(pid) {
 		t.Errorf("supervisor %d survived Stop", pid)
 	}
-	st, err = first.Observe(context.Background(), g.GangRef)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The first Backend reads what the stopped replica left in the state directory; it
+	// may see it a moment after Stop returns.
+	st = waitFor(t, first, g.GangRef, "the first Backend to see the replica end", func(r schemas.ReplicaStatus) bool {
+		return r.Phase != schemas.ReplicaRunning
+	})
 	if r := st.Replicas[0]; r.Phase != schemas.ReplicaStopped || r.Message != "stopped by SIGTERM" || r.ExitCode == nil || *r.ExitCode != 143 {
 		t.Errorf("after Stop: %s %q exit %v, want Stopped by SIGTERM (143)", r.Phase, r.Message, r.ExitCode)
 	}
