@@ -578,30 +578,24 @@ func TestSameNamedSuccessorSurvivesForceDelete(t *testing.T) {
 		if err := pods.Delete(ctx, "replica", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
-		// Recreate the moment the old pod is gone, as ReplaceReplica does.
-		for {
-			_, err := pods.Get(ctx, "replica", metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		// Recreate as soon as the old pod is gone, as ReplaceReplica does.
+		waitPodGone(t, ctx, ns, "replica", "a pod deleted with grace period 0")
 		created := createPod(t, ctx, ns, gpuPod("replica", 0))
 		if created.UID == old.UID {
 			t.Fatalf("round %d: the successor has the old pod's UID %s", i, old.UID)
 		}
 		// kwok's pod-delete delay is 100ms: a delete carried over lands well within 1s.
-		time.Sleep(time.Second)
-		got, err := pods.Get(ctx, "replica", metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			t.Fatalf("round %d: the successor %s was deleted", i, created.UID)
-		case err != nil:
-			t.Fatal(err)
-		case got.UID != created.UID || got.DeletionTimestamp != nil:
-			t.Fatalf("round %d: pod UID %s (deleting: %v), want the successor %s, not deleting", i, got.UID, got.DeletionTimestamp != nil, created.UID)
+		// The successor is checked every 50ms until then.
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			got, err := pods.Get(ctx, "replica", metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				t.Fatalf("round %d: the successor %s was deleted", i, created.UID)
+			case err != nil:
+				t.Fatal(err)
+			case got.UID != created.UID || got.DeletionTimestamp != nil:
+				t.Fatalf("round %d: pod UID %s (deleting: %v), want the successor %s, not deleting", i, got.UID, got.DeletionTimestamp != nil, created.UID)
+			}
 		}
 	}
 	if err := pods.Delete(ctx, "replica", metav1.DeleteOptions{}); err != nil {
