@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -36,7 +37,24 @@ type QuotaActivities struct {
 	// taskQueue when it does not run yet (workflows.QuotaStartOptions: the one
 	// definition of how a quota workflow starts).
 	StartOptions func(workflowID, taskQueue string) client.StartWorkflowOptions
+	// RequestConcurrency caps how many quota requests this process has in flight to
+	// one quota workflow; the others wait their turn. 0: DefaultQuotaRequestConcurrency.
+	RequestConcurrency int
+
+	mu       sync.Mutex
+	requests map[string]chan struct{} // quota workflow id → its request slots
 }
+
+// DefaultQuotaRequestConcurrency is how many quota requests one process sends to one
+// quota workflow at once. The Temporal server admits at most 10 updates in flight per
+// workflow (dynamic config history.maxInFlightUpdates) and refuses the rest with
+// ResourceExhausted; concurrent update-with-starts on one workflow also contend for
+// its lock ("Workflow is busy"). A workspace's burst of jobs, each retrying its
+// refused request at once, kept its quota workflow from admitting anyone for minutes
+// in the full-size scale run, and the jobs whose requests kept failing for 10 minutes
+// ended QuotaUnavailable (docs/performance.md). Four leaves room for a second worker
+// under the server's ten.
+const DefaultQuotaRequestConcurrency = 4
 
 // RequestQuotaInput names the quota workflow and carries the request. The workflow
 // type, task queue and first state are the caller's (workflows.QuotaStart), so this
@@ -60,6 +78,11 @@ func (a *QuotaActivities) RequestQuota(ctx context.Context, in RequestQuotaInput
 	if a.Client == nil || a.StartOptions == nil {
 		return nil, errors.New("quota activities have no Temporal client or start options")
 	}
+	release, err := a.takeRequestSlot(ctx, in.WorkflowID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	start := a.Client.NewWithStartWorkflowOperation(a.StartOptions(in.WorkflowID, in.TaskQueue), in.WorkflowType, in.InitialState)
 	handle, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
@@ -78,6 +101,31 @@ func (a *QuotaActivities) RequestQuota(ctx context.Context, in RequestQuotaInput
 		return nil, fmt.Errorf("quota request to %s: %w", in.WorkflowID, err)
 	}
 	return decision, nil
+}
+
+// takeRequestSlot waits for one of the request slots of the quota workflow id, or for
+// ctx to end; the returned func gives the slot back.
+func (a *QuotaActivities) takeRequestSlot(ctx context.Context, id string) (release func(), err error) {
+	a.mu.Lock()
+	if a.requests == nil {
+		a.requests = map[string]chan struct{}{}
+	}
+	slots, ok := a.requests[id]
+	if !ok {
+		n := a.RequestConcurrency
+		if n <= 0 {
+			n = DefaultQuotaRequestConcurrency
+		}
+		slots = make(chan struct{}, n)
+		a.requests[id] = slots
+	}
+	a.mu.Unlock()
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("quota request to %s: waiting for one of this worker's request slots: %w", id, ctx.Err())
+	}
 }
 
 // ClosedJobs returns the ids, among ids, of workflows that are closed or gone.

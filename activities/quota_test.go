@@ -1,0 +1,131 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// updateCountingClient answers quota requests after hold is closed and records, per
+// workflow id, how many it had in flight at most.
+type updateCountingClient struct {
+	client.Client // nil: a call the test does not expect panics
+	hold          chan struct{}
+
+	mu       sync.Mutex
+	inFlight map[string]int
+	peak     map[string]int
+	calls    map[string]int
+}
+
+func newUpdateCountingClient() *updateCountingClient {
+	return &updateCountingClient{hold: make(chan struct{}), inFlight: map[string]int{}, peak: map[string]int{}, calls: map[string]int{}}
+}
+
+func (c *updateCountingClient) NewWithStartWorkflowOperation(client.StartWorkflowOptions, any, ...any) client.WithStartWorkflowOperation {
+	return nil
+}
+
+func (c *updateCountingClient) UpdateWithStartWorkflow(ctx context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	id := o.UpdateOptions.UpdateID[:strings.Index(o.UpdateOptions.UpdateID, ":")]
+	c.mu.Lock()
+	c.calls[id]++
+	c.inFlight[id]++
+	c.peak[id] = max(c.peak[id], c.inFlight[id])
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inFlight[id]--
+		c.mu.Unlock()
+	}()
+	select {
+	case <-c.hold:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return grantedHandle{}, nil
+}
+
+func (c *updateCountingClient) get(m map[string]int, id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m[id]
+}
+
+type grantedHandle struct{ client.WorkflowUpdateHandle }
+
+func (grantedHandle) Get(_ context.Context, v any) error {
+	*(v.(*map[string]any)) = map[string]any{"granted": true}
+	return nil
+}
+
+// A burst of jobs of one workspace sends its quota workflow at most
+// RequestConcurrency requests at a time from one worker; the rest wait for a slot
+// without calling Temporal, and another workspace's requests do not wait behind them.
+func TestQuotaRequestsTakeTurnsPerQuotaWorkflow(t *testing.T) {
+	c := newUpdateCountingClient()
+	a := &QuotaActivities{Client: c, StartOptions: func(id, _ string) client.StartWorkflowOptions {
+		return client.StartWorkflowOptions{ID: id}
+	}}
+	request := func(ctx context.Context, workspace string, job int) error {
+		_, err := a.RequestQuota(ctx, RequestQuotaInput{
+			WorkflowID: "dlc/" + workspace + "/quota", UpdateName: "request",
+			UpdateID: workspace + ":" + string(rune('a'+job)) + ":quota",
+		})
+		return err
+	}
+	const burst = 3 * DefaultQuotaRequestConcurrency
+	errs := make(chan error, burst+DefaultQuotaRequestConcurrency)
+	for j := range burst {
+		go func() { errs <- request(context.Background(), "busy", j) }()
+	}
+	waitUntil(t, "the busy workspace's requests to fill its slots", func() bool {
+		return c.get(c.inFlight, "busy") >= DefaultQuotaRequestConcurrency
+	})
+	for j := range DefaultQuotaRequestConcurrency {
+		go func() { errs <- request(context.Background(), "other", j) }()
+	}
+	waitUntil(t, "the other workspace's requests to be sent beside the busy one's", func() bool {
+		return c.get(c.inFlight, "other") == DefaultQuotaRequestConcurrency
+	})
+	if n := c.get(c.calls, "busy"); n != DefaultQuotaRequestConcurrency {
+		t.Fatalf("%d requests of the busy workspace reached Temporal while its slots were full, want %d", n, DefaultQuotaRequestConcurrency)
+	}
+
+	// A request whose attempt ends while it waits for a slot says so and calls nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	err := request(ctx, "busy", burst)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "request slots") {
+		t.Fatalf("a request with no slot free before its deadline: %v, want a request-slot deadline error", err)
+	}
+
+	close(c.hold)
+	for range burst + DefaultQuotaRequestConcurrency {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.get(c.calls, "busy"); n != burst {
+		t.Errorf("the busy workspace sent %d requests, want %d", n, burst)
+	}
+	if p := c.get(c.peak, "busy"); p != DefaultQuotaRequestConcurrency {
+		t.Errorf("the busy workspace had %d requests in flight at most, want %d", p, DefaultQuotaRequestConcurrency)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
