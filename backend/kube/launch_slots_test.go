@@ -47,10 +47,20 @@ func TestLaunchesTakeASlot(t *testing.T) {
 	go func() { firstDone <- b.Launch(context.Background(), first) }()
 	eventually(t, "the first gang to start creating its pods", func() bool { return count("first") > 0 })
 
-	// No slot within the context: nothing of the second gang is created.
+	// No slot within the context: nothing of the second gang is created. The fake
+	// clientset holds its lock while a reactor runs, so a launch that does not wait for
+	// a slot blocks on that lock, held by the first gang's creation, and never sees its
+	// context end: wait for it a while, not for ever.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	err := b.Launch(ctx, second)
-	cancel()
+	defer cancel()
+	launched := make(chan error, 1)
+	go func() { launched <- b.Launch(ctx, second) }()
+	var err error
+	select {
+	case err = <-launched:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a launch with no slot free did not return within 10s of its context's 50ms deadline: it did not wait for a slot")
+	}
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "launch slot") {
 		t.Fatalf("launch without a slot: %v, want a launch-slot deadline error", err)
 	}
