@@ -330,6 +330,7 @@ func newWorkerCmd() *cobra.Command {
 	var kubeNamespaces []string
 	var heartbeatBudget float64
 	var longHeartbeatTimeout time.Duration
+	var launchConcurrency int
 	healthChecks := true
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -343,6 +344,9 @@ func newWorkerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if gpus < 0 {
 				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
+			}
+			if err := checkLaunchConcurrency(launchConcurrency); err != nil {
+				return err
 			}
 			if err := checkPodS3Endpoint(podS3Endpoint, kubeconfig); err != nil {
 				return err
@@ -379,7 +383,8 @@ func newWorkerCmd() *cobra.Command {
 					return err
 				}
 				opts = append(opts, batchOpts...)
-				opts = append(opts, kube.WithNamespaces(kubeNamespaces...), kube.WithHealthChecks(healthChecks))
+				opts = append(opts, kube.WithNamespaces(kubeNamespaces...), kube.WithHealthChecks(healthChecks),
+					kube.WithLaunchConcurrency(launchConcurrency))
 				if s3Secret != "" {
 					opts = append(opts, kube.WithEnvFromSecret(s3Secret))
 				}
@@ -439,6 +444,7 @@ func newWorkerCmd() *cobra.Command {
 	registerMetricsAddr(cmd, &metricsAddr)
 	registerHeartbeatBudget(cmd, &heartbeatBudget)
 	registerLongHeartbeatTimeout(cmd, &longHeartbeatTimeout)
+	registerLaunchConcurrency(cmd, &launchConcurrency)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
