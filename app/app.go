@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/auth"
@@ -77,6 +78,11 @@ type Config struct {
 	Kubeconfig string
 	// KubeOptions configure the kubernetes backend.
 	KubeOptions []kube.Option
+	// KubeQPS and KubeBurst are the kubernetes backend's client-side rate limit to
+	// the API server (requests a second, burst); 0: kube.DefaultClientQPS and
+	// kube.DefaultClientBurst.
+	KubeQPS   float32
+	KubeBurst int
 	// LocalOptions configure the local backend.
 	LocalOptions []local.Option
 	// S3 is how the worker reads checkpoints.
@@ -322,7 +328,7 @@ func (p *Process) backend(cfg Config) (backend.Backend, error) {
 	if cfg.Kubeconfig == "" {
 		return local.New(cfg.LocalOptions...)
 	}
-	kb, err := NewKubeBackend(cfg.Kubeconfig, cfg.KubeOptions...)
+	kb, err := NewKubeBackend(cfg.Kubeconfig, KubeClientLimits{QPS: cfg.KubeQPS, Burst: cfg.KubeBurst}, cfg.KubeOptions...)
 	if err != nil {
 		return nil, err
 	}
@@ -330,14 +336,32 @@ func (p *Process) backend(cfg Config) (backend.Backend, error) {
 	return kb, nil
 }
 
+// KubeClientLimits are a kubernetes backend's client-side rate limit to the API
+// server; a zero field keeps kube.RESTConfig's default.
+type KubeClientLimits struct {
+	QPS   float32
+	Burst int
+}
+
+// apply sets rc's rate limit to l's non-zero fields.
+func (l KubeClientLimits) apply(rc *rest.Config) {
+	if l.QPS > 0 {
+		rc.QPS = l.QPS
+	}
+	if l.Burst > 0 {
+		rc.Burst = l.Burst
+	}
+}
+
 // NewKubeBackend returns a kubernetes backend for the cluster of a kubeconfig file
 // (InCluster for the pod's service account; "" for the in-cluster configuration in a
-// pod, else the default kubeconfig).
-func NewKubeBackend(kubeconfig string, opts ...kube.Option) (*kube.Backend, error) {
+// pod, else the default kubeconfig), with the client-side rate limit of limits.
+func NewKubeBackend(kubeconfig string, limits KubeClientLimits, opts ...kube.Option) (*kube.Backend, error) {
 	rc, err := kube.RESTConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	limits.apply(rc)
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("app: kubernetes client: %w", err)

@@ -422,16 +422,25 @@ func RESTConfig(kubeconfigPath string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kube: client config: %w", err)
 	}
 	if cfg.QPS == 0 {
-		cfg.QPS = 50
+		cfg.QPS = DefaultClientQPS
 	}
 	if cfg.Burst == 0 {
-		cfg.Burst = 100
+		cfg.Burst = DefaultClientBurst
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "opendlc-worker"
 	}
 	return cfg, nil
 }
+
+// DefaultClientQPS and DefaultClientBurst are the worker's client-side rate limit to
+// the API server when its configuration sets none (RESTConfig): requests a second, and
+// how many may go at once after a quiet spell. dlc worker --kube-qps and --kube-burst
+// raise them for a worker that runs thousands of pods (docs/production.md).
+const (
+	DefaultClientQPS   = 50
+	DefaultClientBurst = 100
+)
 
 // InClusterConfig is the configuration of a process in a pod, as client-go's
 // rest.InClusterConfig but reading the service account's token and CA certificate from

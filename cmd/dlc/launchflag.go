@@ -22,3 +22,28 @@ func checkLaunchConcurrency(n int) error {
 	}
 	return nil
 }
+
+// kubeClientFlags are --kube-qps and --kube-burst: the worker's client-side rate limit
+// to the Kubernetes API server.
+type kubeClientFlags struct {
+	qps   float64
+	burst int
+}
+
+func (k *kubeClientFlags) register(cmd *cobra.Command) {
+	cmd.Flags().Float64Var(&k.qps, "kube-qps", kube.DefaultClientQPS,
+		"kubernetes: requests a second this worker sends the API server at most (client-side limit; raise it for thousands of pods per worker, docs/production.md)")
+	cmd.Flags().IntVar(&k.burst, "kube-burst", kube.DefaultClientBurst,
+		"kubernetes: requests this worker may send the API server at once after a quiet spell, above --kube-qps")
+}
+
+// check refuses a limit that would stop or never admit a request, naming the flag.
+func (k *kubeClientFlags) check() error {
+	if !(k.qps > 0) {
+		return fmt.Errorf("--kube-qps: %g is not positive; want requests a second, e.g. %d", k.qps, kube.DefaultClientQPS)
+	}
+	if k.burst < 1 {
+		return fmt.Errorf("--kube-burst: %d is less than 1; want how many requests may go at once, e.g. %d", k.burst, kube.DefaultClientBurst)
+	}
+	return nil
+}

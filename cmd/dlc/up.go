@@ -331,6 +331,7 @@ func newWorkerCmd() *cobra.Command {
 	var heartbeatBudget float64
 	var longHeartbeatTimeout time.Duration
 	var launchConcurrency int
+	var kubeClient kubeClientFlags
 	healthChecks := true
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -346,6 +347,9 @@ func newWorkerCmd() *cobra.Command {
 				return fmt.Errorf("--gpus: %d is negative; want the number of GPUs to simulate", gpus)
 			}
 			if err := checkLaunchConcurrency(launchConcurrency); err != nil {
+				return err
+			}
+			if err := kubeClient.check(); err != nil {
 				return err
 			}
 			if err := checkPodS3Endpoint(podS3Endpoint, kubeconfig); err != nil {
@@ -371,6 +375,7 @@ func newWorkerCmd() *cobra.Command {
 			cfg.Triggers = true
 			if kubeconfig != "" {
 				cfg.Kubeconfig = kubeconfig
+				cfg.KubeQPS, cfg.KubeBurst = float32(kubeClient.qps), kubeClient.burst
 				opts := []kube.Option{kube.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION")...),
 					kube.WithNamespacePrefix(nsPrefix), kube.WithPodAnnotations(podAnnotations)}
 				poolOpts, err := pools.options()
@@ -445,6 +450,7 @@ func newWorkerCmd() *cobra.Command {
 	registerHeartbeatBudget(cmd, &heartbeatBudget)
 	registerLongHeartbeatTimeout(cmd, &longHeartbeatTimeout)
 	registerLaunchConcurrency(cmd, &launchConcurrency)
+	kubeClient.register(cmd)
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }

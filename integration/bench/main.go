@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
@@ -48,7 +49,7 @@ func main() {
 	recoveries := flag.Int("recoveries", 5, "number of SIGKILL recoveries of the example trainer to time (0: none)")
 	defaultEviction := flag.Bool("default-eviction", true, "with -kube, also wait out Kubernetes' default 300s not-ready toleration (about 5 minutes)")
 	frameworks := flag.Bool("frameworks", false, "measure submit -> first all-reduce of the PyTorch DDP example against the same processes started by hand instead")
-	runs := flag.Int("runs", 5, "with -frameworks and -kube, runs per side and size")
+	runs := flag.Int("runs", 5, "with -frameworks, -kube and -first-job, runs per side and size")
 	sizes := flag.String("sizes", "1,8,64,256", "with -kube, the job sizes (replicas) to launch")
 	leaseRuns := flag.Int("lease-runs", 5, "with -kube, runs of the lost node heartbeat (lease expiry) recovery (0: none)")
 	firstJob := flag.Int("first-job", 0, "time this many workspaces' first jobs and a few later ones on one warm worker (firstjob.go) instead")
@@ -62,6 +63,8 @@ func main() {
 	scaleWindows := flag.Int("scale-windows", 5, "with -scale, 30 s measuring windows of the RPC rate at each point")
 	scaleGrace := flag.Duration("scale-node-grace", 2*time.Minute, "with -scale, the node monitor grace period: how late kwok may renew its nodes' leases before their pods are evicted")
 	scaleBudget := flag.Float64("scale-heartbeat-budget", 0, "with -scale, the worker's --heartbeat-budget (0: the default)")
+	scaleQPS := flag.Float64("scale-kube-qps", kube.DefaultClientQPS, "with -scale, the worker's --kube-qps: its client-side requests a second to the API server")
+	scaleBurst := flag.Int("scale-kube-burst", kube.DefaultClientBurst, "with -scale, the worker's --kube-burst")
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
 	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
 	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
@@ -84,7 +87,7 @@ func main() {
 		defer stop()
 	}
 	if *firstJob > 0 {
-		if err := runFirstJob(*dlcBin, *firstJob); err != nil {
+		if err := runFirstJobRepeated(*dlcBin, *firstJob, *runs); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -97,7 +100,8 @@ func main() {
 			os.Exit(2)
 		}
 		if err := runScaleRepeated(scaleOptions{nodes: *scaleNodes, jobs: *scaleJobs, replicas: *scaleReplicas, workspaces: 10,
-			points: points, window: 30 * time.Second, windows: *scaleWindows, nodeGrace: *scaleGrace, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget}, *scaleRuns); err != nil {
+			points: points, window: 30 * time.Second, windows: *scaleWindows, nodeGrace: *scaleGrace, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget,
+			kubeQPS: *scaleQPS, kubeBurst: *scaleBurst}, *scaleRuns); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

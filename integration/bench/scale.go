@@ -50,6 +50,10 @@ type scaleOptions struct {
 	pollEvery time.Duration
 	// heartbeatBudget is the worker's --heartbeat-budget; 0: the default.
 	heartbeatBudget float64
+	// kubeQPS and kubeBurst are the worker's client-side rate limit to the API server
+	// (dlc worker --kube-qps, --kube-burst).
+	kubeQPS   float64
+	kubeBurst int
 }
 
 // requestCounter counts the worker's requests to the Kubernetes API server, by verb
@@ -169,12 +173,12 @@ func runScale(o scaleOptions) (scaleResult, error) {
 		return scaleResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, %d cores, load average %s at start\n",
-		o.nodes, o.jobs, o.replicas, o.workspaces, runtime.NumCPU(), loadAvg())
+	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, worker's kube client %g requests/s (burst %d), %d cores, load average %s at start\n",
+		o.nodes, o.jobs, o.replicas, o.workspaces, o.kubeQPS, o.kubeBurst, runtime.NumCPU(), loadAvg())
 	counter := &requestCounter{}
 	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, nodeGrace: o.nodeGrace, heartbeatBudget: o.heartbeatBudget, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
 		cfg := rest.CopyConfig(cluster.Admin)
-		cfg.QPS, cfg.Burst = 50, 100 // the worker's defaults (kube.ClientConfig)
+		cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst // dlc worker --kube-qps, --kube-burst
 		cfg.WrapTransport = counter.wrap
 		return kubernetes.NewForConfig(cfg)
 	}})

@@ -39,7 +39,11 @@ func runScaleRepeated(o scaleOptions, runs int) error {
 		}
 		res, err := runScale(o)
 		if err != nil {
-			return err
+			// The runs that completed are still figures: print them before giving up.
+			if len(results) > 1 {
+				printScaleSummary(results)
+			}
+			return fmt.Errorf("run %d of %d: %w", r+1, runs, err)
 		}
 		results = append(results, res)
 	}
