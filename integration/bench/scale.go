@@ -175,6 +175,12 @@ func runScale(o scaleOptions) (scaleResult, error) {
 	defer os.RemoveAll(dir)
 	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, worker's kube client %g requests/s (burst %d), %d cores, load average %s at start\n",
 		o.nodes, o.jobs, o.replicas, o.workspaces, o.kubeQPS, o.kubeBurst, runtime.NumCPU(), loadAvg())
+	// Each run's peak RSS is its own: Linux resets VmHWM to the current RSS when "5" is
+	// written to clear_refs (proc(5)). The Go runtime may still hold memory a run
+	// before freed, so a later run's peak is at least what the process holds then.
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		fmt.Printf("# peak RSS not reset (%v): it is the peak of every run so far\n", err)
+	}
 	counter := &requestCounter{}
 	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, nodeGrace: o.nodeGrace, heartbeatBudget: o.heartbeatBudget, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
 		cfg := rest.CopyConfig(cluster.Admin)

@@ -89,5 +89,5 @@ func printScaleSummary(results []scaleResult) {
 	row("history events per running job (median)", func(r scaleResult) float64 { return float64(r.historyEvents) }, num(0))
 	row("Temporal actions per job, heartbeats apart (median)", func(r scaleResult) float64 { return float64(r.actions) }, num(0))
 	row("NATS messages per job", func(r scaleResult) float64 { return r.natsPerJob }, num(1))
-	row("peak RSS of the bench process so far, MiB", func(r scaleResult) float64 { return float64(r.peakRSS >> 20) }, num(0))
+	row("peak RSS of the bench process in the run, MiB", func(r scaleResult) float64 { return float64(r.peakRSS >> 20) }, num(0))
 }
