@@ -131,7 +131,10 @@ func startWorker() error {
 		// kwok runs no containers: node health check pods succeed after a second.
 		"--health-probe-annotation", kubestack.AnnotationCompleteAfter+"=1s",
 		"--image-pull-grace", testImagePullGrace.String(), "--node-lost-grace", testNodeLostGrace.String(),
-		"--metrics-addr", env.workerMetrics, "--heartbeat-budget", strconv.Itoa(testHeartbeatBudget))...)
+		"--metrics-addr", env.workerMetrics, "--heartbeat-budget", strconv.Itoa(testHeartbeatBudget),
+		// The client-side budget of the test clients (kubestack), above the worker's
+		// default of 50: every test here runs through dlc worker --kube-qps.
+		"--kube-qps", "100", "--kube-burst", "200")...)
 	cmd.Env = itest.WorkerEnv(env.stack)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
