@@ -78,11 +78,9 @@ type Config struct {
 	Kubeconfig string
 	// KubeOptions configure the kubernetes backend.
 	KubeOptions []kube.Option
-	// KubeQPS and KubeBurst are the kubernetes backend's client-side rate limit to
-	// the API server (requests a second, burst); 0: kube.DefaultClientQPS and
-	// kube.DefaultClientBurst.
-	KubeQPS   float32
-	KubeBurst int
+	// KubeClient is the kubernetes backend's client-side rate limit to the API
+	// server; a zero field keeps kube.DefaultClientQPS or kube.DefaultClientBurst.
+	KubeClient KubeClientLimits
 	// LocalOptions configure the local backend.
 	LocalOptions []local.Option
 	// S3 is how the worker reads checkpoints.
@@ -328,7 +326,7 @@ func (p *Process) backend(cfg Config) (backend.Backend, error) {
 	if cfg.Kubeconfig == "" {
 		return local.New(cfg.LocalOptions...)
 	}
-	kb, err := NewKubeBackend(cfg.Kubeconfig, KubeClientLimits{QPS: cfg.KubeQPS, Burst: cfg.KubeBurst}, cfg.KubeOptions...)
+	kb, err := NewKubeBackend(cfg.Kubeconfig, cfg.KubeClient, cfg.KubeOptions...)
 	if err != nil {
 		return nil, err
 	}

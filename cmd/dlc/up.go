@@ -375,7 +375,7 @@ func newWorkerCmd() *cobra.Command {
 			cfg.Triggers = true
 			if kubeconfig != "" {
 				cfg.Kubeconfig = kubeconfig
-				cfg.KubeQPS, cfg.KubeBurst = float32(kubeClient.qps), kubeClient.burst
+				cfg.KubeClient = app.KubeClientLimits{QPS: float32(kubeClient.qps), Burst: kubeClient.burst}
 				opts := []kube.Option{kube.WithEnv(envFrom("DLC_S3_ENDPOINT", "AWS_REGION")...),
 					kube.WithNamespacePrefix(nsPrefix), kube.WithPodAnnotations(podAnnotations)}
 				poolOpts, err := pools.options()
