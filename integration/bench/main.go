@@ -65,6 +65,7 @@ func main() {
 	scaleBudget := flag.Float64("scale-heartbeat-budget", 0, "with -scale, the worker's --heartbeat-budget (0: the default)")
 	scaleQPS := flag.Float64("scale-kube-qps", kube.DefaultClientQPS, "with -scale, the worker's --kube-qps: its client-side requests a second to the API server")
 	scaleBurst := flag.Int("scale-kube-burst", kube.DefaultClientBurst, "with -scale, the worker's --kube-burst")
+	scalePostgres := flag.Bool("scale-temporal-postgres", false, "with -scale, run the Temporal server on PostgreSQL (the production server) instead of the dev server on SQLite")
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
 	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
 	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
@@ -101,7 +102,7 @@ func main() {
 		}
 		if err := runScaleRepeated(scaleOptions{nodes: *scaleNodes, jobs: *scaleJobs, replicas: *scaleReplicas, workspaces: 10,
 			points: points, window: 30 * time.Second, windows: *scaleWindows, nodeGrace: *scaleGrace, pollEvery: *scalePoll, heartbeatBudget: *scaleBudget,
-			kubeQPS: *scaleQPS, kubeBurst: *scaleBurst}, *scaleRuns); err != nil {
+			kubeQPS: *scaleQPS, kubeBurst: *scaleBurst, temporalOnPostgres: *scalePostgres}, *scaleRuns); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -330,6 +331,10 @@ func measureLogs(ctx context.Context, c *client.Client, nc *nats.Conn, srv *devs
 	return forwarded, raw, err
 }
 
+// arrivalStall is how long arrivalRate waits for the next message once the sender is
+// done, before it gives up on the ones missing.
+const arrivalStall = time.Minute
+
 // arrivalRate subscribes to subject, runs send, and returns the rate at which want
 // messages arrived, from the first arrival to the last.
 func arrivalRate(ctx context.Context, nc *nats.Conn, subject string, want int, send func() error) (float64, error) {
@@ -354,19 +359,45 @@ func arrivalRate(ctx context.Context, nc *nats.Conn, subject string, want int, s
 		return 0, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// No message is dropped on this side for being read late, and the server has the
+	// subscription before the first message is sent: the sender publishes on another
+	// connection, which the server may otherwise route before it reads this one's SUB.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return 0, err
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return 0, err
+	}
 	if err := send(); err != nil {
 		return 0, err
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		mu.Lock()
-		defer mu.Unlock()
-		return 0, fmt.Errorf("%s: only %d of %d messages arrived", subject, got, want)
+	missing := func() error {
+		dropped, _ := sub.Dropped()
+		return fmt.Errorf("%s: only %d of %d messages arrived (%d dropped by the client)", subject, got, want, dropped)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return float64(want) / last.Sub(first).Seconds(), nil
+	stall := time.NewTicker(arrivalStall)
+	defer stall.Stop()
+	seen := -1
+	for {
+		select {
+		case <-done:
+			mu.Lock()
+			defer mu.Unlock()
+			return float64(want) / last.Sub(first).Seconds(), nil
+		case <-stall.C:
+			mu.Lock()
+			if got == seen {
+				defer mu.Unlock()
+				return 0, missing()
+			}
+			seen = got
+			mu.Unlock()
+		case <-ctx.Done():
+			mu.Lock()
+			defer mu.Unlock()
+			return 0, missing()
+		}
+	}
 }
 
 // publishLogs publishes n log records of replica p of job to JetStream, 256 to a batch.
