@@ -34,13 +34,24 @@ type Options struct {
 	// NATSTLS serves NATS over TLS (NATSOptions.TLS). NATS always requires
 	// authentication (NATSOptions.Secure).
 	NATSTLS bool
+	// TemporalOnPostgres runs the Temporal server on PostgreSQL (StartPostgres in
+	// Dir/postgres, StartTemporalServer in Dir/temporal-server), the production
+	// server, instead of the dev server on SQLite; for measuring at scale. Every
+	// directory above Dir must let others through (PostgresOptions.Dir). UI and
+	// TemporalUIPort are ignored.
+	TemporalOnPostgres bool
 }
 
 // Stack is a running set of all three components.
 type Stack struct {
+	// Temporal is where Temporal answers: the dev server, or with
+	// Options.TemporalOnPostgres the address and namespace of TemporalServer.
 	Temporal *Temporal
 	NATS     *NATS
 	S3       *S3
+	// TemporalServer and Postgres are set with Options.TemporalOnPostgres.
+	TemporalServer *TemporalServer
+	Postgres       *Postgres
 }
 
 // Start starts NATS, then S3 (publishing bucket notifications to NATS), and
@@ -54,8 +65,14 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		t   *Temporal
 		err error
 	}
+	s := &Stack{}
 	temporalDone := make(chan temporalResult, 1)
 	go func() {
+		if opts.TemporalOnPostgres {
+			t, err := s.startTemporalOnPostgres(ctx, opts)
+			temporalDone <- temporalResult{t, err}
+			return
+		}
 		t, err := StartTemporal(ctx, TemporalOptions{
 			Dir:       filepath.Join(opts.Dir, "temporal"),
 			UI:        opts.UI,
@@ -66,7 +83,6 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		temporalDone <- temporalResult{t, err}
 	}()
 
-	s := &Stack{}
 	n, err := StartNATS(ctx, NATSOptions{Dir: filepath.Join(opts.Dir, "nats"), Port: opts.NATSPort, Secure: true, TLS: opts.NATSTLS})
 	if err == nil {
 		s.NATS = n
@@ -89,12 +105,41 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
+// startTemporalOnPostgres starts PostgreSQL and the Temporal server on it, and
+// returns the server's address and namespace as a Temporal (with no process of its
+// own: Close stops TemporalServer and Postgres). It sets s.Postgres and
+// s.TemporalServer as they start, for Close.
+func (s *Stack) startTemporalOnPostgres(ctx context.Context, opts Options) (*Temporal, error) {
+	pg, err := StartPostgres(ctx, PostgresOptions{Dir: filepath.Join(opts.Dir, "postgres")})
+	if err != nil {
+		return nil, err
+	}
+	s.Postgres = pg
+	ts, err := StartTemporalServer(ctx, TemporalServerOptions{
+		Dir:       filepath.Join(opts.Dir, "temporal-server"),
+		Postgres:  pg,
+		Namespace: opts.Namespace,
+		Port:      opts.TemporalPort,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.TemporalServer = ts
+	return &Temporal{Address: ts.Address, Namespace: ts.Namespace}, nil
+}
+
 // Close stops the components in the reverse order of their dependencies:
-// Temporal, S3, then NATS.
+// Temporal (and its PostgreSQL), S3, then NATS.
 func (s *Stack) Close() error {
 	var errs []error
 	if s.Temporal != nil {
 		errs = append(errs, s.Temporal.Close())
+	}
+	if s.TemporalServer != nil {
+		errs = append(errs, s.TemporalServer.Close())
+	}
+	if s.Postgres != nil {
+		errs = append(errs, s.Postgres.Close())
 	}
 	if s.S3 != nil {
 		errs = append(errs, s.S3.Close())

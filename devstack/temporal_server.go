@@ -296,9 +296,14 @@ func writeTemporalServerConfig(dir string, opts TemporalServerOptions, ports tem
 
 // temporalServerDynamicConfig: deleting a just-closed workflow waits until the transfer
 // queue's ack level passes its close task; the default 30 s update interval would make
-// `dlc delete` wait that long (as on the dev server, temporal.go).
+// `dlc delete` wait that long (as on the dev server, temporal.go). Every job listing and
+// search of the API is a visibility query, which the frontend limits to 10 a second per
+// namespace by default: 8 listings at a time throttle each other into 10-second
+// timeouts (docs/production.md); the dev server raises it to 100, and so does this.
 const temporalServerDynamicConfig = `history.transferProcessorUpdateAckInterval:
   - value: 1s
+frontend.namespaceRPS.visibility:
+  - value: 100
 `
 
 // temporalServerConfig is the server's static configuration: PostgreSQL for

@@ -111,6 +111,9 @@ type Config struct {
 	NATSTLS bool
 	// MetricsAddr, when set, serves the process's metrics there (app.MetricsConfig).
 	MetricsAddr string
+	// TemporalOnPostgres runs the Temporal server on PostgreSQL instead of the dev
+	// server (devstack.Options.TemporalOnPostgres); the benchmarks at scale use it.
+	TemporalOnPostgres bool
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -200,6 +203,8 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		S3Port:  s3Port,
 		S3IAM:   cfg.StorageIsolation,
 		NATSTLS: cfg.NATSTLS,
+
+		TemporalOnPostgres: cfg.TemporalOnPostgres,
 		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
 		// for triggers.
 		EventSubject: schemas.S3EventSubject(cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace)),

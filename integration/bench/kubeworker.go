@@ -41,6 +41,9 @@ type kubeWorkerOptions struct {
 	backend []kube.Option
 	// heartbeatBudget is the worker's --heartbeat-budget; 0: the default.
 	heartbeatBudget float64
+	// temporalOnPostgres runs the Temporal server on PostgreSQL instead of the dev
+	// server (embedded.Config.TemporalOnPostgres).
+	temporalOnPostgres bool
 }
 
 // startKubeWorker starts a kubeWorker under dir; close ends it.
@@ -55,7 +58,8 @@ func startKubeWorker(ctx context.Context, dir string, o kubeWorkerOptions) (k *k
 	if k.cluster, err = kubestack.Start(ctx, kubestack.Options{Dir: filepath.Join(dir, "cluster"), Nodes: o.nodes, NodeMonitorGracePeriod: o.nodeGrace}); err != nil {
 		return nil, err
 	}
-	if k.e, err = embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet}); err != nil {
+	if k.e, err = embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: quiet,
+		TemporalOnPostgres: o.temporalOnPostgres}); err != nil {
 		return nil, err
 	}
 	// The worker has a clientset (and so a client-side rate limiter) of its own: the

@@ -54,6 +54,9 @@ type scaleOptions struct {
 	// (dlc worker --kube-qps, --kube-burst).
 	kubeQPS   float64
 	kubeBurst int
+	// temporalOnPostgres runs the Temporal server on PostgreSQL instead of the dev
+	// server on SQLite (embedded.Config.TemporalOnPostgres).
+	temporalOnPostgres bool
 }
 
 // requestCounter counts the worker's requests to the Kubernetes API server, by verb
@@ -173,8 +176,17 @@ func runScale(o scaleOptions) (scaleResult, error) {
 		return scaleResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, worker's kube client %g requests/s (burst %d), %d cores, load average %s at start\n",
-		o.nodes, o.jobs, o.replicas, o.workspaces, o.kubeQPS, o.kubeBurst, runtime.NumCPU(), loadAvg())
+	temporal := "the Temporal dev server (SQLite)"
+	if o.temporalOnPostgres {
+		temporal = "the Temporal server on PostgreSQL"
+		// PostgreSQL runs as the postgres user when this runs as root, and must reach
+		// its directory below this one (devstack.PostgresOptions.Dir).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return scaleResult{}, err
+		}
+	}
+	fmt.Printf("# scale: %d kwok nodes, up to %d jobs of %d pods in %d workspaces, worker's kube client %g requests/s (burst %d), %s, %d cores, load average %s at start\n",
+		o.nodes, o.jobs, o.replicas, o.workspaces, o.kubeQPS, o.kubeBurst, temporal, runtime.NumCPU(), loadAvg())
 	// Each run's peak RSS is its own: Linux resets VmHWM to the current RSS when "5" is
 	// written to clear_refs (proc(5)). The Go runtime may still hold memory a run
 	// before freed, so a later run's peak is at least what the process holds then.
@@ -182,7 +194,7 @@ func runScale(o scaleOptions) (scaleResult, error) {
 		fmt.Printf("# peak RSS not reset (%v): it is the peak of every run so far\n", err)
 	}
 	counter := &requestCounter{}
-	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, nodeGrace: o.nodeGrace, heartbeatBudget: o.heartbeatBudget, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
+	k, err := startKubeWorker(ctx, dir, kubeWorkerOptions{nodes: o.nodes, nodeGrace: o.nodeGrace, heartbeatBudget: o.heartbeatBudget, temporalOnPostgres: o.temporalOnPostgres, clientset: func(cluster *kubestack.Cluster) (kubernetes.Interface, error) {
 		cfg := rest.CopyConfig(cluster.Admin)
 		cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst // dlc worker --kube-qps, --kube-burst
 		cfg.WrapTransport = counter.wrap
