@@ -141,7 +141,12 @@ func ddpJob(ctx context.Context, c *client.Client, i int, args []string, pythonP
 			}
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Both figures come from the job's own records (the ranks' clocks in their log
+		// lines, the timeline's Running entry), not from when this loop sees the end: a
+		// slow poll costs them nothing, and a fast one (each a status query through the
+		// API, Temporal and the worker) would load the cores the replicas' three
+		// `import torch` share, which the by-hand side does not have to.
+		time.Sleep(250 * time.Millisecond)
 	}
 	var lines []string
 	err = c.Logs(ctx, "bench-frameworks", name, client.LogOptions{}, func(r events.LogRecord) error {
