@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -372,5 +375,81 @@ func TestStartFailures(t *testing.T) {
 	}
 	if _, err := StartS3(ctx, S3Options{Dir: t.TempDir() + "/s3", NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port)}); err == nil || !strings.Contains(err.Error(), "versitygw exited") {
 		t.Errorf("StartS3 with an unreachable NATS: got %v, want the exit and its log", err)
+	}
+}
+
+// With TemporalOnPostgres the stack runs the Temporal server on PostgreSQL instead of the
+// dev server: Stack.Temporal is its address and namespace, the namespace has the search
+// attributes and answers visibility queries by them, and Close stops the server and
+// PostgreSQL.
+func TestStartStackTemporalOnPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 4*time.Minute)
+	// PostgreSQL runs as the postgres user when the test runs as root: a directory
+	// others may pass through.
+	dir, err := os.MkdirTemp("", "opendlc-stack-postgres-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(ctx, Options{Dir: dir, TemporalOnPostgres: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = s.Close()
+		}
+	}()
+	if s.TemporalServer == nil || s.Postgres == nil {
+		t.Fatalf("TemporalServer %v, Postgres %v: want both", s.TemporalServer, s.Postgres)
+	}
+	if s.Temporal.Address != s.TemporalServer.Address || s.Temporal.Namespace != DefaultNamespace {
+		t.Errorf("Stack.Temporal is %s/%s, want the server's %s/%s", s.Temporal.Address, s.Temporal.Namespace, s.TemporalServer.Address, DefaultNamespace)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "temporal")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dev server's directory exists (%v): the dev server ran", err)
+	}
+
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Temporal.Address, Namespace: s.Temporal.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        "on-postgres",
+		TaskQueue: "devstack-tq",
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkspace).ValueSet("vision"),
+		),
+	}, "NoSuchWorkflow"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "workflow visible by search attribute", func() error {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.Temporal.Namespace, Query: SearchAttrWorkspace + " = 'vision'",
+		})
+		if err != nil {
+			return err
+		}
+		if len(resp.Executions) != 1 || resp.Executions[0].Execution.WorkflowId != "on-postgres" {
+			return fmt.Errorf("visibility query returned %d executions", len(resp.Executions))
+		}
+		return nil
+	})
+
+	closed = true
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for name, addr := range map[string]string{"temporal server": s.TemporalServer.Address, "postgres": s.Postgres.Address()} {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("%s still listens on %s after Close", name, addr)
+		}
 	}
 }
