@@ -53,9 +53,10 @@ func (a *JobActivities) pace(ctx context.Context) (p *heartbeatPacer, done func(
 	return p, func() { longActivities.Add(-1) }
 }
 
-// every is the interval between this activity's heartbeats now.
-func (p *heartbeatPacer) every() time.Duration {
-	iv := time.Duration(float64(longActivities.Load()) / p.budget * float64(time.Second))
+// every is the interval between this activity's heartbeats while active long
+// activities run in the process.
+func (p *heartbeatPacer) every(active int64) time.Duration {
+	iv := time.Duration(float64(active) / p.budget * float64(time.Second))
 	iv = max(iv, minHeartbeatEvery)
 	if p.cap > 0 {
 		iv = min(iv, max(p.cap, minHeartbeatEvery))
@@ -63,15 +64,27 @@ func (p *heartbeatPacer) every() time.Duration {
 	return iv
 }
 
-// due reports whether it is time to heartbeat, and if so schedules the next one with
-// up to 10% jitter, so activities started together do not heartbeat together.
+// due reports whether it is time to heartbeat, and if so schedules the next one.
 func (p *heartbeatPacer) due(now time.Time) bool {
 	if now.Before(p.next) {
 		return false
 	}
-	iv := p.every()
-	p.next = now.Add(iv - time.Duration(rand.Int64N(int64(iv)/10+1)))
+	p.schedule(now, longActivities.Load())
 	return true
+}
+
+// schedule sets the next heartbeat one interval after now, jittered by up to 5 % either
+// way so that activities started together do not heartbeat together. The jitter's mean
+// is zero, so the process's rate is its budget (a jitter that only shortened, by up to
+// 10 %, made it 5 % over); it never passes the cap, where the rate is the cap's, not
+// the budget's.
+func (p *heartbeatPacer) schedule(now time.Time, active int64) {
+	iv := p.every(active)
+	next := iv - iv/20 + time.Duration(rand.Int64N(int64(iv)/10+1))
+	if p.cap > 0 {
+		next = min(next, max(p.cap, minHeartbeatEvery))
+	}
+	p.next = now.Add(next)
 }
 
 // wait is how long until the next heartbeat is due (at least a millisecond).
