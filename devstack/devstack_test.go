@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 func testContext(t *testing.T, timeout time.Duration) context.Context {
@@ -385,16 +390,7 @@ func TestStartFailures(t *testing.T) {
 func TestStartStackTemporalOnPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	// PostgreSQL runs as the postgres user when the test runs as root: a directory
-	// others may pass through.
-	dir, err := os.MkdirTemp("", "opendlc-stack-postgres-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := postgresTestDir(t)
 	s, err := Start(ctx, Options{Dir: dir, TemporalOnPostgres: true})
 	if err != nil {
 		t.Fatal(err)
@@ -441,6 +437,38 @@ func TestStartStackTemporalOnPostgres(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The server answers 40 visibility queries sent at once, none refused for the
+	// namespace's visibility rate (10 a second by default, 100 as configured: each API
+	// listing is one). A client of its own, without the SDK's retries, which would hide
+	// a refusal.
+	conn, err := grpc.NewClient(s.Temporal.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw := workflowservice.NewWorkflowServiceClient(conn)
+	errs := make([]error, 40)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = raw.ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: s.Temporal.Namespace, Query: SearchAttrWorkspace + " = 'vision'",
+			})
+		})
+	}
+	wg.Wait()
+	refused := 0
+	for _, err := range errs {
+		if status.Code(err) == codes.ResourceExhausted {
+			refused++
+		} else if err != nil {
+			t.Errorf("visibility query: %v", err)
+		}
+	}
+	if refused > 0 {
+		t.Errorf("%d of %d visibility queries sent at once refused for the rate limit", refused, len(errs))
+	}
 
 	closed = true
 	if err := s.Close(); err != nil {

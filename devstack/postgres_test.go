@@ -15,14 +15,7 @@ import (
 // cluster with its data.
 func TestPostgresStartsAndKeepsItsData(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	dir, err := os.MkdirTemp("", "opendlc-postgres-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := postgresTestDir(t)
 	pg, err := StartPostgres(ctx, PostgresOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -49,4 +42,20 @@ func TestPostgresStartsAndKeepsItsData(t *testing.T) {
 	if got := psql("SELECT v FROM kept"); got != "here" {
 		t.Errorf("after a restart: %q, want here", got)
 	}
+}
+
+// postgresTestDir is a fresh directory, removed at the end of the test, that PostgreSQL
+// can reach: it runs as the postgres user when the test runs as root, and t.TempDir's
+// directories let only their owner through.
+func postgresTestDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "opendlc-postgres-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -203,7 +203,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		S3Port:  s3Port,
 		S3IAM:   cfg.StorageIsolation,
 		NATSTLS: cfg.NATSTLS,
-
+		// The production server instead of the dev server, for the scale bench.
 		TemporalOnPostgres: cfg.TemporalOnPostgres,
 		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
 		// for triggers.
