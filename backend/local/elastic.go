@@ -125,7 +125,7 @@ func (b *Backend) startReplica(ctx context.Context, dir string, st gangState, r 
 	if err != nil {
 		return err
 	}
-	ep := filesEndpoints{endpoints: endpoints(st.Ports), gangDir: dir}
+	ep := b.filesEndpoints(dir, st.Ports)
 	fwEnv, err := frameworks.EnvFor(st.Spec, r, ep)
 	if err != nil {
 		return backend.InvalidSpec(err)
@@ -139,14 +139,20 @@ func (b *Backend) startReplica(ctx context.Context, dir string, st gangState, r 
 			return fmt.Errorf("local: %w", err)
 		}
 	}
-	env := b.environ(r, wsEnv, fwEnv, rdir)
+	env := b.environ(st.Spec.Workspace, r, wsEnv, fwEnv, rdir)
 	argv0, notFound := lookPath(r.Command[0], b.workingDir(r.WorkingDir), env)
 	if notFound != nil {
 		return cannotStart(rdir, notFound)
 	}
 	resolved := r
 	resolved.Command = append([]string{argv0}, r.Command[1:]...)
-	return b.start(ctx, rdir, r, frameworks.CommandFor(st.Spec, resolved), env)
+	var sb *gangSandbox
+	if b.sb != nil {
+		if sb, err = b.prepareSandbox(ctx, dir, st.Spec); err != nil {
+			return err
+		}
+	}
+	return b.startIn(ctx, sb, rdir, r, frameworks.CommandFor(st.Spec, resolved), env)
 }
 
 // gangWantsGPUs reports whether a replica of the gang asks for GPUs.

@@ -24,6 +24,8 @@
 //	    .lock            flock'd by Launch, Stop and Cleanup, across worker processes
 //	    stopped          present once Stop was called
 //	    files/           the framework's files (an MPI hostfile: files/etc/mpi/hostfile)
+//	    netns            with WithSandbox: the gang's network namespace (a bind mount)
+//	    sandbox-etc/     with WithSandbox: the replicas' /etc/passwd, group and hosts
 //	    <replica>/       created (mkdir) just before its supervisor starts: the claim
 //	        pid          the supervisor's pid, also its session and process group id;
 //	                     its modification time is the replica's start time
@@ -31,6 +33,7 @@
 //	        output.idx   byte offsets of every 1024th record, for fast resumes
 //	        exit         how it ended, {"exitCode":N,"term":bool}; its modification time
 //	                     is the finish time
+//	        tmp/         with WithSandbox: the replica's /tmp
 //
 // GPU allocations are <stateDir>/.gpus.json, changed under an flock on .gpus.lock (see
 // gpus.go).
@@ -60,7 +63,13 @@
 //
 // Replicas inherit the worker's whole environment, then WithEnv's, then their own, then
 // the framework's rendezvous variables, then the marker. The environment passes through
-// /bin/sh, which drops variables whose names are not shell identifiers. On Unix systems
+// /bin/sh, which drops variables whose names are not shell identifiers.
+//
+// So a replica can do whatever the worker's user can: read the stack's state directory,
+// connect to Temporal and NATS. That is fine for one user on a laptop and not for
+// several workspaces on one stack: WithSandbox runs each replica as its workspace's
+// own user, in Linux namespaces, with a minimal environment, no view of the state
+// directory and no network beyond its gang and the S3 gateway (sandbox.go says how). On Unix systems
 // other than Linux there is no /proc: a supervisor is recognised by its pid alone, and
 // Stop reaches only its process group.
 package local
@@ -108,9 +117,13 @@ type Backend struct {
 	mv       string   // the mv(1) supervisors rename the exit file with
 	gpus     []string // the GPU inventory (gpus.go)
 	gpusSet  bool     // GPU requests are enforced
+	sb       *sandbox // WithSandbox's (sandbox.go); nil without
 
 	mu       sync.Mutex
 	children map[string]*child // by replica directory
+
+	fwdMu sync.Mutex
+	fwds  map[string][]net.Listener // the sandbox's forwards, by gang directory
 }
 
 // Option configures a Backend.
@@ -180,6 +193,7 @@ func New(opts ...Option) (*Backend, error) {
 		poll:     50 * time.Millisecond,
 		mv:       "mv",
 		children: map[string]*child{},
+		fwds:     map[string][]net.Listener{},
 	}
 	for _, o := range opts {
 		if err := o(b); err != nil {
@@ -207,6 +221,11 @@ func New(opts ...Option) (*Backend, error) {
 	}
 	if err := os.MkdirAll(b.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
+	}
+	if b.sb != nil {
+		if err := b.sb.init([]string{b.stateDir}); err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
 	}
 	if !b.gpusSet {
 		b.gpus = detectGPUs()
@@ -265,9 +284,15 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 	if err != nil {
 		return err
 	}
-	ep := filesEndpoints{endpoints: endpoints(st.Ports), gangDir: dir}
+	ep := b.filesEndpoints(dir, st.Ports)
 	if err := writeFrameworkFiles(spec, ep); err != nil {
 		return err
+	}
+	var sb *gangSandbox
+	if b.sb != nil {
+		if sb, err = b.prepareSandbox(ctx, dir, spec); err != nil {
+			return err
+		}
 	}
 	for _, r := range spec.Replicas {
 		if err := ctx.Err(); err != nil {
@@ -278,7 +303,7 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 			return backend.InvalidSpec(err)
 		}
 		rdir := filepath.Join(dir, r.Name)
-		env := b.environ(r, wsEnv, fwEnv, rdir)
+		env := b.environ(spec.Workspace, r, wsEnv, fwEnv, rdir)
 		if b.gpusSet {
 			env = append(env, gpuEnv(gpus[r.Name])...)
 		}
@@ -303,11 +328,29 @@ func (b *Backend) Launch(ctx context.Context, spec backend.GangSpec) error {
 		// command itself was resolved above, so a missing one still fails as such.
 		resolved := r
 		resolved.Command = append([]string{argv0}, r.Command[1:]...)
-		if err := b.start(ctx, rdir, r, frameworks.CommandFor(spec, resolved), env); err != nil {
+		if err := b.startIn(ctx, sb, rdir, r, frameworks.CommandFor(spec, resolved), env); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// startIn starts the replica in rdir as start does, in the gang's sandbox when sb is
+// not nil. A replica the sandbox refuses is recorded as one that cannot start.
+func (b *Backend) startIn(ctx context.Context, sb *gangSandbox, rdir string, r backend.ReplicaSpec, argv, env []string) error {
+	if sb != nil {
+		var err error
+		if argv, err = sb.command(rdir, b.workingDir(r.WorkingDir), argv); err != nil {
+			if refused, ok := errors.AsType[cannotRun](err); ok {
+				if err := cannotStart(rdir, refused); err != nil {
+					return fmt.Errorf("local: %s: %w", r.Name, err)
+				}
+				return nil
+			}
+			return err
+		}
+	}
+	return b.start(ctx, rdir, r, argv, env)
 }
 
 // Observe reports every replica of the gang, in GangSpec order, from the state
@@ -323,6 +366,11 @@ func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.Gan
 		return backend.GangStatus{}, err
 	}
 	stopped := exists(filepath.Join(dir, stoppedFile))
+	if !stopped {
+		// A restarted worker serves the sandbox's forwards again; a failure to is
+		// tried again at the next Observe.
+		_ = b.serveForwards(dir)
+	}
 	out := backend.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(st.Spec.Replicas))}
 	for _, r := range st.Spec.Replicas {
 		s, err := b.replicaStatus(dir, r, stopped)
@@ -581,6 +629,10 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 		if err := b.stopLocked(ctx, dir); err != nil {
 			return err
 		}
+		b.closeForwards(dir)
+		if err := removeNetns(filepath.Join(dir, netnsFile)); err != nil {
+			return err
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("local: cleanup %s: %w", ref.ID(), err)
 		}
@@ -597,14 +649,19 @@ func (b *Backend) gangDir(id string) string {
 	return filepath.Join(b.stateDir, id)
 }
 
-// environ is a replica's environment. Later entries win (os/exec keeps the last of
-// duplicate names): the worker's (less the credentials WithWorkspaceEnv replaces), then
-// PWD, then WithEnv's, then the workspace's, then the replica's, then the framework's,
-// then the marker that tells the replica's processes from any other.
-func (b *Backend) environ(r backend.ReplicaSpec, wsEnv, fwEnv []schemas.EnvVar, rdir string) []string {
+// environ is the environment of a replica of workspace ws. Later entries win (os/exec
+// keeps the last of duplicate names): the worker's (less the credentials
+// WithWorkspaceEnv replaces; in the sandbox, only PATH and the locale, and the sandbox's
+// user), then PWD, then WithEnv's, then the workspace's, then the replica's, then the
+// framework's, then the marker that tells the replica's processes from any other.
+func (b *Backend) environ(ws string, r backend.ReplicaSpec, wsEnv, fwEnv []schemas.EnvVar, rdir string) []string {
+	base := b.inherited()
+	if b.sb != nil {
+		base = sandboxEnv(ws)
+	}
 	// os/exec sets PWD to the command's Dir only when it builds the environment itself;
 	// the worker's PWD would tell the replica it runs where the worker does.
-	env := append(b.inherited(), "PWD="+b.workingDir(r.WorkingDir))
+	env := append(base, "PWD="+b.workingDir(r.WorkingDir))
 	for _, list := range [][]schemas.EnvVar{b.env, wsEnv, r.Env, fwEnv} {
 		for _, e := range list {
 			env = append(env, e.Name+"="+e.Value)
