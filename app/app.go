@@ -139,6 +139,10 @@ type APIConfig struct {
 	// NoConsole turns off the web console (package console), which is served under
 	// /ui/ by default.
 	NoConsole bool
+	// SingleTenant, when set, says why the stack's jobs can read its secrets (the local
+	// backend without its sandbox): tokens are then given to admins and the default
+	// workspace only (auth.WithSingleTenant).
+	SingleTenant string
 }
 
 // Process is a running process. Close stops it.
@@ -278,7 +282,11 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 	if err != nil {
 		return err
 	}
-	if p.Auth, err = auth.OpenStore(ctx, js); err != nil {
+	var authOpts []auth.Option
+	if cfg.API.SingleTenant != "" {
+		authOpts = append(authOpts, auth.WithSingleTenant(cfg.API.SingleTenant))
+	}
+	if p.Auth, err = auth.OpenStore(ctx, js, authOpts...); err != nil {
 		return err
 	}
 	if cfg.API.AdminTokenFile != "" {

@@ -56,6 +56,9 @@ var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 type Store struct {
 	kv  jetstream.KeyValue
 	now func() time.Time
+	// singleTenant, when set, is why only the default workspace may have tokens
+	// (WithSingleTenant).
+	singleTenant string
 
 	mu     sync.RWMutex
 	tokens map[string]indexed // by id
@@ -75,6 +78,12 @@ type Option func(*Store)
 
 // WithClock sets the clock expiry is checked against. Default time.Now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithSingleTenant makes CreateToken refuse every token but admins' and those of the
+// default workspace, saying why: the stack runs its jobs where they can read its
+// secrets (the local backend without its sandbox), so a member of any workspace could
+// make itself admin. Default: tokens of every workspace.
+func WithSingleTenant(why string) Option { return func(s *Store) { s.singleTenant = why } }
 
 // OpenStore opens the bucket, which events/jetstream.EnsureStreams creates.
 func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, error) {
@@ -255,6 +264,11 @@ func (s *Store) CreateToken(ctx context.Context, req api.TokenRequest, createdBy
 		} else if err != nil {
 			return api.CreatedToken{}, err
 		}
+	}
+	if s.singleTenant != "" && req.Role != api.RoleAdmin && req.Workspace != schemas.DefaultWorkspace {
+		errs = append(errs, schemas.Invalid(schemas.NewPath("workspace"),
+			"this stack is single-tenant: %s, so only workspace %q may have tokens besides admins (dlc up --trust-local-jobs lets other workspaces in; see docs/security.md#local-jobs)",
+			s.singleTenant, schemas.DefaultWorkspace))
 	}
 	if len(errs) > 0 {
 		errs.Sort()
