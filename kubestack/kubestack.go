@@ -76,8 +76,18 @@ type Options struct {
 	// Dir holds every component's state, keys and logs (Dir/<component>.log).
 	// Required. Starting again on the same Dir keeps the cluster's objects.
 	Dir string
-	// Nodes is how many fake nodes to create, kwok-node-0..Nodes-1; 0 means DefaultNodes.
+	// Nodes is how many fake nodes to create, kwok-node-0..Nodes-1; 0 means
+	// DefaultNodes, a negative number none (a cluster of real nodes only).
 	Nodes int
+	// RealNodes is how many real nodes to start beside the fake ones,
+	// real-node-0..RealNodes-1: a kubelet and a containerd each, whose pods run
+	// containers (realnode.go). Needs root and Debian's containerd, runc and
+	// containernetworking-plugins. 0: none.
+	RealNodes int
+	// Images are docker-archive tarballs (package images) imported into every real
+	// node's containerd before its kubelet starts, so pods can name them with
+	// imagePullPolicy IfNotPresent or Never. Only with RealNodes.
+	Images []string
 	// GPUsPerNode is each node's nvidia.com/gpu capacity; 0 means DefaultGPUsPerNode.
 	GPUsPerNode int
 	// NodeCPU and NodeMemory are each node's cpu and memory capacity as
@@ -108,7 +118,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.NodeMonitorGracePeriod == 0 {
 		o.NodeMonitorGracePeriod = DefaultNodeMonitorGracePeriod
 	}
-	if o.Nodes < 0 || o.GPUsPerNode < 0 || o.NodeMonitorGracePeriod < 2*time.Second {
+	if o.Nodes < 0 {
+		o.Nodes = 0
+	}
+	if o.RealNodes < 0 || o.RealNodes > 8 || len(o.Images) > 0 && o.RealNodes == 0 {
+		return o, fmt.Errorf("kubestack: bad options: %d real nodes (0 to 8) with %d images (only with real nodes)", o.RealNodes, len(o.Images))
+	}
+	if o.GPUsPerNode < 0 || o.NodeMonitorGracePeriod < 2*time.Second {
 		return o, fmt.Errorf("kubestack: bad options: %d nodes, %d GPUs per node, node monitor grace period %s (minimum 2s)",
 			o.Nodes, o.GPUsPerNode, o.NodeMonitorGracePeriod)
 	}
@@ -133,11 +149,17 @@ type Cluster struct {
 	Client kubernetes.Interface
 	// Nodes are the names of the fake nodes, all Ready and schedulable.
 	Nodes []string
+	// RealNodes are the names of the real nodes (Options.RealNodes), all Ready.
+	RealNodes []string
 
 	pki   pki
 	opts  Options
 	procs []*process // in start order; Close stops them in reverse
-	mu    sync.Mutex // guards procs during Close
+	mu    sync.Mutex // guards procs and forwarders during Close
+
+	realNodes       []*realNode
+	unlockRealNodes func()         // set while the real nodes' machine-wide lock is held
+	forwarders      []net.Listener // ExposeToPods
 }
 
 // binaries are the paths of the built components.
@@ -230,7 +252,15 @@ func (c *Cluster) start(ctx context.Context, bins binaries) error {
 	if err := c.createNodes(ctx); err != nil {
 		return err
 	}
+	if c.opts.RealNodes > 0 {
+		if err := c.startRealNodes(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.waitDefaultServiceAccount(ctx); err != nil {
+		return err
+	}
+	if err := c.waitRealNodesReady(ctx); err != nil {
 		return err
 	}
 	return c.waitNodesReady(ctx)
@@ -243,8 +273,15 @@ func (c *Cluster) Close() error {
 	c.mu.Lock()
 	procs := c.procs
 	c.procs = nil
+	forwarders := c.forwarders
+	c.forwarders = nil
 	c.mu.Unlock()
 	var errs []error
+	for _, l := range forwarders {
+		l.Close()
+	}
+	// The real nodes' kubelets and containerds first, with every container.
+	errs = append(errs, c.stopRealNodes())
 	// kwok, the scheduler and the controller manager do not depend on each
 	// other: stop them together, then the API server, then etcd.
 	var clients, servers []*process

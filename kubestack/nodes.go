@@ -55,6 +55,7 @@ func (c *Cluster) node(name string) (*corev1.Node, error) {
 				"kubernetes.io/arch":            "amd64",
 				"node-role.kubernetes.io/agent": "",
 				"type":                          "kwok",
+				LabelNodeKind:                   "kwok",
 				LabelGPU:                        "true",
 			},
 		},

@@ -179,3 +179,105 @@ func sanitize(s string) string {
 	}
 	return string(b)
 }
+
+// issueClient returns the client certificate of user in groups, signing it with the
+// cluster CA first when it is not on disk yet (identities only some clusters need: the
+// real nodes' kubelets, CoreDNS).
+func (p pki) issueClient(user string, groups ...string) (clientCert, error) {
+	c := p.client(user)
+	if _, err := os.Stat(c.cert); err == nil {
+		if _, err := os.Stat(c.key); err == nil {
+			return c, nil
+		}
+	}
+	ca, caKey, err := p.loadCA()
+	if err != nil {
+		return c, err
+	}
+	key, err := newKey()
+	if err != nil {
+		return c, err
+	}
+	der, err := sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, key.Public(), ca, caKey)
+	if err != nil {
+		return c, err
+	}
+	if err := errors.Join(certs.WriteCert(c.cert, der), certs.WriteKey(c.key, key)); err != nil {
+		return c, fmt.Errorf("kubestack: writing keys: %w", err)
+	}
+	return c, nil
+}
+
+// issueServing returns a serving certificate for the given IP addresses and DNS names,
+// signed by the cluster CA, written as name.crt and name.key (a registry's, say).
+func (p pki) issueServing(name string, ips []net.IP, dnsNames ...string) (clientCert, error) {
+	base := filepath.Join(p.dir, "serving-"+sanitize(name))
+	c := clientCert{cert: base + ".crt", key: base + ".key"}
+	ca, caKey, err := p.loadCA()
+	if err != nil {
+		return c, err
+	}
+	key, err := newKey()
+	if err != nil {
+		return c, err
+	}
+	der, err := sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, key.Public(), ca, caKey)
+	if err != nil {
+		return c, err
+	}
+	if err := errors.Join(certs.WriteCert(c.cert, der), certs.WriteKey(c.key, key)); err != nil {
+		return c, fmt.Errorf("kubestack: writing keys: %w", err)
+	}
+	return c, nil
+}
+
+// loadCA reads the cluster CA's certificate and key.
+func (p pki) loadCA() (*x509.Certificate, crypto.Signer, error) {
+	certPEM, err := os.ReadFile(p.caCert)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubestack: %w", err)
+	}
+	keyPEM, err := os.ReadFile(p.caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubestack: %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, fmt.Errorf("kubestack: %s or %s is not PEM", p.caCert, p.caKey)
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubestack: %w", err)
+	}
+	key, err := parseKey(kb)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ca, key, nil
+}
+
+func parseKey(b *pem.Block) (crypto.Signer, error) {
+	if k, err := x509.ParseECPrivateKey(b.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("kubestack: CA key: %w", err)
+	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("kubestack: CA key cannot sign")
+	}
+	return s, nil
+}

@@ -15,7 +15,7 @@ import (
 )
 
 func TestExpand(t *testing.T) {
-	kube := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+	kube := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok"}
 	tests := map[string]struct {
 		names   []string
 		want    []string

@@ -98,6 +98,8 @@ const (
 	etcdVersion = "v3.6.8"  // go.etcd.io/etcd/server/v3, as k8s.io/kubernetes v1.36.3 requires
 	kubeModule  = "tools/kube"
 	kubeGroup   = "kube"
+	// realNodeGroup is what kubestack's real nodes need beyond the kube group.
+	realNodeGroup = "realnode"
 )
 
 // kubeLDFlags stamps the Kubernetes version into the binaries, as the
@@ -148,8 +150,18 @@ var pinned = []Tool{
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler", Version: kubeVersion,
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
+	// The kubelet of kubestack's real nodes (containers under containerd and runc from
+	// Debian's packages), built with the control plane so the versions agree.
+	{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet", Version: kubeVersion,
+		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	// kwok has no local replaces, so go install builds it in its own module graph.
 	{Name: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", Version: "v0.8.0", Group: kubeGroup},
+	// The real nodes' cluster DNS (CoreDNS with its kubernetes plugin, tools/coredns)
+	// and image registry (the CNCF distribution registry), kubestack's "realnode" group.
+	{Name: "coredns", Package: "github.com/opendlc/opendlc/tools/coredns", Version: "v1.15.0",
+		Module: "tools/coredns", Group: realNodeGroup, LDFlags: "-s -w"},
+	{Name: "registry", Package: "github.com/distribution/distribution/v3/cmd/registry", Version: "v3.1.2",
+		Group: realNodeGroup, LDFlags: "-s -w"},
 	// The Temporal server (not the dev server: every service, on PostgreSQL) and its SQL
 	// schema tool, for the production topology test (integration/topology,
 	// devstack.StartTemporalServer); the server version the temporal CLI above embeds.
@@ -407,4 +419,11 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Lock takes an exclusive file lock on path (created if missing), waiting until it is
+// free or ctx ends; the lock is released by the returned func, or by the kernel when the
+// process dies. Other caches built beside the tools' (images) use it the same way.
+func Lock(ctx context.Context, path string) (unlock func(), err error) {
+	return lockFile(ctx, path)
 }

@@ -1,0 +1,89 @@
+package images
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// NonRootUID is the user OpenDLC's own image runs as (the distroless convention's
+// "nonroot", 65532), with the same group.
+const NonRootUID = 65532
+
+// DLC builds OpenDLC's own image from the source tree: the dlc binary (static, as
+// /usr/local/bin/dlc, the entrypoint), run as NonRootUID with a writable /tmp and HOME.
+// It is cached by the hash of the binary; the Go build cache makes the rebuild of an
+// unchanged tree quick. When layoutDir is not empty the image is also written there as an
+// OCI image layout.
+func DLC(ctx context.Context, layoutDir string) (Image, error) {
+	root, err := sourceRoot()
+	if err != nil {
+		return Image{}, err
+	}
+	tmp, err := os.MkdirTemp("", "opendlc-dlc-image-")
+	if err != nil {
+		return Image{}, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "dlc")
+	if err := goBuild(ctx, root, bin, "./cmd/dlc"); err != nil {
+		return Image{}, err
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return Image{}, err
+	}
+	sum := sha256.Sum256(data)
+	key := hashOf("dlc/1", hex.EncodeToString(sum[:]))
+	var built v1.Image
+	img, err := cached(ctx, "dlc", key, func(string) ([]tagged, error) {
+		layer, err := memLayer([]file{
+			{path: "/etc", mode: 0o755, dir: true},
+			{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+			{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+			{path: "/home", mode: 0o755, dir: true},
+			{path: "/home/nonroot", mode: 0o700, dir: true, uid: NonRootUID},
+			{path: "/tmp", mode: 0o1777, dir: true},
+			{path: "/usr", mode: 0o755, dir: true},
+			{path: "/usr/local", mode: 0o755, dir: true},
+			{path: "/usr/local/bin", mode: 0o755, dir: true},
+			{path: "/usr/local/bin/dlc", mode: 0o755, data: data},
+		})
+		if err != nil {
+			return nil, err
+		}
+		built, err = newImage(v1.Config{
+			Entrypoint: []string{"/usr/local/bin/dlc"},
+			User:       "65532:65532",
+			WorkingDir: "/home/nonroot",
+			Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot"},
+			Labels:     map[string]string{"org.opencontainers.image.title": "opendlc", "org.opencontainers.image.source": "https://github.com/opendlc/opendlc"},
+		}, layer)
+		if err != nil {
+			return nil, err
+		}
+		return []tagged{{ref: ref("dlc", key), img: built}}, nil
+	})
+	if err != nil || layoutDir == "" {
+		return img, err
+	}
+	if built == nil { // from the cache: read it back from the tarball
+		if built, err = loadTarball(img); err != nil {
+			return Image{}, err
+		}
+	}
+	if err := os.RemoveAll(layoutDir); err != nil {
+		return Image{}, err
+	}
+	p, err := layout.Write(layoutDir, empty.Index)
+	if err != nil {
+		return Image{}, err
+	}
+	return img, p.AppendImage(built, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": img.Ref}))
+}
