@@ -15,9 +15,10 @@ import (
 // Every role is in the cluster, the evaluator too, as current Kubeflow TFJobs have it
 // (TFConfigClusterResolver.master() looks the task up in the cluster, and tf.distribute
 // accepts an evaluator there). A role "master" is the chief under another name, as in
-// TFJob: it is written "chief", since tf.distribute refuses any other task type than
-// chief, worker, ps and evaluator, and it decides the job's outcome as the chief does.
-// A gang that has both keeps "master" as written.
+// TFJob (whose Master and Chief are one replica type, at most one of them per job, as
+// validation requires here too): it is written "chief", since tf.distribute refuses any
+// other task type than chief, worker, ps and evaluator, and it decides the job's outcome
+// as the chief does. A gang that has both anyway keeps "master" as written.
 //
 // Each replica's server listens on the rendezvous port. Where the backend puts several
 // replicas on one address (the local backend: all on 127.0.0.1), replica k in RankOrder

@@ -26,15 +26,19 @@ type roleRule struct {
 	maxReplicas int32
 	// required roles must be present (with exactly maxReplicas replicas when set).
 	required bool
+	// aliasOf names the role this one is another name for: a job may have one or the
+	// other, not both.
+	aliasOf string
 }
 
 // frameworkRoles lists each framework's roles in the order messages name them. A
-// framework that is not listed (custom) accepts any role names.
+// framework that is not listed (custom) accepts any role names. TensorFlow's master is
+// the chief under TFJob's older name: a TFJob has at most one Chief or Master.
 var frameworkRoles = map[Framework][]roleRule{
 	FrameworkPyTorch:    {{name: "master", maxReplicas: 1}, {name: "worker"}},
 	FrameworkDeepSpeed:  {{name: "master", maxReplicas: 1}, {name: "worker"}},
 	FrameworkMegatron:   {{name: "master", maxReplicas: 1}, {name: "worker"}},
-	FrameworkTensorFlow: {{name: "chief", maxReplicas: 1}, {name: "ps"}, {name: "worker"}, {name: "evaluator", maxReplicas: 1}},
+	FrameworkTensorFlow: {{name: "chief", maxReplicas: 1}, {name: "master", maxReplicas: 1, aliasOf: "chief"}, {name: "ps"}, {name: "worker"}, {name: "evaluator", maxReplicas: 1}},
 	FrameworkMPI:        {{name: "launcher", maxReplicas: 1, required: true}, {name: "worker"}},
 	FrameworkXGBoost:    {{name: "master", maxReplicas: 1}, {name: "worker"}},
 	FrameworkRay:        {{name: "head", maxReplicas: 1, required: true}, {name: "worker"}},
@@ -184,6 +188,9 @@ func (s *TrainingJobSpec) validateFrameworkRole(name string, role RoleSpec, rule
 		*errs = append(*errs, Invalid(p, "not a role of framework %s; must be one of %s",
 			s.Framework, strings.Join(names, ", ")))
 		return
+	}
+	if _, both := s.Roles[rule.aliasOf]; both {
+		*errs = append(*errs, Invalid(p, "is another name for role %s of framework %s: set one of them, not both", rule.aliasOf, s.Framework))
 	}
 	if rule.maxReplicas == 0 || role.Replicas < 1 || role.Replicas > maxReplicas {
 		return // the general bounds have already been reported

@@ -42,6 +42,8 @@ func TestValidate(t *testing.T) {
 		"deepspeed":                  {job: job().Framework(schemas.FrameworkDeepSpeed).Role("master", 1).Obj()},
 		"megatron":                   {job: job().Framework(schemas.FrameworkMegatron).Role("worker", 64).Obj()},
 		"tensorflow with every role": {job: job().Framework(schemas.FrameworkTensorFlow).Role("chief", 1).Role("ps", 2).Role("worker", 4).Role("evaluator", 1).Obj()},
+		// TFJob's Master is its Chief under an older name.
+		"tensorflow master as chief": {job: job().Framework(schemas.FrameworkTensorFlow).Role("master", 1).Role("ps", 1).Role("worker", 2).Obj()},
 		"mpi launcher and workers":   {job: job().Framework(schemas.FrameworkMPI).Role("launcher", 1).Role("worker", 4).Obj()},
 		"xgboost master and workers": {job: job().Framework(schemas.FrameworkXGBoost).Role("master", 1).Role("worker", 3).Obj()},
 		"ray head alone":             {job: job().Framework(schemas.FrameworkRay).WithoutRoles().Role("head", 1).Obj()},
@@ -231,7 +233,15 @@ func TestValidate(t *testing.T) {
 			want: schemas.ErrorList{
 				{Field: "spec.roles.chief.replicas", Detail: "must be <= 1 for framework tensorflow"},
 				{Field: "spec.roles.evaluator.replicas", Detail: "must be <= 1 for framework tensorflow"},
-				{Field: "spec.roles.launcher", Detail: "not a role of framework tensorflow; must be one of chief, ps, worker, evaluator"},
+				{Field: "spec.roles.launcher", Detail: "not a role of framework tensorflow; must be one of chief, master, ps, worker, evaluator"},
+			},
+		},
+		// As TFJob's webhook: at most one Chief or Master.
+		"tensorflow: chief and master, two masters": {
+			job: job().Framework(schemas.FrameworkTensorFlow).Role("chief", 1).Role("master", 2).Obj(),
+			want: schemas.ErrorList{
+				{Field: "spec.roles.master", Detail: "is another name for role chief of framework tensorflow: set one of them, not both"},
+				{Field: "spec.roles.master.replicas", Detail: "must be <= 1 for framework tensorflow"},
 			},
 		},
 		"mpi: missing launcher": {
