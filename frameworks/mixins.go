@@ -43,13 +43,14 @@ func (torchRendezvous) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoin
 }
 
 // shards is embedded by the frameworks that run N independent shards (see Preprocess):
-// no ports, DLC_SHARD_INDEX and DLC_SHARD_COUNT, and success when every shard succeeds.
+// no ports, DLC_SHARD_INDEX, DLC_SHARD_COUNT and JOB_COMPLETION_INDEX, and success when
+// every shard succeeds.
 type shards struct {
 	noPorts
 	allSucceedRule
 }
 
-// Env returns DLC_SHARD_INDEX and DLC_SHARD_COUNT.
+// Env returns DLC_SHARD_INDEX, DLC_SHARD_COUNT and JOB_COMPLETION_INDEX.
 func (shards) Env(g backend.GangSpec, r backend.ReplicaSpec, _ Endpoints) []schemas.EnvVar {
 	return shardEnv(g, r)
 }

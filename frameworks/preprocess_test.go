@@ -19,6 +19,8 @@ func TestShardEnv(t *testing.T) {
 			want := append([]schemas.EnvVar{
 				{Name: "DLC_SHARD_INDEX", Value: itoa(i)},
 				{Name: "DLC_SHARD_COUNT", Value: "12"},
+				// A Kubernetes Indexed Job's pod i has JOB_COMPLETION_INDEX=i.
+				{Name: "JOB_COMPLETION_INDEX", Value: itoa(i)},
 			}, common(replica(g, "worker", i))...)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s worker-%d: EnvFor mismatch (-want +got):\n%s", f, i, diff)
