@@ -118,11 +118,17 @@ func EnvFor(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) ([]schemas.
 // is written; and NPROC_PER_NODE, the processes the replica's node runs (its GPUs, or
 // 1), as PAI-DLC sets it.
 func commonEnv(r backend.ReplicaSpec) []schemas.EnvVar {
+	return unlessSet(r,
+		schemas.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
+		schemas.EnvVar{Name: "NPROC_PER_NODE", Value: strconv.Itoa(slots(r))},
+	)
+}
+
+// unlessSet returns the defaults, in order, less those whose name the replica's own
+// environment (the job's env or its role's) sets: the job's value wins.
+func unlessSet(r backend.ReplicaSpec, defaults ...schemas.EnvVar) []schemas.EnvVar {
 	var out []schemas.EnvVar
-	for _, e := range []schemas.EnvVar{
-		{Name: "PYTHONUNBUFFERED", Value: "1"},
-		{Name: "NPROC_PER_NODE", Value: strconv.Itoa(slots(r))},
-	} {
+	for _, e := range defaults {
 		if !slices.ContainsFunc(r.Env, func(x schemas.EnvVar) bool { return x.Name == e.Name }) {
 			out = append(out, e)
 		}

@@ -83,9 +83,10 @@ func replica(g backend.GangSpec, role string, index int) backend.ReplicaSpec {
 	panic(fmt.Sprintf("no replica %s-%d", role, index))
 }
 
-// torch is the expected torch.distributed environment.
-func torch(addr string, world, rank, perNode int) []schemas.EnvVar {
+// torch is the expected torch.distributed environment of a replica with gpus GPUs.
+func torch(addr string, world, rank, gpus int) []schemas.EnvVar {
 	s := func(i int) string { return strconv.Itoa(i) }
+	perNode := max(gpus, 1)
 	return []schemas.EnvVar{
 		{Name: "MASTER_ADDR", Value: addr},
 		{Name: "MASTER_PORT", Value: "29500"},
@@ -99,6 +100,9 @@ func torch(addr string, world, rank, perNode int) []schemas.EnvVar {
 		{Name: "PET_NNODES", Value: s(world)},
 		{Name: "PET_NODE_RANK", Value: s(rank)},
 		{Name: "PET_NPROC_PER_NODE", Value: s(perNode)},
+		// PAI-DLC: the container's GPUs, which its scripts give torchrun as
+		// --nproc_per_node.
+		{Name: "KUBERNETES_CONTAINER_RESOURCE_GPU", Value: s(gpus)},
 	}
 }
 
@@ -117,10 +121,10 @@ func TestEnvFor(t *testing.T) {
 	tests := map[string]envForCase{
 		"pytorch master is rank 0":                          {gang: masterWorkers, replica: replica(masterWorkers, "master", 0), want: torch("master-0.gang", 4, 0, 8)},
 		"pytorch workers follow master by index":            {gang: masterWorkers, replica: replica(masterWorkers, "worker", 2), want: torch("master-0.gang", 4, 3, 8)},
-		"pytorch worker 0 leads without master":             {gang: workersOnly, replica: replica(workersOnly, "worker", 1), want: torch("worker-0.gang", 2, 1, 1)},
-		"pytorch worker leads before roles sorting earlier": {gang: evalWorkers, replica: replica(evalWorkers, "evaluator", 0), want: torch("worker-0.gang", 3, 2, 1)},
+		"pytorch worker 0 leads without master":             {gang: workersOnly, replica: replica(workersOnly, "worker", 1), want: torch("worker-0.gang", 2, 1, 0)},
+		"pytorch worker leads before roles sorting earlier": {gang: evalWorkers, replica: replica(evalWorkers, "evaluator", 0), want: torch("worker-0.gang", 3, 2, 0)},
 		"pytorch worker 0 is rank 0 before evaluator":       {gang: evalWorkers, replica: replica(evalWorkers, "worker", 0), want: torch("worker-0.gang", 3, 0, 1)},
-		"pytorch first role by name leads otherwise":        {gang: chiefPS, replica: replica(chiefPS, "ps", 0), want: torch("chief-0.gang", 2, 1, 1)},
+		"pytorch first role by name leads otherwise":        {gang: chiefPS, replica: replica(chiefPS, "ps", 0), want: torch("chief-0.gang", 2, 1, 0)},
 		"deepspeed uses the pytorch rendezvous and adds a hostfile": {
 			gang: ds, replica: replica(ds, "worker", 1),
 			want: append(torch("worker-0.gang", 2, 1, 4),
@@ -224,6 +228,32 @@ func TestCommonEnv(t *testing.T) {
 	}
 	if last := got[len(got)-1]; last != (schemas.EnvVar{Name: "NPROC_PER_NODE", Value: "8"}) {
 		t.Errorf("last variable %v, want NPROC_PER_NODE=8", last)
+	}
+}
+
+// PAI-DLC's KUBERNETES_CONTAINER_RESOURCE_GPU is the container's GPUs (0 without) on
+// every replica of the PyTorch family, which Alibaba's DLC scripts hand to torchrun as
+// --nproc_per_node; other frameworks do not set it, and the job's own value wins.
+func TestContainerResourceGPU(t *testing.T) {
+	const name = "KUBERNETES_CONTAINER_RESOURCE_GPU"
+	for _, f := range []schemas.Framework{schemas.FrameworkPyTorch, schemas.FrameworkDeepSpeed, schemas.FrameworkMegatron} {
+		g := gang(f).role("master", 1, 0).role("worker", 2, 8).obj()
+		for _, r := range g.Replicas {
+			want := strconv.Itoa(int(r.Resources.GPU))
+			if got, ok := envMap(t, g, r)[name]; !ok || got != want {
+				t.Errorf("%s %s: %s = %q (set %v), want %q", f, r.Name, name, got, ok, want)
+			}
+		}
+		g.Replicas[1].Env = []schemas.EnvVar{{Name: name, Value: "4"}}
+		if v, ok := envMap(t, g, g.Replicas[1])[name]; ok {
+			t.Errorf("%s: EnvFor sets %s=%q over the job's own", f, name, v)
+		}
+	}
+	for _, f := range []schemas.Framework{schemas.FrameworkTensorFlow, schemas.FrameworkXGBoost, schemas.FrameworkPreprocess} {
+		g := gang(f).role("worker", 2, 8).obj()
+		if v, ok := envMap(t, g, g.Replicas[0])[name]; ok {
+			t.Errorf("%s sets %s=%q", f, name, v)
+		}
 	}
 }
 

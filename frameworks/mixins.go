@@ -37,7 +37,7 @@ type torchRendezvous struct {
 }
 
 // Env returns MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK,
-// LOCAL_WORLD_SIZE and their PET_* twins.
+// LOCAL_WORLD_SIZE, their PET_* twins and PAI-DLC's KUBERNETES_CONTAINER_RESOURCE_GPU.
 func (torchRendezvous) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas.EnvVar {
 	return torchEnv(g, r, ep)
 }

@@ -17,6 +17,10 @@ import (
 // Kubeflow's PyTorchJob does). When torchrun runs, it overwrites WORLD_SIZE, RANK,
 // LOCAL_RANK and LOCAL_WORLD_SIZE for the processes it spawns, counting processes rather
 // than nodes.
+//
+// KUBERNETES_CONTAINER_RESOURCE_GPU is the replica's GPUs (0 without), as PAI-DLC sets
+// it: Alibaba's own DLC launch scripts (Pai-Megatron-Patch's run_*.sh, in their dlc
+// branch) pass it to torchrun as --nproc_per_node. The job's env wins over it.
 type PyTorch struct{ torchRendezvous }
 
 // Name returns "pytorch".
@@ -51,7 +55,7 @@ func torchEnv(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas
 		}
 		elastic = append(elastic, elasticDefaults(r, rank == "0")...)
 	}
-	return append([]schemas.EnvVar{
+	env := append([]schemas.EnvVar{
 		{Name: "MASTER_ADDR", Value: masterAddr},
 		{Name: "MASTER_PORT", Value: masterPort},
 		{Name: "WORLD_SIZE", Value: worldSize},
@@ -65,4 +69,5 @@ func torchEnv(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []schemas
 		{Name: "PET_NODE_RANK", Value: rank},
 		{Name: "PET_NPROC_PER_NODE", Value: perNode},
 	}, elastic...)
+	return append(env, unlessSet(r, schemas.EnvVar{Name: "KUBERNETES_CONTAINER_RESOURCE_GPU", Value: strconv.Itoa(int(r.Resources.GPU))})...)
 }

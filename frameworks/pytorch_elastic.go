@@ -1,8 +1,6 @@
 package frameworks
 
 import (
-	"slices"
-
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -20,19 +18,12 @@ const ElasticMaxRestarts = "100"
 // replica PET_RDZV_ENDPOINT names) the one that hosts the c10d store even where every
 // replica resolves the endpoint as local (the local backend's processes).
 func elasticDefaults(r backend.ReplicaSpec, leader bool) []schemas.EnvVar {
-	set := func(name string) bool {
-		return slices.ContainsFunc(r.Env, func(e schemas.EnvVar) bool { return e.Name == name })
+	host := "0"
+	if leader {
+		host = "1"
 	}
-	var out []schemas.EnvVar
-	if !set("PET_MAX_RESTARTS") {
-		out = append(out, schemas.EnvVar{Name: "PET_MAX_RESTARTS", Value: ElasticMaxRestarts})
-	}
-	if !set("PET_RDZV_CONF") {
-		host := "0"
-		if leader {
-			host = "1"
-		}
-		out = append(out, schemas.EnvVar{Name: "PET_RDZV_CONF", Value: "is_host=" + host})
-	}
-	return out
+	return unlessSet(r,
+		schemas.EnvVar{Name: "PET_MAX_RESTARTS", Value: ElasticMaxRestarts},
+		schemas.EnvVar{Name: "PET_RDZV_CONF", Value: "is_host=" + host},
+	)
 }

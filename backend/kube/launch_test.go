@@ -141,6 +141,7 @@ func TestLaunchCreatesServiceAndPods(t *testing.T) {
 					{Name: "PET_NNODES", Value: "3"},
 					{Name: "PET_NODE_RANK", Value: "2"},
 					{Name: "PET_NPROC_PER_NODE", Value: "8"},
+					{Name: "KUBERNETES_CONTAINER_RESOURCE_GPU", Value: "8"},
 					{Name: "PYTHONUNBUFFERED", Value: "1"},
 					{Name: "NPROC_PER_NODE", Value: "8"},
 				},
