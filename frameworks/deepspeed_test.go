@@ -31,7 +31,13 @@ func TestDeepSpeedHostfile(t *testing.T) {
 // of hostsAndPorts.
 func envMap(t *testing.T, g backend.GangSpec, r backend.ReplicaSpec) map[string]string {
 	t.Helper()
-	env, err := EnvFor(g, r, hostsAndPorts{})
+	return envMapAt(t, g, r, hostsAndPorts{})
+}
+
+// envMapAt is EnvFor's environment for replica r of gang g as a map, with ep.
+func envMapAt(t *testing.T, g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) map[string]string {
+	t.Helper()
+	env, err := EnvFor(g, r, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,16 +72,31 @@ func TestPyTorchElastic(t *testing.T) {
 	}
 }
 
-// On a shared host, DeepSpeed's hostfile names it once with the slots summed.
+// On a shared host, DeepSpeed's hostfile names it once with the slots summed (its
+// launcher refuses a host listed twice); the local backend's copy of /job/hostfile is
+// in the gang's state directory, which DLC_HOSTFILE names.
 func TestDeepSpeedHostfileSharedHost(t *testing.T) {
 	g := gang(schemas.FrameworkDeepSpeed).role("worker", 2, 2).role("master", 1, 0).obj()
-	env, err := EnvFor(g, g.Replicas[0], sharedEndpoints{ports})
-	if err != nil {
-		t.Fatal(err)
+	ep := localEndpoints{ports}
+	got := envMapAt(t, g, g.Replicas[0], ep)
+	if got["DLC_HOSTFILE_CONTENT"] != "127.0.0.1 slots=5\n" || got["DLC_HOSTFILE"] != "/state/gang/files/job/hostfile" {
+		t.Errorf("DLC_HOSTFILE_CONTENT = %q, DLC_HOSTFILE = %q; want one line with 5 slots, in the state directory",
+			got["DLC_HOSTFILE_CONTENT"], got["DLC_HOSTFILE"])
 	}
-	for _, e := range env {
-		if e.Name == "DLC_HOSTFILE_CONTENT" && e.Value != "127.0.0.1 slots=5\n" {
-			t.Errorf("hostfile = %q, want one line with 5 slots", e.Value)
+	checkFiles(t, g, ep, "/state/gang/files/job", []File{{Name: "hostfile", Content: "127.0.0.1 slots=5\n", Mode: 0o444}})
+}
+
+// DeepSpeed's hostfile is a file at /job/hostfile, where deepspeed's launcher reads it
+// when no --hostfile is given (DLTS_HOSTFILE): a line "host slots=N" per replica in
+// rank order, the same text as DLC_HOSTFILE_CONTENT, and DLC_HOSTFILE names it.
+func TestDeepSpeedHostfileOnDisk(t *testing.T) {
+	g := gang(schemas.FrameworkDeepSpeed).role("worker", 2, 8).role("master", 1, 8).obj()
+	const want = "master-0.gang slots=8\nworker-0.gang slots=8\nworker-1.gang slots=8\n"
+	checkFiles(t, g, ports, "/job", []File{{Name: "hostfile", Content: want, Mode: 0o444}})
+	for _, r := range g.Replicas {
+		got := envMapAt(t, g, r, ports)
+		if got["DLC_HOSTFILE"] != "/job/hostfile" || got["DLC_HOSTFILE_CONTENT"] != want {
+			t.Errorf("%s: DLC_HOSTFILE = %q, DLC_HOSTFILE_CONTENT = %q", r.Name, got["DLC_HOSTFILE"], got["DLC_HOSTFILE_CONTENT"])
 		}
 	}
 }

@@ -128,6 +128,7 @@ func TestEnvFor(t *testing.T) {
 		"deepspeed uses the pytorch rendezvous and adds a hostfile": {
 			gang: ds, replica: replica(ds, "worker", 1),
 			want: append(torch("worker-0.gang", 2, 1, 4),
+				schemas.EnvVar{Name: "DLC_HOSTFILE", Value: "/job/hostfile"},
 				schemas.EnvVar{Name: "DLC_HOSTFILE_CONTENT", Value: "worker-0.gang slots=4\nworker-1.gang slots=4\n"}),
 		},
 		"megatron uses the pytorch rendezvous": {gang: mg, replica: replica(mg, "worker", 0), want: torch("master-0.gang", 2, 1, 2)},

@@ -129,6 +129,57 @@ func TestLaunchMPIFilesAndSSH(t *testing.T) {
 	}
 }
 
+// A DeepSpeed gang's hostfile is a file at /job/hostfile in every pod, where the
+// deepspeed launcher reads it by default (DLTS_HOSTFILE): a ConfigMap owned by the
+// Service, mounted read-only; DLC_HOSTFILE names it. No ssh key pair: the replicas
+// start their own processes (deepspeed --no_ssh, torchrun).
+func TestLaunchDeepSpeedHostfile(t *testing.T) {
+	cs := newClient()
+	b := newBackend(t, cs)
+	launch(t, b, gangOf(t, schemastest.Job("zero3").Workspace("vision").Framework(schemas.FrameworkDeepSpeed).
+		Role("master", 1).GPUs(8).Role("worker", 1).GPUs(8)))
+	ctx := context.Background()
+
+	cm, err := cs.CoreV1().ConfigMaps("vision").Get(ctx, "zero3-a1-files", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("configmap: %v", err)
+	}
+	const hostfile = "master-0.zero3-a1.vision.svc slots=8\nworker-0.zero3-a1.vision.svc slots=8\n"
+	if diff := cmp.Diff(map[string]string{"hostfile": hostfile}, cm.Data); diff != "" {
+		t.Errorf("configmap data (-want +got):\n%s", diff)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].Kind != "Service" || cm.OwnerReferences[0].Name != "zero3-a1" {
+		t.Errorf("configmap owners = %v, want the gang's Service", cm.OwnerReferences)
+	}
+	if l, _ := cs.CoreV1().Secrets("vision").List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Errorf("secrets: %d, want none", len(l.Items))
+	}
+	wantVolume := corev1.Volume{Name: "mpi-job-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "zero3-a1-files"},
+		Items:                []corev1.KeyToPath{{Key: "hostfile", Path: "hostfile", Mode: new(int32(0o444))}},
+	}}}
+	wantMount := corev1.VolumeMount{Name: "mpi-job-config", MountPath: "/job", ReadOnly: true}
+	ps := pods(t, cs, "vision")
+	if len(ps) != 2 {
+		t.Fatalf("%d pods, want 2", len(ps))
+	}
+	for name, p := range ps {
+		if diff := cmp.Diff(wantVolume, p.Spec.Volumes[0]); diff != "" {
+			t.Errorf("%s volume (-want +got):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(wantMount, p.Spec.Containers[0].VolumeMounts[0]); diff != "" {
+			t.Errorf("%s mount (-want +got):\n%s", name, diff)
+		}
+		env := map[string]string{}
+		for _, e := range p.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		if env["DLC_HOSTFILE"] != "/job/hostfile" || env["DLC_HOSTFILE_CONTENT"] != hostfile {
+			t.Errorf("%s: DLC_HOSTFILE %q, DLC_HOSTFILE_CONTENT %q", name, env["DLC_HOSTFILE"], env["DLC_HOSTFILE_CONTENT"])
+		}
+	}
+}
+
 // checkKeyPair checks that priv is a PEM EC private key whose public half is pub, in
 // authorized_keys form.
 func checkKeyPair(t *testing.T, priv, pub []byte) {
