@@ -265,6 +265,12 @@ type PodOptions struct {
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 	// Volumes are mounted into every replica.
 	Volumes []Volume `json:"volumes,omitempty" jsonschema:"maxItems=32"`
+	// SSHAuthMountPath is the directory where the pods of a job whose launcher starts
+	// its peers over ssh (mpi) find the gang's key pair (id_rsa, id_rsa.pub,
+	// authorized_keys), as an MPIJob's sshAuthMountPath: the .ssh directory of the
+	// image's user, such as /home/mpiuser/.ssh for a non-root image. Default: the
+	// worker's, /root/.ssh unless configured (mpi-operator's default).
+	SSHAuthMountPath string `json:"sshAuthMountPath,omitempty" jsonschema:"maxLength=1024"`
 }
 
 // Volume is a volume mounted into every replica: exactly one of EmptyDir, ConfigMap,

@@ -36,6 +36,9 @@ func validatePod(o *PodOptions, data []DataSource, p Path, errs *ErrorList) {
 	if o.ShmSize != nil && o.ShmSize.Sign() < 0 {
 		add(Invalid(p.Child("shmSize"), "must be >= 0 (0 leaves the runtime's default /dev/shm)"))
 	}
+	if d := o.SSHAuthMountPath; d != "" && (!path.IsAbs(d) || path.Clean(d) != d || d == "/" || d == ShmMountPath) {
+		add(Invalid(p.Child("sshAuthMountPath"), "must be a clean absolute path other than / and /dev/shm"))
+	}
 	// Mount paths may not repeat across volumes and data sources.
 	mounts := map[string]string{}
 	for i, d := range data {

@@ -63,6 +63,10 @@ func TestValidatePodOptions(t *testing.T) {
 		"kubernetes.io":    {ext("kubernetes.io/thing", "1"), []string{"spec.roles.worker.resources.extended[\"kubernetes.io/thing\"]"}},
 		"fractional":       {ext("rdma/hca", "500m"), []string{"spec.roles.worker.resources.extended[\"rdma/hca\"]"}},
 		"zero is no count": {ext("rdma/hca", "0"), []string{"spec.roles.worker.resources.extended[\"rdma/hca\"]"}},
+		"ssh path":         {pod(schemas.PodOptions{SSHAuthMountPath: "/home/mpiuser/.ssh"}), []string{}},
+		"ssh relative":     {pod(schemas.PodOptions{SSHAuthMountPath: "home/.ssh"}), []string{"spec.pod.sshAuthMountPath"}},
+		"ssh unclean":      {pod(schemas.PodOptions{SSHAuthMountPath: "/root/.ssh/"}), []string{"spec.pod.sshAuthMountPath"}},
+		"ssh at /dev/shm":  {pod(schemas.PodOptions{SSHAuthMountPath: "/dev/shm"}), []string{"spec.pod.sshAuthMountPath"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job := schemastest.Job("j").Mutate(tc.mutate).Obj()

@@ -25,12 +25,17 @@ const (
 	sshVolume   = "ssh-auth"
 )
 
-// DefaultSSHAuthMountPath is where the gang's ssh key pair is mounted by default: the
-// home of mpi-operator's non-root images (user mpiuser), as its examples set
-// sshAuthMountPath, which suits pools under the restricted policy (non-root). An image
-// that runs as root (the default policy runs images as their own user) wants
-// mpi-operator's own default, /root/.ssh.
-const DefaultSSHAuthMountPath = "/home/mpiuser/.ssh"
+// DefaultSSHAuthMountPath is where the gang's ssh key pair is mounted unless the job
+// (spec.pod.sshAuthMountPath) or the worker (WithSSHAuthMountPath) says otherwise:
+// root's home, mpi-operator's default sshAuthMountPath, since pods run as the image's
+// user, root in most training images. A non-root image (mpi-operator's own mpiuser
+// images, a pool under the restricted policy) wants its user's, e.g. /home/mpiuser/.ssh
+// as mpi-operator's examples set it.
+const DefaultSSHAuthMountPath = rootSSHPath
+
+// rootSSHPath is root's .ssh directory, where the key pair's files get mode 0600, as
+// mpi-operator sets them there.
+const rootSSHPath = "/root/.ssh"
 
 // Keys of the gang's ssh Secret, of type kubernetes.io/ssh-auth, and the files they
 // become, as mpi-operator v2 names them. The public key is also authorized_keys, so
@@ -48,6 +53,15 @@ type gangMounts struct {
 	filesDir string
 	files    []frameworks.File
 	ssh      bool
+}
+
+// sshPathFor is where gang g's pods find its ssh key pair: the job's
+// spec.pod.sshAuthMountPath, else the worker's.
+func (b *Backend) sshPathFor(g backend.GangSpec) string {
+	if g.Pod != nil && g.Pod.SSHAuthMountPath != "" {
+		return g.Pod.SSHAuthMountPath
+	}
+	return b.sshPath
 }
 
 // filesName is the ConfigMap of a gang's framework files: <service>-files.
@@ -156,7 +170,7 @@ func mountGangObjects(spec *corev1.PodSpec, c *corev1.Container, svc string, m g
 	}
 	if m.ssh {
 		var mode *int32
-		if sshPath == "/root/.ssh" {
+		if sshPath == rootSSHPath {
 			mode = new(int32(0o600))
 		}
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
@@ -81,8 +83,10 @@ func TestLaunchMPIFilesAndSSH(t *testing.T) {
 				{Key: "discover_hosts.sh", Path: "discover_hosts.sh", Mode: new(int32(0o555))},
 			},
 		}}},
+		// Root's home, mpi-operator's default, with mode 0600 as mpi-operator sets it there.
 		{Name: "ssh-auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: "allreduce-a1-ssh",
+			SecretName:  "allreduce-a1-ssh",
+			DefaultMode: new(int32(0o600)),
 			Items: []corev1.KeyToPath{
 				{Key: "ssh-privatekey", Path: "id_rsa"},
 				{Key: "ssh-publickey", Path: "id_rsa.pub"},
@@ -95,7 +99,7 @@ func TestLaunchMPIFilesAndSSH(t *testing.T) {
 	}
 	wantMounts := []corev1.VolumeMount{
 		{Name: "mpi-job-config", MountPath: "/etc/mpi", ReadOnly: true},
-		{Name: "ssh-auth", MountPath: "/home/mpiuser/.ssh", ReadOnly: true},
+		{Name: "ssh-auth", MountPath: "/root/.ssh", ReadOnly: true},
 		{Name: "dshm", MountPath: "/dev/shm"},
 	}
 	ps := pods(t, cs, "vision")
@@ -233,28 +237,63 @@ func TestLaunchWithoutFrameworkFiles(t *testing.T) {
 	}
 }
 
-// WithSSHAuthMountPath moves the key pair; /root/.ssh gets mode 0600, as mpi-operator
-// sets it there; a relative path is refused.
+// The key pair is mounted where mpi-operator's sshAuthMountPath says: /root/.ssh by
+// default (mode 0600), the worker's WithSSHAuthMountPath else, and a job's
+// spec.pod.sshAuthMountPath over both; elsewhere than /root/.ssh the files keep the
+// Secret volume's default mode, as mpi-operator leaves them. A volume of the job's at
+// that path is refused, and a relative worker path too.
 func TestSSHAuthMountPath(t *testing.T) {
-	cs := newClient()
-	b := newBackend(t, cs, WithSSHAuthMountPath("/root/.ssh"))
-	launch(t, b, gangOf(t, mpiJob("root")))
-	for name, p := range pods(t, cs, "vision") {
+	sshMount := func(p *corev1.Pod) (string, *int32) {
 		var mount string
+		var mode *int32
 		for _, m := range p.Spec.Containers[0].VolumeMounts {
 			if m.Name == "ssh-auth" {
 				mount = m.MountPath
 			}
 		}
-		var mode *int32
 		for _, v := range p.Spec.Volumes {
-			if v.Secret != nil {
+			if v.Name == "ssh-auth" {
 				mode = v.Secret.DefaultMode
 			}
 		}
-		if mount != "/root/.ssh" || mode == nil || *mode != 0o600 {
-			t.Errorf("%s: ssh mounted at %q with mode %v, want /root/.ssh and 0600", name, mount, mode)
-		}
+		return mount, mode
+	}
+	nonRoot := func(j *schemas.TrainingJob) {
+		j.Spec.Pod = &schemas.PodOptions{SSHAuthMountPath: "/home/mpiuser/.ssh"}
+	}
+	for name, tc := range map[string]struct {
+		opts      []Option
+		job       *schemastest.JobBuilder
+		wantMount string
+		wantMode  *int32
+	}{
+		"default is root's":          {job: mpiJob("root"), wantMount: "/root/.ssh", wantMode: new(int32(0o600))},
+		"the worker's":               {opts: []Option{WithSSHAuthMountPath("/home/mpi/.ssh")}, job: mpiJob("worker"), wantMount: "/home/mpi/.ssh"},
+		"the job's over the default": {job: mpiJob("job").Mutate(nonRoot), wantMount: "/home/mpiuser/.ssh"},
+		"the job's over the worker's": {
+			opts: []Option{WithSSHAuthMountPath("/home/mpi/.ssh")}, job: mpiJob("both").Mutate(nonRoot), wantMount: "/home/mpiuser/.ssh",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cs := newClient()
+			launch(t, newBackend(t, cs, tc.opts...), gangOf(t, tc.job))
+			for pod, p := range pods(t, cs, "vision") {
+				mount, mode := sshMount(p)
+				if mount != tc.wantMount || !cmp.Equal(mode, tc.wantMode) {
+					t.Errorf("%s: ssh mounted at %q with mode %v, want %q and %v", pod, mount, mode, tc.wantMount, tc.wantMode)
+				}
+			}
+		})
+	}
+
+	cs := newClient()
+	g := gangOf(t, mpiJob("clash").Mutate(func(j *schemas.TrainingJob) {
+		j.Spec.Pod = &schemas.PodOptions{SSHAuthMountPath: "/home/mpiuser/.ssh", Volumes: []schemas.Volume{
+			{Name: "keys", MountPath: "/home/mpiuser/.ssh", EmptyDir: &schemas.EmptyDirVolume{}},
+		}}
+	}))
+	if err := newBackend(t, cs).Launch(context.Background(), g); !errors.Is(err, backend.ErrInvalidSpec) {
+		t.Errorf("Launch with a volume at the ssh mount path: %v, want an invalid spec", err)
 	}
 	if _, err := New(cs, WithSSHAuthMountPath("home/.ssh")); err == nil {
 		t.Error("New accepted a relative ssh mount path")

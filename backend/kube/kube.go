@@ -225,8 +225,9 @@ func WithRunAsUser(uid int64) Option {
 
 // WithSSHAuthMountPath sets the directory where the pods of a gang whose launcher
 // uses ssh (MPI) find the gang's key pair: id_rsa, id_rsa.pub and authorized_keys, as
-// mpi-operator's sshAuthMountPath. It should be the .ssh directory of the image's
-// user. Default: DefaultSSHAuthMountPath.
+// mpi-operator's sshAuthMountPath. It should be the .ssh directory of the images'
+// user; a job's spec.pod.sshAuthMountPath wins over it. Default:
+// DefaultSSHAuthMountPath.
 func WithSSHAuthMountPath(dir string) Option {
 	return func(b *Backend) error {
 		if !path.IsAbs(dir) || path.Clean(dir) != dir {

@@ -66,7 +66,7 @@ func (b *Backend) Launch(ctx context.Context, g backend.GangSpec) error {
 	}
 	reserved := []string{mounts.filesDir}
 	if mounts.ssh {
-		reserved = append(reserved, b.sshPath)
+		reserved = append(reserved, b.sshPathFor(g))
 	}
 	if err := validatePodOptions(g, reserved...); err != nil {
 		return backend.InvalidSpec(fmt.Errorf("kube: %w", err))
@@ -440,7 +440,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 			},
 		}}
 	}
-	mountGangObjects(&spec, &spec.Containers[0], svc.Name, m, b.sshPath)
+	mountGangObjects(&spec, &spec.Containers[0], svc.Name, m, b.sshPathFor(g))
 	b.addPodVolumes(g, &spec, &spec.Containers[0])
 	if sa := b.serviceAccountFor(g); sa != "" {
 		spec.ServiceAccountName = sa

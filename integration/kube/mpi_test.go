@@ -110,7 +110,7 @@ spec:
 				}
 			}
 		}
-		if diff := cmp.Diff(map[string]string{"mpi-job-config": "/etc/mpi", "ssh-auth": "/home/mpiuser/.ssh", "dshm": "/dev/shm"}, mounts); diff != "" {
+		if diff := cmp.Diff(map[string]string{"mpi-job-config": "/etc/mpi", "ssh-auth": "/root/.ssh", "dshm": "/dev/shm"}, mounts); diff != "" {
 			t.Errorf("pod %s mounts (-want +got):\n%s", p.Name, diff)
 		}
 		if diff := cmp.Diff(map[string]string{"mpi-job-config": "configmap/allreduce-a0-files", "ssh-auth": "secret/allreduce-a0-ssh"}, sources); diff != "" {
