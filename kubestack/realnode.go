@@ -765,3 +765,57 @@ func copyConn(dst, src net.Conn) (int64, error) {
 	}
 	return n, err
 }
+
+// KillContainer sends SIGKILL to a container of a pod on a real node through the node's
+// containerd (as a crashed or OOM-killed process would die), and returns the node's name.
+// The kubelet sees the container exit with code 137.
+func (c *Cluster) KillContainer(ctx context.Context, namespace, pod, container string) (string, error) {
+	p, err := c.Client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("kubestack: %w", err)
+	}
+	i := slices.IndexFunc(c.realNodes, func(n *realNode) bool { return n.name == p.Spec.NodeName })
+	if i < 0 {
+		return "", fmt.Errorf("kubestack: pod %s/%s is on %q, not on a real node", namespace, pod, p.Spec.NodeName)
+	}
+	n := c.realNodes[i]
+	filter := fmt.Sprintf(`labels."io.kubernetes.pod.uid"==%s,labels."io.kubernetes.container.name"==%s`, p.UID, container)
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "containers", "ls", "-q", filter).CombinedOutput()
+	if err != nil {
+		return n.name, fmt.Errorf("kubestack: ctr containers ls: %w: %s", err, out)
+	}
+	ids := strings.Fields(string(out))
+	killed := 0
+	for _, id := range ids {
+		// Earlier, exited instances of the container have no running task: skip them.
+		if out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id).CombinedOutput(); err == nil {
+			killed++
+		} else if !strings.Contains(string(out), "not found") && !strings.Contains(string(out), "not running") {
+			return n.name, fmt.Errorf("kubestack: ctr tasks kill %s: %w: %s", id, err, out)
+		}
+	}
+	if killed == 0 {
+		return n.name, fmt.Errorf("kubestack: no running container %q of pod %s/%s on %s (containers %v)", container, namespace, pod, n.name, ids)
+	}
+	return n.name, nil
+}
+
+// StopKubelet stops a real node's kubelet and every container on it, as if the machine
+// had gone away: its heartbeats stop, and the controller manager marks it NotReady
+// after the node monitor grace period. The node's containerd keeps running, empty.
+func (c *Cluster) StopKubelet(ctx context.Context, node string) error {
+	i := slices.IndexFunc(c.realNodes, func(n *realNode) bool { return n.name == node })
+	if i < 0 {
+		return fmt.Errorf("kubestack: %q is not a real node", node)
+	}
+	n := c.realNodes[i]
+	err := n.kubelet.Stop()
+	out, lerr := exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "ls", "-q").CombinedOutput()
+	if lerr != nil {
+		return errors.Join(err, fmt.Errorf("kubestack: ctr tasks ls: %w: %s", lerr, out))
+	}
+	for _, id := range strings.Fields(string(out)) {
+		_ = exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id).Run()
+	}
+	return err
+}

@@ -6,12 +6,8 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -23,14 +19,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/opendlc/opendlc/api"
@@ -157,56 +149,11 @@ func stopWorker() {
 }
 
 // manifestObjects decodes every document of a multi-document YAML file.
-func manifestObjects(path string) ([]runtime.Object, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var objs []runtime.Object
-	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := rd.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		objs = append(objs, obj)
-	}
-}
+func manifestObjects(path string) ([]runtime.Object, error) { return kubestack.ManifestObjects(path) }
 
 // applyManifest creates every object of a multi-document YAML file.
 func applyManifest(ctx context.Context, cs kubernetes.Interface, path string) error {
-	objs, err := manifestObjects(path)
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		switch o := obj.(type) {
-		case *corev1.Namespace:
-			_, err = cs.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
-		case *corev1.ServiceAccount:
-			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			return fmt.Errorf("%s: unexpected kind %T", path, obj)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return nil
+	return kubestack.ApplyManifest(ctx, cs, path)
 }
 
 func testContext(t *testing.T) context.Context { return itest.Context(t, 3*time.Minute) }
