@@ -62,6 +62,7 @@ var registered = []Framework{
 	TensorFlow{},
 	MPI{},
 	XGBoost{},
+	Paddle{},
 	Ray{},
 	Slurm{},
 	Preprocess{},
@@ -137,11 +138,15 @@ func unlessSet(r backend.ReplicaSpec, defaults ...schemas.EnvVar) []schemas.EnvV
 }
 
 // DefaultPort is the port a framework's named port has by convention (Ray's GCS on
-// 6379), for backends that can give every gang the same numbers (Kubernetes: a pod has
-// its own IP); 0 when the name has no conventional number.
+// 6379, PaddleJob's rendezvous on 36543), for backends that can give every gang the
+// same numbers (Kubernetes: a pod has its own IP); 0 when the name has no conventional
+// number.
 func DefaultPort(name string) int {
-	if name == PortRayGCS {
+	switch name {
+	case PortRayGCS:
 		return DefaultRayGCSPort
+	case PortPaddleMaster:
+		return DefaultPaddlePort
 	}
 	return 0
 }

@@ -21,7 +21,7 @@ func (fakeEndpoints) Host(role string, index int) string {
 }
 func (p fakeEndpoints) Port(name string) int { return p[name] }
 
-var ports = fakeEndpoints{PortRendezvous: 29500, PortRayGCS: 6379}
+var ports = fakeEndpoints{PortRendezvous: 29500, PortRayGCS: 6379, PortPaddleMaster: 36543}
 
 // envForCase is a replica of a gang and the environment EnvFor must give it.
 type envForCase struct {
@@ -154,6 +154,8 @@ func TestEnvForIsDeterministic(t *testing.T) {
 		gang(schemas.FrameworkTensorFlow).role("worker", 3, 1).role("ps", 2, 0).role("chief", 1, 0).role("evaluator", 1, 0).obj(),
 		gang(schemas.FrameworkMPI).role("worker", 3, 4).role("launcher", 1, 0).obj(),
 		gang(schemas.FrameworkXGBoost).role("worker", 3, 0).role("master", 1, 0).obj(),
+		gang(schemas.FrameworkPaddle).role("worker", 3, 0).role("master", 2, 0).obj(),
+		gang(schemas.FrameworkPaddle).role("worker", 3, 1).obj(),
 		gang(schemas.FrameworkRay).role("worker", 3, 0).role("head", 1, 0).obj(),
 		gang(schemas.FrameworkSlurm).role("worker", 3, 8).role("launcher", 1, 0).obj(),
 		gang(schemas.FrameworkPreprocess).role("worker", 4, 0).obj(),

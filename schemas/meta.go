@@ -52,6 +52,7 @@ const (
 	FrameworkTensorFlow Framework = "tensorflow"
 	FrameworkMPI        Framework = "mpi"
 	FrameworkXGBoost    Framework = "xgboost"
+	FrameworkPaddle     Framework = "paddle"
 	FrameworkRay        Framework = "ray"
 	FrameworkSlurm      Framework = "slurm"
 	FrameworkPreprocess Framework = "preprocess"
@@ -61,8 +62,8 @@ const (
 
 // Frameworks lists every framework in a stable order.
 var Frameworks = []Framework{FrameworkPyTorch, FrameworkDeepSpeed, FrameworkMegatron,
-	FrameworkTensorFlow, FrameworkMPI, FrameworkXGBoost, FrameworkRay, FrameworkSlurm,
-	FrameworkPreprocess, FrameworkInference, FrameworkCustom}
+	FrameworkTensorFlow, FrameworkMPI, FrameworkXGBoost, FrameworkPaddle, FrameworkRay,
+	FrameworkSlurm, FrameworkPreprocess, FrameworkInference, FrameworkCustom}
 
 // JSONSchema lists the frameworks as an enum.
 func (Framework) JSONSchema() *jsonschema.Schema {

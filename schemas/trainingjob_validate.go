@@ -41,6 +41,7 @@ var frameworkRoles = map[Framework][]roleRule{
 	FrameworkTensorFlow: {{name: "chief", maxReplicas: 1}, {name: "master", maxReplicas: 1, aliasOf: "chief"}, {name: "ps"}, {name: "worker"}, {name: "evaluator", maxReplicas: 1}},
 	FrameworkMPI:        {{name: "launcher", maxReplicas: 1, required: true}, {name: "worker"}},
 	FrameworkXGBoost:    {{name: "master", maxReplicas: 1}, {name: "worker"}},
+	FrameworkPaddle:     {{name: "master"}, {name: "worker"}},
 	FrameworkRay:        {{name: "head", maxReplicas: 1, required: true}, {name: "worker"}},
 	FrameworkSlurm:      {{name: "launcher", maxReplicas: 1, required: true}, {name: "worker"}},
 	FrameworkPreprocess: {{name: "worker"}},

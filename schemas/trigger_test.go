@@ -148,7 +148,7 @@ func TestTriggerInvalid(t *testing.T) {
 		"invalid job": {
 			doc:  onDemand,
 			edit: func(tr *schemas.Trigger) { tr.Spec.Action.Job.Framework = "caffe" },
-			want: schemas.ErrorList{{Field: "spec.action.job.framework", Detail: "must be one of pytorch, deepspeed, megatron, tensorflow, mpi, xgboost, ray, slurm, preprocess, inference, custom"}},
+			want: schemas.ErrorList{{Field: "spec.action.job.framework", Detail: "must be one of pytorch, deepspeed, megatron, tensorflow, mpi, xgboost, paddle, ray, slurm, preprocess, inference, custom"}},
 		},
 		"names too long": {
 			doc:  onNewData,

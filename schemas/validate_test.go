@@ -19,7 +19,7 @@ const (
 	roleNameMsg   = "role name must be a DNS label of at most 63 characters: lowercase letters, digits and '-', starting and ending with a letter or digit"
 	labelKeyMsg   = "key must be [prefix/]name, where name is at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 	labelValueMsg = "value must be at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
-	frameworksMsg = "must be one of pytorch, deepspeed, megatron, tensorflow, mpi, xgboost, ray, slurm, preprocess, inference, custom"
+	frameworksMsg = "must be one of pytorch, deepspeed, megatron, tensorflow, mpi, xgboost, paddle, ray, slurm, preprocess, inference, custom"
 )
 
 func job() *schemastest.JobBuilder { return schemastest.Job("j") }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -358,7 +359,7 @@ func (b *Backend) podFor(g backend.GangSpec, r backend.ReplicaSpec, svc *corev1.
 		ImagePullPolicy: b.pullPolicy,
 		Command:         escapeAll(frameworks.CommandFor(g, r)),
 		WorkingDir:      r.WorkingDir,
-		Env:             podEnv(b.env, r.Env, fwEnv),
+		Env:             withPodIP(podEnv(b.env, r.Env, fwEnv), fwEnv),
 		Resources:       resources(r.Resources),
 		// The kubelet reads the last lines of output into the status when the
 		// container fails: the reason a failed replica shows without its logs.
@@ -481,6 +482,32 @@ func podEnv(lists ...[]schemas.EnvVar) []corev1.EnvVar {
 	return out
 }
 
+// withPodIP gives a container whose framework environment sets frameworks.EnvPodIP
+// (PaddleJob's POD_IP_DUMMY) that variable from the pod's status.podIP, first in env
+// so that the kubelet expands the framework's references to it
+// (frameworks.PodIPRef, which escape doubled) in the variables after it, as PaddleJob
+// sets PADDLE_MASTER="$(POD_IP_DUMMY):port". Other containers' env is returned as is.
+func withPodIP(env []corev1.EnvVar, fwEnv []schemas.EnvVar) []corev1.EnvVar {
+	if !slices.ContainsFunc(fwEnv, func(e schemas.EnvVar) bool { return e.Name == frameworks.EnvPodIP }) {
+		return env
+	}
+	out := []corev1.EnvVar{{Name: frameworks.EnvPodIP, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
+	}}}
+	for _, e := range env {
+		if e.Name == frameworks.EnvPodIP {
+			continue
+		}
+		if slices.ContainsFunc(fwEnv, func(f schemas.EnvVar) bool { return f.Name == e.Name }) {
+			// The framework's value, the last list podEnv merged: only it refers to
+			// EnvPodIP on purpose.
+			e.Value = strings.ReplaceAll(e.Value, escape(frameworks.PodIPRef), frameworks.PodIPRef)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // escape protects s from the kubelet's $(VAR) expansion of commands and env values, so
 // a replica sees exactly what the local backend would give it: "$$" is the kubelet's
 // escape for "$".
@@ -589,6 +616,10 @@ type endpoints struct {
 func (e endpoints) Host(role string, index int) string {
 	return hostname(role, index) + "." + e.svc + "." + e.ns + ".svc"
 }
+
+// SelfIP returns frameworks.PodIPRef: a pod learns its IP only when it runs, so the
+// variable that holds it comes from status.podIP (see withPodIP).
+func (endpoints) SelfIP() string { return frameworks.PodIPRef }
 
 // Port returns the port allocated under name, or 0.
 func (e endpoints) Port(name string) int {
