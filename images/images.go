@@ -2,6 +2,7 @@
 // and Debian's packages, with go-containerregistry:
 //
 //   - Pause: the sandbox image of kubestack's real nodes (a static Go program, pause/);
+//   - Busybox: a small image of Debian's static busybox, for tests that need a quick container;
 //   - DLC: OpenDLC's own image, the dlc binary as a non-root user (`task image`);
 //   - Training: Debian with PyTorch, XGBoost, Open MPI, mpi4py, an ssh server and the
 //     project's Python library and examples, its base built by mmdebstrap (a Debian
@@ -205,6 +206,7 @@ type file struct {
 	mode int64  // with the directory bit for directories
 	data []byte
 	dir  bool
+	link string // a hard link to this path, when set
 	uid  int
 }
 
@@ -216,9 +218,12 @@ func memLayer(files []file) (v1.Layer, error) {
 	epoch := time.Unix(0, 0)
 	for _, f := range files {
 		hdr := &tar.Header{Name: strings.TrimPrefix(f.path, "/"), Mode: f.mode, ModTime: epoch, Uid: f.uid, Gid: f.uid, Format: tar.FormatPAX}
-		if f.dir {
+		switch {
+		case f.dir:
 			hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
-		} else {
+		case f.link != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeLink, strings.TrimPrefix(f.link, "/"), 0o755
+		default:
 			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.data))
 		}
 		if err := tw.WriteHeader(hdr); err != nil {

@@ -318,6 +318,9 @@ func (c *Cluster) startRealNode(ctx context.Context, i int, bins realNodeBinarie
 	if err := n.writeCNIConfig(i); err != nil {
 		return nil, err
 	}
+	if err := n.writeUnreachableRegistries(); err != nil {
+		return nil, err
+	}
 	var err error
 	n.containerd, err = startProcess(n.name+"-containerd", "containerd",
 		[]string{"--config", filepath.Join(n.dir, "containerd.toml")}, c.logPath(n.name+"-containerd"))
@@ -392,6 +395,25 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 `, filepath.Join(d, "root"), filepath.Join(d, "state"), n.sock, n.sock+".ttrpc",
 		filepath.Join(d, "opt"), sandboxImage, filepath.Join(n.dir, "cni"), filepath.Join(n.dir, "certs.d"))
 	return writeFile(filepath.Join(n.dir, "containerd.toml"), conf)
+}
+
+// unreachableRegistries are registry hosts an image name may imply (images' own domain,
+// Docker Hub's, Kubernetes') whose pulls must never leave the machine: the nodes send
+// them to a closed port on loopback, so a missing image fails at once as a pull error.
+var unreachableRegistries = []string{images.Domain, "docker.io", "registry.k8s.io"}
+
+func (n *realNode) writeUnreachableRegistries() error {
+	for _, host := range unreachableRegistries {
+		d := filepath.Join(n.dir, "certs.d", host)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("kubestack: %w", err)
+		}
+		conf := "server = \"https://127.0.0.1:1\"\n\n[host.\"https://127.0.0.1:1\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+		if err := writeFile(filepath.Join(d, "hosts.toml"), conf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeCNIConfig attaches the node's pods to RealBridge with addresses from its slice of

@@ -22,7 +22,7 @@ import (
 func main() {
 	layoutDir := flag.String("layout", "", "dlc: also write the image as an OCI image layout in this directory")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: dlc-image [-layout DIR] dlc|training|pause\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: dlc-image [-layout DIR] dlc|training|pause|busybox\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -43,6 +43,10 @@ func main() {
 		var t images.TrainingImages
 		t, err = images.Training(ctx)
 		built = append(built, t.Root, t.NonRoot)
+	case "busybox":
+		var img images.Image
+		img, err = images.Busybox(ctx)
+		built = append(built, img)
 	case "pause":
 		var img images.Image
 		img, err = images.Pause(ctx)
