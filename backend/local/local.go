@@ -366,11 +366,6 @@ func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.Gan
 		return backend.GangStatus{}, err
 	}
 	stopped := exists(filepath.Join(dir, stoppedFile))
-	if !stopped {
-		// A restarted worker serves the sandbox's forwards again; a failure to is
-		// tried again at the next Observe.
-		_ = b.serveForwards(dir)
-	}
 	out := backend.GangStatus{Replicas: make([]schemas.ReplicaStatus, 0, len(st.Spec.Replicas))}
 	for _, r := range st.Spec.Replicas {
 		s, err := b.replicaStatus(dir, r, stopped)
@@ -378,6 +373,9 @@ func (b *Backend) Observe(ctx context.Context, ref backend.GangRef) (backend.Gan
 			return backend.GangStatus{}, err
 		}
 		out.Replicas = append(out.Replicas, s)
+	}
+	if b.sb != nil {
+		b.tendSandbox(dir, stopped, out.Replicas)
 	}
 	return out, nil
 }
@@ -437,6 +435,9 @@ func (b *Backend) replicaStatus(dir string, r backend.ReplicaSpec, gangStopped b
 func (b *Backend) Stop(ctx context.Context, ref backend.GangRef) error {
 	return b.withGangLocked(ctx, ref, "stop", func(dir string) error {
 		if err := b.stopLocked(ctx, dir); err != nil {
+			return err
+		}
+		if err := b.releaseSandbox(dir); err != nil {
 			return err
 		}
 		return b.releaseGPUs(ctx, ref.ID())
@@ -629,8 +630,7 @@ func (b *Backend) Cleanup(ctx context.Context, ref backend.GangRef) error {
 		if err := b.stopLocked(ctx, dir); err != nil {
 			return err
 		}
-		b.closeForwards(dir)
-		if err := removeNetns(filepath.Join(dir, netnsFile)); err != nil {
+		if err := b.releaseSandbox(dir); err != nil {
 			return err
 		}
 		if err := os.RemoveAll(dir); err != nil {

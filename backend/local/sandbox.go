@@ -42,8 +42,8 @@ package local
 //     S3 endpoint and region), the workspace's (its S3 credentials), the job's own, the
 //     framework's rendezvous variables and the GPUs'.
 //   - Network. The replicas of a gang share a network namespace of their own, kept in
-//     <gang dir>/netns (a bind mount that holds it while the gang's state lives, unmounted
-//     by Cleanup). It has a loopback interface and nothing else, so the rendezvous
+//     <gang dir>/netns (a bind mount that holds it while a replica may run: Stop,
+//     Cleanup and an Observe that sees every replica ended unmount it). It has a loopback interface and nothing else, so the rendezvous
 //     ports, on 127.0.0.1 as without the sandbox, join the gang's replicas with each
 //     other and with nobody else. Each Sandbox.Forward address (the S3 gateway's) is
 //     served inside it by the worker: the worker listens on the same host:port in the
@@ -98,6 +98,7 @@ import (
 	"strings"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // Sandbox configures the sandbox of WithSandbox.
@@ -288,6 +289,37 @@ func (b *Backend) prepareSandbox(ctx context.Context, dir string, spec backend.G
 		g.files = files
 	}
 	return g, nil
+}
+
+// tendSandbox keeps the network namespace of the gang in dir for as long as a replica
+// may run in it, and no longer: Observe calls it. While a replica runs, a worker that
+// restarted serves the forwards again; once every replica has ended, the namespace and
+// its forwards are released (Stop and Cleanup release them too), so that no mount
+// outlives the gang's processes. A Launch or scale in progress (the gang's lock is
+// held) may start replicas: the namespace is then left to the next Observe.
+func (b *Backend) tendSandbox(dir string, stopped bool, reps []schemas.ReplicaStatus) {
+	ended := true
+	for _, r := range reps {
+		ended = ended && r.Phase.Terminal()
+	}
+	switch {
+	case !ended && !stopped:
+		_ = b.serveForwards(dir) // a failure is tried again at the next Observe
+	case ended:
+		held, cancel := context.WithCancel(context.Background())
+		cancel() // lockGang only tries
+		if unlock, err := lockGang(held, dir); err == nil {
+			defer unlock()
+			_ = b.releaseSandbox(dir)
+		}
+	}
+}
+
+// releaseSandbox closes this Backend's forwards into the gang in dir and removes its
+// network namespace, once no replica runs in it.
+func (b *Backend) releaseSandbox(dir string) error {
+	b.closeForwards(dir)
+	return removeNetns(filepath.Join(dir, netnsFile))
 }
 
 // writeSandboxEtc writes the gang's /etc/passwd and /etc/group (the host's, with the

@@ -97,10 +97,13 @@ func newNetns(path string) error {
 	if err := os.WriteFile(path, nil, 0o444); err != nil {
 		return err
 	}
-	return onNewThread(func() error {
+	enter := func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("unshare: %w", err)
 		}
+		return nil
+	}
+	return inNetns(enter, func() error {
 		if err := loopbackUp(); err != nil {
 			return err
 		}
@@ -112,14 +115,32 @@ func newNetns(path string) error {
 	})
 }
 
-// onNewThread runs fn on an OS thread of its own, which it may move into other
-// namespaces: the thread stays locked and Go ends it with its goroutine, so no other
-// goroutine ever runs in them.
-func onNewThread(fn func() error) error {
+// inNetns runs fn on an OS thread that enter moves into another network namespace,
+// locked to it, and moves the thread back into the worker's before unlocking it, so no
+// other goroutine ever runs there. A thread that cannot be moved back stays locked, and
+// Go ends it with the goroutine (which also kills the children it forked with a parent
+// death signal, the stack's servers: a last resort).
+func inNetns(enter, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked, on purpose
-		done <- fn()
+		runtime.LockOSThread()
+		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		defer own.Close()
+		err = enter()
+		if err == nil {
+			err = fn()
+		}
+		if back := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); back != nil {
+			done <- errors.Join(err, fmt.Errorf("back to the worker's network namespace: %w", back))
+			return // locked: Go ends the thread
+		}
+		runtime.UnlockOSThread()
+		done <- err
 	}()
 	return <-done
 }
@@ -217,15 +238,18 @@ func closeAll(lns []net.Listener) {
 // listenIn listens on addr (TCP, SO_REUSEPORT) in the network namespace kept at ns.
 // The socket stays in that namespace whichever thread accepts on it.
 func listenIn(ns, addr string) (ln net.Listener, err error) {
-	err = onNewThread(func() error {
-		f, err := os.Open(ns)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
+	f, err := os.Open(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	enter := func() error {
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("setns: %w", err)
 		}
+		return nil
+	}
+	err = inNetns(enter, func() error {
 		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			if err := c.Control(func(fd uintptr) {

@@ -224,6 +224,9 @@ func (f sandboxFixture) report(t *testing.T, b *Backend, g backend.GangSpec) map
 	t.Helper()
 	launchSandboxed(t, b, g)
 	st := waitFor(t, b, g.GangRef, "the probes end", terminal)
+	if b.sb != nil && isNetns(filepath.Join(b.gangDir(g.ID()), netnsFile)) {
+		t.Errorf("the gang's network namespace outlived its replicas")
+	}
 	out := map[string]probeReport{}
 	for _, r := range st.Replicas {
 		var text []string
@@ -413,4 +416,56 @@ func httpServer(t *testing.T, body string) string {
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// TestSandboxNamespacesKeepWorkerThreads: making network namespaces and listening in
+// them ends none of the worker's threads and leaves each in the worker's namespace. An
+// ended thread kills the children it forked with a parent death signal: the stack's
+// servers (internal/proc).
+func TestSandboxNamespacesKeepWorkerThreads(t *testing.T) {
+	newSandboxFixture(t)
+	threads := func() map[string]string {
+		out := map[string]string{}
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if ns, err := os.Readlink("/proc/self/task/" + e.Name() + "/ns/net"); err == nil {
+				out[e.Name()] = ns
+			}
+		}
+		return out
+	}
+	own, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := threads()
+	dir := t.TempDir()
+	for i := range 20 {
+		ns := filepath.Join(dir, strconv.Itoa(i))
+		if err := newNetns(ns); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := listenIn(ns, "127.0.0.1:9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		if err := removeNetns(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := threads()
+	for tid := range before {
+		if _, ok := after[tid]; !ok {
+			t.Errorf("thread %s ended", tid)
+		}
+	}
+	for tid, ns := range after {
+		if ns != own {
+			t.Errorf("thread %s is in %s, not the worker's %s", tid, ns, own)
+		}
+	}
 }
