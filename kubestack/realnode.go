@@ -98,6 +98,7 @@ func podRange(i int) (start, end string) {
 type realNode struct {
 	name, ip, dir string
 	sock          string // containerd's socket
+	kubeletBin    string
 	kubeletPort   int
 	cgroupRoot    string
 	containerd    *process
@@ -446,6 +447,7 @@ func (n *realNode) writeCNIConfig(i int) error {
 // startKubelet starts the node's kubelet and waits until it serves its health check;
 // its Node object's Readiness is awaited with the others'.
 func (c *Cluster) startKubelet(ctx context.Context, n *realNode, bin string) error {
+	n.kubeletBin = bin
 	user := "system:node:" + n.name
 	if _, err := c.pki.issueClient(user, "system:nodes"); err != nil {
 		return err
@@ -840,4 +842,28 @@ func (c *Cluster) StopKubelet(ctx context.Context, node string) error {
 		_ = exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id).Run()
 	}
 	return err
+}
+
+// StartKubelet starts a real node's kubelet again after StopKubelet and waits until the
+// node is Ready.
+func (c *Cluster) StartKubelet(ctx context.Context, node string) error {
+	i := slices.IndexFunc(c.realNodes, func(n *realNode) bool { return n.name == node })
+	if i < 0 {
+		return fmt.Errorf("kubestack: %q is not a real node", node)
+	}
+	n := c.realNodes[i]
+	if err := c.startKubelet(ctx, n, n.kubeletBin); err != nil {
+		return err
+	}
+	for {
+		nd, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil && nodeReady(nd) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubestack: %s not Ready again: %w", node, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -116,7 +116,8 @@ func setup(ctx context.Context, dir string) error {
 // the pods' S3 endpoint on the pod bridge.
 func startWorker() error {
 	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(env.stack, "--kubeconfig", env.workerKub,
-		"--pod-s3-endpoint", env.podS3, "--image-pull-grace", testImagePullGrace.String())...)
+		"--pod-s3-endpoint", env.podS3, "--image-pull-grace", testImagePullGrace.String(),
+		"--node-lost-grace", "5s")...)
 	cmd.Env = itest.WorkerEnv(env.stack)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
