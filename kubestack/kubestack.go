@@ -71,6 +71,9 @@ const (
 // binaries are built.
 const startTimeout = 3 * time.Minute
 
+// realNodesStartTimeout is startTimeout for a cluster with real nodes.
+const realNodesStartTimeout = 10 * time.Minute
+
 // Options configures Start.
 type Options struct {
 	// Dir holds every component's state, keys and logs (Dir/<component>.log).
@@ -195,7 +198,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: dir, CAFile: p.caCert, pki: p, opts: opts}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	timeout := startTimeout
+	if opts.RealNodes > 0 {
+		// One cluster with real nodes at a time on a machine: wait for the lock as long
+		// as ctx allows, before the start's own clock runs.
+		if err := c.lockRealNodes(ctx); err != nil {
+			return nil, err
+		}
+		// Importing the images into each node's containerd takes a while.
+		timeout = realNodesStartTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := c.start(ctx, bins); err != nil {
 		return nil, errors.Join(err, c.Close())

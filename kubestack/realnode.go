@@ -117,9 +117,6 @@ func (c *Cluster) realNodesDir() string { return filepath.Join(c.Dir, "realnodes
 // images into each node's containerd. The nodes' Readiness is awaited with the fake
 // nodes' (waitNodesReady).
 func (c *Cluster) startRealNodes(ctx context.Context) error {
-	if os.Geteuid() != 0 {
-		return errors.New("kubestack: real nodes need root (containerd, the kubelet, a bridge and network namespaces)")
-	}
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Errorf("kubestack: real nodes need %s (Debian packages containerd, runc, iproute2; `task deps`): %w", bin, err)
@@ -128,11 +125,6 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		return fmt.Errorf("kubestack: real nodes need the CNI plugins in /usr/lib/cni (Debian package containernetworking-plugins; `task deps`): %w", err)
 	}
-	unlock, err := c.lockRealNodes(ctx)
-	if err != nil {
-		return err
-	}
-	c.unlockRealNodes = unlock
 	bins, err := ensureRealNodeBinaries(ctx)
 	if err != nil {
 		return err
@@ -181,35 +173,38 @@ func ensureRealNodeBinaries(ctx context.Context) (realNodeBinaries, error) {
 	return b, errors.Join(err1, err2, err3)
 }
 
-// lockRealNodes takes the machine-wide lock of clusters with real nodes and cleans up
-// what a crashed predecessor left, then records this cluster's directory.
-func (c *Cluster) lockRealNodes(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(realNodeLockDir, 0o700); err != nil {
-		return nil, fmt.Errorf("kubestack: %w", err)
+// lockRealNodes takes the machine-wide lock of clusters with real nodes (waiting while
+// another test's cluster holds it), cleans up what a crashed predecessor left, and
+// records this cluster's directory. stopRealNodes releases it.
+func (c *Cluster) lockRealNodes(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return errors.New("kubestack: real nodes need root (containerd, the kubelet, a bridge and network namespaces)")
 	}
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	unlock, err := tools.Lock(lctx, filepath.Join(realNodeLockDir, "lock"))
+	if err := os.MkdirAll(realNodeLockDir, 0o700); err != nil {
+		return fmt.Errorf("kubestack: %w", err)
+	}
+	unlock, err := tools.Lock(ctx, filepath.Join(realNodeLockDir, "lock"))
 	if err != nil {
-		return nil, fmt.Errorf("kubestack: another cluster with real nodes runs on this machine (lock %s): %w", realNodeLockDir, err)
+		return fmt.Errorf("kubestack: waiting for another cluster with real nodes on this machine (lock %s): %w", realNodeLockDir, err)
 	}
 	record := filepath.Join(realNodeLockDir, "dir")
 	if prev, err := os.ReadFile(record); err == nil {
 		if err := cleanupRealNodes(strings.TrimSpace(string(prev))); err != nil {
 			unlock()
-			return nil, fmt.Errorf("kubestack: cleaning up after the last cluster with real nodes: %w", err)
+			return fmt.Errorf("kubestack: cleaning up after the last cluster with real nodes: %w", err)
 		}
 	}
 	// A bridge without a record (the record was removed by hand) goes too.
 	_ = exec.Command("ip", "link", "del", RealBridge).Run()
 	if err := os.WriteFile(record, []byte(c.realNodesDir()+"\n"), 0o600); err != nil {
 		unlock()
-		return nil, fmt.Errorf("kubestack: %w", err)
+		return fmt.Errorf("kubestack: %w", err)
 	}
-	return func() {
+	c.unlockRealNodes = func() {
 		_ = os.Remove(record)
 		unlock()
-	}, nil
+	}
+	return nil
 }
 
 // setupBridge creates RealBridge with HostIP and the nodes' addresses.
