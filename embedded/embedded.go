@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -114,6 +115,17 @@ type Config struct {
 	// TemporalOnPostgres runs the Temporal server on PostgreSQL instead of the dev
 	// server (devstack.Options.TemporalOnPostgres); the benchmarks at scale use it.
 	TemporalOnPostgres bool
+	// Sandbox runs the local backend's replicas in its sandbox (local.WithSandbox):
+	// each workspace's as a user of its own, with a minimal environment, no view of Dir
+	// (nor of AdminTokenFile and TLSKeyFile) and no network but their gang's loopback
+	// and the S3 gateway. Start fails where the host cannot give it
+	// (local.SandboxAvailable). Use it with StorageIsolation, so that the S3 gateway
+	// gives each workspace's replicas their own account rather than the root one.
+	Sandbox bool
+	// SingleTenant, when set, says why the local backend's jobs may read the stack's
+	// secrets (no sandbox): the API then gives tokens to admins and the default
+	// workspace only (app.APIConfig.SingleTenant).
+	SingleTenant string
 }
 
 // DefaultDir is the default state directory: $XDG_STATE_HOME/opendlc or
@@ -152,6 +164,8 @@ type Embedded struct {
 	// accounts and storageRoot are set with Config.StorageIsolation (storage.go).
 	accounts    *storage.Accounts
 	storageRoot string
+	// sandbox is the local backend's sandbox with Config.Sandbox; nil without.
+	sandbox *local.Sandbox
 }
 
 // Start starts the servers, then the app process on them, and returns once the API
@@ -220,6 +234,11 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 			return nil, err
 		}
 	}
+	if cfg.Sandbox {
+		if e.sandbox, err = e.sandboxOf(cfg); err != nil {
+			return nil, err
+		}
+	}
 	e.Process, err = app.Start(ctx, e.AppConfig(app.Config{
 		Logger:     cfg.Logger,
 		Streams:    cfg.Streams,
@@ -233,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		WebhookAllow:  cfg.WebhookAllow,
 		Triggers:      true,
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
-			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits},
+			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits, SingleTenant: cfg.SingleTenant},
 		Metrics:    metricsConfig(cfg.MetricsAddr),
 		LogArchive: app.LogArchiveConfig{Root: DefaultStorageRoot, Retention: cfg.LogArchiveRetention},
 	}))
@@ -263,12 +282,30 @@ func localOptions(cfg Config) []local.Option {
 	return opts
 }
 
+// sandboxOf is the local backend's sandbox of cfg: replicas reach the S3 gateway and
+// never see the state directory, the admin token's file or the API's TLS key.
+func (e *Embedded) sandboxOf(cfg Config) (*local.Sandbox, error) {
+	u, err := url.Parse(e.Stack.S3.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: sandbox: S3 endpoint: %w", err)
+	}
+	hide := []string{cfg.Dir, cfg.AdminTokenFile}
+	if cfg.TLSKeyFile != "" {
+		hide = append(hide, cfg.TLSKeyFile)
+	}
+	return &local.Sandbox{Forward: []string{u.Host}, Hide: hide}, nil
+}
+
+// Sandboxed reports whether the local backend's replicas run in its sandbox
+// (Config.Sandbox).
+func (e *Embedded) Sandboxed() bool { return e.sandbox != nil }
+
 // AppConfig completes cfg for a process on the stack: Temporal, NATS and S3
 // addresses, NATS credentials (the server's identity for a process with the API, else
 // the worker's: devstack.NATSUserServer, NATSUserWorker) ahead of cfg.NATSOptions,
-// and the local backend's state directory (Dir/local) and replica environment
-// (ReplicaEnv), ahead of cfg.LocalOptions. Tests start extra processes (a second
-// worker) with it.
+// and the local backend's state directory (Dir/local), replica environment
+// (ReplicaEnv) and sandbox (Config.Sandbox), ahead of cfg.LocalOptions. Tests start
+// extra processes (a second worker) with it.
 func (e *Embedded) AppConfig(cfg app.Config) app.Config {
 	cfg.TemporalAddress = e.Stack.Temporal.Address
 	cfg.Namespace = e.Stack.Temporal.Namespace
@@ -286,6 +323,9 @@ func (e *Embedded) AppConfig(cfg app.Config) app.Config {
 	if e.accounts != nil {
 		cfg.StorageRoot = e.storageRoot
 		base = append(base, local.WithWorkspaceEnv(e.WorkspaceS3Env))
+	}
+	if e.sandbox != nil {
+		base = append(base, local.WithSandbox(*e.sandbox))
 	}
 	cfg.LocalOptions = append(base, cfg.LocalOptions...)
 	return cfg

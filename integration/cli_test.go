@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/integration/itest"
 )
 
@@ -24,13 +24,19 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
+	// Its jobs run in the sandbox where the host gives one (as root): the working
+	// directory, with the trainer, is open to the workspaces' users. --trust-local-jobs:
+	// where it does not, the viewer token of cli-team below is still given.
+	dir := sandboxWorkDir(t)
 	bin := dlcBinary(t)
 	addr := freeAddr(t)
 	server := "http://" + addr
 
-	up := itest.StartDlcUp(t, ctx, bin, "--dir", filepath.Join(dir, "state"), "--addr", addr, "--ui=false", "--workdir", dir)
+	up := itest.StartDlcUp(t, ctx, bin, "--dir", filepath.Join(dir, "state"), "--addr", addr, "--ui=false", "--workdir", dir, "--trust-local-jobs")
 	text := up.Banner
+	if local.SandboxAvailable() == nil && !strings.Contains(text, "Local jobs   sandboxed") {
+		t.Errorf("banner does not say local jobs are sandboxed:\n%s", text)
+	}
 	tokenFile := filepath.Join(dir, "state", "admin-token")
 	for _, want := range []string{"API          " + server, "Temporal     127.0.0.1:", "NATS         nats://127.0.0.1:", "S3           http://127.0.0.1:",
 		"Admin token  in " + tokenFile} {
@@ -50,12 +56,12 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	tokenEnv := "DLC_TOKEN=" + token
 	dlc := itest.CLI{Bin: bin, Server: server, Token: token, Dir: dir}.Runner(ctx)
 	spec := filepath.Join(dir, "job.yaml")
-	writeFile(t, spec, itest.JobDoc("cli", "cli", fmt.Sprintf(`
+	writeFile(t, spec, itest.JobDoc("cli", "cli", `
   framework: pytorch
-  command: [%q, --epochs, "3"]
+  command: [./trainer, --epochs, "3"]
   roles: {worker: {replicas: 2}}
   checkpoint: {uri: s3://dlc/workspaces/cli/ckpt}
-`, env.trainer)))
+`))
 
 	out, err := dlc("run", "-f", spec)
 	if err != nil {

@@ -31,6 +31,7 @@ func newUpCmd() *cobra.Command {
 	var ret retentionFlags
 	var pools poolFlags
 	var grace graceFlags
+	var sandbox, trustLocalJobs bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack on loopback in the foreground: Temporal, NATS, S3, worker and API",
@@ -49,13 +50,14 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			opts.KubeOptions = append(append(opts.KubeOptions, poolOpts...), grace.options()...)
+			localJobs := localTenancy(&opts, sandbox, trustLocalJobs)
 			fmt.Fprintln(cmd.ErrOrStderr(), "starting OpenDLC (the first start builds the Temporal and S3 servers from source: a few minutes)...")
 			e, err := embedded.Start(withBuildProgress(cmd.Context(), cmd.ErrOrStderr()), opts)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			printBanner(cmd.OutOrStdout(), e)
+			printBanner(cmd.OutOrStdout(), e, localJobs)
 			select {
 			case <-cmd.Context().Done():
 				fmt.Fprintln(cmd.ErrOrStderr(), "shutting down...")
@@ -85,10 +87,36 @@ func newUpCmd() *cobra.Command {
 	f.BoolVar(&opts.NATSTLS, "nats-tls", false, "serve NATS over TLS only, with a CA generated into DIR/nats/tls (clients trust DIR/nats/tls/ca.pem)")
 	registerMetricsAddr(cmd, &opts.MetricsAddr)
 	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
+	f.BoolVar(&sandbox, "local-sandbox", true, "run local replicas in the sandbox where the host allows it (root, bubblewrap): each workspace's replicas as a user of their own, with no view of the state directory and no route to the stack's servers; without it the stack is single-tenant")
+	f.BoolVar(&trustLocalJobs, "trust-local-jobs", false, "give tokens to workspaces other than default even though local jobs run without the sandbox, where any member's job can read the admin token")
 	ret.register(cmd)
 	pools.register(cmd, "with --kubeconfig: ", "")
 	grace.register(cmd)
 	return cmd
+}
+
+// localTenancy decides whether the local backend's replicas run in the sandbox
+// (opts.Sandbox: asked for and available) and, when they do not, makes the stack
+// single-tenant (opts.SingleTenant) unless trust is given. It returns the banner's
+// line on local jobs; "" with --kubeconfig, whose pods are not local processes.
+func localTenancy(opts *embedded.Config, sandbox, trust bool) string {
+	if opts.Kubeconfig != "" {
+		return ""
+	}
+	why := "--local-sandbox=false"
+	if sandbox {
+		err := local.SandboxAvailable()
+		if err == nil {
+			opts.Sandbox = true
+			return "sandboxed: each workspace's replicas run as a user of their own, see only the S3 gateway and their gang (docs/security.md#local-jobs)"
+		}
+		why = err.Error()
+	}
+	if trust {
+		return "NOT sandboxed (" + why + "); --trust-local-jobs: every workspace's jobs can read the stack's secrets, the admin token included"
+	}
+	opts.SingleTenant = "local jobs run without the sandbox (" + why + ") and can read its secrets"
+	return "NOT sandboxed (" + why + "): single-tenant, tokens only for admins and workspace default (--trust-local-jobs to lift)"
 }
 
 // retentionFlags set the streams' retention, like an SLS logstore's TTL and quota.
@@ -114,7 +142,9 @@ func (r *retentionFlags) options() []jetstream.Option {
 	}
 }
 
-func printBanner(w io.Writer, e *embedded.Embedded) {
+// printBanner says where every part of the stack is; localJobs is the line on how
+// local jobs run ("" for none).
+func printBanner(w io.Writer, e *embedded.Embedded, localJobs string) {
 	s := e.Stack
 	fmt.Fprintf(w, "OpenDLC is up.\n")
 	fmt.Fprintf(w, "  API          %s\n", e.APIURL)
@@ -136,6 +166,9 @@ func printBanner(w io.Writer, e *embedded.Embedded) {
 	fmt.Fprintf(w, "  Admin token  in %s (the CLI reads it from the default state directory; else --token or DLC_TOKEN)\n", e.AdminTokenFile)
 	if e.PodS3Endpoint != "" {
 		printPodS3(w, e)
+	}
+	if localJobs != "" {
+		fmt.Fprintf(w, "  Local jobs   %s\n", localJobs)
 	}
 	fmt.Fprintf(w, "Submit a job:  dlc run -f examples/trainer/job.yaml    (Ctrl-C stops the stack)\n")
 }
