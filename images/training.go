@@ -117,6 +117,13 @@ func withConfig(img v1.Image, cfg v1.Config) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
+// sshClientConfig is the ssh client's configuration for MPI's launcher.
+const sshClientConfig = `Host *
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    LogLevel ERROR
+`
+
 // appFiles lists the repository files of the training image's top layer and their hash:
 // python/opendlc and examples/ (Python, YAML and shell files), and a .pth file that puts
 // /opt/opendlc/python on the interpreter's path.
@@ -132,6 +139,9 @@ func appFiles(root string) ([]file, string, error) {
 		{path: "/opt", mode: 0o755, dir: true},
 		{path: trainingWorkdir, mode: 0o755, dir: true},
 		{path: "/usr/lib/python3/dist-packages/opendlc-source.pth", mode: 0o644, data: []byte(trainingWorkdir + "/python\n")},
+		// MPI's launcher reaches its workers over ssh by their pod names, which change with
+		// every gang: no host keys to check (mpi-operator's base images say the same).
+		{path: "/etc/ssh/ssh_config.d/opendlc-mpi.conf", mode: 0o644, data: []byte(sshClientConfig)},
 	}
 	var keys []string
 	for _, sub := range []string{"python", "examples"} {
@@ -170,7 +180,7 @@ func appFiles(root string) ([]file, string, error) {
 			return nil, "", fmt.Errorf("images: %w", err)
 		}
 	}
-	return files, hashOf(keys...), nil
+	return files, hashOf(append(keys, sshClientConfig)...), nil
 }
 
 // debianBase builds (once per package list and hooks) the Debian root file system with

@@ -1,0 +1,73 @@
+package realnode
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opendlc/opendlc/integration/itest"
+)
+
+// MPI as mpi-operator runs it, in containers: the workers run sshd, the launcher runs
+// mpirun over the hostfile OpenDLC mounted at /etc/mpi/hostfile, reaching the workers
+// by their DNS names with the gang's ssh key pair (mounted at /root/.ssh). The ranks run
+// in the worker pods, and their allreduce of rank+1 is right.
+func TestMPIOverSSHInContainers(t *testing.T) {
+	ctx := itest.Context(t, 6*time.Minute)
+	const ws, name = "rn-mpi", "mpi"
+	submit(t, ctx, job(name, ws, `  framework: mpi
+  roles:
+    launcher:
+      replicas: 1
+      command: [sh, examples/mpi/launch.sh, /usr/bin/python3, examples/mpi/allreduce.py]
+      env:
+        - {name: OMPI_ALLOW_RUN_AS_ROOT, value: "1"}
+        - {name: OMPI_ALLOW_RUN_AS_ROOT_CONFIRM, value: "1"}
+      resources: {cpu: "200m", memory: 256Mi}
+    worker:
+      replicas: 2
+      command: [/usr/sbin/sshd, -De]
+      resources: {cpu: "500m", memory: 512Mi}
+  timeout: 5m
+`))
+	mustSucceed(t, ctx, ws, name)
+	type rank struct {
+		Rank int    `json:"rank"`
+		Host string `json:"host"`
+	}
+	type result struct {
+		Size  int      `json:"size"`
+		Sum   int      `json:"sum"`
+		Hosts []string `json:"hosts"`
+	}
+	var res *result
+	hosts := map[string]bool{}
+	for _, r := range jobLogs(t, ctx, ws, name) {
+		if doc, ok := strings.CutPrefix(r.Line, "mpi-result "); ok {
+			res = &result{}
+			if err := json.Unmarshal([]byte(doc), res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if doc, ok := strings.CutPrefix(r.Line, "mpi-rank "); ok {
+			var rk rank
+			if err := json.Unmarshal([]byte(doc), &rk); err != nil {
+				t.Fatal(err)
+			}
+			hosts[rk.Host] = true
+		}
+	}
+	if res == nil || res.Size != 2 || res.Sum != 3 {
+		t.Fatalf("mpi-result %+v, want 2 ranks whose allreduce of rank+1 is 3", res)
+	}
+	// Each rank ran in a worker pod (the pod's hostname is worker-N), not the launcher.
+	for h := range hosts {
+		if !strings.HasPrefix(h, "worker-") {
+			t.Errorf("a rank ran on %q, want a worker pod", h)
+		}
+	}
+	if len(hosts) != 2 {
+		t.Errorf("ranks ran on %v, want the 2 worker pods", hosts)
+	}
+}
