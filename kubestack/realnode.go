@@ -443,6 +443,9 @@ func (n *realNode) writeCNIConfig(i int) error {
 // its Node object's Readiness is awaited with the others'.
 func (c *Cluster) startKubelet(ctx context.Context, n *realNode, bin string) error {
 	n.kubeletBin = bin
+	if err := makeCgroupRoot(n.cgroupRoot); err != nil {
+		return err
+	}
 	user := "system:node:" + n.name
 	if _, err := c.pki.issueClient(user, "system:nodes"); err != nil {
 		return err
@@ -518,6 +521,38 @@ shutdownGracePeriod: 0s
 		n.kubelet = p
 		return p, httpReady(http0, "http://"+loopback(ports[1])+"/healthz"), nil
 	})
+}
+
+// makeCgroupRoot creates a node's cgroup root in every cgroup v1 hierarchy (the kubelet
+// refuses a cgroupRoot that is missing in one) and the unified one; a new cpuset cgroup
+// gets its parent's CPUs and memory nodes, without which no task could join it.
+func makeCgroupRoot(root string) error {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return fmt.Errorf("kubestack: %w", err)
+	}
+	for _, e := range entries {
+		hier := filepath.Join("/sys/fs/cgroup", e.Name())
+		if _, err := os.Stat(filepath.Join(hier, "cgroup.procs")); err != nil || !e.IsDir() {
+			continue // not a hierarchy
+		}
+		dir := filepath.Join(hier, root)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("kubestack: cgroup root %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			parent, err := os.ReadFile(filepath.Join(hier, f))
+			if err != nil {
+				continue // not the cpuset hierarchy
+			}
+			if cur, _ := os.ReadFile(filepath.Join(dir, f)); strings.TrimSpace(string(cur)) == "" {
+				if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+					return fmt.Errorf("kubestack: %s: %w", filepath.Join(dir, f), err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // waitRealNodesReady waits until every real node is Ready.
