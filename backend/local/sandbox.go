@@ -26,10 +26,10 @@ package local
 //     namespace; /etc/passwd, /etc/group and /etc/hosts that name its user and map the
 //     host name to loopback; the framework's files (an MPI hostfile) at
 //     /run/opendlc/files/<dir>. Nothing else: no /home, /root, /var, /run, /srv, /mnt.
-//     The state directory (the local backend's, and every Sandbox.Hide directory, the
-//     whole stack's) is never visible: a working directory or program inside it is
-//     refused, and where it lies inside a directory that is visible an empty tmpfs
-//     covers it. A working directory or program is bound only when every directory above
+//     The state directory (the local backend's, and every Sandbox.Hide path: the whole
+//     stack's directory, the admin token's file) is never visible: a working directory
+//     or program inside it is refused, and where it lies inside a directory that is
+//     visible an empty tmpfs (for a file, /dev/null) covers it. A working directory or program is bound only when every directory above
 //     it lets any user through (o+x), so a bind never shows what the workspace's user
 //     could not reach on the host.
 //   - Processes. A pid namespace per replica: the replica sees its own processes only,
@@ -43,14 +43,19 @@ package local
 //     framework's rendezvous variables and the GPUs'.
 //   - Network. The replicas of a gang share a network namespace of their own, kept in
 //     <gang dir>/netns (a bind mount that holds it while a replica may run: Stop,
-//     Cleanup and an Observe that sees every replica ended unmount it). It has a loopback interface and nothing else, so the rendezvous
-//     ports, on 127.0.0.1 as without the sandbox, join the gang's replicas with each
-//     other and with nobody else. Each Sandbox.Forward address (the S3 gateway's) is
-//     served inside it by the worker: the worker listens on the same host:port in the
-//     gang's namespace and copies every connection to that address on the host. Nothing
-//     else has a route: Temporal, NATS, the API, other gangs, the host's other services
-//     and the internet are unreachable. A replica's ways out are S3, with its
-//     workspace's credentials, and its output, which the log forwarder reads.
+//     Cleanup and an Observe that sees every replica ended unmount it). It has a
+//     loopback interface and nothing else, so the rendezvous ports, on 127.0.0.1 as
+//     without the sandbox, join the gang's replicas with each other and with nobody
+//     else. Each Sandbox.Forward address (the S3 gateway's) is served inside it by the
+//     worker: the worker listens on the same host:port in the gang's namespace (the
+//     socket is made by a thread that enters the namespace and comes back) and copies
+//     every connection to that address on the host, so DLC_S3_ENDPOINT is unchanged.
+//     Nothing else has a route: Temporal, NATS, the API, other gangs, the host's other
+//     services and the internet are unreachable. A replica's ways out are S3, with its
+//     workspace's credentials, and its output, which the log forwarder reads. (A veth
+//     pair to the host with firewall rules would do the same with routing, a firewall
+//     and an address plan, and would reach everything a rule forgot; here nothing but
+//     the forwards has a route at all.)
 //
 // How a replica starts: its supervisor (supervisorScript) runs outside the sandbox, as
 // without it, and writes pid, output.log and exit in the replica's state directory,
@@ -431,16 +436,16 @@ func (g *gangSandbox) command(rdir, wd string, argv []string) ([]string, error) 
 // not see it: it lies in a hidden directory, or a directory above it does not let
 // every user through.
 func (s *sandbox) visible(what, path string) (string, error) {
-	real, err := filepath.EvalSymlinks(path)
+	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", cannotRun{fmt.Errorf("%s: %w", what, err)}
 	}
 	for _, h := range s.hide {
-		if within(real, h) {
+		if within(resolved, h) {
 			return "", cannotRun{fmt.Errorf("%s %s lies in the stack's state directory, which the sandbox hides", what, path)}
 		}
 	}
-	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+	for d := filepath.Dir(resolved); ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return "", cannotRun{fmt.Errorf("%s: %w", what, err)}
@@ -449,7 +454,7 @@ func (s *sandbox) visible(what, path string) (string, error) {
 			return "", cannotRun{fmt.Errorf("%s %s: the workspace's user may not pass %s (mode %v): give the sandbox a %s any user can reach", what, path, d, fi.Mode().Perm(), what)}
 		}
 		if d == "/" {
-			return real, nil
+			return resolved, nil
 		}
 	}
 }

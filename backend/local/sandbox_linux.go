@@ -49,14 +49,14 @@ func (s *sandbox) init(hide []string) error {
 		*p.path = path
 	}
 	for _, h := range append(hide, s.Hide...) {
-		real, err := filepath.EvalSymlinks(h)
+		resolved, err := filepath.EvalSymlinks(h)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // nothing to see
 		}
 		if err != nil {
 			return fmt.Errorf("sandbox: hidden directory: %w", err)
 		}
-		s.hide = append(s.hide, real)
+		s.hide = append(s.hide, resolved)
 	}
 	return s.probe()
 }
@@ -74,7 +74,7 @@ func (s *sandbox) probe() (err error) {
 	if err := newNetns(g.netns); err != nil {
 		return fmt.Errorf("sandbox probe: network namespace: %w", err)
 	}
-	defer removeNetns(g.netns)
+	defer func() { _ = removeNetns(g.netns) }()
 	if err := writeSandboxEtc(g.etc, "probe", nobody); err != nil {
 		return fmt.Errorf("sandbox probe: %w", err)
 	}
