@@ -208,7 +208,7 @@ func stackSecrets(t *testing.T, e *embedded.Embedded) map[string]string {
 func summary(text string) string {
 	counts := map[string]int{}
 	var ok []string
-	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+	for l := range strings.SplitSeq(strings.TrimSpace(text), "\n") {
 		kind, _, _ := strings.Cut(l, " ")
 		counts[kind]++
 		if strings.Contains(l, ": ok") {
@@ -221,7 +221,7 @@ func summary(text string) string {
 // grepLines are the lines of text that contain s.
 func grepLines(text, s string) string {
 	var out []string
-	for _, l := range strings.Split(text, "\n") {
+	for l := range strings.SplitSeq(text, "\n") {
 		if strings.Contains(l, s) {
 			out = append(out, l)
 		}
