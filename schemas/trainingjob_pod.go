@@ -178,8 +178,8 @@ func validateExtended(ext map[string]resource.Quantity, p Path, errs *ErrorList)
 			*errs = append(*errs, Invalid(kp, "must be an extended resource name: a domain prefix outside kubernetes.io, '/', then a name"))
 		case name == "nvidia.com/gpu":
 			*errs = append(*errs, Invalid(kp, "use resources.gpu for GPUs"))
-		case q.Sign() <= 0 || q.MilliValue()%1000 != 0:
-			*errs = append(*errs, Invalid(kp, "must be a whole number > 0"))
+		case q.Sign() <= 0 || q.Cmp(MaxExtendedResource) > 0 || q.MilliValue()%1000 != 0:
+			*errs = append(*errs, Invalid(kp, "must be a whole number between 1 and %s", MaxExtendedResource.String()))
 		}
 	}
 }

@@ -63,6 +63,8 @@ func TestValidatePodOptions(t *testing.T) {
 		"kubernetes.io":    {ext("kubernetes.io/thing", "1"), []string{"spec.roles.worker.resources.extended[\"kubernetes.io/thing\"]"}},
 		"fractional":       {ext("rdma/hca", "500m"), []string{"spec.roles.worker.resources.extended[\"rdma/hca\"]"}},
 		"zero is no count": {ext("rdma/hca", "0"), []string{"spec.roles.worker.resources.extended[\"rdma/hca\"]"}},
+		"past int64":       {ext("rdma/hca", "1e400"), []string{"spec.roles.worker.resources.extended[\"rdma/hca\"]"}},
+		"over the bound":   {ext("rdma/hca", "1025"), []string{"spec.roles.worker.resources.extended[\"rdma/hca\"]"}},
 		"ssh path":         {pod(schemas.PodOptions{SSHAuthMountPath: "/home/mpiuser/.ssh"}), []string{}},
 		"ssh relative":     {pod(schemas.PodOptions{SSHAuthMountPath: "home/.ssh"}), []string{"spec.pod.sshAuthMountPath"}},
 		"ssh unclean":      {pod(schemas.PodOptions{SSHAuthMountPath: "/root/.ssh/"}), []string{"spec.pod.sshAuthMountPath"}},

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // DefaultHealthCheckTimeout is the health check timeout Default sets when the check is
@@ -17,6 +19,20 @@ const (
 	maxRoles = 16
 	// maxReplicas matches the maximum of RoleSpec.Replicas' tag.
 	maxReplicas = 1024
+)
+
+// Upper bounds of what one replica may request. They lie above what any node holds
+// (the largest machines Kubernetes runs on have under 2,000 hardware threads and
+// 32 TiB of memory), and low enough that a whole job (16 roles of 1,024 replicas)
+// counts in an int64 of millicores and of bytes, which is how workspace quotas add
+// them up: 16,384 × 64 TiB is 2^60 bytes.
+var (
+	// MaxReplicaCPU is the most cores one replica may request: 4096.
+	MaxReplicaCPU = resource.MustParse("4096")
+	// MaxReplicaMemory is the most memory one replica may request: 64Ti.
+	MaxReplicaMemory = resource.MustParse("64Ti")
+	// MaxExtendedResource is the most of one extended resource a replica may request.
+	MaxExtendedResource = resource.MustParse("1024")
 )
 
 // roleRule is what a framework allows of one of its roles.
@@ -155,12 +171,8 @@ func (s *TrainingJobSpec) validateRoles(p Path, errs *ErrorList) {
 		validateEnv(role.Env, rp.Child("env"), errs)
 		validateLabels(role.NodeSelector, rp.Child("nodeSelector"), errs)
 		res := rp.Child("resources")
-		if role.Resources.CPU != nil && role.Resources.CPU.Sign() <= 0 {
-			add(Invalid(res.Child("cpu"), "must be > 0"))
-		}
-		if role.Resources.Memory != nil && role.Resources.Memory.Sign() <= 0 {
-			add(Invalid(res.Child("memory"), "must be > 0"))
-		}
+		validateQuantity(role.Resources.CPU, MaxReplicaCPU, "cores", res.Child("cpu"), errs)
+		validateQuantity(role.Resources.Memory, MaxReplicaMemory, "bytes", res.Child("memory"), errs)
 		validateExtended(role.Resources.Extended, res.Child("extended"), errs)
 		for i, t := range role.Tolerations {
 			validateToleration(t, rp.Child("tolerations").Index(i), errs)
@@ -172,6 +184,18 @@ func (s *TrainingJobSpec) validateRoles(p Path, errs *ErrorList) {
 				add(Invalid(p.Key(r.name), "required for framework %s, with %d replica", s.Framework, r.maxReplicas))
 			}
 		}
+	}
+}
+
+// validateQuantity checks one of a replica's quantities, when set: more than zero and
+// at most limit (unit names what it counts, for the message).
+func validateQuantity(q *resource.Quantity, limit resource.Quantity, unit string, p Path, errs *ErrorList) {
+	switch {
+	case q == nil:
+	case q.Sign() <= 0:
+		*errs = append(*errs, Invalid(p, "must be > 0"))
+	case q.Cmp(limit) > 0:
+		*errs = append(*errs, Invalid(p, "must be at most %s (%s): more than any node holds", limit.String(), unit))
 	}
 }
 

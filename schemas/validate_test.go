@@ -305,6 +305,21 @@ func TestValidate(t *testing.T) {
 				{Field: "spec.roles.worker.resources.memory", Detail: "must be > 0"},
 			},
 		},
+		// Finding 5 of issue 33: quantities past int64 counted as 0 or -1 CPU in the
+		// workspace quota. Each is refused, naming the field.
+		"resources past any node": {
+			job: job().Role("master", 1).CPU("1e400").Memory("1e400").
+				Role("worker", 1).CPU("9223372036854775807").Memory("64.1Ti").Obj(),
+			want: schemas.ErrorList{
+				{Field: "spec.roles.master.resources.cpu", Detail: "must be at most 4096 (cores): more than any node holds"},
+				{Field: "spec.roles.master.resources.memory", Detail: "must be at most 64Ti (bytes): more than any node holds"},
+				{Field: "spec.roles.worker.resources.cpu", Detail: "must be at most 4096 (cores): more than any node holds"},
+				{Field: "spec.roles.worker.resources.memory", Detail: "must be at most 64Ti (bytes): more than any node holds"},
+			},
+		},
+		"resources at the bounds": {
+			job: job().Role("worker", 1024).CPU("4096").Memory("64Ti").GPUs(64).Obj(),
+		},
 		"node selector": {
 			job: job().NodeSelector("kubernetes.io/arch", "amd64").NodeSelector("bad key", "v").NodeSelector("k", "bad value").Obj(),
 			want: schemas.ErrorList{

@@ -51,22 +51,38 @@ func (s *Quotas) Get(ctx context.Context, ws string) (api.QuotaStatus, error) {
 	return quotaStatus(view), nil
 }
 
+// Upper bounds of a workspace quota's limits: far above any cluster's, and low enough
+// that the quota workflow counts them exactly in an int64 of GPUs, millicores and bytes
+// (Quantity.MilliValue of "1e400" is 0).
+var (
+	maxQuotaGPU    int64 = 1 << 40
+	maxQuotaCPU          = resource.MustParse("1G")  // 10^9 cores
+	maxQuotaMemory       = resource.MustParse("1Ei") // 2^60 bytes
+)
+
 func quotaLimits(q api.Quota) (workflows.QuotaLimits, schemas.ErrorList) {
 	var l workflows.QuotaLimits
 	var errs schemas.ErrorList
 	if q.GPU != nil {
-		if *q.GPU < 0 {
+		switch {
+		case *q.GPU < 0:
 			errs = append(errs, schemas.Invalid(schemas.NewPath("gpu"), "must be >= 0"))
+		case *q.GPU > maxQuotaGPU:
+			errs = append(errs, schemas.Invalid(schemas.NewPath("gpu"), "must be at most %d", maxQuotaGPU))
 		}
 		l.GPU = q.GPU
 	}
-	parse := func(field, s string, milli bool) *int64 {
+	parse := func(field, s string, limit resource.Quantity, milli bool) *int64 {
 		if s == "" {
 			return nil
 		}
 		v, err := resource.ParseQuantity(s)
-		if err != nil || v.Sign() < 0 {
+		switch {
+		case err != nil || v.Sign() < 0:
 			errs = append(errs, schemas.Invalid(schemas.NewPath(field), "must be a non-negative quantity such as \"64\", \"500m\" or \"256Gi\""))
+			return nil
+		case v.Cmp(limit) > 0:
+			errs = append(errs, schemas.Invalid(schemas.NewPath(field), "must be at most %s", limit.String()))
 			return nil
 		}
 		n := v.Value()
@@ -75,8 +91,8 @@ func quotaLimits(q api.Quota) (workflows.QuotaLimits, schemas.ErrorList) {
 		}
 		return &n
 	}
-	l.MilliCPU = parse("cpu", q.CPU, true)
-	l.MemoryBytes = parse("memory", q.Memory, false)
+	l.MilliCPU = parse("cpu", q.CPU, maxQuotaCPU, true)
+	l.MemoryBytes = parse("memory", q.Memory, maxQuotaMemory, false)
 	return l, errs
 }
 
