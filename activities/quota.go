@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -18,14 +19,40 @@ type QuotaAmounts struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
-// Add returns a+b.
+// Add returns a+b, each amount saturating: a sum past math.MaxInt64 is math.MaxInt64,
+// and a negative amount counts as 0, so that no sum wraps around or goes negative.
 func (a QuotaAmounts) Add(b QuotaAmounts) QuotaAmounts {
-	return QuotaAmounts{GPU: a.GPU + b.GPU, MilliCPU: a.MilliCPU + b.MilliCPU, MemoryBytes: a.MemoryBytes + b.MemoryBytes}
+	return QuotaAmounts{GPU: SaturatingAdd(a.GPU, b.GPU), MilliCPU: SaturatingAdd(a.MilliCPU, b.MilliCPU),
+		MemoryBytes: SaturatingAdd(a.MemoryBytes, b.MemoryBytes)}
 }
 
-// Sub returns a-b.
+// Sub returns a-b, each amount at least 0.
 func (a QuotaAmounts) Sub(b QuotaAmounts) QuotaAmounts {
-	return QuotaAmounts{GPU: a.GPU - b.GPU, MilliCPU: a.MilliCPU - b.MilliCPU, MemoryBytes: a.MemoryBytes - b.MemoryBytes}
+	sub := func(x, y int64) int64 {
+		x, y = max(x, 0), max(y, 0)
+		return max(x-y, 0) // both non-negative: x-y cannot overflow
+	}
+	return QuotaAmounts{GPU: sub(a.GPU, b.GPU), MilliCPU: sub(a.MilliCPU, b.MilliCPU), MemoryBytes: sub(a.MemoryBytes, b.MemoryBytes)}
+}
+
+// SaturatingAdd is x+y for amounts: negative ones count as 0, and a sum past
+// math.MaxInt64 is math.MaxInt64.
+func SaturatingAdd(x, y int64) int64 {
+	x, y = max(x, 0), max(y, 0)
+	if x > math.MaxInt64-y {
+		return math.MaxInt64
+	}
+	return x + y
+}
+
+// SaturatingMul is x*y for amounts: negative ones count as 0, and a product past
+// math.MaxInt64 is math.MaxInt64.
+func SaturatingMul(x, y int64) int64 {
+	x, y = max(x, 0), max(y, 0)
+	if x != 0 && y > math.MaxInt64/x {
+		return math.MaxInt64
+	}
+	return x * y
 }
 
 // QuotaActivities talk to Temporal on behalf of the workspace quota: a job asks its

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -127,5 +128,34 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Quota amounts saturate: no sum or product wraps around, and none goes negative.
+func TestQuotaAmountsSaturate(t *testing.T) {
+	const top = math.MaxInt64
+	for _, tc := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"add", SaturatingAdd(2, 3), 5},
+		{"add past the top", SaturatingAdd(top, 1), top},
+		{"add two halves and more", SaturatingAdd(top/2+1, top/2+1), top},
+		{"add a negative", SaturatingAdd(5, -7), 5},
+		{"mul", SaturatingMul(1024, 4096000), 1024 * 4096000},
+		{"mul past the top", SaturatingMul(1024, top/1000), top},
+		{"mul by zero", SaturatingMul(0, top), 0},
+		{"mul a negative", SaturatingMul(-1, 1000), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+	a := QuotaAmounts{GPU: top, MilliCPU: 1, MemoryBytes: top - 1}
+	if got := a.Add(QuotaAmounts{GPU: 1, MilliCPU: 1, MemoryBytes: 2}); got != (QuotaAmounts{GPU: top, MilliCPU: 2, MemoryBytes: top}) {
+		t.Errorf("Add: %+v", got)
+	}
+	if got := (QuotaAmounts{GPU: 1, MilliCPU: 1000}).Sub(QuotaAmounts{GPU: 2, MilliCPU: top}); got != (QuotaAmounts{}) {
+		t.Errorf("Sub below zero: %+v, want zero", got)
 	}
 }

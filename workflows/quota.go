@@ -3,11 +3,13 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/schemas"
@@ -70,14 +72,15 @@ type QuotaLimits struct {
 	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
 }
 
-// exceeded names the first resource for which used+add passes the limits, or "".
+// exceeded names the first resource for which used+add passes the limits, or "". The
+// sums saturate (activities.SaturatingAdd), so a huge request cannot wrap around to fit.
 func (l QuotaLimits) exceeded(used, add Amounts) string {
 	switch {
-	case l.GPU != nil && used.GPU+add.GPU > *l.GPU:
+	case l.GPU != nil && activities.SaturatingAdd(used.GPU, add.GPU) > *l.GPU:
 		return fmt.Sprintf("gpu: %d requested, %d of %d in use", add.GPU, used.GPU, *l.GPU)
-	case l.MilliCPU != nil && used.MilliCPU+add.MilliCPU > *l.MilliCPU:
+	case l.MilliCPU != nil && activities.SaturatingAdd(used.MilliCPU, add.MilliCPU) > *l.MilliCPU:
 		return fmt.Sprintf("cpu: %dm requested, %dm of %dm in use", add.MilliCPU, used.MilliCPU, *l.MilliCPU)
-	case l.MemoryBytes != nil && used.MemoryBytes+add.MemoryBytes > *l.MemoryBytes:
+	case l.MemoryBytes != nil && activities.SaturatingAdd(used.MemoryBytes, add.MemoryBytes) > *l.MemoryBytes:
 		return fmt.Sprintf("memory: %d bytes requested, %d of %d in use", add.MemoryBytes, used.MemoryBytes, *l.MemoryBytes)
 	}
 	return ""
@@ -312,8 +315,8 @@ func (q *quotaWorkflow) admit(ctx workflow.Context, skip ...string) map[string]Q
 func (q *quotaWorkflow) release(jobID string) {
 	for i, e := range q.state.Admitted {
 		if e.JobID == jobID {
-			q.state.Used = q.state.Used.Sub(e.Resources)
 			q.state.Admitted = append(q.state.Admitted[:i:i], q.state.Admitted[i+1:]...)
+			q.recount()
 			return
 		}
 	}
@@ -323,6 +326,17 @@ func (q *quotaWorkflow) release(jobID string) {
 			return
 		}
 	}
+}
+
+// recount sets the use to the sum of the admitted jobs' shares. A saturated sum
+// (activities.SaturatingAdd) less a share is not the use of the others, so the use is
+// added up again rather than subtracted from.
+func (q *quotaWorkflow) recount() {
+	var used Amounts
+	for _, e := range q.state.Admitted {
+		used = used.Add(e.Resources)
+	}
+	q.state.Used = used
 }
 
 // sweep releases the jobs that ended without releasing (terminated, or deleted).
@@ -348,7 +362,9 @@ func (q *quotaWorkflow) sweep(ctx workflow.Context) {
 }
 
 // jobDemand is what a job counts against its workspace's quota: the sum over its
-// replicas.
+// replicas. Validation bounds each replica's request (schemas.MaxReplicaCPU and
+// MaxReplicaMemory), so a valid job's sum fits; the arithmetic saturates anyway, so
+// that no quantity, however large, counts as less than it is.
 func jobDemand(job *schemas.TrainingJob) Amounts {
 	var a Amounts
 	names := make([]string, 0, len(job.Spec.Roles))
@@ -359,13 +375,32 @@ func jobDemand(job *schemas.TrainingJob) Amounts {
 	for _, name := range names {
 		r := job.Spec.Roles[name]
 		n := int64(r.Replicas)
-		a.GPU += n * int64(r.Resources.GPU)
-		if r.Resources.CPU != nil {
-			a.MilliCPU += n * r.Resources.CPU.MilliValue()
-		}
-		if r.Resources.Memory != nil {
-			a.MemoryBytes += n * r.Resources.Memory.Value()
-		}
+		a = a.Add(Amounts{
+			GPU:         activities.SaturatingMul(n, int64(r.Resources.GPU)),
+			MilliCPU:    activities.SaturatingMul(n, quantityCount(r.Resources.CPU, true)),
+			MemoryBytes: activities.SaturatingMul(n, quantityCount(r.Resources.Memory, false)),
+		})
 	}
 	return a
+}
+
+// quantityCount is q as a count of units (of thousandths when milli), rounded up; 0
+// when q is nil or not positive, and math.MaxInt64 when q is past it (where
+// Quantity.Value and MilliValue give 0 or wrap around: "1e400" is 0 to them,
+// "9223372036854775807" cores -1000 millicores).
+func quantityCount(q *resource.Quantity, milli bool) int64 {
+	if q == nil || q.Sign() <= 0 {
+		return 0
+	}
+	limit := resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+	if milli {
+		limit = resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	}
+	if q.Cmp(*limit) >= 0 {
+		return math.MaxInt64
+	}
+	if milli {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
