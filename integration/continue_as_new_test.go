@@ -23,8 +23,9 @@ import (
 )
 
 // historyBounds is the test knob of the history bounds: a worker interceptor that sets
-// TrainingJobInput.HistoryBound for the jobs whose workflow id is registered with
-// lower, before the workflow sees its input. It is installed with the worker in setup.
+// TrainingJobInput.HistoryBound (QuotaView.HistoryBound) for the jobs (workspace
+// quotas) whose workflow id is registered with lower, before the workflow sees its
+// input. It is installed with the worker in setup.
 var historyBounds = &historyBoundsInterceptor{bounds: map[string]workflows.HistoryBound{}}
 
 type historyBoundsInterceptor struct {
@@ -33,7 +34,7 @@ type historyBoundsInterceptor struct {
 	bounds map[string]workflows.HistoryBound // by workflow id
 }
 
-// lower sets the history bound of the job workflow id (every run of it).
+// lower sets the history bound of the job or quota workflow id (every run of it).
 func (h *historyBoundsInterceptor) lower(id string, b workflows.HistoryBound) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -51,13 +52,21 @@ type boundedJob struct {
 
 func (b *boundedJob) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
 	info := workflow.GetInfo(ctx)
-	if info.WorkflowType.Name == workflows.TrainingJobWorkflowName && len(in.Args) == 1 {
+	if len(in.Args) == 1 {
 		b.h.mu.Lock()
 		bound, ok := b.h.bounds[info.WorkflowExecution.ID]
 		b.h.mu.Unlock()
-		if job, isJob := in.Args[0].(workflows.TrainingJobInput); ok && isJob {
-			job.HistoryBound = &bound
-			in.Args[0] = job
+		switch arg := in.Args[0].(type) {
+		case workflows.TrainingJobInput:
+			if ok {
+				arg.HistoryBound = &bound
+				in.Args[0] = arg
+			}
+		case workflows.QuotaView: // a workspace quota (workflows.QuotaWorkflowID)
+			if ok {
+				arg.HistoryBound = &bound
+				in.Args[0] = arg
+			}
 		}
 	}
 	return b.Next.ExecuteWorkflow(ctx, in)

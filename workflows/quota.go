@@ -128,6 +128,9 @@ type QuotaView struct {
 	Admitted  []QuotaEntry `json:"admitted"`
 	Queue     []QuotaEntry `json:"queue"`
 	NextSeq   int64        `json:"nextSeq"`
+	// HistoryBound overrides the bound on a run's history (quotaHistoryLimit); only
+	// MaxEvents counts. It is a test knob: the API never sets it.
+	HistoryBound *HistoryBound `json:"historyBound,omitempty"`
 }
 
 // QuotaWorkflow keeps one workspace's quota (see the comment on QuotaWorkflowName).
@@ -192,20 +195,65 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 		}
 		sel.Select(ctx)
 		q.admit(ctx)
+		q.settle(ctx)
 		info := workflow.GetInfo(ctx)
-		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > quotaHistoryLimit {
+		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > q.historyLimit() {
 			// Take in what already arrived, then carry the state over.
-			for release.Len() > 0 || set.Len() > 0 {
-				sel := workflow.NewSelector(ctx)
-				sel.AddReceive(release, onRelease)
-				sel.AddReceive(set, onSet)
-				sel.Select(ctx)
+			takeIn := func() {
+				for release.Len() > 0 || set.Len() > 0 {
+					sel := workflow.NewSelector(ctx)
+					sel.AddReceive(release, onRelease)
+					sel.AddReceive(set, onSet)
+					sel.Select(ctx)
+				}
+				q.admit(ctx)
 			}
-			q.admit(ctx)
-			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			takeIn()
+			if !tellsBeforeContinuing(ctx) {
+				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+				return workflow.NewContinueAsNewError(ctx, QuotaWorkflowName, q.state)
+			}
+			// The server delivers a signal only while the run that sent it is open:
+			// wait until every decision sent has been delivered (or has failed), and
+			// take in what arrives meanwhile, which may admit and tell more jobs.
+			for {
+				if err := workflow.Await(ctx, func() bool { return q.allTold() && workflow.AllHandlersFinished(ctx) }); err != nil {
+					return err // cancelled
+				}
+				q.settle(ctx)
+				if release.Len() == 0 && set.Len() == 0 {
+					break
+				}
+				takeIn()
+			}
 			return workflow.NewContinueAsNewError(ctx, QuotaWorkflowName, q.state)
 		}
 	}
+}
+
+// changeQuotaTellsBeforeContinuing: before it continues as new, the quota workflow
+// waits until the server has delivered every quota-decision signal it sent. Before,
+// the signals sent in the workflow task that continued as new (those of the jobs
+// admitted by the release, request or sweep that woke it last) were dropped by the
+// server, which delivers a signal only while the run that sent it is open: those jobs
+// were counted as admitted and waited in Queued for ever, and the queue behind them
+// with them (issue 33, finding 8).
+const changeQuotaTellsBeforeContinuing = "quota-tells-before-continuing"
+
+// tellsBeforeContinuing reports whether this run has changeQuotaTellsBeforeContinuing.
+// It is asked only when the run continues as new, so histories that never do carry no
+// marker.
+func tellsBeforeContinuing(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeQuotaTellsBeforeContinuing, workflow.DefaultVersion, 1) == 1
+}
+
+// historyLimit is the run's bound on its history: quotaHistoryLimit, or the test
+// knob's.
+func (q *quotaWorkflow) historyLimit() int {
+	if b := q.state.HistoryBound; b != nil && b.MaxEvents > 0 {
+		return b.MaxEvents
+	}
+	return quotaHistoryLimit
 }
 
 const quotaPrefix = "dlc/"
@@ -219,6 +267,42 @@ func workspaceOfQuotaID(id string) string {
 type quotaWorkflow struct {
 	state  QuotaView
 	logger log.Logger
+	// telling are the quota-decision signals sent whose delivery the server has not
+	// confirmed yet.
+	telling []decisionSent
+}
+
+// decisionSent is a quota-decision signal on its way to a job.
+type decisionSent struct {
+	jobID string
+	sent  workflow.Future
+}
+
+// allTold reports whether the server has answered every decision signal sent.
+func (q *quotaWorkflow) allTold() bool {
+	for _, d := range q.telling {
+		if !d.sent.IsReady() {
+			return false
+		}
+	}
+	return true
+}
+
+// settle forgets the decision signals the server has answered, logging those it
+// could not deliver: the job has ended (the sweep then returns its share), or it is
+// gone.
+func (q *quotaWorkflow) settle(ctx workflow.Context) {
+	pending := q.telling[:0]
+	for _, d := range q.telling {
+		if !d.sent.IsReady() {
+			pending = append(pending, d)
+			continue
+		}
+		if err := d.sent.Get(ctx, nil); err != nil {
+			q.logger.Warn("could not tell a job its quota decision", "job", d.jobID, "error", err)
+		}
+	}
+	q.telling = pending
 }
 
 func (q *quotaWorkflow) view() QuotaView {
@@ -305,8 +389,9 @@ func (q *quotaWorkflow) admit(ctx workflow.Context, skip ...string) map[string]Q
 			continue
 		}
 		// A job that has ended meanwhile cannot be signalled; the sweep then
-		// returns its share.
-		_ = workflow.SignalExternalWorkflow(ctx, id, "", SignalQuotaDecision, decisions[id])
+		// returns its share. settle looks at the outcome.
+		q.telling = append(q.telling, decisionSent{jobID: id,
+			sent: workflow.SignalExternalWorkflow(ctx, id, "", SignalQuotaDecision, decisions[id])})
 	}
 	return decisions
 }

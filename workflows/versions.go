@@ -60,6 +60,10 @@ var versions = []change{
 	{id: changeElasticReplicas, since: "2026-12-02", what: "an elastic job is scaled by the scale update (activity ScaleGang) " +
 		"and a lost replica of one is replaced alone (activity ReplaceReplica) instead of ending the attempt; " +
 		"integration/kube TestElasticScale, TestElasticReplaceOnePod, integration TestElasticTorchrunReplace"},
+	{id: changeQuotaTellsBeforeContinuing, since: "2026-12-06", what: "the workspace quota waits until the server has " +
+		"delivered every quota-decision signal it sent before it continues as new (before: the signals of the jobs it " +
+		"admitted in its last workflow task were dropped with the run, and those jobs waited Queued for ever, holding " +
+		"their share); TestQuotaFloodEveryJobLearnsItsAdmission, integration TestQuotaFloodEveryJobAdmitted"},
 }
 
 // changeFollowKeepsWatch: when the log forwarder ends without a hang while the gang's
