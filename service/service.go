@@ -56,7 +56,7 @@ func New(tc client.Client, namespace, taskQueue string, logger *slog.Logger) *Se
 	if logger == nil {
 		logger = slog.Default()
 	}
-	t := &temporalBase{tc: tc, namespace: namespace, taskQueue: taskQueue, log: logger}
+	t := &temporalBase{tc: tc, namespace: namespace, taskQueue: taskQueue, log: logger, pages: newPageSealer(nil)}
 	s := &Service{
 		Jobs:        &Jobs{t},
 		Experiments: &Experiments{temporalBase: t},
@@ -80,6 +80,8 @@ type temporalBase struct {
 	storage *storage.Policy
 	// history, when set, keeps deleted jobs readable (job_history.go, SetHistory).
 	history *JobHistory
+	// pages seals the page tokens of listings (pagetoken.go).
+	pages *pageSealer
 }
 
 // start starts spec's workflow; a taken id is ErrAlreadyExists with the message
@@ -152,16 +154,23 @@ func (t *temporalBase) list(ctx context.Context, ws string, kind schemas.Kind, o
 		}
 		query += querySb135.String()
 	}
+	// The page token is the client's: it reaches Temporal only once its MAC shows that
+	// this listing issued it (pagetoken.go).
+	scope := t.namespace + "\x00" + query
+	token, err := t.pages.open(ctx, scope, o.PageToken)
+	if err != nil {
+		return nil, "", err
+	}
 	resp, err := t.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     t.namespace,
 		PageSize:      int32(pageSize),
-		NextPageToken: []byte(o.PageToken),
+		NextPageToken: token,
 		Query:         query,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list %ss: %w", strings.ToLower(string(kind)), err)
 	}
-	return resp.Executions, string(resp.NextPageToken), nil
+	return resp.Executions, t.pages.seal(ctx, scope, resp.NextPageToken), nil
 }
 
 // summary reads the name and phase search attributes of a listed execution.

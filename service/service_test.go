@@ -29,6 +29,8 @@ type fakeTemporal struct {
 	started  []client.StartWorkflowOptions
 	queries  []string
 	queryErr error
+	// tokens are the page tokens Temporal was given, one per listing.
+	tokens [][]byte
 }
 
 func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
@@ -41,6 +43,7 @@ func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflow
 
 func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	f.queries = append(f.queries, req.Query)
+	f.tokens = append(f.tokens, req.NextPageToken)
 	return &workflowservice.ListWorkflowExecutionsResponse{NextPageToken: []byte("next")}, nil
 }
 
@@ -102,7 +105,7 @@ func TestListQueries(t *testing.T) {
 	s := newTest(tc)
 	ctx := context.Background()
 	o := ListOptions{Phase: "Running", Framework: "pytorch", Labels: []string{"team=a"}}
-	if l, err := s.Jobs.List(ctx, "alpha", o); err != nil || l.NextPageToken != "next" || l.Items == nil {
+	if l, err := s.Jobs.List(ctx, "alpha", o); err != nil || l.NextPageToken == "" || l.NextPageToken == "next" || l.Items == nil {
 		t.Fatalf("jobs: %+v %v", l, err)
 	}
 	if _, err := s.Experiments.List(ctx, "alpha", o); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 )
 
 // Every path and query parameter of the API is checked here, as the name it stands for,
@@ -90,7 +91,8 @@ var queryChecks = map[string]paramCheck{
 		if len(v) > maxPageTokenLength {
 			return fmt.Sprintf("must be the previous page's nextPageToken (at most %d bytes)", maxPageTokenLength)
 		}
-		return ""
+		// Its form here; its MAC when the list opens it (service/pagetoken.go).
+		return service.CheckPageToken(v)
 	},
 	"param": func(v string) string {
 		name, value, ok := strings.Cut(v, "=")

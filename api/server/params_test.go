@@ -25,7 +25,8 @@ func hostileFor(param string) []string {
 	case "workspace":
 		return without(hostile, "*") // the admin tokens' workspace
 	case "pageToken":
-		return []string{strings.Repeat("a", maxPageTokenLength+1)} // opaque, bounded
+		// a sealed token: version 1, a MAC and Temporal's bytes in base64url, bounded
+		return append(hostile, strings.Repeat("a", maxPageTokenLength+1), "eyJhIjoxfQ==", "eyJhIjoxfQ")
 	case "param":
 		return append(hostile, "x=a\x00b", "x="+strings.Repeat("v", 5000), "a.b=1", "=1")
 	}
@@ -139,7 +140,7 @@ func TestValidParamsPass(t *testing.T) {
 		"follow":    {"true", "false", "1", "0"},
 		"limit":     {"1", "1000"},
 		"next":      {"5"},
-		"pageToken": {"eyJhIjoxfQ=="},
+		"pageToken": {"AQAAAAAAAAAAAAAAAAAAAAAA"}, // its form; the list checks its MAC
 		"param":     {"lr=0.1", "key=a;b $(id) `x` 'q' \"d\"\nline", "x="},
 	} {
 		for _, v := range values {
