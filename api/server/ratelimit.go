@@ -2,6 +2,7 @@ package server
 
 import (
 	"container/list"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 )
 
@@ -24,7 +26,9 @@ import (
 type RateLimits struct {
 	// AuthFailures is the rate at which an address regains failed authentications
 	// once it has spent AuthBurst of them; past that, its requests are answered 429
-	// with Retry-After before any token is looked up. Default 1 every 2 s, burst 20.
+	// with Retry-After before any token is looked up, but for tokens this server
+	// accepted lately (the last 10,000), which are checked as ever. Default 1 every
+	// 2 s, burst 20.
 	AuthFailures rate.Limit
 	AuthBurst    int
 	// AuditRate and AuditBurst bound the audit records of refused anonymous calls per
@@ -91,10 +95,55 @@ type abuseLimiter struct {
 	lru   *list.List
 	// sweeping is set while a goroutine flushes summaries every SummaryEvery.
 	sweeping bool
+	// known are the tokens this server accepted lately, by SHA-256, least recently
+	// used last: they are still checked when their address is locked out.
+	known    map[[sha256.Size]byte]*list.Element // of [sha256.Size]byte
+	knownLRU *list.List
 }
 
+// maxKnownTokens bounds how many accepted tokens the limiter remembers.
+const maxKnownTokens = 10000
+
 func newAbuseLimiter(cfg RateLimits, summarize func(string, int64, time.Time)) *abuseLimiter {
-	return &abuseLimiter{cfg: cfg.withDefaults(), summarize: summarize, addrs: map[string]*list.Element{}, lru: list.New()}
+	return &abuseLimiter{cfg: cfg.withDefaults(), summarize: summarize, addrs: map[string]*list.Element{}, lru: list.New(),
+		known: map[[sha256.Size]byte]*list.Element{}, knownLRU: list.New()}
+}
+
+// accepted remembers a token the server accepted.
+func (l *abuseLimiter) accepted(token string) {
+	h := sha256.Sum256([]byte(token))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.known[h]; ok {
+		l.knownLRU.MoveToFront(e)
+		return
+	}
+	if l.knownLRU.Len() >= maxKnownTokens {
+		oldest := l.knownLRU.Back()
+		l.knownLRU.Remove(oldest)
+		delete(l.known, oldest.Value.([sha256.Size]byte))
+	}
+	l.known[h] = l.knownLRU.PushFront(h)
+}
+
+// isKnown reports whether the server accepted token lately.
+func (l *abuseLimiter) isKnown(token string) bool {
+	h := sha256.Sum256([]byte(token))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.known[h]
+	return ok
+}
+
+// forget drops a token that is no longer accepted (revoked, expired).
+func (l *abuseLimiter) forget(token string) {
+	h := sha256.Sum256([]byte(token))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.known[h]; ok {
+		l.knownLRU.Remove(e)
+		delete(l.known, h)
+	}
 }
 
 // state returns key's state, making it (and forgetting the least recently seen address
@@ -260,10 +309,15 @@ func peerAddr(remote string) netip.Addr {
 
 // authenticateLimited is authenticate behind the per-address limit on failed
 // authentication: an address over it is answered 429 with Retry-After, and its token
-// is not looked up.
+// is not looked up, unless the server accepted that very token lately: the lockout is
+// kept per address and token, so that someone else's bad guesses from the same address
+// (a NAT, a shared host, a /64) do not lock out a token in use. Checking a token the
+// server knows costs no lookup (the token store holds it in memory), and a guess
+// never matches a known token's hash, so this lets no guessing through.
 func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, st *request) bool {
 	key := s.limits.clientKey(r)
-	if wait := s.limits.retryAfter(key, time.Now()); wait > 0 {
+	token := bearerToken(r)
+	if wait := s.limits.retryAfter(key, time.Now()); wait > 0 && (token == "" || !s.limits.isKnown(token)) {
 		secs := int64(math.Ceil(wait.Seconds()))
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		writeError(w, http.StatusTooManyRequests, api.Error{Code: api.CodeTooManyRequests,
@@ -271,12 +325,31 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, st 
 		return false
 	}
 	if s.authenticate(w, r, st) {
+		if token != "" {
+			s.limits.accepted(token)
+		}
 		return true
 	}
 	if rec, ok := w.(*recorder); ok && rec.status == http.StatusUnauthorized {
 		s.limits.failed(key, time.Now())
+		if token != "" {
+			s.limits.forget(token)
+		}
 	}
 	return false
+}
+
+// bearerToken is the request's well-formed bearer token, or "".
+func bearerToken(r *http.Request) string {
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return ""
+	}
+	token, err := auth.ParseBearer(header)
+	if err != nil {
+		return ""
+	}
+	return token
 }
 
 // auditAllowed reports whether a call is audited: every authenticated call is; a

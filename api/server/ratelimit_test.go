@@ -87,6 +87,57 @@ func TestFailedAuthenticationIsRateLimitedPerAddress(t *testing.T) {
 	}
 }
 
+// Issue 33, finding 9: a valid token was locked out by bad guesses from the same
+// address. The lockout now lets through a token the server accepted lately (checked
+// as ever, costing no lookup in the store): someone else's guesses from a shared
+// address no longer lock it out, while the guesses, tokens the server never accepted
+// and the known token's id with another secret still get 429 without a lookup; a
+// known token revoked meanwhile is refused and forgotten.
+func TestLockoutSparesTokensInUse(t *testing.T) {
+	authn := &countingAuth{fakeAuth: fakeAuth{}}
+	inUse := authn.token(t, "ci", "default", api.RoleMember)
+	unseen := authn.token(t, "new", "default", api.RoleMember)
+	s := testServer(nil, nil, WithRateLimits(RateLimits{AuthFailures: 0.01, AuthBurst: 3}))
+	s.authn = authn
+	h := s.Handler()
+	const shared = "203.0.113.7:4000" // a NAT: the user and the guesser share it
+	if rec := callFrom(h, shared, http.MethodGet, "/v1/whoami", inUse); rec.Code != http.StatusOK {
+		t.Fatalf("the token in use before the guesses: %d %s", rec.Code, rec.Body)
+	}
+	for i := range 20 {
+		bad := "dlc_" + fmt.Sprintf("%064d", i)
+		if rec := callFrom(h, shared, http.MethodGet, "/v1/whoami", bad); rec.Code != http.StatusUnauthorized && rec.Code != http.StatusTooManyRequests {
+			t.Fatalf("guess %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	for i := range 5 {
+		if rec := callFrom(h, shared, http.MethodGet, "/v1/whoami", inUse); rec.Code != http.StatusOK {
+			t.Fatalf("the token in use after the guesses, call %d: %d %s, want 200", i, rec.Code, rec.Body)
+		}
+	}
+	lookups := authn.n.Load()
+	sameID := inUse[:len(inUse)-4] + "AAAA"
+	if sameID == inUse {
+		sameID = inUse[:len(inUse)-4] + "BBBB"
+	}
+	for name, tok := range map[string]string{"a guess": "dlc_" + fmt.Sprintf("%064d", 99), "a token never accepted": unseen,
+		"the known id with another secret": sameID, "no token": ""} {
+		if rec := callFrom(h, shared, http.MethodGet, "/v1/whoami", tok); rec.Code != http.StatusTooManyRequests {
+			t.Errorf("%s while locked out: %d %s, want 429", name, rec.Code, rec.Body)
+		}
+	}
+	if n := authn.n.Load(); n != lookups {
+		t.Errorf("%d token lookups for the locked-out calls, want none", n-lookups)
+	}
+	delete(authn.fakeAuth, inUse) // revoked
+	if rec := callFrom(h, shared, http.MethodGet, "/v1/whoami", inUse); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the revoked token: %d %s, want 401", rec.Code, rec.Body)
+	}
+	if rec := callFrom(h, shared, http.MethodGet, "/v1/whoami", inUse); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("the revoked token again: %d %s, want 429 (forgotten)", rec.Code, rec.Body)
+	}
+}
+
 // TestRefusedAnonymousAuditIsSummarized: a flood of refused anonymous calls from one
 // address leaves AuditBurst records and then summary records that count the rest;
 // every call is accounted for.
