@@ -371,7 +371,7 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 		Target:         t.target,
 		Destination:    dest,
 		Attempts:       attempts,
-		Error:          sanitizeReason(last.Error()),
+		Error:          deadLetterReason(last),
 		FirstAttempt:   first.UTC(),
 		LastAttempt:    time.Now().UTC(),
 	}

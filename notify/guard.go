@@ -183,6 +183,49 @@ func newWebhookClient(allow *AllowList, perHost int) *http.Client {
 // maxReason bounds the error kept in a dead letter.
 const maxReason = 300
 
+// deadLetterReason is err's text as a dead letter (which the workspace reads) keeps
+// it: without what it tells of the platform's own network, the resolver that answered
+// a lookup ("lookup x.example on 10.0.0.2:53: no such host" keeps "lookup x.example:
+// no such host") and the dispatcher's own address on a connection ("read tcp
+// 10.1.2.3:4567->203.0.113.9:443" keeps "read tcp 203.0.113.9:443"); then
+// sanitizeReason.
+func deadLetterReason(err error) string {
+	msg := err.Error()
+	walkErrors(err, func(e error) {
+		switch e := e.(type) { //nolint:errorlint // walkErrors visits each link of the chain
+		case *net.DNSError:
+			if e.Server != "" {
+				msg = strings.ReplaceAll(msg, " on "+e.Server, "")
+			}
+		case *net.OpError:
+			switch {
+			case e.Source == nil:
+			case e.Addr != nil:
+				msg = strings.ReplaceAll(msg, e.Source.String()+"->", "")
+			default:
+				msg = strings.ReplaceAll(msg, " "+e.Source.String(), "")
+			}
+		}
+	})
+	return sanitizeReason(msg)
+}
+
+// walkErrors calls fn on err and every error it wraps.
+func walkErrors(err error, fn func(error)) {
+	if err == nil {
+		return
+	}
+	fn(err)
+	switch u := err.(type) { //nolint:errorlint // walking the chain by hand, one link at a time
+	case interface{ Unwrap() error }:
+		walkErrors(u.Unwrap(), fn)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walkErrors(e, fn)
+		}
+	}
+}
+
 // sanitizeReason makes an error message fit for a dead letter, which the workspace
 // reads: valid UTF-8, no control characters, at most maxReason bytes.
 func sanitizeReason(s string) string {

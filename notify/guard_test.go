@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -220,5 +221,32 @@ func TestDeadLetterHoldsNoResponseBody(t *testing.T) {
 	}
 	if strings.Contains(string(raw[0]), secret) || strings.Contains(string(raw[0]), "xxxx") {
 		t.Errorf("the dead letter carries the response body: %s", raw[0])
+	}
+}
+
+// TestDeadLetterHidesTheResolver: a webhook whose host does not resolve is
+// dead-lettered naming the host, without the address of the resolver that answered
+// (issue 33, finding 9: "lookup x on 10.255.255.53:53" showed the platform's
+// resolver to the workspace).
+func TestDeadLetterHidesTheResolver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	d := e.start()
+	e.put(d, webhookRule("a", "nowhere", "http://nosuch-host.invalid/hook", oneAttempt))
+	e.phase("a", "j", 1, schemas.JobRunning, nil)
+	letters, raw := deadLetters(e, "a", 1)
+	e.waitProcessed("a")
+	t.Logf("dead letter error: %s", letters[0].Error)
+	if !strings.Contains(letters[0].Error, "nosuch-host.invalid") {
+		t.Errorf("dead letter error %q: want it to name the host", letters[0].Error)
+	}
+	resolv, _ := os.ReadFile("/etc/resolv.conf")
+	for line := range strings.Lines(string(resolv)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" && strings.Contains(string(raw[0]), f[1]) {
+			t.Errorf("the dead letter shows the resolver %s: %s", f[1], raw[0])
+		}
+	}
+	if strings.Contains(letters[0].Error, ":53") {
+		t.Errorf("the dead letter error shows a resolver's port: %q", letters[0].Error)
 	}
 }
