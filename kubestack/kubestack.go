@@ -421,6 +421,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string) error
 			// and without --kubelet-certificate-authority the API server does
 			// not verify the kubelet's certificate (kwok's is self-signed).
 			"--kubelet-preferred-address-types", "InternalIP",
+			// The real nodes' kubelets accept only clients with a certificate of the
+			// cluster CA (realnode.go); kwok's endpoint asks for none.
+			"--kubelet-client-certificate", c.pki.client(kubeletClientUser).cert,
+			"--kubelet-client-key", c.pki.client(kubeletClientUser).key,
 		}
 		p, err := startProcess("kube-apiserver", bin, args, c.logPath("kube-apiserver"))
 		if err != nil {

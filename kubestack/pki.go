@@ -29,6 +29,9 @@ const (
 	// authentication, which reads the request-header CA); its CA is the
 	// cluster CA and the API server accepts only this name from it.
 	frontProxyUser = "front-proxy-client"
+	// kubeletClientUser is the API server's identity towards the real nodes'
+	// kubelets (logs, exec), as kubeadm's apiserver-kubelet-client.
+	kubeletClientUser = "kube-apiserver-kubelet-client"
 )
 
 // pki holds the paths of the cluster's keys and certificates, all PEM.
@@ -72,6 +75,7 @@ func loadOrCreatePKI(dir string) (pki, error) {
 		{schedulerUser, nil},
 		{controllerManagerUser, nil},
 		{frontProxyUser, nil},
+		{kubeletClientUser, []string{mastersGroup}},
 	}
 	all := []string{p.caCert, p.caKey, p.servingCert, p.servingKey, p.saKey, p.saPub}
 	for _, u := range users {

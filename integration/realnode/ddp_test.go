@@ -38,8 +38,8 @@ func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
   args: [--steps, "30", --step-sleep, "0.3", --hidden, "16", --checkpoint-every, "5"]
   env: [{name: PYTHONPATH, value: python}, {name: OMP_NUM_THREADS, value: "1"}]
   roles:
-    master: {replicas: 1, resources: {cpu: "1", memory: 1Gi}}
-    worker: {replicas: 2, resources: {cpu: "1", memory: 1Gi}}
+    master: {replicas: 1, resources: {cpu: 600m, memory: 1Gi}}
+    worker: {replicas: 2, resources: {cpu: 600m, memory: 1Gi}}
   checkpoint: {uri: %q, keep: 3}
   faultTolerance: {maxRestarts: 1}
   timeout: 8m
@@ -55,8 +55,9 @@ func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
 		first = m
 		return err == nil
 	})
-	// The gang spans both real nodes (3 replicas of 1 CPU on nodes of 2): the
-	// rendezvous and the all-reduces crossed the bridge between them.
+	// The gang fits on one node (the restart avoids the node of the failure, and there
+	// are two), but the spread places it over both (3 replicas of 0.6 CPU on nodes of
+	// 2): the rendezvous and the all-reduces cross the bridge between them.
 	pods := jobPods(t, ctx, ws, name)
 	nodes := map[string]bool{}
 	victim := ""
