@@ -128,9 +128,21 @@ type xgbResult struct {
 // and the same cross-worker metrics, and rank 0's metric reports of every round are
 // forwarded, the training loss going down.
 func TestXGBoostTrainsAcrossThreeReplicas(t *testing.T) {
-	requireProgram(t, "python3-xgboost", python, "-c", "import xgboost.tracker, xgboost.collective")
+	requireXGBoost(t)
 	_, logs := runExample(t, "xgboost/job.yaml")
+	checkXGBoostExample(t, logs)
+}
 
+// requireXGBoost fails when Debian's python3-xgboost is missing.
+func requireXGBoost(t *testing.T) {
+	t.Helper()
+	requireProgram(t, "python3-xgboost", python, "-c", "import xgboost.tracker, xgboost.collective")
+}
+
+// checkXGBoostExample checks what examples/xgboost/job.yaml computed, from its logs
+// (TestXGBoostTrainsAcrossThreeReplicas).
+func checkXGBoostExample(t *testing.T, logs []events.LogRecord) {
+	t.Helper()
 	results := tagged[xgbResult](t, logs, "xgboost-result")
 	wantRank := map[string]int{"master-0": 0, "worker-0": 1, "worker-1": 2}
 	if len(results) != len(wantRank) || len(results["master-0"]) == 0 {
@@ -223,10 +235,22 @@ var hostfileLine = regexp.MustCompile(`^(\S+) slots=(\d+)$`)
 // three workers' slots summed, and mpirun starts as many ranks, which allreduce rank+1
 // to 6. The launcher decides: the job succeeds and the sleeping workers are stopped.
 func TestMPIRunsOverTheHostfile(t *testing.T) {
+	requireMPI(t)
+	j, logs := runExample(t, "mpi/job.yaml")
+	checkMPIExample(t, j, logs)
+}
+
+// requireMPI fails when Debian's openmpi-bin or python3-mpi4py is missing.
+func requireMPI(t *testing.T) {
+	t.Helper()
 	requireProgram(t, "openmpi-bin", "mpirun", "--version")
 	requireProgram(t, "python3-mpi4py", python, "-c", "from mpi4py import MPI")
-	j, logs := runExample(t, "mpi/job.yaml")
+}
 
+// checkMPIExample checks what examples/mpi/job.yaml did, from the job and its logs
+// (TestMPIRunsOverTheHostfile).
+func checkMPIExample(t *testing.T, j *api.Job, logs []events.LogRecord) {
+	t.Helper()
 	phases := map[string]schemas.ReplicaPhase{}
 	for _, r := range j.Status.Replicas {
 		phases[r.Role+"-"+strconv.Itoa(r.Index)] = r.Phase

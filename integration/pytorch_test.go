@@ -102,8 +102,13 @@ type torchRun struct {
 // ddpOutput collects what each attempt of a DDP job printed.
 func ddpOutput(t *testing.T, ctx context.Context, ws, name string) map[int]*torchRun {
 	t.Helper()
+	return ddpRuns(jobLogs(t, ctx, ws, name))
+}
+
+// ddpRuns collects what each attempt of a DDP job printed, from its log records.
+func ddpRuns(logs []events.LogRecord) map[int]*torchRun {
 	out := map[int]*torchRun{}
-	for _, r := range jobLogs(t, ctx, ws, name) {
+	for _, r := range logs {
 		run := out[r.Attempt]
 		if run == nil {
 			run = &torchRun{allReduce: map[int]string{}, params: map[int]string{}, final: math.NaN()}
