@@ -851,7 +851,28 @@ func (c *Cluster) KillContainer(ctx context.Context, namespace, pod, container s
 	if killed == 0 {
 		return n.name, fmt.Errorf("kubestack: no running container %q of pod %s/%s on %s (containers %v)", container, namespace, pod, n.name, ids)
 	}
-	return n.name, nil
+	// The fault happened: containerd reports the task stopped (or already removed).
+	for {
+		out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "ls").CombinedOutput()
+		if err != nil {
+			return n.name, fmt.Errorf("kubestack: ctr tasks ls: %w: %s", err, out)
+		}
+		running := false
+		for line := range strings.Lines(string(out)) {
+			f := strings.Fields(line)
+			if len(f) >= 3 && slices.Contains(ids, f[0]) && f[2] == "RUNNING" {
+				running = true
+			}
+		}
+		if !running {
+			return n.name, nil
+		}
+		select {
+		case <-ctx.Done():
+			return n.name, fmt.Errorf("kubestack: container %q of pod %s/%s still running after SIGKILL: %w", container, namespace, pod, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // StopKubelet stops a real node's kubelet and every container on it, as if the machine

@@ -82,9 +82,14 @@ func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
 		t.Fatalf("restarts %d, attempts %+v: want one restart", st.Restarts, st.Attempts)
 	}
 	a0, a1 := st.Attempts[0], st.Attempts[1]
-	if !strings.Contains(victim, a0.Replica) || !strings.Contains(a0.Message, "137") && !strings.Contains(a0.Message, "SIGKILL") {
-		t.Errorf("attempt 0: class %s replica %s message %q, want the end of %s by SIGKILL (137)", a0.Class, a0.Replica, a0.Message, victim)
+	// The first failure seen may be the victim's (137) or a peer's whose collective
+	// broke with it (gloo: connection closed); either ends the attempt.
+	killedSeen := a0.Replica == victim && (strings.Contains(a0.Message, "137") || strings.Contains(a0.Message, "SIGKILL"))
+	peerSeen := a0.Replica != victim && strings.Contains(a0.Message, "exit code")
+	if !killedSeen && !peerSeen {
+		t.Errorf("attempt 0: class %s replica %s message %q, want the end of %s by SIGKILL (137) or a peer's failure after it", a0.Class, a0.Replica, a0.Message, victim)
 	}
+	t.Logf("attempt 0 ended by %s (%s)", a0.Replica, a0.Class)
 	_, step, err := checkpoint.ParseRef(a1.ResumedFrom)
 	if err != nil || step < first.Step {
 		t.Fatalf("attempt 1 resumed from %q (%v), want a checkpoint of %s at step >= %d", a1.ResumedFrom, err, uri, first.Step)
