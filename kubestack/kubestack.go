@@ -3,8 +3,12 @@
 // built from their Go modules by internal/tools, and kwok, which plays the
 // kubelets of fake GPU nodes and drives the pods on them through stages
 // (Running, Succeeded after a delay, Failed on demand) instead of running
-// containers. Everything listens on 127.0.0.1 and keeps its state in one
-// directory. Nothing here is meant for production.
+// containers. Beside them, Options.RealNodes starts real nodes whose kubelets
+// run containers under containerd and runc, on a pod network and with a
+// cluster DNS that exist only on this machine (realnode.go, and
+// docs/test-cluster.md). Everything listens on 127.0.0.1 (real nodes: on their
+// bridge) and keeps its state in one directory. Nothing here is meant for
+// production.
 //
 // Pods scheduled onto the fake nodes go Pending → Running within about half
 // a second. Tests steer them further with labels and annotations:
