@@ -142,6 +142,9 @@ func appFiles(root string) ([]file, string, error) {
 		// MPI's launcher reaches its workers over ssh by their pod names, which change with
 		// every gang: no host keys to check (mpi-operator's base images say the same).
 		{path: "/etc/ssh/ssh_config.d/opendlc-mpi.conf", mode: 0o644, data: []byte(sshClientConfig)},
+		// sshd's privilege separation directory (mmdebstrap leaves /run empty).
+		{path: "/run", mode: 0o755, dir: true},
+		{path: "/run/sshd", mode: 0o755, dir: true},
 	}
 	var keys []string
 	for _, sub := range []string{"python", "examples"} {
@@ -180,7 +183,7 @@ func appFiles(root string) ([]file, string, error) {
 			return nil, "", fmt.Errorf("images: %w", err)
 		}
 	}
-	return files, hashOf(append(keys, sshClientConfig)...), nil
+	return files, hashOf(append(keys, sshClientConfig, "run/sshd")...), nil
 }
 
 // debianBase builds (once per package list and hooks) the Debian root file system with

@@ -256,7 +256,6 @@ func (c *Cluster) startCoreDNS(ctx context.Context, bin string) error {
     health 127.0.0.1:%d
     ready 127.0.0.1:%d
     errors
-    cache 5
     kubernetes %s in-addr.arpa ip6.arpa {
         kubeconfig %s
         pods insecure

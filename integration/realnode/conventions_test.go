@@ -3,12 +3,11 @@ package realnode
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/opendlc/opendlc/integration/itest"
 )
@@ -35,15 +34,6 @@ func linesWith(t *testing.T, name, prefix string) map[string]string {
 	return out
 }
 
-// podIPs returns the pods' addresses of a job by "role-index".
-func podIPs(pods []corev1.Pod) map[string]string {
-	out := map[string]string{}
-	for _, p := range pods {
-		out[p.Labels["opendlc.io/role"]+"-"+p.Labels["opendlc.io/replica-index"]] = p.Status.PodIP
-	}
-	return out
-}
-
 // The conventions of docs/frameworks.md that only a container shows, each read inside
 // one: DeepSpeed's hostfile on disk at /job/hostfile (one "host slots=N" line per
 // replica, the pods' DNS names); a preprocess shard's JOB_COMPLETION_INDEX (Kubernetes
@@ -59,7 +49,9 @@ func TestFrameworkConventionsInsideContainers(t *testing.T) {
 		`echo "hostfile-path $DLC_HOSTFILE"; sed 's/^/hostfile /' /job/hostfile; echo "gpu $KUBERNETES_CONTAINER_RESOURCE_GPU"`, two))
 	submit(t, ctx, conventionJob("shards", "preprocess", `echo "index $JOB_COMPLETION_INDEX $DLC_SHARD_INDEX"`,
 		"    worker: {replicas: 2, resources: {cpu: 100m, memory: 64Mi}}\n"))
-	submit(t, ctx, conventionJob("paddle", "paddle", `echo "paddle $PADDLE_MASTER $PADDLE_NNODES $PADDLE_JOB_ID"`, two))
+	// The pod's own address, from the hosts file the kubelet writes.
+	submit(t, ctx, conventionJob("paddle", "paddle",
+		`echo "paddle $PADDLE_MASTER $PADDLE_NNODES $PADDLE_JOB_ID $(grep -w "$(cat /etc/hostname)" /etc/hosts | cut -f1 | head -n1)"`, two))
 	submit(t, ctx, conventionJob("tf", "tensorflow", `echo "tf $TF_CONFIG"`, two))
 	for _, name := range []string{"ds", "shards", "paddle", "tf"} {
 		mustSucceed(t, ctx, "rn-conv", name)
@@ -87,11 +79,10 @@ func TestFrameworkConventionsInsideContainers(t *testing.T) {
 
 	// paddle: the master's own address (expanded by the kubelet) on the master.
 	pp := linesWith(t, "paddle", "paddle ")
-	ips := podIPs(jobPods(t, ctx, "rn-conv", "paddle"))
-	if m := strings.Fields(pp["master-0"]); len(m) != 3 || ips["master-0"] == "" || m[0] != ips["master-0"]+":36543" || m[1] != "2" || m[2] != "paddle" {
-		t.Errorf("paddle master: %q (pod IP %s), want PADDLE_MASTER=<its IP>:36543, PADDLE_NNODES=2, PADDLE_JOB_ID=paddle", pp["master-0"], ips["master-0"])
+	if m := strings.Fields(pp["master-0"]); len(m) != 4 || net.ParseIP(m[3]) == nil || m[0] != m[3]+":36543" || m[1] != "2" || m[2] != "paddle" {
+		t.Errorf("paddle master: %q, want PADDLE_MASTER=<its own pod IP>:36543, PADDLE_NNODES=2, PADDLE_JOB_ID=paddle, then the pod IP", pp["master-0"])
 	}
-	if w := strings.Fields(pp["worker-0"]); len(w) != 3 || !strings.HasSuffix(w[0], ":36543") || strings.HasPrefix(w[0], "$(") {
+	if w := strings.Fields(pp["worker-0"]); len(w) != 4 || !strings.HasSuffix(w[0], ":36543") || strings.HasPrefix(w[0], "$(") {
 		t.Errorf("paddle worker: %q, want the master's address on port 36543", pp["worker-0"])
 	}
 

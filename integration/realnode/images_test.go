@@ -60,6 +60,7 @@ apiVersion: opendlc.io/v1alpha1
 kind: TrainingJob
 metadata: {name: %s, workspace: %s}
 spec:
+  framework: custom
   image: %s
   command: [sh, -c, %q]
   roles:
@@ -85,6 +86,7 @@ func createPullSecret(t *testing.T, ws string, r *kubestack.Registry) {
 // kubelet's pull really failed (ErrImagePull or ImagePullBackOff on the pod), and the
 // pull never left the machine (the image's registry is sent to a closed loopback port).
 func TestMissingImageFailsAsImagePull(t *testing.T) {
+	t.Parallel()
 	ctx := itest.Context(t, 3*time.Minute)
 	const ws, name = "rn-missing", "missing"
 	submit(t, ctx, shellJob(name, ws, images.Domain+"/no-such-image:1", "true", ""))
@@ -111,6 +113,7 @@ func TestMissingImageFailsAsImagePull(t *testing.T) {
 // image with the secret's credentials); the same job without it fails as ImagePull,
 // the registry having refused the anonymous pull.
 func TestPrivateRegistryNeedsItsPullSecret(t *testing.T) {
+	t.Parallel()
 	r, ref := privateRegistry(t)
 	ctx := itest.Context(t, 4*time.Minute)
 	const ws = "rn-private"

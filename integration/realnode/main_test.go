@@ -8,6 +8,10 @@
 // reach the stack's S3 through kubestack.ExposeToPods (the machine's address on the pod
 // bridge).
 //
+// The tests that take a node or the registry away (node_test.go, the registry outage)
+// run alone, before the others, which run in parallel (one workspace each) on the two
+// nodes' four CPUs: a gang that does not fit yet waits for room.
+//
 // Needs root, like kubestack's real nodes. The training image's first build takes
 // several minutes (mmdebstrap); it is cached by the hash of its inputs.
 package realnode

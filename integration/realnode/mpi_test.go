@@ -14,6 +14,7 @@ import (
 // by their DNS names with the gang's ssh key pair (mounted at /root/.ssh). The ranks run
 // in the worker pods, and their allreduce of rank+1 is right.
 func TestMPIOverSSHInContainers(t *testing.T) {
+	t.Parallel()
 	ctx := itest.Context(t, 6*time.Minute)
 	const ws, name = "rn-mpi", "mpi"
 	submit(t, ctx, job(name, ws, `  framework: mpi

@@ -36,13 +36,22 @@ sub = ""
 if not tok.startswith("ERR"):
     body = tok.split(".")[1]
     sub = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))["sub"]
-try: master_ip = socket.gethostbyname(os.environ.get("MASTER_ADDR", ""))
-except OSError as e: master_ip = "ERR " + str(e)
+import time
+# A peer's record appears once its pod has an address: look it up as a rendezvous
+# would, retrying for a while.
+for _ in range(60):
+    try:
+        master_ip = socket.gethostbyname(os.environ.get("MASTER_ADDR", ""))
+        break
+    except OSError as e:
+        master_ip = "ERR " + str(e)
+        time.sleep(0.5)
 rank = os.environ.get("RANK", "")
 with open("/data/rank-" + rank, "w") as f: f.write(socket.gethostname())
 print("probe " + json.dumps({"env": dict(os.environ), "uid": os.getuid(), "home": os.path.expanduser("~"),
     "shm": st.f_blocks * st.f_frsize, "scratch": scratch, "cfg": read("/cfg/a"), "sec": read("/sec/b"),
-    "sa": sub, "master_ip": master_ip, "cwd": os.getcwd()}), flush=True)
+    "sa": sub, "master_ip": master_ip, "my_ip": socket.gethostbyname(socket.gethostname()),
+    "cwd": os.getcwd()}), flush=True)
 `
 
 // probe is what probeScript printed.
@@ -56,6 +65,7 @@ type probe struct {
 	Sec      string            `json:"sec"`
 	SA       string            `json:"sa"`
 	MasterIP string            `json:"master_ip"`
+	MyIP     string            `json:"my_ip"` // from the hosts file the kubelet writes
 	Cwd      string            `json:"cwd"`
 }
 
@@ -66,6 +76,7 @@ type probe struct {
 // home, /dev/shm has the size spec.pod.shmSize asked for, and the emptyDir, ConfigMap,
 // Secret and PVC volumes and the service account token are mounted.
 func TestContainerSeesTheFrameworkContract(t *testing.T) {
+	t.Parallel()
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws = "rn-env"
 	cs := env.cluster.Client
@@ -173,12 +184,7 @@ spec:
 			if len(probes) != 2 {
 				t.Fatalf("probes from roles %v, want master and worker", probes)
 			}
-			var masterIP string
-			for _, p := range jobPods(t, ctx, ws, name) {
-				if p.Labels["opendlc.io/role"] == "master" {
-					masterIP = p.Status.PodIP
-				}
-			}
+			masterIP := probes["master"].MyIP
 			for role, p := range probes {
 				for k, v := range specEnv[role] {
 					if p.Env[k] != v {
