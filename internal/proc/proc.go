@@ -30,11 +30,31 @@ type Process struct {
 	stopErr     error
 }
 
+// Options are the optional settings of StartWith.
+type Options struct {
+	// Private runs the process with umask 077, so that every file and directory it
+	// creates is its user's alone (a server's database, its objects).
+	Private bool
+	// Redact are strings (credentials the process is given) that never reach the log:
+	// its output goes through a Redactor, which writes each as RedactedText.
+	Redact []string
+}
+
 // Start runs bin with args and environment env, appending its stdout and stderr to
-// logPath. owner prefixes error messages ("devstack"); Stop waits stopTimeout after
-// SIGTERM before SIGKILL. The process runs until Stop.
+// logPath (made mode 0600). owner prefixes error messages ("devstack"); Stop waits
+// stopTimeout after SIGTERM before SIGKILL. The process runs until Stop.
 func Start(owner, name, bin string, args []string, logPath string, env []string, stopTimeout time.Duration) (*Process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return StartWith(owner, name, bin, args, logPath, env, stopTimeout, Options{})
+}
+
+// privateShell runs its arguments with umask 077 (Options.Private): sh -c SCRIPT bin
+// args... execs bin in place of the shell, so the process and its command line are
+// bin's own.
+const privateShell = `umask 077 && exec "$0" "$@"`
+
+// StartWith is Start with Options.
+func StartWith(owner, name, bin string, args []string, logPath string, env []string, stopTimeout time.Duration, o Options) (*Process, error) {
+	logFile, err := openLog(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s log: %w", owner, name, err)
 	}
@@ -42,7 +62,19 @@ func Start(owner, name, bin string, args []string, logPath string, env []string,
 	from, _ := logFile.Seek(0, io.SeekEnd)
 
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if o.Private {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", privateShell, bin}, args...)...)
+	}
+	var out io.Writer = logFile
+	var redactor *Redactor
+	if len(o.Redact) > 0 {
+		// Through a pipe, which Wait drains; a grandchild that keeps it open delays
+		// Wait by WaitDelay at most.
+		redactor = NewRedactor(logFile, o.Redact...)
+		out = redactor
+		cmd.WaitDelay = 5 * time.Second
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -52,10 +84,27 @@ func Start(owner, name, bin string, args []string, logPath string, env []string,
 	p := &Process{owner: owner, name: name, stopTimeout: stopTimeout, cmd: cmd, logPath: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		if redactor != nil {
+			_ = redactor.Flush()
+		}
 		logFile.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// openLog opens the log at path for appending, creating it mode 0600; a log that an
+// earlier version left readable by others is narrowed to 0600.
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Exited reports whether the process has ended, with an error that quotes
