@@ -15,7 +15,10 @@ import (
 
 // Options configures Start.
 type Options struct {
-	// Dir holds every component's state: Dir/temporal, Dir/nats, Dir/s3.
+	// Dir holds every component's state: Dir/temporal, Dir/nats, Dir/s3. Start makes
+	// it, when it does not exist, mode 0700 (0711 with TemporalOnPostgres); each
+	// component's directory is made (or narrowed to) 0700, and the servers create their
+	// files 0600.
 	Dir string
 	// UI serves the Temporal Web UI.
 	UI bool
@@ -60,6 +63,17 @@ type Stack struct {
 func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("devstack: Options.Dir is required")
+	}
+	// The state directory is this user's alone: its servers' databases, objects, logs
+	// and passwords. PostgreSQL runs as its own user, which must pass through it. One
+	// that exists keeps its mode (it may be a directory of other uses): what is in it
+	// is made private below.
+	mode := os.FileMode(0o700)
+	if opts.TemporalOnPostgres {
+		mode = 0o711
+	}
+	if err := os.MkdirAll(opts.Dir, mode); err != nil {
+		return nil, fmt.Errorf("devstack: %w", err)
 	}
 	type temporalResult struct {
 		t   *Temporal
@@ -169,6 +183,9 @@ func portOr(port int) (int, error) {
 	return freePort()
 }
 
+// mkdir makes a component's state directory mode 0700 (narrowed to it when an earlier
+// version made it wider), and what is missing above it as before (0755: PostgreSQL's
+// user must pass), and returns its absolute path.
 func mkdir(dir string) (string, error) {
 	if dir == "" {
 		return "", errors.New("devstack: a state directory is required")
@@ -178,6 +195,9 @@ func mkdir(dir string) (string, error) {
 		return "", fmt.Errorf("devstack: %w", err)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("devstack: %w", err)
+	}
+	if err := os.Chmod(abs, 0o700); err != nil {
 		return "", fmt.Errorf("devstack: %w", err)
 	}
 	return abs, nil

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/opendlc/opendlc/internal/proc"
 )
 
 // natsReadyTimeout bounds how long StartNATS waits for the server.
@@ -99,15 +101,25 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 		sopts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
 	logPath := filepath.Join(dir, "nats.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err == nil {
+		err = logFile.Chmod(0o600) // an earlier version's log was 0644
+	}
 	if err != nil {
 		return nil, fmt.Errorf("devstack: nats log: %w", err)
 	}
-	logger := &natsLogger{Logger: log.New(logFile, "", log.LstdFlags|log.Lmicroseconds), fatal: make(chan string, 1)}
+	// The stack's passwords never reach the log, whatever the server says.
+	redactor := proc.NewRedactor(logFile)
+	logger := &natsLogger{Logger: log.New(redactor, "", log.LstdFlags|log.Lmicroseconds), fatal: make(chan string, 1)}
 	n := &NATS{log: logFile}
 	if err := n.configure(sopts, dir, opts, logger); err != nil {
 		logFile.Close()
 		return nil, err
+	}
+	if n.auth != nil {
+		for _, u := range n.auth.users {
+			redactor.Add(u.Password)
+		}
 	}
 	s, err := server.NewServer(sopts)
 	if err != nil {

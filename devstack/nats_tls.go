@@ -75,6 +75,12 @@ func generateNATSCerts(caPath, certPath, keyPath string) error {
 	if err := certs.WriteCert(certPath, der); err != nil {
 		return err
 	}
+	// Public, but in the state directory, whose files are its user's alone.
+	for _, p := range []string{caPath, certPath} {
+		if err := os.Chmod(p, 0o600); err != nil {
+			return err
+		}
+	}
 	// The key goes last: its presence marks a complete set.
 	return writePrivate(keyPath, keyPEM)
 }

@@ -2,10 +2,14 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -17,14 +21,12 @@ import (
 	"github.com/opendlc/opendlc/internal/tools"
 )
 
-// Fixed development credentials of the S3 gateway's root account. They
-// guard nothing: the gateway listens on loopback only, unless S3Options.Host says
-// otherwise.
-const (
-	DevAccessKey = "dlcdev"
-	DevSecretKey = "dlcdev-secret-key"
-	DevRegion    = "us-east-1"
-)
+// DevRegion is the S3 gateway's region.
+const DevRegion = "us-east-1"
+
+// S3RootKeysSuffix names the file that keeps the gateway's root account keys, next to
+// S3Options.Dir: <Dir>-root-keys.json (S3RootKeysFile).
+const S3RootKeysSuffix = "-root-keys.json"
 
 // DefaultEventSubject is the NATS subject S3 bucket notifications go to
 // when S3Options.EventSubject is empty.
@@ -41,7 +43,7 @@ type S3Options struct {
 	// Port is the S3 API port; 0 picks a free port.
 	Port int
 	// Host is the address the gateway listens on; default 127.0.0.1. Anything else
-	// exposes the development credentials' account to whoever can reach it.
+	// lets whoever can reach it try its root account's keys.
 	Host string
 	// NATSURL, when set, makes the gateway publish bucket notifications
 	// (AWS event JSON, e.g. s3:ObjectCreated:Put) to NATS. It may hold a user and
@@ -65,8 +67,12 @@ type S3 struct {
 	// Endpoint is the base URL, http://127.0.0.1:port (the listen host in place of
 	// 127.0.0.1 when S3Options.Host names one); use path-style addressing.
 	Endpoint string
-	// AccessKey, SecretKey and Region are what clients sign requests with.
+	// AccessKey and SecretKey are the root account's keys, generated on the first
+	// start on Dir and kept in S3RootKeysFile(Dir); Region is the gateway's. Clients
+	// sign requests with them. Never print the secret key.
 	AccessKey, SecretKey, Region string
+	// KeysFile is the file that keeps AccessKey and SecretKey, S3RootKeysFile(Dir).
+	KeysFile string
 	// EventSubject is the NATS subject notifications go to, or "" when they are off.
 	EventSubject string
 
@@ -74,9 +80,15 @@ type S3 struct {
 }
 
 // StartS3 builds (once) and starts versitygw with its posix backend on Dir,
-// waits until it answers ListBuckets, and creates opts.Buckets.
+// waits until it answers ListBuckets, and creates opts.Buckets. The root account's
+// keys are generated into S3RootKeysFile(Dir) on the first start and read from there
+// afterwards; the gateway gets them in its environment, never its arguments.
 func StartS3(ctx context.Context, opts S3Options) (*S3, error) {
 	dir, err := mkdir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := loadS3RootKeys(S3RootKeysFile(dir), true)
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +102,10 @@ func StartS3(ctx context.Context, opts S3Options) (*S3, error) {
 	ctx, cancel := context.WithTimeout(ctx, s3ReadyTimeout)
 	defer cancel()
 
-	s, err := startS3(ctx, bin, dir, opts)
+	s, err := startS3(ctx, bin, dir, keys, opts)
 	if s != nil && s.proc.AddrInUse() && opts.Port == 0 {
 		// The free port we found was taken before the gateway bound it.
-		s, err = startS3(ctx, bin, dir, opts)
+		s, err = startS3(ctx, bin, dir, keys, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -106,7 +118,7 @@ func StartS3(ctx context.Context, opts S3Options) (*S3, error) {
 
 // startS3 makes one attempt. On failure it returns the stopped S3 too, so
 // the caller can look at why it failed.
-func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) {
+func startS3(ctx context.Context, bin, dir string, keys s3RootKeys, opts S3Options) (*S3, error) {
 	port, err := portOr(opts.Port)
 	if err != nil {
 		return nil, err
@@ -116,9 +128,11 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 		host = "127.0.0.1"
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	// The root account's keys go in the environment (ROOT_ACCESS_KEY_ID and
+	// ROOT_SECRET_ACCESS_KEY, versitygw's own variables for --access and --secret):
+	// every local user can read a process's arguments, only its own user its
+	// environment.
 	args := []string{
-		"--access", DevAccessKey,
-		"--secret", DevSecretKey,
 		"--region", DevRegion,
 		"--port", addr,
 		"--quiet", // no per-request lines in the log
@@ -126,35 +140,43 @@ func startS3(ctx context.Context, bin, dir string, opts S3Options) (*S3, error) 
 	if opts.IAM {
 		// Next to the posix root, not in it (each directory there is a bucket). No
 		// cache: an account is used as soon as it is created or changed.
-		iamDir, err := mkdir(dir + "-iam")
-		if err == nil {
-			err = os.Chmod(iamDir, 0o700) // it holds the accounts' secrets
-		}
+		iamDir, err := mkdir(dir + "-iam") // 0700: it holds the accounts' secrets
 		if err != nil {
 			return nil, err
 		}
 		args = append(args, "--iam-dir", iamDir, "--iam-cache-disable")
 	}
-	args = append(args, "posix", dir)
+	// Objects are the gateway's user's alone: its posix backend sets their modes itself
+	// (0644 and 0755 by default, whatever the umask).
+	args = append(args, "posix", "--dir-perms", "0700", "--file-perms", "0600", dir)
 
 	s := &S3{
 		Endpoint:     "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
-		AccessKey:    DevAccessKey,
-		SecretKey:    DevSecretKey,
+		AccessKey:    keys.AccessKey,
+		SecretKey:    keys.SecretKey,
+		KeysFile:     S3RootKeysFile(dir),
 		Region:       DevRegion,
 		EventSubject: opts.EventSubject,
 	}
 	// Drop the gateway's own environment variables so a developer's shell
 	// cannot add backends, IAM or listeners behind our flags.
 	env := childEnv("VGW_", "ROOT_ACCESS_KEY", "ROOT_SECRET", "LOGFILE=", "WEBHOOK=", "SSL_CERT_FILE=")
+	env = append(env, "ROOT_ACCESS_KEY_ID="+keys.AccessKey, "ROOT_SECRET_ACCESS_KEY="+keys.SecretKey)
+	// The gateway prints the NATS URL, password and all, when it starts: its log
+	// gets [REDACTED] in place of the password and of the root keys.
+	redact := []string{keys.AccessKey, keys.SecretKey}
 	if opts.NATSURL != "" {
 		env = append(env, "VGW_EVENT_NATS_URL="+opts.NATSURL, "VGW_EVENT_NATS_TOPIC="+opts.EventSubject)
+		if u, err := url.Parse(opts.NATSURL); err == nil && u.User != nil {
+			pw, _ := u.User.Password()
+			redact = append(redact, pw)
+		}
 	}
 	if opts.NATSCAFile != "" {
 		// Go programs take their root CAs from SSL_CERT_FILE.
 		env = append(env, "SSL_CERT_FILE="+opts.NATSCAFile)
 	}
-	s.proc, err = startProcess("versitygw", bin, args, dir+".log", env)
+	s.proc, err = startPrivate("versitygw", bin, args, dir+".log", env, redact...)
 	if err != nil {
 		return nil, err
 	}
@@ -209,4 +231,56 @@ func (s *S3) Close() error {
 		return nil
 	}
 	return s.proc.Stop()
+}
+
+// S3RootKeysFile is the file that keeps the root account's keys of the gateway over
+// dir (S3Options.Dir): <dir>-root-keys.json, mode 0600.
+func S3RootKeysFile(dir string) string {
+	return filepath.Clean(dir) + S3RootKeysSuffix
+}
+
+// ReadS3RootKeys reads the root account's keys of the gateway over dir
+// (S3Options.Dir), as StartS3 generated them, for tools and tests that reach a stack's
+// gateway from outside its process.
+func ReadS3RootKeys(dir string) (accessKey, secretKey string, err error) {
+	keys, err := loadS3RootKeys(S3RootKeysFile(dir), false)
+	return keys.AccessKey, keys.SecretKey, err
+}
+
+// s3RootKeys is the content of S3RootKeysFile.
+type s3RootKeys struct {
+	AccessKey string `json:"accessKey"`
+	SecretKey string `json:"secretKey"`
+}
+
+// loadS3RootKeys reads the root keys from path; with generate, it generates them there
+// (mode 0600) when the file does not exist: an access key of 20 characters like AWS's
+// ("DLC" and 17 random base32 ones, 85 bits) and a secret key of 52 random base32
+// characters (260 bits). A file with looser modes is narrowed to 0600.
+func loadS3RootKeys(path string, generate bool) (s3RootKeys, error) {
+	var keys s3RootKeys
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && generate:
+		keys = s3RootKeys{AccessKey: "DLC" + rand.Text()[:17], SecretKey: rand.Text() + rand.Text()}
+		if b, err = json.MarshalIndent(keys, "", "  "); err != nil {
+			return keys, err
+		}
+		if err := writePrivate(path, append(b, '\n')); err != nil {
+			return keys, fmt.Errorf("devstack: S3 root keys: %w", err)
+		}
+		return keys, nil
+	case err != nil:
+		return keys, fmt.Errorf("devstack: S3 root keys: %w", err)
+	}
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return keys, fmt.Errorf("devstack: S3 root keys %s: %w", path, err)
+	}
+	if keys.AccessKey == "" || len(keys.SecretKey) < 32 {
+		return keys, fmt.Errorf("devstack: %s does not hold the S3 root keys (accessKey, and a secretKey of 32 characters or more)", path)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return keys, fmt.Errorf("devstack: S3 root keys: %w", err)
+	}
+	return keys, nil
 }

@@ -145,7 +145,7 @@ func startTemporal(ctx context.Context, bin, dir string, opts TemporalOptions) (
 		args = append(args, "--headless")
 	}
 
-	t.proc, err = startProcess("temporal", bin, args, filepath.Join(dir, "temporal.log"), childEnv("TEMPORAL_"))
+	t.proc, err = startPrivate("temporal", bin, args, filepath.Join(dir, "temporal.log"), childEnv("TEMPORAL_"))
 	if err != nil {
 		return nil, err
 	}

@@ -138,7 +138,7 @@ func setupTemporalSchemas(ctx context.Context, sqlTool, schemaRoot string, pg *P
 			if err := runSQLTool(ctx, sqlTool, append(base, "setup-schema", "-v", "0.0")...); err != nil {
 				return err
 			}
-			if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			if err := os.WriteFile(marker, nil, 0o600); err != nil {
 				return fmt.Errorf("devstack: %w", err)
 			}
 		}
@@ -191,7 +191,7 @@ func startTemporalServer(ctx context.Context, bin, dir string, opts TemporalServ
 	}
 	t := &TemporalServer{Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Frontend)), Namespace: opts.Namespace}
 	args := []string{"--root", dir, "--config", "config", "--env", "development", "--allow-no-auth", "start"}
-	t.proc, err = startProcess("temporal-server", bin, args, filepath.Join(dir, "temporal-server.log"), childEnv("TEMPORAL_"))
+	t.proc, err = startPrivate("temporal-server", bin, args, filepath.Join(dir, "temporal-server.log"), childEnv("TEMPORAL_"))
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (t *TemporalServer) Close() error {
 // writeTemporalServerConfig writes the server's static configuration
 // (dir/development.yaml) and its dynamic configuration (dir/dynamicconfig.yaml).
 func writeTemporalServerConfig(dir string, opts TemporalServerOptions, ports temporalServerPorts) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
 	var b strings.Builder
@@ -285,10 +285,10 @@ func writeTemporalServerConfig(dir string, opts TemporalServerOptions, ports tem
 	if err != nil {
 		return fmt.Errorf("devstack: temporal server config: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "development.yaml"), []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "development.yaml"), []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "dynamicconfig.yaml"), []byte(temporalServerDynamicConfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "dynamicconfig.yaml"), []byte(temporalServerDynamicConfig), 0o600); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
 	return nil

@@ -158,7 +158,8 @@ func printBanner(w io.Writer, e *embedded.Embedded, localJobs string) {
 	if s.NATS.CAFile != "" {
 		fmt.Fprintf(w, "  NATS CA      %s\n", s.NATS.CAFile)
 	}
-	fmt.Fprintf(w, "  S3           %s (bucket %s, access key %s)\n", s.S3.Endpoint, embedded.DefaultBucket, s.S3.AccessKey)
+	fmt.Fprintf(w, "  S3           %s (bucket %s; the root account's keys, generated for this installation, in %s)\n",
+		s.S3.Endpoint, embedded.DefaultBucket, s.S3.KeysFile)
 	if e.Process.MetricsURL != "" {
 		fmt.Fprintf(w, "  Metrics      %s\n", e.Process.MetricsURL)
 	}

@@ -36,8 +36,9 @@ const podS3Endpoint = "http://s3.storage.svc:9000"
 
 // startUp runs `dlc up --kubeconfig` (the opendlc-worker service account's, so the
 // worker has exactly deploy/rbac.yaml's role) with extra arguments, waits for its
-// banner and returns a client of its API. The process gets SIGINT when the test ends.
-func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, string) {
+// banner and returns a client of its API (with the admin token), the banner and the
+// state directory. The process gets SIGINT when the test ends.
+func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	args := append([]string{"up", "--dir", filepath.Join(dir, "state"), "--addr", "127.0.0.1:0", "--ui=false",
@@ -106,7 +107,7 @@ func startUp(t *testing.T, ctx context.Context, extra ...string) (*dlc.Client, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, strings.Join(r.lines, "\n")
+	return c, strings.Join(r.lines, "\n"), filepath.Join(dir, "state")
 }
 
 // s3Job is a one-replica job of workspace ws that checkpoints to S3; kwok completes its
@@ -146,15 +147,17 @@ func s3Secret(t *testing.T, ctx context.Context, ns string) *corev1.Secret {
 }
 
 // checkS3Env checks that pod takes every S3 variable from the workspace Secret and
-// holds no credential in plain text.
-func checkS3Env(t *testing.T, pod corev1.Pod) {
+// holds none of creds (the stack's S3 root keys) in plain text.
+func checkS3Env(t *testing.T, pod corev1.Pod, creds ...string) {
 	t.Helper()
 	c := pod.Spec.Containers[0]
 	seen := map[string]int{}
 	for _, e := range c.Env {
 		seen[e.Name]++
-		if strings.Contains(e.Value, devstack.DevSecretKey) || strings.Contains(e.Value, devstack.DevAccessKey) {
-			t.Errorf("pod %s: %s holds the S3 credentials in plain text", pod.Name, e.Name)
+		for _, cred := range creds {
+			if strings.Contains(e.Value, cred) {
+				t.Errorf("pod %s: %s holds the S3 credentials in plain text", pod.Name, e.Name)
+			}
 		}
 		switch e.Name {
 		case kube.EnvS3Endpoint, kube.EnvS3Region, kube.EnvS3AccessKeyID, kube.EnvS3SecretAccessKey:
@@ -190,19 +193,24 @@ func TestDlcUpKubeconfigGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
 	// without GPUs, and it touches neither the nodes nor the shared worker.
 	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
-	c, banner := startUp(t, ctx, "--pod-s3-endpoint", podS3Endpoint)
+	c, banner, state := startUp(t, ctx, "--pod-s3-endpoint", podS3Endpoint)
+	// The stack's root keys, generated for it into its state directory.
+	rootAccess, rootSecret, err := devstack.ReadS3RootKeys(filepath.Join(state, "s3"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(banner, "Pod S3       "+podS3Endpoint) {
 		t.Errorf("banner does not name the pod endpoint:\n%s", banner)
 	}
 	const ws = "kube-s3"
 
 	first := launchedPod(t, ctx, c, ws, "ckpt-a")
-	checkS3Env(t, first)
+	checkS3Env(t, first, rootAccess, rootSecret)
 	sec := s3Secret(t, ctx, ws)
 	// dlc up isolates storage: the Secret holds the workspace's own gateway account,
 	// not the stack's.
 	secret := string(sec.Data[kube.EnvS3SecretAccessKey])
-	if secret == "" || secret == devstack.DevSecretKey {
+	if secret == "" || secret == rootSecret {
 		t.Errorf("secret key of the workspace Secret: %q, want the workspace account's", secret)
 	}
 	want := map[string]string{
@@ -215,7 +223,7 @@ func TestDlcUpKubeconfigGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
 	}
 
 	// The next job of the workspace: the Secret is applied again, unchanged.
-	checkS3Env(t, launchedPod(t, ctx, c, ws, "ckpt-b"))
+	checkS3Env(t, launchedPod(t, ctx, c, ws, "ckpt-b"), rootAccess, rootSecret)
 	if again := s3Secret(t, ctx, ws); again.ResourceVersion != sec.ResourceVersion {
 		t.Errorf("secret rewritten by an unchanged launch: resource version %s, then %s", sec.ResourceVersion, again.ResourceVersion)
 	}
@@ -228,7 +236,7 @@ func TestDlcUpKubeconfigGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
 	if got := string(s3Secret(t, ctx, ws).Data[kube.EnvS3SecretAccessKey]); got != "tampered" {
 		t.Fatalf("the edit did not take: %q", got)
 	}
-	checkS3Env(t, launchedPod(t, ctx, c, ws, "ckpt-c"))
+	checkS3Env(t, launchedPod(t, ctx, c, ws, "ckpt-c"), rootAccess, rootSecret)
 	checkSecretData(t, s3Secret(t, ctx, ws), want)
 	list, err := env.cluster.Client.CoreV1().Secrets(ws).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelManagedBy + "=" + kube.ManagedByValue})
 	if err != nil {
@@ -314,8 +322,8 @@ func TestWorkerPodS3EndpointGivesPodsS3FromTheWorkspaceSecret(t *testing.T) {
 		logf.Close()
 	})
 	const ws = "kube-s3-worker"
-	checkS3Env(t, launchedPod(t, ctx, itest.AdminClient(t, stack), ws, "ckpt-w"))
 	s := stack.Stack.S3
+	checkS3Env(t, launchedPod(t, ctx, itest.AdminClient(t, stack), ws, "ckpt-w"), s.AccessKey, s.SecretKey)
 	checkSecretData(t, s3Secret(t, ctx, ws), map[string]string{
 		kube.EnvS3Endpoint: podS3Endpoint, kube.EnvS3Region: s.Region,
 		kube.EnvS3AccessKeyID: s.AccessKey, kube.EnvS3SecretAccessKey: s.SecretKey,
