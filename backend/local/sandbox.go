@@ -281,14 +281,7 @@ func (b *Backend) prepareSandbox(ctx context.Context, dir string, spec backend.G
 		return nil, fmt.Errorf("local: sandbox of %s: %w", spec.ID(), err)
 	}
 	if files := filepath.Join(dir, filesDirName); exists(files) {
-		// The directories are the gang's (0700); their contents are for every replica.
-		err := filepath.WalkDir(files, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				err = os.Chmod(p, 0o755)
-			}
-			return err
-		})
-		if err != nil {
+		if err := giveToUser(files, uid); err != nil {
 			return nil, fmt.Errorf("local: sandbox of %s: %w", spec.ID(), err)
 		}
 		g.files = files
@@ -327,11 +320,36 @@ func (b *Backend) releaseSandbox(dir string) error {
 	return removeNetns(filepath.Join(dir, netnsFile))
 }
 
+// giveToUser makes root, a directory of the gang that its replicas read (bound
+// read-only), and everything in it the workspace's user's alone: owned by uid, with
+// no permission for group or others, like every file of the state directory (on the
+// host, the gang's directory above it is root's, 0700; the user reaches it only
+// through the bind).
+func giveToUser(root string, uid int) error {
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, uid); err != nil {
+			return err
+		}
+		return os.Chmod(p, fi.Mode().Perm()&0o700)
+	})
+}
+
 // writeSandboxEtc writes the gang's /etc/passwd and /etc/group (the host's, with the
 // workspace's user and group added) and /etc/hosts (localhost and the host name on
-// loopback, the only interface there is) into dir.
+// loopback, the only interface there is) into dir, readable by the workspace's user
+// only (giveToUser).
 func writeSandboxEtc(dir, ws string, uid int) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	name, id := sandboxUserName(ws), strconv.Itoa(uid)
@@ -352,15 +370,11 @@ func writeSandboxEtc(dir, ws string, uid int) error {
 				base = append(base, '\n')
 			}
 		}
-		p := filepath.Join(dir, f)
-		if err := writeFileAtomic(p, append(base, add...)); err != nil {
-			return err
-		}
-		if err := os.Chmod(p, 0o644); err != nil {
+		if err := writeFileAtomic(filepath.Join(dir, f), append(base, add...)); err != nil {
 			return err
 		}
 	}
-	return nil
+	return giveToUser(dir, uid)
 }
 
 // command returns the argv that runs argv as replica rdir in the sandbox, working in

@@ -94,7 +94,9 @@ func (s *sandbox) probe() (err error) {
 // at path (a bind mount of the namespace, as ip-netns(8) keeps them) until
 // removeNetns.
 func newNetns(path string) error {
-	if err := os.WriteFile(path, nil, 0o444); err != nil {
+	// The mount point, which the namespace covers (mode 0444, the kernel's, while it is
+	// mounted: it holds no data).
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		return err
 	}
 	enter := func() error {

@@ -42,13 +42,16 @@ const (
 	// whole of its output is in the file: the supervisor writes the exit status to
 	// exit.tmp and renames it to exit, then kills what is left of its process group,
 	// itself included, as a container runtime does when a container's main process
-	// ends. A SIGTERM received before the replica started means it never starts.
-	supervisorScript = `dlc_d=$1 dlc_mv=$2 dlc_term=false
+	// ends. A SIGTERM received before the replica started means it never starts. The
+	// files it writes in the state directory are mode 0600 (umask 077); the replica gets
+	// the worker's umask back.
+	supervisorScript = `dlc_d=$1 dlc_mv=$2 dlc_term=false dlc_umask=$(umask)
 shift 2
+umask 077
 trap 'dlc_term=true' TERM
 echo $$ >"$dlc_d/pid" || exit 125
 if [ "$dlc_term" = false ]; then
-	( (echo ok >&3) 2>/dev/null; exec "$@" 3>&-) >>"$dlc_d/output.log" 2>&1
+	( (echo ok >&3) 2>/dev/null; umask "$dlc_umask"; exec "$@" 3>&-) >>"$dlc_d/output.log" 2>&1
 	dlc_exit="{\"exitCode\":$?,\"term\":$dlc_term}"
 else
 	dlc_exit='{"term":true}'
