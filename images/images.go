@@ -169,7 +169,24 @@ func cached(ctx context.Context, imageName, key string, build func(scratch strin
 	if err := os.WriteFile(refPath, []byte(imgs[0].ref+"\n"), 0o644); err != nil {
 		return Image{}, fmt.Errorf("images: %w", err)
 	}
+	pruneOthers(imageName, dir)
 	return Image{Ref: imgs[0].ref, Tarball: tarPath}, nil
+}
+
+// pruneOthers removes the cache's other builds of imageName (older inputs): the
+// training image is 700 MB a build, and every change to examples/ makes one.
+func pruneOthers(imageName, keep string) {
+	entries, err := os.ReadDir(Dir())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		key, ok := strings.CutPrefix(e.Name(), imageName+"-")
+		if !ok || len(key) != 16 || strings.Trim(key, "0123456789abcdef") != "" || filepath.Join(Dir(), e.Name()) == keep {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(Dir(), e.Name()))
+	}
 }
 
 func readCached(tarPath, refPath string) (Image, bool) {

@@ -74,6 +74,23 @@ func TestBusyboxImageIsCachedByItsInput(t *testing.T) {
 	if again != img || !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("second build %+v (written %v), first %+v (written %v): want the cached one", again, after.ModTime(), img, before.ModTime())
 	}
+	// A build of other inputs replaces the old one in the cache.
+	stale := filepath.Join(Dir(), "busybox-0123456789abcdef")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cached(ctx, "busybox", hashOf("other input"), func(string) ([]tagged, error) {
+		v1img, err := loadTarball(img)
+		return []tagged{{ref: ref("busybox", hashOf("other input")), img: v1img}}, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale build %s is still cached (%v)", stale, err)
+	}
+	if _, err := os.Stat(img.Tarball); !os.IsNotExist(err) {
+		t.Errorf("the earlier build %s is still cached (%v)", img.Tarball, err)
+	}
 }
 
 // OpenDLC's own image: the dlc binary as the entrypoint, run as the non-root user
