@@ -3,6 +3,7 @@ package images
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -124,6 +125,9 @@ const sshClientConfig = `Host *
     LogLevel ERROR
 `
 
+// sshdConfig is the ssh server's configuration for MPI's workers.
+const sshdConfig = "StrictModes no\n"
+
 // appFiles lists the repository files of the training image's top layer and their hash:
 // python/opendlc and examples/ (Python, YAML and shell files), and a .pth file that puts
 // /opt/opendlc/python on the interpreter's path.
@@ -142,6 +146,10 @@ func appFiles(root string) ([]file, string, error) {
 		// MPI's launcher reaches its workers over ssh by their pod names, which change with
 		// every gang: no host keys to check (mpi-operator's base images say the same).
 		{path: "/etc/ssh/ssh_config.d/opendlc-mpi.conf", mode: 0o644, data: []byte(sshClientConfig)},
+		// The gang's key pair is a Secret volume, whose directory is group- and
+		// world-writable: sshd's StrictModes would refuse it (mpi-operator's base image
+		// turns StrictModes off for the same reason).
+		{path: "/etc/ssh/sshd_config.d/opendlc-mpi.conf", mode: 0o644, data: []byte(sshdConfig)},
 		// sshd's privilege separation directory (mmdebstrap leaves /run empty).
 		{path: "/run", mode: 0o755, dir: true},
 		{path: "/run/sshd", mode: 0o755, dir: true},
@@ -183,7 +191,7 @@ func appFiles(root string) ([]file, string, error) {
 			return nil, "", fmt.Errorf("images: %w", err)
 		}
 	}
-	return files, hashOf(append(keys, sshClientConfig, "run/sshd")...), nil
+	return files, hashOf(append(keys, sshClientConfig, sshdConfig, "run/sshd")...), nil
 }
 
 // debianBase builds (once per package list and hooks) the Debian root file system with
@@ -238,7 +246,7 @@ func aptSources() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("images: no Debian apt sources (/etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list) for mmdebstrap")
+	return "", errors.New("images: no Debian apt sources (/etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list) for mmdebstrap")
 }
 
 func tail(b []byte, n int) []byte {

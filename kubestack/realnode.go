@@ -673,15 +673,15 @@ func nodeCgroupDirs() []string {
 func pidsInNodeCgroups() []int {
 	var pids []int
 	for _, root := range nodeCgroupDirs() {
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-				return nil
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, walkErr error) error {
+			if walkErr != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil //nolint:nilerr // a cgroup removed meanwhile: nothing to kill there
 			}
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return nil
+			data, readErr := os.ReadFile(p)
+			if readErr != nil {
+				return nil //nolint:nilerr // as above
 			}
-			for _, f := range strings.Fields(string(data)) {
+			for f := range strings.FieldsSeq(string(data)) {
 				if pid, err := strconv.Atoi(f); err == nil {
 					pids = append(pids, pid)
 				}
@@ -888,7 +888,7 @@ func (c *Cluster) StopKubelet(ctx context.Context, node string) error {
 	if lerr != nil {
 		return errors.Join(err, fmt.Errorf("kubestack: ctr tasks ls: %w: %s", lerr, out))
 	}
-	for _, id := range strings.Fields(string(out)) {
+	for id := range strings.FieldsSeq(string(out)) {
 		_ = exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id).Run()
 	}
 	return err
