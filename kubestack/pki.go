@@ -194,26 +194,11 @@ func (p pki) issueClient(user string, groups ...string) (clientCert, error) {
 			return c, nil
 		}
 	}
-	ca, caKey, err := p.loadCA()
-	if err != nil {
-		return c, err
-	}
-	key, err := newKey()
-	if err != nil {
-		return c, err
-	}
-	der, err := sign(&x509.Certificate{
+	return c, p.issue(c, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, key.Public(), ca, caKey)
-	if err != nil {
-		return c, err
-	}
-	if err := errors.Join(certs.WriteCert(c.cert, der), certs.WriteKey(c.key, key)); err != nil {
-		return c, fmt.Errorf("kubestack: writing keys: %w", err)
-	}
-	return c, nil
+	})
 }
 
 // issueServing returns a serving certificate for the given IP addresses and DNS names,
@@ -221,28 +206,33 @@ func (p pki) issueClient(user string, groups ...string) (clientCert, error) {
 func (p pki) issueServing(name string, ips []net.IP, dnsNames ...string) (clientCert, error) {
 	base := filepath.Join(p.dir, "serving-"+sanitize(name))
 	c := clientCert{cert: base + ".crt", key: base + ".key"}
-	ca, caKey, err := p.loadCA()
-	if err != nil {
-		return c, err
-	}
-	key, err := newKey()
-	if err != nil {
-		return c, err
-	}
-	der, err := sign(&x509.Certificate{
+	return c, p.issue(c, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name},
 		DNSNames:    dnsNames,
 		IPAddresses: ips,
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, key.Public(), ca, caKey)
+	})
+}
+
+// issue signs tmpl for a new key with the cluster CA and writes both to c's paths.
+func (p pki) issue(c clientCert, tmpl *x509.Certificate) error {
+	ca, caKey, err := p.loadCA()
 	if err != nil {
-		return c, err
+		return err
+	}
+	key, err := newKey()
+	if err != nil {
+		return err
+	}
+	der, err := sign(tmpl, key.Public(), ca, caKey)
+	if err != nil {
+		return err
 	}
 	if err := errors.Join(certs.WriteCert(c.cert, der), certs.WriteKey(c.key, key)); err != nil {
-		return c, fmt.Errorf("kubestack: writing keys: %w", err)
+		return fmt.Errorf("kubestack: writing keys: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // loadCA reads the cluster CA's certificate and key.

@@ -121,7 +121,10 @@ func setup(ctx context.Context, dir string) error {
 func startWorker() error {
 	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(env.stack, "--kubeconfig", env.workerKub,
 		"--pod-s3-endpoint", env.podS3, "--image-pull-grace", testImagePullGrace.String(),
-		"--node-lost-grace", "5s")...)
+		"--node-lost-grace", "5s",
+		// The node health check pods run the training image (it has sh and df): nothing
+		// can be pulled from outside the machine.
+		"--health-probe-image", env.training.Root.Ref)...)
 	cmd.Env = itest.WorkerEnv(env.stack)
 	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
