@@ -179,14 +179,7 @@ func phasesOf(evs []events.JobPhaseData) []string {
 // jobLogs returns every forwarded log record of a job.
 func jobLogs(t *testing.T, ctx context.Context, ws, name string) []events.LogRecord {
 	t.Helper()
-	var recs []events.LogRecord
-	if err := env.api.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
-		recs = append(recs, r)
-		return nil
-	}); err != nil {
-		t.Fatalf("logs: %v", err)
-	}
-	return recs
+	return itest.JobLogs(t, ctx, env.api, ws, name)
 }
 
 // phaseList is the phases of a job's timeline.

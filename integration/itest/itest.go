@@ -27,6 +27,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
+	"github.com/opendlc/opendlc/events"
 )
 
 // Main runs a package's tests: it makes a temporary directory (removed afterwards),
@@ -241,4 +242,37 @@ func RawS3(t testing.TB, e *embedded.Embedded, uri string) (client *s3.Client, b
 		t.Fatal(err)
 	}
 	return client, bucket, prefix
+}
+
+// StartWorker runs `dlc worker` (the binary bin) against a stack with the arguments
+// WorkerArgs makes of extra and the environment of WorkerEnv, its output appended to
+// logPath. Stop it with SIGKILL (no chance to clean up) or SIGTERM.
+func StartWorker(bin string, e *embedded.Embedded, logPath string, extra ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(bin, WorkerArgs(e, extra...)...)
+	cmd.Env = WorkerEnv(e)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	// The child has its own descriptor; ours is not needed once it runs.
+	logf.Close()
+	return cmd, nil
+}
+
+// JobLogs returns every log record of a job, as the API serves them.
+func JobLogs(t testing.TB, ctx context.Context, c *dlc.Client, ws, name string) []events.LogRecord {
+	t.Helper()
+	var recs []events.LogRecord
+	if err := c.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
+		recs = append(recs, r)
+		return nil
+	}); err != nil {
+		t.Fatalf("logs: %v", err)
+	}
+	return recs
 }

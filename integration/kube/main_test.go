@@ -116,7 +116,9 @@ func setup(ctx context.Context, dir string) error {
 
 // startWorker runs `dlc worker --kubeconfig` as the opendlc-worker service account.
 func startWorker() error {
-	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(env.stack, "--kubeconfig", env.workerKube,
+	var err error
+	env.worker, err = itest.StartWorker(env.dlcBin, env.stack, filepath.Join(env.dir, "worker.log"),
+		"--kubeconfig", env.workerKube,
 		"--pool-selector", "spot="+spotLabel+"=true", "--pool-toleration", "spot="+spotLabel+":NoSchedule",
 		"--pool-priority-class", "idle="+idleClass,
 		"--pool-placement-timeout", "public="+publicPlacementTimeout,
@@ -126,18 +128,8 @@ func startWorker() error {
 		"--metrics-addr", env.workerMetrics, "--heartbeat-budget", strconv.Itoa(testHeartbeatBudget),
 		// The client-side budget of the test clients (kubestack), above the worker's
 		// default of 50: every test here runs through dlc worker --kube-qps.
-		"--kube-qps", "100", "--kube-burst", "200")...)
-	cmd.Env = itest.WorkerEnv(env.stack)
-	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	env.worker = cmd
-	return nil
+		"--kube-qps", "100", "--kube-burst", "200")
+	return err
 }
 
 // stopWorker SIGKILLs the worker: no chance to clean anything up.

@@ -119,23 +119,14 @@ func setup(ctx context.Context, dir string) error {
 // startWorker runs `dlc worker --kubeconfig` as the opendlc-worker service account, with
 // the pods' S3 endpoint on the pod bridge.
 func startWorker() error {
-	cmd := exec.Command(env.dlcBin, itest.WorkerArgs(env.stack, "--kubeconfig", env.workerKub,
-		"--pod-s3-endpoint", env.podS3, "--image-pull-grace", testImagePullGrace.String(),
+	var err error
+	env.worker, err = itest.StartWorker(env.dlcBin, env.stack, filepath.Join(env.dir, "worker.log"),
+		"--kubeconfig", env.workerKub, "--pod-s3-endpoint", env.podS3, "--image-pull-grace", testImagePullGrace.String(),
 		"--node-lost-grace", "5s",
 		// The node health check pods run the training image (it has sh and df): nothing
 		// can be pulled from outside the machine.
-		"--health-probe-image", env.training.Root.Ref)...)
-	cmd.Env = itest.WorkerEnv(env.stack)
-	logf, err := os.OpenFile(filepath.Join(env.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	env.worker = cmd
-	return nil
+		"--health-probe-image", env.training.Root.Ref)
+	return err
 }
 
 // stopWorker SIGKILLs the worker.
@@ -179,14 +170,7 @@ func mustSucceed(t *testing.T, ctx context.Context, ws, name string) *api.Job {
 
 func jobLogs(t *testing.T, ctx context.Context, ws, name string) []events.LogRecord {
 	t.Helper()
-	var recs []events.LogRecord
-	if err := env.api.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
-		recs = append(recs, r)
-		return nil
-	}); err != nil {
-		t.Fatalf("logs: %v", err)
-	}
-	return recs
+	return itest.JobLogs(t, ctx, env.api, ws, name)
 }
 
 // jobPods lists the pods of a job (in its workspace's namespace).
