@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,13 +15,17 @@ import (
 )
 
 // A workspace's durable consumer is named "<prefix>-<workspace>_<secret>": the secret
-// is 26 random characters, so that no workspace reader can guess the name and read,
-// pull from or delete the consumer (their NATS permissions allow consumer requests by
-// name, for their own ephemeral consumers, and never a consumer list). The name
-// itself is what keeps the secret: a restarted dispatcher finds its consumer by
-// listing the stream's consumers, and resumes it, losing and repeating nothing.
-// Workspace names are DNS labels, which never hold '_', so the workspace is whatever
-// lies between the prefix and the last '_'.
+// is 26 random characters, so that no workspace reader can guess the name and read or
+// pull from the consumer (their NATS permissions allow consumer requests by name, for
+// their own consumers, and never a consumer list). The dispatcher records the name in
+// the key-value bucket DLC_NOTIFY_CONSUMERS (key "<prefix>.<workspace>"), which only the
+// stack's identities can read or write, before it creates the consumer, and resumes only
+// the consumer recorded there: a reader can create a durable consumer with any name in
+// its own workspace, so a name that merely looks like the dispatcher's proves nothing.
+// Another consumer with a name of the pattern is deleted; one that an earlier version
+// created (before the bucket existed, filtered on the whole workspace) is taken over at
+// its first unacknowledged event first. Workspace names are DNS labels, which never
+// hold '_', so the workspace is whatever lies between the prefix and the last '_'.
 
 // consumerSecretLen is the length of a consumer name's random part: 130 bits.
 const consumerSecretLen = 26
@@ -59,71 +64,113 @@ func cutLast(s, sep string) (before, after string, found bool) {
 	return s[:i], s[i+len(sep):], true
 }
 
-// workspaceConsumers lists the durable consumers made with prefix on the events
-// stream, by workspace: the current names (sorted) and the legacy one, if any.
-func workspaceConsumers(ctx context.Context, stream jetstream.Stream, prefix string) (current map[string][]string, legacy map[string]string, err error) {
-	current, legacy = map[string][]string{}, map[string]string{}
-	names := stream.ConsumerNames(ctx)
-	for name := range names.Name() {
-		ws, old, ok := parseConsumerName(prefix, name)
-		switch {
-		case !ok:
-		case old:
-			legacy[ws] = name
-		default:
-			current[ws] = append(current[ws], name)
+// registryKey is the DLC_NOTIFY_CONSUMERS key of the consumer of workspace ws.
+func registryKey(prefix, ws string) string { return prefix + "." + ws }
+
+// workspaceConsumers lists the durable consumers on the events stream whose names
+// follow prefix's pattern, current or legacy, by workspace, sorted by name. Anyone who
+// may create a consumer can make such a name: they are candidates, never proof.
+func workspaceConsumers(ctx context.Context, stream jetstream.Stream, prefix string) (map[string][]*jetstream.ConsumerInfo, error) {
+	byWS := map[string][]*jetstream.ConsumerInfo{}
+	infos := stream.ListConsumers(ctx)
+	for info := range infos.Info() {
+		if ws, _, ok := parseConsumerName(prefix, info.Name); ok {
+			byWS[ws] = append(byWS[ws], info)
 		}
 	}
-	if err := names.Err(); err != nil {
-		return nil, nil, fmt.Errorf("notify: list consumers of %s: %w", dlcjs.EventsStream, err)
+	if err := infos.Err(); err != nil {
+		return nil, fmt.Errorf("notify: list consumers of %s: %w", dlcjs.EventsStream, err)
 	}
-	for _, n := range current {
-		slices.Sort(n)
+	for _, l := range byWS {
+		slices.SortFunc(l, func(a, b *jetstream.ConsumerInfo) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return current, legacy, nil
+	return byWS, nil
 }
 
 // ConsumerNameOf returns the name of workspace ws's durable consumer that a dispatcher
 // with prefix (DefaultConsumerPrefix unless WithConsumerPrefix) reads, or "" when there
-// is none. It lists the consumers of DLC_EVENTS, which only the stack's own users may
-// do.
+// is none. It reads DLC_NOTIFY_CONSUMERS and the consumers of DLC_EVENTS, which only the
+// stack's own users may do.
 func ConsumerNameOf(ctx context.Context, js jetstream.JetStream, prefix, ws string) (string, error) {
-	stream, err := js.Stream(ctx, dlcjs.EventsStream)
+	kv, err := js.KeyValue(ctx, dlcjs.NotifyConsumersBucket)
 	if err != nil {
-		return "", fmt.Errorf("notify: stream %s: %w", dlcjs.EventsStream, err)
+		return "", fmt.Errorf("notify: bucket %s: %w", dlcjs.NotifyConsumersBucket, err)
 	}
-	current, _, err := workspaceConsumers(ctx, stream, prefix)
-	if err != nil || len(current[ws]) == 0 {
+	name, err := registered(ctx, kv, prefix, ws)
+	if err != nil || name == "" {
 		return "", err
 	}
-	return current[ws][0], nil
+	if _, err := js.Consumer(ctx, dlcjs.EventsStream, name); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("notify: consumer %s: %w", name, err)
+	}
+	return name, nil
 }
 
-// consumerFor returns the name of workspace ws's consumer: the existing one, else a
-// new name. legacy is the guessable consumer of an earlier version, to delete once the
-// new one exists; from is its state when the new one must take over from it.
-func (d *Dispatcher) consumerFor(ctx context.Context, ws string) (name, legacy string, from *jetstream.ConsumerInfo, err error) {
-	current, old, err := workspaceConsumers(ctx, d.stream, d.o.ConsumerPrefix)
-	if err != nil {
-		return "", "", nil, err
+// registered is the consumer name recorded for ws, or "".
+func registered(ctx context.Context, kv jetstream.KeyValue, prefix, ws string) (string, error) {
+	e, err := kv.Get(ctx, registryKey(prefix, ws))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("notify: bucket %s: %w", dlcjs.NotifyConsumersBucket, err)
 	}
-	if n := current[ws]; len(n) > 0 {
-		if len(n) > 1 {
-			d.log.Warn("several consumers for one workspace; reading the first", "workspace", ws, "consumers", n)
+	name := string(e.Value())
+	if got, legacy, ok := parseConsumerName(prefix, name); !ok || legacy || got != ws {
+		return "", fmt.Errorf("notify: bucket %s: %q is no consumer name of workspace %s", dlcjs.NotifyConsumersBucket, name, ws)
+	}
+	return name, nil
+}
+
+// consumerFor returns the name of workspace ws's consumer: the recorded one, else a new
+// name, recorded before it is created. stale are the other consumers named like it, to
+// delete once the worker's consumer exists; from is the state of the one to take over,
+// an earlier version's consumer of the workspace, when the name is new.
+func (d *Dispatcher) consumerFor(ctx context.Context, ws string) (name string, stale []string, from *jetstream.ConsumerInfo, err error) {
+	byWS, err := workspaceConsumers(ctx, d.stream, d.o.ConsumerPrefix)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if name, err = registered(ctx, d.owned, d.o.ConsumerPrefix, ws); err != nil {
+		return "", nil, nil, err
+	}
+	if name == "" {
+		if name, err = newConsumerName(d.o.ConsumerPrefix, ws); err != nil {
+			return "", nil, nil, err
 		}
-		return n[0], old[ws], nil, nil
+		if _, err := d.owned.Create(ctx, registryKey(d.o.ConsumerPrefix, ws), []byte(name)); err != nil {
+			return "", nil, nil, fmt.Errorf("notify: record consumer %s: %w", name, err)
+		}
+		from = d.takeOverFrom(ws, byWS[ws])
 	}
-	if name, err = newConsumerName(d.o.ConsumerPrefix, ws); err != nil {
-		return "", "", nil, err
+	for _, c := range byWS[ws] {
+		if c.Name != name {
+			stale = append(stale, c.Name)
+		}
 	}
-	if old[ws] == "" {
-		return name, "", nil, nil
+	if len(stale) > 0 {
+		d.log.Warn("consumers named like the dispatcher's that it did not record: deleting them", "workspace", ws, "consumers", stale)
 	}
-	c, err := d.stream.Consumer(ctx, old[ws])
-	if err != nil {
-		return "", "", nil, fmt.Errorf("notify: consumer %s: %w", old[ws], err)
+	return name, stale, from, nil
+}
+
+// takeOverFrom picks among the unrecorded consumers of ws the one an earlier version
+// of the dispatcher created: made before DLC_NOTIFY_CONSUMERS existed, filtered on the
+// whole workspace; of several, the one furthest behind, so that nothing is lost. nil
+// when there is none: a reader's consumer never sets where the dispatcher starts.
+func (d *Dispatcher) takeOverFrom(ws string, candidates []*jetstream.ConsumerInfo) *jetstream.ConsumerInfo {
+	var from *jetstream.ConsumerInfo
+	for _, c := range candidates {
+		if !c.Created.Before(d.ownedSince) || c.Config.FilterSubject != "dlc."+ws+".>" || len(c.Config.FilterSubjects) > 0 {
+			continue
+		}
+		if from == nil || c.AckFloor.Stream < from.AckFloor.Stream {
+			from = c
+		}
 	}
-	return name, old[ws], c.CachedInfo(), nil
+	return from
 }
 
 // takeOver makes cfg start where the legacy consumer from left off: at its first

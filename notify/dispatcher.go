@@ -156,6 +156,11 @@ type Dispatcher struct {
 	client *http.Client
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
+	// owned records the consumers the dispatchers created (DLC_NOTIFY_CONSUMERS);
+	// ownedSince is when that bucket was made: consumers of the pattern made before
+	// are an earlier version's, taken over.
+	owned      jetstream.KeyValue
+	ownedSince time.Time
 
 	// ctx bounds deliveries; cancelling it abandons the unfinished ones.
 	ctx    context.Context
@@ -245,6 +250,14 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 	if d.stream, err = js.Stream(ctx, dlcjs.EventsStream); err != nil {
 		return nil, fmt.Errorf("notify: stream %s: %w", dlcjs.EventsStream, err)
 	}
+	if d.owned, err = js.KeyValue(ctx, dlcjs.NotifyConsumersBucket); err != nil {
+		return nil, fmt.Errorf("notify: open bucket %s (created by jetstream.EnsureStreams): %w", dlcjs.NotifyConsumersBucket, err)
+	}
+	ownedStream, err := js.Stream(ctx, "KV_"+dlcjs.NotifyConsumersBucket)
+	if err != nil {
+		return nil, fmt.Errorf("notify: bucket %s: %w", dlcjs.NotifyConsumersBucket, err)
+	}
+	d.ownedSince = ownedStream.CachedInfo().Created
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -543,26 +556,30 @@ func (d *Dispatcher) match(ev *event) []*task {
 // removeOrphanConsumers deletes the consumers of workspaces that no longer have rules,
 // so that a rule created later does not receive the events of the time without rules.
 func (d *Dispatcher) removeOrphanConsumers(ctx context.Context) error {
-	current, legacy, err := workspaceConsumers(ctx, d.stream, d.o.ConsumerPrefix)
+	byWS, err := workspaceConsumers(ctx, d.stream, d.o.ConsumerPrefix)
 	if err != nil {
 		return err
 	}
 	var orphans []string
+	var keys []string
 	d.rmu.RLock()
-	for ws, names := range current {
+	for ws, infos := range byWS {
 		if _, has := d.rules[ws]; !has {
-			orphans = append(orphans, names...)
-		}
-	}
-	for ws, name := range legacy {
-		if _, has := d.rules[ws]; !has {
-			orphans = append(orphans, name)
+			for _, c := range infos {
+				orphans = append(orphans, c.Name)
+			}
+			keys = append(keys, registryKey(d.o.ConsumerPrefix, ws))
 		}
 	}
 	d.rmu.RUnlock()
 	for _, name := range orphans {
 		if err := d.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("notify: delete consumer %s: %w", name, err)
+		}
+	}
+	for _, k := range keys {
+		if err := d.owned.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("notify: bucket %s: %w", dlcjs.NotifyConsumersBucket, err)
 		}
 	}
 	return nil
@@ -598,6 +615,9 @@ func (d *Dispatcher) reconcile(ctx context.Context, ws string) error {
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("notify: delete consumer %s: %w", w.consumer, err)
 		}
+		if err := d.owned.Delete(ctx, registryKey(d.o.ConsumerPrefix, ws)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("notify: bucket %s: %w", dlcjs.NotifyConsumersBucket, err)
+		}
 		d.mu.Lock()
 		delete(d.workers, ws)
 		d.mu.Unlock()
@@ -621,7 +641,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, ws string) error {
 // startWorker creates or resumes the durable consumer of a workspace and starts reading
 // it. A new consumer starts at since.
 func (d *Dispatcher) startWorker(ctx context.Context, ws string, since time.Time) (*worker, error) {
-	name, legacy, from, err := d.consumerFor(ctx, ws)
+	name, stale, from, err := d.consumerFor(ctx, ws)
 	if err != nil {
 		return nil, err
 	}
@@ -663,10 +683,11 @@ func (d *Dispatcher) startWorker(ctx context.Context, ws string, since time.Time
 			}
 		}
 	}
-	if legacy != "" {
-		// The guessable consumer of an earlier version: the new one has taken over.
-		if err := d.stream.DeleteConsumer(ctx, legacy); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, fmt.Errorf("notify: delete consumer %s: %w", legacy, err)
+	for _, c := range stale {
+		// An earlier version's consumer, which the new one has taken over, or one that
+		// someone else made with a name like the dispatcher's: never read, deleted.
+		if err := d.stream.DeleteConsumer(ctx, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("notify: delete consumer %s: %w", c, err)
 		}
 	}
 	w := &worker{ws: ws, consumer: name, cons: cons, done: make(chan struct{})}

@@ -38,6 +38,11 @@ const (
 	// DeletedJobsBucket records the job runs deleted without --purge (package
 	// service), keyed <workspace>.<uid>: they leave the listings but stay readable.
 	DeletedJobsBucket = "DLC_DELETED_JOBS"
+	// NotifyConsumersBucket records the durable consumers the notification dispatcher
+	// created, keyed "<prefix>.<workspace>" (package notify): the dispatcher resumes
+	// only a consumer recorded here, which only the stack's identities can write, never
+	// one that merely has a name like it (a workspace reader may create consumers).
+	NotifyConsumersBucket = "DLC_NOTIFY_CONSUMERS"
 )
 
 // Subjects the streams capture.
@@ -231,6 +236,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 		{Bucket: TriggersBucket, Description: "OpenDLC triggers, keyed <workspace>.<name>", History: o.TriggerHistory, Storage: jetstream.FileStorage},
 		{Bucket: AuthBucket, Description: "OpenDLC tokens (hashed) and workspaces", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: DeletedJobsBucket, Description: "OpenDLC deleted job runs, keyed <workspace>.<uid>", History: 1, Storage: jetstream.FileStorage},
+		{Bucket: NotifyConsumersBucket, Description: "OpenDLC notification dispatchers' consumers, keyed <prefix>.<workspace>", History: 1, Storage: jetstream.FileStorage},
 	}
 	for _, b := range buckets {
 		b.Replicas = replicasOf(ctx, js, kvStreamPrefix+b.Bucket, o.Replicas)
