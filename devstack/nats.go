@@ -58,6 +58,8 @@ type NATSUser struct {
 	Name, Password string
 	// Publish and Subscribe list the allowed subjects; both nil allow everything.
 	Publish, Subscribe []string
+	// SubscribeDeny lists subjects never delivered to the user, even within Subscribe.
+	SubscribeDeny []string
 }
 
 // NATS is an embedded NATS server with JetStream enabled.

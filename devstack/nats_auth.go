@@ -39,9 +39,11 @@ const natsAuthTimeout = 5 * time.Second
 
 // NATSGrant is what a NATSAuthenticator grants a connection: the subjects it may
 // publish and subscribe to (nats-server allow lists; never nil: nil would allow
-// everything), and when the connection must end (zero: never).
+// everything), the subjects it may not subscribe to or receive within those
+// (SubscribeDeny), and when the connection must end (zero: never).
 type NATSGrant struct {
 	Publish, Subscribe []string
+	SubscribeDeny      []string
 	Deadline           time.Time
 }
 
@@ -68,7 +70,11 @@ func (a *natsAuth) Check(c server.ClientAuthentication) bool {
 		if subtle.ConstantTimeCompare([]byte(o.Password), []byte(u.Password)) != 1 {
 			return false
 		}
-		c.RegisterUser(&server.User{Username: u.Name, Permissions: permissionsOf(u.Publish, u.Subscribe)})
+		perms := permissionsOf(u.Publish, u.Subscribe)
+		if perms != nil {
+			perms.Subscribe.Deny = u.SubscribeDeny
+		}
+		c.RegisterUser(&server.User{Username: u.Name, Permissions: perms})
 		return true
 	}
 	f := a.extra.Load()
@@ -86,8 +92,9 @@ func (a *natsAuth) Check(c server.ClientAuthentication) bool {
 		a.logger.Errorf("refused NATS user %q: a grant without allow lists", o.Username)
 		return false
 	}
-	c.RegisterUser(&server.User{Username: o.Username, Permissions: permissionsOf(g.Publish, g.Subscribe),
-		ConnectionDeadline: g.Deadline})
+	perms := permissionsOf(g.Publish, g.Subscribe)
+	perms.Subscribe.Deny = g.SubscribeDeny
+	c.RegisterUser(&server.User{Username: o.Username, Permissions: perms, ConnectionDeadline: g.Deadline})
 	return true
 }
 

@@ -36,27 +36,30 @@ func newEventCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.Job, "job", "", "only this job's events")
 	f.DurationVar(&opts.Since, "since", time.Hour, "start this far back")
 	f.BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new events")
+	var trigger bool
 	perms := &cobra.Command{
 		Use:   "permissions",
 		Short: "Print the NATS permissions of a workspace's users (nats-server authorization block)",
 		Args:  cobra.NoArgs,
 		Long: "Print the NATS permissions of a workspace's users (nats-server authorization block).\n" +
 			"On `dlc up`'s NATS a reader needs no configuration: it connects with user WORKSPACE and an\n" +
-			"API token of that workspace as password, and gets these permissions.",
+			"API token of that workspace as password, and gets these permissions (--trigger for tokens\n" +
+			"whose role may start jobs).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := jetstream.ValidWorkspace(g.workspace); err != nil {
 				return fmt.Errorf("--workspace: %w", err)
 			}
-			p := jetstream.WorkspacePermissions(g.workspace)
+			p := jetstream.WorkspacePermissions(g.workspace, trigger)
 			return printObject(cmd.OutOrStdout(), g.format("json"), map[string]any{
 				"permissions": map[string]any{
 					"publish":   map[string]any{"allow": p.PublishAllow},
-					"subscribe": map[string]any{"allow": p.SubscribeAllow},
+					"subscribe": map[string]any{"allow": p.SubscribeAllow, "deny": p.SubscribeDeny},
 				},
 				"inbox_prefix": jetstream.InboxPrefix(g.workspace),
 			})
 		},
 	}
+	perms.Flags().BoolVar(&trigger, "trigger", false, "also allow publishing the workspace's trigger events, which start jobs (for users whose role may start jobs)")
 	cmd.AddCommand(tail, perms)
 	return cmd
 }

@@ -30,10 +30,15 @@ func connect(t *testing.T) (context.Context, *jetstream.Client) {
 }
 
 // workspaceUser is a NATS user named name, password name+"-pw", with the permissions
-// of workspace ws.
-func workspaceUser(name, ws string) devstack.NATSUser {
-	p := jetstream.WorkspacePermissions(ws)
-	return devstack.NATSUser{Name: name, Password: name + "-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow}
+// of workspace ws for a role that may start jobs.
+func workspaceUser(name, ws string) devstack.NATSUser { return workspaceUserOf(name, ws, true) }
+
+// workspaceUserOf is workspaceUser for a role that may (mayTrigger) or may not start
+// jobs.
+func workspaceUserOf(name, ws string, mayTrigger bool) devstack.NATSUser {
+	p := jetstream.WorkspacePermissions(ws, mayTrigger)
+	return devstack.NATSUser{Name: name, Password: name + "-pw", Publish: p.PublishAllow, Subscribe: p.SubscribeAllow,
+		SubscribeDeny: p.SubscribeDeny}
 }
 
 // startSecuredNATS starts a NATS server that admits only the user "system" (password

@@ -20,10 +20,13 @@ func ValidWorkspace(ws string) error {
 }
 
 // Permissions are the subjects a NATS user may publish to and subscribe to, in the
-// shape of nats-server's authorization blocks (publish.allow / subscribe.allow).
+// shape of nats-server's authorization blocks (publish.allow / subscribe.allow and
+// subscribe.deny: a subscription on a wildcard that covers a denied subject is
+// allowed, and the server does not deliver it the denied subject's messages).
 type Permissions struct {
 	PublishAllow   []string `json:"publishAllow"`
 	SubscribeAllow []string `json:"subscribeAllow"`
+	SubscribeDeny  []string `json:"subscribeDeny,omitempty"`
 }
 
 // InboxPrefix is the reply-subject prefix a workspace's users must set
@@ -32,25 +35,31 @@ type Permissions struct {
 func InboxPrefix(workspace string) string { return "_INBOX_" + workspace }
 
 // WorkspacePermissions lets a user read one workspace's events and logs and nothing
-// else: live subscriptions on dlc.<workspace>.>, and JetStream consumers on the event and
-// log streams whose filter lies inside the workspace. The server checks the filter in
-// the consumer-create subject, so a consumer on another workspace's subjects is refused.
-// Consumers are ephemeral with random names, and end by themselves when unused
-// (nats.go's ordered consumers after 5 minutes): deleting one is not granted, so a
-// reader can never destroy another's consumer. Reading or pulling from one needs its
-// name, which only its creator learns: listing consumers (CONSUMER.LIST, NAMES) is not
-// granted, nor any stream request (INFO, whose subjects_filter would list other
-// workspaces' subjects; LIST, NAMES, PURGE, DELETE; MSG.GET; DIRECT.GET), nor the
-// key-value and object stores. The internal durable consumers on these streams (the
-// notification dispatcher's) have unguessable names too. The user may also publish the
-// workspace's inbound trigger events, dlc.<workspace>.trigger.<name> (one token: not the
-// outbound .fired events). workspace must pass ValidWorkspace.
-func WorkspacePermissions(workspace string) Permissions {
+// else: live subscriptions on dlc.<workspace>.> but its audit subject
+// (dlc.<workspace>.audit: the audit records name every caller and address, an
+// administrator's business, kept in DLC_AUDIT, which readers cannot address either), and
+// JetStream consumers on the event and log streams whose filter lies inside the
+// workspace. The server checks the filter in the consumer-create subject, so a consumer
+// on another workspace's subjects is refused. Consumers are ephemeral with random names,
+// and end by themselves when unused (nats.go's ordered consumers after 5 minutes):
+// deleting one is not granted, so a reader can never destroy another's consumer.
+// Reading or pulling from one needs its name, which only its creator learns: listing
+// consumers (CONSUMER.LIST, NAMES) is not granted, nor any stream request (INFO, whose
+// subjects_filter would list other workspaces' subjects; LIST, NAMES, PURGE, DELETE;
+// MSG.GET; DIRECT.GET), nor the key-value and object stores. The internal durable
+// consumers on these streams (the notification dispatcher's) have unguessable names
+// too, and the dispatcher reads only the consumers it recorded itself. With mayTrigger
+// (a role that may start jobs: auth.VerbWrite), the user may also publish the
+// workspace's inbound trigger events, dlc.<workspace>.trigger.<name> (one token: not
+// the outbound .fired events), which start jobs; a read-only user may not. workspace
+// must pass ValidWorkspace.
+func WorkspacePermissions(workspace string, mayTrigger bool) Permissions {
 	p := Permissions{
 		SubscribeAllow: []string{
 			fmt.Sprintf("dlc.%s.>", workspace),
 			InboxPrefix(workspace) + ".>",
 		},
+		SubscribeDeny: []string{fmt.Sprintf("dlc.%s.audit", workspace)},
 	}
 	for _, stream := range []string{EventsStream, LogsStream} {
 		p.PublishAllow = append(p.PublishAllow,
@@ -59,6 +68,8 @@ func WorkspacePermissions(workspace string) Permissions {
 			"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		)
 	}
-	p.PublishAllow = append(p.PublishAllow, fmt.Sprintf("dlc.%s.trigger.*", workspace))
+	if mayTrigger {
+		p.PublishAllow = append(p.PublishAllow, fmt.Sprintf("dlc.%s.trigger.*", workspace))
+	}
 	return p
 }
