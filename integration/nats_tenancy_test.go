@@ -1,0 +1,191 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// natsReader connects to the stack's NATS as a reader of ws with a new token of role;
+// the channel receives the server's asynchronous errors (permissions violations).
+func natsReader(t *testing.T, ctx context.Context, ws string, role api.Role) (*nats.Conn, chan error) {
+	t.Helper()
+	name := fmt.Sprintf("nats-%s-%s", role, ws)
+	tok, err := env.api.CreateToken(ctx, api.TokenRequest{Name: name, Workspace: ws, Role: role, TTL: schemas.Duration(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.api.RevokeToken(context.Background(), name) })
+	errs := make(chan error, 64)
+	nc, err := nats.Connect(env.e.Stack.NATS.URL, nats.UserInfo(ws, tok.Secret), nats.CustomInboxPrefix(jetstream.InboxPrefix(ws)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatalf("%s reader of %s: %v", role, ws, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// A viewer of workspace p plants a durable consumer on its own events named like the
+// notification dispatcher's consumer of workspace v (dlc-notify-v_ and 26 characters)
+// before v's first rule. The dispatcher does not adopt it: it reads a consumer of its
+// own, never re-filters the planted one to v's subjects (the planter pulls none of v's
+// events from it), deletes it, and forwards v's events as the rule says (issue 33,
+// finding 4).
+func TestNATSPlantedNotifyConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	p, v := "natsplant-p", "natsplant-v"
+	for _, ws := range []string{p, v} {
+		ensureWorkspace(t, ctx, ws)
+	}
+	reader, _ := natsReader(t, ctx, p, api.RoleViewer)
+	rjs, err := natsjs.New(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := notify.DefaultConsumerPrefix + "-" + v + "_" + strings.Repeat("a", 26)
+	if _, err := rjs.CreateConsumer(ctx, jetstream.EventsStream, natsjs.ConsumerConfig{
+		Durable: planted, FilterSubject: "dlc." + p + ".>", AckPolicy: natsjs.AckNonePolicy,
+	}); err != nil {
+		t.Fatalf("the viewer's durable consumer: %v", err)
+	}
+	if _, err := env.api.ApplyRule(ctx, ruleDoc(v, "fwd")); err != nil {
+		t.Fatal(err)
+	}
+	var own string
+	itest.Eventually(t, ctx, "v's notification consumer", func() bool {
+		own, err = notify.ConsumerNameOf(ctx, env.events.JetStream(), notify.DefaultConsumerPrefix, v)
+		return err == nil && own != ""
+	})
+	if own == planted {
+		t.Errorf("the dispatcher reads the planted consumer %s", planted)
+	}
+	submit(t, ctx, itest.ShellJob(v, "victim", "true"))
+	waitTerminal(t, ctx, v, "victim")
+	itest.Eventually(t, ctx, "v's phase events forwarded by its rule", func() bool {
+		data, err := env.events.LastMsg(ctx, notify.NotifyStream, "dlc."+v+".notify.fwd")
+		return err == nil && strings.Contains(string(data), `"victim"`)
+	})
+	// The planter pulls from its consumer by name, as it may.
+	if c, err := rjs.Consumer(ctx, jetstream.EventsStream, planted); err == nil {
+		if f := c.CachedInfo().Config.FilterSubject; f != "dlc."+p+".>" {
+			t.Errorf("the planted consumer's filter is %q", f)
+		}
+		batch, err := c.Fetch(100, natsjs.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if strings.HasPrefix(m.Subject(), "dlc."+v+".") {
+				t.Fatalf("the planter pulled v's event %s", m.Subject())
+			}
+		}
+	}
+	itest.Eventually(t, ctx, "the planted consumer deleted", func() bool {
+		_, err := env.events.JetStream().Consumer(ctx, jetstream.EventsStream, planted)
+		return err != nil
+	})
+}
+
+// A viewer's NATS login gets its workspace's events live but never its audit records
+// (dlc.<ws>.audit): a subscription on the workspace is not delivered them and one on
+// the audit subject is refused by the server (issue 33, finding 8).
+func TestNATSReaderGetsNoAudit(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := "natsaudit"
+	ensureWorkspace(t, ctx, ws)
+	reader, violations := natsReader(t, ctx, ws, api.RoleViewer)
+	all, err := reader.SubscribeSync("dlc." + ws + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := events.AuditSubject(ws)
+	byName, err := reader.SubscribeSync(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitViolation(t, violations, audit)
+	// A submission is audited on dlc.<ws>.audit and runs a job whose status the reader
+	// gets.
+	submit(t, ctx, itest.ShellJob(ws, "audited", "true"))
+	waitTerminal(t, ctx, ws, "audited")
+	itest.Eventually(t, ctx, "the submission's audit record stored", func() bool {
+		data, err := env.events.LastMsg(ctx, jetstream.AuditStream, audit)
+		return err == nil && strings.Contains(string(data), "audited")
+	})
+	var subjects []string
+	for {
+		m, err := all.NextMsg(2 * time.Second)
+		if err != nil {
+			break
+		}
+		subjects = append(subjects, m.Subject)
+	}
+	if len(subjects) == 0 {
+		t.Error("the reader got none of the workspace's events")
+	}
+	for _, s := range subjects {
+		if s == audit {
+			t.Errorf("the reader got an audit record on %s", s)
+		}
+	}
+	if m, err := byName.NextMsg(time.Second); err == nil {
+		t.Errorf("the subscription on %s got a message", m.Subject)
+	}
+}
+
+// A viewer may not start jobs through a trigger: its publish on the trigger subject is
+// refused by the server and starts nothing; a member's publish starts the trigger's job
+// (issue 33, finding 8).
+func TestNATSTriggerPublishNeedsWrite(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := "natstrigger"
+	ensureWorkspace(t, ctx, ws)
+	if _, err := env.api.ApplyTrigger(ctx, triggerDoc(ws, "go")); err != nil {
+		t.Fatal(err)
+	}
+	subject := "dlc." + ws + ".trigger.go"
+	viewer, violations := natsReader(t, ctx, ws, api.RoleViewer)
+	if err := viewer.Publish(subject, dataReady("from-viewer", "k", 0)); err != nil {
+		t.Fatal(err)
+	}
+	_ = viewer.Flush()
+	waitViolation(t, violations, subject)
+	inboundDrained(t, ctx)
+	time.Sleep(2 * time.Second)
+	if l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{}); err != nil {
+		t.Fatal(err)
+	} else if len(l.Items) != 0 {
+		t.Fatalf("the viewer's trigger event started %d jobs", len(l.Items))
+	}
+	member, _ := natsReader(t, ctx, ws, api.RoleMember)
+	if err := member.Publish(subject, dataReady("from-member", "k", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := member.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	itest.Eventually(t, ctx, "the member's trigger event starts a job", func() bool {
+		l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{})
+		return err == nil && len(l.Items) == 1
+	})
+}
