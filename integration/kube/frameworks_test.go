@@ -48,6 +48,8 @@ var frameworkVars = []string{
 	"DLC_MPI_HOSTS", "DLC_MPI_NP", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_default_hostfile",
 	"OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_set_default_slots", "K_MPI_JOB_ROLE",
 	"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+	// paddle (POD_IP_DUMMY is the pod's own address, a field reference with no value)
+	"PADDLE_JOB_ID", "PADDLE_NNODES", "PADDLE_MASTER", "PADDLE_SERVER_NUM", "PADDLE_TRAINER_NUM",
 	// xgboost (and MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK above)
 	"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_NUM_WORKER", "DMLC_TASK_ID", "DMLC_ROLE",
 	"WORKER_ADDRS", "WORKER_PORT",
@@ -106,6 +108,7 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 		extra     string // further lines of spec, indented two spaces
 		env       func(j fwJob) map[string]map[string]string
 		morePorts []string // Service ports besides the rendezvous port: name/port
+		ports     []string // when set, the Service's ports instead of the rendezvous port and morePorts
 		steps     []ruleStep
 	}
 	// sharded is a case of three independent shards: those in first complete, then
@@ -267,6 +270,31 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 				{complete: []string{"worker-1"}, phase: schemas.JobSucceeded, reason: "AllReplicasSucceeded"},
 			},
 		},
+		// PaddlePaddle in PaddleJob's parameter-server mode: master 0 serves the
+		// rendezvous on its own address (POD_IP_DUMMY, which the kubelet expands) at
+		// PaddleJob's port, the others find it by its DNS name; the masters decide.
+		"paddle": {
+			framework: "paddle",
+			roles:     `{master: {replicas: 1}, worker: {replicas: 2}}`,
+			ports:     []string{"master/36543"},
+			env: func(j fwJob) map[string]map[string]string {
+				paddle := func(master string, extra ...string) map[string]string {
+					m := map[string]string{"PADDLE_JOB_ID": j.name, "PADDLE_NNODES": "3", "PADDLE_MASTER": master}
+					m[extra[0]] = extra[1]
+					return m
+				}
+				found := j.host("master", 0) + ":36543"
+				return map[string]map[string]string{
+					"master-0": paddle("$(POD_IP_DUMMY):36543", "PADDLE_SERVER_NUM", "1"),
+					"worker-0": paddle(found, "PADDLE_TRAINER_NUM", "1"),
+					"worker-1": paddle(found, "PADDLE_TRAINER_NUM", "1"),
+				}
+			},
+			steps: []ruleStep{
+				{complete: []string{"worker-0"}},
+				{complete: []string{"master-0"}, phase: schemas.JobSucceeded, reason: "LeaderSucceeded"},
+			},
+		},
 		// Ray: RAY_ADDRESS is the head's GCS port, published by the Service. The head
 		// decides both ways: a worker failing leaves the job Running, the head
 		// succeeding succeeds it and the other worker is stopped.
@@ -378,7 +406,11 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 				t.Fatalf("phase %s (%s), want Running", running.Status.Phase, running.Status.Message)
 			}
 			want := tc.env(j)
-			checkGangObjects(t, ctx, j, want, append([]string{"rendezvous/" + strconv.Itoa(rdzvPort)}, tc.morePorts...))
+			ports := append([]string{"rendezvous/" + strconv.Itoa(rdzvPort)}, tc.morePorts...)
+			if tc.ports != nil {
+				ports = tc.ports
+			}
+			checkGangObjects(t, ctx, j, want, ports)
 			runRule(t, ctx, j, slices.Sorted(maps.Keys(want)), tc.steps)
 		})
 	}
