@@ -108,7 +108,6 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 		extra     string // further lines of spec, indented two spaces
 		env       func(j fwJob) map[string]map[string]string
 		morePorts []string // Service ports besides the rendezvous port: name/port
-		ports     []string // when set, the Service's ports instead of the rendezvous port and morePorts
 		steps     []ruleStep
 	}
 	// sharded is a case of three independent shards: those in first complete, then
@@ -276,7 +275,7 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 		"paddle": {
 			framework: "paddle",
 			roles:     `{master: {replicas: 1}, worker: {replicas: 2}}`,
-			ports:     []string{"master/36543"},
+			morePorts: []string{"master/36543"},
 			env: func(j fwJob) map[string]map[string]string {
 				paddle := func(master string, extra ...string) map[string]string {
 					m := map[string]string{"PADDLE_JOB_ID": j.name, "PADDLE_NNODES": "3", "PADDLE_MASTER": master}
@@ -406,11 +405,7 @@ func TestFrameworksOnKubernetes(t *testing.T) {
 				t.Fatalf("phase %s (%s), want Running", running.Status.Phase, running.Status.Message)
 			}
 			want := tc.env(j)
-			ports := append([]string{"rendezvous/" + strconv.Itoa(rdzvPort)}, tc.morePorts...)
-			if tc.ports != nil {
-				ports = tc.ports
-			}
-			checkGangObjects(t, ctx, j, want, ports)
+			checkGangObjects(t, ctx, j, want, append([]string{"rendezvous/" + strconv.Itoa(rdzvPort)}, tc.morePorts...))
 			runRule(t, ctx, j, slices.Sorted(maps.Keys(want)), tc.steps)
 		})
 	}
