@@ -119,10 +119,29 @@ func withConfig(img v1.Image, cfg v1.Config) (v1.Image, error) {
 }
 
 // sshClientConfig is the ssh client's configuration for MPI's launcher.
+// The non-root user reaches its peers' unprivileged sshd (NonRootSSHDConfig) on
+// nonRootSSHPort.
 const sshClientConfig = `Host *
     StrictHostKeyChecking no
     UserKnownHostsFile /dev/null
     LogLevel ERROR
+Match localuser ` + TrainingUser + `
+    Port 2222
+`
+
+// NonRootSSHDConfig is the sshd configuration of the non-root image's MPI workers, run
+// as the image's user: `/usr/sbin/sshd -De -f NonRootSSHDConfig`, listening on 2222
+// (an unprivileged port) with the host key the image holds for that user, and the
+// gang's keys at /home/trainer/.ssh (the job's spec.pod.sshAuthMountPath), as
+// mpi-operator's non-root examples run theirs.
+const NonRootSSHDConfig = trainingHome + "/.sshd/sshd_config"
+
+const nonRootSSHD = `Port 2222
+HostKey ` + trainingHome + `/.sshd/host_ed25519_key
+PidFile ` + trainingHome + `/.sshd/sshd.pid
+AuthorizedKeysFile ` + trainingHome + `/.ssh/authorized_keys
+StrictModes no
+UsePAM no
 `
 
 // sshdConfig is the ssh server's configuration for MPI's workers.
@@ -150,6 +169,7 @@ func appFiles(root string) ([]file, string, error) {
 		// world-writable: sshd's StrictModes would refuse it (mpi-operator's base image
 		// turns StrictModes off for the same reason).
 		{path: "/etc/ssh/sshd_config.d/opendlc-mpi.conf", mode: 0o644, data: []byte(sshdConfig)},
+		{path: NonRootSSHDConfig, mode: 0o600, data: []byte(nonRootSSHD), uid: TrainingUID},
 		// sshd's privilege separation directory (mmdebstrap leaves /run empty).
 		{path: "/run", mode: 0o755, dir: true},
 		{path: "/run/sshd", mode: 0o755, dir: true},
@@ -191,7 +211,7 @@ func appFiles(root string) ([]file, string, error) {
 			return nil, "", fmt.Errorf("images: %w", err)
 		}
 	}
-	return files, hashOf(append(keys, sshClientConfig, sshdConfig, "run/sshd")...), nil
+	return files, hashOf(append(keys, sshClientConfig, sshdConfig, nonRootSSHD, "run/sshd")...), nil
 }
 
 // debianBase builds (once per package list and hooks) the Debian root file system with

@@ -28,7 +28,10 @@ import argparse
 import hashlib
 import json
 import os
+import socket
+import struct
 import sys
+import time
 
 import numpy as np
 import xgboost as xgb
@@ -74,6 +77,41 @@ def start_tracker(port: int, n_workers: int) -> RabitTracker:
     return tracker
 
 
+def wait_for_tracker(host: str, port: int, rank: int, timeout: float = 110.0) -> None:
+    """Waits until the tracker answers. Rabit (XGBoost 1.7) retries a connection the
+    tracker refused on the same socket, and that retry can fail with "Broken pipe" once
+    the tracker is up: seen on Kubernetes, where a worker's pod may start before the
+    master's. So a worker first says hello with the tracker's own "print" command (the
+    tracker prints the message and goes on; a bare connection that sent nothing would
+    stall it), and starts the communicator only once that went through."""
+    magic = 0xFF99  # the tracker's MAGIC_NUM
+
+    def send_int(sock: socket.socket, value: int) -> None:
+        sock.sendall(struct.pack("@i", value))
+
+    def send_str(sock: socket.socket, value: str) -> None:
+        send_int(sock, len(value))
+        sock.sendall(value.encode())
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=10) as sock:
+                send_int(sock, magic)
+                if struct.unpack("@i", sock.recv(4, socket.MSG_WAITALL))[0] != magic:
+                    raise OSError("not an XGBoost tracker")
+                send_int(sock, -1)  # rank: none yet
+                send_int(sock, -1)  # world size: unknown
+                send_str(sock, "NULL")  # task id
+                send_str(sock, "print")
+                send_str(sock, f"rank {rank} reached the tracker")
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def synthetic_shard(rank: int, world: int, rows: int, features: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows of one seeded data set that belong to rank: every world-th row, from
     row rank. The labels follow a fixed linear rule with some noise."""
@@ -109,6 +147,8 @@ def main() -> None:
     rabit = rabit_env()
     rank, world = int(rabit["DMLC_TASK_ID"]), int(rabit["DMLC_NUM_WORKER"])
     tracker = start_tracker(int(rabit["DMLC_TRACKER_PORT"]), world) if rank == 0 else None
+    if tracker is None:
+        wait_for_tracker(rabit["DMLC_TRACKER_URI"], int(rabit["DMLC_TRACKER_PORT"]), rank)
 
     x, y = synthetic_shard(rank, world, args.rows, args.features, args.seed)
     with collective.CommunicatorContext(**rabit):

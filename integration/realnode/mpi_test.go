@@ -1,11 +1,14 @@
 package realnode
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/opendlc/opendlc/images"
 	"github.com/opendlc/opendlc/integration/itest"
 )
 
@@ -32,6 +35,42 @@ func TestMPIOverSSHInContainers(t *testing.T) {
       resources: {cpu: "500m", memory: 512Mi}
   timeout: 5m
 `))
+	checkMPIAllreduce(t, ctx, ws, name)
+}
+
+// The same on the non-root image, as mpi-operator's non-root examples: the workers' sshd
+// runs as the image's user on port 2222 with a host key of that user, and the gang's key
+// pair is mounted at that user's ~/.ssh (spec.pod.sshAuthMountPath).
+func TestMPIOverSSHNonRootInContainers(t *testing.T) {
+	t.Parallel()
+	ctx := itest.Context(t, 6*time.Minute)
+	const ws, name = "rn-mpi-nonroot", "mpi"
+	submit(t, ctx, fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: TrainingJob
+metadata: {name: %s, workspace: %s}
+spec:
+  image: %s
+  framework: mpi
+  pod: {sshAuthMountPath: /home/%s/.ssh}
+  roles:
+    launcher:
+      replicas: 1
+      command: [sh, examples/mpi/launch.sh, /usr/bin/python3, examples/mpi/allreduce.py]
+      resources: {cpu: "200m", memory: 256Mi}
+    worker:
+      replicas: 2
+      command: [/usr/sbin/sshd, -De, -f, %s]
+      resources: {cpu: "500m", memory: 512Mi}
+  timeout: 5m
+`, name, ws, env.training.NonRoot.Ref, images.TrainingUser, images.NonRootSSHDConfig))
+	checkMPIAllreduce(t, ctx, ws, name)
+}
+
+// checkMPIAllreduce waits for an MPI job of 2 worker slots running
+// examples/mpi/allreduce.py to succeed and checks what the ranks computed, and where.
+func checkMPIAllreduce(t *testing.T, ctx context.Context, ws, name string) {
+	t.Helper()
 	mustSucceed(t, ctx, ws, name)
 	type rank struct {
 		Rank int    `json:"rank"`
