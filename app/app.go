@@ -261,6 +261,13 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 	}
 	if cfg.API != nil {
+		// Workspace readers' JetStream requests (jetstream.ReaderAPIPrefix), checked and
+		// forwarded with the server's identity.
+		gate, err := jetstream.StartGate(p.Events.Conn(), cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, gate.Close)
 		if err := p.startAPI(ctx, cfg, tlsConfig); err != nil {
 			return nil, err
 		}

@@ -56,6 +56,7 @@ func newEventCmd(g *globals) *cobra.Command {
 					"subscribe": map[string]any{"allow": p.SubscribeAllow, "deny": p.SubscribeDeny},
 				},
 				"inbox_prefix": jetstream.InboxPrefix(g.workspace),
+				"api_prefix":   jetstream.ReaderAPIPrefix(g.workspace),
 			})
 		},
 	}

@@ -2,6 +2,8 @@ package jetstream_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -54,7 +56,34 @@ func startSecuredNATS(t *testing.T, users ...devstack.NATSUser) (context.Context
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	// The gate that serves readers' JetStream requests, as the API server runs it.
+	sys, err := nats.Connect(srv.URL, nats.UserInfo("system", "system-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Close)
+	gate, err := jetstream.StartGate(sys, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gate.Close() })
 	return ctx, srv
+}
+
+// connectReader connects the workspaceUser name of workspace ws as a reader client
+// (its JetStream requests through the gate). The test's cleanup closes it.
+func connectReader(t *testing.T, url, name, ws string) *jetstream.Client {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo(name, name+"-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix(ws)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := jetstream.NewReader(nc, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // connectUser connects a plain NATS client as the workspaceUser name of workspace ws;

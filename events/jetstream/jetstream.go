@@ -48,8 +48,21 @@ func New(nc *nats.Conn) (*Client, error) {
 	return &Client{nc: nc, js: js}, nil
 }
 
+// NewReader wraps the connection of a reader of workspace (WorkspacePermissions): its
+// JetStream requests go through the Gate, under ReaderAPIPrefix(workspace).
+func NewReader(nc *nats.Conn, workspace string) (*Client, error) {
+	js, err := jetstream.NewWithAPIPrefix(nc, ReaderAPIPrefix(workspace))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Client{nc: nc, js: js}, nil
+}
+
 // Close closes the connection.
 func (c *Client) Close() { c.nc.Close() }
+
+// Conn returns the client's NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
 
 // JetStream exposes the underlying JetStream handle for readers.
 func (c *Client) JetStream() jetstream.JetStream { return c.js }

@@ -39,10 +39,13 @@ func InboxPrefix(workspace string) string { return "_INBOX_" + workspace }
 // (dlc.<workspace>.audit: the audit records name every caller and address, an
 // administrator's business, kept in DLC_AUDIT, which readers cannot address either), and
 // JetStream consumers on the event and log streams whose filter lies inside the
-// workspace. The server checks the filter in the consumer-create subject, so a consumer
-// on another workspace's subjects is refused. Consumers are ephemeral with random names,
-// and end by themselves when unused (nats.go's ordered consumers after 5 minutes):
-// deleting one is not granted, so a reader can never destroy another's consumer.
+// workspace, requested under ReaderAPIPrefix(workspace) through the Gate, never on
+// $JS.API itself. The server checks the filter in the consumer-create subject, so a
+// consumer on another workspace's subjects is refused; the Gate refuses durable
+// consumers, names of the stack's, deliveries outside the reader's inbox and more than
+// MaxReaderConsumers per workspace. Consumers are ephemeral with random names, and end
+// by themselves when unused (nats.go's ordered consumers after 5 minutes, at most
+// MaxReaderInactive): deleting one is not granted, so a reader can never destroy another's consumer.
 // Reading or pulling from one needs its name, which only its creator learns: listing
 // consumers (CONSUMER.LIST, NAMES) is not granted, nor any stream request (INFO, whose
 // subjects_filter would list other workspaces' subjects; LIST, NAMES, PURGE, DELETE;
@@ -61,11 +64,13 @@ func WorkspacePermissions(workspace string, mayTrigger bool) Permissions {
 		},
 		SubscribeDeny: []string{fmt.Sprintf("dlc.%s.audit", workspace)},
 	}
+	// Through the Gate only, which checks each consumer's body (see ReaderAPIPrefix).
+	api := ReaderAPIPrefix(workspace)
 	for _, stream := range []string{EventsStream, LogsStream} {
 		p.PublishAllow = append(p.PublishAllow,
-			fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.dlc.%s.>", stream, workspace),
-			"$JS.API.CONSUMER.INFO."+stream+".*",
-			"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
+			fmt.Sprintf("%s.CONSUMER.CREATE.%s.*.dlc.%s.>", api, stream, workspace),
+			api+".CONSUMER.INFO."+stream+".*",
+			api+".CONSUMER.MSG.NEXT."+stream+".*",
 		)
 	}
 	if mayTrigger {

@@ -37,11 +37,7 @@ func TestWorkspaceUsersReadOnlyTheirSubjects(t *testing.T) {
 		}
 	}
 
-	bob, err := jetstream.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	bob := connectReader(t, srv.URL, "bob", "b")
 
 	// A refused consumer request gets no answer: the read ends at its deadline.
 	read := func(c *jetstream.Client, stream, filter string) ([]string, error) {
@@ -89,11 +85,7 @@ func TestWorkspaceUsersReadOnlyTheirSubjects(t *testing.T) {
 		t.Fatalf("bob received %s on a's subject", m.Subject)
 	}
 
-	alice, err := jetstream.Connect(srv.URL, nats.UserInfo("alice", "alice-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("a")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close()
+	alice := connectReader(t, srv.URL, "alice", "a")
 	if got, err := read(alice, jetstream.EventsStream, events.JobStatusSubject("a", "j")); err != nil || len(got) != 2 {
 		t.Errorf("alice reading a's events: %v, %v", got, err)
 	}

@@ -80,11 +80,7 @@ func TestWorkspaceUserIsRefusedEveryVerbOnOthers(t *testing.T) {
 	}
 
 	// Bob's own ephemeral consumer, made as a reader makes one (its name is random).
-	bob, err := jetstream.Connect(srv.URL, nats.UserInfo("bob", "bob-pw"), nats.CustomInboxPrefix(jetstream.InboxPrefix("b")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	bob := connectReader(t, srv.URL, "bob", "b")
 	bobCons, err := bob.JetStream().CreateConsumer(ctx, jetstream.EventsStream, natsjs.ConsumerConfig{
 		FilterSubject: "dlc.b.>", AckPolicy: natsjs.AckNonePolicy, InactiveThreshold: time.Minute})
 	if err != nil {
@@ -134,14 +130,15 @@ func TestWorkspaceUserIsRefusedEveryVerbOnOthers(t *testing.T) {
 	v.noAnswers()
 	// A consumer whose create subject names a's filter but whose body asks for b's: the
 	// server holds the two together and refuses.
-	if resp, err := alice.Request("$JS.API.CONSUMER.CREATE.DLC_EVENTS.sneaky.dlc.a.>",
+	if resp, err := alice.Request(jetstream.ReaderAPIPrefix("a")+".CONSUMER.CREATE.DLC_EVENTS.sneaky.dlc.a.>",
 		[]byte(`{"stream_name":"DLC_EVENTS","config":{"name":"sneaky","filter_subject":"dlc.b.>","ack_policy":"none"}}`), 5*time.Second); err != nil ||
 		!strings.Contains(string(resp.Data), `"error"`) {
 		t.Errorf("consumer create with a's subject and b's filter: %v, %v", responseOf(resp), err)
 	}
 	// By name, a consumer is reachable only by whoever knows the name: the old,
 	// guessable name of the dispatcher's consumer is not found.
-	for s, body := range map[string]string{"$JS.API.CONSUMER.INFO.DLC_EVENTS.dlc-notify-b": "", "$JS.API.CONSUMER.MSG.NEXT.DLC_EVENTS.dlc-notify-b": `{"batch":1,"expires":500000000}`} {
+	api := jetstream.ReaderAPIPrefix("a")
+	for s, body := range map[string]string{api + ".CONSUMER.INFO.DLC_EVENTS.dlc-notify-b": "", api + ".CONSUMER.MSG.NEXT.DLC_EVENTS.dlc-notify-b": `{"batch":1,"expires":500000000}`} {
 		resp, err := alice.Request(s, []byte(body), 2*time.Second)
 		if err == nil && !strings.Contains(string(resp.Data), "consumer not found") && resp.Header.Get("Status") != "404" {
 			t.Errorf("%s answered %s", s, responseOf(resp))
@@ -161,7 +158,7 @@ func TestWorkspaceUserIsRefusedEveryVerbOnOthers(t *testing.T) {
 		t.Error("alice opened the object store")
 	}
 	// Alice's own reads still work: the refusals are not a broken connection.
-	aliceC, err := jetstream.New(alice)
+	aliceC, err := jetstream.NewReader(alice, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
