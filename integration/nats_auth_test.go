@@ -105,7 +105,7 @@ func TestNATSLockedDown(t *testing.T) {
 	if _, err := live.NextMsg(10 * time.Second); err != nil {
 		t.Errorf("a's reader got no live status event: %v", err)
 	}
-	rc, err := jetstream.New(reader)
+	rc, err := jetstream.NewReader(reader, a)
 	if err != nil {
 		t.Fatal(err)
 	}

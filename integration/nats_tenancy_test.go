@@ -12,6 +12,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
@@ -39,12 +40,14 @@ func natsReader(t *testing.T, ctx context.Context, ws string, role api.Role) (*n
 	return nc, errs
 }
 
-// A viewer of workspace p plants a durable consumer on its own events named like the
+// A viewer of workspace p tries to plant a consumer on its own events named like the
 // notification dispatcher's consumer of workspace v (dlc-notify-v_ and 26 characters)
-// before v's first rule. The dispatcher does not adopt it: it reads a consumer of its
-// own, never re-filters the planted one to v's subjects (the planter pulls none of v's
-// events from it), deletes it, and forwards v's events as the rule says (issue 33,
-// finding 4).
+// before v's first rule: on the JetStream API the server refuses it (a permissions
+// violation), through the reader gate (durable or ephemeral) the gate refuses it. The
+// dispatcher then reads a consumer of its own, and forwards v's events as the rule
+// says; no consumer of the planted name exists (issue 33, finding 4; the dispatcher's
+// side, which adopts only consumers it recorded, is notify's
+// TestPlantedConsumerIsNotAdopted).
 func TestNATSPlantedNotifyConsumer(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -52,16 +55,31 @@ func TestNATSPlantedNotifyConsumer(t *testing.T) {
 	for _, ws := range []string{p, v} {
 		ensureWorkspace(t, ctx, ws)
 	}
-	reader, _ := natsReader(t, ctx, p, api.RoleViewer)
-	rjs, err := natsjs.New(reader)
+	reader, violations := natsReader(t, ctx, p, api.RoleViewer)
+	planted := notify.DefaultConsumerPrefix + "-" + v + "_" + strings.Repeat("a", 26)
+	direct, err := natsjs.New(reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	planted := notify.DefaultConsumerPrefix + "-" + v + "_" + strings.Repeat("a", 26)
-	if _, err := rjs.CreateConsumer(ctx, jetstream.EventsStream, natsjs.ConsumerConfig{
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := direct.CreateConsumer(short, jetstream.EventsStream, natsjs.ConsumerConfig{
 		Durable: planted, FilterSubject: "dlc." + p + ".>", AckPolicy: natsjs.AckNonePolicy,
-	}); err != nil {
-		t.Fatalf("the viewer's durable consumer: %v", err)
+	}); err == nil {
+		t.Fatal("the viewer planted a durable consumer on $JS.API")
+	}
+	waitViolation(t, violations, "$JS.API.CONSUMER.CREATE."+jetstream.EventsStream+"."+planted)
+	gated, err := natsjs.NewWithAPIPrefix(reader, jetstream.ReaderAPIPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []natsjs.ConsumerConfig{
+		{Durable: planted, FilterSubject: "dlc." + p + ".>", AckPolicy: natsjs.AckNonePolicy},
+		{Name: planted, FilterSubject: "dlc." + p + ".>", AckPolicy: natsjs.AckNonePolicy},
+	} {
+		if _, err := gated.CreateConsumer(ctx, jetstream.EventsStream, cfg); err == nil || !strings.Contains(err.Error(), "opendlc:") {
+			t.Errorf("planting %+v through the gate: %v, want the gate's refusal", cfg, err)
+		}
 	}
 	if _, err := env.api.ApplyRule(ctx, ruleDoc(v, "fwd")); err != nil {
 		t.Fatal(err)
@@ -80,25 +98,85 @@ func TestNATSPlantedNotifyConsumer(t *testing.T) {
 		data, err := env.events.LastMsg(ctx, notify.NotifyStream, "dlc."+v+".notify.fwd")
 		return err == nil && strings.Contains(string(data), `"victim"`)
 	})
-	// The planter pulls from its consumer by name, as it may.
-	if c, err := rjs.Consumer(ctx, jetstream.EventsStream, planted); err == nil {
-		if f := c.CachedInfo().Config.FilterSubject; f != "dlc."+p+".>" {
-			t.Errorf("the planted consumer's filter is %q", f)
-		}
-		batch, err := c.Fetch(100, natsjs.FetchMaxWait(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			if strings.HasPrefix(m.Subject(), "dlc."+v+".") {
-				t.Fatalf("the planter pulled v's event %s", m.Subject())
-			}
+	if _, err := env.events.JetStream().Consumer(ctx, jetstream.EventsStream, planted); err == nil {
+		t.Errorf("a consumer named %s exists", planted)
+	}
+}
+
+// A viewer's consumers (issue 33, findings 7 and 8): durable ones are refused, so are
+// push consumers delivering into another workspace's subjects and more than
+// jetstream.MaxReaderConsumers consumers of the workspace on a stream; nothing of them
+// exists afterwards and the other workspace's subjects got nothing. The viewer's
+// ephemeral consumers and ordered reads work (dlc event tail -f and dlc job logs -f
+// read through the API; TestNATSLockedDown reads as a reader too).
+func TestNATSReaderConsumersBounded(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	a, b := "natsbound-a", "natsbound-b"
+	for _, ws := range []string{a, b} {
+		ensureWorkspace(t, ctx, ws)
+	}
+	spy, err := nats.Connect(env.e.Stack.NATS.URL, env.e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	intoB, err := spy.SubscribeSync("dlc." + b + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := natsReader(t, ctx, a, api.RoleViewer)
+	gated, err := natsjs.NewWithAPIPrefix(reader, jetstream.ReaderAPIPrefix(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := "dlc." + a + ".>"
+	for what, cfg := range map[string]natsjs.ConsumerConfig{
+		"a durable consumer":     {Durable: "mine", FilterSubject: filter},
+		"a push consumer into b": {DeliverSubject: "dlc." + b + ".job.x.status", FilterSubject: filter},
+	} {
+		if _, err := gated.CreateConsumer(ctx, jetstream.EventsStream, cfg); err == nil || !strings.Contains(err.Error(), "opendlc:") {
+			t.Errorf("%s: %v, want the gate's refusal", what, err)
 		}
 	}
-	itest.Eventually(t, ctx, "the planted consumer deleted", func() bool {
-		_, err := env.events.JetStream().Consumer(ctx, jetstream.EventsStream, planted)
-		return err != nil
-	})
+	submit(t, ctx, itest.ShellJob(a, "seen", "true"))
+	waitTerminal(t, ctx, a, "seen")
+	rc, err := jetstream.NewReader(reader, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, phases := streamEvents[events.JobPhaseData](t, ctx, rc, events.JobStatusSubject(a, "seen"))
+	if len(phases) == 0 {
+		t.Error("the viewer's ordered read got no phase")
+	}
+	s, err := env.events.JetStream().Stream(ctx, jetstream.LogsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := 0
+	for ; created <= jetstream.MaxReaderConsumers; created++ {
+		if _, err := gated.CreateConsumer(ctx, jetstream.LogsStream, natsjs.ConsumerConfig{
+			FilterSubject: "dlc." + a + ".job.seen.logs.>", AckPolicy: natsjs.AckNonePolicy, InactiveThreshold: time.Minute}); err != nil {
+			if !strings.Contains(err.Error(), "opendlc:") {
+				t.Fatalf("consumer %d: %v", created+1, err)
+			}
+			break
+		}
+	}
+	if created != jetstream.MaxReaderConsumers {
+		t.Errorf("the viewer created %d consumers on %s, want %d", created, jetstream.LogsStream, jetstream.MaxReaderConsumers)
+	}
+	for info := range s.ListConsumers(ctx).Info() {
+		if info.Config.Durable != "" && strings.HasPrefix(info.Config.FilterSubject, "dlc."+a+".") {
+			t.Errorf("durable consumer %s of %s exists", info.Name, a)
+		}
+	}
+	if m, err := intoB.NextMsg(time.Second); err == nil {
+		t.Errorf("b's subjects got %s", m.Subject)
+	}
 }
 
 // A viewer's NATS login gets its workspace's events live but never its audit records
