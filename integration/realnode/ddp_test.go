@@ -30,7 +30,6 @@ var (
 // resumes from the newest complete checkpoint, and ends with every rank's first
 // all-reduce right and identical parameters on every rank.
 func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
-	t.Parallel()
 	ctx := itest.Context(t, 10*time.Minute)
 	const ws, name = "rn-ddp", "ddp"
 	uri := "s3://dlc/workspaces/" + ws + "/checkpoints/" + name

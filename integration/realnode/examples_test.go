@@ -40,7 +40,6 @@ func exampleJob(t *testing.T, dir, name, ws string) string {
 // all 4 ranks' first all-reduce sums rank+1 to 10, and they end with the same
 // parameters.
 func TestTorchrunExampleInContainers(t *testing.T) {
-	t.Parallel()
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws, name = "rn-torchrun", "torchrun"
 	submit(t, ctx, exampleJob(t, "pytorch/torchrun", name, ws))
@@ -69,7 +68,6 @@ func TestTorchrunExampleInContainers(t *testing.T) {
 // allreduce of rank+1 gives 6, the shards add up to the data set, and every rank ends
 // with the same model.
 func TestXGBoostExampleInContainers(t *testing.T) {
-	t.Parallel()
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws, name = "rn-xgboost", "xgboost"
 	submit(t, ctx, exampleJob(t, "xgboost", name, ws))

@@ -8,9 +8,12 @@
 // reach the stack's S3 through kubestack.ExposeToPods (the machine's address on the pod
 // bridge).
 //
-// The tests that take a node or the registry away (node_test.go, the registry outage)
-// run alone, before the others, which run in parallel (one workspace each) on the two
-// nodes' four CPUs: a gang that does not fit yet waits for room.
+// The tests whose gangs need a CPU or more per replica, and those that take a node, the
+// registry or the worker away, run one at a time; only the light ones (a tenth of a CPU
+// per pod) run in parallel, after them. Without a gang scheduler, gangs that together
+// ask for more than the nodes' four CPUs can each get some of their pods placed and
+// none all of them: seen here with three framework jobs at once, all stuck in Launching
+// until their placement timeout.
 //
 // Needs root, like kubestack's real nodes. The training image's first build takes
 // several minutes (mmdebstrap); it is cached by the hash of its inputs.

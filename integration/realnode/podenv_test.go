@@ -76,7 +76,6 @@ type probe struct {
 // home, /dev/shm has the size spec.pod.shmSize asked for, and the emptyDir, ConfigMap,
 // Secret and PVC volumes and the service account token are mounted.
 func TestContainerSeesTheFrameworkContract(t *testing.T) {
-	t.Parallel()
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws = "rn-env"
 	cs := env.cluster.Client
