@@ -111,6 +111,13 @@ type Config struct {
 	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
 	// webhooks may reach; notify.ParseAllowList reads it. Default none.
 	WebhookAllow []string
+	// S3EventsWorkspace, with Triggers, routes the S3 notifications published on
+	// schemas.S3RawEventSubject to the workspace whose storage location holds each
+	// object, and those of objects no workspace holds to this workspace.
+	S3EventsWorkspace string
+	// S3EventsRoot is the root of the workspaces' default locations for that routing
+	// when StorageRoot is empty.
+	S3EventsRoot string
 	// Triggers runs the trigger dispatcher (DLC_INBOUND to pipeline and job starts).
 	// Several processes may run it: they share its durable consumer.
 	Triggers bool
@@ -258,6 +265,24 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 		if p.triggers, err = triggers.StartDispatcher(ctx, js, p.Temporal, topts...); err != nil {
 			return nil, err
+		}
+		if cfg.S3EventsWorkspace != "" {
+			policy := &storage.Policy{Root: cmp.Or(cfg.StorageRoot, cfg.S3EventsRoot), Workspaces: registry}
+			owner := triggers.OwnerByLocations(registry.Names, func(ctx context.Context, ws, uri string) (int, error) {
+				locs, err := policy.Locations(ctx, ws)
+				best := -1
+				for _, l := range locs {
+					if n := len(l.Bucket) + len(l.Prefix); l.Contains(uri) && n > best {
+						best = n
+					}
+				}
+				return best, err
+			})
+			router, err := triggers.StartS3Router(ctx, js, owner, cfg.S3EventsWorkspace, cfg.Logger)
+			if err != nil {
+				return nil, err
+			}
+			p.closers = append(p.closers, router.Close)
 		}
 	}
 	if cfg.API != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -54,4 +55,20 @@ func readWorkspace(ctx context.Context, kv jetstream.KeyValue, name string) (api
 		return api.Workspace{}, fmt.Errorf("auth: stored workspace %s: %w", name, err)
 	}
 	return ws, nil
+}
+
+// Names returns the names of every registered workspace.
+func (r *WorkspaceReader) Names(ctx context.Context) ([]string, error) {
+	keys, err := r.kv.ListKeysFiltered(ctx, workspaceKey("*"))
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: list workspaces: %w", err)
+	}
+	var names []string
+	for k := range keys.Keys() {
+		names = append(names, strings.TrimPrefix(k, workspaceKey("")))
+	}
+	return names, nil
 }

@@ -163,7 +163,9 @@ func stackUsers(passwords map[string]string) []NATSUser {
 		{Name: NATSUserServer, Password: passwords[NATSUserServer]},
 		{Name: NATSUserWorker, Password: passwords[NATSUserWorker]},
 		{Name: NATSUserS3, Password: passwords[NATSUserS3],
-			Publish: []string{"dlc.*.s3.events", DefaultEventSubject}, Subscribe: []string{"_INBOX_dlc_s3.>"}},
+			// _dlc.s3.events: schemas.S3RawEventSubject, which the stack routes to the
+			// owning workspace.
+			Publish: []string{"dlc.*.s3.events", DefaultEventSubject, "_dlc.s3.events"}, Subscribe: []string{"_INBOX_dlc_s3.>"}},
 	}
 }
 

@@ -88,8 +88,9 @@ type Config struct {
 	// address; default server.RateLimits' defaults.
 	RateLimits server.RateLimits
 	// S3EventsWorkspace is the workspace whose S3 notification subject
-	// (dlc.<workspace>.s3.events) the S3 gateway publishes every bucket's
-	// notifications to, for triggers; default "default".
+	// (dlc.<workspace>.s3.events) gets the S3 gateway's notifications of objects that no
+	// workspace's storage location holds, for triggers; default "default". Those of an
+	// object in a workspace's location go to that workspace's subject only.
 	S3EventsWorkspace string
 	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
 	// notification webhooks may reach (app.Config.WebhookAllow). Default none.
@@ -219,9 +220,9 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		NATSTLS: cfg.NATSTLS,
 		// The production server instead of the dev server, for the scale bench.
 		TemporalOnPostgres: cfg.TemporalOnPostgres,
-		// Bucket notifications go to a workspace's S3 subject, which DLC_INBOUND keeps
-		// for triggers.
-		EventSubject: schemas.S3EventSubject(cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace)),
+		// Bucket notifications go to a subject no workspace reads, which DLC_INBOUND
+		// keeps; the trigger process routes them to the owning workspace's S3 subject.
+		EventSubject: schemas.S3RawEventSubject,
 	})
 	if err != nil {
 		return nil, err
@@ -251,6 +252,10 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Notifications: true,
 		WebhookAllow:  cfg.WebhookAllow,
 		Triggers:      true,
+		// S3 notifications of objects no workspace's location holds; without storage
+		// isolation a workspace's location is DefaultStorageRoot/<workspace>/.
+		S3EventsWorkspace: cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace),
+		S3EventsRoot:      cmp.Or(cfg.StorageRoot, DefaultStorageRoot),
 		API: &app.APIConfig{Listener: ln, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
 			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits, SingleTenant: cfg.SingleTenant},
 		Metrics:    metricsConfig(cfg.MetricsAddr),

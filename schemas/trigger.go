@@ -102,6 +102,12 @@ func S3SubjectPrefix(workspace string) string { return "dlc." + workspace + ".s3
 // notifications on.
 func S3EventSubject(workspace string) string { return S3SubjectPrefix(workspace) + "events" }
 
+// S3RawEventSubject is where the dev stack's S3 gateway publishes every bucket
+// notification: outside every workspace's subjects (no reader may subscribe to it), kept
+// by DLC_INBOUND, and routed by the trigger process to the owning workspace's
+// S3EventSubject (triggers.StartS3Router).
+const S3RawEventSubject = "_dlc.s3.events"
+
 // runHashLength is how many hex digits of the event id's hash name a trigger's run.
 const runHashLength = 10
 

@@ -80,7 +80,7 @@ func newUpCmd() *cobra.Command {
 	f.StringVar(&opts.AdminTokenFile, "admin-token-file", "", "the admin token's file, generated on first start (default DIR/"+auth.AdminTokenFile+", where the CLI looks)")
 	f.StringVar(&opts.TLSCertFile, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (chain)")
 	f.StringVar(&opts.TLSKeyFile, "tls-key", "", "the PEM key of --tls-cert")
-	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's bucket notifications (on dlc.WORKSPACE.s3.events)")
+	f.StringVar(&opts.S3EventsWorkspace, "s3-events-workspace", "default", "the workspace whose triggers receive the S3 gateway's notifications of objects outside every workspace's storage location (on dlc.WORKSPACE.s3.events); an object in a workspace's location is announced to that workspace only")
 	f.BoolVar(&opts.StorageIsolation, "storage-isolation", true, "confine each workspace to its own S3 location (--storage-root/WORKSPACE/, or its registry entry's storage.locations) and give its replicas their own gateway account")
 	f.StringVar(&opts.StorageRoot, "storage-root", embedded.DefaultStorageRoot, "with --storage-isolation: the root of the workspaces' default S3 locations")
 	f.DurationVar(&opts.LogArchiveRetention, "log-archive-retention", 0, logArchiveRetentionUsage)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // Stream names.
@@ -58,8 +59,9 @@ var (
 	// InboundSubjects are the subjects InboundStream captures: programs' trigger events
 	// and S3 bucket notifications, per workspace. They are one token deeper than
 	// anything else OpenDLC publishes (dlc.<workspace>.trigger.<name>.fired is an
-	// outbound event, in DLC_EVENTS).
-	InboundSubjects = []string{"dlc.*.trigger.*", "dlc.*.s3.*"}
+	// outbound event, in DLC_EVENTS). schemas.S3RawEventSubject holds the S3 gateway's
+	// notifications before they are routed to their workspace.
+	InboundSubjects = []string{"dlc.*.trigger.*", "dlc.*.s3.*", schemas.S3RawEventSubject}
 )
 
 // Retention limits one stream, like the TTL and size of an SLS logstore.
