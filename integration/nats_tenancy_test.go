@@ -1,23 +1,29 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 )
 
 // natsReader connects to the stack's NATS as a reader of ws with a new token of role;
@@ -266,4 +272,79 @@ func TestNATSTriggerPublishNeedsWrite(t *testing.T) {
 		l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{})
 		return err == nil && len(l.Items) == 1
 	})
+}
+
+// An upload into workspace b's storage location (DefaultStorageRoot/<b>/) is announced
+// on b's S3 subject only: the fallback workspace's viewer (s3Workspace, which got every
+// bucket's notifications before) receives nothing of it, and an upload outside every
+// workspace's location still goes to the fallback workspace (issue 33, finding 8).
+func TestS3NotificationsGoToTheOwningWorkspace(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	b := "s3route-b"
+	ensureWorkspace(t, ctx, b)
+	ensureWorkspace(t, ctx, s3Workspace)
+	fallback, _ := natsReader(t, ctx, s3Workspace, api.RoleViewer)
+	seenByFallback, err := fallback.SubscribeSync(schemas.S3EventSubject(s3Workspace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := natsReader(t, ctx, b, api.RoleViewer)
+	seenByOwner, err := owner.SubscribeSync(schemas.S3EventSubject(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range []*nats.Conn{fallback, owner} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc, err := storage.DefaultLocation(embedded.DefaultStorageRoot, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretKey := loc.Prefix + "secret-" + strconv.FormatInt(time.Now().UnixNano(), 10) + ".csv"
+	const unowned = "trigger-datasets"
+	if err := env.e.Stack.S3.CreateBuckets(ctx, unowned); err != nil {
+		t.Fatal(err)
+	}
+	publicKey := "route-" + strconv.FormatInt(time.Now().UnixNano(), 10) + ".csv"
+	s3c := env.e.Stack.S3.Client()
+	for bucket, key := range map[string]string{loc.Bucket: secretKey, unowned: publicKey} {
+		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
+			Body: bytes.NewReader([]byte("a,b\n"))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(sub *nats.Subscription, key string) []string {
+		var got []string
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			m, err := sub.NextMsg(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			got = append(got, string(m.Data))
+			if strings.Contains(string(m.Data), key) {
+				break
+			}
+		}
+		return got
+	}
+	if got := wait(seenByOwner, secretKey); len(got) == 0 || !strings.Contains(got[len(got)-1], secretKey) {
+		t.Errorf("b's viewer did not get the notification of %s: %q", secretKey, got)
+	}
+	got := wait(seenByFallback, publicKey)
+	if len(got) == 0 || !strings.Contains(got[len(got)-1], publicKey) {
+		t.Errorf("the fallback workspace's viewer did not get the notification of %s/%s: %q", unowned, publicKey, got)
+	}
+	// Stragglers: b's upload may have been announced after the other one.
+	for m, err := seenByFallback.NextMsg(2 * time.Second); err == nil; m, err = seenByFallback.NextMsg(time.Second) {
+		got = append(got, string(m.Data))
+	}
+	for _, m := range got {
+		if strings.Contains(m, secretKey) {
+			t.Errorf("the fallback workspace's viewer got b's upload: %s", m)
+		}
+	}
 }

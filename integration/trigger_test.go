@@ -282,9 +282,11 @@ func TestTriggerS3UploadStartsRetraining(t *testing.T) {
 	if err := env.e.Stack.S3.CreateBuckets(ctx, bucket); err != nil {
 		t.Fatal(err)
 	}
+	// The bucket is no workspace's location: its notifications are routed to the
+	// fallback workspace, s3Workspace.
 	subject := schemas.S3EventSubject(ws)
-	if env.e.Stack.S3.EventSubject != subject {
-		t.Fatalf("the S3 gateway publishes to %q, want %q", env.e.Stack.S3.EventSubject, subject)
+	if env.e.Stack.S3.EventSubject != schemas.S3RawEventSubject {
+		t.Fatalf("the S3 gateway publishes to %q, want %q", env.e.Stack.S3.EventSubject, schemas.S3RawEventSubject)
 	}
 	_, err := env.api.ApplyTrigger(ctx, fmt.Appendf(nil, `
 apiVersion: opendlc.io/v1alpha1
