@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,9 +33,10 @@ func TestEventPermissionsRefusesWildcards(t *testing.T) {
 	}
 	var got struct {
 		Permissions struct {
-			Publish, Subscribe struct{ Allow []string }
+			Publish, Subscribe struct{ Allow, Deny []string }
 		}
 		InboxPrefix string `json:"inbox_prefix"`
+		APIPrefix   string `json:"api_prefix"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, out.String())
@@ -46,5 +48,25 @@ func TestEventPermissionsRefusesWildcards(t *testing.T) {
 	}
 	if got.InboxPrefix != "_INBOX_vision" || len(got.Permissions.Subscribe.Allow) != 2 {
 		t.Errorf("grant %+v", got)
+	}
+	// JetStream only through the reader gate, no audit, no trigger events without
+	// --trigger (issue 33, findings 7 and 8).
+	if got.APIPrefix != "$DLC.JS.vision.API" || !slices.Equal(got.Permissions.Subscribe.Deny, []string{"dlc.vision.audit"}) {
+		t.Errorf("api prefix %q, subscribe deny %v", got.APIPrefix, got.Permissions.Subscribe.Deny)
+	}
+	for _, s := range got.Permissions.Publish.Allow {
+		if strings.HasPrefix(s, "$JS.") || strings.Contains(s, ".trigger.") {
+			t.Errorf("grant holds %s", s)
+		}
+	}
+	root = newRoot()
+	out.Reset()
+	root.SetOut(&out)
+	root.SetArgs([]string{"event", "permissions", "-w", "vision", "--trigger"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"dlc.vision.trigger.*"`) {
+		t.Errorf("--trigger grants no trigger events:\n%s", out.String())
 	}
 }
