@@ -56,8 +56,15 @@ func TestPageTokensCheckedOnRealStack(t *testing.T) {
 	if len(tokens) == 0 {
 		t.Fatal("no page token: the test does not exercise paging")
 	}
+	// Another first character: it carries six bits of the token's first byte. (The
+	// last one's low bits can be padding that decoding ignores: altering them left the
+	// token as it was, and the test failed now and then.)
 	altered := []byte(tokens[0])
-	altered[len(altered)-1] ^= 1
+	if altered[0] == 'A' {
+		altered[0] = 'B'
+	} else {
+		altered[0] = 'A'
+	}
 	for name, c := range map[string]struct{ ws, token string }{
 		"junk":              {ws, "junk"},
 		"bytes of JSON":     {ws, "eyJMYXN0UnVuSUQiOiJ4In0"},

@@ -192,6 +192,9 @@ func TestPyTorchDDPCheckpoints(t *testing.T) {
 	runs := ddpOutput(t, ctx, ws, "ddp")
 	run := runs[0]
 	if len(runs) != 1 || run == nil {
+		for _, a := range j.Status.Attempts {
+			t.Logf("attempt %d: %s %s on %s: %s", a.Attempt, a.Outcome, a.Class, a.Replica, a.Message)
+		}
 		t.Fatalf("attempts in the logs: %d, want 1", len(runs))
 	}
 	checkCollectives(t, "ddp", run, 3)
