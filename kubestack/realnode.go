@@ -50,6 +50,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -141,16 +142,11 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 	imgs := append([]string{bins.pause.Tarball}, c.opts.Images...)
 	errs := make([]error, c.opts.RealNodes)
 	nodes := make([]*realNode, c.opts.RealNodes)
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	for i := range c.opts.RealNodes {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			nodes[i], errs[i] = c.startRealNode(ctx, i, bins, imgs)
-		}()
+		wg.Go(func() { nodes[i], errs[i] = c.startRealNode(ctx, i, bins, imgs) })
 	}
-	for range c.opts.RealNodes {
-		<-done
-	}
+	wg.Wait()
 	for _, n := range nodes {
 		if n != nil {
 			c.realNodes = append(c.realNodes, n)
@@ -163,13 +159,11 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 func ensureRealNodeBinaries(ctx context.Context) (realNodeBinaries, error) {
 	var b realNodeBinaries
 	var err1, err2, err3 error
-	done := make(chan struct{}, 3)
-	go func() { b.kubelet, err1 = tools.Ensure(ctx, "kubelet"); done <- struct{}{} }()
-	go func() { b.coredns, err2 = tools.Ensure(ctx, "coredns"); done <- struct{}{} }()
-	go func() { b.pause, err3 = images.Pause(ctx); done <- struct{}{} }()
-	for range 3 {
-		<-done
-	}
+	var wg sync.WaitGroup
+	wg.Go(func() { b.kubelet, err1 = tools.Ensure(ctx, "kubelet") })
+	wg.Go(func() { b.coredns, err2 = tools.Ensure(ctx, "coredns") })
+	wg.Go(func() { b.pause, err3 = images.Pause(ctx) })
+	wg.Wait()
 	return b, errors.Join(err1, err2, err3)
 }
 
