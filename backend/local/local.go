@@ -717,31 +717,6 @@ func (b *Backend) loadOrInitState(dir string, spec backend.GangSpec, portNames [
 	return st, nil
 }
 
-// allocatePorts asks the kernel for a free loopback port per name. All listeners stay
-// open until every port is chosen so no two names get the same port. Another program may
-// still take a port before rank 0 binds it; acceptable for a single host.
-func allocatePorts(names []string) (map[string]int, error) {
-	if len(names) == 0 {
-		return nil, nil
-	}
-	ports := make(map[string]int, len(names))
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for _, name := range names {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("local: allocate port %q: %w", name, err)
-		}
-		ls = append(ls, l)
-		ports[name] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
-}
-
 // endpoints are the local backend's addresses: every replica is on loopback.
 type endpoints map[string]int
 
