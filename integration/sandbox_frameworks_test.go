@@ -38,7 +38,7 @@ import (
 //     hostfile at /run/opendlc/files and starts 3 ranks that allreduce to 6.
 func TestLocalSandboxFrameworks(t *testing.T) {
 	if err := local.SandboxAvailable(); err != nil {
-		t.Skipf("no sandbox on this host (TestDlcUpSingleTenantWithoutSandbox covers it): %v", err)
+		t.Fatalf("the sandbox tests need root and bubblewrap (`task deps` installs it): %v", err)
 	}
 	requireTorch(t)
 	requireXGBoost(t)

@@ -36,7 +36,7 @@ import (
 //     job succeeds, all inside the sandbox.
 func TestLocalSandbox(t *testing.T) {
 	if err := local.SandboxAvailable(); err != nil {
-		t.Skipf("no sandbox on this host (TestDlcUpSingleTenantWithoutSandbox covers it): %v", err)
+		t.Fatalf("the sandbox tests need root and bubblewrap (`task deps` installs it): %v", err)
 	}
 	t.Parallel()
 	ctx := itest.Context(t, 6*time.Minute)

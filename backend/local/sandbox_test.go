@@ -160,7 +160,7 @@ type sandboxFixture struct {
 func newSandboxFixture(t *testing.T) sandboxFixture {
 	t.Helper()
 	if err := SandboxAvailable(); err != nil {
-		t.Skipf("no sandbox on this host: %v", err)
+		t.Fatalf("the sandbox tests need root and bubblewrap (`task deps` installs it): %v", err)
 	}
 	wd := t.TempDir()
 	for _, d := range []string{wd, filepath.Dir(wd)} { // t.TempDir's directories are 0700
