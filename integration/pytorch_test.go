@@ -174,6 +174,33 @@ func mustSucceed(t *testing.T, ctx context.Context, ws, name string) *api.Job {
 	return j
 }
 
+// checkDDPCheckpoints checks the checkpoints of a DDP example job of steps steps that
+// saved every 5 with keep 3: the last three complete in S3, the newest the job's last
+// checkpoint and loadable by Go with the model's state. It returns that one's manifest
+// and the steps kept.
+func checkDDPCheckpoints(t *testing.T, ctx context.Context, store *checkpoint.Store, uri string, j *api.Job, steps int64) (checkpoint.Manifest, []int64) {
+	t.Helper()
+	ms, err := store.List(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []int64
+	for _, m := range ms {
+		kept = append(kept, m.Step)
+	}
+	if diff := cmp.Diff([]int64{steps - 10, steps - 5, steps}, kept); diff != "" {
+		t.Errorf("complete checkpoints after success (keep: 3) (-want +got):\n%s", diff)
+	}
+	if j.Status.LastCheckpoint != checkpoint.RefFor(uri, steps) {
+		t.Errorf("last checkpoint %q, want step %d's", j.Status.LastCheckpoint, steps)
+	}
+	m, files, err := store.Load(ctx, checkpoint.RefFor(uri, steps))
+	if err != nil || len(files["state.pt"]) == 0 {
+		t.Fatalf("Go load of step %d: %v (files %d)", steps, err, len(files))
+	}
+	return m, kept
+}
+
 // The DDP example, 1 master + 2 workers on gloo: every rank's first all-reduce sums
 // rank+1 over the 3 ranks to 6, the parameters end identical on every rank, rank 0
 // reports a falling loss every step, and the checkpoints the Python library wrote every
@@ -209,24 +236,7 @@ func TestPyTorchDDPCheckpoints(t *testing.T) {
 		t.Errorf("losses %v, final %v: want the last under half the first, and the final line to match it", run.losses, run.final)
 	}
 
-	ms, err := env.store.List(ctx, uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept []int64
-	for _, m := range ms {
-		kept = append(kept, m.Step)
-	}
-	if diff := cmp.Diff([]int64{10, 15, 20}, kept); diff != "" {
-		t.Errorf("complete checkpoints after success (keep: 3) (-want +got):\n%s", diff)
-	}
-	if j.Status.LastCheckpoint != checkpoint.RefFor(uri, steps) {
-		t.Errorf("last checkpoint %q, want step %d's", j.Status.LastCheckpoint, steps)
-	}
-	m, files, err := env.store.Load(ctx, checkpoint.RefFor(uri, steps))
-	if err != nil || len(files["state.pt"]) == 0 {
-		t.Fatalf("Go load of step %d: %v (files %d)", steps, err, len(files))
-	}
+	m, kept := checkDDPCheckpoints(t, ctx, env.store, uri, j, steps)
 	if got := m.Metrics["loss"]; got != run.losses[steps-1] {
 		t.Errorf("checkpoint metrics loss %v, rank 0 reported %v", got, run.losses[steps-1])
 	}

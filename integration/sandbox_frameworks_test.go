@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"github.com/opendlc/opendlc/api"
@@ -71,23 +70,7 @@ func TestLocalSandboxFrameworks(t *testing.T) {
 			t.Fatalf("attempts in the logs: %d, want 1", len(runs))
 		}
 		checkCollectives(t, "ddp in the sandbox", run, 3)
-		ms, err := store.List(ctx, uri)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var kept []int64
-		for _, m := range ms {
-			kept = append(kept, m.Step)
-		}
-		if diff := cmp.Diff([]int64{10, 15, 20}, kept); diff != "" {
-			t.Errorf("complete checkpoints after success (keep: 3) (-want +got):\n%s", diff)
-		}
-		if j.Status.LastCheckpoint != checkpoint.RefFor(uri, steps) {
-			t.Errorf("last checkpoint %q, want step %d's", j.Status.LastCheckpoint, steps)
-		}
-		if _, files, err := store.Load(ctx, checkpoint.RefFor(uri, steps)); err != nil || len(files["state.pt"]) == 0 {
-			t.Errorf("Go load of step %d: %v (files %d)", steps, err, len(files))
-		}
+		_, kept := checkDDPCheckpoints(t, ctx, store, uri, j, steps)
 		t.Logf("ddp in the sandbox: backend %s, all-reduce %v, params sha256 %.16s on %d ranks, loss %.4f → %.4f, checkpoints kept %v",
 			run.backend, run.allReduce, run.params[0], len(run.params), run.losses[0], run.final, kept)
 	})
