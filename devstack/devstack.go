@@ -8,9 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
+
+	"github.com/opendlc/opendlc/internal/freeport"
 )
 
 // Options configures Start.
@@ -43,12 +44,18 @@ type Options struct {
 	// directory above Dir must let others through (PostgresOptions.Dir). UI and
 	// TemporalUIPort are ignored.
 	TemporalOnPostgres bool
+	// TemporalTLS requires mutual TLS of every client of Temporal, the dev server's
+	// replacement on SQLite (TemporalOptions.TLS) or the server on PostgreSQL
+	// (TemporalServerOptions.TLS): Stack.Temporal.TLSConfig is what its clients dial
+	// with. UI cannot be had with it.
+	TemporalTLS bool
 }
 
 // Stack is a running set of all three components.
 type Stack struct {
 	// Temporal is where Temporal answers: the dev server, or with
-	// Options.TemporalOnPostgres the address and namespace of TemporalServer.
+	// Options.TemporalOnPostgres the address and namespace of TemporalServer; with
+	// Options.TemporalTLS its TLS files and TLSConfig are what clients dial with.
 	Temporal *Temporal
 	NATS     *NATS
 	S3       *S3
@@ -93,6 +100,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			Namespace: opts.Namespace,
 			Port:      opts.TemporalPort,
 			UIPort:    opts.TemporalUIPort,
+			TLS:       opts.TemporalTLS,
 		})
 		temporalDone <- temporalResult{t, err}
 	}()
@@ -134,12 +142,13 @@ func (s *Stack) startTemporalOnPostgres(ctx context.Context, opts Options) (*Tem
 		Postgres:  pg,
 		Namespace: opts.Namespace,
 		Port:      opts.TemporalPort,
+		TLS:       opts.TemporalTLS,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.TemporalServer = ts
-	return &Temporal{Address: ts.Address, Namespace: ts.Namespace}, nil
+	return &Temporal{Address: ts.Address, Namespace: ts.Namespace, TLS: ts.TLS, tlsConfig: ts.tlsConfig, ports: ts.ports}, nil
 }
 
 // Close stops the components in the reverse order of their dependencies:
@@ -164,15 +173,15 @@ func (s *Stack) Close() error {
 	return errors.Join(errs...)
 }
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1. Another process
-// can take it before our server binds it; callers retry once on that.
+// freePort returns a free TCP port on 127.0.0.1 from below the kernel's ephemeral
+// range (package freeport says why). Another process can still take it before our
+// server binds it; callers retry once on that.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	if err != nil {
-		return 0, fmt.Errorf("devstack: free port: %w", err)
+		return 0, fmt.Errorf("devstack: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // portOr returns port, or a free port when it is 0.

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,10 +65,18 @@ type TemporalOptions struct {
 	Namespace string
 	// Port is the frontend gRPC port and UIPort the Web UI port; 0 picks a free port.
 	Port, UIPort int
+	// TLS requires mutual TLS of every client, with a CA, server and client
+	// certificates made for this installation in Dir/tls on first start: a process
+	// without the client certificate (Temporal.TLS) cannot connect. The dev server has
+	// no TLS, so this runs the Temporal server (temporal_sqlite.go) on the same SQLite
+	// file instead: a database either made keeps its workflows under the other. UI is
+	// refused with TLS: the Web UI is part of the dev server only.
+	TLS bool
 }
 
-// Temporal is a running Temporal dev server (`temporal server start-dev`)
-// backed by SQLite.
+// Temporal is a running Temporal dev server (`temporal server start-dev`) backed by
+// SQLite, or with TemporalOptions.TLS the Temporal server on the same SQLite file,
+// requiring mutual TLS of its clients.
 type Temporal struct {
 	// Address is the frontend gRPC address, host:port.
 	Address string
@@ -75,12 +84,30 @@ type Temporal struct {
 	UIAddress string
 	// Namespace is the namespace created at start.
 	Namespace string
+	// TLS are the files a client needs with TemporalOptions.TLS (or
+	// TemporalServerOptions.TLS): the CA, the client certificate and its key; nil
+	// without TLS. TLSConfig is the same, loaded.
+	TLS *TemporalTLSFiles
 
-	proc *process
+	tlsConfig *tls.Config
+	proc      *process
+	// ports are the Temporal server's with TLS; zero for the dev server.
+	ports temporalServerPorts
 }
 
-// StartTemporal builds (once) and starts the Temporal dev server and waits
-// until its namespace is usable and has the custom search attributes.
+// TLSConfig is the client's TLS configuration (client certificate, the
+// installation's CA) with TLS, a copy of its own for each caller; nil without. Every
+// client of the server passes it as client.ConnectionOptions.TLS.
+func (t *Temporal) TLSConfig() *tls.Config {
+	if t.tlsConfig == nil {
+		return nil
+	}
+	return t.tlsConfig.Clone()
+}
+
+// StartTemporal builds (once) and starts the Temporal dev server (with opts.TLS the
+// Temporal server, startTemporalSQLite) and waits until its namespace is usable and has
+// the custom search attributes.
 func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
 	dir, err := mkdir(opts.Dir)
 	if err != nil {
@@ -88,6 +115,9 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
+	}
+	if opts.TLS {
+		return startTemporalSQLite(ctx, dir, opts)
 	}
 	bin, err := tools.Ensure(ctx, "temporal")
 	if err != nil {
@@ -123,7 +153,7 @@ func startTemporal(ctx context.Context, bin, dir string, opts TemporalOptions) (
 		"--sqlite-pragma", "journal_mode=wal",
 		"--sqlite-pragma", "synchronous=normal",
 		// Deleting a just-closed workflow waits until the transfer queue's ack level
-		// passes its close task; the default 30s update interval makes `dlc delete`
+		// passes its close task; the default 30s update interval makes `dlc job delete`
 		// (and `dlc run` replacing a finished job) wait that long on the dev server.
 		"--dynamic-config-value", `history.transferProcessorUpdateAckInterval="1s"`,
 	}
@@ -190,18 +220,14 @@ func (t *Temporal) ready(ctx context.Context) error {
 // custom search attributes, and waits until it accepts calls, so that each
 // test can work in a namespace of its own.
 func (t *Temporal) CreateNamespace(ctx context.Context, namespace string) error {
-	return registerNamespace(ctx, t.Address, namespace, 24*time.Hour)
+	return registerNamespace(ctx, t.Address, t.tlsConfig, namespace, 24*time.Hour)
 }
 
 // registerNamespace registers namespace on the frontend at address (if it does not
 // exist yet) with retention and the custom search attributes, and waits until it
 // answers.
-func registerNamespace(ctx context.Context, address, namespace string, retention time.Duration) error {
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  address,
-		Namespace: namespace,
-		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-	})
+func registerNamespace(ctx context.Context, address string, tlsConfig *tls.Config, namespace string, retention time.Duration) error {
+	c, err := dialTemporal(ctx, address, tlsConfig, namespace)
 	if err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,10 @@ type TemporalServerOptions struct {
 	// Port is the frontend gRPC port; 0 picks a free one. The other services' ports are
 	// always picked free.
 	Port int
+	// TLS serves the frontend (gRPC and HTTP) and the services among themselves over
+	// mutual TLS with a CA made for this server in Dir/tls (temporalTLS): a client
+	// without the client certificate (TemporalServer.TLS) cannot connect.
+	TLS bool
 }
 
 // TemporalServer is the Temporal server (go.temporal.io/server's cmd/server, every
@@ -65,8 +70,12 @@ type TemporalServer struct {
 	Version string
 	// SchemaSetup is how long creating and migrating the databases took.
 	SchemaSetup time.Duration
+	// TLS are the client's files with TemporalServerOptions.TLS; nil without.
+	TLS *TemporalTLSFiles
 
-	proc *process
+	tlsConfig *tls.Config
+	proc      *process
+	ports     temporalServerPorts
 }
 
 // StartTemporalServer builds (once) the server and its SQL tool, creates and migrates
@@ -110,11 +119,20 @@ func StartTemporalServer(ctx context.Context, opts TemporalServerOptions) (*Temp
 	}
 	setup := time.Since(start)
 
+	var tlsFiles *temporalServerTLS
+	if opts.TLS {
+		srv, cli, err := temporalTLS(filepath.Join(dir, "tls"))
+		if err != nil {
+			return nil, err
+		}
+		tlsFiles = &temporalServerTLS{Server: srv, Client: cli}
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, temporalServerReadyTimeout)
 	defer cancel()
-	t, err := startTemporalServer(ctx, server, dir, opts)
-	if t != nil && t.proc.AddrInUse() {
-		t, err = startTemporalServer(ctx, server, dir, opts) // a picked port was taken: new ones
+	t, err := startTemporalServer(ctx, server, dir, opts, tlsFiles)
+	if t != nil && t.proc != nil && t.proc.AddrInUse() {
+		t, err = startTemporalServer(ctx, server, dir, opts, tlsFiles) // a picked port was taken: new ones
 	}
 	if err != nil {
 		return nil, err
@@ -174,22 +192,23 @@ type temporalServerPorts struct {
 
 // startTemporalServer makes one attempt. On failure it returns the stopped server too,
 // so the caller can look at why it failed.
-func startTemporalServer(ctx context.Context, bin, dir string, opts TemporalServerOptions) (*TemporalServer, error) {
-	var ports temporalServerPorts
-	var err error
-	if ports.Frontend, err = portOr(opts.Port); err != nil {
+func startTemporalServer(ctx context.Context, bin, dir string, opts TemporalServerOptions, tlsFiles *temporalServerTLS) (*TemporalServer, error) {
+	ports, err := pickTemporalServerPorts(opts.Port)
+	if err != nil {
 		return nil, err
 	}
-	for _, p := range []*int{&ports.FrontendHTTP, &ports.FrontendMembership, &ports.History, &ports.HistoryMembership,
-		&ports.Matching, &ports.MatchingMembership, &ports.Worker, &ports.WorkerMembership} {
-		if *p, err = smallFreePort(); err != nil {
+	params := temporalServerParams{PG: opts.Postgres, Shards: opts.HistoryShards, Ports: ports, TLS: tlsFiles}
+	if err := writeTemporalServerConfig(filepath.Join(dir, "config"), params, temporalServerDynamicConfig); err != nil {
+		return nil, err
+	}
+	t := &TemporalServer{Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Frontend)), Namespace: opts.Namespace, ports: ports}
+	if tlsFiles != nil {
+		files := tlsFiles.Client
+		t.TLS = &files
+		if t.tlsConfig, err = files.ClientConfig(); err != nil {
 			return nil, err
 		}
 	}
-	if err := writeTemporalServerConfig(filepath.Join(dir, "config"), opts, ports); err != nil {
-		return nil, err
-	}
-	t := &TemporalServer{Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Frontend)), Namespace: opts.Namespace}
 	args := []string{"--root", dir, "--config", "config", "--env", "development", "--allow-no-auth", "start"}
 	t.proc, err = startPrivate("temporal-server", bin, args, filepath.Join(dir, "temporal-server.log"), childEnv("TEMPORAL_"))
 	if err != nil {
@@ -198,7 +217,7 @@ func startTemporalServer(ctx context.Context, bin, dir string, opts TemporalServ
 	if err := t.proc.Poll(ctx, t.healthy); err != nil {
 		return t, errors.Join(err, t.Close())
 	}
-	if err := registerNamespace(ctx, t.Address, opts.Namespace, opts.Retention); err != nil {
+	if err := registerNamespace(ctx, t.Address, t.tlsConfig, opts.Namespace, opts.Retention); err != nil {
 		return t, errors.Join(err, t.Close())
 	}
 	if err := t.proc.Poll(ctx, t.ready); err != nil {
@@ -225,7 +244,12 @@ func smallFreePort() (int, error) {
 
 // healthy checks that the frontend answers.
 func (t *TemporalServer) healthy(ctx context.Context) error {
-	c, err := t.dial(ctx, "temporal-system")
+	return checkHealth(ctx, t.Address, t.tlsConfig)
+}
+
+// checkHealth checks that the frontend at address answers.
+func checkHealth(ctx context.Context, address string, tlsConfig *tls.Config) error {
+	c, err := dialTemporal(ctx, address, tlsConfig, "temporal-system")
 	if err != nil {
 		return err
 	}
@@ -238,22 +262,40 @@ func (t *TemporalServer) healthy(ctx context.Context) error {
 // cache refreshes every few seconds) and a visibility query by a custom search
 // attribute answers.
 func (t *TemporalServer) ready(ctx context.Context) error {
-	c, err := t.dial(ctx, t.Namespace)
+	return visibilityReady(ctx, t.Address, t.tlsConfig, t.Namespace)
+}
+
+// visibilityReady checks that a visibility query by a custom search attribute answers
+// in namespace.
+func visibilityReady(ctx context.Context, address string, tlsConfig *tls.Config, namespace string) error {
+	c, err := dialTemporal(ctx, address, tlsConfig, namespace)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_, err = c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace: t.Namespace, PageSize: 1, Query: SearchAttrWorkspace + " = 'ready-check'",
+		Namespace: namespace, PageSize: 1, Query: SearchAttrWorkspace + " = 'ready-check'",
 	})
 	return err
 }
 
-func (t *TemporalServer) dial(ctx context.Context, namespace string) (client.Client, error) {
+// dialTemporal connects to the frontend at address, over mutual TLS with tlsConfig
+// when it is not nil.
+func dialTemporal(ctx context.Context, address string, tlsConfig *tls.Config, namespace string) (client.Client, error) {
 	return client.DialContext(ctx, client.Options{
-		HostPort: t.Address, Namespace: namespace,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		HostPort: address, Namespace: namespace,
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig},
 	})
+}
+
+// TLSConfig is the client's TLS configuration for the server with TLS
+// (TemporalServerOptions.TLS), a copy of its own; nil without.
+func (t *TemporalServer) TLSConfig() *tls.Config {
+	if t.tlsConfig == nil {
+		return nil
+	}
+	return t.tlsConfig.Clone()
 }
 
 // Pid is the server process's id.
@@ -271,32 +313,62 @@ func (t *TemporalServer) Close() error {
 	return t.proc.Stop()
 }
 
+// temporalServerParams fill temporalServerConfig: PG, or SQLiteFile for the SQLite
+// store (schema set up by the server when the file is new, as the dev server's); TLS
+// for mutual TLS everywhere.
+type temporalServerParams struct {
+	PG            *Postgres
+	SQLiteFile    string
+	Shards        int
+	Ports         temporalServerPorts
+	DynamicConfig string
+	TLS           *temporalServerTLS
+}
+
+// temporalServerTLS are a server's files of mutual TLS: its own certificate, and the
+// client certificate its system worker presents to its frontend.
+type temporalServerTLS struct{ Server, Client TemporalTLSFiles }
+
 // writeTemporalServerConfig writes the server's static configuration
 // (dir/development.yaml) and its dynamic configuration (dir/dynamicconfig.yaml).
-func writeTemporalServerConfig(dir string, opts TemporalServerOptions, ports temporalServerPorts) error {
+func writeTemporalServerConfig(dir string, p temporalServerParams, dynamic string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
+	p.DynamicConfig = filepath.Join(dir, "dynamicconfig.yaml")
 	var b strings.Builder
-	err := temporalServerConfig.Execute(&b, map[string]any{
-		"PG": opts.Postgres, "Shards": opts.HistoryShards, "Ports": ports,
-		"DynamicConfig": filepath.Join(dir, "dynamicconfig.yaml"),
-	})
-	if err != nil {
+	if err := temporalServerConfig.Execute(&b, p); err != nil {
 		return fmt.Errorf("devstack: temporal server config: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "development.yaml"), []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "dynamicconfig.yaml"), []byte(temporalServerDynamicConfig), 0o600); err != nil {
+	if err := os.WriteFile(p.DynamicConfig, []byte(dynamic), 0o600); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
 	return nil
 }
 
+// pickTemporalServerPorts picks the frontend's port (frontend, or free when 0) and
+// free ports for the rest.
+func pickTemporalServerPorts(frontend int) (temporalServerPorts, error) {
+	var ports temporalServerPorts
+	var err error
+	if ports.Frontend, err = portOr(frontend); err != nil {
+		return ports, err
+	}
+	for _, p := range []*int{&ports.FrontendHTTP, &ports.FrontendMembership, &ports.History, &ports.HistoryMembership,
+		&ports.Matching, &ports.MatchingMembership, &ports.Worker, &ports.WorkerMembership} {
+		if *p, err = smallFreePort(); err != nil {
+			return ports, err
+		}
+	}
+	return ports, nil
+}
+
 // temporalServerDynamicConfig: deleting a just-closed workflow waits until the transfer
 // queue's ack level passes its close task; the default 30 s update interval would make
-// `dlc delete` wait that long (as on the dev server, temporal.go). Every job listing and
+// `dlc job delete` wait that long (as on the dev server, temporal.go). Every job listing and
 // search of the API is a visibility query, which the frontend limits to 10 a second per
 // namespace by default: 8 listings at a time throttle each other into 10-second
 // timeouts (docs/production.md); the dev server raises it to 100, and so does this.
@@ -313,6 +385,7 @@ var temporalServerConfig = template.Must(template.New("temporal").Parse(`log:
   level: warn
 
 persistence:
+{{- if .PG}}
   defaultStore: default
   visibilityStore: visibility
   numHistoryShards: {{.Shards}}
@@ -337,11 +410,58 @@ persistence:
         maxConns: 10
         maxIdleConns: 10
         maxConnLifetime: 1h
+{{- else}}
+  defaultStore: sqlite-default
+  visibilityStore: sqlite-default
+  numHistoryShards: {{.Shards}}
+  datastores:
+    sqlite-default:
+      sql:
+        pluginName: sqlite
+        databaseName: {{printf "%q" .SQLiteFile}}
+        connectAddr: localhost
+        connectProtocol: tcp
+        connectAttributes:
+          mode: rwc
+          setup: "true"
+          journal_mode: wal
+          synchronous: normal
+        maxConns: 1
+        maxIdleConns: 1
+        maxConnLifetime: 1h
+{{- end}}
 
 global:
   membership:
     maxJoinDuration: 30s
     broadcastAddress: 127.0.0.1
+{{- with .TLS}}
+  tls:
+    internode:
+      server:
+        certFile: {{printf "%q" .Server.CertFile}}
+        keyFile: {{printf "%q" .Server.KeyFile}}
+        requireClientAuth: true
+        clientCaFiles: [{{printf "%q" .Server.CAFile}}]
+      client:
+        serverName: {{.Server.ServerName}}
+        rootCaFiles: [{{printf "%q" .Server.CAFile}}]
+    frontend:
+      server:
+        certFile: {{printf "%q" .Server.CertFile}}
+        keyFile: {{printf "%q" .Server.KeyFile}}
+        requireClientAuth: true
+        clientCaFiles: [{{printf "%q" .Server.CAFile}}]
+      client:
+        serverName: {{.Server.ServerName}}
+        rootCaFiles: [{{printf "%q" .Server.CAFile}}]
+    systemWorker:
+      certFile: {{printf "%q" .Client.CertFile}}
+      keyFile: {{printf "%q" .Client.KeyFile}}
+      client:
+        serverName: {{.Client.ServerName}}
+        rootCaFiles: [{{printf "%q" .Client.CAFile}}]
+{{- end}}
 
 services:
   frontend:

@@ -1,5 +1,6 @@
 // Package embedded runs the whole of OpenDLC in one process on loopback: the Temporal dev
-// server, NATS JetStream and an S3 gateway (package devstack), and on them one app
+// server (or, with Config.TemporalTLS, the Temporal server requiring mutual TLS), NATS
+// JetStream and an S3 gateway (package devstack), and on them one app
 // process with every part switched on — a worker with the local backend (or the
 // kubernetes one), the notification and trigger dispatchers, and the HTTP API. `dlc up`
 // and `dlc run` use it, and so do the integration tests.
@@ -116,6 +117,13 @@ type Config struct {
 	// TemporalOnPostgres runs the Temporal server on PostgreSQL instead of the dev
 	// server (devstack.Options.TemporalOnPostgres); the benchmarks at scale use it.
 	TemporalOnPostgres bool
+	// TemporalTLS requires mutual TLS of every client of Temporal
+	// (devstack.Options.TemporalTLS), with a CA, server and client certificates made
+	// for this state directory in Dir/temporal/tls (Dir/temporal-server/tls with
+	// TemporalOnPostgres): the stack's own processes get the client certificate
+	// (AppConfig), and a process without it cannot connect. `dlc up` turns it on. UI
+	// cannot be had with it (the Web UI is the dev server's, which has no TLS).
+	TemporalTLS bool
 	// Sandbox runs the local backend's replicas in its sandbox (local.WithSandbox):
 	// each workspace's as a user of its own, with a minimal environment, no view of Dir
 	// (nor of AdminTokenFile and TLSKeyFile) and no network but their gang's loopback
@@ -220,6 +228,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		NATSTLS: cfg.NATSTLS,
 		// The production server instead of the dev server, for the scale bench.
 		TemporalOnPostgres: cfg.TemporalOnPostgres,
+		TemporalTLS:        cfg.TemporalTLS,
 		// Bucket notifications go to a subject no workspace reads, which DLC_INBOUND
 		// keeps; the trigger process routes them to the owning workspace's S3 subject.
 		EventSubject: schemas.S3RawEventSubject,
@@ -306,7 +315,7 @@ func (e *Embedded) sandboxOf(cfg Config) (*local.Sandbox, error) {
 func (e *Embedded) Sandboxed() bool { return e.sandbox != nil }
 
 // AppConfig completes cfg for a process on the stack: Temporal, NATS and S3
-// addresses, NATS credentials (the server's identity for a process with the API, else
+// addresses, Temporal's client certificate (with Config.TemporalTLS), NATS credentials (the server's identity for a process with the API, else
 // the worker's: devstack.NATSUserServer, NATSUserWorker) ahead of cfg.NATSOptions,
 // and the local backend's state directory (Dir/local), replica environment
 // (ReplicaEnv) and sandbox (Config.Sandbox), ahead of cfg.LocalOptions. Tests start
@@ -314,6 +323,7 @@ func (e *Embedded) Sandboxed() bool { return e.sandbox != nil }
 func (e *Embedded) AppConfig(cfg app.Config) app.Config {
 	cfg.TemporalAddress = e.Stack.Temporal.Address
 	cfg.Namespace = e.Stack.Temporal.Namespace
+	cfg.TemporalTLS = e.Stack.Temporal.TLSConfig()
 	cfg.NATSURL = e.Stack.NATS.URL
 	user := devstack.NATSUserWorker
 	if cfg.API != nil {

@@ -3,6 +3,7 @@ package frameworks
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -89,17 +90,51 @@ func failed(r *schemas.ReplicaStatus) bool {
 	return r.Phase == schemas.ReplicaFailed || r.Phase == schemas.ReplicaStopped
 }
 
-// firstFailure returns the failed replica that finished first (the likeliest cause of
-// the others), or nil. The choice does not depend on the order of reps.
+// peerFailureWindow is how close to the first failure a replica's failure counts as
+// the same event (see firstFailure).
+const peerFailureWindow = 2 * time.Second
+
+// firstFailure returns the failed replica that is the likeliest cause of the others, or
+// nil: the one that finished first, except that a replica ended from outside (killed by
+// a signal, out of memory, evicted, preempted, its node lost, its pod deleted) within
+// peerFailureWindow of it is preferred to one that merely exited with an error. When a
+// replica is killed, its peers see their connections reset at once and exit with an
+// error themselves, often before the killed replica's own end is recorded (its
+// supervisor or kubelet reports it a moment later on a busy node): the first recorded
+// failure is then a symptom. The choice does not depend on the order of reps.
 func firstFailure(reps []schemas.ReplicaStatus) *schemas.ReplicaStatus {
-	var first *schemas.ReplicaStatus
+	var first, external *schemas.ReplicaStatus
 	for i := range reps {
 		r := &reps[i]
 		if failed(r) && (first == nil || finishedBefore(r, first)) {
 			first = r
 		}
 	}
+	if first == nil || first.FinishTime == nil || endedFromOutside(first.Reason) {
+		return first
+	}
+	for i := range reps {
+		r := &reps[i]
+		if r.Phase == schemas.ReplicaFailed && endedFromOutside(r.Reason) && r.FinishTime != nil &&
+			r.FinishTime.Sub(*first.FinishTime) <= peerFailureWindow && (external == nil || finishedBefore(r, external)) {
+			external = r
+		}
+	}
+	if external != nil {
+		return external
+	}
 	return first
+}
+
+// endedFromOutside: the replica did not end by itself but was ended (a signal, the
+// kernel's OOM killer, an eviction or preemption, its node or pod gone).
+func endedFromOutside(class schemas.FailureClass) bool {
+	switch class {
+	case schemas.FailureSignal, schemas.FailureOOMKilled, schemas.FailureEvicted, schemas.FailurePreempted,
+		schemas.FailureNodeLost, schemas.FailurePodDeleted:
+		return true
+	}
+	return false
 }
 
 // finishedBefore orders replicas by finish time (unknown last), then role and index, so

@@ -187,3 +187,44 @@ func TestOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A replica killed from outside is the cause, not its peer that exited with an error a
+// moment earlier on the record (its connection reset at the kill); further apart, or
+// when the first failure is itself external, the first failure stays the cause.
+func TestFirstFailurePrefersAKilledReplica(t *testing.T) {
+	at := func(role string, index int, class schemas.FailureClass, ms int) schemas.ReplicaStatus {
+		r := st(role, index, fail, 0)
+		fin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+		r.FinishTime, r.Reason = &fin, class
+		return r
+	}
+	for name, tc := range map[string]struct {
+		reps []schemas.ReplicaStatus
+		want string
+	}{
+		"peer's error recorded first, the kill 200 ms later": {
+			reps: []schemas.ReplicaStatus{at("worker", 0, schemas.FailureError, 0), at("worker", 1, schemas.FailureSignal, 200)}, want: "j-worker-1-a1",
+		},
+		"the OOM kill 1.5 s later": {
+			reps: []schemas.ReplicaStatus{at("worker", 0, schemas.FailureError, 0), at("worker", 1, schemas.FailureOOMKilled, 1500)}, want: "j-worker-1-a1",
+		},
+		"the kill 5 s later: a separate event": {
+			reps: []schemas.ReplicaStatus{at("worker", 0, schemas.FailureError, 0), at("worker", 1, schemas.FailureSignal, 5000)}, want: "j-worker-0-a1",
+		},
+		"two errors: the first": {
+			reps: []schemas.ReplicaStatus{at("worker", 1, schemas.FailureError, 100), at("worker", 0, schemas.FailureError, 300)}, want: "j-worker-1-a1",
+		},
+		"two kills: the first": {
+			reps: []schemas.ReplicaStatus{at("worker", 0, schemas.FailureError, 0), at("worker", 2, schemas.FailureSignal, 400), at("worker", 1, schemas.FailureNodeLost, 300)}, want: "j-worker-1-a1",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := firstFailure(tc.reps); got == nil || got.Name != tc.want {
+				t.Errorf("firstFailure = %v, want %s", got, tc.want)
+			}
+			if phase, by := Outcome(schemas.FrameworkPyTorch, tc.reps); phase != schemas.JobFailed || by != tc.want {
+				t.Errorf("Outcome = %s by %s, want Failed by %s", phase, by, tc.want)
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/opendlc/opendlc/internal/freeport"
 	"github.com/opendlc/opendlc/internal/tools"
 )
 
@@ -582,8 +583,9 @@ func httpReady(client *http.Client, url string) func(context.Context) error {
 	}
 }
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1. Another process
-// can take it before our component binds it; launch retries once on that.
+// freePort returns a free TCP port on 127.0.0.1 from below the kernel's ephemeral range
+// (package freeport says why). Another process can still take it before our component
+// binds it; launch retries once on that.
 func freePort() (int, error) {
 	ports, err := freePorts(1)
 	if err != nil {
@@ -592,17 +594,11 @@ func freePort() (int, error) {
 	return ports[0], nil
 }
 
-// freePorts returns n distinct free ports, holding each open until all are
-// found so the kernel cannot hand out the same one twice.
+// freePorts returns n distinct free ports, as freePort.
 func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kubestack: free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Take(n)
+	if err != nil {
+		return nil, fmt.Errorf("kubestack: %w", err)
 	}
 	return ports, nil
 }

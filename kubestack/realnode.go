@@ -26,14 +26,17 @@ package kubestack
 //   - images: nothing can be pulled from outside the machine. Options.Images are
 //     docker-archive tarballs (package images) imported into every node's containerd
 //     before its kubelet starts; the sandbox image is images.Pause. A pod's image can
-//     also come from a registry on the machine (RegistryHosts).
+//     also come from a registry on the machine (StartRegistry). Each node's containerd
+//     root (its images, unpacked) is kept between clusters, so that a warm start imports
+//     nothing: see realnode_store.go for what keeps that safe.
 //   - identities: each kubelet is system:node:<name> (the Node authorizer applies); it
 //     serves only clients with a certificate of the cluster CA (the API server's, for
 //     logs and exec).
 //
 // Everything a real node leaves on the machine is removed by Close, and by the next
 // Start after a crash (cleanupRealNodes): its processes, the pods' containers and
-// mounts, their network namespaces, the bridge and the cgroups. Only one cluster with
+// mounts, their network namespaces, the bridge and the cgroups; only the kept image
+// stores stay, and the next Start removes one its cluster did not close cleanly. Only one cluster with
 // real nodes runs on a machine at a time (a lock under /run).
 
 import (
@@ -104,6 +107,10 @@ type realNode struct {
 	cgroupRoot    string
 	containerd    *process
 	kubelet       *process
+	// storeKept says the node's containerd found its store as the last cluster left
+	// it; imported is how many image tarballs it had to import (realnode_store.go).
+	storeKept bool
+	imported  int
 }
 
 // realNodeBinaries are the components only real nodes need.
@@ -183,14 +190,16 @@ func (c *Cluster) lockRealNodes(ctx context.Context) error {
 	}
 	record := filepath.Join(realNodeLockDir, "dir")
 	if prev, err := os.ReadFile(record); err == nil {
-		if err := cleanupRealNodes(strings.TrimSpace(string(prev))); err != nil {
+		// The cluster's directory, then (since the stores were kept) the nodes' stores.
+		dirs := append(strings.Fields(string(prev)), "")
+		if err := cleanupRealNodes(dirs[0], dirs[1]); err != nil {
 			unlock()
 			return fmt.Errorf("kubestack: cleaning up after the last cluster with real nodes: %w", err)
 		}
 	}
 	// A bridge without a record (the record was removed by hand) goes too.
 	_ = exec.Command("ip", "link", "del", RealBridge).Run()
-	if err := os.WriteFile(record, []byte(c.realNodesDir()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(record, []byte(c.realNodesDir()+"\n"+RealNodeStoreDir()+"\n"), 0o600); err != nil {
 		unlock()
 		return fmt.Errorf("kubestack: %w", err)
 	}
@@ -301,6 +310,11 @@ func (c *Cluster) startRealNode(ctx context.Context, i int, bins realNodeBinarie
 		}
 	}
 	n.sock = filepath.Join(n.dir, "containerd", "containerd.sock")
+	var err error
+	n.storeKept, err = n.openStore()
+	if err != nil {
+		return nil, err
+	}
 	if err := n.writeContainerdConfig(bins.pause.Ref); err != nil {
 		return nil, err
 	}
@@ -310,7 +324,6 @@ func (c *Cluster) startRealNode(ctx context.Context, i int, bins realNodeBinarie
 	if err := n.writeUnreachableRegistries(); err != nil {
 		return nil, err
 	}
-	var err error
 	n.containerd, err = startProcess(n.name+"-containerd", "containerd",
 		[]string{"--config", filepath.Join(n.dir, "containerd.toml")}, c.logPath(n.name+"-containerd"))
 	if err != nil {
@@ -322,25 +335,18 @@ func (c *Cluster) startRealNode(ctx context.Context, i int, bins realNodeBinarie
 	}); err != nil {
 		return n, fmt.Errorf("kubestack: %s: containerd did not start (see %s): %w", n.name, c.logPath(n.name+"-containerd"), err)
 	}
-	for _, img := range imgs {
-		if err := n.importImage(ctx, img); err != nil {
-			return n, err
-		}
+	t0 := time.Now()
+	n.imported, err = n.importImages(ctx, imgs)
+	if err != nil {
+		return n, err
 	}
+	// What the store saved, in <Dir>/real-node-N-store.log.
+	_ = writeFile(c.logPath(n.name+"-store"), fmt.Sprintf("store %s (kept %t): %d of %d image tarballs imported in %s\n",
+		n.storeDir(), n.storeKept, n.imported, len(imgs), time.Since(t0).Round(time.Millisecond)))
 	if err := c.startKubelet(ctx, n, bins.kubelet); err != nil {
 		return n, err
 	}
 	return n, nil
-}
-
-// importImage imports a docker-archive tarball into the node's containerd, in the
-// namespace the CRI uses.
-func (n *realNode) importImage(ctx context.Context, tarPath string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "-n", "k8s.io", "images", "import", "--no-unpack=false", tarPath).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kubestack: %s: import %s: %w: %s", n.name, tarPath, err, out)
-	}
-	return nil
 }
 
 // writeContainerdConfig writes the node's containerd configuration: everything under
@@ -381,7 +387,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     max_conf_num = 1
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %[8]q
-`, filepath.Join(d, "root"), filepath.Join(d, "state"), n.sock, n.sock+".ttrpc",
+`, n.storeRoot(), filepath.Join(d, "state"), n.sock, n.sock+".ttrpc",
 		filepath.Join(d, "opt"), sandboxImage, filepath.Join(n.dir, "cni"), filepath.Join(n.dir, "certs.d"))
 	return writeFile(filepath.Join(n.dir, "containerd.toml"), conf)
 }
@@ -587,12 +593,20 @@ func (c *Cluster) stopRealNodes() error {
 			errs = append(errs, n.kubelet.Stop())
 		}
 	}
-	for _, n := range c.realNodes {
-		if n.containerd != nil {
-			errs = append(errs, n.containerd.Stop())
-		}
+	// Each containerd removes its containers and stops; its store is marked clean for
+	// the next cluster only if all of that went well (realnode_store.go).
+	stopErrs := make([]error, len(c.realNodes))
+	var wg sync.WaitGroup
+	for i, n := range c.realNodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			stopErrs[i] = n.closeStore(ctx)
+		})
 	}
-	errs = append(errs, cleanupRealNodes(c.realNodesDir()))
+	wg.Wait()
+	errs = append(errs, stopErrs...)
+	errs = append(errs, cleanupRealNodes(c.realNodesDir(), RealNodeStoreDir()))
 	c.unlockRealNodes()
 	c.unlockRealNodes = nil
 	return errors.Join(errs...)
@@ -601,14 +615,19 @@ func (c *Cluster) stopRealNodes() error {
 // cleanupRealNodes removes what the real nodes under dir left on the machine: every
 // process whose command line names dir (containerd, its shims, kubelets, CoreDNS) and
 // the containers' processes in the nodes' cgroups, every mount under dir (the pods'
-// volumes, rootfs and network namespaces), the nodes' cgroups, and the bridge.
-func cleanupRealNodes(dir string) error {
+// volumes, rootfs and network namespaces) and under the nodes' kept stores (store,
+// where the pods' /dev/shm are; empty: none), the nodes' cgroups, and the bridge. A
+// store left unmarked is removed by the next Start (realnode_store.go).
+func cleanupRealNodes(dir, store string) error {
 	if dir == "" || dir == "/" {
 		return nil
 	}
 	var errs []error
 	killUnder(dir)
 	errs = append(errs, unmountUnder(dir))
+	if store != "" && store != "/" {
+		errs = append(errs, unmountUnder(store))
+	}
 	errs = append(errs, removeCgroups())
 	if exec.Command("ip", "link", "show", RealBridge).Run() == nil {
 		if out, err := exec.Command("ip", "link", "del", RealBridge).CombinedOutput(); err != nil {

@@ -2,7 +2,7 @@
 // stream has dropped them.
 //
 // When a job ends, the ArchiveLogs activity writes one object per replica (role and
-// index, as `dlc logs --replica` names it) under the job's workspace's storage location:
+// index, as `dlc job logs --replica` names it) under the job's workspace's storage location:
 //
 //	<location>logs/<job>/<uid>/<role>-<index>.log.gz
 //
@@ -10,7 +10,7 @@
 // the stream held them. The API reads a finished job's logs back from there (Read), in
 // the same format as from the stream. Sweep deletes archives older than a retention
 // (versitygw does not implement S3 lifecycle rules, so the control plane expires them
-// itself); Delete removes one job's archive (`dlc delete --purge`).
+// itself); Delete removes one job's archive (`dlc job delete --purge`).
 package logarchive
 
 import (

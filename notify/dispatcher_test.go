@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -139,7 +140,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 
 	const subject = "dlc.a.notify.deadletter"
 	var msgs []*jetstream.RawStreamMsg
-	waitFor(t, "2 dead letters", func() bool { msgs = e.notifyMsgs(subject); return len(msgs) == 2 })
+	testutil.Eventually(t, notifyWait, "2 dead letters", func() bool { msgs = e.notifyMsgs(subject); return len(msgs) == 2 })
 	t.Logf("2 events dead-lettered after 3 attempts each in %v", time.Since(start).Round(time.Millisecond))
 	e.waitProcessed("a")
 
@@ -198,7 +199,7 @@ func TestSubjectForwarding(t *testing.T) {
 	p2 := e.phase("a", "j2", 1, schemas.JobFailed, nil)
 
 	var stored []*jetstream.RawStreamMsg
-	waitFor(t, "2 forwarded events stored", func() bool { stored = e.notifyMsgs("dlc.a.notify.cv"); return len(stored) == 2 })
+	testutil.Eventually(t, notifyWait, "2 forwarded events stored", func() bool { stored = e.notifyMsgs("dlc.a.notify.cv"); return len(stored) == 2 })
 	var gotStored []string
 	for _, m := range stored {
 		gotStored = append(gotStored, m.Header.Get(jetstream.MsgIDHeader)+" "+string(m.Data))
@@ -329,7 +330,7 @@ func TestCrashMidDeliveryRedeliversInOrder(t *testing.T) {
 	d1 := e.start()
 	e.put(d1, webhookRule("a", "all", rc.url()))
 	want := e.running("a", "j", 1, 5)
-	waitFor(t, "event 3 in flight", inFlight.Load)
+	testutil.Eventually(t, notifyWait, "event 3 in flight", inFlight.Load)
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel() // give up at once: like a crash, deliveries under way are abandoned
 	if err := d1.Close(ctx); err == nil {
@@ -375,7 +376,7 @@ func TestRuleChangesApplyLive(t *testing.T) {
 	if err := e.store.Delete(e.ctx, "a", "r"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "workspace a's consumer deleted", func() bool {
+	testutil.Eventually(t, notifyWait, "workspace a's consumer deleted", func() bool {
 		_, err := e.consumer("a")
 		return errors.Is(err, jetstream.ErrConsumerNotFound)
 	})
@@ -403,7 +404,7 @@ func TestRuleFixDuringBackoffRetriesAtOnce(t *testing.T) {
 	}
 	e.put(d, webhookRule("a", "r", broken.url(), slow))
 	p := e.phase("a", "j", 1, schemas.JobFailed, nil)
-	waitFor(t, "first attempt", func() bool { return len(broken.all()) == 1 })
+	testutil.Eventually(t, notifyWait, "first attempt", func() bool { return len(broken.all()) == 1 })
 	start := time.Now()
 	e.put(d, webhookRule("a", "r", fixed.url(), slow))
 	fixed.waitDelivered(1)
@@ -435,7 +436,7 @@ func TestSlowWorkspaceDoesNotBlockOthers(t *testing.T) {
 	for _, job := range []string{"j1", "j2", "j3"} {
 		e.phase("slow", job, 1, schemas.JobRunning, nil)
 	}
-	waitFor(t, "a hanging request", func() bool { return len(slow.all()) == 1 })
+	testutil.Eventually(t, notifyWait, "a hanging request", func() bool { return len(slow.all()) == 1 })
 	start := time.Now()
 	p := e.phase("fast", "j", 1, schemas.JobRunning, nil)
 	fast.waitDelivered(1)
@@ -469,7 +470,7 @@ func TestSecretRef(t *testing.T) {
 	p := e.phase("a", "j", 1, schemas.JobFailed, nil)
 	rc.waitDelivered(1)
 	var letters []*jetstream.RawStreamMsg
-	waitFor(t, "a dead letter", func() bool { letters = e.notifyMsgs("dlc.a.notify.deadletter"); return len(letters) == 1 })
+	testutil.Eventually(t, notifyWait, "a dead letter", func() bool { letters = e.notifyMsgs("dlc.a.notify.deadletter"); return len(letters) == 1 })
 	e.waitProcessed("a")
 
 	r := rc.all()[0]
@@ -514,7 +515,7 @@ func TestDeletedConsumerIsRecreated(t *testing.T) {
 	}
 	start := time.Now()
 	p2 := e.phase("a", "j", 2, schemas.JobFailed, nil)
-	waitFor(t, "event 2 delivered", func() bool { return slices.Contains(rc.delivered(), p2.id) })
+	testutil.Eventually(t, notifyWait, "event 2 delivered", func() bool { return slices.Contains(rc.delivered(), p2.id) })
 	t.Logf("delivered %v after the consumer was deleted", time.Since(start).Round(time.Millisecond))
 	e.waitProcessed("a")
 	got := slices.Compact(rc.delivered())

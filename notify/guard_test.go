@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -78,7 +79,7 @@ func deadLetters(e *env, ws string, n int) ([]notify.DeadLetter, [][]byte) {
 	e.t.Helper()
 	subject := "dlc." + ws + ".notify.deadletter"
 	var msgs []*jetstream.RawStreamMsg
-	waitFor(e.t, fmt.Sprintf("%d dead letters on %s", n, subject), func() bool {
+	testutil.Eventually(e.t, notifyWait, fmt.Sprintf("%d dead letters on %s", n, subject), func() bool {
 		msgs = e.notifyMsgs(subject)
 		return len(msgs) >= n
 	})

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/internal/jstest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -83,7 +83,7 @@ func (e *env) put(d *notify.Dispatcher, r *schemas.NotificationRule) {
 		e.t.Fatalf("Put %s: %v", r.Metadata.Name, err)
 	}
 	if d != nil {
-		waitFor(e.t, fmt.Sprintf("revision %d applied", rev), func() bool { return d.AppliedRevision() >= rev })
+		testutil.Eventually(e.t, notifyWait, fmt.Sprintf("revision %d applied", rev), func() bool { return d.AppliedRevision() >= rev })
 	}
 }
 
@@ -174,17 +174,17 @@ func (e *env) waitProcessed(ws string) {
 	e.mu.Lock()
 	seq := e.lastSeq[ws]
 	e.mu.Unlock()
-	var last string
-	waitFor(e.t, fmt.Sprintf("events of %s up to #%d acknowledged", ws, seq), func() bool {
+	testutil.Eventually(e.t, notifyWait, fmt.Sprintf("events of %s up to #%d acknowledged", ws, seq), func() error {
 		c, err := e.consumer(ws)
 		if err != nil {
-			last = err.Error()
-			return false
+			return err
 		}
 		info := c.CachedInfo()
-		last = fmt.Sprintf("ack floor #%d, %d pending, %d unacknowledged", info.AckFloor.Stream, info.NumPending, info.NumAckPending)
-		return info.AckFloor.Stream >= seq && info.NumAckPending == 0
-	}, func() string { return last })
+		if info.AckFloor.Stream < seq || info.NumAckPending != 0 {
+			return fmt.Errorf("ack floor #%d, %d pending, %d unacknowledged", info.AckFloor.Stream, info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
 }
 
 // consumer is workspace ws's durable consumer (its name has a random part);
@@ -237,22 +237,8 @@ func wantEqual(t *testing.T, what string, want, got any) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool, detail ...func() string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := ""
-			var msgSb212 strings.Builder
-			for _, d := range detail {
-				msgSb212.WriteString("; " + d())
-			}
-			msg += msgSb212.String()
-			t.Fatalf("timed out waiting for %s%s", what, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// notifyWait bounds the tests' waits for deliveries, acknowledgements and dead letters.
+const notifyWait = 30 * time.Second
 
 // webhookRule returns a rule of ws that posts every phase event to url, signed with
 // testSecret, retrying quickly.
@@ -361,8 +347,12 @@ func (rc *receiver) delivered() []string {
 // waitDelivered waits until n requests were answered 2xx.
 func (rc *receiver) waitDelivered(n int) {
 	rc.t.Helper()
-	waitFor(rc.t, fmt.Sprintf("%d deliveries", n), func() bool { return len(rc.delivered()) >= n },
-		func() string { return fmt.Sprintf("delivered %q", rc.delivered()) })
+	testutil.Eventually(rc.t, notifyWait, fmt.Sprintf("%d deliveries", n), func() error {
+		if got := rc.delivered(); len(got) < n {
+			return fmt.Errorf("delivered %q", got)
+		}
+		return nil
+	})
 }
 
 // testLogger writes the dispatcher's log to the test's log.

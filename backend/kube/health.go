@@ -29,8 +29,10 @@ import (
 // Node health checks and quarantine.
 //
 // A pre-flight check (CheckNodes) looks at every node a job's pods could land on: the
-// nodes its pool's node selector matches whose taints the pool and one of its roles
-// tolerate (and which have GPUs, for a role that needs them). A node is healthy when
+// nodes some role's pod, built as Launch builds it, is eligible for (eligibility.go:
+// its node selector and the pool's, its required node affinity, which keeps it off
+// the excluded nodes, and its tolerations and the pool's), and which have GPUs, for a
+// role that needs them. A node is healthy when
 // its Ready condition is True, it is schedulable, it allocates every GPU it has
 // (allocatable nvidia.com/gpu equal to capacity: fewer means GPUs were lost), and a
 // check pod run on it succeeds within the timeout.
@@ -236,16 +238,16 @@ func (b *Backend) CheckNodes(ctx context.Context, in backend.CheckNodesInput) (b
 	if err != nil {
 		return backend.CheckNodesResult{}, err
 	}
-	exclude := map[string]bool{}
-	for _, n := range in.Exclude {
-		exclude[n] = true
+	candidates, err := b.candidates(in, pool, nodes)
+	if err != nil {
+		return backend.CheckNodesResult{}, err
 	}
 	res := backend.CheckNodesResult{Nodes: []backend.NodeHealth{}}
 	verdicts := map[string]backend.NodeHealth{}
 	var toProbe []*corev1.Node
 	now := b.healthNow().UTC()
 	for _, n := range nodes {
-		if exclude[n.Name] || !b.candidate(n, &in.Job, pool) {
+		if !candidates[n.Name] {
 			continue
 		}
 		if quarantined(n) {
@@ -418,73 +420,36 @@ func (b *Backend) listNodes(ctx context.Context) ([]*corev1.Node, error) {
 	return out, nil
 }
 
-// candidate reports whether some replica of the job could run on n: n matches the
-// pool's node selector, and for at least one role its node selector, its tolerations
-// with the pool's, and its need for GPUs. Taints that say a node is unwell
-// (node.kubernetes.io/...) and the quarantine taint do not count: they are what the
-// check reports.
-func (b *Backend) candidate(n *corev1.Node, job *schemas.TrainingJob, pool schemas.Pool) bool {
-	pc := b.pools[pool]
-	if !selectorMatches(pc.NodeSelector, n.Labels) {
-		return false
+// candidates returns the names of the nodes some replica of the job could run on:
+// for at least one role, the nodes its pod, built as Launch builds it (the pool's node
+// selector and tolerations added, kept off in.Exclude by node affinity), is eligible
+// for (eligibleNodes), with GPUs when the role asks for them. Taints that say a node
+// is unwell (node.kubernetes.io/...) and the quarantine taint do not count: they are
+// what the check reports.
+func (b *Backend) candidates(in backend.CheckNodesInput, pool schemas.Pool, nodes []*corev1.Node) (map[string]bool, error) {
+	g, err := backend.BuildGang(&in.Job, backend.GangParams{Ref: in.Ref, Pool: pool, ExcludeNodes: in.Exclude})
+	if err != nil {
+		return nil, backend.InvalidSpec(err)
 	}
-	gpus := n.Status.Capacity[ResourceGPU]
-	for _, rs := range job.Spec.Roles {
-		if rs.Resources.GPU > 0 && gpus.Value() <= 0 {
-			continue
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: serviceName(in.Ref), Namespace: b.namespaceOf(in.Ref)}}
+	judged := func(t *corev1.Taint) bool { return lastingTaint(t) && t.Key != TaintQuarantined }
+	out := map[string]bool{}
+	roles := map[string]bool{}
+	for _, r := range g.Replicas {
+		if roles[r.Role] {
+			continue // a role's replicas differ in name and index only
 		}
-		if !selectorMatches(rs.NodeSelector, n.Labels) {
-			continue
-		}
-		if toleratesNode(append(tolerations(rs.Tolerations), pc.Tolerations...), n.Spec.Taints) {
-			return true
-		}
-	}
-	return false
-}
-
-func selectorMatches(sel, labels map[string]string) bool {
-	for k, v := range sel {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
+		roles[r.Role] = true
+		p := b.podFor(g, r, svc, nil, nil, gangMounts{})
+		needsGPUs := podRequests(p)[ResourceGPU]
+		for _, n := range eligibleNodes(p, nodes, judged) {
+			if gpus := n.Status.Capacity[ResourceGPU]; needsGPUs.Sign() > 0 && gpus.Sign() <= 0 {
+				continue
+			}
+			out[n.Name] = true
 		}
 	}
-	return true
-}
-
-// toleratesNode reports whether ts tolerate every taint of a node that keeps pods off
-// it (NoSchedule, NoExecute), other than those the health check itself judges.
-func toleratesNode(ts []corev1.Toleration, taints []corev1.Taint) bool {
-	for _, taint := range taints {
-		if taint.Effect == corev1.TaintEffectPreferNoSchedule || taint.Key == TaintQuarantined ||
-			strings.HasPrefix(taint.Key, "node.kubernetes.io/") {
-			continue
-		}
-		if !slices.ContainsFunc(ts, func(t corev1.Toleration) bool { return tolerates(t, taint) }) {
-			return false
-		}
-	}
-	return true
-}
-
-// tolerates is corev1.Toleration.ToleratesTaint without the alpha numeric operators.
-func tolerates(t corev1.Toleration, taint corev1.Taint) bool {
-	if t.Effect != "" && t.Effect != taint.Effect {
-		return false
-	}
-	if t.Key == "" {
-		return t.Operator == corev1.TolerationOpExists
-	}
-	if t.Key != taint.Key {
-		return false
-	}
-	switch t.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case "", corev1.TolerationOpEqual:
-		return t.Value == taint.Value
-	}
-	return false
+	return out, nil
 }
 
 // staticHealth judges a node by what it reports: Ready, schedulable, every GPU

@@ -190,9 +190,10 @@ func TestHealthCandidateNodes(t *testing.T) {
 	}
 	gpuJob := schemastest.Job("j").GPUs(8)
 	tests := map[string]struct {
-		node *corev1.Node
-		job  *schemastest.JobBuilder
-		want bool
+		node    *corev1.Node
+		job     *schemastest.JobBuilder
+		exclude []string
+		want    bool
 	}{
 		"a GPU node for a GPU job":       {node: testNode("n").obj(), job: gpuJob, want: true},
 		"a CPU node for a GPU job":       {node: testNode("n").gpus(0, 0).obj(), job: gpuJob},
@@ -210,12 +211,19 @@ func TestHealthCandidateNodes(t *testing.T) {
 		"a spot node in spot":            {node: testNode("n").label("opendlc.io/spot", "true").taint("opendlc.io/spot", "", corev1.TaintEffectNoSchedule).obj(), job: schemastest.Job("j").GPUs(8).Pool(schemas.PoolSpot), want: true},
 		"a plain node in spot":           {node: testNode("n").obj(), job: schemastest.Job("j").Pool(schemas.PoolSpot)},
 		"a tolerate-everything job role": {node: testNode("n").taint("a", "b", corev1.TaintEffectNoSchedule).obj(), job: schemastest.Job("j").Toleration(schemas.Toleration{Operator: "Exists"}), want: true},
+		"a node the affinity keeps off":  {node: testNode("n").obj(), job: gpuJob, exclude: []string{"n"}},
+		"a node the affinity allows":     {node: testNode("n").obj(), job: gpuJob, exclude: []string{"other"}, want: true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			job := tt.job.Obj()
-			if got := b.candidate(tt.node, job, job.Spec.Resources.Pool); got != tt.want {
-				t.Errorf("candidate = %v, want %v", got, tt.want)
+			in := backend.CheckNodesInput{Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *job, Exclude: tt.exclude}
+			got, err := b.candidates(in, job.Spec.Resources.Pool, []*corev1.Node{tt.node})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[tt.node.Name] != tt.want {
+				t.Errorf("candidate = %v, want %v", got[tt.node.Name], tt.want)
 			}
 		})
 	}
@@ -357,6 +365,61 @@ func TestCheckNodesQuarantinesUnhealthyNodes(t *testing.T) {
 	}
 	if left := pods(t, cs, "vision"); len(left) != 0 {
 		t.Errorf("check pods left: %v", left)
+	}
+}
+
+// The nodes a check probes and counts are those the job's pods may use, node affinity
+// included: the job's pods are kept off the excluded nodes by a required node
+// affinity (as Launch builds them), and the check goes by the same pods. Excluded
+// nodes are neither probed nor counted towards "too many failed at once": here two of
+// three failing nodes are excluded, so the one left is quarantined.
+func TestCheckNodesHonoursNodeAffinity(t *testing.T) {
+	cs := newClient(
+		testNode("a-healthy").obj(),
+		testNode("b-probe-fails").obj(),
+		testNode("c-excluded").obj(),
+		testNode("d-excluded").obj(),
+	)
+	failed := probeFailed("nvidia-smi lists 7 of the node's 8 GPUs")
+	kubelet := &fakeKubelet{outcome: map[string]corev1.PodStatus{"b-probe-fails": failed, "c-excluded": failed, "d-excluded": failed}}
+	kubelet.install(cs)
+	b := newHealthBackend(t, cs, func() time.Time { return healthT0 })
+	in := backend.CheckNodesInput{
+		Ref: backend.GangRef{Workspace: "ws", Job: "j"}, Job: *schemastest.Job("j").Workspace("ws").GPUs(8).Obj(),
+		Exclude: []string{"c-excluded", "d-excluded"}, Timeout: 5 * time.Second,
+	}
+	g, err := backend.BuildGang(&in.Job, backend.GangParams{Ref: in.Ref, ExcludeNodes: in.Exclude})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := b.podFor(g, g.Replicas[0], &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ws"}}, nil, nil, gangMounts{})
+	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil || pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Fatalf("the job's pod has no required node affinity keeping it off the excluded nodes: %+v", pod.Spec.Affinity)
+	}
+
+	res, err := b.CheckNodes(context.Background(), in)
+	if err != nil {
+		t.Fatalf("CheckNodes: %v", err)
+	}
+	want := map[string]string{"a-healthy": "healthy", "b-probe-fails": "ProbeFailed, quarantined"}
+	if diff := cmp.Diff(want, verdicts(res.Nodes)); diff != "" {
+		t.Errorf("verdicts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b-probe-fails"}, res.Quarantined); diff != "" {
+		t.Errorf("quarantined (-want +got):\n%s", diff)
+	}
+	var probed []string
+	for _, p := range kubelet.pods() {
+		probed = append(probed, p.Spec.NodeName)
+	}
+	sort.Strings(probed)
+	if diff := cmp.Diff([]string{"a-healthy", "b-probe-fails"}, probed); diff != "" {
+		t.Errorf("probed nodes (-want +got):\n%s", diff)
+	}
+	for _, name := range in.Exclude {
+		if n := getNode(t, cs, name); quarantined(n) {
+			t.Errorf("%s, kept off by the job's node affinity, was quarantined", name)
+		}
 	}
 }
 

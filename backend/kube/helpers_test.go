@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
@@ -63,7 +64,7 @@ func newBackend(t *testing.T, cs *fake.Clientset, opts ...Option) *Backend {
 	count, _ := watches.Load(cs)
 	before := count.(*atomic.Int32).Load()
 	b.cache.start()
-	eventually(t, "the informers to watch", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the informers to watch", func() bool {
 		return count.(*atomic.Int32).Load() >= before+2 && b.cache.synced()
 	})
 	return b
@@ -152,19 +153,7 @@ func setPodStatus(t *testing.T, cs *fake.Clientset, ns, name string, st corev1.P
 // waitSynced waits until b's informers have synced.
 func waitSynced(t *testing.T, b *Backend) {
 	t.Helper()
-	eventually(t, "informers to sync", func() bool { return b.cache.synced() })
-}
-
-// eventually polls cond until it holds or 10s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "informers to sync", func() bool { return b.cache.synced() })
 }
 
 var (

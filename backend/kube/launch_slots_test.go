@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // With one launch slot, a second gang creates nothing while the first is still
@@ -45,7 +47,7 @@ func TestLaunchesTakeASlot(t *testing.T) {
 
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- b.Launch(context.Background(), first) }()
-	eventually(t, "the first gang to start creating its pods", func() bool { return count("first") > 0 })
+	testutil.Eventually(t, 10*time.Second, "the first gang to start creating its pods", func() bool { return count("first") > 0 })
 
 	// No slot within the context: nothing of the second gang is created. The fake
 	// clientset holds its lock while a reactor runs, so a launch that does not wait for

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // The log followers open logs at their own rate: with a budget of 2 opens (and next to
@@ -30,9 +31,9 @@ func TestLogOpensWaitForTheirOwnRate(t *testing.T) {
 		setPodStatus(t, cs, "vision", r, runningStatus(), "node-a")
 		go func() { done <- b.FollowLogs(ctx, g.GangRef, r, 0, func(backend.LogLine) error { return nil }) }()
 	}
-	eventually(t, "two log requests", func() bool { return logs.requests() == 2 })
+	testutil.Eventually(t, 10*time.Second, "two log requests", func() bool { return logs.requests() == 2 })
 	asked := budget.refused.Load()
-	eventually(t, "the followers to ask for budget 20 times more", func() bool { return budget.refused.Load() >= asked+20 })
+	testutil.Eventually(t, 10*time.Second, "the followers to ask for budget 20 times more", func() bool { return budget.refused.Load() >= asked+20 })
 	if n := logs.requests(); n != 2 {
 		t.Errorf("%d log requests, want the 2 the rate allows", n)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -285,7 +286,7 @@ func TestFollowLogs(t *testing.T) {
 	// Running: the stream ends (the container exited) before the pod is reported
 	// finished; then it is.
 	setPodStatus(t, cs, "vision", "resnet-worker-0-a1", runningStatus(), "node-a")
-	eventually(t, "a log request", func() bool { return logs.requests() > 0 })
+	testutil.Eventually(t, 10*time.Second, "a log request", func() bool { return logs.requests() > 0 })
 	setPodStatus(t, cs, "vision", "resnet-worker-0-a1", failedStatus(1), "node-a")
 
 	lines, err := wait(t)
@@ -316,7 +317,7 @@ func TestFollowLogsUnavailable(t *testing.T) {
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", runningStatus(), "node-a")
 
 	wait := follow(b, g.GangRef, "resnet-master-0-a1", 0)
-	eventually(t, "two log requests", func() bool { return logs.requests() >= 2 })
+	testutil.Eventually(t, 10*time.Second, "two log requests", func() bool { return logs.requests() >= 2 })
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", corev1.PodStatus{Phase: corev1.PodSucceeded}, "node-a")
 	lines, err := wait(t)
 	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "1 "+backend.GapPrefix+"the log of pod vision/resnet-master-0-a1 could not be read after it finished: ") ||
@@ -350,13 +351,13 @@ func TestFollowLogsUnavailableWaitsForItsOwnPod(t *testing.T) {
 	go func() {
 		done <- b.FollowLogs(ctx, g.GangRef, "resnet-master-0-a1", 0, func(backend.LogLine) error { return nil })
 	}()
-	eventually(t, "the first log request", func() bool { return logs.requests() == 1 })
+	testutil.Eventually(t, 10*time.Second, "the first log request", func() bool { return logs.requests() == 1 })
 	for i := range 10 { // the other replicas come up and change
 		st := runningStatus()
 		st.Message = fmt.Sprint("change ", i)
 		setPodStatus(t, cs, "vision", fmt.Sprintf("resnet-worker-%d-a1", i%2), st, "node-b")
 	}
-	eventually(t, "the informer to see the last change", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the informer to see the last change", func() bool {
 		p, err := b.cache.pod(ctx, "vision", "resnet-worker-1-a1")
 		return err == nil && p != nil && p.Status.Message == "change 9"
 	})
@@ -367,7 +368,7 @@ func TestFollowLogsUnavailableWaitsForItsOwnPod(t *testing.T) {
 	restarted := runningStatus()
 	restarted.ContainerStatuses[0].RestartCount = 1
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", restarted, "node-a")
-	eventually(t, "a log request once the pod itself changed", func() bool { return logs.requests() > 1 })
+	testutil.Eventually(t, 10*time.Second, "a log request once the pod itself changed", func() bool { return logs.requests() > 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("FollowLogs = %v, want context.Canceled", err)
@@ -392,7 +393,7 @@ func TestFollowLogsOfGoneReplicas(t *testing.T) {
 	if err := b.Cleanup(context.Background(), g.GangRef); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a cleaned-up gang to be unknown", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a cleaned-up gang to be unknown", func() bool {
 		_, err := follow(b, g.GangRef, "resnet-master-0-a1", 0)(t)
 		return errors.Is(err, backend.ErrGangNotFound)
 	})

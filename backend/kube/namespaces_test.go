@@ -5,12 +5,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -70,7 +72,7 @@ func TestNamespacedMode(t *testing.T) {
 	g := gangOf(t, ddp("resnet"))
 	g.Namespace = "team-a"
 	launch(t, b, g)
-	eventually(t, "the informers of both namespaces to sync", func() bool { return b.cache.synced("team-a") && b.cache.synced("team-b") })
+	testutil.Eventually(t, 10*time.Second, "the informers of both namespaces to sync", func() bool { return b.cache.synced("team-a") && b.cache.synced("team-b") })
 	observe(t, b, g.GangRef)
 	if n := len(pods(t, cs, "team-a")); n != 3 {
 		t.Errorf("%d pods in team-a, want 3", n)

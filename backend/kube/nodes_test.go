@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -31,7 +33,7 @@ func TestObserveFailsReplicasOfALostNode(t *testing.T) {
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", corev1.PodStatus{Phase: corev1.PodRunning}, "node-a")
 	setPodStatus(t, cs, "vision", "resnet-worker-0-a1", corev1.PodStatus{Phase: corev1.PodRunning}, "node-b")
 	setPodStatus(t, cs, "vision", "resnet-worker-1-a1", corev1.PodStatus{Phase: corev1.PodRunning}, "node-b")
-	eventually(t, "every replica running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every replica running", func() bool {
 		for _, r := range observe(t, b, g.GangRef) {
 			if r.Phase != schemas.ReplicaRunning {
 				return false
@@ -48,7 +50,7 @@ func TestObserveFailsReplicasOfALostNode(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the replicas of node-b to be lost", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the replicas of node-b to be lost", func() bool {
 		reps := observe(t, b, g.GangRef)
 		return reps[1].Reason == schemas.FailureNodeLost && reps[2].Reason == schemas.FailureNodeLost
 	})

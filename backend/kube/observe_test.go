@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -260,7 +262,7 @@ func TestObserveFollowsPods(t *testing.T) {
 		setPodStatus(t, cs, "vision", name, st, "node-"+string(rune('a'+i)))
 		want[i].Phase, want[i].Message, want[i].Node, want[i].StartTime = schemas.ReplicaRunning, "", "node-"+string(rune('a'+i)), timeP(t0)
 	}
-	eventually(t, "the cache to see the pods running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the cache to see the pods running", func() bool {
 		return cmp.Equal(want, observe(t, b, g.GangRef))
 	})
 
@@ -274,7 +276,7 @@ func TestObserveFollowsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	want[2] = schemas.ReplicaStatus{Name: "resnet-worker-1-a1", Role: "worker", Index: 1, Phase: schemas.ReplicaFailed, Message: MessagePodDeleted, Reason: schemas.FailurePodDeleted, Node: "node-c"}
-	eventually(t, "the cache to lose the pod", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the cache to lose the pod", func() bool {
 		return cmp.Equal(want, observe(t, b, g.GangRef))
 	})
 
@@ -283,7 +285,7 @@ func TestObserveFollowsPods(t *testing.T) {
 	if err := cs.CoreV1().Services("vision").Delete(context.Background(), "resnet-a1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache to lose the service", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the cache to lose the service", func() bool {
 		return cmp.Equal(want[:2], observe(t, b, g.GangRef))
 	})
 }
@@ -295,7 +297,7 @@ func TestObserveReadsTheCache(t *testing.T) {
 	g := gangOf(t, ddp("resnet"))
 	launch(t, b, g)
 	waitSynced(t, b)
-	eventually(t, "the cache to hold the gang", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the cache to hold the gang", func() bool {
 		pods, ok := b.cache.cachedGangPods("vision", g.GangRef)
 		return ok && len(pods) == 3
 	})

@@ -12,9 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
@@ -277,29 +274,16 @@ func podRequests(p *corev1.Pod) corev1.ResourceList {
 	return req
 }
 
-// usableNodes are the nodes the pod may be scheduled on: not cordoned, matching its
-// node selector and required node affinity, with no taint it does not tolerate but
-// transient ones.
+// usableNodes are the nodes the pod may be scheduled on: not cordoned, and eligible
+// (eligibleNodes) by every lasting taint.
 func usableNodes(p *corev1.Pod, nodes []*corev1.Node) []*corev1.Node {
-	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
-	lasting := func(t *corev1.Taint) bool {
-		return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) &&
-			!strings.HasPrefix(t.Key, transientTaintPrefix)
-	}
-	var out []*corev1.Node
+	var schedulable []*corev1.Node
 	for _, n := range nodes {
-		if n.Spec.Unschedulable {
-			continue
+		if !n.Spec.Unschedulable {
+			schedulable = append(schedulable, n)
 		}
-		if ok, err := affinity.Match(n); err != nil || !ok {
-			continue
-		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, p.Spec.Tolerations, lasting, false); untolerated {
-			continue
-		}
-		out = append(out, n)
 	}
-	return out
+	return eligibleNodes(p, schedulable, lastingTaint)
 }
 
 // holds is how many pods requesting req fit on the empty node: limited by resource

@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 )
@@ -81,7 +82,7 @@ func TestLaunchRefusesAGangThatCannotFit(t *testing.T) {
 	}
 
 	createNodes(t, cs, gpuNode("node-3", 8))
-	eventually(t, "the fourth node in the cache", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the fourth node in the cache", func() bool {
 		nodes, err := b.nodes.list(context.Background())
 		return err == nil && len(nodes) == 4
 	})
@@ -175,7 +176,7 @@ func TestLaunchLeavesAutoscaledPoolsAndLaunchedGangsAlone(t *testing.T) {
 	g := gangOf(t, llama())
 	launch(t, b, g)
 	createNodes(t, cs, gpuNode("node-0", 8))
-	eventually(t, "the node in the cache", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the node in the cache", func() bool {
 		nodes, err := b.nodes.list(context.Background())
 		return err == nil && len(nodes) == 1
 	})

@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // manifestObject is one document of a deploy/ manifest.
@@ -130,7 +133,7 @@ func TestPolicyRulesCoverEveryRequest(t *testing.T) {
 	launch(t, withCache, mpi)
 	launch(t, noCache, mpi)
 	observe(t, withCache, g.GangRef)
-	eventually(t, "the node informer to sync (list and watch nodes)", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the node informer to sync (list and watch nodes)", func() bool {
 		withCache.nodes.start()
 		return withCache.nodes.nodes != nil && withCache.nodes.nodes.HasSynced()
 	})

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -135,31 +136,28 @@ func TestStopForcesPodsNobodyKills(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- b.Stop(context.Background(), g.GangRef) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var stopErr error
+	testutil.Eventually(t, 10*time.Second, "Stop to return", func() bool {
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Stop: %v", err)
-			}
-			if diff := cmp.Diff(map[string][]int64{
-				"resnet-master-0-a1": {10, 0}, "resnet-worker-0-a1": {10, 0}, "resnet-worker-1-a1": {10, 0},
-			}, deletes(cs)); diff != "" {
-				t.Errorf("deletions (-want +got):\n%s", diff)
-			}
-			if n := len(pods(t, cs, "vision")); n != 0 {
-				t.Errorf("%d pods left", n)
-			}
-			return
+		case stopErr = <-done:
+			return true
 		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Stop did not return")
 		}
 		if clk.HasWaiters() {
 			clk.Step(time.Second)
 		}
-		time.Sleep(time.Millisecond)
+		return false
+	}, time.Millisecond)
+	if stopErr != nil {
+		t.Fatalf("Stop: %v", stopErr)
+	}
+	if diff := cmp.Diff(map[string][]int64{
+		"resnet-master-0-a1": {10, 0}, "resnet-worker-0-a1": {10, 0}, "resnet-worker-1-a1": {10, 0},
+	}, deletes(cs)); diff != "" {
+		t.Errorf("deletions (-want +got):\n%s", diff)
+	}
+	if n := len(pods(t, cs, "vision")); n != 0 {
+		t.Errorf("%d pods left", n)
 	}
 }
 
@@ -209,7 +207,7 @@ func TestCleanup(t *testing.T) {
 	if _, err := cs.CoreV1().Services("vision").Get(context.Background(), "resnet-a1", metav1.GetOptions{}); err == nil {
 		t.Error("service left")
 	}
-	eventually(t, "the gang to be unknown", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the gang to be unknown", func() bool {
 		_, err := b.Observe(context.Background(), g.GangRef)
 		return errors.Is(err, backend.ErrGangNotFound)
 	})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -67,7 +68,7 @@ func TestImagePullGrace(t *testing.T) {
 	launch(t, b, g)
 
 	pullPending(t, cs, "ErrImagePull", pullTimeout)
-	eventually(t, "the pull error seen", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the pull error seen", func() bool {
 		return strings.Contains(observe(t, b, g.GangRef)[0].Message, "ErrImagePull")
 	})
 	master := observe(t, b, g.GangRef)[0]
@@ -76,7 +77,7 @@ func TestImagePullGrace(t *testing.T) {
 	}
 	clk.Step(40 * time.Second)
 	pullPending(t, cs, "ImagePullBackOff", `Back-off pulling image "registry.local/train:1.4": ErrImagePull: `+pullTimeout)
-	eventually(t, "the back-off seen", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the back-off seen", func() bool {
 		return strings.Contains(observe(t, b, g.GangRef)[0].Message, "ImagePullBackOff")
 	})
 	if m := observe(t, b, g.GangRef)[0]; m.Phase != schemas.ReplicaPending || !strings.Contains(m.Message, "failing for 40s") {
@@ -96,12 +97,12 @@ func TestImagePullGrace(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
 			Waiting: &corev1.ContainerStateWaiting{Reason: "RegistryUnavailable", Message: "image pull failed because the registry is unavailable"},
 		}}}}, "node-a")
-	eventually(t, "bert's pull error seen", func() bool {
+	testutil.Eventually(t, 10*time.Second, "bert's pull error seen", func() bool {
 		return strings.Contains(observe(t, b, g2.GangRef)[0].Message, "RegistryUnavailable")
 	})
 	clk.Step(50 * time.Second)
 	setPodStatus(t, cs, "vision", "bert-master-0-a1", runningStatus(), "node-a")
-	eventually(t, "bert running", func() bool { return observe(t, b, g2.GangRef)[0].Phase == schemas.ReplicaRunning })
+	testutil.Eventually(t, 10*time.Second, "bert running", func() bool { return observe(t, b, g2.GangRef)[0].Phase == schemas.ReplicaRunning })
 	clk.Step(time.Hour)
 	if m := observe(t, b, g2.GangRef)[0]; m.Phase != schemas.ReplicaRunning {
 		t.Fatalf("recovered pull: %s %q", m.Phase, m.Message)
@@ -124,7 +125,7 @@ func TestImagePullPermanentFailsFast(t *testing.T) {
 			g := gangOf(t, ddp("resnet"))
 			launch(t, b, g)
 			pullPending(t, cs, reason, msg)
-			eventually(t, "the replica failed as ImagePull", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the replica failed as ImagePull", func() bool {
 				m := observe(t, b, g.GangRef)[0]
 				return m.Phase == schemas.ReplicaFailed && m.Reason == schemas.FailureImagePull
 			})
@@ -192,11 +193,11 @@ func TestNodeLostGrace(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, "every replica running", allRunning)
+	testutil.Eventually(t, 10*time.Second, "every replica running", allRunning)
 
 	// A blip: Unknown (with an old transition time), then Ready again within the grace.
 	setNodeReady(t, cs, "node-b", corev1.ConditionUnknown, "NodeStatusUnknown", start.Add(-time.Hour))
-	eventually(t, "node-b seen not ready", func() bool {
+	testutil.Eventually(t, 10*time.Second, "node-b seen not ready", func() bool {
 		return strings.Contains(observe(t, b, g.GangRef)[1].Message, "node node-b is not ready")
 	})
 	clk.Step(20 * time.Second)
@@ -204,7 +205,7 @@ func TestNodeLostGrace(t *testing.T) {
 		t.Fatalf("20s into a 30s grace: %+v", observe(t, b, g.GangRef))
 	}
 	setNodeReady(t, cs, "node-b", corev1.ConditionTrue, "KubeletReady", clk.Now())
-	eventually(t, "node-b seen ready again", func() bool { return observe(t, b, g.GangRef)[1].Message == "" })
+	testutil.Eventually(t, 10*time.Second, "node-b seen ready again", func() bool { return observe(t, b, g.GangRef)[1].Message == "" })
 	clk.Step(time.Minute)
 	if !allRunning() {
 		t.Fatalf("node back within the grace: %+v", observe(t, b, g.GangRef))
@@ -212,7 +213,7 @@ func TestNodeLostGrace(t *testing.T) {
 
 	// A real loss: the grace restarts from this transition and then runs out.
 	setNodeReady(t, cs, "node-b", corev1.ConditionUnknown, "NodeStatusUnknown", clk.Now())
-	eventually(t, "node-b seen not ready", func() bool {
+	testutil.Eventually(t, 10*time.Second, "node-b seen not ready", func() bool {
 		return strings.Contains(observe(t, b, g.GangRef)[1].Message, "node node-b is not ready")
 	})
 	clk.Step(29 * time.Second)
@@ -246,7 +247,7 @@ func TestStopForcesPodsOfALostNodeAtOnce(t *testing.T) {
 	setPodStatus(t, cs, "vision", "resnet-master-0-a1", runningStatus(), "node-a")
 	setPodStatus(t, cs, "vision", "resnet-worker-0-a1", runningStatus(), "node-b")
 	setPodStatus(t, cs, "vision", "resnet-worker-1-a1", runningStatus(), "node-b")
-	eventually(t, "node-b's replicas lost", func() bool {
+	testutil.Eventually(t, 10*time.Second, "node-b's replicas lost", func() bool {
 		return observe(t, b, g.GangRef)[1].Reason == schemas.FailureNodeLost
 	})
 	cs.ClearActions()

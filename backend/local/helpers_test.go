@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -62,23 +63,11 @@ func launch(t *testing.T, b *Backend, g backend.GangSpec) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitFor observes the gang until every replica satisfies ok, and returns that status.
 func waitFor(t *testing.T, b *Backend, ref backend.GangRef, what string, ok func(schemas.ReplicaStatus) bool) backend.GangStatus {
 	t.Helper()
 	var st backend.GangStatus
-	eventually(t, 20*time.Second, what, func() bool {
+	testutil.Eventually(t, 20*time.Second, what, func() bool {
 		var err error
 		st, err = b.Observe(context.Background(), ref)
 		if err != nil {

@@ -611,8 +611,9 @@ func TestLostSupervisor(t *testing.T) {
 			}
 			// A process killed with its group may still be exiting on a loaded machine:
 			// give it a moment before calling it a leftover.
-			for deadline := time.Now().Add(5 * time.Second); !tc.leftover && testutil.Alive(replica) && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
+			if !tc.leftover {
+				testutil.Eventually(t, 5*time.Second, fmt.Sprintf("replica %d, killed with its group, to exit", replica),
+					func() bool { return !testutil.Alive(replica) }, 20*time.Millisecond)
 			}
 			if testutil.Alive(replica) != tc.leftover {
 				t.Fatalf("replica %d alive: %v, want %v", replica, testutil.Alive(replica), tc.leftover)

@@ -67,9 +67,14 @@ func NewCA(tmpl *x509.Certificate) (*x509.Certificate, []byte, *ecdsa.PrivateKey
 	return ca, der, key, nil
 }
 
+// CertPEM is a DER certificate in PEM form.
+func CertPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
 // WriteCert writes a DER certificate to path as PEM, readable by all (0644).
 func WriteCert(path string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return os.WriteFile(path, CertPEM(der), 0o644)
 }
 
 // KeyPEM is key in PKCS #8 PEM form.
