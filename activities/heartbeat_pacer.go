@@ -19,7 +19,7 @@ import (
 // active/budget seconds, so the process's heartbeat rate stays at the budget. The
 // interval is capped at a third of the activity's heartbeat timeout, so a heartbeat
 // is never late, and that cap is what bounds it past budget*timeout/3 activities.
-// The price is latency: a cancellation (dlc stop) reaches a watch at its next
+// The price is latency: a cancellation (dlc job stop) reaches a watch at its next
 // heartbeat, so with 1,000 jobs on one worker a stop waits up to the interval.
 
 // DefaultHeartbeatBudget is the heartbeats per second a worker process spends on its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -78,10 +79,7 @@ func TestLogForwarderFlushesABatchOneIntervalAfterItStarts(t *testing.T) {
 	start := time.Now()
 	lines <- "a"
 	lines <- "b"
-	deadline := time.Now().Add(5 * time.Second)
-	for len(pub.published()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the first batch published", func() bool { return len(pub.published()) > 0 }, 5*time.Millisecond)
 	took := time.Since(start)
 	b := pub.published()
 	if len(b) != 1 || len(b[0]) != 2 {
@@ -91,9 +89,7 @@ func TestLogForwarderFlushesABatchOneIntervalAfterItStarts(t *testing.T) {
 		t.Errorf("the batch went after %v, before its flush interval %v", took, every)
 	}
 	lines <- "c" // a second batch, flushed on its own interval too
-	for len(pub.published()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the second batch published", func() bool { return len(pub.published()) >= 2 }, 5*time.Millisecond)
 	if b := pub.published(); len(b) != 2 || len(b[1]) != 1 {
 		t.Fatalf("published %v, want a second batch of 1 line", b)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // updateCountingClient answers quota requests after hold is closed and records, per
@@ -85,13 +87,13 @@ func TestQuotaRequestsTakeTurnsPerQuotaWorkflow(t *testing.T) {
 	for j := range burst {
 		go func() { errs <- request(context.Background(), "busy", j) }()
 	}
-	waitUntil(t, "the busy workspace's requests to fill its slots", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the busy workspace's requests to fill its slots", func() bool {
 		return c.get(c.inFlight, "busy") >= DefaultQuotaRequestConcurrency
 	})
 	for j := range DefaultQuotaRequestConcurrency {
 		go func() { errs <- request(context.Background(), "other", j) }()
 	}
-	waitUntil(t, "the other workspace's requests to be sent beside the busy one's", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the other workspace's requests to be sent beside the busy one's", func() bool {
 		return c.get(c.inFlight, "other") == DefaultQuotaRequestConcurrency
 	})
 	if n := c.get(c.calls, "busy"); n != DefaultQuotaRequestConcurrency {
@@ -117,17 +119,6 @@ func TestQuotaRequestsTakeTurnsPerQuotaWorkflow(t *testing.T) {
 	}
 	if p := c.get(c.peak, "busy"); p != DefaultQuotaRequestConcurrency {
 		t.Errorf("the busy workspace had %d requests in flight at most, want %d", p, DefaultQuotaRequestConcurrency)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -116,6 +116,21 @@ type Workspace struct {
 	CreatedBy   string            `json:"createdBy,omitempty"`
 }
 
+// WorkspaceRequest is the body of a workspace's creation: a Workspace without what the
+// server sets (createdAt, createdBy). It documents the request (docs/openapi.json).
+type WorkspaceRequest struct {
+	// Name is a DNS label of at most 40 characters, as in metadata.workspace.
+	Name string `json:"name"`
+	// Namespace is the Kubernetes namespace the workspace's pods run in; default the
+	// workspace's name.
+	Namespace string `json:"namespace,omitempty"`
+	// PodDefaults are the defaults of the workspace's pods (kubernetes backend).
+	PodDefaults *schemas.PodDefaults `json:"podDefaults,omitempty"`
+	// Storage is where the workspace's documents may point in S3.
+	Storage     *WorkspaceStorage `json:"storage,omitempty"`
+	Description string            `json:"description,omitempty"`
+}
+
 // WorkspaceStorage is a workspace's S3 storage.
 type WorkspaceStorage struct {
 	// Locations are the buckets and prefixes (s3://bucket or s3://bucket/prefix) that

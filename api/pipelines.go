@@ -36,8 +36,3 @@ type PipelineList struct {
 type PipelineStopResult struct {
 	Phase schemas.PipelinePhase `json:"phase"`
 }
-
-// TriggerList is a workspace's triggers.
-type TriggerList struct {
-	Items []schemas.Trigger `json:"items"`
-}

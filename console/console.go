@@ -115,38 +115,12 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/logout", c.signedIn(c.logout))
 	m.HandleFunc("GET /ui/{$}", c.signedIn(c.home))
 
-	m.HandleFunc("GET /ui/ws/{ws}/jobs", c.signedIn(c.jobsPage))
-	m.HandleFunc("GET /ui/ws/{ws}/live/jobs", c.signedIn(c.liveJobs))
-	m.HandleFunc("GET /ui/ws/{ws}/jobs/{name}", c.signedIn(c.jobPage))
-	m.HandleFunc("GET /ui/ws/{ws}/jobs/{name}/charts", c.signedIn(c.jobCharts))
-	m.HandleFunc("GET /ui/ws/{ws}/live/jobs/{name}", c.signedIn(c.liveJob))
-	m.HandleFunc("GET /ui/ws/{ws}/live/jobs/{name}/logs", c.signedIn(c.liveLogs))
-	m.HandleFunc("POST /ui/ws/{ws}/jobs/{name}/stop", c.signedIn(c.stopJob))
-	m.HandleFunc("POST /ui/ws/{ws}/jobs/{name}/delete", c.signedIn(c.deleteJob))
-	m.HandleFunc("POST /ui/ws/{ws}/jobs/{name}/clone", c.signedIn(c.cloneJob))
-	m.HandleFunc("GET /ui/ws/{ws}/submit", c.signedIn(c.newJobPage))
-	m.HandleFunc("POST /ui/ws/{ws}/submit", c.signedIn(c.submitJob))
-
-	m.HandleFunc("GET /ui/ws/{ws}/experiments", c.signedIn(c.experimentsPage))
-	m.HandleFunc("GET /ui/ws/{ws}/experiments/{name}", c.signedIn(c.experimentPage))
-
-	m.HandleFunc("GET /ui/ws/{ws}/pipelines", c.signedIn(c.pipelinesPage))
-	m.HandleFunc("GET /ui/ws/{ws}/pipelines/{name}", c.signedIn(c.pipelinePage))
-
-	m.HandleFunc("GET /ui/ws/{ws}/schedules", c.signedIn(c.schedulesPage))
-	m.HandleFunc("GET /ui/ws/{ws}/schedules/{name}", c.signedIn(c.schedulePage))
-	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/pause", c.signedIn(c.pauseSchedule))
-	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/resume", c.signedIn(c.resumeSchedule))
-	m.HandleFunc("POST /ui/ws/{ws}/schedules/{name}/trigger", c.signedIn(c.triggerSchedule))
-
-	m.HandleFunc("GET /ui/ws/{ws}/triggers", c.signedIn(triggerPages.listPage(c)))
-	m.HandleFunc("POST /ui/ws/{ws}/triggers", c.signedIn(triggerPages.applyPage(c)))
-	m.HandleFunc("GET /ui/ws/{ws}/triggers/{name}", c.signedIn(c.triggerPage))
-	m.HandleFunc("POST /ui/ws/{ws}/triggers/{name}/delete", c.signedIn(triggerPages.deletePage))
-	m.HandleFunc("GET /ui/ws/{ws}/rules", c.signedIn(rulePages.listPage(c)))
-	m.HandleFunc("POST /ui/ws/{ws}/rules", c.signedIn(rulePages.applyPage(c)))
-	m.HandleFunc("GET /ui/ws/{ws}/rules/{name}", c.signedIn(c.rulePage))
-	m.HandleFunc("POST /ui/ws/{ws}/rules/{name}/delete", c.signedIn(rulePages.deletePage))
+	// Each kind's pages (consoleKinds, kinds.go).
+	for _, k := range consoleKinds {
+		for _, p := range k.pages {
+			m.HandleFunc(p.pattern, c.signedIn(p.handler(c)))
+		}
+	}
 
 	m.HandleFunc("GET /ui/ws/{ws}/nodes", c.signedIn(c.nodesPage))
 	m.HandleFunc("GET /ui/ws/{ws}/workspace", c.signedIn(c.workspacePage))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	yamlv3 "gopkg.in/yaml.v3"
@@ -36,35 +35,6 @@ type Object interface {
 }
 
 var _ Object = (*TrainingJob)(nil)
-
-// kinds maps each kind to a constructor of its empty document. A new kind is one entry
-// here.
-var kinds = map[Kind]func() Object{
-	KindTrainingJob:      func() Object { return new(TrainingJob) },
-	KindSchedule:         func() Object { return new(Schedule) },
-	KindNotificationRule: func() Object { return new(NotificationRule) },
-	KindPipeline:         func() Object { return new(Pipeline) },
-	KindTrigger:          func() Object { return new(Trigger) },
-	KindExperiment:       func() Object { return new(Experiment) },
-}
-
-// Kinds returns every document kind, sorted.
-func Kinds() []Kind {
-	ks := make([]Kind, 0, len(kinds))
-	for k := range kinds {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-// NewObject returns an empty document of the given kind, or nil for an unknown kind.
-func NewObject(k Kind) Object {
-	if f, ok := kinds[k]; ok {
-		return f()
-	}
-	return nil
-}
 
 // DecodeValid decodes data with decode (Decode, for a document of any kind, or one
 // kind's Decode function) and validates the document: what is wrong is the error, one

@@ -13,7 +13,7 @@ import (
 // Labels and annotations the schedule puts on the jobs it starts.
 const (
 	// LabelSchedule names the schedule that started a job; list a schedule's jobs with
-	// `dlc list -l opendlc.io/schedule=NAME`.
+	// `dlc job list -l opendlc.io/schedule=NAME`.
 	LabelSchedule = "opendlc.io/schedule"
 	// AnnotationNominalTime is the run's nominal time (RFC 3339, UTC).
 	AnnotationNominalTime = "opendlc.io/nominal-time"

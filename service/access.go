@@ -170,36 +170,26 @@ func (s *Workspaces) List(ctx context.Context, id api.Identity) (api.WorkspaceLi
 	return list, nil
 }
 
-// heldKinds are the kinds a workspace must no longer hold to be deleted, with the word
-// a refusal names them by and the extra visibility clause (live) that selects the
-// live objects of each: a schedule's runs
-// that continued as new are closed, its live run runs; jobs, experiments and
-// pipeline runs exist until they are deleted, finished or not.
-var heldKinds = []struct {
-	kind         schemas.Kind
-	plural, live string
-}{
-	{schemas.KindTrainingJob, "jobs", ""},
-	{schemas.KindExperiment, "experiments", ""},
-	{schemas.KindPipeline, "pipelines", ""},
-	{schemas.KindSchedule, "schedules", `ExecutionStatus = "Running"`},
-}
-
 // Delete deletes a workspace and revokes its tokens. A workspace that still holds
-// jobs, experiments, pipeline runs or schedules is ErrConflict (delete them first);
-// one that does not exist ErrNotFound.
+// objects of a kind whose registration says they keep it (serviceKinds, kinds.go:
+// jobs, experiments, pipeline runs, live schedules) is ErrConflict naming them (delete
+// them first); one that does not exist ErrNotFound.
 func (s *Workspaces) Delete(ctx context.Context, name string) error {
 	if _, err := s.Get(ctx, name); err != nil {
 		return err
 	}
 	var held []string
-	for _, k := range heldKinds {
-		n, err := s.holds(ctx, name, k.kind, k.live)
+	for _, k := range serviceKinds {
+		if !k.holds.held {
+			continue
+		}
+		n, err := s.holds(ctx, name, k.kind, k.holds.live)
 		if err != nil {
 			return fmt.Errorf("delete workspace %s: %w", name, err)
 		}
 		if n {
-			held = append(held, k.plural)
+			info, _ := schemas.Info(k.kind)
+			held = append(held, info.Plural)
 		}
 	}
 	if len(held) > 0 {

@@ -30,6 +30,9 @@ type Documents[T any] struct {
 	badList error
 	// check, when set, vets a document before Apply stores it (SetStorage).
 	check func(context.Context, T) error
+	// stamp, when set, records what the server knows of the call in the document
+	// before Apply stores it (a trigger's owner).
+	stamp func(context.Context, T)
 }
 
 // sentinelStore is a docStore that names its sentinel errors (internal/kvdocs's
@@ -44,7 +47,22 @@ type sentinelStore[T any] interface {
 func NewTriggers(store sentinelStore[*schemas.Trigger]) *Documents[*schemas.Trigger] {
 	notFound, invalidName := store.Sentinels()
 	return &Documents[*schemas.Trigger]{store: store, object: "trigger", noun: "trigger",
-		missing: []error{notFound, invalidName}, badList: invalidName}
+		missing: []error{notFound, invalidName}, badList: invalidName, stamp: stampTriggerOwner}
+}
+
+// stampTriggerOwner records the caller as the trigger's owner (schemas.AnnotationOwner),
+// replacing what the document says: the trigger dispatcher starts the trigger's runs
+// under it (DlcOwner).
+func stampTriggerOwner(ctx context.Context, t *schemas.Trigger) {
+	owner := OwnerFrom(ctx)
+	if owner == "" {
+		delete(t.Metadata.Annotations, schemas.AnnotationOwner)
+		return
+	}
+	if t.Metadata.Annotations == nil {
+		t.Metadata.Annotations = map[string]string{}
+	}
+	t.Metadata.Annotations[schemas.AnnotationOwner] = owner
 }
 
 // NewRules is the notification rule service over store.
@@ -69,6 +87,9 @@ func (s *Documents[T]) Apply(ctx context.Context, doc T) (T, error) {
 		if err := s.check(ctx, doc); err != nil {
 			return doc, err
 		}
+	}
+	if s.stamp != nil {
+		s.stamp(ctx, doc)
 	}
 	if _, err := s.store.Put(ctx, doc); err != nil {
 		if list, ok := errors.AsType[schemas.ErrorList](err); ok {

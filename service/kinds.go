@@ -9,8 +9,89 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
+
+// A kind registers with the service layer once, here: the service that holds its
+// operations, and whether a workspace's objects of the kind keep it from being deleted
+// (Workspaces.Delete, access.go). TestEveryKindHasAService ranges over schemas.Kinds()
+// and fails for a kind missing here.
+
+// kindService is a kind's registration with the service layer.
+type kindService struct {
+	kind schemas.Kind
+	// service is the kind's service in a Service (New, and the front end's NewTriggers
+	// and NewRules).
+	service func(*Service) any
+	// holds says whether, and while what, a workspace holds the kind's objects.
+	holds holds
+}
+
+// holds says whether a workspace's objects of a kind keep it from being deleted. Every
+// kind says so: heldBy (its workflows, those live) or notHeld (why not).
+type holds struct {
+	// held: a workspace is deleted only once it holds none of the kind's executions...
+	held bool
+	// live, when set, is the visibility clause selecting the live ones among them
+	// (Workspaces.holds); "" counts every execution.
+	live string
+	// notHeld says why the kind's objects do not keep their workspace.
+	notHeld string
+}
+
+// heldBy says that a workspace holds the kind while it has executions of it that live
+// selects (a visibility clause; "" selects them all).
+func heldBy(live string) holds { return holds{held: true, live: live} }
+
+// notHeld says that the kind's objects do not keep their workspace from being deleted,
+// and why.
+func notHeld(why string) holds { return holds{notHeld: why} }
+
+// serviceKinds are the kinds the service layer serves, in the order a refusal to delete
+// a workspace names them.
+var serviceKinds = registerServiceKinds(
+	// Jobs, experiments and pipeline runs exist until they are deleted, finished or
+	// not.
+	kindService{kind: schemas.KindTrainingJob, service: func(s *Service) any { return s.Jobs }, holds: heldBy("")},
+	kindService{kind: schemas.KindExperiment, service: func(s *Service) any { return s.Experiments }, holds: heldBy("")},
+	kindService{kind: schemas.KindPipeline, service: func(s *Service) any { return s.Pipelines }, holds: heldBy("")},
+	// A schedule's runs that continued as new are closed; its live run runs.
+	kindService{kind: schemas.KindSchedule, service: func(s *Service) any { return s.Schedules }, holds: heldBy(`ExecutionStatus = "Running"`)},
+	kindService{kind: schemas.KindTrigger, service: func(s *Service) any { return s.Triggers },
+		holds: notHeld("a trigger is a key-value document, not a workflow; what it started is held as its own kind")},
+	kindService{kind: schemas.KindNotificationRule, service: func(s *Service) any { return s.Rules },
+		holds: notHeld("a rule is a key-value document and starts nothing")},
+)
+
+// registerServiceKinds refuses a registration that misses a part: the package does not
+// load, and its tests say why.
+func registerServiceKinds(ks ...kindService) []kindService {
+	for _, k := range ks {
+		if err := k.check(); err != nil {
+			panic("service: " + err.Error())
+		}
+	}
+	return ks
+}
+
+// check names what a registration misses.
+func (k kindService) check() error {
+	var errs []error
+	if k.service == nil {
+		errs = append(errs, fmt.Errorf("kind %s registers no service", k.kind))
+	}
+	switch {
+	case k.holds.held && k.holds.notHeld != "":
+		errs = append(errs, fmt.Errorf("kind %s is both held by its workspace and not", k.kind))
+	case !k.holds.held && k.holds.notHeld == "":
+		errs = append(errs, fmt.Errorf("kind %s does not say whether its objects keep a workspace from being deleted (holds: heldBy(live clause) or notHeld(why))", k.kind))
+	}
+	if _, ok := schemas.Info(k.kind); !ok {
+		errs = append(errs, fmt.Errorf("kind %s is not in schemas.Kinds() (schemas/kinds.go)", k.kind))
+	}
+	return errors.Join(errs...)
+}
 
 // queryView asks workflow id for its status view (a V) and answers it converted to
 // the kind's api value.

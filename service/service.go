@@ -84,9 +84,10 @@ type temporalBase struct {
 	pages *pageSealer
 }
 
-// start starts spec's workflow; a taken id is ErrAlreadyExists with the message
-// exists.
+// start starts spec's workflow, listed under ctx's owner (DlcOwner, WithOwner); a
+// taken id is ErrAlreadyExists with the message exists.
 func (t *temporalBase) start(ctx context.Context, spec workflows.StartSpec, what, exists string) (client.WorkflowRun, error) {
+	spec = withOwnerAttr(ctx, spec)
 	run, err := t.tc.ExecuteWorkflow(ctx, spec.ClientOptions(t.taskQueue), spec.WorkflowType, spec.Input)
 	if err != nil {
 		if isAlreadyStarted(err) {
@@ -145,14 +146,14 @@ func (t *temporalBase) list(ctx context.Context, ws string, kind schemas.Kind, o
 		if o.Framework != "" {
 			query += fmt.Sprintf(" AND %s = %q", workflows.SearchAttrFramework, o.Framework)
 		}
-		var querySb135 strings.Builder
+		var labelFilters strings.Builder
 		for _, l := range o.Labels {
 			if !strings.Contains(l, "=") {
 				return nil, "", invalid("invalid label filter", "label", "must be key=value")
 			}
-			querySb135.WriteString(fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l))
+			labelFilters.WriteString(fmt.Sprintf(" AND %s = %q", workflows.SearchAttrLabels, l))
 		}
-		query += querySb135.String()
+		query += labelFilters.String()
 	}
 	// The page token is the client's: it reaches Temporal only once its MAC shows that
 	// this listing issued it (pagetoken.go).

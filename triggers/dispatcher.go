@@ -425,7 +425,8 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		return permanent("the trigger has no action")
 	}
 
-	ctx, cancel := context.WithTimeout(d.ctx, d.o.StartTimeout)
+	// The run is listed under the trigger's owner, who applied it (DlcOwner).
+	ctx, cancel := context.WithTimeout(service.WithOwner(d.ctx, t.Metadata.Annotations[schemas.AnnotationOwner]), d.o.StartTimeout)
 	defer cancel()
 	switch err := start(ctx); {
 	case isInvalid(err):

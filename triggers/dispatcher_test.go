@@ -20,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/internal/jstest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
@@ -147,24 +148,24 @@ func (e *env) publish(subject, data string) {
 // drained waits until the dispatcher has acknowledged every inbound message stored.
 func (e *env) drained() {
 	e.t.Helper()
-	for {
+	testutil.Eventually(e.t, time.Minute, "the dispatcher to acknowledge every inbound message stored", func() error {
 		s, err := e.js.Stream(e.ctx, triggers.InboundStream)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		c, err := s.Consumer(e.ctx, triggers.DefaultConsumer)
-		if err == nil {
-			info, err := c.Info(e.ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= s.CachedInfo().State.LastSeq {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		select {
-		case <-e.ctx.Done():
-			e.t.Fatal("the dispatcher did not acknowledge every inbound message in time")
-		case <-time.After(20 * time.Millisecond):
+		info, err := c.Info(e.ctx)
+		if err != nil {
+			return err
 		}
-	}
+		if last := s.CachedInfo().State.LastSeq; info.NumPending != 0 || info.NumAckPending != 0 || info.AckFloor.Stream < last {
+			return fmt.Errorf("%d pending, %d unacknowledged, acknowledged up to #%d of #%d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, last)
+		}
+		return nil
+	}, 20*time.Millisecond)
 }
 
 // fired reads the trigger's fired events back from DLC_EVENTS.
@@ -323,16 +324,10 @@ func TestDispatcherRetriesWhenTemporalIsDown(t *testing.T) {
 	e.startDispatcher()
 	e.put(retrainTrigger)
 	e.publish("dlc.vision.trigger.retrain", cloudEvent("e1", "com.example.data.ready", "clicks/1"))
-	for {
-		if starts, _ := e.temporal.snapshot(); len(starts) == 1 {
-			break
-		}
-		select {
-		case <-e.ctx.Done():
-			t.Fatal("the event was never started")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, time.Minute, "the event to be started", func() bool {
+		starts, _ := e.temporal.snapshot()
+		return len(starts) == 1
+	}, 20*time.Millisecond)
 	e.drained()
 	starts, attempts := e.temporal.snapshot()
 	if len(starts) != 1 || attempts != 3 {

@@ -17,7 +17,6 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/metrics"
-	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -69,7 +68,8 @@ type Main struct {
 	worker worker.Worker
 }
 
-// Start registers the workflows and activities on a Temporal worker and starts polling
+// Start registers the workflows and activities (each kind's: workerKinds, kinds.go)
+// on a Temporal worker and starts polling
 // the task queue; on a backend that checks nodes it also makes sure the node
 // self-healing workflow runs.
 func Start(ctx context.Context, cfg Config) (*Main, error) {
@@ -101,24 +101,16 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	RegisterActivities(w, &activities.JobActivities{
-		Backend:     cfg.Backend,
-		Publisher:   ev,
-		Checkpoints: checkpointFinder{store},
-		Workspaces:  workspaces,
-		Storage:     &storage.Policy{Root: cfg.StorageRoot, Workspaces: workspaces},
-		LogStream:   jetstream.LogsStream,
-		Metrics:     cfg.Metrics,
-
-		HeartbeatBudget: cfg.HeartbeatBudget,
-	})
-	if err := registerLogArchive(w, cfg, workspaces); err != nil {
-		return nil, err
+	d := &deps{cfg: cfg, tc: tc, ev: ev, store: store, workspaces: workspaces}
+	for _, k := range workerKinds {
+		if k.activities == nil {
+			continue
+		}
+		if err := k.activities(w, d); err != nil {
+			return nil, err
+		}
 	}
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})
-	RegisterScheduleActivities(w, &activities.ScheduleActivities{Objects: store, Jobs: jobControl{tc}})
-	RegisterExperimentActivities(w, &activities.ExperimentActivities{Events: ev, EventStream: jetstream.EventsStream, Temporal: tc})
-	RegisterPipelineActivities(w, &activities.PipelineActivities{Workflows: tc, Events: ev, EventsStream: jetstream.EventsStream})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("workers: start: %w", err)
 	}

@@ -19,14 +19,16 @@ type ActivityRegistry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
-// RegisterWorkflows registers every workflow under its wire name.
+// RegisterWorkflows registers every workflow under its wire name: each kind's
+// (workerKinds, kinds.go), the workspace quota's and node health's.
 func RegisterWorkflows(r WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.TrainingJobWorkflow, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.ExperimentWorkflow, workflow.RegisterOptions{Name: workflows.ExperimentWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
+	for _, k := range workerKinds {
+		if k.workflow != nil {
+			r.RegisterWorkflowWithOptions(k.workflow, workflow.RegisterOptions{Name: k.name})
+		}
+	}
 	r.RegisterWorkflowWithOptions(workflows.QuotaWorkflow, workflow.RegisterOptions{Name: workflows.QuotaWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.NodeHealthWorkflow, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.ScheduleWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleWorkflowName})
 }
 
 // RegisterActivities registers the job activities under their wire names.

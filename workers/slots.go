@@ -37,7 +37,7 @@ func workerOptions(cfg Config) worker.Options {
 	return worker.Options{
 		// A cancelled activity learns of it from a heartbeat response, and the SDK sends
 		// heartbeats at most once per throttle interval (by default 80% of the heartbeat
-		// timeout). A short interval makes `dlc stop` take about a second, not 16.
+		// timeout). A short interval makes `dlc job stop` take about a second, not 16.
 		MaxHeartbeatThrottleInterval:       time.Second,
 		MaxConcurrentActivityExecutionSize: activitySlots,
 		MaxConcurrentWorkflowTaskPollers:   taskPollers,

@@ -8,13 +8,8 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// An experiment's trials are a resource of their own: listed, and read one by one.
-func init() {
-	pathChecks["trial"] = intBetween(0, 1<<30)
-	paramDocs["trial"] = "the trial's ID (trials are numbered from 0 in the order they were suggested)"
-	routes = append(routes, trialRoutes...)
-}
-
+// trialRoutes are an experiment's trials, a resource of their own: listed, and read
+// one by one. They are the Experiment kind's routes too (kinds.go).
 var trialRoutes = []route{
 	{method: "GET", path: "/v1/workspaces/{ws}/experiments/{name}/trials", handler: (*Server).listTrials, verb: auth.VerbRead, ws: wsPath, object: "experiment",
 		id: "listTrials", tag: "experiments", summary: "An experiment's trials, by ID: parameters, phase, objective, reports",

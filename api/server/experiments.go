@@ -5,15 +5,11 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
-	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// The experiment routes join the route table, which registers them and documents them.
-func init() {
-	routes = append(routes, experimentRoutes...)
-}
-
+// experimentRoutes are the Experiment operations (registered in kinds.go, with
+// trialRoutes).
 var experimentRoutes = []route{
 	{method: "POST", path: "/v1/experiments", handler: (*Server).createExperiment, verb: auth.VerbWrite, ws: wsBody, object: "experiment",
 		id: "createExperiment", tag: "experiments", summary: "Validate and start an HPO experiment in the spec's workspace",
@@ -44,7 +40,7 @@ var experimentRoutes = []route{
 }
 
 func (s *Server) createExperiment(r *http.Request) (any, error) {
-	exp, err := readDoc(s, r, schemas.DecodeExperiment, experimentSupported)
+	exp, err := readDoc(s, r, schemas.DecodeExperiment)
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +49,6 @@ func (s *Server) createExperiment(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s.svc.Experiments.Start(r.Context(), exp)
-}
-
-// experimentSupported checks that the trial template's framework runs on this server.
-func experimentSupported(exp *schemas.Experiment) error {
-	if _, err := frameworks.Get(exp.Spec.TrialTemplate.Framework); err != nil {
-		return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "trialTemplate", "framework"), frameworks.Supported())}
-	}
-	return nil
 }
 
 func (s *Server) getExperiment(r *http.Request) (any, error) {

@@ -33,7 +33,7 @@ type fuzzTemporal struct{ client.Client }
 func bodyRoutes(s *Server) []string {
 	var out []string
 	for _, rt := range routes {
-		if rt.request == nil || rt.enabled != nil && !rt.enabled(s) {
+		if rt.request == nil || !rt.served(s) {
 			continue
 		}
 		path := strings.NewReplacer("{ws}", "default", "{name}", "fuzz").Replace(rt.path)

@@ -49,14 +49,3 @@ var deletedJobParams = []param{
 
 // uidRE is a run id (a UUID as Temporal writes it).
 var uidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-func init() {
-	queryChecks["uid"] = func(v string) string {
-		if !uidRE.MatchString(v) {
-			return "must be a job run's uid, as status and listings show it"
-		}
-		return ""
-	}
-	queryChecks["includeDeleted"] = queryChecks["follow"]
-	queryChecks["purge"] = queryChecks["follow"]
-}

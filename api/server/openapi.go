@@ -6,15 +6,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/invopop/jsonschema"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/jsonschemamap"
 )
 
 // OpenAPIFile is where `go generate ./api/...` writes the document, relative to the
@@ -33,8 +37,26 @@ func pathParams(path string) []string {
 }
 
 var paramDocs = map[string]string{
-	"ws":   "the workspace",
-	"name": "the object's name",
+	"ws":    "the workspace",
+	"name":  "the object's name",
+	"trial": "the trial's ID (trials are numbered from 0 in the order they were suggested)",
+}
+
+// servedOpenAPI is the document GET /v1/openapi.json answers, generated once (set in
+// init: the route table that generates it holds the route that serves it).
+var servedOpenAPI func() ([]byte, error)
+
+func init() { servedOpenAPI = sync.OnceValues(OpenAPI) }
+
+// openAPI answers the OpenAPI document: the bytes of docs/openapi.json.
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	doc, err := servedOpenAPI()
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(doc)
+	return nil
 }
 
 // OpenAPI returns the OpenAPI 3.1 document of the API, generated from the route table
@@ -85,12 +107,19 @@ func OpenAPI() ([]byte, error) {
 			responses[strconv.Itoa(rep.status)] = r
 		}
 		errRef := func(name string) map[string]any { return map[string]any{"$ref": "#/components/responses/" + name} }
-		if rt.request != nil || len(rt.query) > 0 {
+		// Every status the router and errorReply may answer the route with is listed,
+		// so that a client generated from the document knows each.
+		if rt.request != nil || len(rt.query) > 0 || len(pathParams(rt.path)) > 0 || rt.mutating() {
 			responses["400"] = errRef("BadRequest")
 		}
 		if rt.request != nil {
 			responses["413"] = errRef("TooLarge")
+		}
+		if rt.request != nil || rt.mutating() {
 			responses["422"] = errRef("Invalid")
+		}
+		if rt.mutating() {
+			responses["409"] = errRef("Conflict")
 		}
 		if rt.public {
 			op["security"] = []any{}
@@ -98,9 +127,11 @@ func OpenAPI() ([]byte, error) {
 			responses["401"] = errRef("Unauthenticated")
 			responses["429"] = errRef("TooManyRequests")
 			responses["403"] = errRef("PermissionDenied")
-			if len(pathParams(rt.path)) > 0 {
+			if len(pathParams(rt.path)) > 0 || rt.mutating() {
 				responses["404"] = errRef("NotFound")
 			}
+			responses["500"] = errRef("Internal")
+			responses["503"] = errRef("Unavailable")
 		}
 		responses["default"] = errRef("Error")
 		op["responses"] = responses
@@ -109,7 +140,7 @@ func OpenAPI() ([]byte, error) {
 		}
 		paths[rt.path][strings.ToLower(rt.method)] = op
 	}
-	errSchema, err := g.ref(api.ErrorBody{})
+	errSchema, err := g.ref(api.ErrorBody{}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +157,7 @@ func OpenAPI() ([]byte, error) {
 		"info": map[string]any{
 			"title":   "OpenDLC API",
 			"version": "v1",
-			"description": "OpenDLC's JSON-over-HTTP API. Every route but /healthz needs a bearer token " +
+			"description": "OpenDLC's JSON-over-HTTP API. Every route but /healthz and /v1/openapi.json needs a bearer token " +
 				"(Authorization: Bearer dlc_...); see docs/api.md and docs/security.md. " +
 				"Generated from api/server/routes.go by `go generate ./api/...`; do not edit.",
 		},
@@ -148,7 +179,10 @@ func OpenAPI() ([]byte, error) {
 				"TooManyRequests":  errResponse("TooManyRequests: too many failed authentications from this address; Retry-After says when to try again"),
 				"PermissionDenied": errResponse("PermissionDenied: the token's role may not do this, or the document names another workspace"),
 				"NotFound":         errResponse("NotFound: no such object, or one in another workspace than the token's"),
-				"Error":            errResponse("any other error: AlreadyExists (409), Unavailable (503), Internal (500)"),
+				"Conflict":         errResponse("AlreadyExists or FailedPrecondition: the object exists, or its state does not allow the call"),
+				"Internal":         errResponse("Internal: the server failed"),
+				"Unavailable":      errResponse("Unavailable: Temporal or another dependency is unavailable, or the server lacks the feature; try again"),
+				"Error":            errResponse("any other error"),
 			},
 		},
 	}
@@ -169,18 +203,20 @@ type schemaGen struct {
 
 func (g *schemaGen) content(p *payload) (map[string]any, error) {
 	var schema any
-	if p.oneOf != nil {
+	if p.anyOf != nil {
 		var alts []any
-		for _, v := range p.oneOf {
-			s, err := g.ref(v)
+		for _, v := range p.anyOf {
+			s, err := g.ref(v, p.redacted)
 			if err != nil {
 				return nil, err
 			}
 			alts = append(alts, s)
 		}
-		schema = map[string]any{"oneOf": alts}
+		// anyOf, not oneOf: a body is taken for what its kind says, and two kinds'
+		// schemas may both accept a document.
+		schema = map[string]any{"anyOf": alts}
 	} else {
-		s, err := g.ref(p.v)
+		s, err := g.ref(p.v, p.redacted)
 		if err != nil {
 			return nil, err
 		}
@@ -193,20 +229,65 @@ func (g *schemaGen) content(p *payload) (map[string]any, error) {
 	return out, nil
 }
 
-// ref reflects v's type and returns a schema that refers to it.
-func (g *schemaGen) ref(v any) (any, error) {
-	r := &jsonschema.Reflector{}
+// redactedTypes are the types an answer with redacted secrets (rules.go) holds them
+// in: their redacted form is a definition of its own, named with the suffix Redacted.
+var redactedTypes = map[reflect.Type]bool{
+	reflect.TypeFor[schemas.NotificationRule]():     true,
+	reflect.TypeFor[schemas.NotificationRuleSpec](): true,
+	reflect.TypeFor[schemas.WebhookTarget]():        true,
+	reflect.TypeFor[api.RuleList]():                 true,
+}
+
+// redactDefs lets the redacted definitions hold the redacted value where a secret was.
+func redactDefs(defs map[string]any) {
+	wh, _ := defs["WebhookTargetRedacted"].(map[string]any)
+	props, _ := wh["properties"].(map[string]any)
+	if secret, ok := props["secret"]; ok {
+		props["secret"] = map[string]any{
+			"description": "the secret, or " + redacted + " in an answer",
+			"anyOf":       []any{secret, map[string]any{"type": "string", "enum": []any{redacted}}},
+		}
+	}
+}
+
+// ref reflects v's type and returns a schema that refers to it; with redacted, the
+// schema of an answer whose secrets are redacted.
+func (g *schemaGen) ref(v any, redacted bool) (any, error) {
+	const refPrefix = "#/components/schemas/"
+	r := &jsonschema.Reflector{Mapper: jsonschemamap.Mapper(refPrefix)}
+	if redacted {
+		r.Namer = func(t reflect.Type) string {
+			if redactedTypes[t] {
+				return t.Name() + "Redacted"
+			}
+			return ""
+		}
+	}
 	s := r.Reflect(v)
+	jsonschemamap.OptionalZero(reflect.TypeOf(v), s, r.Namer)
 	data, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
-	data = bytes.ReplaceAll(data, []byte(`"#/$defs/`), []byte(`"#/components/schemas/`))
+	data = bytes.ReplaceAll(data, []byte(`"#/$defs/`), []byte(`"`+refPrefix))
 	var root map[string]any
 	if err := json.Unmarshal(data, &root); err != nil {
 		return nil, err
 	}
 	defs, _ := root["$defs"].(map[string]any)
+	if defs == nil {
+		defs = map[string]any{}
+	}
+	shared, err := json.Marshal(jsonschemamap.Definitions())
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(shared, &defs); err != nil {
+		return nil, err
+	}
+	if redacted {
+		redactDefs(defs)
+	}
 	for name, d := range defs {
 		if old, ok := g.defs[name]; ok && !reflect.DeepEqual(old, d) {
 			return nil, fmt.Errorf("openapi: two different types are named %s", name)

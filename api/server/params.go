@@ -27,6 +27,8 @@ type paramCheck func(string) string
 var pathChecks = map[string]paramCheck{
 	"ws":   schemas.CheckWorkspaceName,
 	"name": schemas.CheckObjectName,
+	// trial is an experiment's trial ID (experiment_trials.go).
+	"trial": intBetween(0, 1<<30),
 }
 
 var (
@@ -78,12 +80,14 @@ var queryChecks = map[string]paramCheck{
 		}
 		return ""
 	},
-	"follow": func(v string) string {
-		switch v {
-		case "true", "false", "1", "0":
-			return ""
+	"follow":         checkBool,
+	"includeDeleted": checkBool,
+	"purge":          checkBool,
+	"uid": func(v string) string {
+		if !uidRE.MatchString(v) {
+			return "must be a job run's uid, as status and listings show it"
 		}
-		return "must be true or false"
+		return ""
 	},
 	"limit": intBetween(1, 1000),
 	"next":  intBetween(1, 100),
@@ -104,6 +108,15 @@ var queryChecks = map[string]paramCheck{
 		}
 		return ""
 	},
+}
+
+// checkBool checks a boolean parameter.
+func checkBool(v string) string {
+	switch v {
+	case "true", "false", "1", "0":
+		return ""
+	}
+	return "must be true or false"
 }
 
 func intBetween(lo, hi int) paramCheck {

@@ -5,27 +5,35 @@ import (
 	"strings"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/frameworks"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/triggers"
 )
 
-// WithTriggers serves triggers from store. Default none: the trigger routes answer 503.
-func WithTriggers(store *triggers.Store) Option { return func(o *Options) { o.Triggers = store } }
-
-// triggersOff is the answer of the trigger routes when the server has no trigger
-// store: 503.
-func (s *Server) triggersOff() error {
-	if s.opts.Triggers != nil {
-		return nil
-	}
-	return unavailable("this server does not serve triggers: it was started without a trigger store")
+// pipelineRoutes are the Pipeline operations (registered in kinds.go).
+var pipelineRoutes = []route{
+	{method: "POST", path: "/v1/pipelines", handler: (*Server).runPipeline, verb: auth.VerbWrite, ws: wsBody, object: "pipeline",
+		id: "runPipeline", tag: "pipelines", summary: "Validate a pipeline and start a run of it, named metadata.name, in its workspace",
+		query:     []param{{name: "param", typ: "string", repeat: true, desc: "NAME=VALUE: a parameter of the pipeline; repeatable"}},
+		request:   &payload{v: schemas.Pipeline{}, media: specMedia},
+		responses: []reply{{201, "the run, Pending", jsonBody(api.PipelineRun{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/pipelines", handler: (*Server).listPipelines, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
+		id: "listPipelines", tag: "pipelines", summary: "List a workspace's pipeline runs, newest first",
+		query:     listQuery(param{name: "phase", typ: "string", desc: "only runs in this phase"}, labelParam),
+		responses: []reply{{200, "a page of runs", jsonBody(api.PipelineList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).getPipeline, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
+		id: "getPipeline", tag: "pipelines", summary: "A pipeline run: the pipeline and the live status of every step",
+		responses: []reply{{200, "the run", jsonBody(api.PipelineRun{})}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/stop", handler: (*Server).stopPipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
+		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
+		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
+		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).deletePipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
+		id: "deletePipeline", tag: "pipelines", summary: "Stop a pipeline run if it runs, then delete it and its step jobs; its name can be used again",
+		responses: []reply{{204, "deleted", nil}}},
 }
 
 func (s *Server) runPipeline(r *http.Request) (any, error) {
-	p, err := readDoc(s, r, schemas.DecodePipeline, func(p *schemas.Pipeline) error {
-		return supportedSteps(&p.Spec, schemas.NewPath("spec"))
-	})
+	p, err := readDoc(s, r, schemas.DecodePipeline)
 	if err != nil {
 		return nil, err
 	}
@@ -48,20 +56,6 @@ func (s *Server) runPipeline(r *http.Request) (any, error) {
 	return s.svc.Pipelines.Start(r.Context(), p, values)
 }
 
-// supportedSteps checks that every job step's framework is one this server runs.
-func supportedSteps(spec *schemas.PipelineSpec, p schemas.Path) error {
-	var errs schemas.ErrorList
-	for i, st := range spec.Steps {
-		if st.Job == nil {
-			continue
-		}
-		if _, err := frameworks.Get(st.Job.Framework); err != nil {
-			errs = append(errs, schemas.NotSupported(p.Child("steps").Index(i).Child("job", "framework"), frameworks.Supported()))
-		}
-	}
-	return errs.Err()
-}
-
 func (s *Server) getPipeline(r *http.Request) (any, error) {
 	return s.svc.Pipelines.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
@@ -78,60 +72,4 @@ func (s *Server) stopPipeline(r *http.Request) (any, error) {
 // again.
 func (s *Server) deletePipeline(r *http.Request) (any, error) {
 	return nil, s.svc.Pipelines.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
-}
-
-func (s *Server) applyTrigger(r *http.Request) (any, error) {
-	if err := s.triggersOff(); err != nil {
-		return nil, err
-	}
-	t, err := readDoc(s, r, schemas.DecodeTrigger, triggerSupported)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.inWorkspace(r, t.Metadata.Workspace, "trigger "+t.Metadata.Workspace+"/"+t.Metadata.Name); err != nil {
-		return nil, err
-	}
-	return s.svc.Triggers.Apply(r.Context(), t)
-}
-
-// triggerSupported checks that the frameworks a trigger's action names run on this server.
-func triggerSupported(t *schemas.Trigger) error {
-	switch a := t.Spec.Action; {
-	case a.Pipeline != nil:
-		return supportedSteps(a.Pipeline, schemas.NewPath("spec", "action", "pipeline"))
-	case a.Job != nil:
-		if _, err := frameworks.Get(a.Job.Framework); err != nil {
-			return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "action", "job", "framework"), frameworks.Supported())}
-		}
-	}
-	return nil
-}
-
-func (s *Server) getTrigger(r *http.Request) (any, error) {
-	if err := s.triggersOff(); err != nil {
-		return nil, err
-	}
-	return s.svc.Triggers.Get(r.Context(), r.PathValue("ws"), r.PathValue("name"))
-}
-
-func (s *Server) listTriggers(r *http.Request) (any, error) {
-	if err := s.triggersOff(); err != nil {
-		return nil, err
-	}
-	list, err := s.svc.Triggers.List(r.Context(), r.PathValue("ws"))
-	if err != nil {
-		return nil, err
-	}
-	out := api.TriggerList{Items: []schemas.Trigger{}}
-	for _, t := range list {
-		out.Items = append(out.Items, *t)
-	}
-	return out, nil
-}
-
-func (s *Server) deleteTrigger(r *http.Request) (any, error) {
-	if err := s.triggersOff(); err != nil {
-		return nil, err
-	}
-	return nil, s.svc.Triggers.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }

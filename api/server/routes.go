@@ -8,6 +8,7 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 )
 
 // route is one operation of the API, as data: the same entry registers the handler on
@@ -23,8 +24,9 @@ type route struct {
 	// stream, set instead of handler, writes a streamed answer itself; it returns an
 	// error only before it has written anything.
 	stream func(*Server, http.ResponseWriter, *http.Request) error
-	// enabled, when set, says whether this server serves the route.
-	enabled func(*Server) bool
+	// feature, when set, is the optional part of the API the route belongs to: a
+	// server started without it does not serve the route, or answers 503 (feature).
+	feature *feature
 
 	// public routes need no token; every other route authenticates first, then the
 	// router authorizes verb (the role policy is auth.Allows) in the workspace ws says.
@@ -95,9 +97,11 @@ type param struct {
 // its media types.
 type payload struct {
 	v any
-	// oneOf, when set instead of v, lists the types any one of which the body may be.
-	oneOf []any
-	media []string
+	// anyOf, when set instead of v, lists the types any one of which the body may be.
+	anyOf []any
+	// redacted answers hold secrets redacted (rules.go): their schema allows that.
+	redacted bool
+	media    []string
 	// optional bodies may be left out.
 	optional bool
 }
@@ -116,6 +120,9 @@ var (
 )
 
 func jsonBody(v any) *payload { return &payload{v: v, media: jsonMedia} }
+
+// redactedBody is an answer whose secrets are redacted.
+func redactedBody(v any) *payload { return &payload{v: v, media: jsonMedia, redacted: true} }
 
 // labelParam filters a list by labels.
 var labelParam = param{name: "label", typ: "string", repeat: true, desc: "key=value; repeatable, all must match"}
@@ -136,13 +143,18 @@ func everyKind() []any {
 	return out
 }
 
-func withRules(s *Server) bool { return s.opts.Rules != nil }
+// routes is the API: the route table. It is assembled once, from the routes of no
+// kind (below) and each kind's, which its registration names (kinds.go).
+var routes = tableRoutes()
 
-// routes is the API.
-var routes = []route{
+// systemRoutes are health, identity, tokens, workspaces and validation.
+var systemRoutes = []route{
 	{method: "GET", path: "/healthz", handler: (*Server).healthz, public: true,
 		id: "health", tag: "system", summary: "Liveness; needs no token",
 		responses: []reply{{200, "the server answers", jsonBody(map[string]string{})}}},
+	{method: "GET", path: "/v1/openapi.json", stream: (*Server).openAPI, public: true,
+		id: "openAPI", tag: "system", summary: "This API's OpenAPI 3.1 document (docs/openapi.json); needs no token",
+		responses: []reply{{200, "the OpenAPI document", jsonBody(map[string]any{})}}},
 	{method: "GET", path: "/v1/whoami", handler: (*Server).whoami, verb: auth.VerbRead, ws: wsNone,
 		id: "whoami", tag: "access", summary: "The identity of the request's token",
 		responses: []reply{{200, "the token's name, workspace, role and expiry", jsonBody(api.Identity{})}}},
@@ -160,7 +172,7 @@ var routes = []route{
 		responses: []reply{{204, "revoked", nil}}},
 	{method: "POST", path: "/v1/workspaces", handler: (*Server).createWorkspace, verb: auth.VerbAdmin, ws: wsNone, object: "workspace",
 		id: "createWorkspace", tag: "access", summary: "Register a workspace and its Kubernetes namespace (admin)",
-		request:   jsonBody(api.Workspace{}),
+		request:   jsonBody(api.WorkspaceRequest{}),
 		responses: []reply{{201, "the workspace", jsonBody(api.Workspace{})}}},
 	{method: "GET", path: "/v1/workspaces", handler: (*Server).listWorkspaces, verb: auth.VerbRead, ws: wsNone, object: "workspace",
 		id: "listWorkspaces", tag: "access", summary: "The workspaces the caller may see: all for an admin, its own otherwise",
@@ -174,45 +186,12 @@ var routes = []route{
 
 	{method: "POST", path: "/v1/validate", handler: (*Server).validate, verb: auth.VerbRead, ws: wsNone, readOnly: true,
 		id: "validate", tag: "jobs", summary: "Validate a document of any kind (TrainingJob, Experiment, Schedule, Pipeline, Trigger, NotificationRule); creates nothing",
-		request:   &payload{oneOf: everyKind(), media: specMedia},
+		request:   &payload{anyOf: everyKind(), media: specMedia},
 		responses: []reply{{200, "the spec is valid", jsonBody(api.ValidateResult{})}}},
-	{method: "POST", path: "/v1/jobs", handler: (*Server).submitJob, verb: auth.VerbWrite, ws: wsBodyLate, object: "job",
-		id: "submitJob", tag: "jobs", summary: "Validate and submit a job in the spec's workspace",
-		request:   &payload{v: schemas.TrainingJob{}, media: specMedia},
-		responses: []reply{{201, "the job, Pending", jsonBody(api.Job{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/jobs", handler: (*Server).listJobs, verb: auth.VerbRead, ws: wsPath, object: "job",
-		id: "listJobs", tag: "jobs", summary: "List a workspace's jobs, newest first",
-		query: listQuery(param{name: "phase", typ: "string", desc: "only jobs in this phase"},
-			param{name: "framework", typ: "string", desc: "only jobs of this framework"}, labelParam),
-		responses: []reply{{200, "a page of jobs", jsonBody(api.JobList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).getJob, verb: auth.VerbRead, ws: wsPath, object: "job",
-		id: "getJob", tag: "jobs", summary: "A job's spec and live status",
-		query:     deletedJobParams,
-		responses: []reply{{200, "the job", jsonBody(api.Job{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/stop", handler: (*Server).stopJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
-		id: "stopJob", tag: "jobs", summary: "Stop a job; answers once it is terminal",
-		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
-		responses: []reply{{200, "the final phase", jsonBody(api.StopResult{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/scale", handler: (*Server).scaleJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
-		id: "scaleJob", tag: "jobs", summary: "Set a running elastic job's replica count within spec.elastic; answers once the gang has it",
-		request:   &payload{v: api.ScaleRequest{}, media: jsonMedia},
-		responses: []reply{{200, "the replica count", jsonBody(api.ScaleResult{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/jobs/{name}", handler: (*Server).deleteJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
-		id: "deleteJob", tag: "jobs", summary: "Stop a job if it runs, wait for its cleanup, then delete it (its record, events and logs stay readable by uid unless purge)",
-		query:     []param{{name: "purge", typ: "boolean", desc: "remove everything: the workflow history, events, log records and log archive"}},
-		responses: []reply{{204, "deleted", nil}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/jobs/{name}/clone", handler: (*Server).cloneJob, verb: auth.VerbWrite, ws: wsPath, object: "job",
-		id: "cloneJob", tag: "jobs", summary: "Start a new job from this one's spec with overrides (JSON merge patch)",
-		request:   jsonBody(api.CloneRequest{}),
-		responses: []reply{{201, "the new job", jsonBody(api.Job{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/jobs/{name}/logs", stream: (*Server).jobLogs, verb: auth.VerbRead, ws: wsPath, object: "job",
-		id: "jobLogs", tag: "jobs", summary: "A job's log records as JSON lines, from JetStream",
-		query: []param{
-			{name: "follow", typ: "boolean", desc: "stream until the job is terminal and drained"},
-			{name: "replica", typ: "string", desc: "only this replica, such as worker-0"},
-			deletedJobParams[0], deletedJobParams[1],
-		},
-		responses: []reply{{200, "log records, one JSON object per line", &payload{v: events.LogRecord{}, media: ndjson}}}},
+}
+
+// clusterRoutes are a workspace's events and quota, and the nodes.
+var clusterRoutes = []route{
 	{method: "GET", path: "/v1/workspaces/{ws}/events", stream: (*Server).workspaceEvents, verb: auth.VerbRead, ws: wsPath,
 		id: "workspaceEvents", tag: "events", summary: "A workspace's events as JSON lines",
 		query: []param{
@@ -241,54 +220,6 @@ var routes = []route{
 		id: "releaseNode", tag: "nodes", summary: "Release a node from quarantine at once (cluster admin); 409 when it is not quarantined",
 		request:   jsonBody(api.NodeRelease{}),
 		responses: []reply{{200, "the node's verdict after the release", jsonBody(api.Node{})}}},
-
-	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, verb: auth.VerbWrite, ws: wsBodyLate, enabled: withRules, object: "notification rule",
-		id: "applyRule", tag: "notifications", summary: "Create or replace a notification rule in the rule's workspace",
-		request:   &payload{v: schemas.NotificationRule{}, media: specMedia},
-		responses: []reply{{200, "the rule, secrets redacted", jsonBody(schemas.NotificationRule{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules", handler: (*Server).listRules, verb: auth.VerbRead, ws: wsPath, enabled: withRules, object: "notification rule",
-		id: "listRules", tag: "notifications", summary: "A workspace's notification rules, secrets redacted",
-		responses: []reply{{200, "the rules", jsonBody(api.RuleList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).getRule, verb: auth.VerbRead, ws: wsPath, enabled: withRules, object: "notification rule",
-		id: "getRule", tag: "notifications", summary: "A notification rule, secrets redacted",
-		responses: []reply{{200, "the rule", jsonBody(schemas.NotificationRule{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).deleteRule, verb: auth.VerbWrite, ws: wsPath, enabled: withRules, object: "notification rule",
-		id: "deleteRule", tag: "notifications", summary: "Delete a notification rule",
-		responses: []reply{{204, "deleted", nil}}},
-
-	{method: "POST", path: "/v1/pipelines", handler: (*Server).runPipeline, verb: auth.VerbWrite, ws: wsBody, object: "pipeline",
-		id: "runPipeline", tag: "pipelines", summary: "Validate a pipeline and start a run of it, named metadata.name, in its workspace",
-		query:     []param{{name: "param", typ: "string", repeat: true, desc: "NAME=VALUE: a parameter of the pipeline; repeatable"}},
-		request:   &payload{v: schemas.Pipeline{}, media: specMedia},
-		responses: []reply{{201, "the run, Pending", jsonBody(api.PipelineRun{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/pipelines", handler: (*Server).listPipelines, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
-		id: "listPipelines", tag: "pipelines", summary: "List a workspace's pipeline runs, newest first",
-		query:     listQuery(param{name: "phase", typ: "string", desc: "only runs in this phase"}, labelParam),
-		responses: []reply{{200, "a page of runs", jsonBody(api.PipelineList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).getPipeline, verb: auth.VerbRead, ws: wsPath, object: "pipeline",
-		id: "getPipeline", tag: "pipelines", summary: "A pipeline run: the pipeline and the live status of every step",
-		responses: []reply{{200, "the run", jsonBody(api.PipelineRun{})}}},
-	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/stop", handler: (*Server).stopPipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
-		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
-		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
-		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).deletePipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
-		id: "deletePipeline", tag: "pipelines", summary: "Stop a pipeline run if it runs, then delete it and its step jobs; its name can be used again",
-		responses: []reply{{204, "deleted", nil}}},
-
-	{method: "POST", path: "/v1/triggers", handler: (*Server).applyTrigger, verb: auth.VerbWrite, ws: wsBody, object: "trigger",
-		id: "applyTrigger", tag: "triggers", summary: "Create or replace a trigger in the trigger's workspace",
-		request:   &payload{v: schemas.Trigger{}, media: specMedia},
-		responses: []reply{{200, "the trigger", jsonBody(schemas.Trigger{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/triggers", handler: (*Server).listTriggers, verb: auth.VerbRead, ws: wsPath, object: "trigger",
-		id: "listTriggers", tag: "triggers", summary: "A workspace's triggers",
-		responses: []reply{{200, "the triggers", jsonBody(api.TriggerList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).getTrigger, verb: auth.VerbRead, ws: wsPath, object: "trigger",
-		id: "getTrigger", tag: "triggers", summary: "A trigger",
-		responses: []reply{{200, "the trigger", jsonBody(schemas.Trigger{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).deleteTrigger, verb: auth.VerbWrite, ws: wsPath, object: "trigger",
-		id: "deleteTrigger", tag: "triggers", summary: "Delete a trigger; what it started keeps running",
-		responses: []reply{{204, "deleted", nil}}},
 }
 
 // routeMux is a ServeMux that remembers what it serves, so that a test can compare
@@ -311,12 +242,38 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 	m.Handle(pattern, http.HandlerFunc(h))
 }
 
-// tableMux registers every enabled route of the table.
+// feature is an optional part of the API: its routes work only on a server started
+// with what they need (a store given by an Option).
+type feature struct {
+	// on says whether the server has what the feature needs.
+	on func(*Server) bool
+	// off, when set, is the 503 answer of the feature's routes on a server without it,
+	// given once the call is authorized; when empty, such a server does not serve them
+	// (404).
+	off string
+}
+
+// Optional features.
+var (
+	// rulesFeature is served with a rule store (WithRules).
+	rulesFeature = &feature{on: func(s *Server) bool { return s.opts.Rules != nil }}
+	// triggersFeature answers 503 without a trigger store (WithTriggers).
+	triggersFeature = &feature{on: func(s *Server) bool { return s.opts.Triggers != nil },
+		off: "this server does not serve triggers: it was started without a trigger store"}
+)
+
+// served reports whether s serves the route: a route of a feature s lacks is not
+// served unless the feature answers 503.
+func (rt *route) served(s *Server) bool {
+	return rt.feature == nil || rt.feature.on(s) || rt.feature.off != ""
+}
+
+// tableMux registers every route of the table that s serves.
 func (s *Server) tableMux() *routeMux {
 	mux := newRouteMux()
 	for i := range routes {
 		rt := &routes[i]
-		if rt.enabled != nil && !rt.enabled(s) {
+		if !rt.served(s) {
 			continue
 		}
 		mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { s.serveRoute(rt, w, r) })
@@ -345,6 +302,14 @@ func (s *Server) serveRoute(rt *route, w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if rt.feature != nil && !rt.feature.on(s) {
+		s.writeErr(w, r, unavailable(rt.feature.off))
+		return
+	}
+	// The workflows the call starts are listed under the token's name (DlcOwner).
+	if id, ok := IdentityFrom(r.Context()); ok {
+		r = r.WithContext(service.WithOwner(r.Context(), id.Name))
 	}
 	if rt.stream != nil {
 		if err := rt.stream(s, w, r); err != nil {

@@ -4,15 +4,34 @@ import (
 	"net/http"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
 )
+
+// ruleRoutes are the NotificationRule operations (registered in kinds.go), served
+// with a rule store (rulesFeature).
+var ruleRoutes = []route{
+	{method: "POST", path: "/v1/notificationrules", handler: (*Server).applyRule, verb: auth.VerbWrite, ws: wsBodyLate, feature: rulesFeature, object: "notification rule",
+		id: "applyRule", tag: "notifications", summary: "Create or replace a notification rule in the rule's workspace",
+		request:   &payload{v: schemas.NotificationRule{}, media: specMedia},
+		responses: []reply{{200, "the rule, secrets redacted", redactedBody(schemas.NotificationRule{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules", handler: (*Server).listRules, verb: auth.VerbRead, ws: wsPath, feature: rulesFeature, object: "notification rule",
+		id: "listRules", tag: "notifications", summary: "A workspace's notification rules, secrets redacted",
+		responses: []reply{{200, "the rules", redactedBody(api.RuleList{})}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).getRule, verb: auth.VerbRead, ws: wsPath, feature: rulesFeature, object: "notification rule",
+		id: "getRule", tag: "notifications", summary: "A notification rule, secrets redacted",
+		responses: []reply{{200, "the rule", redactedBody(schemas.NotificationRule{})}}},
+	{method: "DELETE", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).deleteRule, verb: auth.VerbWrite, ws: wsPath, feature: rulesFeature, object: "notification rule",
+		id: "deleteRule", tag: "notifications", summary: "Delete a notification rule",
+		responses: []reply{{204, "deleted", nil}}},
+}
 
 // redacted replaces secrets in rules the API returns.
 const redacted = "********"
 
 // applyRule creates or replaces a notification rule (YAML or JSON body).
 func (s *Server) applyRule(r *http.Request) (any, error) {
-	rule, err := readDoc(s, r, schemas.DecodeNotificationRule, nil)
+	rule, err := readDoc(s, r, schemas.DecodeNotificationRule)
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,11 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
-	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
 
-// scheduleRoutes are the schedule operations; init adds them to the route table, which
-// serves, authenticates and documents them like every other route.
+// scheduleRoutes are the Schedule operations (registered in kinds.go).
 var scheduleRoutes = []route{
 	{method: "POST", path: "/v1/schedules", handler: (*Server).createSchedule, verb: auth.VerbWrite, ws: wsBody, object: "schedule",
 		id: "createSchedule", tag: "schedules", summary: "Validate and create a schedule in the spec's workspace",
@@ -50,33 +48,9 @@ var scheduleRoutes = []route{
 		responses: []reply{{204, "deleted", nil}}},
 }
 
-func init() { routes = append(routes, scheduleRoutes...) }
-
 // readSchedule reads, decodes, validates and checks a schedule document.
 func (s *Server) readSchedule(r *http.Request) (*schemas.Schedule, error) {
-	return readDoc(s, r, schemas.DecodeSchedule, scheduleSupported)
-}
-
-// scheduleSupported checks that the frameworks a schedule's template names run on this
-// server, as the job, experiment or pipeline it starts would be checked.
-func scheduleSupported(sched *schemas.Schedule) error {
-	ap := schemas.NewPath("spec", "action")
-	a := sched.Spec.Action
-	framework := func(f schemas.Framework, p schemas.Path) error {
-		if _, err := frameworks.Get(f); err != nil {
-			return schemas.ErrorList{schemas.NotSupported(p, frameworks.Supported())}
-		}
-		return nil
-	}
-	switch {
-	case a.JobTemplate != nil:
-		return framework(a.JobTemplate.Spec.Framework, ap.Child("jobTemplate", "spec", "framework"))
-	case a.ExperimentTemplate != nil:
-		return framework(a.ExperimentTemplate.Spec.TrialTemplate.Framework, ap.Child("experimentTemplate", "spec", "trialTemplate", "framework"))
-	case a.PipelineTemplate != nil:
-		return supportedSteps(&a.PipelineTemplate.Spec, ap.Child("pipelineTemplate", "spec"))
-	}
-	return nil
+	return readDoc(s, r, schemas.DecodeSchedule)
 }
 
 func (s *Server) createSchedule(r *http.Request) (any, error) {

@@ -19,7 +19,6 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
-	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
@@ -132,13 +131,10 @@ func (s *Server) Handler() http.Handler {
 // document is a decoded document of any kind: it validates itself.
 type document interface{ Validate() schemas.ErrorList }
 
-// decodeDoc decodes body with decode, validates the document, then runs check (when not
-// nil) for what the schema allows but this server cannot run; what fails is a spec error.
-func decodeDoc[D document](body []byte, decode func([]byte) (D, error), check func(D) error) (D, error) {
+// decodeDoc decodes body with decode and validates the document, as /v1/validate
+// does; what fails is a spec error.
+func decodeDoc[D document](body []byte, decode func([]byte) (D, error)) (D, error) {
 	doc, err := schemas.DecodeValid(body, decode)
-	if err == nil && check != nil {
-		err = check(doc)
-	}
 	if err != nil {
 		var none D
 		return none, specError(err)
@@ -147,31 +143,23 @@ func decodeDoc[D document](body []byte, decode func([]byte) (D, error), check fu
 }
 
 // readDoc reads the request body and decodes it as decodeDoc does.
-func readDoc[D document](s *Server, r *http.Request, decode func([]byte) (D, error), check func(D) error) (D, error) {
+func readDoc[D document](s *Server, r *http.Request, decode func([]byte) (D, error)) (D, error) {
 	body, err := s.readBody(r)
 	if err != nil {
 		var none D
 		return none, err
 	}
-	return decodeDoc(body, decode, check)
+	return decodeDoc(body, decode)
 }
 
 // readSpec reads, decodes and validates a job spec from the body.
 func (s *Server) readSpec(r *http.Request) (*schemas.TrainingJob, error) {
-	return readDoc(s, r, schemas.DecodeTrainingJob, supported)
+	return readDoc(s, r, schemas.DecodeTrainingJob)
 }
 
 // decodeSpec decodes and validates a job spec; a bad one is a spec error.
 func decodeSpec(body []byte) (*schemas.TrainingJob, error) {
-	return decodeDoc(body, schemas.DecodeTrainingJob, supported)
-}
-
-// supported checks what the schema allows but this server cannot run yet.
-func supported(job *schemas.TrainingJob) error {
-	if _, err := frameworks.Get(job.Spec.Framework); err != nil {
-		return schemas.ErrorList{schemas.NotSupported(schemas.NewPath("spec", "framework"), frameworks.Supported())}
-	}
-	return nil
+	return decodeDoc(body, schemas.DecodeTrainingJob)
 }
 
 // readBody reads a request body of at most MaxBodySize bytes (413 when larger).
@@ -283,6 +271,11 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		// The headers now, not with the first line: a client of a followed stream
+		// with nothing in it yet would wait inside its request.
+		flusher.Flush()
+	}
 	ctx := r.Context()
 
 	var done func() bool
@@ -347,6 +340,9 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush() // the headers now, as jobLogs
+	}
 	var done func() bool
 	if q.Get("follow") == "true" || q.Get("follow") == "1" {
 		done = func() bool { return false }

@@ -12,7 +12,7 @@ import (
 
 // DeleteWhere deletes from stream every message on filter whose payload match accepts,
 // and returns how many it deleted. It reads what the stream held when it started; a
-// message already gone (dropped by retention) is not an error. `dlc delete --purge`
+// message already gone (dropped by retention) is not an error. `dlc job delete --purge`
 // removes one job run's events and log records this way, leaving other runs' on the
 // same subjects.
 func (c *Client) DeleteWhere(ctx context.Context, stream, filter string, match func(data []byte) bool) (int, error) {

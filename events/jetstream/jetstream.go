@@ -20,6 +20,9 @@ import (
 type Client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+	// reader: a workspace reader's client (NewReader), which may not ask for stream
+	// info or messages by sequence.
+	reader bool
 }
 
 // Connect dials NATS at url and returns a Client; call Close when done. natsOpts are
@@ -55,7 +58,7 @@ func NewReader(nc *nats.Conn, workspace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	return &Client{nc: nc, js: js}, nil
+	return &Client{nc: nc, js: js, reader: true}, nil
 }
 
 // Close closes the connection.
@@ -143,8 +146,29 @@ func (c *Client) ReadSince(ctx context.Context, stream, filter string, since tim
 	}, done, fn)
 }
 
+// consumerPlaced sees each read's consumer as created; tests replace it to see where
+// NATS placed it.
+var consumerPlaced = func(*jetstream.ConsumerInfo) {}
+
+// leaderAskTimeout bounds leaderLast's two requests.
+const leaderAskTimeout = 5 * time.Second
+
+// catchUpWait bounds how long a read waits, caught up with its consumer but short of the
+// newest message the stream's leader has, for the consumer's replica to catch up.
+const catchUpWait = 15 * time.Second
+
 func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig, done func() bool, fn func(subject string, data []byte) error) error {
-	// No stream lookup first: a workspace reader may not ask for stream info
+	// A read ends when its consumer has nothing pending. An ordered consumer is R1 and
+	// NATS places it on any peer of an R3 stream, including one that has just restarted
+	// and is still catching up: its "nothing pending" then comes early, and a job's logs
+	// read (or archived) right after a server restart missed every line the server had
+	// not received yet. So a read also waits until it has delivered the newest matching
+	// message that the stream's leader knows of (leaderLast).
+	var last uint64
+	if done == nil {
+		last = c.leaderLast(ctx, stream, cfg.FilterSubjects)
+	}
+	// No stream lookup otherwise: a workspace reader may not ask for stream info
 	// (WorkspacePermissions), only create a consumer filtered on its subjects.
 	cons, err := c.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
@@ -154,7 +178,8 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer info: %w", err)
 	}
-	if done == nil && info.NumPending == 0 {
+	consumerPlaced(info)
+	if done == nil && info.NumPending == 0 && last == 0 {
 		return nil
 	}
 	it, err := cons.Messages()
@@ -165,6 +190,7 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 
 	var caughtUp atomic.Bool
 	var lastMsg atomic.Int64
+	var seen atomic.Uint64
 	caughtUp.Store(info.NumPending == 0)
 	lastMsg.Store(time.Now().UnixNano())
 	finished := make(chan struct{})
@@ -173,6 +199,7 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 		const idle = 300 * time.Millisecond
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
+		target, targetSet := last, done == nil
 		for {
 			select {
 			case <-finished:
@@ -181,8 +208,17 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 				it.Stop()
 				return
 			case <-t.C:
-				quiet := time.Since(time.Unix(0, lastMsg.Load())) > idle
-				if done != nil && caughtUp.Load() && quiet && done() {
+				quiet := time.Since(time.Unix(0, lastMsg.Load()))
+				if !caughtUp.Load() || quiet <= idle {
+					continue
+				}
+				if !targetSet {
+					if !done() {
+						continue
+					}
+					target, targetSet = c.leaderLast(ctx, stream, cfg.FilterSubjects), true
+				}
+				if seen.Load() >= target || quiet > catchUpWait {
 					it.Stop()
 					return
 				}
@@ -199,6 +235,7 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 		pending := uint64(1)
 		if err == nil {
 			pending = md.NumPending
+			seen.Store(md.Sequence.Stream)
 		}
 		if err := fn(m.Subject(), m.Data()); err != nil {
 			if errors.Is(err, ErrStop) {
@@ -207,10 +244,42 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 			return err
 		}
 		caughtUp.Store(pending == 0)
-		if done == nil && pending == 0 {
+		if done == nil && pending == 0 && seen.Load() >= last {
 			return nil
 		}
 	}
+}
+
+// leaderLast is the stream sequence of the newest message on filters (one subject
+// filter) as the stream's leader answers (not a direct get, which any replica answers),
+// or 0 when there is none, or the caller may not ask (a workspace reader: the Gate lets
+// it create consumers only), or the leader does not answer in leaderAskTimeout: the read
+// then ends on its consumer's word alone.
+func (c *Client) leaderLast(ctx context.Context, stream string, filters []string) uint64 {
+	if len(filters) != 1 || c.reader {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaderAskTimeout)
+	defer cancel()
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	return lastOnLeader(ctx, s, filters[0])
+}
+
+// lastOnLeader is the stream sequence of the newest message on subject as s's leader
+// answers, or 0 (none, no answer, or a stream that allows direct gets, which any
+// replica answers).
+func lastOnLeader(ctx context.Context, s jetstream.Stream, subject string) uint64 {
+	if s.CachedInfo().Config.AllowDirect {
+		return 0
+	}
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return 0
+	}
+	return m.Sequence
 }
 
 // ErrStop is returned by a ReadUntil callback to end the read without error.

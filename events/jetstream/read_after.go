@@ -26,6 +26,9 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 	if after >= s.CachedInfo().State.LastSeq && wait <= 0 {
 		return nil
 	}
+	// The newest message on subject as the leader has it: the consumer may sit on a
+	// replica still catching up (see read), whose "nothing pending" comes early.
+	last := lastOnLeader(ctx, s, subject)
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -38,10 +41,10 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer info: %w", err)
 	}
-	if info.NumPending == 0 && wait <= 0 {
+	if info.NumPending == 0 && wait <= 0 && last <= after {
 		return nil
 	}
-	if info.NumPending > 0 {
+	if info.NumPending > 0 || last > after {
 		// Messages are stored: wait for them, not merely for new ones.
 		wait = max(wait, storedWait)
 	}
@@ -69,6 +72,7 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 			}
 		}
 	}()
+	var catchUp *time.Timer
 	for n := 0; n < limit; {
 		m, err := nextMsg(ctx, it, "next message on "+subject)
 		if m == nil {
@@ -84,7 +88,14 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 		}
 		n++
 		if md.NumPending == 0 {
-			return nil
+			if md.Sequence.Stream >= last {
+				return nil
+			}
+			if catchUp == nil {
+				// Caught up with a lagging replica: wait a bounded time for the rest.
+				catchUp = time.AfterFunc(catchUpWait, it.Stop)
+				defer catchUp.Stop()
+			}
 		}
 	}
 	return nil

@@ -48,20 +48,20 @@ const (
 
 // Subjects the streams capture.
 var (
-	// EventSubjects are the subjects the events stream captures.
-	EventSubjects = []string{
-		"dlc.*.job.*.status", "dlc.*.job.*.metrics", "dlc.*.experiment.*.trial",
-		"dlc.*.schedule.*.run", "dlc.*.node.*.health", "dlc.*.trigger.*.fired",
-		"dlc.*.experiment.*.status", "dlc.*.pipeline.*.status",
-	}
-	// LogSubjects are the subjects the log stream captures.
-	LogSubjects = []string{"dlc.*.job.*.logs.>"}
+	// EventSubjects are the subjects the events stream captures: every kind's events
+	// (streamKinds, kinds.go) and the nodes' health.
+	EventSubjects = append(kindWildcards(func(k kindSubjects) []subjectOf { return k.events }),
+		"dlc.*.node.*.health")
+	// LogSubjects are the subjects the log stream captures: every kind's logs.
+	LogSubjects = kindWildcards(func(k kindSubjects) []subjectOf { return k.logs })
 	// InboundSubjects are the subjects InboundStream captures: programs' trigger events
-	// and S3 bucket notifications, per workspace. They are one token deeper than
-	// anything else OpenDLC publishes (dlc.<workspace>.trigger.<name>.fired is an
-	// outbound event, in DLC_EVENTS). schemas.S3RawEventSubject holds the S3 gateway's
-	// notifications before they are routed to their workspace.
-	InboundSubjects = []string{"dlc.*.trigger.*", "dlc.*.s3.*", schemas.S3RawEventSubject}
+	// (every kind's inbound subjects) and S3 bucket notifications, per workspace. They
+	// are one token deeper than anything else OpenDLC publishes
+	// (dlc.<workspace>.trigger.<name>.fired is an outbound event, in DLC_EVENTS).
+	// schemas.S3RawEventSubject holds the S3 gateway's notifications before they are
+	// routed to their workspace.
+	InboundSubjects = append(kindWildcards(func(k kindSubjects) []subjectOf { return k.inbound }),
+		"dlc.*.s3.*", schemas.S3RawEventSubject)
 )
 
 // Retention limits one stream, like the TTL and size of an SLS logstore.

@@ -6,13 +6,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 
 	"github.com/invopop/jsonschema"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/schemas/jsonschemamap"
 )
 
 // schemasPackage is the import path of package schemas, which doc comments are keyed by.
@@ -20,11 +21,6 @@ const schemasPackage = "github.com/opendlc/opendlc/schemas"
 
 // BaseID prefixes the $id of every generated schema.
 const BaseID = "https://opendlc.io/schemas/v1alpha1/"
-
-// quantityPattern is the syntax of a Kubernetes quantity (as in Kubernetes' OpenAPI).
-const quantityPattern = `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
-
-var quantityType = reflect.TypeFor[resource.Quantity]()
 
 // FileName is the name of the schema file of a kind: "trainingjob.schema.json".
 func FileName(k schemas.Kind) string {
@@ -48,26 +44,18 @@ func Generate(srcDir string) (map[string][]byte, error) {
 func generate(srcDir string, k schemas.Kind) ([]byte, error) {
 	r := &jsonschema.Reflector{
 		ExpandedStruct: true,
-		Mapper: func(t reflect.Type) *jsonschema.Schema {
-			if t == quantityType {
-				return &jsonschema.Schema{Ref: "#/$defs/Quantity"}
-			}
-			return nil
-		},
+		// The mappings the OpenAPI document shares (api/server/openapi.go).
+		Mapper: jsonschemamap.Mapper("#/$defs/"),
 	}
 	if err := r.AddGoComments(schemasPackage, srcDir); err != nil {
 		return nil, fmt.Errorf("reading doc comments in %s: %w", srcDir, err)
 	}
-	s := r.Reflect(schemas.NewObject(k))
+	obj := schemas.NewObject(k)
+	s := r.Reflect(obj)
+	jsonschemamap.OptionalZero(reflect.TypeOf(obj), s, nil)
 	s.ID = jsonschema.ID(BaseID + FileName(k))
 	s.Title = string(k)
-	s.Definitions["Quantity"] = &jsonschema.Schema{
-		Description: `a Kubernetes quantity such as "500m", "8" or "64Gi"`,
-		OneOf: []*jsonschema.Schema{
-			{Type: "string", Pattern: quantityPattern},
-			{Type: "number"},
-		},
-	}
+	maps.Copy(s.Definitions, jsonschemamap.Definitions())
 
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

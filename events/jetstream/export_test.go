@@ -1,0 +1,11 @@
+package jetstream
+
+import "github.com/nats-io/nats.go/jetstream"
+
+// SetConsumerPlaced replaces the hook that sees each read's consumer as created, until
+// the returned function restores it.
+func SetConsumerPlaced(f func(*jetstream.ConsumerInfo)) (restore func()) {
+	old := consumerPlaced
+	consumerPlaced = f
+	return func() { consumerPlaced = old }
+}
