@@ -9,10 +9,6 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// reasonInsufficientResources is the reason of a job Queued because its gang does not
-// fit in what the backend has free (the local backend's GPUs).
-const reasonInsufficientResources = "InsufficientResources"
-
 // Waits between launches of a gang that did not fit: doubling from the first to the
 // last.
 const (
@@ -27,7 +23,8 @@ const (
 // as the cluster is (Unschedulable) waits the same way, Queued with reason
 // Unschedulable and the Schedulable condition False naming what is short, with a
 // longer backoff. stopped is true when a stop request came while it waited.
-func (w *jobWorkflow) launchWhenItFits(ctx workflow.Context, in activities.LaunchGangInput) (res activities.LaunchGangResult, stopped bool, err error) {
+func (a *attempt) launchWhenItFits(ctx workflow.Context, in activities.LaunchGangInput) (res activities.LaunchGangResult, stopped bool, err error) {
+	w := a.w
 	backoff := capacityBackoff
 	launching := w.status.Message
 	for {
@@ -36,7 +33,7 @@ func (w *jobWorkflow) launchWhenItFits(ctx workflow.Context, in activities.Launc
 		if errType != activities.ErrTypeInsufficientResources && errType != activities.ErrTypeUnschedulable {
 			if w.status.Phase == schemas.JobQueued {
 				// It fits now: Launching again, as before the wait.
-				w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", launching})
+				w.transition(ctx, jobOutcome{schemas.JobLaunching, ReasonLaunching, launching})
 			}
 			if err == nil {
 				w.markSchedulable(ctx)
@@ -51,9 +48,9 @@ func (w *jobWorkflow) launchWhenItFits(ctx workflow.Context, in activities.Launc
 			w.markUnschedulable(ctx, msg)
 			maxBackoff = maxUnschedulableBackoff
 		} else if w.status.Phase != schemas.JobQueued || w.status.Message != msg {
-			w.transition(ctx, jobOutcome{schemas.JobQueued, reasonInsufficientResources, msg})
+			w.transition(ctx, jobOutcome{schemas.JobQueued, ReasonInsufficientResources, msg})
 		}
-		if w.waitUnlessStopped(ctx, backoff) || w.spotWaitOver() {
+		if w.waitUnlessStopped(ctx, backoff, a.spotTimer) || a.spotWaitOver() {
 			return res, true, nil // stopped, or waited too long for spot capacity
 		}
 		backoff = min(2*backoff, maxBackoff)

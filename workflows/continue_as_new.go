@@ -5,7 +5,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -36,10 +35,6 @@ const (
 	// next run.
 	reasonContinueAsNew = "ContinueAsNew"
 )
-
-// changeJobContinueAsNew: the TrainingJob workflow continues as new once its history
-// passes its bound. A run whose history predates the change never does.
-const changeJobContinueAsNew = "job-continue-as-new"
 
 // HistoryBound overrides a workflow's history bound; a zero field keeps the default.
 // It is a test knob: the API never sets it.
@@ -98,8 +93,7 @@ type ClockState struct {
 
 // boundReached reports whether the run should continue as new now: it has made
 // progress, its history passed its bound (or Temporal suggests it), no stop is pending
-// and no update handler runs, and the run has changeJobContinueAsNew (asked only here,
-// so histories that never reach the bound carry no marker).
+// and no update handler runs.
 func (w *jobWorkflow) boundReached(ctx workflow.Context) bool {
 	if w.rounds == 0 && w.attemptsRun == 0 {
 		return false
@@ -118,16 +112,14 @@ func (w *jobWorkflow) boundReached(ctx workflow.Context) bool {
 		info.GetCurrentHistorySize() < maxBytes {
 		return false
 	}
-	if w.stopCh.Len() > 0 || w.stopReason != "" || !workflow.AllHandlersFinished(ctx) {
-		return false
-	}
-	return workflow.GetVersion(ctx, changeJobContinueAsNew, workflow.DefaultVersion, 1) == 1
+	return w.stopCh.Len() == 0 && w.stopReason == "" && workflow.AllHandlersFinished(ctx)
 }
 
 // continueAsNew publishes the events still queued and returns the error that ends this
-// run and starts the next with the job's state. plan is the running attempt's, or nil
-// between attempts.
-func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, plan *attemptPlan, backoff time.Duration) error {
+// run and starts the next with the job's state. a is the run's last attempt: following,
+// it runs and the next run follows it (ref is a's gang); otherwise it has ended and the
+// next run starts attempt ref.
+func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, a *attempt, following bool, backoff time.Duration) error {
 	// Quota decisions that arrived meanwhile are stale (the job was admitted): take
 	// them in so that none is left unread.
 	decisions := workflow.GetSignalChannel(ctx, SignalQuotaDecision)
@@ -136,7 +128,7 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, p
 	w.events.drain(ctx)
 	c := JobContinuation{
 		UID: w.uid, Status: w.status, EventSeq: w.eventSeq, Ref: ref, Backoff: backoff,
-		PlacementTimeout: w.placementTimeout, QuotaRequested: w.quotaRequested,
+		PlacementTimeout: a.placementTimeout, QuotaRequested: w.quotaRequested,
 		SpotWaitSince: w.spotWaitSince, PodDefaults: w.podDefaults,
 		Clock: ClockState{RunSince: w.clock.runSince, Ran: w.clock.ran, QueuedSince: w.clock.queuedSince, Queued: w.clock.queued},
 	}
@@ -144,9 +136,9 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, p
 		c.Runs = w.in.Continued.Runs
 	}
 	c.Runs++
-	if plan != nil {
+	if following {
 		c.Following = true
-		c.Plan = AttemptPlanState{Pool: plan.pool, ResumeFrom: plan.resumeFrom, Exclude: plan.exclude}
+		c.Plan = AttemptPlanState{Pool: a.plan.pool, ResumeFrom: a.plan.resumeFrom, Exclude: a.plan.exclude}
 	}
 	w.logger.Info("continuing as new", "runs", c.Runs, "events", workflow.GetInfo(ctx).GetCurrentHistoryLength(),
 		"bytes", workflow.GetInfo(ctx).GetCurrentHistorySize(), "following", c.Following)
@@ -160,41 +152,33 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, p
 func (w *jobWorkflow) resume(ctx workflow.Context, c JobContinuation) (TrainingJobResult, error) {
 	w.uid, w.status, w.eventSeq = c.UID, c.Status, c.EventSeq
 	w.quotaRequested, w.spotWaitSince, w.podDefaults = c.QuotaRequested, c.SpotWaitSince, c.PodDefaults
-	w.placementTimeout = c.PlacementTimeout
 	w.clock = jobClock{runSince: c.Clock.RunSince, ran: c.Clock.Ran, queuedSince: c.Clock.QueuedSince, queued: c.Clock.Queued}
 	if w.status.Phase == schemas.JobQueued && w.clock.queuedSince != nil {
 		// The queue timer of the previous run went with it: start it again for what is
 		// left of spec.queueTimeout.
-		if d := w.in.Job.Spec.QueueTimeout.D(); d > 0 && timeoutFromLaunch(ctx) {
+		if d := w.in.Job.Spec.QueueTimeout.D(); d > 0 {
 			left := d - w.clock.queued - workflow.Now(ctx).Sub(*w.clock.queuedSince)
 			w.startQueueTimer(ctx, max(left, time.Millisecond))
 		}
 	}
-	var plan *attemptPlan
+	var handedOver *attempt
 	if c.Following {
-		plan = &attemptPlan{pool: c.Plan.Pool, resumeFrom: c.Plan.ResumeFrom, exclude: c.Plan.Exclude}
+		handedOver = &attempt{w: w, ref: c.Ref, placementTimeout: c.PlacementTimeout,
+			plan: attemptPlan{pool: c.Plan.Pool, resumeFrom: c.Plan.ResumeFrom, exclude: c.Plan.Exclude}}
 	}
-	return w.attempts(ctx, c.Ref, c.Backoff, plan)
-}
-
-// logsContext is the context of an attempt's log forwarder: cancellable (cancel is
-// set), and waiting for the forwarder to acknowledge a cancellation, so that the
-// forwarder of the next run never forwards alongside it.
-func (w *jobWorkflow) logsContext(ctx workflow.Context, cancel *workflow.CancelFunc) workflow.Context {
-	lctx, c := workflow.WithCancel(ctx)
-	*cancel = c
-	return lctx
+	return w.attempts(ctx, c.Ref, c.Backoff, handedOver)
 }
 
 // handOverLogs stops the attempt's log forwarder before the run continues as new and
-// waits until it has stopped; the next run's forwarder resumes after the last line it
-// published.
-func (w *jobWorkflow) handOverLogs(ctx workflow.Context, logs *future[activities.ForwardLogsResult], cancel workflow.CancelFunc) {
-	if logs == nil {
+// waits until it has stopped (its activity waits for the cancellation to be
+// acknowledged, withForwarderActivity), so the next run's forwarder, which resumes
+// after the last line it published, never forwards alongside it.
+func (a *attempt) handOverLogs(ctx workflow.Context) {
+	if a.logs == nil {
 		return
 	}
-	cancel()
-	_ = logs.Get(ctx, nil)
+	a.cancelLogs()
+	_ = a.logs.Get(ctx, nil)
 }
 
 // knownReplicas is what a gang watch is told about the replicas: only the fields it

@@ -151,22 +151,17 @@ type experimentWorkflow struct {
 
 	runs    []*trialRun // by trial ID; nil when the trial does not run
 	running int
-	slots   bool // trials start as soon as a slot frees (experiment_slots.go)
-	carry   bool // continue-as-new carries running trials (experiment_continue.go)
-	// continuing is set once the history is large and carry is set: no new trials, and
-	// continue-as-new as soon as the running trials can be carried.
+	// continuing is set once the history is large: no new trials, and continue-as-new
+	// as soon as the running trials can be carried (experiment_continue.go).
 	continuing bool
 	changed    bool
 	ending     *experimentOutcome
-	draining   bool
 
 	// events holds the trial events not yet published.
 	events *outbox
 }
 
 func (w *experimentWorkflow) setup(ctx workflow.Context) error {
-	w.slots = slotsVersion(ctx)
-	w.carry = carryVersion(ctx)
 	if w.in.State != nil {
 		w.st = w.in.State
 	} else {
@@ -235,10 +230,10 @@ func seedFrom(uid string) int64 {
 
 func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error) {
 	if w.configErr != nil {
-		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "InvalidSpec", w.configErr.Error()})
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, ReasonInvalidSpec, w.configErr.Error()})
 	}
 	if w.st.Phase == schemas.ExperimentPending {
-		w.setPhase(ctx, experimentOutcome{schemas.ExperimentRunning, "Started", fmt.Sprintf("searching with %s, %d trial(s) at a time", w.exp.Spec.Algorithm.Name, w.parallelism())})
+		w.setPhase(ctx, experimentOutcome{schemas.ExperimentRunning, ReasonStarted, fmt.Sprintf("searching with %s, %d trial(s) at a time", w.exp.Spec.Algorithm.Name, w.parallelism())})
 	} else {
 		w.upsertPhase(ctx)
 	}
@@ -248,7 +243,7 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil {
 			w.checkFailures(ctx)
 		}
-		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.draining && !w.continuing {
+		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil && !w.continuing {
 			if w.isPBT() {
 				w.startPBTTrials(ctx)
 			} else {
@@ -263,8 +258,6 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 				w.setPhase(ctx, experimentOutcome{schemas.ExperimentStopped, w.st.Reason, w.st.Message})
 			case w.st.Phase == schemas.ExperimentRunning && w.allDone():
 				return w.finishSearch(ctx)
-			case w.st.Phase == schemas.ExperimentRunning && w.draining:
-				return ExperimentResult{}, w.continueAsNew(ctx)
 			}
 		}
 		if w.continuing && w.st.Phase == schemas.ExperimentRunning && w.ending == nil && w.carriable() {
@@ -279,19 +272,15 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 				return ExperimentResult{}, err
 			}
 			if !ok {
-				return w.finish(ctx, experimentOutcome{schemas.ExperimentStopped, "NotResumed", fmt.Sprintf("not resumed within %s of being stopped", w.opts.ResumeWindow)})
+				return w.finish(ctx, experimentOutcome{schemas.ExperimentStopped, ReasonNotResumed, fmt.Sprintf("not resumed within %s of being stopped", w.opts.ResumeWindow)})
 			}
 			continue
 		}
 		if err := workflow.Await(ctx, func() bool { return w.changed }); err != nil {
 			return ExperimentResult{}, err
 		}
-		if w.carry && !w.continuing && w.shouldContinueAsNew(ctx) {
+		if !w.continuing && w.shouldContinueAsNew(ctx) {
 			w.continuing = true
-		} else if !w.carry && !w.draining && w.shouldContinueAsNew(ctx) {
-			w.draining = true
-			w.logger.Info("history is large: no new trials until the running ones end, then continue-as-new",
-				"events", workflow.GetInfo(ctx).GetCurrentHistoryLength())
 		}
 	}
 }
@@ -323,7 +312,7 @@ func (w *experimentWorkflow) checkFailures(_ workflow.Context) {
 		}
 	}
 	if failed > w.maxFailed() {
-		w.end(experimentOutcome{schemas.ExperimentFailed, "TooManyFailedTrials", fmt.Sprintf("%d trials failed; spec.maxFailedTrials is %d", failed, w.maxFailed())})
+		w.end(experimentOutcome{schemas.ExperimentFailed, ReasonTooManyFailedTrials, fmt.Sprintf("%d trials failed; spec.maxFailedTrials is %d", failed, w.maxFailed())})
 	}
 }
 
@@ -356,11 +345,11 @@ func (w *experimentWorkflow) finishSearch(ctx workflow.Context) (ExperimentResul
 	}
 	best, ok := hpo.Best(w.allTrialsHistory())
 	if !ok {
-		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "NoTrialCompleted", fmt.Sprintf("none of the %d trials completed with a value of %s", len(w.st.Trials), w.exp.Spec.PrimaryObjective().Metric)})
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, ReasonNoTrialCompleted, fmt.Sprintf("none of the %d trials completed with a value of %s", len(w.st.Trials), w.exp.Spec.PrimaryObjective().Metric)})
 	}
-	reason, msg := "MaxTrialsReached", fmt.Sprintf("%d trials ran", len(w.st.Trials))
+	reason, msg := ReasonMaxTrialsReached, fmt.Sprintf("%d trials ran", len(w.st.Trials))
 	if w.st.Exhausted {
-		reason, msg = "SearchSpaceExhausted", fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
+		reason, msg = ReasonSearchSpaceExhausted, fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
 	}
 	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason, fmt.Sprintf("%s; best: trial %d, %s = %g", msg, best.ID, w.exp.Spec.PrimaryObjective().Metric, *best.Value)})
 }
@@ -383,11 +372,4 @@ func (w *experimentWorkflow) drainOutbox(ctx workflow.Context) {
 func (w *experimentWorkflow) shouldContinueAsNew(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
 	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= w.opts.MaxHistoryEvents
-}
-
-// continueAsNew carries the state into a new run; no trial runs at this point.
-func (w *experimentWorkflow) continueAsNew(ctx workflow.Context) error {
-	w.drainOutbox(ctx)
-	return workflow.NewContinueAsNewError(ctx, ExperimentWorkflowName,
-		ExperimentInput{Experiment: w.in.Experiment, State: w.st, Options: w.in.Options})
 }

@@ -9,8 +9,7 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// Continue-as-new of the Experiment workflow with its trials running (change
-// changeExperimentCarry).
+// Continue-as-new of the Experiment workflow with its trials running.
 //
 // Once a run's history reaches ExperimentOptions.MaxHistoryEvents (8,000) or Temporal
 // suggests continuing as new, the run starts no more trials and continues as new as soon
@@ -24,18 +23,7 @@ import (
 // workflow follows the runs of earlier runs with) instead of a child future, reads its
 // metrics on from the carried sequence, and stops it if a stop was pending. Slots stay
 // busy throughout, and a run's history stays within the bound plus the few events of
-// the last workflow tasks. Before the change, the run waited for every running trial to
-// end (leaving slots idle) and carried only finished trials.
-
-// changeExperimentCarry: the experiment continues as new with its trials running,
-// carrying their handles, instead of waiting for them to end.
-const changeExperimentCarry = "experiment-carry-running"
-
-// carryVersion asks, once per run, whether the run carries running trials across
-// continue-as-new.
-func carryVersion(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeExperimentCarry, workflow.DefaultVersion, 1) == 1
-}
+// the last workflow tasks.
 
 // CarriedRun is what the next run needs to follow a trial whose job runs across
 // continue-as-new.

@@ -47,7 +47,7 @@ func TestExperimentContinuesAsNewCarryingRunningTrials(t *testing.T) {
 		if run > 20 {
 			t.Fatal("the experiment did not end within 20 runs")
 		}
-		sim := newSlotSim(t, true)
+		sim := newSlotSim(t)
 		if state != nil {
 			sim.carryJobs(state)
 		}

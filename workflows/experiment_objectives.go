@@ -136,16 +136,16 @@ func (w *experimentWorkflow) finishMultiObjective(ctx workflow.Context) (Experim
 		metrics = append(metrics, o.Metric)
 	}
 	if len(front) == 0 {
-		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, "NoTrialCompleted",
+		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, ReasonNoTrialCompleted,
 			fmt.Sprintf("none of the %d trials completed with values of %s", len(w.st.Trials), strings.Join(metrics, ", "))})
 	}
 	ids := make([]string, len(front))
 	for i, id := range front {
 		ids[i] = strconv.Itoa(id)
 	}
-	reason, msg := "MaxTrialsReached", fmt.Sprintf("%d trials ran", len(w.st.Trials))
+	reason, msg := ReasonMaxTrialsReached, fmt.Sprintf("%d trials ran", len(w.st.Trials))
 	if w.st.Exhausted {
-		reason, msg = "SearchSpaceExhausted", fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
+		reason, msg = ReasonSearchSpaceExhausted, fmt.Sprintf("every point of the grid ran (%d trials)", len(w.st.Trials))
 	}
 	return w.finish(ctx, experimentOutcome{schemas.ExperimentSucceeded, reason,
 		fmt.Sprintf("%s; Pareto front of %s: trials %s", msg, strings.Join(metrics, ", "), strings.Join(ids, ", "))})

@@ -101,7 +101,7 @@ func (w *experimentWorkflow) pbtDecide(ctx workflow.Context, gen int) bool {
 		}
 		ck, err := latestCheckpoint(ctx, activities.LatestCheckpointInput{URI: w.pbtCheckpointURI(t.Job), Workspace: w.exp.Metadata.Workspace})
 		if err != nil {
-			w.end(experimentOutcome{schemas.ExperimentFailed, "CheckpointsUnreadable", fmt.Sprintf("listing the checkpoints of trial %d: %s", t.ID, rootMessage(err))})
+			w.end(experimentOutcome{schemas.ExperimentFailed, ReasonCheckpointsUnreadable, fmt.Sprintf("listing the checkpoints of trial %d: %s", t.ID, rootMessage(err))})
 			return false
 		}
 		prev[m].Checkpoint = ck
@@ -123,7 +123,7 @@ func (w *experimentWorkflow) pbtDecide(ctx workflow.Context, gen int) bool {
 		err = fmt.Errorf("%s", ans.Err)
 	}
 	if err != nil {
-		w.end(experimentOutcome{schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("pbt generation %d: %s", gen, err)})
+		w.end(experimentOutcome{schemas.ExperimentFailed, ReasonAlgorithmFailed, fmt.Sprintf("pbt generation %d: %s", gen, err)})
 		return false
 	}
 	w.st.PBT = &pbtState{Generation: gen, Decisions: ans.Decisions}

@@ -26,7 +26,7 @@ type suggestion struct {
 func (w *experimentWorkflow) suggest(ctx workflow.Context, n int) suggestion {
 	var sug suggestion
 	err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		params, err := w.sampler.Suggest(w.samplerHistory(n), n)
+		params, err := w.sampler.Suggest(w.samplerHistory(), n)
 		switch {
 		case errors.Is(err, hpo.ErrExhausted):
 			return suggestion{Exhausted: true}
@@ -41,40 +41,18 @@ func (w *experimentWorkflow) suggest(ctx workflow.Context, n int) suggestion {
 	return sug
 }
 
-// samplerHistory is what the sampler sees when it suggests trial n. With slot
-// scheduling: every trial known now (knownHistory). Before: trials 0..n-parallelism as they finished, and the others only as Running with their
-// parameters, so that the suggestion does not depend on which of them finished first.
-func (w *experimentWorkflow) samplerHistory(n int) hpo.History {
-	if w.slots {
-		h := w.knownHistory(-1)
-		w.addValues(&h)
-		return h
-	}
-	h := w.history()
-	for k := range n {
-		t := w.st.Trials[k]
-		if k <= n-w.parallelism() {
-			h.Trials = append(h.Trials, hpoTrial(t))
-		} else {
-			h.Trials = append(h.Trials, hpo.Trial{ID: t.ID, Params: t.Params, State: hpo.TrialRunning})
-		}
-	}
+// samplerHistory is what the sampler sees when it suggests a trial: every trial known
+// now (knownHistory).
+func (w *experimentWorkflow) samplerHistory() hpo.History {
+	h := w.knownHistory(-1)
 	w.addValues(&h)
 	return h
 }
 
-// stopperHistory is what the early-stopping rule compares trial id with. With slot
-// scheduling: every other trial as it is now. Before: trials 0..id-parallelism, which
-// had all finished when trial id started.
+// stopperHistory is what the early-stopping rule compares trial id with: every other
+// trial as it is now.
 func (w *experimentWorkflow) stopperHistory(id int) hpo.History {
-	if w.slots {
-		return w.knownHistory(id)
-	}
-	h := w.history()
-	for k := 0; k <= id-w.parallelism(); k++ {
-		h.Trials = append(h.Trials, hpoTrial(w.st.Trials[k]))
-	}
-	return h
+	return w.knownHistory(id)
 }
 
 func (w *experimentWorkflow) history() hpo.History {

@@ -38,12 +38,18 @@ type ExperimentUpdateResult struct {
 }
 
 func (w *experimentWorkflow) handleStop(ctx workflow.Context, req StopRequest) (ExperimentUpdateResult, error) {
+	// A stop sent right after the create can be handled before the run has left
+	// Pending: it waits for that (Running, or Failed on a bad spec) instead of being
+	// ignored and answering Pending.
+	if err := workflow.Await(ctx, func() bool { return w.st.Phase != schemas.ExperimentPending }); err != nil {
+		return ExperimentUpdateResult{}, err
+	}
 	if w.st.Phase == schemas.ExperimentRunning && w.ending == nil {
 		reason := req.Reason
 		if reason == "" {
 			reason = "stopped by request"
 		}
-		w.setPhase(ctx, experimentOutcome{schemas.ExperimentStopping, "StopRequested", reason})
+		w.setPhase(ctx, experimentOutcome{schemas.ExperimentStopping, ReasonStopRequested, reason})
 		w.stopAll(reason)
 	}
 	if err := workflow.Await(ctx, func() bool {
@@ -63,7 +69,7 @@ func (w *experimentWorkflow) handleResume(ctx workflow.Context, req ResumeReques
 		if msg == "" {
 			msg = "resumed by request"
 		}
-		w.setPhase(ctx, experimentOutcome{schemas.ExperimentRunning, "Resumed", msg})
+		w.setPhase(ctx, experimentOutcome{schemas.ExperimentRunning, ReasonResumed, msg})
 		w.changed = true
 	}
 	return ExperimentUpdateResult{Phase: w.st.Phase, MaxTrials: w.st.MaxTrials}, nil

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -525,52 +523,6 @@ func TestExperimentStopResumeExtend(t *testing.T) {
 		}
 		if diff := cmp.Diff(h.trials[workflows.TrialJobName("tune", id, 0)].params, h.trials[tr.Job].params); diff != "" {
 			t.Errorf("trial %d re-ran with other params:\n%s", id, diff)
-		}
-	}
-}
-
-// A long experiment continues as new before its history grows large, carrying its
-// trials; the next run finishes the search, keeping the carried trials as they were.
-func TestExperimentContinuesAsNew(t *testing.T) {
-	exp := testExperiment()
-	opts := workflows.ExperimentOptions{MaxHistoryEvents: 5000}
-	h := newExpHarness(t)
-	// The continue-as-new of histories recorded before change experiment-carry-running:
-	// it waits for the running trials (TestExperimentContinuesAsNewCarryingRunningTrials).
-	h.env.OnGetVersion("experiment-carry-running", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	h.env.RegisterDelayedCallback(func() { h.env.SetCurrentHistoryLength(5000) }, 70*time.Second)
-	h.env.ExecuteWorkflow(workflows.ExperimentWorkflowName, workflows.ExperimentInput{Experiment: exp, Options: opts})
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("workflow ended with %v, want continue-as-new", err)
-	}
-	var next workflows.ExperimentInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
-		t.Fatal(err)
-	}
-	if next.State == nil || len(next.State.Trials) == 0 || len(next.State.Trials) >= 10 || next.State.Runs != 1 {
-		t.Fatalf("carried state: %+v", next.State)
-	}
-	for _, tr := range next.State.Trials {
-		if !tr.Phase.Final() {
-			t.Errorf("trial %d carried while %s", tr.ID, tr.Phase)
-		}
-	}
-	carried := len(next.State.Trials)
-
-	h2 := newExpHarness(t)
-	h2.env.OnGetVersion("experiment-carry-running", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	h2.env.ExecuteWorkflow(workflows.ExperimentWorkflowName, workflows.ExperimentInput{Experiment: exp, State: next.State})
-	st := h2.result(t)
-	if st.Phase != schemas.ExperimentSucceeded || st.Completed != 10 || st.Runs != 2 {
-		t.Fatalf("second run: %s, %d completed, %d runs", st.Phase, st.Completed, st.Runs)
-	}
-	if len(h2.order) != 10-carried {
-		t.Errorf("second run started %d jobs, want %d", len(h2.order), 10-carried)
-	}
-	for i, tr := range next.State.Trials {
-		if got := st.Trials[i]; got.ID != tr.ID || string(got.Phase) != string(tr.Phase) || got.Value == nil || *got.Value != *tr.Value {
-			t.Errorf("carried trial %d: %+v after the continue-as-new, %+v before", tr.ID, got, tr)
 		}
 	}
 }

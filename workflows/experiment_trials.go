@@ -50,10 +50,10 @@ type trialRun struct {
 }
 
 // startTrials starts what may start while a slot is free: stopped trials again (after
-// resume), then new trials (see mayStartNew).
+// resume), then new trials, each as soon as a slot frees (experiment_slots.go).
 func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 	w.fillSlots(ctx, func(n int) *TrialState {
-		if w.st.Exhausted || !w.mayStartNew(n) {
+		if w.st.Exhausted {
 			return nil
 		}
 		sug := w.suggest(ctx, n)
@@ -96,7 +96,7 @@ func (w *experimentWorkflow) fillSlots(ctx workflow.Context, next func(n int) *T
 
 // suggestFailed ends the experiment: the algorithm failed to suggest trial n.
 func (w *experimentWorkflow) suggestFailed(n int, msg string) {
-	w.end(experimentOutcome{schemas.ExperimentFailed, "AlgorithmFailed", fmt.Sprintf("suggesting trial %d: %s", n, msg)})
+	w.end(experimentOutcome{schemas.ExperimentFailed, ReasonAlgorithmFailed, fmt.Sprintf("suggesting trial %d: %s", n, msg)})
 }
 
 func (w *experimentWorkflow) firstStopped() *TrialState {
@@ -171,7 +171,7 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 		}
 		w.trialEvent(ctx, t)
 		if t.Phase == schemas.TrialCompleted && t.Value != nil && w.exp.Spec.PrimaryObjective().Reached(*t.Value) {
-			w.end(experimentOutcome{schemas.ExperimentSucceeded, "GoalReached", fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.PrimaryObjective().Metric, *t.Value)})
+			w.end(experimentOutcome{schemas.ExperimentSucceeded, ReasonGoalReached, fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.PrimaryObjective().Metric, *t.Value)})
 		}
 		return
 	}

@@ -14,17 +14,10 @@ import (
 // events. Both are versioned changes: a workflow whose history predates them publishes
 // none.
 
-// changeExperimentPhaseEvents: an experiment publishes an event at each phase change.
-const changeExperimentPhaseEvents = "experiment-phase-events"
-
-// changePipelinePhaseEvents: a pipeline run publishes an event at each phase change of
-// the run and of its steps, through an outbox of its own.
-const changePipelinePhaseEvents = "pipeline-phase-events"
-
 // experimentPhaseEvent queues the experiment's phase event for its move from previous
 // to its current phase. The experiment calls it at each phase transition (setPhase).
 func (w *experimentWorkflow) experimentPhaseEvent(ctx workflow.Context, previous schemas.ExperimentPhase) {
-	if previous == w.st.Phase || workflow.GetVersion(ctx, changeExperimentPhaseEvents, workflow.DefaultVersion, 1) != 1 {
+	if previous == w.st.Phase {
 		return
 	}
 	ws, name := w.exp.Metadata.Workspace, w.exp.Metadata.Name
@@ -44,18 +37,15 @@ func (w *experimentWorkflow) experimentPhaseEvent(ctx workflow.Context, previous
 	}
 }
 
-// pipelineEvents holds a pipeline run's outbox and event count; nil events when the
-// run's history predates changePipelinePhaseEvents.
+// pipelineEvents holds a pipeline run's outbox and event count.
 type pipelineEvents struct {
 	outbox *outbox
 	seq    int
 }
 
-// startPhaseEvents starts the run's outbox, unless its history predates phase events.
+// startPhaseEvents starts the run's outbox.
 func (w *pipelineWorkflow) startPhaseEvents(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, changePipelinePhaseEvents, workflow.DefaultVersion, 1) == 1 {
-		w.events.outbox = newOutbox(ctx, "pipeline events")
-	}
+	w.events.outbox = newOutbox(ctx, "pipeline events")
 }
 
 // runPhaseEvent queues the run's phase event for its move from previous.
@@ -75,9 +65,6 @@ func (w *pipelineWorkflow) stepPhaseEvent(ctx workflow.Context, i int, previous 
 }
 
 func (w *pipelineWorkflow) pipelineEvent(ctx workflow.Context, data events.PipelinePhaseData) {
-	if w.events.outbox == nil {
-		return
-	}
 	ws, name := w.in.Pipeline.Metadata.Workspace, w.in.Pipeline.Metadata.Name
 	w.events.seq++
 	data.Pipeline, data.UID, data.Seq = name, w.uid, w.events.seq
@@ -93,7 +80,5 @@ func (w *pipelineWorkflow) pipelineEvent(ctx workflow.Context, data events.Pipel
 
 // drainPhaseEvents waits until every queued event of the run is published.
 func (w *pipelineWorkflow) drainPhaseEvents(ctx workflow.Context) {
-	if w.events.outbox != nil {
-		w.events.outbox.drain(ctx)
-	}
+	w.events.outbox.drain(ctx)
 }

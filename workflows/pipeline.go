@@ -134,7 +134,7 @@ type PipelineStopResult struct {
 func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 	now := workflow.Now(ctx)
 	w.status.StartTime = &now
-	w.transition(ctx, pipelineOutcome{schemas.PipelineRunning, "Started", fmt.Sprintf("%d steps", len(w.status.Steps))})
+	w.transition(ctx, pipelineOutcome{schemas.PipelineRunning, ReasonStarted, fmt.Sprintf("%d steps", len(w.status.Steps))})
 
 	for {
 		w.startReady(ctx)
@@ -205,10 +205,10 @@ func (w *pipelineWorkflow) readiness(i int) (ready bool, reason, why string) {
 		}
 		ds := &w.status.Steps[j]
 		if ds.Phase != schemas.StepSucceeded {
-			return true, "DependencyNotSucceeded", fmt.Sprintf("step %s is %s", d, ds.Phase)
+			return true, ReasonDependencyNotSucceeded, fmt.Sprintf("step %s is %s", d, ds.Phase)
 		}
 		if ds.ConditionResult != nil && !*ds.ConditionResult {
-			return true, "ConditionFalse", fmt.Sprintf("condition %s is false", d)
+			return true, ReasonConditionFalse, fmt.Sprintf("condition %s is false", d)
 		}
 	}
 	return true, "", ""
@@ -222,7 +222,7 @@ func (w *pipelineWorkflow) evaluateCondition(ctx workflow.Context, i int) {
 	w.status.Steps[i].StartTime = &now
 	cond, err := schemas.ParseCondition(st.Condition.Expression)
 	if err != nil {
-		w.endStep(ctx, i, schemas.StepFailed, "InvalidCondition", err.Error())
+		w.endStep(ctx, i, schemas.StepFailed, ReasonInvalidCondition, err.Error())
 		return
 	}
 	value, explain, err := cond.Eval(func(r schemas.TemplateRef) (float64, error) {
@@ -254,11 +254,11 @@ func (w *pipelineWorkflow) evaluateCondition(ctx workflow.Context, i int) {
 		return x, nil
 	})
 	if err != nil {
-		w.endStep(ctx, i, schemas.StepFailed, "ConditionNotEvaluated", err.Error())
+		w.endStep(ctx, i, schemas.StepFailed, ReasonConditionNotEvaluated, err.Error())
 		return
 	}
 	w.status.Steps[i].ConditionResult = &value
-	w.endStep(ctx, i, schemas.StepSucceeded, "ConditionEvaluated", fmt.Sprintf("%s is %t", explain, value))
+	w.endStep(ctx, i, schemas.StepSucceeded, ReasonConditionEvaluated, fmt.Sprintf("%s is %t", explain, value))
 }
 
 // startJob builds a job step's TrainingJob and starts it as a child workflow.
@@ -283,7 +283,7 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 		Upstream: upstream,
 	})
 	if err != nil {
-		w.endStep(ctx, i, schemas.StepFailed, "InvalidStep", rootMessage(err))
+		w.endStep(ctx, i, schemas.StepFailed, ReasonInvalidStep, rootMessage(err))
 		return
 	}
 	job := &built.Job
@@ -296,7 +296,7 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 	previous := w.status.Steps[i].Phase
 	w.status.Steps[i].Outputs = built.Outputs
 	w.status.Steps[i].Phase = schemas.StepRunning
-	w.status.Steps[i].Reason, w.status.Steps[i].Message = "JobStarted", fmt.Sprintf("job %s started", job.Metadata.Name)
+	w.status.Steps[i].Reason, w.status.Steps[i].Message = ReasonJobStarted, fmt.Sprintf("job %s started", job.Metadata.Name)
 	w.stepPhaseEvent(ctx, i, previous)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var exec workflow.Execution
@@ -345,14 +345,14 @@ func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Futur
 	var started *temporal.ChildWorkflowExecutionAlreadyStartedError
 	switch {
 	case errors.As(err, &started):
-		w.endStep(ctx, i, schemas.StepFailed, "JobExists",
+		w.endStep(ctx, i, schemas.StepFailed, ReasonJobExists,
 			fmt.Sprintf("a job named %s already exists in workspace %s", st.Job, w.in.Pipeline.Metadata.Workspace))
 	case err != nil:
-		w.tryFailed(ctx, i, "JobFailed", fmt.Sprintf("job %s: %s", st.Job, rootMessage(err)))
+		w.tryFailed(ctx, i, ReasonJobFailed, fmt.Sprintf("job %s: %s", st.Job, rootMessage(err)))
 	case res.Status.Phase == schemas.JobSucceeded:
 		w.jobSucceeded(ctx, i, res.Status)
 	case j.cancelling && res.Status.Phase == schemas.JobStopped:
-		w.endStep(ctx, i, schemas.StepCancelled, "PipelineEnded", fmt.Sprintf("job %s was stopped: the pipeline %s", st.Job, w.ending))
+		w.endStep(ctx, i, schemas.StepCancelled, ReasonPipelineEnded, fmt.Sprintf("job %s was stopped: the pipeline %s", st.Job, w.ending))
 	case j.timedOut:
 		w.tryFailed(ctx, i, ReasonStepTimeout, fmt.Sprintf("job %s ran over the step's timeout of %s and was stopped",
 			st.Job, w.in.Pipeline.Spec.Steps[i].Timeout.D()))
@@ -372,7 +372,7 @@ func (w *pipelineWorkflow) jobSucceeded(ctx workflow.Context, i int, js schemas.
 		Workspace: w.in.Pipeline.Metadata.Workspace, Job: st.Job, UID: st.JobUID,
 	})
 	if err != nil {
-		w.endStep(ctx, i, schemas.StepFailed, "MetricsUnavailable",
+		w.endStep(ctx, i, schemas.StepFailed, ReasonMetricsUnavailable,
 			fmt.Sprintf("job %s succeeded but its metrics could not be read: %s", st.Job, rootMessage(err)))
 		return
 	}
@@ -388,7 +388,7 @@ func (w *pipelineWorkflow) jobSucceeded(ctx workflow.Context, i int, js schemas.
 		st.Metrics = metrics.Values
 	}
 	w.results[st.Name] = activities.StepResult{Outputs: outputs, Metrics: metrics.Values}
-	w.endStep(ctx, i, schemas.StepSucceeded, "JobSucceeded", fmt.Sprintf("job %s succeeded", st.Job))
+	w.endStep(ctx, i, schemas.StepSucceeded, ReasonJobSucceeded, fmt.Sprintf("job %s succeeded", st.Job))
 }
 
 // cancelRunning stops every running job once the pipeline has failed or been stopped,
@@ -459,9 +459,9 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	skipReason, skipMsg := "", ""
 	switch w.ending {
 	case endFailed:
-		skipReason, skipMsg = "PipelineFailed", fmt.Sprintf("step %s failed", w.failedStep)
+		skipReason, skipMsg = ReasonPipelineFailed, fmt.Sprintf("step %s failed", w.failedStep)
 	case endStopped:
-		skipReason, skipMsg = "PipelineStopped", "the pipeline was stopped"
+		skipReason, skipMsg = ReasonPipelineStopped, "the pipeline was stopped"
 	}
 	succeeded, skipped := 0, 0
 	for i := range w.status.Steps {
@@ -480,15 +480,15 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	w.status.FinishTime = &now
 	switch w.ending {
 	case endStopped:
-		w.transition(ctx, pipelineOutcome{schemas.PipelineStopped, "StopRequested", w.stopReason})
+		w.transition(ctx, pipelineOutcome{schemas.PipelineStopped, ReasonStopRequested, w.stopReason})
 	case endFailed:
 		msg := fmt.Sprintf("step %s failed", w.failedStep)
 		if st := w.status.Step(w.failedStep); st != nil && st.Message != "" {
 			msg += ": " + st.Message
 		}
-		w.transition(ctx, pipelineOutcome{schemas.PipelineFailed, "StepFailed", msg})
+		w.transition(ctx, pipelineOutcome{schemas.PipelineFailed, ReasonStepFailed, msg})
 	default:
-		w.transition(ctx, pipelineOutcome{schemas.PipelineSucceeded, "AllStepsDone", fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)})
+		w.transition(ctx, pipelineOutcome{schemas.PipelineSucceeded, ReasonAllStepsDone, fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)})
 	}
 	w.drainPhaseEvents(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })

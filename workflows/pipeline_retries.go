@@ -15,21 +15,10 @@ import (
 // retries are spent; then the step fails, with reason StepTimeout when the last try ran
 // over its timeout.
 
-// ReasonStepTimeout is the reason of a step (and of its event) whose try ran over the
-// step's timeout.
-const ReasonStepTimeout = "StepTimeout"
-
-// changePipelineStepRetries: job steps with retries or a timeout retry and time out.
-// Asked only for such steps, whose fields did not exist before.
-const changePipelineStepRetries = "pipeline-step-retries"
-
-// retriesOn reports whether step i has retries or a timeout that this run applies.
-func (w *pipelineWorkflow) retriesOn(ctx workflow.Context, i int) bool {
+// retriesOn reports whether step i has retries or a timeout.
+func (w *pipelineWorkflow) retriesOn(i int) bool {
 	st := &w.in.Pipeline.Spec.Steps[i]
-	if st.Retries == nil && st.Timeout == nil {
-		return false
-	}
-	return workflow.GetVersion(ctx, changePipelineStepRetries, workflow.DefaultVersion, 1) == 1
+	return st.Retries != nil || st.Timeout != nil
 }
 
 // addStepFutures makes sel wait for step i: its job's end and its timeout, or the end
@@ -71,7 +60,7 @@ func (w *pipelineWorkflow) retryName(i int, built *activities.BuildStepJobResult
 // startTimeout starts the timer of step i's try, when the step has a timeout.
 func (w *pipelineWorkflow) startTimeout(ctx workflow.Context, i int) {
 	st := &w.in.Pipeline.Spec.Steps[i]
-	if st.Timeout == nil || !w.retriesOn(ctx, i) {
+	if st.Timeout == nil || !w.retriesOn(i) {
 		return
 	}
 	j := w.jobs[i]
@@ -105,7 +94,7 @@ func (w *pipelineWorkflow) stepTimedOut(ctx workflow.Context, i int, j *stepJob)
 func (w *pipelineWorkflow) tryFailed(ctx workflow.Context, i int, reason, msg string) {
 	spec := &w.in.Pipeline.Spec.Steps[i]
 	st := &w.status.Steps[i]
-	if spec.Retries == nil || st.Attempts >= int(spec.Retries.Count) || w.ending != "" || !w.retriesOn(ctx, i) {
+	if spec.Retries == nil || st.Attempts >= int(spec.Retries.Count) || w.ending != "" || !w.retriesOn(i) {
 		if st.Attempts > 0 {
 			msg = fmt.Sprintf("%s (try %d of %d)", msg, st.Attempts+1, st.Attempts+1)
 		}
@@ -114,7 +103,7 @@ func (w *pipelineWorkflow) tryFailed(ctx workflow.Context, i int, reason, msg st
 	}
 	st.Attempts++
 	wait := schemas.StepBackoff(spec.Retries, st.Attempts)
-	st.Reason = "Retrying"
+	st.Reason = ReasonRetrying
 	st.Message = fmt.Sprintf("%s: %s; try %d of %d in %s", reason, msg, st.Attempts+1, spec.Retries.Count+1, wait)
 	w.jobs[i] = &stepJob{backoff: workflow.NewTimer(ctx, wait)}
 	w.stepPhaseEvent(ctx, i, schemas.StepRunning)
@@ -124,5 +113,5 @@ func (w *pipelineWorkflow) tryFailed(ctx workflow.Context, i int, reason, msg st
 func (w *pipelineWorkflow) cancelRetry(ctx workflow.Context, i int) {
 	w.jobs[i] = nil
 	st := &w.status.Steps[i]
-	w.endStep(ctx, i, schemas.StepCancelled, "PipelineEnded", fmt.Sprintf("not retried: the pipeline %s (%s)", w.ending, st.Message))
+	w.endStep(ctx, i, schemas.StepCancelled, ReasonPipelineEnded, fmt.Sprintf("not retried: the pipeline %s (%s)", w.ending, st.Message))
 }

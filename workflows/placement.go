@@ -6,34 +6,17 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
 
 // Gang placement: what counts as placed, and what a job that can never fit is told.
 const (
-	// changePlacedWhenScheduled: an attempt is placed once every replica is scheduled
-	// onto a node (its Node set), not once every replica runs; a slow image pull no
-	// longer counts against the placement timeout.
-	changePlacedWhenScheduled = "placed-when-scheduled"
-
-	// reasonUnschedulable is the reason of a job Queued because its gang can never fit
-	// the nodes it may use, even empty (activities.ErrTypeUnschedulable).
-	reasonUnschedulable = "Unschedulable"
 	// maxUnschedulableBackoff bounds the wait between launches of a gang that cannot
 	// fit: the cluster has to change first, which takes minutes, and each try adds to
 	// the job's history.
 	maxUnschedulableBackoff = 5 * time.Minute
 )
-
-// attemptPlacementTimeout is the attempt's placement timeout: the one its launch
-// recorded (the job's, else its pool's, else the backend default), or, for launches
-// recorded before the launch result carried it, the job's own; zero for none.
-func attemptPlacementTimeout(launched time.Duration, job *schemas.TrainingJob) time.Duration {
-	if launched > 0 {
-		return launched
-	}
-	return job.Spec.Resources.PlacementTimeout.D()
-}
 
 // scheduled reports whether the replica has been placed on a node: it has a node, or it
 // has left Pending (it ran).
@@ -52,22 +35,17 @@ func placedCount(reps []schemas.ReplicaStatus) int {
 	return n
 }
 
-// placedOnNodes reports whether every replica of a launching attempt is scheduled, so
+// allPlaced reports whether every replica of a launching attempt is scheduled, so
 // the placement timeout no longer applies though containers may still be starting
-// (pulling their image). Histories from before changePlacedWhenScheduled keep waiting
-// for every replica to run.
-func (w *jobWorkflow) placedOnNodes(ctx workflow.Context) bool {
-	reps := w.status.Replicas
-	if len(reps) == 0 || placedCount(reps) < len(reps) {
-		return false
-	}
-	return workflow.GetVersion(ctx, changePlacedWhenScheduled, workflow.DefaultVersion, 1) >= 1
+// (pulling their image): a slow image pull does not count against the placement
+// timeout.
+func allPlaced(reps []schemas.ReplicaStatus) bool {
+	return len(reps) > 0 && placedCount(reps) == len(reps)
 }
 
 // notPlacedMessage says how many replicas were placed before the placement timeout,
 // and why the first one that was not is waiting (the scheduler's message).
-func (w *jobWorkflow) notPlacedMessage(timeout time.Duration) string {
-	reps := w.status.Replicas
+func notPlacedMessage(reps []schemas.ReplicaStatus, timeout time.Duration) string {
 	msg := fmt.Sprintf("only %d of %d replicas were placed within %s", placedCount(reps), len(reps), timeout)
 	for _, r := range reps {
 		if !scheduled(r) && r.Message != "" {
@@ -81,11 +59,11 @@ func (w *jobWorkflow) notPlacedMessage(timeout time.Duration) string {
 // backend's message naming what is short, once per distinct message; the Schedulable
 // condition turns False.
 func (w *jobWorkflow) markUnschedulable(ctx workflow.Context, msg string) {
-	if w.status.Phase == schemas.JobQueued && w.status.Reason == reasonUnschedulable && w.status.Message == msg {
+	if w.status.Phase == schemas.JobQueued && w.status.Reason == ReasonUnschedulable && w.status.Message == msg {
 		return
 	}
-	w.setCondition(ctx, schemas.ConditionSchedulable, schemas.ConditionFalse, reasonUnschedulable, msg)
-	w.transition(ctx, jobOutcome{schemas.JobQueued, reasonUnschedulable, msg})
+	w.setCondition(ctx, schemas.ConditionSchedulable, schemas.ConditionFalse, ReasonUnschedulable, msg)
+	w.transition(ctx, jobOutcome{schemas.JobQueued, ReasonUnschedulable, msg})
 }
 
 // markSchedulable turns the Schedulable condition True once a gang that could not fit
@@ -97,4 +75,20 @@ func (w *jobWorkflow) markSchedulable(ctx workflow.Context) {
 			return
 		}
 	}
+}
+
+// retryPlacement releases an attempt whose replicas were not all placed within the
+// placement timeout (out, reason ReasonPlacementTimeout) and waits *backoff in Queued
+// before the next attempt, doubling the backoff for the one after. It returns false
+// with the job's outcome when a stop comes while it waits.
+func (w *jobWorkflow) retryPlacement(ctx workflow.Context, ref backend.GangRef, out jobOutcome, backoff *time.Duration) (bool, jobOutcome) {
+	w.currentAttempt().Outcome = schemas.JobQueued
+	w.cleanup(ctx, ref)
+	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, ReasonPlacementTimeout, out.message)
+	w.transition(ctx, jobOutcome{schemas.JobQueued, ReasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", out.message, *backoff)})
+	if w.waitUnlessStopped(ctx, *backoff, nil) {
+		return false, w.stopped()
+	}
+	*backoff = min(2**backoff, maxPlacementBackoff)
+	return true, jobOutcome{}
 }

@@ -58,8 +58,7 @@ const (
 	// ended without releasing their share.
 	quotaSweepInterval = time.Minute
 	// quotaHistoryLimit bounds the quota workflow's history before it continues as new.
-	quotaHistoryLimit   = 2000
-	reasonQuotaExceeded = "QuotaExceeded"
+	quotaHistoryLimit = 2000
 )
 
 // Amounts are resources in the units the quota counts: whole GPUs, millicores, bytes.
@@ -209,13 +208,10 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 				q.admit(ctx)
 			}
 			takeIn()
-			if !tellsBeforeContinuing(ctx) {
-				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-				return workflow.NewContinueAsNewError(ctx, QuotaWorkflowName, q.state)
-			}
-			// The server delivers a signal only while the run that sent it is open:
-			// wait until every decision sent has been delivered (or has failed), and
-			// take in what arrives meanwhile, which may admit and tell more jobs.
+			// The server delivers a signal only while the run that sent it is open
+			// (it drops the signals of a run that has closed): wait until every
+			// decision sent has been delivered (or has failed), and take in what
+			// arrives meanwhile, which may admit and tell more jobs.
 			for {
 				if err := workflow.Await(ctx, func() bool { return q.allTold() && workflow.AllHandlersFinished(ctx) }); err != nil {
 					return err // cancelled
@@ -229,22 +225,6 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 			return workflow.NewContinueAsNewError(ctx, QuotaWorkflowName, q.state)
 		}
 	}
-}
-
-// changeQuotaTellsBeforeContinuing: before it continues as new, the quota workflow
-// waits until the server has delivered every quota-decision signal it sent. Before,
-// the signals sent in the workflow task that continued as new (those of the jobs
-// admitted by the release, request or sweep that woke it last) were dropped by the
-// server, which delivers a signal only while the run that sent it is open: those jobs
-// were counted as admitted and waited in Queued for ever, and the queue behind them
-// with them (issue 33, finding 8).
-const changeQuotaTellsBeforeContinuing = "quota-tells-before-continuing"
-
-// tellsBeforeContinuing reports whether this run has changeQuotaTellsBeforeContinuing.
-// It is asked only when the run continues as new, so histories that never do carry no
-// marker.
-func tellsBeforeContinuing(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeQuotaTellsBeforeContinuing, workflow.DefaultVersion, 1) == 1
 }
 
 // historyLimit is the run's bound on its history: quotaHistoryLimit, or the test

@@ -29,12 +29,9 @@ const (
 
 // Recovery parameters.
 const (
-	reasonRestarting     = "Restarting"
-	defaultMaxPreempt    = 100
-	restartBackoff       = time.Second
-	maxRestartBackoff    = time.Minute
-	reasonHealthCheck    = "HealthCheck"
-	reasonNoHealthyNodes = "NoHealthyNodes"
+	defaultMaxPreempt = 100
+	restartBackoff    = time.Second
+	maxRestartBackoff = time.Minute
 )
 
 // failure is what the workflow knows about a failed attempt.
@@ -126,7 +123,7 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (at
 		}
 	}
 	if job.Spec.HealthCheck.Enabled {
-		w.transition(ctx, jobOutcome{schemas.JobHealthCheck, reasonHealthCheck, fmt.Sprintf("checking the candidate nodes of attempt %d", ref.Attempt)})
+		w.transition(ctx, jobOutcome{schemas.JobHealthCheck, ReasonHealthCheck, fmt.Sprintf("checking the candidate nodes of attempt %d", ref.Attempt)})
 		res, err := checkNodes(ctx, backend.CheckNodesInput{
 			Ref: ref, Job: *job, Pool: plan.pool, Exclude: w.status.ExcludedNodes,
 		})
@@ -135,13 +132,13 @@ func (w *jobWorkflow) planAttempt(ctx workflow.Context, ref backend.GangRef) (at
 		} else {
 			w.recordHealth(ctx, res)
 			if len(res.Nodes) > 0 && len(res.Unhealthy()) == len(res.Nodes) {
-				return plan, jobOutcome{schemas.JobFailed, reasonNoHealthyNodes,
+				return plan, jobOutcome{schemas.JobFailed, ReasonNoHealthyNodes,
 					"no healthy node: " + healthSummary(res.Nodes)}, false
 			}
 		}
 	}
 	plan.exclude = slices.Clone(w.status.ExcludedNodes)
-	if w.stopRequested(ctx) {
+	if w.stopRequested() {
 		return plan, w.stopped(), false
 	}
 	return plan, jobOutcome{}, true
@@ -217,14 +214,14 @@ func (w *jobWorkflow) pool(ctx workflow.Context) schemas.Pool {
 	return p
 }
 
-// recover decides whether a failed attempt (that ended with out) is restarted. It
+// recover decides whether failed attempt a (that ended with out) is restarted. It
 // returns true when a new attempt should start (after the backoff it waited), or false
 // with the job's terminal outcome.
-func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failure, out jobOutcome) (bool, jobOutcome) {
-	job := &w.in.Job
+func (w *jobWorkflow) recover(ctx workflow.Context, a *attempt, out jobOutcome) (bool, jobOutcome) {
+	job, f, ref := &w.in.Job, *a.failed, a.ref
 	msg := out.message
 	failedWith := func(msg string) jobOutcome { return jobOutcome{out.phase, out.reason, msg} }
-	class, action, why := classify(job, f, w.logResult.Matches)
+	class, action, why := classify(job, f, a.logResult.Matches)
 	rec := w.currentAttempt()
 	rec.Class, rec.Action, rec.Message = class, action, msg
 	if f.replica != nil {
@@ -275,9 +272,9 @@ func (w *jobWorkflow) recover(ctx workflow.Context, ref backend.GangRef, f failu
 		w.exclude(f.replica.Node)
 	}
 	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionFalse, string(class), msg)
-	w.transition(ctx, jobOutcome{schemas.JobRestarting, reasonRestarting, fmt.Sprintf("attempt %d %s: %s; %s %d in %s%s",
+	w.transition(ctx, jobOutcome{schemas.JobRestarting, ReasonRestarting, fmt.Sprintf("attempt %d %s: %s; %s %d in %s%s",
 		ref.Attempt, strings.ToLower(string(class)), msg, strings.ToLower(action), w.actionCount(action), backoff, w.excludedNote())})
-	if w.waitUnlessStopped(ctx, backoff) {
+	if w.waitUnlessStopped(ctx, backoff, nil) {
 		return false, w.stopped()
 	}
 	return true, jobOutcome{}
@@ -314,19 +311,4 @@ func logPatterns(job *schemas.TrainingJob) []string {
 		}
 	}
 	return out
-}
-
-// waitUnlessStopped waits d (a timer) or until the job is asked to stop, whichever
-// comes first, and reports whether it was asked to stop. The timer is left to fire.
-func (w *jobWorkflow) waitUnlessStopped(ctx workflow.Context, d time.Duration) bool {
-	stopped := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(workflow.NewTimer(ctx, d), func(workflow.Future) {})
-	sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
-	if w.spotTimer != nil {
-		// A spot attempt waiting to fit: its afterWaiting timer ends the wait too.
-		sel.AddFuture(w.spotTimer, func(workflow.Future) {})
-	}
-	sel.Select(ctx)
-	return stopped
 }

@@ -33,7 +33,8 @@ func (h *harness) script(states map[int][][]schemas.ReplicaStatus) *attemptScrip
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.launches = append(s.launches, in.Params)
-		return activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending)}, nil
+		return activities.LaunchGangResult{Replicas: replicas(schemas.ReplicaPending, schemas.ReplicaPending),
+			PlacementTimeout: in.Job.Spec.Resources.PlacementTimeout.D()}, nil
 	})
 	onActivity(h.env, jobActs.WatchGang, func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
 		s.mu.Lock()

@@ -14,6 +14,8 @@ var (
 	NameKey      = temporal.NewSearchAttributeKeyKeyword(SearchAttrName)
 	FrameworkKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrFramework)
 	LabelsKey    = temporal.NewSearchAttributeKeyKeywordList(SearchAttrLabels)
+	// OwnerKey is who started the workflow (the API token's name); children inherit it.
+	OwnerKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrOwner)
 )
 
 // LabelKeywords are a job's labels as sorted "key=value" keywords (the DlcLabels search

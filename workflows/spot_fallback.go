@@ -19,26 +19,8 @@ import (
 // runs in the public pool. A fallback is neither a restart nor a preemption: it adds
 // the SpotFallback condition and a Queued status event with reason SpotFallback.
 
-// changeSpotFallbackWaiting: spotFallback.afterWaiting runs a timer while a spot
-// attempt waits to be placed and falls back to public when it fires (before: the wait
-// was looked at only when an attempt was planned, so a job waiting for spot capacity
-// moved only if its placement timeout released the attempt first); the fallback after
-// preemptions sets the SpotFallback condition too.
-const changeSpotFallbackWaiting = "spot-fallback-waiting"
-
-// Reasons of the SpotFallback condition and of the status event of a fallback.
-const (
-	reasonSpotFallback       = "SpotFallback"
-	reasonAfterWaiting       = "AfterWaiting"
-	reasonAfterPreemptions   = "AfterPreemptions"
-	spotFallbackWaitingLabel = "spotFallback.afterWaiting"
-)
-
-// spotFallbackWaits reports whether this workflow has changeSpotFallbackWaiting. It is
-// asked only for spot jobs with a spotFallback.
-func spotFallbackWaits(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeSpotFallbackWaiting, workflow.DefaultVersion, 1) == 1
-}
+// spotFallbackWaitingLabel names the afterWaiting field in messages.
+const spotFallbackWaitingLabel = "spotFallback.afterWaiting"
 
 // fellBack reports whether the job has fallen back to the public pool.
 func (w *jobWorkflow) fellBack() bool {
@@ -52,23 +34,24 @@ func (w *jobWorkflow) fellBack() bool {
 // (Restarting).
 func (w *jobWorkflow) notePreemptionFallback(ctx workflow.Context) {
 	sf := w.in.Job.Spec.Resources.SpotFallback
-	if w.fellBack() || sf == nil || sf.AfterPreemptions == 0 || !spotFallbackWaits(ctx) {
+	if w.fellBack() || sf == nil || sf.AfterPreemptions == 0 {
 		return
 	}
 	msg := fmt.Sprintf("preempted %d times (spotFallback.afterPreemptions %d): the next attempts run in the public pool",
 		w.status.Preemptions, sf.AfterPreemptions)
-	w.setCondition(ctx, schemas.ConditionSpotFallback, schemas.ConditionTrue, reasonAfterPreemptions, msg)
-	w.transition(ctx, jobOutcome{w.status.Phase, reasonSpotFallback, msg})
+	w.setCondition(ctx, schemas.ConditionSpotFallback, schemas.ConditionTrue, ReasonAfterPreemptions, msg)
+	w.transition(ctx, jobOutcome{w.status.Phase, ReasonSpotFallback, msg})
 }
 
 // startSpotTimer starts the afterWaiting timer of an attempt about to launch in the
 // spot pool: what is left of the wait that began when the job last started waiting for
-// spot capacity (now, unless a previous attempt's wait goes on). w.spotTimer is nil
+// spot capacity (now, unless a previous attempt's wait goes on). a.spotTimer is nil
 // when none applies; the returned function cancels it, at the attempt's end.
-func (w *jobWorkflow) startSpotTimer(ctx workflow.Context, plan attemptPlan) func() {
+func (a *attempt) startSpotTimer(ctx workflow.Context) func() {
+	w := a.w
 	sf := w.in.Job.Spec.Resources.SpotFallback
-	w.spotTimer = nil
-	if plan.pool != schemas.PoolSpot || sf == nil || sf.AfterWaiting.D() <= 0 || !spotFallbackWaits(ctx) {
+	a.spotTimer = nil
+	if a.plan.pool != schemas.PoolSpot || sf == nil || sf.AfterWaiting.D() <= 0 {
 		return func() {}
 	}
 	now := workflow.Now(ctx)
@@ -77,24 +60,24 @@ func (w *jobWorkflow) startSpotTimer(ctx workflow.Context, plan attemptPlan) fun
 	}
 	left := max(sf.AfterWaiting.D()-now.Sub(*w.spotWaitSince), time.Millisecond)
 	tctx, cancel := workflow.WithCancel(ctx)
-	w.spotTimer = workflow.NewTimer(tctx, left)
+	a.spotTimer = workflow.NewTimer(tctx, left)
 	return func() {
 		cancel()
-		w.spotTimer = nil
+		a.spotTimer = nil
 	}
 }
 
 // spotWaitOver reports whether the attempt's afterWaiting timer has fired.
-func (w *jobWorkflow) spotWaitOver() bool {
-	return w.spotTimer != nil && w.spotTimer.IsReady()
+func (a *attempt) spotWaitOver() bool {
+	return a.spotTimer != nil && a.spotTimer.IsReady()
 }
 
 // spotPlaced is called once every replica of the attempt is on a node: the wait for
 // spot capacity is over, and its timer no longer applies.
-func (w *jobWorkflow) spotPlaced() {
-	if w.spotTimer != nil {
-		w.spotTimer = nil
-		w.spotWaitSince = nil
+func (a *attempt) spotPlaced() {
+	if a.spotTimer != nil {
+		a.spotTimer = nil
+		a.w.spotWaitSince = nil
 	}
 }
 
@@ -108,7 +91,7 @@ func (w *jobWorkflow) spotFallbackOutcome() jobOutcome {
 	} else if w.status.Phase == schemas.JobQueued && w.status.Message != "" {
 		msg += ": " + w.status.Message
 	}
-	return jobOutcome{reason: reasonSpotFallback, message: msg}
+	return jobOutcome{reason: ReasonSpotFallback, message: msg}
 }
 
 // fallBackToPublic releases the attempt that waited too long for spot capacity and
@@ -118,11 +101,9 @@ func (w *jobWorkflow) spotFallbackOutcome() jobOutcome {
 func (w *jobWorkflow) fallBackToPublic(ctx workflow.Context, ref backend.GangRef, out jobOutcome) {
 	rec := w.currentAttempt()
 	rec.Outcome, rec.Message = schemas.JobQueued, out.message
-	if err := cleanupGang(ctx, ref); err != nil {
-		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
-	}
+	w.cleanup(ctx, ref)
 	w.spotWaitSince = nil
 	msg := out.message + "; relaunching in the public pool"
-	w.setCondition(ctx, schemas.ConditionSpotFallback, schemas.ConditionTrue, reasonAfterWaiting, msg)
-	w.transition(ctx, jobOutcome{schemas.JobQueued, reasonSpotFallback, msg})
+	w.setCondition(ctx, schemas.ConditionSpotFallback, schemas.ConditionTrue, ReasonAfterWaiting, msg)
+	w.transition(ctx, jobOutcome{schemas.JobQueued, ReasonSpotFallback, msg})
 }

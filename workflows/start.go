@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -178,7 +179,14 @@ func (s StartSpec) ChildOptions() workflow.ChildWorkflowOptions {
 	}
 }
 
-// ExecuteChild starts s as a child workflow of ctx.
+// ExecuteChild starts s as a child workflow of ctx, listed under the parent's owner
+// (DlcOwner) when the parent has one: a trial job, a pipeline step's job and a
+// schedule's run belong to who started the experiment, pipeline or schedule.
 func (s StartSpec) ExecuteChild(ctx workflow.Context) workflow.ChildWorkflowFuture {
-	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, s.ChildOptions()), s.WorkflowType, s.Input)
+	opts := s.ChildOptions()
+	if owner, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(OwnerKey); ok && owner != "" {
+		attrs := append(slices.Clone(s.Attrs), OwnerKey.ValueSet(owner))
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
+	}
+	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), s.WorkflowType, s.Input)
 }

@@ -10,9 +10,38 @@ import (
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
-	"github.com/opendlc/opendlc/frameworks"
 	"github.com/opendlc/opendlc/schemas"
 )
+
+// The TrainingJob workflow, read top-down:
+//
+// TrainingJobWorkflow → run: accept the job, read its workspace (workspace.go), wait
+// for its share of the workspace quota if it runs in the quota pool, then attempts.
+// A run that continues a previous one (continue_as_new.go) starts at resume instead,
+// and goes on with the attempt that run handed over.
+//
+// attempts is the loop of attempts. Each turn plans the next attempt (recovery.go: pool,
+// checkpoint to resume from, excluded nodes, health check), then runs it: an attempt
+// (training_job_attempt.go) owns one launch of the gang, its log forwarder, its gang
+// watch, its timers (spec.timeout, the placement timeout, the spot fallback's
+// afterWaiting) and its elastic changes. It launches the gang (capacity.go waits in
+// Queued while it does not fit) and follows it: each wait of the follow loop is one
+// selector whose callbacks set one attemptEvent, and one switch acts on it. The
+// attempt ends with an outcome; retry then says whether the job goes on (a failure a
+// restart can cure, the spot fallback, the placement timeout; each releases the gang
+// and waits its backoff first), and if it does, the one next-attempt step numbers the
+// next attempt and continues as new when the history passed its bound.
+//
+// The job's phases: Pending → [Queued] → [HealthCheck] → Launching → Running →
+// Succeeded | Failed | Stopped, with Restarting between attempts and Queued while a
+// gang does not fit, is not placed in time or falls back to the public pool. Each
+// transition is recorded in the status timeline and published once, in order, as an
+// opendlc.job.phase.v1 event (transition, through the outbox). finish ends every path:
+// the last checkpoint, the terminal phase, the gang's cleanup, the log archive and the
+// quota's release.
+//
+// State lives in two types: jobWorkflow is what the job keeps from start to end (and
+// carries across continue-as-new), attempt what one attempt keeps.
 
 // TrainingJobInput starts a TrainingJob workflow.
 type TrainingJobInput struct {
@@ -51,9 +80,8 @@ const (
 
 // Gang placement retries.
 const (
-	reasonPlacementTimeout = "PlacementTimeout"
-	placementBackoff       = 5 * time.Second
-	maxPlacementBackoff    = 5 * time.Minute
+	placementBackoff    = 5 * time.Second
+	maxPlacementBackoff = 5 * time.Minute
 )
 
 // TrainingJobWorkflow runs one training job: Pending → Launching → Running →
@@ -73,14 +101,16 @@ func TrainingJobWorkflow(ctx workflow.Context, in TrainingJobInput) (TrainingJob
 // jobOutcome is how a job, or one of its attempts, ends.
 type jobOutcome = outcome[schemas.JobPhase]
 
-// jobWorkflow is the TrainingJob state machine's state.
+// jobWorkflow is what the TrainingJob keeps from its start to its end, across its
+// attempts (and, through JobContinuation, across continue-as-new).
 type jobWorkflow struct {
 	in     TrainingJobInput
 	logger log.Logger
 	uid    string
 	status schemas.JobStatus
 
-	// stopCh receives one value when a stop is requested.
+	// stopCh receives one value when a stop is requested (or the queue timer asks the
+	// job to end, training_job_timeouts.go); stopReason is the stop's reason.
 	stopCh     workflow.Channel
 	stopReason string
 
@@ -92,28 +122,18 @@ type jobWorkflow struct {
 	// quotaRequested is set once the job has asked its workspace's quota workflow for
 	// admission: it must give its share back when it ends.
 	quotaRequested bool
-
-	// failed holds what the current attempt's failure was, and logResult what its log
-	// forwarder saw.
-	failed    *failure
-	logResult activities.ForwardLogsResult
-	// spotWaitSince is when a spot job was last preempted and has not run since.
-	spotWaitSince *time.Time
-	// spotTimer is the running attempt's spotFallback.afterWaiting timer, nil when
-	// none runs (spot_fallback.go).
-	spotTimer workflow.Future
-	// placementTimeout is the current attempt's placement timeout (zero: none).
-	placementTimeout time.Duration
 	// podDefaults are the workspace's pod defaults, read when the job started.
 	podDefaults *schemas.PodDefaults
 	// clock adds up the time run and Queued, for spec.timeout and spec.queueTimeout.
 	clock jobClock
+	// spotWaitSince is when a spot job started waiting for spot capacity (preempted,
+	// or launched and not yet placed) and has not run since (spot_fallback.go).
+	spotWaitSince *time.Time
+	// scale holds the scale update's requests (training_job_elastic.go).
+	scale scaleRequests
 	// rounds counts the gang watches this run completed, and attemptsRun the attempts
-	// it started (continue_as_new.go).
+	// it started: a run continues as new only after progress (continue_as_new.go).
 	rounds, attemptsRun int
-	// elastic is the state of an elastic job's scaling and replacements
-	// (training_job_elastic.go).
-	elastic elasticState
 }
 
 func (w *jobWorkflow) setup(ctx workflow.Context) error {
@@ -131,112 +151,88 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 		return err
 	}
 	w.events = newOutbox(ctx, "status events")
-	return w.setupElastic(ctx)
+	return w.setupScale(ctx)
 }
 
+// run is a job's first run: accepted, its workspace read, admitted by the quota, then
+// its attempts.
 func (w *jobWorkflow) run(ctx workflow.Context) (TrainingJobResult, error) {
 	job := &w.in.Job
 	now := workflow.Now(ctx)
 	w.status.StartTime = &now
 	w.setCondition(ctx, schemas.ConditionAccepted, schemas.ConditionTrue, "Validated", "spec accepted")
-	w.transition(ctx, jobOutcome{schemas.JobPending, "Accepted", "job accepted"})
+	w.transition(ctx, jobOutcome{schemas.JobPending, ReasonAccepted, "job accepted"})
 
 	ref := backend.GangRef{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, Attempt: 0}
 	if out, ok := w.resolveWorkspace(ctx, &ref); !ok {
-		w.finish(ctx, ref, out)
-		return TrainingJobResult{Status: w.status}, nil
+		return w.finish(ctx, ref, out)
 	}
 	if job.Spec.Resources.Pool == schemas.PoolQuota {
 		if out, ok := w.admitToQuota(ctx); !ok {
-			w.finish(ctx, ref, out)
-			return TrainingJobResult{Status: w.status}, nil
+			return w.finish(ctx, ref, out)
 		}
 	}
 	return w.attempts(ctx, ref, placementBackoff, nil)
 }
 
 // attempts runs the job's attempts from ref.Attempt on until the job ends, or until
-// it continues as new. resumed, when set, is the attempt a previous run of the
-// workflow launched and handed over still running.
+// the run continues as new. handedOver, when set, is the attempt a previous run of the
+// workflow launched and handed over running: it is followed first.
 func (w *jobWorkflow) attempts(ctx workflow.Context, ref backend.GangRef, backoff time.Duration,
-	resumed *attemptPlan) (TrainingJobResult, error) {
-	var out jobOutcome
+	handedOver *attempt) (TrainingJobResult, error) {
 	for {
-		var plan attemptPlan
-		if resumed != nil {
-			plan, resumed = *resumed, nil
-			w.elastic.plan = plan
-			out = w.followAttempt(ctx, ref, w.status.Replicas, nil)
+		a := handedOver
+		handedOver = nil
+		var out jobOutcome
+		if a != nil {
+			out = a.follow(ctx, nil)
 		} else {
-			var (
-				end jobOutcome
-				ok  bool
-			)
-			plan, end, ok = w.planAttempt(ctx, ref)
+			plan, end, ok := w.planAttempt(ctx, ref)
 			if !ok {
-				out = end
-				break
+				return w.finish(ctx, ref, end)
 			}
-			w.status.Attempts = append(w.status.Attempts, schemas.AttemptRecord{
-				Attempt: ref.Attempt, Pool: plan.pool, StartTime: workflow.Now(ctx), ResumedFrom: plan.resumeFrom,
-			})
-			w.failed, w.logResult = nil, activities.ForwardLogsResult{}
-			w.attemptsRun++
-			out = w.runAttempt(ctx, ref, plan)
+			a = w.newAttempt(ctx, ref, plan)
+			out = a.run(ctx)
 		}
 		if out.reason == reasonContinueAsNew {
-			return TrainingJobResult{}, w.continueAsNew(ctx, ref, &plan, backoff)
+			return TrainingJobResult{}, w.continueAsNew(ctx, ref, a, true, backoff)
 		}
 		ended := workflow.Now(ctx)
 		w.currentAttempt().EndTime = &ended
 		w.currentAttempt().Outcome = out.phase
-		if out.phase == schemas.JobFailed && w.failed != nil {
-			again, final := w.recover(ctx, ref, *w.failed, out)
-			if !again {
-				out = final
-				break
-			}
-			if err := cleanupGang(ctx, ref); err != nil {
-				w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
-			}
-			ref.Attempt++
-			if w.boundReached(ctx) {
-				return TrainingJobResult{}, w.continueAsNew(ctx, ref, nil, backoff)
-			}
-			continue
+		again, final := w.retry(ctx, a, out, &backoff)
+		if !again {
+			return w.finish(ctx, ref, final)
 		}
-		if out.reason == reasonSpotFallback {
-			w.fallBackToPublic(ctx, ref, out)
-			ref.Attempt++
-			if w.boundReached(ctx) {
-				return TrainingJobResult{}, w.continueAsNew(ctx, ref, nil, backoff)
-			}
-			continue
-		}
-		if out.reason != reasonPlacementTimeout {
-			break
-		}
-		w.currentAttempt().Outcome = schemas.JobQueued
-		// Not every replica could be placed in time: release them all, wait, try again
-		// with a new attempt.
-		if err := cleanupGang(ctx, ref); err != nil {
-			w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
-		}
-		w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonPlacementTimeout, out.message)
-		w.transition(ctx, jobOutcome{schemas.JobQueued, reasonPlacementTimeout, fmt.Sprintf("%s; retrying in %s", out.message, backoff)})
-		if w.waitUnlessStopped(ctx, backoff) {
-			out = w.stopped()
-			break
-		}
-		backoff = min(2*backoff, maxPlacementBackoff)
+		// The next attempt.
 		ref.Attempt++
 		if w.boundReached(ctx) {
-			return TrainingJobResult{}, w.continueAsNew(ctx, ref, nil, backoff)
+			return TrainingJobResult{}, w.continueAsNew(ctx, ref, a, false, backoff)
 		}
 	}
+}
 
-	w.finish(ctx, ref, out)
-	return TrainingJobResult{Status: w.status}, nil
+// retry decides whether the job goes on after attempt a ended with out: after a
+// failure a restart can cure (recover, recovery.go), after waiting too long for spot
+// capacity (fallBackToPublic, spot_fallback.go), or after the placement timeout
+// (retryPlacement, placement.go). Each releases the attempt's gang and waits what it
+// waits before the next attempt. It returns false with the job's outcome when the job
+// ends instead.
+func (w *jobWorkflow) retry(ctx workflow.Context, a *attempt, out jobOutcome, backoff *time.Duration) (bool, jobOutcome) {
+	switch {
+	case out.phase == schemas.JobFailed && a.failed != nil:
+		if again, final := w.recover(ctx, a, out); !again {
+			return false, final
+		}
+		w.cleanup(ctx, a.ref)
+		return true, jobOutcome{}
+	case out.reason == ReasonSpotFallback:
+		w.fallBackToPublic(ctx, a.ref, out)
+		return true, jobOutcome{}
+	case out.reason == ReasonPlacementTimeout:
+		return w.retryPlacement(ctx, a.ref, out, backoff)
+	}
+	return false, out
 }
 
 // stopped is the outcome of a stop request, or of the queue timeout
@@ -245,351 +241,40 @@ func (w *jobWorkflow) stopped() jobOutcome {
 	if out := w.clock.queueTimeout; out != nil {
 		return *out // the queue timer asked the job to end
 	}
-	return jobOutcome{schemas.JobStopped, "StopRequested", w.stopReason}
+	return jobOutcome{schemas.JobStopped, ReasonStopRequested, w.stopReason}
 }
 
-// runAttempt launches one attempt and follows it to its end. It returns the job's
-// terminal outcome, or the placement timeout (reason reasonPlacementTimeout, no phase).
-func (w *jobWorkflow) runAttempt(ctx workflow.Context, ref backend.GangRef, plan attemptPlan) jobOutcome {
-	if w.stopRequested(ctx) {
-		return w.stopped()
-	}
-	cancelSpotTimer := w.startSpotTimer(ctx, plan)
-	defer cancelSpotTimer()
-	w.status.Attempt = ref.Attempt
-	w.startElastic(plan)
-	gangJob := w.gangJob()
-	w.transition(ctx, jobOutcome{schemas.JobLaunching, "Launching", fmt.Sprintf("creating %d replicas", gangJob.Spec.TotalReplicas())})
-
-	launched, stopped, err := w.launchWhenItFits(ctx, activities.LaunchGangInput{
-		Job: gangJob,
-		Params: backend.GangParams{
-			Ref: ref, UID: w.uid, Params: w.in.Params,
-			ResumeFrom: plan.resumeFrom, ExcludeNodes: plan.exclude, Pool: plan.pool,
-			PodDefaults: w.podDefaults,
-		},
-	})
-	if stopped {
-		if w.spotWaitOver() {
-			return w.spotFallbackOutcome()
-		}
-		return w.stopped()
-	}
-	if err != nil {
-		w.failed = &failure{class: schemas.FailureLaunch, message: rootMessage(err), at: workflow.Now(ctx)}
-		return jobOutcome{schemas.JobFailed, "LaunchFailed", rootMessage(err)}
-	}
-	w.status.Replicas = launched.Replicas
-	w.launchedElastic()
-	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionTrue, "ReplicasCreated",
-		fmt.Sprintf("%d replicas created", len(launched.Replicas)))
-	return w.followAttempt(ctx, ref, launched.Replicas, &launched)
+// stopRequested reports, without blocking, whether a stop is pending.
+func (w *jobWorkflow) stopRequested() bool {
+	return w.stopCh.ReceiveAsync(nil)
 }
 
-// followAttempt follows a launched attempt to its end: it starts the log forwarder and
-// the timers, and watches the gang. launched is nil for an attempt a previous run of
-// the workflow launched and handed over (continue_as_new.go): it was placed already.
-func (w *jobWorkflow) followAttempt(ctx workflow.Context, ref backend.GangRef,
-	reps []schemas.ReplicaStatus, launched *activities.LaunchGangResult) jobOutcome {
-	job := &w.in.Job
-	var logs *future[activities.ForwardLogsResult]
-	var cancelLogs workflow.CancelFunc = func() {}
-	if job.Spec.Logs.ForwardLogs() {
-		f := forwardLogs(w.logsContext(ctx, &cancelLogs), activities.ForwardLogsInput{
-			Ref: ref, UID: w.uid, Replicas: reps,
-			HangTimeout: job.Spec.FaultTolerance.HangTimeout.D(), LogPatterns: logPatterns(job),
-		})
-		logs = &f
-	}
-
-	var timeout workflow.Future
-	if d := job.Spec.Timeout.D(); d > 0 {
-		left := w.runTimeLeft(ctx, d)
-		timeout = workflow.NewTimer(ctx, max(left, time.Millisecond))
-	}
-
-	var placement workflow.Future
-	if launched != nil {
-		w.placementTimeout = attemptPlacementTimeout(launched.PlacementTimeout, job)
-	}
-	if pt := w.placementTimeout; pt > 0 && launched != nil {
-		pctx, cancelPlacement := workflow.WithCancel(ctx)
-		defer cancelPlacement()
-		placement = workflow.NewTimer(pctx, pt)
-	}
-
-	var hang *future[activities.ForwardLogsResult]
-	if job.Spec.FaultTolerance.HangTimeout.D() > 0 {
-		hang = logs
-	}
-	out := w.follow(ctx, ref, timeout, placement, hang)
-	if out.reason == reasonContinueAsNew {
-		w.handOverLogs(ctx, logs, cancelLogs)
-		return out
-	}
-	if out.phase != schemas.JobSucceeded || anyReplicaLive(w.status.Replicas) {
-		// Stop whatever still runs: the remaining replicas of a failed gang, or all of
-		// them on stop or timeout.
-		if err := stopGang(ctx, ref); err != nil {
-			w.logger.Error("stop gang failed", "gang", ref.ID(), "error", err)
-		}
-		w.refreshReplicas(ctx, ref)
-	}
-	if logs != nil {
-		w.waitLogs(ctx, *logs)
-	}
-	w.waitElasticLogs(ctx)
-	return out
-}
-
-// follow watches the gang until it ends, a stop is requested or the timeout fires, or
-// the placement timeout fires before every replica is placed on a node (reason
-// reasonPlacementTimeout, no phase), or the log forwarder (hang) reports a hang.
-func (w *jobWorkflow) follow(ctx workflow.Context, ref backend.GangRef, timeout, placement workflow.Future,
-	hang *future[activities.ForwardLogsResult]) jobOutcome {
-	for {
-		if out, done := w.evaluate(ctx); done {
-			return out
-		}
-		if placement != nil && w.status.Phase == schemas.JobLaunching && w.placedOnNodes(ctx) {
-			placement = nil // every replica is on a node: containers may still be starting
-		}
-		if w.spotTimer != nil && w.status.Phase == schemas.JobLaunching && w.placedOnNodes(ctx) {
-			w.spotPlaced() // on spot nodes: the wait for spot capacity is over
-		}
-		if w.status.Phase != schemas.JobLaunching {
-			placement = nil // placed: the placement timeout no longer applies
-			w.spotPlaced()
-			if w.spotWaitSince != nil {
-				w.spotWaitSince = nil // spot capacity ran the job again
-			}
-			if rec := w.currentAttempt(); rec.RunningTime == nil {
-				now := workflow.Now(ctx)
-				rec.RunningTime = &now
-			}
-		}
-		if w.status.Phase == schemas.JobRunning && w.boundReached(ctx) {
-			return jobOutcome{reason: reasonContinueAsNew} // placed: no placement timer to hand over
-		}
-		watchCtx, cancelWatch := workflow.WithCancel(ctx)
-		watch := watchGang(watchCtx, activities.WatchGangInput{
-			Ref: ref, Known: knownReplicas(w.status.Replicas), MaxWait: watchMaxWait,
-		})
-		var (
-			result    activities.WatchGangResult
-			watchErr  error
-			watched   bool
-			stopped   bool
-			timedOut  bool
-			notPlaced bool
-			hung      bool
-			spotOver  bool
-			scale     bool
-		)
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(watch.Future, func(workflow.Future) { result, watchErr = watch.get(ctx); watched = true })
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
-		if timeout != nil {
-			sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
-		}
-		if placement != nil {
-			sel.AddFuture(placement, func(workflow.Future) { notPlaced = true })
-		}
-		if w.spotTimer != nil {
-			sel.AddFuture(w.spotTimer, func(workflow.Future) { spotOver = true })
-		}
-		sel.AddReceive(w.elastic.scaleCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); scale = true })
-		if hang != nil {
-			h := *hang
-			sel.AddFuture(h.Future, func(workflow.Future) {
-				if res, err := h.get(ctx); err == nil && res.Hung {
-					w.logResult, hung = res, true
-				}
-				hang = nil // done either way: its outcome is read once
-			})
-		}
-		sel.Select(ctx)
-		if !watched && !stopped && !timedOut && !notPlaced && !hung && !spotOver && !scale && keepsWatch(ctx) {
-			// Only the log forwarder ended, without a hang: the watch goes on. (Before
-			// this change the watch was cancelled and its empty result taken for the
-			// replicas, so a watch that answers with what it was told waited for ever.)
-			sel.Select(ctx)
-		}
-		if stopped || timedOut || notPlaced || hung || spotOver {
-			// Wait for the watch to acknowledge the cancellation, so it is not still
-			// observing the gang while it is stopped and cleaned up.
-			cancelWatch()
-			_ = watch.Get(ctx, nil)
-			if stopped {
-				return w.stopped()
-			}
-			if hung {
-				msg := fmt.Sprintf("no replica wrote a line for %s (hangTimeout %s)", w.logResult.Quiet, w.in.Job.Spec.FaultTolerance.HangTimeout.D())
-				w.failed = &failure{class: schemas.FailureHang, message: msg, at: workflow.Now(ctx)}
-				return jobOutcome{schemas.JobFailed, "Hang", msg}
-			}
-			if notPlaced {
-				return jobOutcome{"", reasonPlacementTimeout, w.notPlacedMessage(w.placementTimeout)}
-			}
-			if spotOver {
-				return w.spotFallbackOutcome()
-			}
-			return jobOutcome{schemas.JobFailed, "Timeout", fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())}
-		}
-		if scale {
-			// Scale between two watches: the watch is restarted with the new gang.
-			cancelWatch()
-			_ = watch.Get(ctx, nil)
-			w.applyScale(ctx, ref)
-			continue
-		}
-		cancelWatch()
-		if watchErr != nil {
-			return jobOutcome{schemas.JobFailed, "WatchFailed", rootMessage(watchErr)}
-		}
-		w.status.Replicas = result.Replicas
-		w.rounds++
-		w.replaceLost(ctx, ref)
-	}
-}
-
-// evaluate applies the framework's success rule (frameworks.Outcome) to the replicas:
-// for example TensorFlow's chief, MPI's launcher or Ray's head decides, while PyTorch
-// needs every replica to succeed. It returns true with the job's outcome once the rule
-// decides; until then it moves the job to Running once every replica has started.
-func (w *jobWorkflow) evaluate(ctx workflow.Context) (jobOutcome, bool) {
-	reps := w.status.Replicas
-	if len(reps) == 0 {
-		return jobOutcome{}, false
-	}
-	fw := w.in.Job.Spec.Framework
-	running, succeeded := 0, 0
-	for _, r := range reps {
-		switch r.Phase {
-		case schemas.ReplicaRunning:
-			running++
-		case schemas.ReplicaSucceeded:
-			succeeded++
-		}
-	}
-	phase, by := frameworks.Outcome(fw, reps)
-	switch phase {
-	case schemas.JobFailed:
-		for _, r := range reps {
-			if r.Name == by {
-				reason, msg := w.replicaFailure(r)
-				class := r.Reason
-				if class == "" {
-					class = schemas.FailureUnclassified
-				}
-				w.failed = &failure{replica: &r, class: class, message: msg, at: workflow.Now(ctx)}
-				return jobOutcome{schemas.JobFailed, reason, msg}, true
-			}
-		}
-		return jobOutcome{schemas.JobFailed, "ReplicaFailed", fmt.Sprintf("replica %s failed", by)}, true
-	case schemas.JobSucceeded:
-		if w.status.Phase == schemas.JobLaunching {
-			// Replicas that finished between two observations did run: record Running so
-			// that every successful job's timeline reads the same.
-			w.markRan(ctx, succeeded)
-		}
-		if succeeded == len(reps) {
-			return jobOutcome{schemas.JobSucceeded, "AllReplicasSucceeded", fmt.Sprintf("%d replicas succeeded", succeeded)}, true
-		}
-		return jobOutcome{schemas.JobSucceeded, "LeaderSucceeded",
-			fmt.Sprintf("replica %s succeeded, which decides a %s job; the other replicas are stopped", by, fw)}, true
-	}
-	placed := running+succeeded == len(reps)
-	if !placed && w.status.Phase == schemas.JobLaunching && running > 0 && !anyReplicaPending(reps) {
-		// Every replica has started and the rule tolerates the ones that ended (a Ray
-		// worker, a TF ps that failed while the chief runs): the job runs, and a
-		// placement timeout no longer applies.
-		placed = true
-	}
-	if placed && w.status.Phase == schemas.JobLaunching {
-		w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRunning",
-			fmt.Sprintf("%d replicas running", running))
-		w.transition(ctx, jobOutcome{schemas.JobRunning, "AllReplicasRunning", fmt.Sprintf("%d replicas running", running)})
-	}
-	return jobOutcome{}, false
-}
-
-// anyReplicaPending reports whether a replica has not started.
-func anyReplicaPending(reps []schemas.ReplicaStatus) bool {
-	for _, r := range reps {
-		if r.Phase == schemas.ReplicaPending || r.Phase == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// replicaFailure records the exit code of the replica that failed the job and says why.
-func (w *jobWorkflow) replicaFailure(r schemas.ReplicaStatus) (reason, msg string) {
-	if r.Phase == schemas.ReplicaStopped {
-		return "ReplicaStopped", fmt.Sprintf("replica %s was stopped outside the job", r.Name)
-	}
-	w.status.ExitCode = r.ExitCode
-	msg = fmt.Sprintf("replica %s failed", r.Name)
-	if r.ExitCode != nil {
-		msg += fmt.Sprintf(" with exit code %d", *r.ExitCode)
-	}
-	if r.Message != "" {
-		msg += ": " + r.Message
-	}
-	return "ReplicaFailed", msg
-}
-
-// markRan records Running for replicas first seen already finished: they did run, and
-// every successful job's timeline then reads the same.
-func (w *jobWorkflow) markRan(ctx workflow.Context, n int) {
-	w.setCondition(ctx, schemas.ConditionRunning, schemas.ConditionTrue, "AllReplicasRan",
-		fmt.Sprintf("%d replicas ran to completion between two observations", n))
-	w.transition(ctx, jobOutcome{schemas.JobRunning, "AllReplicasRan", fmt.Sprintf("%d replicas ran", n)})
-}
-
-// anyReplicaLive reports whether a replica has not finished.
-func anyReplicaLive(reps []schemas.ReplicaStatus) bool {
-	for _, r := range reps {
-		if !r.Phase.Terminal() {
-			return true
-		}
-	}
-	return false
-}
-
-// refreshReplicas records the replicas' final state after a stop.
-func (w *jobWorkflow) refreshReplicas(ctx workflow.Context, ref backend.GangRef) {
-	result, err := watchGang(ctx, activities.WatchGangInput{
-		Ref: ref, Known: knownReplicas(w.status.Replicas), MaxWait: time.Nanosecond,
-	}).get(ctx)
-	if err == nil {
-		w.status.Replicas = result.Replicas
-	}
-}
-
-// waitLogs waits, for a bounded time, until every log line has been forwarded.
-func (w *jobWorkflow) waitLogs(ctx workflow.Context, logs future[activities.ForwardLogsResult]) {
-	timer := workflow.NewTimer(ctx, logDrainTimeout)
+// waitUnlessStopped waits d (a timer) or until the job is asked to stop, whichever
+// comes first, and reports whether it was asked to stop. The timer is left to fire.
+// spot, when not nil, is an attempt's spotFallback.afterWaiting timer: it ends the
+// wait too.
+func (w *jobWorkflow) waitUnlessStopped(ctx workflow.Context, d time.Duration, spot workflow.Future) bool {
+	stopped := false
 	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(logs.Future, func(workflow.Future) {
-		res, err := logs.get(ctx)
-		if err != nil {
-			w.logger.Warn("log forwarding failed", "error", err)
-		} else if !w.logResult.Hung {
-			w.logResult = res
-			if len(res.Metrics) > 0 {
-				w.status.Metrics = res.Metrics
-			}
-		}
-	})
-	sel.AddFuture(timer, func(workflow.Future) { w.logger.Warn("log forwarding did not finish in time") })
+	sel.AddFuture(workflow.NewTimer(ctx, d), func(workflow.Future) {})
+	sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
+	if spot != nil {
+		sel.AddFuture(spot, func(workflow.Future) {})
+	}
 	sel.Select(ctx)
+	return stopped
+}
+
+// cleanup removes a gang's replicas and whatever else the backend created for it.
+func (w *jobWorkflow) cleanup(ctx workflow.Context, ref backend.GangRef) {
+	if err := cleanupGang(ctx, ref); err != nil {
+		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
+	}
 }
 
 // finish records the last checkpoint, enters the terminal phase, cleans up and waits
 // until every event is published and every update handled.
-func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobOutcome) {
+func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobOutcome) (TrainingJobResult, error) {
 	if ck := w.in.Job.Spec.Checkpoint; ck != nil {
 		latest, err := latestCheckpoint(ctx, activities.LatestCheckpointInput{URI: ck.URI, Workspace: w.in.Job.Metadata.Workspace})
 		if err != nil {
@@ -607,15 +292,14 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobO
 	w.setCondition(ctx, schemas.ConditionCompleted, schemas.ConditionTrue, string(out.phase), out.message)
 	w.transition(ctx, out)
 
-	if err := cleanupGang(ctx, ref); err != nil {
-		w.logger.Error("cleanup failed", "gang", ref.ID(), "error", err)
-	}
+	w.cleanup(ctx, ref)
 	w.archiveLogs(ctx)
 	if w.quotaRequested {
 		w.releaseQuota(ctx)
 	}
 	w.events.drain(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return TrainingJobResult{Status: w.status}, nil
 }
 
 // admitToQuota asks the workspace's quota workflow to admit the job and waits, in
@@ -639,15 +323,15 @@ func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
 		InitialState: quota.Input,
 	})
 	if err != nil {
-		return jobOutcome{schemas.JobFailed, "QuotaUnavailable", "could not reach the workspace quota: " + rootMessage(err)}, false
+		return jobOutcome{schemas.JobFailed, ReasonQuotaUnavailable, "could not reach the workspace quota: " + rootMessage(err)}, false
 	}
 	w.quotaRequested = true
 	for !d.Granted {
 		if d.Rejected {
-			return jobOutcome{schemas.JobFailed, reasonQuotaExceeded, d.Message}, false
+			return jobOutcome{schemas.JobFailed, ReasonQuotaExceeded, d.Message}, false
 		}
 		if w.status.Phase != schemas.JobQueued || w.status.Message != d.Message {
-			w.transition(ctx, jobOutcome{schemas.JobQueued, reasonQuotaExceeded, d.Message})
+			w.transition(ctx, jobOutcome{schemas.JobQueued, ReasonQuotaExceeded, d.Message})
 		}
 		stopped := false
 		sel := workflow.NewSelector(ctx)
@@ -672,11 +356,6 @@ func (w *jobWorkflow) releaseQuota(ctx workflow.Context) {
 	if err != nil {
 		w.logger.Warn("could not release the workspace quota", "error", err)
 	}
-}
-
-// stopRequested reports, without blocking, whether a stop is pending.
-func (w *jobWorkflow) stopRequested(_ workflow.Context) bool {
-	return w.stopCh.ReceiveAsync(nil)
 }
 
 // transition moves the job to a phase: timeline, search attribute, status event.

@@ -36,51 +36,37 @@ type ScaleRequest = api.ScaleRequest
 // ScaleResult is the scale update's answer: the API's own type.
 type ScaleResult = api.ScaleResult
 
-// Reasons of elastic changes.
-const (
-	reasonScaled          = "Scaled"
-	reasonReplicaReplaced = "ReplicaReplaced"
-	reasonScaleFailed     = "ScaleFailed"
-)
-
-// changeElasticReplicas: an elastic job is scaled by the scale update, and a lost
-// replica of one is replaced alone instead of ending the attempt.
-const changeElasticReplicas = "elastic-replicas"
-
-// elasticState is the elastic part of the workflow's state.
-type elasticState struct {
-	// scaleCh receives a value when a scale is asked.
-	scaleCh workflow.Channel
+// scaleRequests are the scale update's requests, which the running attempt applies
+// between two gang watches.
+type scaleRequests struct {
+	// ch receives a value when a scale is asked.
+	ch workflow.Channel
 	// asked numbers the scale requests, applied the last one applied; lastErr is the
 	// last scale's error, for the requests it answers.
 	asked, applied int
 	lastErr        string
-	// plan is the running attempt's plan, for replicas created while it runs.
-	plan attemptPlan
-	// logs are the forwarders of replicas added or replaced during the attempt.
-	logs []future[activities.ForwardLogsResult]
 }
 
-// setupElastic sets the scale update. It rejects, in its validator, a job that is not
+// setupScale sets the scale update. It rejects, in its validator, a job that is not
 // elastic or not Running and a count outside [minReplicas, maxReplicas], each naming
 // the field replicas, so a rejected scale changes nothing and leaves no history.
-func (w *jobWorkflow) setupElastic(ctx workflow.Context) error {
-	w.elastic.scaleCh = workflow.NewBufferedChannel(ctx, 1)
+func (w *jobWorkflow) setupScale(ctx workflow.Context) error {
+	w.scale.ch = workflow.NewBufferedChannel(ctx, 1)
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateScale,
 		func(ctx workflow.Context, req ScaleRequest) (ScaleResult, error) {
-			w.elastic.asked++
-			ticket := w.elastic.asked
+			w.scale.asked++
+			ticket := w.scale.asked
 			w.status.Elastic.DesiredReplicas = req.Replicas
-			w.elastic.scaleCh.SendAsync(true)
-			if err := workflow.Await(ctx, func() bool { return w.elastic.applied >= ticket || w.status.Phase.Terminal() }); err != nil {
+			w.scale.ch.SendAsync(true)
+			if err := workflow.Await(ctx, func() bool { return w.scale.applied >= ticket || w.status.Phase.Terminal() }); err != nil {
 				return ScaleResult{}, err
 			}
 			res := ScaleResult{Phase: w.status.Phase}
 			if e := w.status.Elastic; e != nil {
 				res.DesiredReplicas, res.CurrentReplicas = e.DesiredReplicas, e.CurrentReplicas
 			}
-			if w.elastic.applied >= ticket && w.elastic.lastErr != "" {
-				return res, fmt.Errorf("replicas: %s", w.elastic.lastErr)
+			if w.scale.applied >= ticket && w.scale.lastErr != "" {
+				return res, fmt.Errorf("replicas: %s", w.scale.lastErr)
 			}
 			return res, nil
 		},
@@ -115,10 +101,9 @@ func (w *jobWorkflow) gangJob() schemas.TrainingJob {
 	return job
 }
 
-// startElastic records the attempt's plan and, for an elastic job, its replica count.
-func (w *jobWorkflow) startElastic(plan attemptPlan) {
-	w.elastic.plan = plan
-	w.elastic.logs = nil
+// startElastic records, for an elastic job, its replica count as its first attempt
+// starts.
+func (w *jobWorkflow) startElastic() {
 	if w.in.Job.Spec.Elastic != nil && w.status.Elastic == nil {
 		n := int32(w.in.Job.Spec.TotalReplicas())
 		w.status.Elastic = &schemas.ElasticStatus{DesiredReplicas: n}
@@ -130,51 +115,53 @@ func (w *jobWorkflow) launchedElastic() {
 	if e := w.status.Elastic; e != nil {
 		e.CurrentReplicas = int32(len(w.status.Replicas))
 	}
-	w.elastic.applied = w.elastic.asked // a new gang runs the desired count
+	w.scale.applied = w.scale.asked // a new gang runs the desired count
 }
 
-// gangParams are the running attempt's gang parameters.
-func (w *jobWorkflow) gangParams(ref backend.GangRef) backend.GangParams {
-	p := w.elastic.plan
+// gangParams are the running attempt's gang parameters, for the replicas it creates
+// while it runs.
+func (a *attempt) gangParams() backend.GangParams {
+	w := a.w
 	return backend.GangParams{
-		Ref: ref, UID: w.uid, Params: w.in.Params,
-		ResumeFrom: p.resumeFrom, ExcludeNodes: slices.Clone(w.status.ExcludedNodes), Pool: p.pool,
+		Ref: a.ref, UID: w.uid, Params: w.in.Params,
+		ResumeFrom: a.plan.resumeFrom, ExcludeNodes: slices.Clone(w.status.ExcludedNodes), Pool: a.plan.pool,
 		PodDefaults: w.podDefaults,
 	}
 }
 
 // applyScale brings the running gang to the desired replica count.
-func (w *jobWorkflow) applyScale(ctx workflow.Context, ref backend.GangRef) {
-	ticket := w.elastic.asked
-	defer func() { w.elastic.applied = ticket }()
-	w.elastic.lastErr = ""
+func (a *attempt) applyScale(ctx workflow.Context) {
+	w, ref := a.w, a.ref
+	ticket := w.scale.asked
+	defer func() { w.scale.applied = ticket }()
+	w.scale.lastErr = ""
 	e := w.status.Elastic
 	if e == nil || e.DesiredReplicas == e.CurrentReplicas {
 		return
 	}
-	_ = workflow.GetVersion(ctx, changeElasticReplicas, workflow.DefaultVersion, 1)
 	before := knownNames(w.status.Replicas)
 	from := e.CurrentReplicas
 	res, err := call[activities.ElasticResult](withShortActivity(ctx), ActivityScaleGang,
-		activities.ScaleGangInput{Job: w.gangJob(), Params: w.gangParams(ref)})
+		activities.ScaleGangInput{Job: w.gangJob(), Params: a.gangParams()})
 	if err != nil {
-		w.elastic.lastErr = rootMessage(err)
-		w.setCondition(ctx, schemas.ConditionScaled, schemas.ConditionFalse, reasonScaleFailed, w.elastic.lastErr)
+		w.scale.lastErr = rootMessage(err)
+		w.setCondition(ctx, schemas.ConditionScaled, schemas.ConditionFalse, ReasonScaleFailed, w.scale.lastErr)
 		w.logger.Warn("scale failed", "gang", ref.ID(), "error", err)
 		return
 	}
 	w.status.Replicas = res.Replicas
 	e.CurrentReplicas = int32(len(res.Replicas))
 	msg := fmt.Sprintf("scaled from %d to %d replicas", from, e.CurrentReplicas)
-	w.setCondition(ctx, schemas.ConditionScaled, schemas.ConditionTrue, reasonScaled, msg)
-	w.transition(ctx, jobOutcome{schemas.JobRunning, reasonScaled, msg})
-	w.forwardNewLogs(ctx, ref, res.Replicas, before, "")
+	w.setCondition(ctx, schemas.ConditionScaled, schemas.ConditionTrue, ReasonScaled, msg)
+	w.transition(ctx, jobOutcome{schemas.JobRunning, ReasonScaled, msg})
+	a.forwardNewLogs(ctx, res.Replicas, before)
 }
 
 // replaceLost replaces, one at a time, the failed replicas of a running elastic job
 // that the failure rules would restart the job for, within the restart budget. What it
 // leaves failed ends the attempt as usual.
-func (w *jobWorkflow) replaceLost(ctx workflow.Context, ref backend.GangRef) {
+func (a *attempt) replaceLost(ctx workflow.Context) {
+	w := a.w
 	job := &w.in.Job
 	if job.Spec.Elastic == nil || w.status.Phase != schemas.JobRunning || w.status.Elastic == nil {
 		return
@@ -184,11 +171,8 @@ func (w *jobWorkflow) replaceLost(ctx workflow.Context, ref backend.GangRef) {
 		if i < 0 {
 			return
 		}
-		if workflow.GetVersion(ctx, changeElasticReplicas, workflow.DefaultVersion, 1) < 1 {
-			return
-		}
 		r := w.status.Replicas[i]
-		if !w.replaceOne(ctx, ref, r) {
+		if !a.replaceOne(ctx, r) {
 			return
 		}
 	}
@@ -196,7 +180,8 @@ func (w *jobWorkflow) replaceLost(ctx workflow.Context, ref backend.GangRef) {
 
 // replaceOne replaces one failed replica; false when it did not (not retried by the
 // rules, out of budget, or the backend failed), leaving the failure to end the attempt.
-func (w *jobWorkflow) replaceOne(ctx workflow.Context, ref backend.GangRef, r schemas.ReplicaStatus) bool {
+func (a *attempt) replaceOne(ctx workflow.Context, r schemas.ReplicaStatus) bool {
+	w := a.w
 	job := &w.in.Job
 	class := r.Reason
 	if class == "" {
@@ -204,7 +189,7 @@ func (w *jobWorkflow) replaceOne(ctx workflow.Context, ref backend.GangRef, r sc
 	}
 	_, why := w.replicaFailure(r)
 	f := failure{replica: &r, class: class, message: why, at: workflow.Now(ctx)}
-	class, action, _ := classify(job, f, w.logResult.Matches)
+	class, action, _ := classify(job, f, a.logResult.Matches)
 	ft := job.Spec.FaultTolerance
 	maxPreempt := int(ft.MaxPreemptions)
 	if maxPreempt == 0 {
@@ -222,7 +207,7 @@ func (w *jobWorkflow) replaceOne(ctx workflow.Context, ref backend.GangRef, r sc
 	w.status.ExitCode = nil
 	before := knownNames(w.status.Replicas)
 	res, err := call[activities.ElasticResult](withShortActivity(ctx), ActivityReplaceReplica,
-		activities.ReplaceReplicaInput{Job: w.gangJob(), Params: w.gangParams(ref), Replica: r.Name})
+		activities.ReplaceReplicaInput{Job: w.gangJob(), Params: a.gangParams(), Replica: r.Name})
 	if err != nil {
 		w.logger.Warn("replica replacement failed; the attempt ends", "replica", r.Name, "error", err)
 		return false
@@ -237,10 +222,10 @@ func (w *jobWorkflow) replaceOne(ctx workflow.Context, ref backend.GangRef, r sc
 	w.status.Elastic.CurrentReplicas = int32(len(res.Replicas))
 	msg := fmt.Sprintf("replica %s replaced (%s: %s); the other replicas run on; %s %d",
 		r.Name, class, why, actionNoun(action), w.actionCount(action))
-	w.setCondition(ctx, schemas.ConditionScaled, schemas.ConditionTrue, reasonReplicaReplaced, msg)
-	w.transition(ctx, jobOutcome{schemas.JobRunning, reasonReplicaReplaced, msg})
+	w.setCondition(ctx, schemas.ConditionScaled, schemas.ConditionTrue, ReasonReplicaReplaced, msg)
+	w.transition(ctx, jobOutcome{schemas.JobRunning, ReasonReplicaReplaced, msg})
 	delete(before, r.Name)
-	w.forwardNewLogs(ctx, ref, res.Replicas, before, r.Name)
+	a.forwardNewLogs(ctx, res.Replicas, before)
 	return true
 }
 
@@ -263,7 +248,8 @@ func knownNames(reps []schemas.ReplicaStatus) map[string]bool {
 // forwardNewLogs starts a log forwarder for the replicas not in before (added, or
 // replaced: removed from before by the caller). It resumes after the last line the
 // stream holds for each.
-func (w *jobWorkflow) forwardNewLogs(ctx workflow.Context, ref backend.GangRef, reps []schemas.ReplicaStatus, before map[string]bool, _ string) {
+func (a *attempt) forwardNewLogs(ctx workflow.Context, reps []schemas.ReplicaStatus, before map[string]bool) {
+	w := a.w
 	if !w.in.Job.Spec.Logs.ForwardLogs() {
 		return
 	}
@@ -276,23 +262,24 @@ func (w *jobWorkflow) forwardNewLogs(ctx workflow.Context, ref backend.GangRef, 
 	if len(fresh) == 0 {
 		return
 	}
-	w.elastic.logs = append(w.elastic.logs, forwardLogs(ctx, activities.ForwardLogsInput{
-		Ref: ref, UID: w.uid, Replicas: fresh, LogPatterns: logPatterns(&w.in.Job),
+	a.extraLogs = append(a.extraLogs, forwardLogs(ctx, activities.ForwardLogsInput{
+		Ref: a.ref, UID: w.uid, Replicas: fresh, LogPatterns: logPatterns(&w.in.Job),
 	}))
 }
 
-// waitElasticLogs waits, for a bounded time, for the forwarders of added and replaced
+// waitExtraLogs waits, for a bounded time, for the forwarders of added and replaced
 // replicas.
-func (w *jobWorkflow) waitElasticLogs(ctx workflow.Context) {
-	for _, f := range w.elastic.logs {
-		w.waitLogsQuietly(ctx, f)
+func (a *attempt) waitExtraLogs(ctx workflow.Context) {
+	for _, f := range a.extraLogs {
+		a.waitQuietly(ctx, f)
 	}
-	w.elastic.logs = nil
+	a.extraLogs = nil
 }
 
-// waitLogsQuietly waits for one extra forwarder, at most logDrainTimeout; its result
+// waitQuietly waits for one extra forwarder, at most logDrainTimeout; its result
 // (metrics, matches) adds nothing the attempt's forwarder does not have.
-func (w *jobWorkflow) waitLogsQuietly(ctx workflow.Context, f future[activities.ForwardLogsResult]) {
+func (a *attempt) waitQuietly(ctx workflow.Context, f future[activities.ForwardLogsResult]) {
+	w := a.w
 	timer := workflow.NewTimer(ctx, logDrainTimeout)
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f.Future, func(workflow.Future) {

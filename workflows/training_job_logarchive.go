@@ -6,17 +6,10 @@ import (
 	"github.com/opendlc/opendlc/activities"
 )
 
-// changeLogArchive: a job archives its logs to S3 when it ends (ArchiveLogs), and
-// records where in status.logArchive.
-const changeLogArchive = "log-archive"
-
 // archiveLogs copies the job's log records to its workspace's location once the gang
 // is cleaned up (every line has been forwarded or the drain gave up), and records the
 // archive's URI in the status. A failure is logged: the logs stay in the stream.
 func (w *jobWorkflow) archiveLogs(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, changeLogArchive, workflow.DefaultVersion, 1) != 1 {
-		return
-	}
 	job := &w.in.Job
 	res, err := archiveLogs(ctx, activities.ArchiveLogsInput{Workspace: job.Metadata.Workspace, Job: job.Metadata.Name, UID: w.uid})
 	if err != nil {

@@ -291,7 +291,7 @@ func TestTrainingJobPlacementTimeoutReleasesAndRetries(t *testing.T) {
 	job := testJob()
 	job.Spec.Resources.PlacementTimeout = schemas.Duration(3 * time.Minute)
 	pending := replicas(schemas.ReplicaPending, schemas.ReplicaPending)
-	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: pending}, nil)
+	returnActivity(h.env, jobActs.LaunchGang, activities.LaunchGangResult{Replicas: pending, PlacementTimeout: 3 * time.Minute}, nil)
 	onActivity(h.env, jobActs.WatchGang, func(_ context.Context, in activities.WatchGangInput) (activities.WatchGangResult, error) {
 		switch {
 		case in.Ref.Attempt == 0: // room for one replica only

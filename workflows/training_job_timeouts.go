@@ -14,22 +14,6 @@ import (
 // spec.queueTimeout bounds the time spent Queued, in all. Both are measured from the
 // phase transitions (workflow time), so they replay deterministically.
 
-// reasonQueueTimeout is the reason of a job that waited in Queued longer than its
-// spec.queueTimeout.
-const reasonQueueTimeout = "QueueTimeout"
-
-// changeTimeoutFromLaunch: spec.timeout counts the job's run time from its first launch,
-// without the time spent Queued (before: from its start, Queued included, so a job that
-// waited past its timeout was killed as soon as it launched); spec.queueTimeout fails a
-// job that waited in Queued too long.
-const changeTimeoutFromLaunch = "timeout-from-launch"
-
-// timeoutFromLaunch reports whether this run has changeTimeoutFromLaunch. It is asked
-// only where a timeout is set.
-func timeoutFromLaunch(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeTimeoutFromLaunch, workflow.DefaultVersion, 1) == 1
-}
-
 // jobClock adds up the time a job spent running and Queued.
 type jobClock struct {
 	// runSince is when the job last entered a run phase (nil when not in one); ran is
@@ -77,7 +61,7 @@ func (w *jobWorkflow) clockTransition(ctx workflow.Context, prev, next schemas.J
 		}
 	} else if prev != schemas.JobQueued && next == schemas.JobQueued {
 		c.queuedSince = &now
-		if d := w.in.Job.Spec.QueueTimeout.D(); d > 0 && timeoutFromLaunch(ctx) {
+		if d := w.in.Job.Spec.QueueTimeout.D(); d > 0 {
 			w.startQueueTimer(ctx, max(d-c.queued, time.Millisecond))
 		}
 	}
@@ -101,12 +85,8 @@ func (w *jobWorkflow) startQueueTimer(ctx workflow.Context, left time.Duration) 
 }
 
 // runTimeLeft is what is left of timeout d at now: d less the job's run time so far.
-// Before changeTimeoutFromLaunch it was d less the time since the job started.
 func (w *jobWorkflow) runTimeLeft(ctx workflow.Context, d time.Duration) time.Duration {
 	now := workflow.Now(ctx)
-	if !timeoutFromLaunch(ctx) {
-		return d - now.Sub(*w.status.StartTime)
-	}
 	ran := w.clock.ran
 	if w.clock.runSince != nil {
 		ran += now.Sub(*w.clock.runSince)
@@ -121,6 +101,6 @@ func (w *jobWorkflow) queueTimedOut(ctx workflow.Context) jobOutcome {
 	if w.status.Phase == schemas.JobQueued && w.status.Message != "" {
 		msg += " (" + w.status.Reason + ": " + w.status.Message + ")"
 	}
-	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, reasonQueueTimeout, msg)
-	return jobOutcome{schemas.JobFailed, reasonQueueTimeout, msg}
+	w.setCondition(ctx, schemas.ConditionLaunched, schemas.ConditionFalse, ReasonQueueTimeout, msg)
+	return jobOutcome{schemas.JobFailed, ReasonQueueTimeout, msg}
 }

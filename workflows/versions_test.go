@@ -14,8 +14,9 @@ import (
 )
 
 // TestVersionsTable checks that versions is the one table of change ids: well formed,
-// the same rows as the "Versioned changes" table of docs/architecture.md, and holding
-// every change id that workflow code passes to workflow.GetVersion.
+// the same rows as the "Versioned changes" table of docs/architecture.md, holding
+// every change id that workflow code passes to workflow.GetVersion, and reusing no
+// retired id (each of which the docs name).
 func TestVersionsTable(t *testing.T) {
 	first, err := time.Parse(time.DateOnly, firstVersion)
 	if err != nil {
@@ -55,6 +56,14 @@ func TestVersionsTable(t *testing.T) {
 	for _, id := range getVersionIDs(t) {
 		if !ids[id] {
 			t.Errorf("workflow.GetVersion change id %q is not in versions (workflows/versions.go)", id)
+		}
+	}
+	for _, id := range retiredChangeIDs {
+		if ids[id] {
+			t.Errorf("change id %q is retired (retiredChangeIDs): a history may carry its marker, so it is never used again", id)
+		}
+		if !strings.Contains(section, "`"+id+"`") {
+			t.Errorf("docs/architecture.md, Versioned changes: does not name the retired change id %q", id)
 		}
 	}
 }

@@ -10,29 +10,20 @@ import (
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// changeWorkspaceConfig is the change id of reading the workspace registry when a job
-// starts (see versions).
-const changeWorkspaceConfig = "workspace-config"
-
 // resolveWorkspace reads the job's workspace configuration from the registry, once,
 // when the job starts: the namespace its gangs run in (set on ref) and its pod
 // defaults. The result is in the workflow's history, so every attempt, stop and cleanup
 // of the job uses the same namespace even if the workspace is edited while the job
-// runs; an edit applies to jobs started after it. A job whose history predates the
-// change reads nothing, and its gangs stay in the namespace the backend maps the
-// workspace to, where they were launched. It returns false, with the outcome, when
-// the registry could not be read.
+// runs; an edit applies to jobs started after it. It returns false, with the outcome,
+// when the registry could not be read.
 func (w *jobWorkflow) resolveWorkspace(ctx workflow.Context, ref *backend.GangRef) (jobOutcome, bool) {
-	if workflow.GetVersion(ctx, changeWorkspaceConfig, workflow.DefaultVersion, 1) < 1 {
-		return jobOutcome{}, true
-	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         backoff(10),
 	})
 	cfg, err := call[activities.WorkspaceConfig](actx, ActivityResolveWorkspace, ref.Workspace)
 	if err != nil {
-		return jobOutcome{schemas.JobFailed, "WorkspaceUnreadable",
+		return jobOutcome{schemas.JobFailed, ReasonWorkspaceUnreadable,
 			"could not read workspace " + ref.Workspace + " from the registry: " + rootMessage(err)}, false
 	}
 	ref.Namespace = cfg.Namespace
