@@ -51,6 +51,7 @@ func (p *Process) startMetrics(cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+MetricsPath, p.Metrics.Handler())
+	p.addHealth(mux) // health.go: the probes of a process without the API
 	p.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	p.MetricsURL = "http://" + ln.Addr().String() + MetricsPath
 	srv := p.metricsHTTP

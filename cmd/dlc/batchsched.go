@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/schemas"
@@ -13,16 +13,15 @@ import (
 
 // batchFlags hand pools' gangs to the cluster's batch scheduler on Kubernetes.
 type batchFlags struct {
-	schedulers []string // POOL=opendlc|coscheduling|volcano|kueue
-	names      []string // POOL=SCHEDULERNAME
-	queues     []string // POOL=QUEUE
+	GangScheduler []string `json:"gangScheduler,omitempty"` // POOL=opendlc|coscheduling|volcano|kueue
+	SchedulerName []string `json:"schedulerName,omitempty"` // POOL=SCHEDULERNAME
+	Queue         []string `json:"queue,omitempty"`         // POOL=QUEUE
 }
 
-func (f *batchFlags) register(cmd *cobra.Command, prefix string) {
-	fs := cmd.Flags()
-	fs.StringArrayVar(&f.schedulers, "pool-gang-scheduler", nil, prefix+"POOL=opendlc|coscheduling|volcano|kueue: who places a pool's gangs (default opendlc: the default scheduler under OpenDLC's placement timeout)")
-	fs.StringArrayVar(&f.names, "pool-scheduler-name", nil, prefix+"POOL=NAME: schedulerName of a pool's pods under its gang scheduler (default "+kube.DefaultCoschedulingSchedulerName+" for coscheduling, "+kube.VolcanoSchedulerName+" for volcano)")
-	fs.StringArrayVar(&f.queues, "pool-queue", nil, prefix+"POOL=QUEUE: Volcano queue (default "+kube.DefaultVolcanoQueue+") or Kueue LocalQueue (required) of a pool's gangs")
+func (f *batchFlags) register(fs *pflag.FlagSet, prefix string) {
+	fs.StringArrayVar(&f.GangScheduler, "pool-gang-scheduler", nil, prefix+"POOL=opendlc|coscheduling|volcano|kueue: who places a pool's gangs (default opendlc: the default scheduler under OpenDLC's placement timeout)")
+	fs.StringArrayVar(&f.SchedulerName, "pool-scheduler-name", nil, prefix+"POOL=NAME: schedulerName of a pool's pods under its gang scheduler (default "+kube.DefaultCoschedulingSchedulerName+" for coscheduling, "+kube.VolcanoSchedulerName+" for volcano)")
+	fs.StringArrayVar(&f.Queue, "pool-queue", nil, prefix+"POOL=QUEUE: Volcano queue (default "+kube.DefaultVolcanoQueue+") or Kueue LocalQueue (required) of a pool's gangs")
 }
 
 // options parses the flags into kube.WithBatchScheduling options.
@@ -60,7 +59,7 @@ func (f *batchFlags) configs() (map[schemas.Pool]*kube.BatchScheduling, error) {
 		}
 		return nil
 	}
-	for _, v := range f.schedulers {
+	for _, v := range f.GangScheduler {
 		if err := parse("--pool-gang-scheduler", v, func(s *kube.BatchScheduling, rest string) (err error) {
 			s.Scheduler, err = kube.ParseGangScheduler(rest)
 			return err
@@ -68,7 +67,7 @@ func (f *batchFlags) configs() (map[schemas.Pool]*kube.BatchScheduling, error) {
 			return nil, err
 		}
 	}
-	for _, v := range f.names {
+	for _, v := range f.SchedulerName {
 		if err := parse("--pool-scheduler-name", v, func(s *kube.BatchScheduling, rest string) error {
 			s.SchedulerName = rest
 			return nil
@@ -76,7 +75,7 @@ func (f *batchFlags) configs() (map[schemas.Pool]*kube.BatchScheduling, error) {
 			return nil, err
 		}
 	}
-	for _, v := range f.queues {
+	for _, v := range f.Queue {
 		if err := parse("--pool-queue", v, func(s *kube.BatchScheduling, rest string) error {
 			s.Queue = rest
 			return nil

@@ -13,9 +13,9 @@ import (
 
 func TestBatchFlags(t *testing.T) {
 	f := batchFlags{
-		schedulers: []string{"spot=volcano", "public=coscheduling", "quota=kueue"},
-		names:      []string{"public=my-coscheduler"},
-		queues:     []string{"spot=research", "quota=team-a"},
+		GangScheduler: []string{"spot=volcano", "public=coscheduling", "quota=kueue"},
+		SchedulerName: []string{"public=my-coscheduler"},
+		Queue:         []string{"spot=research", "quota=team-a"},
 	}
 	got, err := f.configs()
 	if err != nil {
@@ -46,9 +46,9 @@ func TestBatchFlags(t *testing.T) {
 		f    batchFlags
 		want string
 	}{
-		"unknown pool":      {batchFlags{schedulers: []string{"cheap=volcano"}}, "pool must be one of"},
-		"unknown scheduler": {batchFlags{schedulers: []string{"spot=slurm"}}, "want opendlc, coscheduling, volcano or kueue"},
-		"no value":          {batchFlags{queues: []string{"spot"}}, "want POOL=VALUE"},
+		"unknown pool":      {batchFlags{GangScheduler: []string{"cheap=volcano"}}, "pool must be one of"},
+		"unknown scheduler": {batchFlags{GangScheduler: []string{"spot=slurm"}}, "want opendlc, coscheduling, volcano or kueue"},
+		"no value":          {batchFlags{Queue: []string{"spot"}}, "want POOL=VALUE"},
 	} {
 		_, err := bad.f.configs()
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -56,7 +56,7 @@ func TestBatchFlags(t *testing.T) {
 		}
 	}
 	// Settings the backend refuses surface when the options apply.
-	kueueNoQueue := batchFlags{schedulers: []string{"quota=kueue"}}
+	kueueNoQueue := batchFlags{GangScheduler: []string{"quota=kueue"}}
 	opts, err = kueueNoQueue.options()
 	if err != nil {
 		t.Fatal(err)

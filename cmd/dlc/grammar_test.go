@@ -108,42 +108,42 @@ func TestOldAndNewSpellingsAgree(t *testing.T) {
 		calls     []string
 	}{
 		{
-			spellings: [][]string{{"job", "submit", "-f", spec}, {"submit", "-f", spec}, {"apply", "-f", spec}, {"create", "-f", spec}, {"job", "apply", "-f", spec}, {"jobs", "create", "-f", spec}},
+			spellings: [][]string{{"job", "submit", "-f", spec}, {"job", "apply", "-f", spec}, {"jobs", "create", "-f", spec}},
 			want:      "job ml/train submitted (uid u1)\n",
 			calls:     []string{"POST /v1/jobs kind: TrainingJob"},
 		},
 		{
-			spellings: [][]string{{"job", "list"}, {"list"}, {"ls"}, {"get", "jobs"}, {"get", "job"}, {"jobs", "ls"}},
+			spellings: [][]string{{"job", "list"}, {"jobs", "ls"}},
 			want:      "NAME   PHASE    AGE  DURATION\ntrain  Running  -    -\n",
 			calls:     []string{"GET /v1/workspaces/ml/jobs"},
 		},
 		{
-			spellings: [][]string{{"job", "list", "--phase", "Running", "-l", "a=b"}, {"list", "--phase", "Running", "--label", "a=b"}},
+			spellings: [][]string{{"job", "list", "--phase", "Running", "-l", "a=b"}, {"jobs", "list", "--phase", "Running", "--label", "a=b"}},
 			want:      "train",
 			calls:     []string{"GET /v1/workspaces/ml/jobs?label=a%3Db&phase=Running"},
 		},
 		{
-			spellings: [][]string{{"job", "get", "train", "-o", "yaml"}, {"get", "job", "train", "-o", "yaml"}, {"get", "jobs", "train", "-o", "yaml"}},
+			spellings: [][]string{{"job", "get", "train", "-o", "yaml"}, {"jobs", "get", "train", "-o", "yaml"}},
 			want:      "kind: TrainingJob\nmetadata:\n  name: train\n  workspace: ml\n",
 			calls:     []string{"GET /v1/workspaces/ml/jobs/train"},
 		},
 		{
-			spellings: [][]string{{"job", "describe", "train"}, {"describe", "train"}},
+			spellings: [][]string{{"job", "describe", "train"}},
 			want:      "Phase:       Running\n",
 			calls:     []string{"GET /v1/workspaces/ml/jobs/train"},
 		},
 		{
-			spellings: [][]string{{"job", "stop", "train", "--reason", "why"}, {"stop", "train", "--reason", "why"}},
+			spellings: [][]string{{"job", "stop", "train", "--reason", "why"}},
 			want:      "job train: Stopped\n",
 			calls:     []string{`POST /v1/workspaces/ml/jobs/train/stop {"reason":"why"}`},
 		},
 		{
-			spellings: [][]string{{"job", "delete", "train"}, {"delete", "train"}, {"jobs", "delete", "train"}},
+			spellings: [][]string{{"job", "delete", "train"}, {"jobs", "delete", "train"}},
 			want:      "job train deleted\n",
 			calls:     []string{"DELETE /v1/workspaces/ml/jobs/train"},
 		},
 		{
-			spellings: [][]string{{"job", "clone", "train", "--name", "bigger"}, {"clone", "train", "--name", "bigger"}},
+			spellings: [][]string{{"job", "clone", "train", "--name", "bigger"}},
 			want:      "job ml/bigger cloned from train (uid u1)\n",
 			calls:     []string{`POST /v1/workspaces/ml/jobs/train/clone {"name":"bigger"}`},
 		},
@@ -158,7 +158,7 @@ func TestOldAndNewSpellingsAgree(t *testing.T) {
 			calls:     []string{"DELETE /v1/workspaces/ml/experiments/tune"},
 		},
 		{ // every page
-			spellings: [][]string{{"experiment", "list"}, {"experiments", "list"}, {"get", "experiments"}},
+			spellings: [][]string{{"experiment", "list"}, {"experiments", "list"}},
 			want:      "tune2  Succeeded",
 			calls:     []string{"GET /v1/workspaces/ml/experiments", "GET /v1/workspaces/ml/experiments?pageToken=p2"},
 		},
@@ -259,6 +259,17 @@ func TestHelpListsNouns(t *testing.T) {
 	for _, old := range []string{"submit", "describe", "rules", "clone"} {
 		if strings.Contains(help, "\n  "+old+" ") {
 			t.Errorf("help lists the old %s:\n%s", old, help)
+		}
+	}
+}
+
+// The verb-first spellings from before the nouns (dlc submit, dlc get job NAME) were
+// dropped before the first release: each is an unknown command now.
+func TestNoVerbFirstSpellings(t *testing.T) {
+	for _, verb := range []string{"submit", "list", "ls", "describe", "logs", "stop", "delete", "clone", "apply", "create", "get"} {
+		root := newRoot()
+		if cmd, _, err := root.Find([]string{verb}); err == nil && cmd != root {
+			t.Errorf("dlc %s is a command (%s), want unknown", verb, cmd.CommandPath())
 		}
 	}
 }

@@ -177,8 +177,15 @@ func newLogsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// formatLogLine prints a record as "[role-index] line", with the attempt from the second
+// one on ("[worker-1 attempt 1] line"): a restarted gang's replicas print under the same
+// names, and their lines would read as repeats.
 func formatLogLine(r events.LogRecord) string {
-	return fmt.Sprintf("[%s-%d] %s", r.Role, r.Index, strings.TrimRight(r.Line, "\r\n"))
+	prefix := fmt.Sprintf("%s-%d", r.Role, r.Index)
+	if r.Attempt > 0 {
+		prefix += fmt.Sprintf(" attempt %d", r.Attempt)
+	}
+	return fmt.Sprintf("[%s] %s", prefix, strings.TrimRight(r.Line, "\r\n"))
 }
 
 func newStopCmd(g *globals) *cobra.Command {

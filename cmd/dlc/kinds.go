@@ -11,12 +11,51 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // The CLI's grammar is noun first: `dlc KIND VERB [NAME]`. Every kind of object is
 // declared once as a kindCommands value, which makes the verbs all kinds share (apply,
 // get, list, delete) from the kind's SDK calls and table columns; a kind adds its own
 // verbs (job logs, schedule pause...) in more.
+
+// cliKind declares a kind of document to the CLI: the command that makes its noun
+// (schemas.Info(kind).Noun) with its verbs, from the kind's kindCommands value.
+type cliKind struct {
+	kind    schemas.Kind
+	command func(*globals) *cobra.Command
+}
+
+// cliKinds are the kinds the CLI has a noun for, each declared once.
+// TestEveryKindHasANoun ranges over schemas.Kinds() and fails for a kind missing here.
+var cliKinds = registerCLIKinds(
+	cliKind{schemas.KindTrainingJob, newJobCmd},       // jobs.go
+	cliKind{schemas.KindExperiment, newExperimentCmd}, // experiment.go
+	cliKind{schemas.KindSchedule, newScheduleCmd},     // schedule.go
+	cliKind{schemas.KindPipeline, newPipelineCmd},     // pipeline.go
+	cliKind{schemas.KindTrigger, newTriggerCmd},       // trigger.go
+	cliKind{schemas.KindNotificationRule, newRuleCmd}, // rules.go
+)
+
+// registerCLIKinds refuses a declaration without its command: the package does not
+// load, and its tests say why.
+func registerCLIKinds(ks ...cliKind) []cliKind {
+	for _, k := range ks {
+		if k.command == nil {
+			panic(fmt.Sprintf("dlc: kind %s declares no command", k.kind))
+		}
+	}
+	return ks
+}
+
+// kindNouns makes the noun of every kind.
+func kindNouns(g *globals) []*cobra.Command {
+	var out []*cobra.Command
+	for _, k := range cliKinds {
+		out = append(out, k.command(g))
+	}
+	return out
+}
 
 // kindCommands declares one kind of object to the CLI. T is the object the SDK's get and
 // apply return, I an item of its list. A nil SDK call leaves its verb out. The calls take

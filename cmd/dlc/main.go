@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -87,59 +86,14 @@ func newRoot() *cobra.Command {
 		newRunCmd(g),
 		newWhoamiCmd(g),
 	)
-	// One noun a kind: dlc KIND VERB [NAME].
+	// One noun a kind: dlc KIND VERB [NAME] (cliKinds, kinds.go).
+	root.AddCommand(kindNouns(g)...)
 	root.AddCommand(
-		newJobCmd(g),
-		newExperimentCmd(g),
-		newScheduleCmd(g),
-		newPipelineCmd(g),
-		newTriggerCmd(g),
-		newRuleCmd(g),
 		newWorkspaceCmd(g),
 		newTokenCmd(g),
 		newQuotaCmd(g),
 		newEventCmd(g),
 		newNodeCmd(g),
 	)
-	addVerbAliases(root, g)
 	return root
-}
-
-// jobVerbAliases are the verbs of the verb-first grammar that came before the nouns:
-// `dlc submit` is `dlc job submit`, and so on.
-var jobVerbAliases = []string{"submit", "list", "describe", "logs", "stop", "delete", "clone"}
-
-// addVerbAliases adds the old verb-first commands, hidden from help: the job verbs, made
-// by the same code as `dlc job VERB`, and `dlc get KIND [NAME]`.
-func addVerbAliases(root *cobra.Command, g *globals) {
-	job := newJobCmd(g)
-	for _, sub := range job.Commands() {
-		if slices.Contains(jobVerbAliases, sub.Name()) {
-			job.RemoveCommand(sub)
-			sub.Hidden = true
-			root.AddCommand(sub)
-		}
-	}
-	root.AddCommand(&cobra.Command{
-		Use:    "get KIND [NAME]",
-		Short:  "dlc KIND list, or dlc KIND get NAME: dlc get jobs, dlc get job NAME",
-		Hidden: true,
-		Args:   cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			noun, _, err := root.Find(args[:1])
-			if err != nil || noun == root || noun.Hidden {
-				return fmt.Errorf("usage: dlc get jobs | dlc get job NAME (%q is no kind)", args[0])
-			}
-			verb := "list"
-			if len(args) == 2 {
-				verb = "get"
-			}
-			sub, _, err := noun.Find([]string{verb})
-			if err != nil || sub == noun {
-				return fmt.Errorf("dlc %s has no %s", noun.Name(), verb)
-			}
-			sub.SetContext(cmd.Context())
-			return sub.RunE(sub, args[1:])
-		},
-	})
 }

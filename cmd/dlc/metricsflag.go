@@ -3,18 +3,17 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/app"
 )
 
 // registerMetricsAddr adds --metrics-addr: where the process serves /metrics
-// (Prometheus text format, plain HTTP, no authentication; default $DLC_METRICS_ADDR,
-// else not served).
-func registerMetricsAddr(cmd *cobra.Command, addr *string) {
-	cmd.Flags().StringVar(addr, "metrics-addr", os.Getenv("DLC_METRICS_ADDR"),
+// (Prometheus text format, plain HTTP, no authentication; default def: "" does not
+// serve them).
+func registerMetricsAddr(fs *pflag.FlagSet, addr *string, def string) {
+	fs.StringVar(addr, "metrics-addr", def,
 		"serve Prometheus metrics on this address at "+app.MetricsPath+" (plain HTTP, no authentication: keep it inside the cluster network; default: not served)")
 }
 

@@ -6,46 +6,46 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/schemas"
 )
 
-// poolFlags map resource pools to where their pods go on Kubernetes.
+// poolFlags map resource pools to where their pods go on Kubernetes: the --pool-* flags,
+// and worker.kubernetes.pools of the config file (one entry a value, as the flag takes it).
 type poolFlags struct {
-	selectors   []string // POOL=KEY=VALUE
-	tolerations []string // POOL=KEY[=VALUE]:EFFECT
-	priorities  []string // POOL=PRIORITYCLASS
+	Selector      []string `json:"selector,omitempty"`      // POOL=KEY=VALUE
+	Toleration    []string `json:"toleration,omitempty"`    // POOL=KEY[=VALUE]:EFFECT
+	PriorityClass []string `json:"priorityClass,omitempty"` // POOL=PRIORITYCLASS
 
 	// Pod policy (kube.PodPolicy) per pool.
-	security    []string // POOL=image|restricted
-	hostNetwork []string // POOL
-	hostPaths   []string // POOL=DIR
-	resources   []string // POOL=NAME
-	accounts    []string // POOL=SERVICEACCOUNT
-	pullSecrets []string // POOL=SECRET
+	Security         []string `json:"security,omitempty"`         // POOL=image|restricted
+	AllowHostNetwork []string `json:"allowHostNetwork,omitempty"` // POOL
+	AllowHostPath    []string `json:"allowHostPath,omitempty"`    // POOL=DIR
+	AllowResource    []string `json:"allowResource,omitempty"`    // POOL=NAME
+	ServiceAccount   []string `json:"serviceAccount,omitempty"`   // POOL=SERVICEACCOUNT
+	ImagePullSecret  []string `json:"imagePullSecret,omitempty"`  // POOL=SECRET
 
 	// Gang placement per pool (backend/kube/placement.go).
-	placementTimeouts []string // POOL=DURATION|none
-	autoscaled        []string // POOL
+	PlacementTimeout []string `json:"placementTimeout,omitempty"` // POOL=DURATION|none
+	Autoscaled       []string `json:"autoscaled,omitempty"`       // POOL
 }
 
 // register adds the --pool-* flags to cmd; each help starts with prefix, and the
 // selector's names the pools with poolNames.
-func (f *poolFlags) register(cmd *cobra.Command, prefix, poolNames string) {
-	fs := cmd.Flags()
-	fs.StringArrayVar(&f.selectors, "pool-selector", nil, prefix+"POOL=KEY=VALUE node selector of a resource pool"+poolNames+"; repeatable")
-	fs.StringArrayVar(&f.tolerations, "pool-toleration", nil, prefix+"POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
-	fs.StringArrayVar(&f.priorities, "pool-priority-class", nil, prefix+"POOL=PRIORITYCLASS of a resource pool")
-	fs.StringArrayVar(&f.security, "pool-security", nil, prefix+"POOL=image|restricted: run a pool's containers as the image's user (default) or under the restricted Pod Security Standard")
-	fs.StringArrayVar(&f.hostNetwork, "pool-allow-host-network", nil, prefix+"POOL whose jobs may set spec.pod.hostNetwork; repeatable")
-	fs.StringArrayVar(&f.hostPaths, "pool-allow-host-path", nil, prefix+"POOL=DIR: a node directory (and what is below it) a pool's jobs may mount as hostPath; repeatable")
-	fs.StringArrayVar(&f.resources, "pool-allow-resource", nil, prefix+"POOL=NAME: an extended resource (rdma/hca...) a pool's jobs may request; repeatable")
-	fs.StringArrayVar(&f.accounts, "pool-service-account", nil, prefix+"POOL=NAME: service account of a pool's pods whose job names none")
-	fs.StringArrayVar(&f.pullSecrets, "pool-image-pull-secret", nil, prefix+"POOL=SECRET: image pull secret of a pool's pods; repeatable")
-	f.registerPlacement(cmd, prefix)
+func (f *poolFlags) register(fs *pflag.FlagSet, prefix, poolNames string) {
+	fs.StringArrayVar(&f.Selector, "pool-selector", nil, prefix+"POOL=KEY=VALUE node selector of a resource pool"+poolNames+"; repeatable")
+	fs.StringArrayVar(&f.Toleration, "pool-toleration", nil, prefix+"POOL=KEY[=VALUE]:EFFECT toleration of a resource pool; repeatable")
+	fs.StringArrayVar(&f.PriorityClass, "pool-priority-class", nil, prefix+"POOL=PRIORITYCLASS of a resource pool")
+	fs.StringArrayVar(&f.Security, "pool-security", nil, prefix+"POOL=image|restricted: run a pool's containers as the image's user (default) or under the restricted Pod Security Standard")
+	fs.StringArrayVar(&f.AllowHostNetwork, "pool-allow-host-network", nil, prefix+"POOL whose jobs may set spec.pod.hostNetwork; repeatable")
+	fs.StringArrayVar(&f.AllowHostPath, "pool-allow-host-path", nil, prefix+"POOL=DIR: a node directory (and what is below it) a pool's jobs may mount as hostPath; repeatable")
+	fs.StringArrayVar(&f.AllowResource, "pool-allow-resource", nil, prefix+"POOL=NAME: an extended resource (rdma/hca...) a pool's jobs may request; repeatable")
+	fs.StringArrayVar(&f.ServiceAccount, "pool-service-account", nil, prefix+"POOL=NAME: service account of a pool's pods whose job names none")
+	fs.StringArrayVar(&f.ImagePullSecret, "pool-image-pull-secret", nil, prefix+"POOL=SECRET: image pull secret of a pool's pods; repeatable")
+	f.registerPlacement(fs, prefix)
 }
 
 // options parses the flags into kube.WithPool options.
@@ -80,7 +80,7 @@ func (f *poolFlags) configs() (map[schemas.Pool]*kube.PoolConfig, error) {
 		}
 		return pools[pool], rest, nil
 	}
-	for _, v := range f.selectors {
+	for _, v := range f.Selector {
 		pc, rest, err := get("--pool-selector", v)
 		if err != nil {
 			return nil, err
@@ -94,7 +94,7 @@ func (f *poolFlags) configs() (map[schemas.Pool]*kube.PoolConfig, error) {
 		}
 		pc.NodeSelector[k] = val
 	}
-	for _, v := range f.tolerations {
+	for _, v := range f.Toleration {
 		pc, rest, err := get("--pool-toleration", v)
 		if err != nil {
 			return nil, err
@@ -111,7 +111,7 @@ func (f *poolFlags) configs() (map[schemas.Pool]*kube.PoolConfig, error) {
 		}
 		pc.Tolerations = append(pc.Tolerations, t)
 	}
-	for _, v := range f.priorities {
+	for _, v := range f.PriorityClass {
 		pc, rest, err := get("--pool-priority-class", v)
 		if err != nil {
 			return nil, err
@@ -130,7 +130,7 @@ func (f *poolFlags) configs() (map[schemas.Pool]*kube.PoolConfig, error) {
 // policies parses the pool policy flags into the pools' configurations, which get
 // returns by flag and value.
 func (f *poolFlags) policies(get func(flag, v string) (*kube.PoolConfig, string, error)) error {
-	for _, v := range f.security {
+	for _, v := range f.Security {
 		pc, rest, err := get("--pool-security", v)
 		if err != nil {
 			return err
@@ -139,7 +139,7 @@ func (f *poolFlags) policies(get func(flag, v string) (*kube.PoolConfig, string,
 			return fmt.Errorf("--pool-security %q: want POOL=image or POOL=restricted", v)
 		}
 	}
-	for _, v := range f.hostNetwork {
+	for _, v := range f.AllowHostNetwork {
 		pc, _, err := get("--pool-allow-host-network", v+"=true")
 		if err != nil {
 			return err
@@ -151,22 +151,22 @@ func (f *poolFlags) policies(get func(flag, v string) (*kube.PoolConfig, string,
 		values []string
 		add    func(*kube.PodPolicy, string) error
 	}{
-		{"--pool-allow-host-path", f.hostPaths, func(p *kube.PodPolicy, dir string) error {
+		{"--pool-allow-host-path", f.AllowHostPath, func(p *kube.PodPolicy, dir string) error {
 			if !path.IsAbs(dir) || path.Clean(dir) != dir {
 				return fmt.Errorf("%q is not a clean absolute path", dir)
 			}
 			p.HostPaths = append(p.HostPaths, dir)
 			return nil
 		}},
-		{"--pool-allow-resource", f.resources, func(p *kube.PodPolicy, name string) error {
+		{"--pool-allow-resource", f.AllowResource, func(p *kube.PodPolicy, name string) error {
 			p.ExtendedResources = append(p.ExtendedResources, name)
 			return nil
 		}},
-		{"--pool-service-account", f.accounts, func(p *kube.PodPolicy, name string) error {
+		{"--pool-service-account", f.ServiceAccount, func(p *kube.PodPolicy, name string) error {
 			p.ServiceAccountName = name
 			return nil
 		}},
-		{"--pool-image-pull-secret", f.pullSecrets, func(p *kube.PodPolicy, name string) error {
+		{"--pool-image-pull-secret", f.ImagePullSecret, func(p *kube.PodPolicy, name string) error {
 			p.ImagePullSecrets = append(p.ImagePullSecrets, name)
 			return nil
 		}},

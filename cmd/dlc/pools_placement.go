@@ -4,24 +4,23 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/backend/kube"
 )
 
 // registerPlacement adds the pool flags of gang placement.
-func (f *poolFlags) registerPlacement(cmd *cobra.Command, prefix string) {
-	fs := cmd.Flags()
-	fs.StringArrayVar(&f.placementTimeouts, "pool-placement-timeout", nil, prefix+
+func (f *poolFlags) registerPlacement(fs *pflag.FlagSet, prefix string) {
+	fs.StringArrayVar(&f.PlacementTimeout, "pool-placement-timeout", nil, prefix+
 		fmt.Sprintf("POOL=DURATION|none: how long a pool's gang may wait for all its pods to be scheduled before they are released and it is queued again, for jobs that set no spec.resources.placementTimeout (default %s; none waits for ever)", backend.DefaultPlacementTimeout))
-	fs.StringArrayVar(&f.autoscaled, "pool-autoscaled", nil, prefix+
+	fs.StringArrayVar(&f.Autoscaled, "pool-autoscaled", nil, prefix+
 		"POOL whose nodes a cluster autoscaler adds on demand: its gangs are not refused as unschedulable for what the present nodes cannot hold; repeatable")
 }
 
 // placement parses the placement flags into the pools' configurations.
 func (f *poolFlags) placement(get func(flag, v string) (*kube.PoolConfig, string, error)) error {
-	for _, v := range f.placementTimeouts {
+	for _, v := range f.PlacementTimeout {
 		pc, rest, err := get("--pool-placement-timeout", v)
 		if err != nil {
 			return err
@@ -36,7 +35,7 @@ func (f *poolFlags) placement(get func(flag, v string) (*kube.PoolConfig, string
 		}
 		pc.PlacementTimeout = d
 	}
-	for _, v := range f.autoscaled {
+	for _, v := range f.Autoscaled {
 		pc, _, err := get("--pool-autoscaled", v+"=true")
 		if err != nil {
 			return err

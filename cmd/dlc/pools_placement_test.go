@@ -12,8 +12,8 @@ import (
 
 func TestPoolPlacementFlags(t *testing.T) {
 	f := poolFlags{
-		placementTimeouts: []string{"quota=15m", "spot=none"},
-		autoscaled:        []string{"public"},
+		PlacementTimeout: []string{"quota=15m", "spot=none"},
+		Autoscaled:       []string{"public"},
 	}
 	got, err := f.configs()
 	if err != nil {
@@ -28,10 +28,10 @@ func TestPoolPlacementFlags(t *testing.T) {
 		t.Errorf("pools (-want +got):\n%s", diff)
 	}
 	for name, bad := range map[string]poolFlags{
-		"no duration":        {placementTimeouts: []string{"quota=soon"}},
-		"zero":               {placementTimeouts: []string{"quota=0s"}},
-		"unknown pool":       {placementTimeouts: []string{"cheap=1m"}},
-		"autoscaled nowhere": {autoscaled: []string{"cheap"}},
+		"no duration":        {PlacementTimeout: []string{"quota=soon"}},
+		"zero":               {PlacementTimeout: []string{"quota=0s"}},
+		"unknown pool":       {PlacementTimeout: []string{"cheap=1m"}},
+		"autoscaled nowhere": {Autoscaled: []string{"cheap"}},
 	} {
 		if _, err := bad.configs(); err == nil {
 			t.Errorf("%s: no error", name)

@@ -12,9 +12,9 @@ import (
 
 func TestPoolFlags(t *testing.T) {
 	f := poolFlags{
-		selectors:   []string{"spot=node.example/lifecycle=spot", "spot=gpu=a100"},
-		tolerations: []string{"spot=node.example/spot=true:NoSchedule", "public=shared:NoExecute"},
-		priorities:  []string{"spot=dlc-preemptible"},
+		Selector:      []string{"spot=node.example/lifecycle=spot", "spot=gpu=a100"},
+		Toleration:    []string{"spot=node.example/spot=true:NoSchedule", "public=shared:NoExecute"},
+		PriorityClass: []string{"spot=dlc-preemptible"},
 	}
 	opts, err := f.options()
 	if err != nil {
@@ -24,27 +24,27 @@ func TestPoolFlags(t *testing.T) {
 		t.Errorf("%d pool options, want 2 (public, spot)", len(opts))
 	}
 	for name, bad := range map[string]poolFlags{
-		"unknown pool":      {selectors: []string{"cheap=a=b"}},
-		"selector no value": {selectors: []string{"spot=a"}},
-		"toleration effect": {tolerations: []string{"spot=a=b"}},
+		"unknown pool":      {Selector: []string{"cheap=a=b"}},
+		"selector no value": {Selector: []string{"spot=a"}},
+		"toleration effect": {Toleration: []string{"spot=a=b"}},
 	} {
 		if _, err := bad.options(); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if diff := cmp.Diff([]string{"spot=dlc-preemptible"}, f.priorities); diff != "" {
+	if diff := cmp.Diff([]string{"spot=dlc-preemptible"}, f.PriorityClass); diff != "" {
 		t.Error(diff)
 	}
 }
 
 func TestPoolPolicyFlags(t *testing.T) {
 	f := poolFlags{
-		security:    []string{"spot=restricted", "quota=image"},
-		hostNetwork: []string{"quota"},
-		hostPaths:   []string{"quota=/mnt/nvme", "quota=/data"},
-		resources:   []string{"quota=rdma/hca"},
-		accounts:    []string{"public=trainer"},
-		pullSecrets: []string{"public=ngc", "public=internal"},
+		Security:         []string{"spot=restricted", "quota=image"},
+		AllowHostNetwork: []string{"quota"},
+		AllowHostPath:    []string{"quota=/mnt/nvme", "quota=/data"},
+		AllowResource:    []string{"quota=rdma/hca"},
+		ServiceAccount:   []string{"public=trainer"},
+		ImagePullSecret:  []string{"public=ngc", "public=internal"},
 	}
 	got, err := f.configs()
 	if err != nil {
@@ -61,10 +61,10 @@ func TestPoolPolicyFlags(t *testing.T) {
 		t.Errorf("pools (-want +got):\n%s", diff)
 	}
 	for name, bad := range map[string]poolFlags{
-		"unknown profile":   {security: []string{"spot=baseline"}},
-		"host network pool": {hostNetwork: []string{"cheap"}},
-		"relative path":     {hostPaths: []string{"quota=mnt"}},
-		"no resource":       {resources: []string{"quota="}},
+		"unknown profile":   {Security: []string{"spot=baseline"}},
+		"host network pool": {AllowHostNetwork: []string{"cheap"}},
+		"relative path":     {AllowHostPath: []string{"quota=mnt"}},
+		"no resource":       {AllowResource: []string{"quota="}},
 	} {
 		if _, err := bad.configs(); err == nil {
 			t.Errorf("%s: no error", name)
@@ -73,13 +73,13 @@ func TestPoolPolicyFlags(t *testing.T) {
 }
 
 func TestPodFlags(t *testing.T) {
-	if _, err := (&podFlags{shmSize: "8Gi"}).options(); err != nil {
+	if _, err := (&podFlags{ShmSize: "8Gi"}).options(); err != nil {
 		t.Errorf("8Gi: %v", err)
 	}
 	for name, f := range map[string]podFlags{
-		"bad size":      {shmSize: "lots"},
-		"negative size": {shmSize: "-1Gi"},
-		"root user":     {shmSize: "1Gi", runAsUser: -1},
+		"bad size":      {ShmSize: "lots"},
+		"negative size": {ShmSize: "-1Gi"},
+		"root user":     {ShmSize: "1Gi", RunAsUser: -1},
 	} {
 		opts, err := f.options()
 		if err == nil {

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opendlc/opendlc/events/jetstream"
 )
@@ -15,12 +15,12 @@ const envStreamReplicas = "DLC_NATS_STREAM_REPLICAS"
 
 // registerStreamReplicas adds --nats-stream-replicas: how many servers of a NATS
 // cluster hold each of OpenDLC's streams and buckets (jetstream.WithReplicas; default
-// $DLC_NATS_STREAM_REPLICAS, else 0: keep what the streams have, 1 for new ones).
-func registerStreamReplicas(cmd *cobra.Command, n *int) {
-	def, _ := strconv.Atoi(os.Getenv(envStreamReplicas)) // checked by streamReplicasOption
-	cmd.Flags().IntVar(n, "nats-stream-replicas", def, fmt.Sprintf(
-		"NATS cluster: keep each stream and bucket on this many servers, 1 to %d (3 on a three-server cluster survives losing one; give every process the same; default: $%s, else what the streams have, 1 for new ones)",
-		jetstream.MaxReplicas, envStreamReplicas))
+// 0: keep what the streams have, 1 for new ones; $DLC_NATS_STREAM_REPLICAS sets it,
+// configOptions.Complete).
+func registerStreamReplicas(fs *pflag.FlagSet, n *int) {
+	fs.IntVar(n, "nats-stream-replicas", 0, fmt.Sprintf(
+		"NATS cluster: keep each stream and bucket on this many servers, 1 to %d (3 on a three-server cluster survives losing one; give every process the same; default: what the streams have, 1 for new ones)",
+		jetstream.MaxReplicas))
 }
 
 // streamReplicasOption is the stream option of --nats-stream-replicas n; none for 0. It

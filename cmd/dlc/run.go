@@ -162,7 +162,7 @@ func runJob(ctx context.Context, c *client.Client, job *schemas.TrainingJob, spe
 // about to go away); a job on a server keeps running.
 func interrupted(c *client.Client, ws, name string, out io.Writer, ephemeral bool) error {
 	if !ephemeral {
-		fmt.Fprintf(out, "\ndetached; the job keeps running: dlc logs -f %s\n", name)
+		fmt.Fprintf(out, "\ndetached; the job keeps running: dlc job logs -f %s\n", name)
 		return exitError{130}
 	}
 	fmt.Fprintf(out, "\nstopping job %s...\n", name)

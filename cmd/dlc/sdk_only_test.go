@@ -51,19 +51,19 @@ func TestTemporalTLSFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := map[string]struct {
-		flags   componentFlags
+		flags   TemporalTLSConfig
 		wantTLS bool
 		wantErr bool
 	}{
 		"plain text": {},
-		"mutual TLS": {flags: componentFlags{temporalCert: cert, temporalKey: key, temporalCA: cert, temporalServerName: "temporal.internal"}, wantTLS: true},
-		"CA only":    {flags: componentFlags{temporalCA: cert}, wantTLS: true},
-		"no key":     {flags: componentFlags{temporalCert: cert}, wantErr: true},
-		"bad CA":     {flags: componentFlags{temporalCA: empty}, wantErr: true},
+		"mutual TLS": {flags: TemporalTLSConfig{Cert: cert, Key: key, CA: cert, ServerName: "temporal.internal"}, wantTLS: true},
+		"CA only":    {flags: TemporalTLSConfig{CA: cert}, wantTLS: true},
+		"no key":     {flags: TemporalTLSConfig{Cert: cert}, wantErr: true},
+		"bad CA":     {flags: TemporalTLSConfig{CA: empty}, wantErr: true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := tt.flags.temporalTLS()
+			cfg, err := (&Config{Temporal: TemporalConfig{TLS: tt.flags}}).temporalTLS()
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}
@@ -73,13 +73,13 @@ func TestTemporalTLSFlags(t *testing.T) {
 			if cfg == nil {
 				return
 			}
-			if tt.flags.temporalCert != "" && len(cfg.Certificates) != 1 {
+			if tt.flags.Cert != "" && len(cfg.Certificates) != 1 {
 				t.Errorf("%d client certificates", len(cfg.Certificates))
 			}
-			if tt.flags.temporalCA != "" && cfg.RootCAs == nil {
+			if tt.flags.CA != "" && cfg.RootCAs == nil {
 				t.Errorf("no CA pool")
 			}
-			if cfg.ServerName != tt.flags.temporalServerName {
+			if cfg.ServerName != tt.flags.ServerName {
 				t.Errorf("server name %q", cfg.ServerName)
 			}
 		})
