@@ -20,27 +20,51 @@ const NonRootUID = 65532
 // /usr/local/bin/dlc, the entrypoint), run as NonRootUID with a writable /tmp and HOME.
 // It is cached by the hash of the binary; the Go build cache makes the rebuild of an
 // unchanged tree quick. When layoutDir is not empty the image is also written there as an
-// OCI image layout.
+// OCI image layout. It is BuildDLC without more tags.
 func DLC(ctx context.Context, layoutDir string) (Image, error) {
+	d, err := BuildDLC(ctx, DLCOptions{LayoutDir: layoutDir})
+	return d.Image, err
+}
+
+// BuildDLC builds OpenDLC's own image (DLC), labelled with the OCI labels of its source,
+// revision and version (labels.go) and tagged, beside the cache's tag, with the version
+// (Domain/dlc:VERSION, the chart's default tag) and opts.Tags.
+func BuildDLC(ctx context.Context, opts DLCOptions) (DLCImage, error) {
+	if err := checkTags(opts.Tags); err != nil {
+		return DLCImage{}, err
+	}
+	layoutDir := opts.LayoutDir
 	root, err := sourceRoot()
 	if err != nil {
-		return Image{}, err
+		return DLCImage{}, err
 	}
+	version, revision, err := sourceVersion(ctx, root)
+	if err != nil {
+		return DLCImage{}, err
+	}
+	labels := map[string]string{
+		LabelTitle: "opendlc", LabelSource: SourceURL, LabelRevision: revision, LabelVersion: version,
+	}
+	d := DLCImage{Version: version, Revision: revision, Labels: labels}
 	tmp, err := os.MkdirTemp("", "opendlc-dlc-image-")
 	if err != nil {
-		return Image{}, err
+		return DLCImage{}, err
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "dlc")
 	if err := goBuild(ctx, root, bin, "./cmd/dlc"); err != nil {
-		return Image{}, err
+		return DLCImage{}, err
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
-		return Image{}, err
+		return DLCImage{}, err
 	}
 	sum := sha256.Sum256(data)
-	key := hashOf("dlc/1", hex.EncodeToString(sum[:]))
+	key := hashOf(append([]string{"dlc/2", hex.EncodeToString(sum[:]), version, revision}, opts.Tags...)...)
+	d.Refs = []string{ref("dlc", key), Domain + "/dlc:" + version}
+	for _, t := range opts.Tags {
+		d.Refs = append(d.Refs, Domain+"/dlc:"+t)
+	}
 	var built v1.Image
 	img, err := cached(ctx, "dlc", key, func(string) ([]tagged, error) {
 		layer, err := memLayer([]file{
@@ -63,27 +87,32 @@ func DLC(ctx context.Context, layoutDir string) (Image, error) {
 			User:       "65532:65532",
 			WorkingDir: "/home/nonroot",
 			Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot"},
-			Labels:     map[string]string{"org.opencontainers.image.title": "opendlc", "org.opencontainers.image.source": "https://github.com/opendlc/opendlc"},
+			Labels:     labels,
 		}, layer)
 		if err != nil {
 			return nil, err
 		}
-		return []tagged{{ref: ref("dlc", key), img: built}}, nil
+		out := make([]tagged, 0, len(d.Refs))
+		for _, r := range d.Refs {
+			out = append(out, tagged{ref: r, img: built})
+		}
+		return out, nil
 	})
+	d.Image = img
 	if err != nil || layoutDir == "" {
-		return img, err
+		return d, err
 	}
 	if built == nil { // from the cache: read it back from the tarball
 		if built, err = loadTarball(img); err != nil {
-			return Image{}, err
+			return DLCImage{}, err
 		}
 	}
 	if err := os.RemoveAll(layoutDir); err != nil {
-		return Image{}, err
+		return DLCImage{}, err
 	}
 	p, err := layout.Write(layoutDir, empty.Index)
 	if err != nil {
-		return Image{}, err
+		return DLCImage{}, err
 	}
-	return img, p.AppendImage(built, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": img.Ref}))
+	return d, p.AppendImage(built, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": img.Ref}))
 }

@@ -5,8 +5,9 @@
 //   - Busybox: a small image of Debian's static busybox, for tests that need a quick container;
 //   - DLC: OpenDLC's own image, the dlc binary as a non-root user (`task image`);
 //   - Training: Debian with PyTorch, XGBoost, Open MPI, mpi4py, an ssh server and the
-//     project's Python library and examples, its base built by mmdebstrap (a Debian
-//     package), in two variants: root, and the non-root user trainer (uid 1000).
+//     project's Python library and examples (examples/trainer built static), its base
+//     built by mmdebstrap (a Debian package), in two variants: root, and the non-root
+//     user trainer (uid 1000).
 //
 // Each image is written as a docker-archive tarball (what `ctr images import` and
 // `docker load` read) and cached under Dir() by the hash of its inputs, so a second

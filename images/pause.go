@@ -50,9 +50,11 @@ func Pause(ctx context.Context) (Image, error) {
 	})
 }
 
-// goBuild builds pkg in dir into out as a static linux/amd64 binary without symbols.
-func goBuild(ctx context.Context, dir, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+// goBuild builds pkg in dir into out as a static linux/amd64 binary without symbols,
+// with the go build flags given.
+func goBuild(ctx context.Context, dir, out, pkg string, flags ...string) error {
+	args := append([]string{"build", "-trimpath", "-ldflags", "-s -w"}, flags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-mod=mod")
 	if b, err := cmd.CombinedOutput(); err != nil {

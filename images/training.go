@@ -3,6 +3,8 @@ package images
 import (
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -59,7 +61,8 @@ type TrainingImages struct {
 // Training builds the training image: the Debian base (cached by its package list and
 // hooks) and, on top, a layer with the repository's python/ (the opendlc library, also
 // on the interpreter's path) and examples/ under /opt/opendlc, the working directory,
-// so the examples' job specs run in it unchanged. Both variants are in one tarball.
+// so the examples' job specs run in it unchanged, and examples/trainer built static as
+// TrainerBinary. Both variants are in one tarball.
 func Training(ctx context.Context) (TrainingImages, error) {
 	root, err := sourceRoot()
 	if err != nil {
@@ -73,7 +76,14 @@ func Training(ctx context.Context) (TrainingImages, error) {
 	if err != nil {
 		return TrainingImages{}, err
 	}
-	key := hashOf("training/1", base.Ref, appKey)
+	trainer, err := trainerBinary(ctx, root)
+	if err != nil {
+		return TrainingImages{}, err
+	}
+	files = append(files, file{path: "/usr/local", mode: 0o755, dir: true}, file{path: "/usr/local/bin", mode: 0o755, dir: true},
+		file{path: TrainerBinary, mode: 0o755, data: trainer})
+	trainerSum := sha256.Sum256(trainer)
+	key := hashOf("training/2", base.Ref, appKey, hex.EncodeToString(trainerSum[:]))
 	nonRootRef := ref("training-nonroot", key)
 	img, err := cached(ctx, "training", key, func(string) ([]tagged, error) {
 		baseImg, err := loadTarball(base)
@@ -106,6 +116,33 @@ func Training(ctx context.Context) (TrainingImages, error) {
 		return TrainingImages{}, err
 	}
 	return TrainingImages{Root: img, NonRoot: Image{Ref: nonRootRef, Tarball: img.Tarball}}, nil
+}
+
+// TrainerBinary is where the training image holds examples/trainer, OpenDLC's example
+// Go training program, built static: the examples that run it with `go run
+// ./examples/trainer` from a checkout run this binary in a container.
+const TrainerBinary = "/usr/local/bin/trainer"
+
+// trainerBinary builds examples/trainer (static; the Go build cache makes the rebuild of
+// an unchanged tree quick) and returns its bytes: the image is keyed by their hash.
+func trainerBinary(ctx context.Context, root string) ([]byte, error) {
+	tmp, err := os.MkdirTemp("", "opendlc-trainer-")
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "trainer")
+	// Without the VCS stamp (revision, time, modified) a build in a git checkout would
+	// carry: the binary, and the image keyed by it, change only with the trainer's code,
+	// not with every commit.
+	if err := goBuild(ctx, root, bin, "./examples/trainer", "-buildvcs=false"); err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	return data, nil
 }
 
 func withConfig(img v1.Image, cfg v1.Config) (v1.Image, error) {

@@ -39,9 +39,15 @@ type chartCase struct {
 	kinds []string
 	// generatedToken: the chart generates the admin token Secret.
 	generatedToken bool
+	// noMetrics: metrics.enabled false (the worker then has no probes).
+	noMetrics bool
 }
 
 var cases = []chartCase{{
+	// The chart's defaults, no values at all.
+	name: "defaults", values: "{}",
+	healthChecks: true, kinds: []string{"PodDisruptionBudget", "NetworkPolicy"}, generatedToken: true,
+}, {
 	name: "cluster",
 	values: `
 temporal: {address: "temporal-frontend.temporal.svc:7233", namespace: opendlc}
@@ -50,7 +56,7 @@ nats:
   credentials: {user: opendlc, password: not-a-real-password}
 s3: {endpoint: "http://minio.s3.svc:9000", pathStyle: "true", accessKeyId: opendlc, secretAccessKey: not-a-real-key}
 `,
-	healthChecks: true, kinds: []string{"Secret", "PodDisruptionBudget"}, generatedToken: true,
+	healthChecks: true, kinds: []string{"Secret", "PodDisruptionBudget", "NetworkPolicy"}, generatedToken: true,
 }, {
 	// TLS everywhere, Secrets that exist already, Ingress, metrics and ServiceMonitor.
 	name: "tls-existing",
@@ -80,7 +86,7 @@ metrics:
   enabled: true
   serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}
 `,
-	healthChecks: true, kinds: []string{"Ingress", "ServiceMonitor", "PodDisruptionBudget"},
+	healthChecks: true, kinds: []string{"Ingress", "ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy"},
 }, {
 	name: "namespaced",
 	values: `
@@ -91,7 +97,7 @@ worker:
   extraArgs: [--pool-selector, "gpu=nvidia.com/gpu.present=true"]
 `,
 	namespaced: true, namespaces: []string{"team-a", "team-b"}, healthChecks: true,
-	kinds: []string{"Secret", "PodDisruptionBudget"}, generatedToken: true,
+	kinds: []string{"Secret", "PodDisruptionBudget", "NetworkPolicy"}, generatedToken: true,
 }, {
 	// Namespaced without health checks: no node patch, no Role in opendlc-system;
 	// Temporal over TLS with the system's roots; an Ingress without TLS.
@@ -103,15 +109,17 @@ temporal: {address: "temporal.example.com:7233", tls: {enabled: true}}
 s3: {podSecret: datasets-s3}
 server: {adminToken: {create: false}}
 ingress: {enabled: true}
+metrics: {enabled: false}
 `,
-	namespaced: true, namespaces: []string{"team-a"},
-	kinds: []string{"Ingress", "PodDisruptionBudget"},
+	namespaced: true, namespaces: []string{"team-a"}, noMetrics: true,
+	kinds: []string{"Ingress", "PodDisruptionBudget", "NetworkPolicy"},
 }, {
 	name: "cluster-nohealth",
 	values: `
 worker: {healthChecks: false, namespacePrefix: dlc-, verbose: true}
 server: {verbose: true}
 metrics: {enabled: true}
+networkPolicy: {enabled: false}
 `,
 	kinds: []string{"PodDisruptionBudget"}, generatedToken: true,
 }}
@@ -141,16 +149,30 @@ func TestLint(t *testing.T) {
 func TestBadValues(t *testing.T) {
 	ctx := itest.Context(t, 3*time.Minute)
 	for _, tc := range []struct{ values, want string }{
-		{`rbac: {mode: everywhere}`, `rbac.mode: "everywhere" is neither cluster nor namespaced`},
+		{`rbac: {mode: everywhere}`, `at '/rbac/mode': value must be one of 'cluster', 'namespaced'`},
 		{`rbac: {mode: namespaced}`, `rbac.namespaces: namespaced mode needs at least one namespace`},
 		{`{rbac: {mode: namespaced, namespaces: [a]}, worker: {namespacePrefix: x-}}`, `worker.namespacePrefix`},
-		{`nats: {urls: []}`, `nats.urls`},
+		{`nats: {urls: []}`, `at '/nats/urls': minItems`},
 		{`nats: {tls: {enabled: true}}`, `nats.tls.existingSecret`},
 		{`nats: {credentials: {user: u}}`, `nats.credentials: user and password go together`},
-		{`nats: {credentials: {existingSecret: s, existingSecretType: token}}`, `nats.credentials.existingSecretType`},
+		{`nats: {credentials: {existingSecret: s, existingSecretType: token}}`, `at '/nats/credentials/existingSecretType'`},
 		{`server: {tls: {enabled: true}}`, `server.tls.existingSecret`},
 		{`s3: {accessKeyId: k}`, `s3.accessKeyId and s3.secretAccessKey go together`},
 		{`temporal: {tls: {existingSecret: s}}`, `temporal.tls.existingSecret`},
+		// values.schema.json: each error names the value's path.
+		{`s3: {endpoint: "minio.s3.svc:9000"}`, `at '/s3/endpoint'`},
+		{`s3: {endpiont: "http://minio.s3.svc:9000"}`, `additional properties 'endpiont' not allowed`},
+		{`s3: {pathStyle: "yes"}`, `at '/s3/pathStyle'`},
+		{`temporal: {address: temporal-frontend}`, `at '/temporal/address'`},
+		{`nats: {urls: ["http://nats:4222"]}`, `at '/nats/urls/0'`},
+		{`image: {pullPolicy: Sometimes}`, `at '/image/pullPolicy'`},
+		{`server: {replicas: 0}`, `at '/server/replicas'`},
+		{`worker: {readinessProbe: {periodSeconds: 0}}`, `at '/worker/readinessProbe/periodSeconds'`},
+		{`metrics: {port: 70000}`, `at '/metrics/port'`},
+		{`rbac: {mode: namespaced, namespaces: [Team_A]}`, `at '/rbac/namespaces/0'`},
+		// A PodDisruptionBudget that no drain could ever get past.
+		{`worker: {replicas: 1}`, `worker.podDisruptionBudget.minAvailable: 1 is not below worker.replicas (1)`},
+		{`server: {replicas: 2, podDisruptionBudget: {minAvailable: 2}}`, `server.podDisruptionBudget.minAvailable: 2 is not below server.replicas (2)`},
 	} {
 		out, err := helmCmd(ctx, "template", "bad", chartDir, "--values", valuesFile(t, tc.values))
 		if err == nil {
@@ -229,10 +251,17 @@ func checkObjects(t *testing.T, c chartCase, objs []*unstructured.Unstructured) 
 		t.Errorf("server replicas %v, want 2", r)
 	}
 	ctr := sd.Spec.Template.Spec.Containers[0]
-	for name, p := range map[string]*corev1.Probe{"readiness": ctr.ReadinessProbe, "liveness": ctr.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
-			t.Errorf("server %s probe %+v, want GET /healthz on port http", name, p)
-		}
+	// Liveness asks the API; readiness asks /readyz of the metrics port (Temporal and
+	// NATS reachable), or the API's /healthz without metrics.
+	checkProbe(t, "server liveness", ctr.LivenessProbe, "/healthz", "http")
+	if c.noMetrics {
+		checkProbe(t, "server readiness", ctr.ReadinessProbe, "/healthz", "http")
+	} else {
+		checkProbe(t, "server readiness", ctr.ReadinessProbe, "/readyz", "metrics")
+		checkPort(t, "server", ctr, "metrics")
+	}
+	if r := ctr.Resources.Requests; r.Cpu().IsZero() || r.Memory().IsZero() {
+		t.Errorf("server resource requests %v, want cpu and memory", r)
 	}
 	if _, ok := byKey["Service//"+full+"-server"]; !ok {
 		t.Errorf("no Service %s-server", full)
@@ -255,7 +284,32 @@ func checkObjects(t *testing.T, c chartCase, objs []*unstructured.Unstructured) 
 	if _, ok := byKey["ServiceAccount//"+full+"-worker"]; !ok {
 		t.Errorf("no ServiceAccount %s-worker", full)
 	}
-	args := wd.Spec.Template.Spec.Containers[0].Args
+	wctr := wd.Spec.Template.Spec.Containers[0]
+	if c.noMetrics {
+		if wctr.ReadinessProbe != nil || wctr.LivenessProbe != nil {
+			t.Errorf("worker probes %+v %+v with metrics off, want none (its health is on the metrics port)", wctr.ReadinessProbe, wctr.LivenessProbe)
+		}
+	} else {
+		checkProbe(t, "worker readiness", wctr.ReadinessProbe, "/readyz", "metrics")
+		checkProbe(t, "worker liveness", wctr.LivenessProbe, "/healthz", "metrics")
+		checkPort(t, "worker", wctr, "metrics")
+		if !slices.Contains(wctr.Args, "--metrics-addr=:9090") {
+			t.Errorf("worker args %q lack --metrics-addr=:9090", wctr.Args)
+		}
+	}
+	if r := wctr.Resources.Requests; r.Cpu().IsZero() || r.Memory().IsZero() {
+		t.Errorf("worker resource requests %v, want cpu and memory", r)
+	}
+	if pdb, ok := byKey["PodDisruptionBudget//"+full+"-worker"]; !ok {
+		t.Errorf("no PodDisruptionBudget %s-worker", full)
+	} else {
+		p := typed[policyv1.PodDisruptionBudget](t, pdb)
+		if p.Spec.MinAvailable == nil || p.Spec.MinAvailable.IntValue() != 1 ||
+			!cmp.Equal(p.Spec.Selector.MatchLabels, wd.Spec.Selector.MatchLabels) {
+			t.Errorf("worker PodDisruptionBudget %+v, want minAvailable 1 over the worker's pods", p.Spec)
+		}
+	}
+	args := wctr.Args
 	for _, ns := range c.namespaces {
 		if !slices.Contains(args, "--kube-namespace="+ns) {
 			t.Errorf("worker args %q lack --kube-namespace=%s", args, ns)
@@ -272,6 +326,9 @@ func checkObjects(t *testing.T, c chartCase, objs []*unstructured.Unstructured) 
 	if !slices.Contains(c.kinds, "Ingress") && len(find(objs, "Ingress")) > 0 {
 		t.Error("an Ingress rendered with ingress.enabled false")
 	}
+	if !slices.Contains(c.kinds, "NetworkPolicy") && len(find(objs, "NetworkPolicy")) > 0 {
+		t.Error("a NetworkPolicy rendered with networkPolicy.enabled false")
+	}
 	tokenSecret, ok := byKey["Secret//"+full+"-admin-token"]
 	if ok != c.generatedToken {
 		t.Errorf("admin token Secret rendered: %v, want %v", ok, c.generatedToken)
@@ -286,6 +343,25 @@ func checkObjects(t *testing.T, c chartCase, objs []*unstructured.Unstructured) 
 			t.Errorf("generated admin token %q: %v", token, err)
 		}
 	}
+}
+
+// checkProbe checks that p is an HTTP GET of path on the container port named port.
+func checkProbe(t *testing.T, what string, p *corev1.Probe, path, port string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.String() != port {
+		t.Errorf("%s probe %+v, want GET %s on port %s", what, p, path, port)
+	}
+}
+
+// checkPort checks that the container declares the port named name.
+func checkPort(t *testing.T, what string, ctr corev1.Container, name string) {
+	t.Helper()
+	for _, p := range ctr.Ports {
+		if p.Name == name {
+			return
+		}
+	}
+	t.Errorf("%s: no container port %s among %+v", what, name, ctr.Ports)
 }
 
 func boolString(b bool) string {

@@ -38,14 +38,16 @@ import (
 // (an embedded stack) and the test control plane. Two API servers come up healthy and
 // accept the admin token the chart generated; a worker in namespaced mode, as the
 // chart's service account with exactly the chart's RBAC (in-cluster configuration),
-// runs a job in its namespace to completion.
+// runs a job in its namespace to completion. Temporal requires mutual TLS (the stack's
+// TemporalTLS): both processes connect with the client certificate of the chart's
+// temporal.tls.existingSecret, which a process without it cannot (devstack's tests).
 func TestRenderedProcessesRun(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
-	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true})
+	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true, TemporalTLS: true})
 	s := stack.Stack
 	c := chartCase{name: "run", namespaced: true, namespaces: []string{"team-a"}, healthChecks: true}
 	values := fmt.Sprintf(`
-temporal: {address: %q, namespace: %q}
+temporal: {address: %q, namespace: %q, tls: {enabled: true, existingSecret: temporal-mtls}}
 nats: {urls: [%q], credentials: {user: %q, password: %q}}
 s3: {endpoint: %q, region: %q, pathStyle: "true", accessKeyId: %q, secretAccessKey: %q}
 rbac: {mode: namespaced, namespaces: [team-a]}
@@ -61,6 +63,17 @@ rbac: {mode: namespaced, namespaces: [team-a]}
 		}
 	}
 	k := newKubelet(t, objs)
+	// The Secret an operator makes (e.g. with cert-manager) with the stack's client
+	// certificate, as the kubelet would mount it.
+	mtls := map[string]string{}
+	for key, file := range map[string]string{"tls.crt": s.Temporal.TLS.CertFile, "tls.key": s.Temporal.TLS.KeyFile, "ca.crt": s.Temporal.TLS.CAFile} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtls[key] = string(b)
+	}
+	k.secrets["temporal-mtls"] = mtls
 
 	// Two API servers, as the Deployment's two replicas.
 	server := k.container(c.fullname()+"-server", "server")
@@ -70,14 +83,9 @@ rbac: {mode: namespaced, namespaces: [team-a]}
 		p := k.start(ctx, server, fmt.Sprintf("server-%d", i), nil)
 		u := p.waitLine(t, ctx, regexp.MustCompile(`API listening on (\S+)`))
 		urls = append(urls, u)
-		resp, err := http.Get(u + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("server %d: GET /healthz: %s", i, resp.Status)
-		}
+		checkProbes(t, ctx, fmt.Sprintf("server %d", i), server.ctr, map[string]string{
+			"http": u, "metrics": strings.TrimSuffix(p.waitLine(t, ctx, metricsLine), "/metrics"),
+		})
 	}
 	admin, err := dlc.New(urls[1], dlc.WithToken(token))
 	if err != nil {
@@ -121,6 +129,10 @@ rbac: {mode: namespaced, namespaces: [team-a]}
 		kubebackend.EnvServiceAccountDir + "=" + saDir, "HOME=" + t.TempDir(),
 	})
 	w.waitLine(t, ctx, regexp.MustCompile(`worker started \((kubernetes) backend\)`))
+	// The worker's probes, as the kubelet asks them: ready with Temporal and NATS.
+	checkProbes(t, ctx, "worker", worker.ctr, map[string]string{
+		"metrics": strings.TrimSuffix(w.waitLine(t, ctx, metricsLine), "/metrics"),
+	})
 
 	client, err := dlc.New(urls[0], dlc.WithToken(token))
 	if err != nil {
@@ -144,6 +156,38 @@ spec:
 		t.Fatalf("job: phase %s: %s", j.Status.Phase, j.Status.Message)
 	}
 	t.Logf("job chart: %s in namespace team-a", j.Status.Phase)
+}
+
+// metricsLine is what dlc server and dlc worker print of their metrics listener.
+var metricsLine = regexp.MustCompile(`metrics on (\S+)`)
+
+// checkProbes asks a container's readiness and liveness probes as a kubelet would: GET
+// of the probe's path on the base URL of its named port (ports maps port names to base
+// URLs), wanting 200. A container without both probes fails.
+func checkProbes(t *testing.T, ctx context.Context, name string, ctr corev1.Container, ports map[string]string) {
+	t.Helper()
+	for kind, p := range map[string]*corev1.Probe{"readiness": ctr.ReadinessProbe, "liveness": ctr.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			t.Fatalf("%s: no HTTP %s probe", name, kind)
+		}
+		base, ok := ports[p.HTTPGet.Port.String()]
+		if !ok {
+			t.Fatalf("%s: %s probe on port %s, not one of %v", name, kind, p.HTTPGet.Port.String(), ports)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+p.HTTPGet.Path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %s probe: %v", name, kind, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s probe GET %s: %s", name, kind, base+p.HTTPGet.Path, resp.Status)
+		}
+		t.Logf("%s: %s probe GET %s%s: %s", name, kind, p.HTTPGet.Port.String(), p.HTTPGet.Path, resp.Status)
+	}
 }
 
 // kubelet holds what a pod of the release reads: the rendered Deployments, and the
@@ -236,6 +280,9 @@ func (k *kubelet) start(ctx context.Context, pc podContainer, name string, extra
 	for _, a := range pc.ctr.Args {
 		if strings.HasPrefix(a, "--addr=") {
 			a = "--addr=127.0.0.1:0"
+		}
+		if strings.HasPrefix(a, "--metrics-addr=") {
+			a = "--metrics-addr=127.0.0.1:0"
 		}
 		args = append(args, inMounts(a, mounts))
 	}

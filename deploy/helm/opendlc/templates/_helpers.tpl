@@ -110,6 +110,15 @@ userPassword
 {{- if and .Values.temporal.tls.existingSecret (not .Values.temporal.tls.enabled) -}}
 {{- fail "temporal.tls.existingSecret: set temporal.tls.enabled too" -}}
 {{- end -}}
+{{- range $c := list "server" "worker" -}}
+{{- $v := index $.Values $c -}}
+{{- if and $v.podDisruptionBudget.enabled (ge (int $v.podDisruptionBudget.minAvailable) (int $v.replicas)) -}}
+{{- fail (printf "%s.podDisruptionBudget.minAvailable: %v is not below %s.replicas (%v): no pod could ever be evicted, and a node drain would hang" $c $v.podDisruptionBudget.minAvailable $c $v.replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.s3.pathStyle (not (has (toString .Values.s3.pathStyle) (list "true" "false"))) -}}
+{{- fail (printf "s3.pathStyle: %q is neither \"true\" nor \"false\" (nor empty)" (toString .Values.s3.pathStyle)) -}}
+{{- end -}}
 {{- $_ := include "opendlc.natsAuth" . -}}
 {{- end -}}
 
@@ -197,3 +206,20 @@ connections. Call each with the root context. */}}
 - {name: nats-tls, secret: {secretName: {{ .Values.nats.tls.existingSecret }}}}
 {{- end }}
 {{- end -}}
+
+{{/* Peers of the metrics port (networkpolicy.yaml): metricsFrom, or every namespace but the
+workspaces'; call with (list . WORKSPACE-NAMESPACES). */}}
+{{- define "opendlc.metricsFrom" -}}
+{{- $root := index . 0 -}}
+{{- $workspaceNamespaces := index . 1 -}}
+{{- if $root.Values.networkPolicy.metricsFrom -}}
+{{- toYaml $root.Values.networkPolicy.metricsFrom -}}
+{{- else -}}
+- namespaceSelector:
+    matchExpressions:
+      - {key: opendlc.io/workspace, operator: DoesNotExist}
+      {{- if $workspaceNamespaces }}
+      - {key: kubernetes.io/metadata.name, operator: NotIn, values: {{ toJson $workspaceNamespaces }}}
+      {{- end }}
+{{- end -}}
+{{- end }}
