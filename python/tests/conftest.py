@@ -22,3 +22,7 @@ from fake_s3 import FakeS3  # noqa: E402
 @pytest.fixture
 def s3() -> FakeS3:
     return FakeS3(buckets=["ckpt", "root"])
+
+
+# The client's tests (test_client*.py) share one real stack, `dlc up`, for the session.
+from dlc_stack import dlc_stack  # noqa: E402,F401

@@ -1,0 +1,768 @@
+"""Typed views of the API's answers (api/ and schemas/ in Go). Each model is a frozen
+dataclass with the answer's fields in snake_case, times as timezone-aware datetimes, and
+``raw``: the answer's JSON object as the server sent it (fields this version of the
+client does not know stay reachable there). Specs (``Job.spec``, ``Experiment.spec``...)
+are the documents as submitted, plain dicts in the server's camelCase: the same shape as
+the YAML files ``dlc`` reads."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
+
+__all__ = [
+    "parse_time", "JOB_TERMINAL", "EXPERIMENT_TERMINAL", "PIPELINE_TERMINAL",
+    "Identity", "Token", "CreatedToken", "Workspace", "Quota", "QuotaUsage", "QuotaJob",
+    "QuotaStatus", "ValidateResult", "ReplicaStatus", "JobStatus", "Job", "JobSummary",
+    "StopResult", "ScaleResult", "LogRecord", "Event", "TrialStatus", "ExperimentStatus",
+    "Experiment", "ExperimentSummary", "ExperimentActionResult", "TrialList", "ScheduleRun",
+    "ScheduleStatus", "Schedule", "ScheduleSummary", "StepStatus", "PipelineStatus",
+    "PipelineRun", "PipelineSummary", "Trigger", "NotificationRule", "Node", "Page",
+]
+
+JOB_TERMINAL = frozenset({"Succeeded", "Failed", "Stopped"})
+# An experiment that is Stopped may be resumed: only Succeeded and Failed are final.
+EXPERIMENT_TERMINAL = frozenset({"Succeeded", "Failed"})
+PIPELINE_TERMINAL = frozenset({"Succeeded", "Failed", "Stopped"})
+
+_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def parse_time(v: Any) -> Optional[datetime]:
+    """An RFC 3339 time as Go writes it (nanoseconds, Z) as an aware datetime; None for
+    none (and for Go's zero time)."""
+    if not v or not isinstance(v, str):
+        return None
+    m = _TIME_RE.match(v)
+    if not m:
+        raise ValueError(f"not an RFC 3339 time: {v!r}")
+    base, frac, tz = m.groups()
+    t = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
+    if frac:
+        t = t.replace(microsecond=int((frac + "000000")[:6]))
+    if tz == "Z":
+        t = t.replace(tzinfo=timezone.utc)
+    else:
+        sign = 1 if tz[0] == "+" else -1
+        t = t.replace(tzinfo=timezone(sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6]))))
+    if t.year <= 1:
+        return None
+    return t
+
+
+def _list(d: Mapping[str, Any], key: str) -> List[Any]:
+    v = d.get(key)
+    return list(v) if isinstance(v, list) else []
+
+
+def _dict(d: Mapping[str, Any], key: str) -> Dict[str, Any]:
+    v = d.get(key)
+    return dict(v) if isinstance(v, dict) else {}
+
+
+def _meta(spec: Mapping[str, Any]) -> Dict[str, Any]:
+    return _dict(spec, "metadata")
+
+
+# --- access ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Identity:
+    """The identity of a token (GET /v1/whoami)."""
+    name: str
+    workspace: str
+    role: str
+    expires_at: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Identity":
+        return cls(d.get("name", ""), d.get("workspace", ""), d.get("role", ""), parse_time(d.get("expiresAt")), dict(d))
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token without its secret."""
+    name: str
+    workspace: str
+    role: str
+    expires_at: Optional[datetime]
+    created_at: Optional[datetime]
+    created_by: str
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Token":
+        return cls(d.get("name", ""), d.get("workspace", ""), d.get("role", ""), parse_time(d.get("expiresAt")),
+                   parse_time(d.get("createdAt")), d.get("createdBy", ""), dict(d))
+
+
+@dataclass(frozen=True)
+class CreatedToken(Token):
+    """A token just created, with its secret: the server does not keep it, so this is
+    the only time it is shown."""
+    secret: str = field(default="", repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CreatedToken":
+        t = Token.from_dict(d)
+        return cls(t.name, t.workspace, t.role, t.expires_at, t.created_at, t.created_by, dict(d), d.get("secret", ""))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    name: str
+    namespace: str
+    description: str
+    storage_locations: List[str]
+    pod_defaults: Dict[str, Any]
+    created_at: Optional[datetime]
+    created_by: str
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Workspace":
+        return cls(d.get("name", ""), d.get("namespace", ""), d.get("description", ""),
+                   _list(_dict(d, "storage"), "locations"), _dict(d, "podDefaults"),
+                   parse_time(d.get("createdAt")), d.get("createdBy", ""), dict(d))
+
+
+# --- quota ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Quota:
+    """A workspace's limits: None (gpu) or "" (cpu, memory) for unlimited. CPU and memory
+    are Kubernetes quantities as strings ("8", "500m", "64Gi")."""
+    gpu: Optional[int]
+    cpu: str
+    memory: str
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Quota":
+        gpu = d.get("gpu")
+        return cls(int(gpu) if gpu is not None else None, str(d.get("cpu", "")), str(d.get("memory", "")), dict(d))
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    gpu: int
+    cpu: str
+    memory: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "QuotaUsage":
+        return cls(int(d.get("gpu", 0) or 0), str(d.get("cpu", "0")), str(d.get("memory", "0")))
+
+
+@dataclass(frozen=True)
+class QuotaJob:
+    job: str
+    priority: int
+    resources: QuotaUsage
+    since: Optional[datetime]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "QuotaJob":
+        return cls(d.get("job", ""), int(d.get("priority", 0) or 0), QuotaUsage.from_dict(_dict(d, "resources")),
+                   parse_time(d.get("since")))
+
+
+@dataclass(frozen=True)
+class QuotaStatus:
+    """A workspace's quota, what its admitted jobs use, and the queue."""
+    workspace: str
+    limits: Quota
+    used: QuotaUsage
+    admitted: List[QuotaJob]
+    queue: List[QuotaJob]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "QuotaStatus":
+        return cls(d.get("workspace", ""), Quota.from_dict(_dict(d, "limits")), QuotaUsage.from_dict(_dict(d, "used")),
+                   [QuotaJob.from_dict(j) for j in _list(d, "admitted")],
+                   [QuotaJob.from_dict(j) for j in _list(d, "queue")], dict(d))
+
+
+@dataclass(frozen=True)
+class ValidateResult:
+    valid: bool
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ValidateResult":
+        return cls(bool(d.get("valid")), dict(d))
+
+
+# --- jobs -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    name: str
+    role: str
+    index: int
+    phase: str
+    exit_code: Optional[int]
+    node: str
+    reason: str
+    message: str
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ReplicaStatus":
+        return cls(d.get("name", ""), d.get("role", ""), int(d.get("index", 0)), d.get("phase", ""), d.get("exitCode"),
+                   d.get("node", ""), d.get("reason", ""), d.get("message", ""), parse_time(d.get("startTime")),
+                   parse_time(d.get("finishTime")))
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    phase: str
+    reason: str
+    message: str
+    attempt: int
+    exit_code: Optional[int]
+    replicas: List[ReplicaStatus]
+    conditions: List[Dict[str, Any]]
+    last_checkpoint: str
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+    restarts: int
+    metrics: Dict[str, Any]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in JOB_TERMINAL
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "JobStatus":
+        return cls(d.get("phase", ""), d.get("reason", ""), d.get("message", ""), int(d.get("attempt", 0) or 0),
+                   d.get("exitCode"), [ReplicaStatus.from_dict(r) for r in _list(d, "replicas")], _list(d, "conditions"),
+                   d.get("lastCheckpoint", ""), parse_time(d.get("startTime")), parse_time(d.get("finishTime")),
+                   int(d.get("restarts", 0) or 0), _dict(d, "metrics"), dict(d))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job: its spec as submitted (a TrainingJob document) and its live status."""
+    uid: str
+    spec: Dict[str, Any]
+    status: JobStatus
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return _meta(self.spec).get("name", "")
+
+    @property
+    def workspace(self) -> str:
+        return _meta(self.spec).get("workspace", "")
+
+    @property
+    def phase(self) -> str:
+        return self.status.phase
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Job":
+        return cls(d.get("uid", ""), _dict(d, "spec"), JobStatus.from_dict(_dict(d, "status")), dict(d))
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    name: str
+    workspace: str
+    uid: str
+    phase: str
+    framework: str
+    start_time: Optional[datetime]
+    end_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "JobSummary":
+        return cls(d.get("name", ""), d.get("workspace", ""), d.get("uid", ""), d.get("phase", ""), d.get("framework", ""),
+                   parse_time(d.get("startTime")), parse_time(d.get("endTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class StopResult:
+    phase: str
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "StopResult":
+        return cls(d.get("phase", ""), dict(d))
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    desired_replicas: int
+    current_replicas: int
+    phase: str
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ScaleResult":
+        return cls(int(d.get("desiredReplicas", 0)), int(d.get("currentReplicas", 0)), d.get("phase", ""), dict(d))
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One line a replica wrote."""
+    workspace: str
+    job: str
+    uid: str
+    attempt: int
+    role: str
+    index: int
+    replica: str
+    node: str
+    stream: str
+    seq: int
+    time: Optional[datetime]
+    line: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LogRecord":
+        return cls(d.get("workspace", ""), d.get("job", ""), d.get("uid", ""), int(d.get("attempt", 0) or 0),
+                   d.get("role", ""), int(d.get("index", 0) or 0), d.get("replica", ""), d.get("node", ""),
+                   d.get("stream", ""), int(d.get("seq", 0) or 0), parse_time(d.get("time")), d.get("line", ""))
+
+    def __str__(self) -> str:
+        return self.line
+
+
+@dataclass(frozen=True)
+class Event:
+    """A CloudEvent of a workspace (docs/events.md): ``type`` such as
+    ``opendlc.job.phase.v1``, ``subject`` the object's name, ``data`` its payload."""
+    id: str
+    type: str
+    source: str
+    subject: str
+    time: Optional[datetime]
+    workspace: str
+    data: Any
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Event":
+        return cls(d.get("id", ""), d.get("type", ""), d.get("source", ""), d.get("subject", ""),
+                   parse_time(d.get("time")), d.get("workspace", ""), d.get("data"), dict(d))
+
+
+# --- experiments ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialStatus:
+    """One trial: its parameters, phase, objective value and reports."""
+    id: int
+    job: str
+    phase: str
+    params: Dict[str, Any]
+    value: Optional[float]
+    values: Dict[str, float]
+    step: int
+    attempts: int
+    message: str
+    reports: List[Dict[str, Any]]
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrialStatus":
+        return cls(int(d.get("id", 0)), d.get("job", ""), d.get("phase", ""), _dict(d, "params"), d.get("value"),
+                   _dict(d, "values"), int(d.get("step", 0) or 0), int(d.get("attempts", 0) or 0), d.get("message", ""),
+                   _list(d, "reports"), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class ExperimentStatus:
+    phase: str
+    reason: str
+    message: str
+    seed: int
+    max_trials: int
+    trials: List[TrialStatus]
+    best_trial: Optional[int]
+    best_value: Optional[float]
+    best_params: Dict[str, Any]
+    pareto_front: List[int]
+    running: int
+    completed: int
+    pruned: int
+    failed: int
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in EXPERIMENT_TERMINAL
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ExperimentStatus":
+        return cls(d.get("phase", ""), d.get("reason", ""), d.get("message", ""), int(d.get("seed", 0) or 0),
+                   int(d.get("maxTrials", 0) or 0), [TrialStatus.from_dict(t) for t in _list(d, "trials")],
+                   d.get("bestTrial"), d.get("bestValue"), _dict(d, "bestParams"), _list(d, "paretoFront"),
+                   int(d.get("running", 0) or 0), int(d.get("completed", 0) or 0), int(d.get("pruned", 0) or 0),
+                   int(d.get("failed", 0) or 0), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d))
+
+
+def trials_records(trials: List[TrialStatus]) -> List[Dict[str, Any]]:
+    """One flat row per trial: trial, job, phase, value, step, attempts, then each
+    parameter as ``param.NAME`` and each objective as ``value.NAME``."""
+    rows = []
+    for t in trials:
+        row: Dict[str, Any] = {"trial": t.id, "job": t.job, "phase": t.phase, "value": t.value,
+                               "step": t.step, "attempts": t.attempts,
+                               "start_time": t.start_time, "finish_time": t.finish_time}
+        for k, v in sorted(t.params.items()):
+            row["param." + k] = v
+        for k, v in sorted(t.values.items()):
+            row["value." + k] = v
+        rows.append(row)
+    return rows
+
+
+def records_frame(rows: List[Dict[str, Any]]) -> Any:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("experiment results as a DataFrame need pandas (Debian package python3-pandas); "
+                          "without it, use .records()") from None
+    cols = ["trial", "job", "phase", "value", "step", "attempts", "start_time", "finish_time"]
+    extra = sorted({k for r in rows for k in r} - set(cols))
+    frame = pd.DataFrame(rows, columns=cols + extra)
+    return frame.set_index("trial")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An HPO experiment: its spec and live status (every trial, the best)."""
+    uid: str
+    spec: Dict[str, Any]
+    status: ExperimentStatus
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return _meta(self.spec).get("name", "")
+
+    @property
+    def workspace(self) -> str:
+        return _meta(self.spec).get("workspace", "")
+
+    @property
+    def phase(self) -> str:
+        return self.status.phase
+
+    @property
+    def trials(self) -> List[TrialStatus]:
+        return self.status.trials
+
+    def records(self) -> List[Dict[str, Any]]:
+        """The trials as flat rows (see trials_records); needs no pandas."""
+        return trials_records(self.status.trials)
+
+    def to_dataframe(self) -> Any:
+        """The trials as a pandas DataFrame indexed by trial ID (pandas needed)."""
+        return records_frame(self.records())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Experiment":
+        return cls(d.get("uid", ""), _dict(d, "spec"), ExperimentStatus.from_dict(_dict(d, "status")), dict(d))
+
+
+@dataclass(frozen=True)
+class ExperimentSummary:
+    name: str
+    workspace: str
+    uid: str
+    phase: str
+    start_time: Optional[datetime]
+    end_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ExperimentSummary":
+        return cls(d.get("name", ""), d.get("workspace", ""), d.get("uid", ""), d.get("phase", ""),
+                   parse_time(d.get("startTime")), parse_time(d.get("endTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class ExperimentActionResult:
+    phase: str
+    max_trials: int
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ExperimentActionResult":
+        return cls(d.get("phase", ""), int(d.get("maxTrials", 0) or 0), dict(d))
+
+
+@dataclass(frozen=True)
+class TrialList:
+    experiment: str
+    uid: str
+    items: List[TrialStatus]
+    best_trial: Optional[int]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    def __iter__(self) -> Iterator[TrialStatus]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def records(self) -> List[Dict[str, Any]]:
+        return trials_records(self.items)
+
+    def to_dataframe(self) -> Any:
+        return records_frame(self.records())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrialList":
+        return cls(d.get("experiment", ""), d.get("uid", ""), [TrialStatus.from_dict(t) for t in _list(d, "items")],
+                   d.get("bestTrial"), dict(d))
+
+
+# --- schedules ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """One run a schedule started (or skipped): its nominal time, trigger, job, outcome."""
+    nominal_time: Optional[datetime]
+    trigger: str
+    kind: str
+    job: str
+    outcome: str
+    message: str
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ScheduleRun":
+        return cls(parse_time(d.get("nominalTime")), d.get("trigger", ""), d.get("kind", ""), d.get("job", ""),
+                   d.get("outcome", ""), d.get("message", ""), parse_time(d.get("startTime")),
+                   parse_time(d.get("finishTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    paused: bool
+    pause_note: str
+    create_time: Optional[datetime]
+    next: List[Dict[str, Any]]
+    running: List[ScheduleRun]
+    history: List[ScheduleRun]
+    counts: Dict[str, Any]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ScheduleStatus":
+        return cls(bool(d.get("paused")), d.get("pauseNote", ""), parse_time(d.get("createTime")), _list(d, "next"),
+                   [ScheduleRun.from_dict(r) for r in _list(d, "running")],
+                   [ScheduleRun.from_dict(r) for r in _list(d, "history")], _dict(d, "counts"), dict(d))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    spec: Dict[str, Any]
+    status: ScheduleStatus
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return _meta(self.spec).get("name", "")
+
+    @property
+    def workspace(self) -> str:
+        return _meta(self.spec).get("workspace", "")
+
+    @property
+    def paused(self) -> bool:
+        return self.status.paused
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Schedule":
+        return cls(_dict(d, "spec"), ScheduleStatus.from_dict(_dict(d, "status")), dict(d))
+
+
+@dataclass(frozen=True)
+class ScheduleSummary:
+    name: str
+    workspace: str
+    cron: str
+    time_zone: str
+    paused: bool
+    create_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ScheduleSummary":
+        return cls(d.get("name", ""), d.get("workspace", ""), d.get("cron", ""), d.get("timeZone", ""),
+                   bool(d.get("paused")), parse_time(d.get("createTime")), dict(d))
+
+
+# --- pipelines, triggers, rules -------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepStatus:
+    name: str
+    phase: str
+    reason: str
+    message: str
+    job: str
+    condition_result: Optional[bool]
+    outputs: Dict[str, str]
+    metrics: Dict[str, Any]
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "StepStatus":
+        return cls(d.get("name", ""), d.get("phase", ""), d.get("reason", ""), d.get("message", ""), d.get("job", ""),
+                   d.get("conditionResult"), _dict(d, "outputs"), _dict(d, "metrics"),
+                   parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    phase: str
+    reason: str
+    message: str
+    params: Dict[str, str]
+    steps: List[StepStatus]
+    start_time: Optional[datetime]
+    finish_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in PIPELINE_TERMINAL
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PipelineStatus":
+        return cls(d.get("phase", ""), d.get("reason", ""), d.get("message", ""), _dict(d, "params"),
+                   [StepStatus.from_dict(s) for s in _list(d, "steps")], parse_time(d.get("startTime")),
+                   parse_time(d.get("finishTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """A run of a pipeline: the pipeline and the live status of every step."""
+    uid: str
+    spec: Dict[str, Any]
+    status: PipelineStatus
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return _meta(self.spec).get("name", "")
+
+    @property
+    def workspace(self) -> str:
+        return _meta(self.spec).get("workspace", "")
+
+    @property
+    def phase(self) -> str:
+        return self.status.phase
+
+    def step(self, name: str) -> StepStatus:
+        for s in self.status.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PipelineRun":
+        return cls(d.get("uid", ""), _dict(d, "spec"), PipelineStatus.from_dict(_dict(d, "status")), dict(d))
+
+
+@dataclass(frozen=True)
+class PipelineSummary:
+    name: str
+    workspace: str
+    uid: str
+    phase: str
+    start_time: Optional[datetime]
+    end_time: Optional[datetime]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PipelineSummary":
+        return cls(d.get("name", ""), d.get("workspace", ""), d.get("uid", ""), d.get("phase", ""),
+                   parse_time(d.get("startTime")), parse_time(d.get("endTime")), dict(d))
+
+
+@dataclass(frozen=True)
+class _Document:
+    """A stored document (a Trigger, a NotificationRule): apiVersion, kind, metadata,
+    spec as the server keeps it."""
+    kind: str
+    name: str
+    workspace: str
+    labels: Dict[str, str]
+    spec: Dict[str, Any]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):  # type: ignore[no-untyped-def]
+        m = _meta(d)
+        return cls(d.get("kind", ""), m.get("name", ""), m.get("workspace", ""), dict(m.get("labels") or {}),
+                   _dict(d, "spec"), dict(d))
+
+
+class Trigger(_Document):
+    """A trigger: a subject of NATS events, a filter and the action it starts."""
+
+
+class NotificationRule(_Document):
+    """A notification rule, its webhook secret redacted."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node's latest health verdict and quarantine state."""
+    name: str
+    status: str
+    quarantined: bool
+    checked_at: Optional[datetime]
+    job: str
+    checks: List[Dict[str, Any]]
+    verdicts: int
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Node":
+        return cls(d.get("name", ""), d.get("status", ""), bool(d.get("quarantined")), parse_time(d.get("checkedAt")),
+                   d.get("job", ""), _list(d, "checks"), int(d.get("verdicts", 0) or 0), dict(d))
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """A page of a list: ``items`` and ``next_page_token`` ("" on the last page).
+    Iterating a page iterates its items."""
+    items: List[T]
+    next_page_token: str = ""
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> T:
+        return self.items[i]

@@ -1,0 +1,205 @@
+"""opendlc.client's parts that need no server: configuration, error mapping, request
+shapes (through a fake transport), time parsing, the progress display. The real
+stack's tests are test_client_stack.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from opendlc.client import (AlreadyExistsError, APIError, Client, ConfigError, ConflictError, InvalidSpecError,
+                            NotFoundError, PermissionDeniedError, ServerError, UnavailableError)
+from opendlc.client.config import default_state_dir, resolve
+from opendlc.client.errors import error_from_response
+from opendlc.client.models import Page, parse_time
+from opendlc.client.progress import Progress
+
+
+class FakeResponse:
+    def __init__(self, status, body=b"", lines=None):
+        self.status = status
+        self.headers = {}
+        self._body = body
+        self._lines = lines or []
+        self.closed = False
+
+    def read(self):
+        return self._body
+
+    def iter_lines(self):
+        yield from self._lines
+
+    def close(self):
+        self.closed = True
+
+
+class FakeTransport:
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.requests = []
+
+    def request(self, method, url, headers, body, stream, timeout):
+        self.requests.append({"method": method, "url": url, "headers": dict(headers), "body": body,
+                              "stream": stream, "timeout": timeout})
+        return self.answers.pop(0)
+
+
+def client(*answers, **kw):
+    t = FakeTransport(*answers)
+    return Client("http://dlc.test:8480/", "dlc_tok", transport=t, environ={}, **kw), t
+
+
+def test_config_follows_the_cli(tmp_path):
+    assert resolve(environ={}).server == "http://127.0.0.1:8480"
+    assert resolve(environ={"DLC_SERVER": "https://x:1/"}).server == "https://x:1"
+    assert resolve("http://a:2", environ={"DLC_SERVER": "https://x:1"}).server == "http://a:2"
+    state = tmp_path / "opendlc"
+    state.mkdir()
+    (state / "admin-token").write_text("dlc_fromfile\n")
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    cfg = resolve(environ=env)
+    assert cfg.token == "dlc_fromfile" and cfg.token_source == str(state / "admin-token")
+    assert resolve(environ={**env, "DLC_TOKEN": "dlc_env"}).token == "dlc_env"
+    assert resolve(token="dlc_arg", environ={**env, "DLC_TOKEN": "dlc_env"}).token == "dlc_arg"
+    home = tmp_path / "home"
+    (home / ".local" / "state" / "opendlc").mkdir(parents=True)
+    (home / ".local" / "state" / "opendlc" / "admin-token").write_text("dlc_home")
+    assert resolve(environ={"HOME": str(home)}).token == "dlc_home"
+    assert resolve(environ={"HOME": str(tmp_path / "nobody")}).token == ""
+    assert default_state_dir({"TMPDIR": str(tmp_path)}) == str(tmp_path / "opendlc")  # no $HOME, as in Go
+    (state / "admin-token").write_text("garbage")
+    with pytest.warns(UserWarning, match="does not hold an OpenDLC token"):  # as dlc: a warning, no token
+        assert resolve(environ=env).token == ""
+    with pytest.raises(ConfigError):
+        resolve("localhost:8480", environ={})
+    with pytest.raises(ConfigError):
+        resolve(environ={"DLC_CA_CERT": str(tmp_path / "missing.pem")})
+
+
+@pytest.mark.parametrize("status,body,cls,fields", [
+    (422, {"error": {"code": "InvalidSpec", "message": "the spec has 2 problem(s)",
+                     "details": [{"field": "spec.roles.worker.replicas", "message": "must be >= 1"},
+                                 {"field": "metadata.name", "message": "required"}]}},
+     InvalidSpecError, ["spec.roles.worker.replicas", "metadata.name"]),
+    (403, {"error": {"code": "PermissionDenied", "message": "no", "details": [{"field": "metadata.workspace",
+                                                                               "message": "x"}]}},
+     PermissionDeniedError, ["metadata.workspace"]),
+    (404, {"error": {"code": "NotFound", "message": "job x not found"}}, NotFoundError, []),
+    (409, {"error": {"code": "AlreadyExists", "message": "exists"}}, AlreadyExistsError, []),
+    (409, {"error": {"code": "Whatever", "message": "conflict"}}, ConflictError, []),
+    (503, {"error": {"code": "Unavailable", "message": "later"}}, UnavailableError, []),
+    (502, "<html>bad gateway</html>", ServerError, []),
+    (418, "", APIError, []),
+])
+def test_errors_by_status_and_code(status, body, cls, fields):
+    raw = json.dumps(body).encode() if isinstance(body, dict) else body.encode()
+    e = error_from_response(status, raw, "POST", "http://x/v1/jobs")
+    assert type(e) is cls and e.status == status and e.fields == fields
+    if isinstance(body, str) and body:
+        assert e.message == body
+
+
+def test_requests_have_the_routes_shapes():
+    job = {"uid": "u1", "spec": {"metadata": {"name": "j", "workspace": "default"}}, "status": {"phase": "Pending"}}
+    c, t = client(FakeResponse(201, json.dumps(job).encode()), FakeResponse(201, json.dumps(job).encode()),
+                  FakeResponse(200, b'{"items": [], "nextPageToken": "n"}'), FakeResponse(204),
+                  FakeResponse(200, b'{"phase": "Stopped"}'), workspace="team a")
+    assert c.jobs.submit({"kind": "TrainingJob"}).name == "j"
+    assert c.jobs.submit("kind: TrainingJob\n").phase == "Pending"
+    page = c.jobs.list(phase="Running", labels={"a": "b"}, limit=5, page_token="p")
+    assert page.next_page_token == "n" and list(page) == []
+    c.jobs.delete("j/1", purge=True)
+    assert c.jobs.stop("j", reason="r").phase == "Stopped"
+    r = t.requests
+    assert (r[0]["method"], r[0]["url"]) == ("POST", "http://dlc.test:8480/v1/jobs")
+    assert r[0]["headers"]["Content-Type"] == "application/json" and r[0]["headers"]["Authorization"] == "Bearer dlc_tok"
+    assert r[1]["headers"]["Content-Type"] == "application/yaml" and r[1]["body"] == b"kind: TrainingJob\n"
+    assert r[2]["url"] == "http://dlc.test:8480/v1/workspaces/team%20a/jobs?phase=Running&label=a%3Db&limit=5&pageToken=p"
+    assert (r[3]["method"], r[3]["url"]) == ("DELETE", "http://dlc.test:8480/v1/workspaces/team%20a/jobs/j%2F1?purge=true")
+    assert json.loads(r[4]["body"]) == {"reason": "r"}
+
+
+def test_stream_opens_lazily_and_closes():
+    lines = [json.dumps({"line": f"l{i}", "seq": i, "time": "2026-01-02T03:04:05.123456789Z"}).encode() for i in (1, 2)]
+    resp = FakeResponse(200, lines=lines[:1] + [b""] + lines[1:])
+    c, t = client(resp)
+    s = c.jobs.logs("j", follow=True, replica="worker-0")
+    assert t.requests == []  # nothing sent before iteration
+    recs = list(s)
+    assert [r.line for r in recs] == ["l1", "l2"] and recs[0].time.microsecond == 123456
+    assert t.requests[0]["stream"] and t.requests[0]["timeout"][1] is None  # a follower is not bounded
+    assert t.requests[0]["url"].endswith("/jobs/j/logs?follow=true&replica=worker-0")
+    assert resp.closed and s.closed
+
+    c, _ = client(FakeResponse(404, b'{"error": {"code": "NotFound", "message": "job j not found"}}'))
+    with pytest.raises(NotFoundError):
+        next(iter(c.jobs.logs("j")))
+
+
+def _job_answers():
+    def job(phase, replicas):
+        return FakeResponse(200, json.dumps({
+            "uid": "u", "spec": {"metadata": {"name": "j"}, "spec": {"roles": {"worker": {"replicas": 2}}}},
+            "status": {"phase": phase, "replicas": [{"name": f"r{i}", "phase": p} for i, p in enumerate(replicas)]},
+        }).encode())
+    return (job("Pending", []), job("Running", ["Running", "Running"]), job("Running", ["Succeeded", "Running"]),
+            job("Succeeded", ["Succeeded", "Succeeded"]))
+
+
+def test_wait_polls_until_terminal_with_lines_without_tqdm(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # as if python3-tqdm were not installed
+    c, t = client(*_job_answers())
+    seen = []
+    j = c.jobs.wait("j", interval=0, progress=True, on_change=lambda j: seen.append(j.phase))
+    assert j.phase == "Succeeded" and len(t.requests) == 4
+    assert seen == ["Pending", "Running", "Running", "Succeeded"]
+    assert capsys.readouterr().err.splitlines() == [
+        "job default/j: 0/2 Pending", "job default/j: 0/2 Running", "job default/j: 1/2 Running",
+        "job default/j: 2/2 Succeeded"]
+
+
+def test_wait_shows_a_tqdm_bar(capsys):
+    import tqdm  # noqa: F401 - task deps installs python3-tqdm; the line display is tested above
+    c, _ = client(*_job_answers())
+    assert c.jobs.wait("j", interval=0, progress=True).phase == "Succeeded"
+    err = capsys.readouterr().err
+    assert "2/2" in err and "[Succeeded]" in err and "job default/j" in err
+
+
+def test_progress_is_off_without_a_terminal():
+    out = io.StringIO()
+    p = Progress("x", stream=out)
+    assert not p.enabled
+    p.update(1, 2, "Running")
+    p.close()
+    assert out.getvalue() == ""
+
+
+def test_times_and_pages():
+    assert parse_time("2026-12-06T14:45:09.022327845Z") == datetime(2026, 12, 6, 14, 45, 9, 22327, tzinfo=timezone.utc)
+    assert parse_time("2026-12-06T14:45:09+08:00").utcoffset() == timedelta(hours=8)
+    assert parse_time("0001-01-01T00:00:00Z") is None and parse_time(None) is None
+    with pytest.raises(ValueError):
+        parse_time("yesterday")
+    p = Page([1, 2], "")
+    assert list(p) == [1, 2] and len(p) == 2 and p[1] == 2
+
+
+def test_dataframe_without_pandas_names_the_package(monkeypatch):
+    import builtins
+    from opendlc.client.models import TrialList
+    trials = TrialList.from_dict({"items": [{"id": 0, "params": {"x": 0.5}, "value": 0.5, "phase": "Completed"}]})
+    assert trials.records()[0]["param.x"] == 0.5
+    real_import = builtins.__import__
+
+    def no_pandas(name, *a, **kw):
+        if name == "pandas":
+            raise ImportError("no pandas")
+        return real_import(name, *a, **kw)
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    with pytest.raises(ImportError, match="python3-pandas"):
+        trials.to_dataframe()
