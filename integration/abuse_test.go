@@ -16,6 +16,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // floodAddr is the loopback address the flood comes from, so that the other tests'
@@ -75,8 +76,7 @@ func TestBadTokenFloodIsLimited(t *testing.T) {
 	// single calls, and summaries for the rest.
 	var singles int
 	var suppressed int64
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("every one of the %d calls accounted for in the audit stream", flood), func() error {
 		singles, suppressed = 0, 0
 		err := env.events.ReadUntil(ctx, jetstream.AuditStream, events.AuditSubject("system"), nil, func(_ string, data []byte) error {
 			var ev events.Event
@@ -95,11 +95,11 @@ func TestBadTokenFloodIsLimited(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read audit events: %v", err)
 		}
-		if int64(singles)+suppressed >= flood || time.Now().After(deadline) {
-			break
+		if int64(singles)+suppressed < flood {
+			return fmt.Errorf("%d single records and %d calls counted in summaries", singles, suppressed)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, 200*time.Millisecond)
 	t.Logf("audit stream: %d single records, %d calls counted in summaries", singles, suppressed)
 	if maxSingles := 10 + int(elapsed.Seconds()/10) + 1; singles > maxSingles || int64(singles)+suppressed != flood {
 		t.Fatalf("%d single records and %d suppressed for %d calls; want at most %d records and every call counted",

@@ -17,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -279,7 +280,7 @@ func TestAuthAccessTable(t *testing.T) {
 // waitAudit polls workspace ws's audit events until one satisfies match.
 func waitAudit(t *testing.T, ctx context.Context, ws string, match func(events.AuditData) bool) {
 	t.Helper()
-	for {
+	testutil.Eventually(t, itest.Left(ctx), "a matching audit event in "+ws, func() bool {
 		found := false
 		err := env.events.ReadUntil(ctx, jetstream.AuditStream, events.AuditSubject(ws), nil, func(_ string, data []byte) error {
 			var ev events.Event
@@ -293,15 +294,8 @@ func waitAudit(t *testing.T, ctx context.Context, ws string, match func(events.A
 		if err != nil {
 			t.Fatalf("read audit events: %v", err)
 		}
-		if found {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no matching audit event in %s", ws)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return found
+	}, 200*time.Millisecond)
 }
 
 // Requests without a valid token are refused with 401: none, garbage, a well-formed
@@ -350,23 +344,19 @@ func TestAuthRefusesBadTokens(t *testing.T) {
 
 	// A token past its expiry: the shortest TTL the API accepts is one second.
 	expiring := tokenClient(t, ctx, "authz-expiring", ws, api.RoleViewer, time.Second)
-	for {
+	var apiErr *dlc.Error
+	testutil.Eventually(t, itest.Left(ctx), "the token to expire", func() bool {
 		_, err := expiring.Whoami(ctx)
-		var apiErr *dlc.Error
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
-			if !strings.Contains(apiErr.API.Message, "expired") {
-				t.Errorf("expired token: %q, want a message saying it expired", apiErr.API.Message)
-			}
-			break
+			return true
 		}
 		if err != nil {
 			t.Fatalf("expiring token: %v", err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the token never expired")
-		case <-time.After(100 * time.Millisecond):
-		}
+		return false
+	}, itest.PollInterval)
+	if !strings.Contains(apiErr.API.Message, "expired") {
+		t.Errorf("expired token: %q, want a message saying it expired", apiErr.API.Message)
 	}
 }
 

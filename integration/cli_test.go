@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // The CLI end to end: `dlc up` in the foreground prints its banner, then `dlc run`
@@ -73,25 +75,25 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 		}
 	}
 
-	out, err = dlc("-w", "cli", "describe", "cli")
+	out, err = dlc("-w", "cli", "job", "describe", "cli")
 	if err != nil || !strings.Contains(out, "Phase:       Succeeded") || !strings.Contains(out, "cli-worker-1-a0") {
 		t.Errorf("describe: %v\n%s", err, out)
 	}
-	out, err = dlc("-w", "cli", "logs", "cli", "--replica", "worker-1")
+	out, err = dlc("-w", "cli", "job", "logs", "cli", "--replica", "worker-1")
 	if err != nil || !strings.Contains(out, "[worker-1]") || strings.Contains(out, "[worker-0]") {
 		t.Errorf("logs --replica worker-1: %v\n%s", err, out)
 	}
 
 	// The exported spec re-submits as is (after the original is deleted).
-	exported, err := dlc("-w", "cli", "get", "job", "cli", "-o", "yaml")
+	exported, err := dlc("-w", "cli", "job", "get", "cli", "-o", "yaml")
 	if err != nil {
 		t.Fatalf("get -o yaml: %v\n%s", err, exported)
 	}
-	if out, err := dlc("-w", "cli", "delete", "cli"); err != nil {
+	if out, err := dlc("-w", "cli", "job", "delete", "cli"); err != nil {
 		t.Fatalf("delete: %v\n%s", err, out)
 	}
 	writeFile(t, spec, exported)
-	if out, err := dlc("submit", "-f", spec); err != nil {
+	if out, err := dlc("job", "submit", "-f", spec); err != nil {
 		t.Fatalf("re-submit exported spec: %v\n%s", err, out)
 	}
 
@@ -101,36 +103,32 @@ func TestCLIAgainstDlcUp(t *testing.T) {
   command: [sh, -c, 'for i in 1 2 3; do echo tick $i; done; exec sleep 600']
   roles: {worker: {replicas: 1}}
 `))
-	if out, err := dlc("apply", "-f", spec); err != nil {
+	if out, err := dlc("job", "apply", "-f", spec); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	for {
-		out, _ = dlc("-w", "cli", "list")
-		if strings.Contains(out, "long") && strings.Contains(out, "Running") {
-			break
+	testutil.Eventually(t, itest.Left(ctx), "the long job listed as Running", func() error {
+		out, _ = dlc("-w", "cli", "job", "list")
+		if !strings.Contains(out, "long") || !strings.Contains(out, "Running") {
+			return fmt.Errorf("dlc list:\n%s", out)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("long job never listed as Running:\n%s", out)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	// dlc logs -f follows the live job and ends when the job does.
-	follow := exec.CommandContext(ctx, bin, "--server", server, "-w", "cli", "logs", "long", "-f")
+		return nil
+	}, 200*time.Millisecond)
+	// dlc job logs -f follows the live job and ends when the job does.
+	follow := exec.CommandContext(ctx, bin, "--server", server, "-w", "cli", "job", "logs", "long", "-f")
 	follow.Env = append(os.Environ(), tokenEnv)
 	var followed bytes.Buffer
 	follow.Stdout = &followed
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := dlc("-w", "cli", "stop", "long"); err != nil || !strings.Contains(out, "Stopped") {
+	if out, err := dlc("-w", "cli", "job", "stop", "long"); err != nil || !strings.Contains(out, "Stopped") {
 		t.Errorf("stop: %v\n%s", err, out)
 	}
 	if err := follow.Wait(); err != nil {
-		t.Errorf("dlc logs -f: %v", err)
+		t.Errorf("dlc job logs -f: %v", err)
 	}
 	if want := "[worker-0] tick 1\n[worker-0] tick 2\n[worker-0] tick 3\n"; followed.String() != want {
-		t.Errorf("dlc logs -f printed %q, want %q", followed.String(), want)
+		t.Errorf("dlc job logs -f printed %q, want %q", followed.String(), want)
 	}
 
 	// Access: the admin creates a workspace and a viewer token for it; the viewer reads
@@ -158,13 +156,13 @@ func TestCLIAgainstDlcUp(t *testing.T) {
 	if out, err := dlc("--token", viewer, "whoami"); err != nil || !strings.Contains(out, "cli-viewer") || !strings.Contains(out, "role:       viewer") {
 		t.Errorf("whoami as the viewer: %v\n%s", err, out)
 	}
-	if out, err := dlc("--token", viewer, "-w", "cli-team", "list"); err != nil {
+	if out, err := dlc("--token", viewer, "-w", "cli-team", "job", "list"); err != nil {
 		t.Errorf("the viewer lists its workspace: %v\n%s", err, out)
 	}
-	if out, err := dlc("--token", viewer, "-w", "cli", "describe", "cli"); err == nil || !strings.Contains(out, "not found") {
+	if out, err := dlc("--token", viewer, "-w", "cli", "job", "describe", "cli"); err == nil || !strings.Contains(out, "not found") {
 		t.Errorf("the viewer reads another workspace's job: %v\n%s", err, out)
 	}
-	if out, err := dlc("--token", viewer, "submit", "-f", spec); err == nil || !strings.Contains(out, "metadata.workspace") {
+	if out, err := dlc("--token", viewer, "job", "submit", "-f", spec); err == nil || !strings.Contains(out, "metadata.workspace") {
 		t.Errorf("the viewer submits into another workspace: %v\n%s", err, out)
 	}
 	if out, err := dlc("token", "list"); err != nil || !strings.Contains(out, "cli-viewer") || strings.Contains(out, viewer) {

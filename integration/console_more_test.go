@@ -14,6 +14,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -37,18 +38,15 @@ func (p *page) open(path string) {
 // for at most a minute: what the page shows may come from a store that lags a moment.
 func (p *page) openUntil(what, path, predicate string) {
 	p.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		p.open(path)
-		if eval[bool](p, what, predicate) {
-			return
-		}
-		if time.Now().After(deadline) {
+	defer func() {
+		if p.t.Failed() {
 			p.screenshot("failed")
-			p.t.Fatalf("%s: %s never showed it", what, path)
 		}
-		time.Sleep(300 * time.Millisecond) // between polls of a condition with a deadline
-	}
+	}()
+	testutil.Eventually(p.t, time.Minute, what+": "+path+" to show it", func() bool {
+		p.open(path)
+		return eval[bool](p, what, predicate)
+	}, 300*time.Millisecond)
 }
 
 // setValue replaces the value of a form field (a textarea's YAML).

@@ -17,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -108,18 +109,14 @@ func (p *page) location() string {
 // most a minute.
 func (p *page) waitRows(ws, query string, want ...string) {
 	p.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.Eventually(p.t, time.Minute, fmt.Sprintf("jobs page ?%s to list %v", query, want), func() error {
 		p.do("open the jobs page", chromedp.Navigate(env.e.APIURL+"/ui/ws/"+ws+"/jobs?"+query), chromedp.WaitVisible(chromedp.CSS("#jobs")))
 		got := eval[[]string](p, "rows", `Array.from(document.querySelectorAll('#job-rows tr[data-job]')).map(r => r.dataset.job)`)
-		if strings.Join(got, ",") == strings.Join(want, ",") {
-			return
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			return fmt.Errorf("it lists %v", got)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("jobs page ?%s lists %v, want %v", query, got, want)
-		}
-		time.Sleep(200 * time.Millisecond) // between polls of a condition with a deadline
-	}
+		return nil
+	}, 200*time.Millisecond)
 }
 
 // screenshot writes the page's screenshot as NAME.png.

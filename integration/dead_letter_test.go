@@ -10,6 +10,7 @@ import (
 
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 )
 
@@ -39,14 +40,14 @@ spec:
 `)
 	var dl notify.DeadLetter
 	var raw string
-	itest.Eventually(t, ctx, "the dead letter", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the dead letter", func() bool {
 		data, err := env.events.LastMsg(ctx, jetstream.NotifyStream, "dlc."+ws+".notify.deadletter")
 		if err != nil || data == nil {
 			return false
 		}
 		raw = string(data)
 		return json.Unmarshal(data, &dl) == nil
-	})
+	}, itest.PollInterval)
 	t.Logf("dead letter error: %s", dl.Error)
 	if !strings.Contains(dl.Error, "nosuch-host.invalid") || dl.Workspace != ws {
 		t.Errorf("dead letter %+v: want it to name the host", dl)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -95,7 +96,7 @@ func TestElasticTorchrunReplace(t *testing.T) {
 
 	// Both replicas train in a world of 2.
 	var pids map[int][]int
-	for {
+	testutil.Eventually(t, itest.Left(ctx), "the replicas to train together", func() error {
 		recs := elasticLogs(t, ctx, ws, name)
 		pids = replicaPids(recs)
 		stepped := map[int]bool{}
@@ -104,14 +105,11 @@ func TestElasticTorchrunReplace(t *testing.T) {
 				stepped[r.index] = true
 			}
 		}
-		if len(pids[0]) == 1 && len(pids[1]) == 1 && stepped[0] && stepped[1] {
-			break
+		if len(pids[0]) != 1 || len(pids[1]) != 1 || !stepped[0] || !stepped[1] {
+			return fmt.Errorf("pids %v, stepped %v", pids, stepped)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the replicas never trained together: pids %v, stepped %v", pids, stepped)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, 200*time.Millisecond)
 	victim := pids[1][0]
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill worker-1's torchrun (pid %d): %v", victim, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/hpo"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -70,18 +71,17 @@ func TestExperimentPBTSurvivesWorkerKill(t *testing.T) {
 
 	// Kill the worker once the second generation runs.
 	var at *api.ExperimentDetail
-	for {
+	testutil.Eventually(t, itest.Left(ctx), "the experiment to reach its second generation", func() error {
 		x, err := c.GetExperiment(ctx, ws, name)
-		if err == nil && len(x.Status.Trials) > 4 && x.Status.Running > 0 {
-			at = x
-			break
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the experiment never reached its second generation: %+v (err %v)", x, err)
-		case <-time.After(100 * time.Millisecond):
+		if len(x.Status.Trials) <= 4 || x.Status.Running == 0 {
+			return fmt.Errorf("status %+v", x.Status)
 		}
-	}
+		at = x
+		return nil
+	}, itest.PollInterval)
 	worker.kill()
 	if worker.cmd.ProcessState == nil || worker.cmd.ProcessState.Success() {
 		t.Fatalf("the worker was not killed: %v", worker.cmd.ProcessState)

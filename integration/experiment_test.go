@@ -19,6 +19,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -56,18 +57,17 @@ func tuneSpec(t *testing.T, ws, name string, extraArgs []string, replace ...stri
 func waitExperiment(t *testing.T, ctx context.Context, c *dlc.Client, ws, name string) *api.ExperimentDetail {
 	t.Helper()
 	var last *api.ExperimentDetail
-	var err error
-	for {
-		last, err = c.GetExperiment(ctx, ws, name)
-		if err == nil && (last.Status.Phase.Terminal() || last.Status.Phase == schemas.ExperimentStopped) {
-			return last
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("experiment %s/%s to end", ws, name), func() error {
+		x, err := c.GetExperiment(ctx, ws, name)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("experiment %s/%s did not end: %+v (err %v)", ws, name, last, err)
-		case <-time.After(200 * time.Millisecond):
+		if last = x; !x.Status.Phase.Terminal() && x.Status.Phase != schemas.ExperimentStopped {
+			return fmt.Errorf("status %+v", x.Status)
 		}
-	}
+		return nil
+	}, 200*time.Millisecond)
+	return last
 }
 
 // checkTrialEvents checks that the experiment has exactly want trial events in
@@ -137,19 +137,8 @@ func TestExperimentTunesTheExampleTrainer(t *testing.T) {
 `, env.trainer)))); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		j, err := c.GetJob(ctx, ws, "defaults")
-		if err == nil && j.Status.Phase.Terminal() {
-			if j.Status.Phase != schemas.JobSucceeded {
-				t.Fatalf("baseline job %s: %s", j.Status.Phase, j.Status.Message)
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("baseline job did not finish")
-		case <-time.After(100 * time.Millisecond):
-		}
+	if j := itest.WaitJob(t, ctx, c, ws, "defaults", "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() }); j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("baseline job %s: %s", j.Status.Phase, j.Status.Message)
 	}
 	baseline := lastAccuracy(t, ctx, c, ws, "defaults")
 
@@ -270,19 +259,18 @@ func TestExperimentSurvivesWorkerKillAndTemporalRestart(t *testing.T) {
 
 	// Interrupt once two trials have finished and others run.
 	var before *api.ExperimentDetail
-	for {
+	testutil.Eventually(t, itest.Left(ctx), "the experiment to get mid-way (2 trials finished, others running)", func() error {
 		x, err := crashAPI.GetExperiment(ctx, ws, "crashy")
-		if err == nil && x.Status.Completed+x.Status.Pruned >= 2 && x.Status.Running > 0 {
-			t.Logf("interrupting at %d finished, %d running trials", x.Status.Completed+x.Status.Pruned, x.Status.Running)
-			before = x
-			break
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the experiment never got mid-way: %+v (err %v)", x, err)
-		case <-time.After(100 * time.Millisecond):
+		if x.Status.Completed+x.Status.Pruned < 2 || x.Status.Running == 0 {
+			return fmt.Errorf("status %+v", x.Status)
 		}
-	}
+		before = x
+		return nil
+	}, itest.PollInterval)
+	t.Logf("interrupting at %d finished, %d running trials", before.Status.Completed+before.Status.Pruned, before.Status.Running)
 	worker.kill()
 	_, port, err := net.SplitHostPort(e.Stack.Temporal.Address)
 	if err != nil {

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -101,9 +103,10 @@ func TestExperimentEndsItsMetricsWatchQuietly(t *testing.T) {
 
 	// The fault: a heartbeat of a pending watch meets the completed workflow.
 	var met, watchEnded []string
-	for {
+	testutil.Eventually(t, itest.Left(ctx), "a heartbeat to meet the completed workflow and the watch to end", func() error {
 		met, watchEnded = nil, nil
-		for _, l := range logs.lines() {
+		lines := logs.lines()
+		for _, l := range lines {
 			if strings.Contains(l, "RecordActivityHeartbeat") && strings.Contains(l, "workflow execution already completed") {
 				met = append(met, l)
 			}
@@ -111,16 +114,11 @@ func TestExperimentEndsItsMetricsWatchQuietly(t *testing.T) {
 				watchEnded = append(watchEnded, l)
 			}
 		}
-		if len(met) > 0 && len(watchEnded) > 0 {
-			break
+		if len(met) == 0 || len(watchEnded) == 0 {
+			return fmt.Errorf("heartbeat lines %q, watch-end lines %q; log:\n%s", met, watchEnded, strings.Join(lines, "\n"))
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no heartbeat met the completed workflow (heartbeat lines %q, watch-end lines %q); log:\n%s",
-				met, watchEnded, strings.Join(logs.lines(), "\n"))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return nil
+	}, 200*time.Millisecond)
 	t.Logf("%s after the experiment ended, a pending watch's heartbeat met the completed workflow:\n%s\n%s",
 		time.Since(ended).Round(time.Millisecond), met[0], watchEnded[0])
 	for _, l := range append(met, watchEnded...) {

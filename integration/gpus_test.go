@@ -14,6 +14,7 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -81,10 +82,10 @@ func TestLocalGPUsQueueAndDisjointDevices(t *testing.T) {
 	// The running jobs' devices, read while both run, are disjoint. A replica's first
 	// line reaches the log stream a flush interval after it is written: wait for it.
 	var three, one []string
-	itest.Eventually(t, ctx, "both running jobs to log their devices", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "both running jobs to log their devices", func() bool {
 		three, one = devices("three"), devices("one")
 		return len(three) > 0 && len(one) > 0
-	})
+	}, itest.PollInterval)
 	if len(three) != 3 || len(one) != 1 || slices.ContainsFunc(three, func(d string) bool { return slices.Contains(one, d) }) {
 		t.Fatalf("devices of the running jobs: %q and %q, want 3 and 1, disjoint", three, one)
 	}

@@ -107,7 +107,7 @@ func TestLogArchive(t *testing.T) {
 	}
 
 	// dlc logs prints them as it prints the stream's.
-	cmd := exec.CommandContext(ctx, bin, "--server", e.APIURL, "-w", ws, "logs", name, "--replica", "worker-1")
+	cmd := exec.CommandContext(ctx, bin, "--server", e.APIURL, "-w", ws, "job", "logs", name, "--replica", "worker-1")
 	cmd.Env = append(os.Environ(), "DLC_TOKEN="+e.AdminToken)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

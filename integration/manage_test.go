@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -98,12 +99,11 @@ spec:
 		{dlc.ListOptions{Framework: "custom", Labels: []string{"team=nlp"}}, []string{"other"}},
 	} {
 		// Visibility is eventually consistent: poll.
-		for got := list(c.opts); cmp.Diff(c.want, got) != ""; got = list(c.opts) {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("list %+v = %v, want %v", c.opts, got, c.want)
-			case <-time.After(100 * time.Millisecond):
+		testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("list %+v to be %v", c.opts, c.want), func() error {
+			if got := list(c.opts); cmp.Diff(c.want, got) != "" {
+				return fmt.Errorf("got %v", got)
 			}
-		}
+			return nil
+		}, itest.PollInterval)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -208,17 +210,18 @@ func waitTerminalOn(t *testing.T, ctx context.Context, c interface {
 	GetJob(context.Context, string, string) (*api.Job, error)
 }, ws, name string) *api.Job {
 	t.Helper()
-	for {
-		j, err := c.GetJob(ctx, ws, name)
-		if err == nil && j.Status.Phase.Terminal() {
-			return j
+	var j *api.Job
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("job %s/%s to end", ws, name), func() error {
+		var err error
+		if j, err = c.GetJob(ctx, ws, name); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s/%s never ended (last error %v)", ws, name, err)
-		case <-time.After(100 * time.Millisecond):
+		if !j.Status.Phase.Terminal() {
+			return fmt.Errorf("phase %s", j.Status.Phase)
 		}
-	}
+		return nil
+	}, itest.PollInterval)
+	return j
 }
 
 // scrape reads a /metrics endpoint in the Prometheus text format.
@@ -255,17 +258,16 @@ func tryScrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, e
 // pollMetric scrapes url until cond holds.
 func pollMetric(t *testing.T, ctx context.Context, url, what string, cond func(map[string]*dto.MetricFamily) bool) {
 	t.Helper()
-	for {
+	testutil.Eventually(t, itest.Left(ctx), what+" on "+url, func() error {
 		fams, err := tryScrape(ctx, url)
-		if err == nil && cond(fams) {
-			return
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s on %s: %v (last error %v)", what, url, ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
+		if !cond(fams) {
+			return errors.New("not in the metrics scraped")
 		}
-	}
+		return nil
+	}, 200*time.Millisecond)
 }
 
 // sample sums the values (counter, gauge, untyped) of the series of a family whose

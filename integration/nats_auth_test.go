@@ -18,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -79,10 +80,10 @@ func TestNATSLockedDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var durable string
-	itest.Eventually(t, ctx, "b's notification consumer", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "b's notification consumer", func() bool {
 		durable, err = notify.ConsumerNameOf(ctx, env.events.JetStream(), notify.DefaultConsumerPrefix, b)
 		return err == nil && durable != ""
-	})
+	}, itest.PollInterval)
 
 	violations := make(chan error, 32)
 	reader, err := nats.Connect(srv.URL, nats.UserInfo(a, tokens[a]), nats.CustomInboxPrefix(jetstream.InboxPrefix(a)),
@@ -141,10 +142,10 @@ func TestNATSLockedDown(t *testing.T) {
 	}
 	submit(t, ctx, itest.ShellJob(b, "after", "true"))
 	waitTerminal(t, ctx, b, "after")
-	itest.Eventually(t, ctx, "b's phase events forwarded by its rule", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "b's phase events forwarded by its rule", func() bool {
 		data, err := env.events.LastMsg(ctx, notify.NotifyStream, "dlc."+b+".notify.fwd")
 		return err == nil && strings.Contains(string(data), `"after"`)
-	})
+	}, itest.PollInterval)
 }
 
 // waitViolation waits for the server's permissions violation naming subject.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -39,17 +41,18 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 	}
 	poll := func(what string, cond func(*api.Job) bool) *api.Job {
 		t.Helper()
-		for {
-			j, err := c.GetJob(ctx, "outage", "outage")
-			if err == nil && cond(j) {
-				return j
+		var j *api.Job
+		testutil.Eventually(t, itest.Left(ctx), what, func() error {
+			var err error
+			if j, err = c.GetJob(ctx, "outage", "outage"); err != nil {
+				return err
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("never %s (last error %v)", what, err)
-			case <-time.After(50 * time.Millisecond):
+			if !cond(j) {
+				return fmt.Errorf("status %+v", j.Status)
 			}
-		}
+			return nil
+		}, 50*time.Millisecond)
+		return j
 	}
 	poll("Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 
@@ -81,7 +84,7 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 	}
 	defer js.Close()
 	var phases []string
-	for len(phases) < 4 {
+	testutil.Eventually(t, itest.Left(ctx), "4 status events after the outage", func() error {
 		phases = nil
 		if err := js.ReadUntil(ctx, jetstream.EventsStream, events.JobStatusSubject("outage", "outage"), nil, func(_ string, data []byte) error {
 			phases = append(phases, phaseOf(t, data))
@@ -89,12 +92,11 @@ func TestNATSOutageLosesNoEvents(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("events after the outage: %v", phases)
-		case <-time.After(100 * time.Millisecond):
+		if len(phases) < 4 {
+			return fmt.Errorf("events %v", phases)
 		}
-	}
+		return nil
+	}, itest.PollInterval)
 	if diff := cmp.Diff([]string{"Pending", "Launching", "Running", "Succeeded"}, phases); diff != "" {
 		t.Errorf("status events (-want +got):\n%s", diff)
 	}

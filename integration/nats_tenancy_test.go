@@ -21,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
@@ -91,19 +92,19 @@ func TestNATSPlantedNotifyConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var own string
-	itest.Eventually(t, ctx, "v's notification consumer", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "v's notification consumer", func() bool {
 		own, err = notify.ConsumerNameOf(ctx, env.events.JetStream(), notify.DefaultConsumerPrefix, v)
 		return err == nil && own != ""
-	})
+	}, itest.PollInterval)
 	if own == planted {
 		t.Errorf("the dispatcher reads the planted consumer %s", planted)
 	}
 	submit(t, ctx, itest.ShellJob(v, "victim", "true"))
 	waitTerminal(t, ctx, v, "victim")
-	itest.Eventually(t, ctx, "v's phase events forwarded by its rule", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "v's phase events forwarded by its rule", func() bool {
 		data, err := env.events.LastMsg(ctx, notify.NotifyStream, "dlc."+v+".notify.fwd")
 		return err == nil && strings.Contains(string(data), `"victim"`)
-	})
+	}, itest.PollInterval)
 	if _, err := env.events.JetStream().Consumer(ctx, jetstream.EventsStream, planted); err == nil {
 		t.Errorf("a consumer named %s exists", planted)
 	}
@@ -211,10 +212,10 @@ func TestNATSReaderGetsNoAudit(t *testing.T) {
 	// gets.
 	submit(t, ctx, itest.ShellJob(ws, "audited", "true"))
 	waitTerminal(t, ctx, ws, "audited")
-	itest.Eventually(t, ctx, "the submission's audit record stored", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the submission's audit record stored", func() bool {
 		data, err := env.events.LastMsg(ctx, jetstream.AuditStream, audit)
 		return err == nil && strings.Contains(string(data), "audited")
-	})
+	}, itest.PollInterval)
 	var subjects []string
 	for {
 		m, err := all.NextMsg(2 * time.Second)
@@ -263,10 +264,10 @@ func TestNATSTriggerPublishNeedsWrite(t *testing.T) {
 	if err := member.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	itest.Eventually(t, ctx, "the member's trigger event starts a job", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the member's trigger event starts a job", func() bool {
 		l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{})
 		return err == nil && len(l.Items) >= 1
-	})
+	}, itest.PollInterval)
 	inboundDrained(t, ctx)
 	if l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{}); err != nil {
 		t.Fatal(err)

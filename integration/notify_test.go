@@ -9,12 +9,12 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
 )
 
@@ -68,22 +68,19 @@ spec:
 		waitTerminal(t, ctx, ws, job.name)
 	}
 	want := []string{"bad:Failed", "ok:Succeeded"}
-	for {
+	var cur []string
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("the webhook to get %v", want), func() error {
 		mu.Lock()
-		cur := append([]string(nil), got...)
+		cur = append([]string(nil), got...)
 		mu.Unlock()
-		if len(cur) >= 2 {
-			sortStrings(cur)
-			if diff := cmp.Diff(want, cur); diff != "" {
-				t.Errorf("webhook deliveries (-want +got):\n%s", diff)
-			}
-			break
+		if len(cur) < 2 {
+			return fmt.Errorf("got %v", cur)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("webhook got %v, want %v", cur, want)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return nil
+	}, itest.PollInterval)
+	sortStrings(cur)
+	if diff := cmp.Diff(want, cur); diff != "" {
+		t.Errorf("webhook deliveries (-want +got):\n%s", diff)
 	}
 	if badSig != 0 {
 		t.Errorf("%d deliveries with a bad signature", badSig)

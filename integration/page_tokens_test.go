@@ -9,6 +9,7 @@ import (
 
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // Issue 33, finding 9, on the real stack: a junk pageToken went to Temporal as it was
@@ -27,10 +28,10 @@ func TestPageTokensCheckedOnRealStack(t *testing.T) {
 		submit(t, ctx, itest.ShellJob(ws, n, "true"))
 		submit(t, ctx, itest.ShellJob(other, n, "true"))
 	}
-	itest.Eventually(t, ctx, "three jobs listed", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "three jobs listed", func() bool {
 		l, err := env.api.ListJobs(ctx, ws, dlc.ListOptions{})
 		return err == nil && len(l.Items) == 3
-	})
+	}, itest.PollInterval)
 	var seen []string
 	var tokens []string
 	for token := ""; ; {

@@ -29,6 +29,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -320,31 +321,21 @@ func TestPyTorchRecoveryResumesFromPythonCheckpoint(t *testing.T) {
 	// The victim: worker-1 (rank 2) of attempt 0, once a checkpoint is complete.
 	var pid int
 	var victim string
-	for pid == 0 {
+	testutil.Eventually(t, itest.Left(ctx), "worker-1 of attempt 0 to print its pid", func() bool {
 		for _, r := range jobLogs(t, ctx, ws, "killed") {
 			if v, ok := strings.CutPrefix(r.Line, "pid="); ok && r.Attempt == 0 && r.Role == "worker" && r.Index == 1 {
 				pid, _ = strconv.Atoi(v)
 				victim = r.Replica
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatal("worker-1 of attempt 0 never printed its pid")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return pid != 0
+	}, itest.PollInterval)
 	var first checkpoint.Manifest
-	for {
-		m, err := env.store.Latest(ctx, uri)
-		if err == nil {
-			first = m
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no complete checkpoint before the deadline")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, itest.Left(ctx), "a complete checkpoint", func() error {
+		var err error
+		first, err = env.store.Latest(ctx, uri)
+		return err
+	}, 50*time.Millisecond)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %s (pid %d): %v", victim, pid, err)
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -87,21 +89,16 @@ func TestQuotaFloodEveryJobAdmitted(t *testing.T) {
 		t.Errorf("phases %v: want all %d Succeeded", phases, jobs)
 	}
 	// A job gives its share back after it has entered its final phase.
-	var q *api.QuotaStatus
-	release := itest.Context(t, time.Minute)
-	for {
-		var err error
-		if q, err = env.api.GetQuota(ctx, ws); err != nil {
+	testutil.Eventually(t, time.Minute, "the quota to admit and queue nothing once the last job ended", func() error {
+		q, err := env.api.GetQuota(ctx, ws)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if len(q.Admitted) == 0 && len(q.Queue) == 0 {
-			break
+		if len(q.Admitted) != 0 || len(q.Queue) != 0 {
+			return errors.New(quotaSummary(q))
 		}
-		if release.Err() != nil {
-			t.Fatalf("quota a minute after the last job ended: %s; want nothing admitted or queued", quotaSummary(q))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	}, 500*time.Millisecond)
 	runs := quotaRuns(t, ctx, ws)
 	t.Logf("%d jobs through a 2-CPU quota; the quota ran %d runs", jobs, runs)
 	if runs < 3 {

@@ -18,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -102,7 +103,7 @@ func TestRecoveryKilledReplicaResumesFromCheckpoint(t *testing.T) {
 	// The victim: rank 1 of attempt 0, once a checkpoint is complete.
 	var pid int
 	var victim string
-	for pid == 0 {
+	testutil.Eventually(t, itest.Left(ctx), "rank 1 of attempt 0 to print its pid", func() bool {
 		for _, r := range jobLogs(t, ctx, ws, name) {
 			if v, ok := strings.CutPrefix(r.Line, "pid="); ok && r.Attempt == 0 && r.Index == 1 {
 				if pid, _ = strconv.Atoi(v); pid == 0 {
@@ -111,20 +112,12 @@ func TestRecoveryKilledReplicaResumesFromCheckpoint(t *testing.T) {
 				victim = r.Replica
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatal("worker-1 of attempt 0 never printed its pid")
-		}
-	}
-	for {
-		if _, err := env.store.Latest(ctx, uri); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no complete checkpoint before the deadline")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return pid != 0
+	}, itest.PollInterval)
+	testutil.Eventually(t, itest.Left(ctx), "a complete checkpoint", func() error {
+		_, err := env.store.Latest(ctx, uri)
+		return err
+	}, 50*time.Millisecond)
 	// A save that died half-way, newer than any complete checkpoint: never resumed from.
 	partial := putPartial(t, ctx, uri, 1_000_000)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

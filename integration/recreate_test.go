@@ -39,7 +39,7 @@ func TestGeneratedCommandRecreatesTheJob(t *testing.T) {
 	environ := append(os.Environ(), "DLC_SERVER="+env.e.APIURL, "DLC_TOKEN="+env.e.AdminToken,
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	cmd := exec.CommandContext(ctx, bin, "-w", ws, "get", "job", "original", "-o", "command")
+	cmd := exec.CommandContext(ctx, bin, "-w", ws, "job", "get", "original", "-o", "command")
 	cmd.Env = environ
 	script, err := cmd.Output()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schedule"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
@@ -41,20 +42,17 @@ spec:
 func waitSchedule(t *testing.T, ctx context.Context, c *dlc.Client, ws, name, what string, cond func(*api.ScheduleView) bool) *api.ScheduleView {
 	t.Helper()
 	var last *api.ScheduleView
-	for {
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("schedule %s/%s to become %s", ws, name, what), func() error {
 		s, err := c.GetSchedule(ctx, ws, name, 3)
-		if err == nil {
-			last = s
-			if cond(s) {
-				return s
-			}
+		if err != nil {
+			return fmt.Errorf("last status %+v (err %w)", last, err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("schedule %s/%s never %s; last status %+v (err %v)", ws, name, what, last, err)
-		case <-time.After(200 * time.Millisecond):
+		if last = s; !cond(s) {
+			return fmt.Errorf("last status %+v", s)
 		}
-	}
+		return nil
+	}, 200*time.Millisecond)
+	return last
 }
 
 // A schedule (@every 2s) fires jobs on the embedded stack that really run and succeed;
@@ -163,13 +161,12 @@ func TestScheduleFiresJobsThatSucceed(t *testing.T) {
 	// Every started run is one job, listed once under the schedule's label.
 	want := itest.StartedRuns(final.Status)
 	var listed map[string]int
-	for {
-		listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+"tick")
-		if len(listed) >= len(want) || ctx.Err() != nil {
-			break
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("the %d started runs listed under the schedule's label", len(want)), func() error {
+		if listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+"tick"); len(listed) < len(want) {
+			return fmt.Errorf("listed %v", listed)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, 200*time.Millisecond)
 	for job := range want {
 		if listed[job] != 1 {
 			t.Errorf("job %s listed %d times, want once", job, listed[job])
@@ -258,14 +255,14 @@ spec:
 	// Each run is one pipeline run and one step job, listed once under the schedule's
 	// label (visibility lags a little).
 	var pipelines, jobs map[string]int
-	for {
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("%d pipeline runs and step jobs listed under the schedule's label", len(runs)), func() error {
 		pipelines = scheduledPipelines(t, ctx, c, ws, name)
 		jobs = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+name)
-		if (len(pipelines) >= len(runs) && len(jobs) >= len(runs)) || ctx.Err() != nil {
-			break
+		if len(pipelines) < len(runs) || len(jobs) < len(runs) {
+			return fmt.Errorf("pipelines %v, jobs %v", pipelines, jobs)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, 200*time.Millisecond)
 	if len(pipelines) != len(runs) || len(jobs) != len(runs) {
 		t.Errorf("%d pipeline runs and %d jobs listed under the label for %d runs: %v %v", len(pipelines), len(jobs), len(runs), pipelines, jobs)
 	}
@@ -392,13 +389,12 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 		t.Errorf("counts = %+v, want nothing missed or skipped", final.Status.Counts)
 	}
 	var listed map[string]int
-	for {
-		listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+name)
-		if len(listed) >= len(runs) || ctx.Err() != nil {
-			break
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("the %d runs listed under the schedule's label", len(runs)), func() error {
+		if listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+name); len(listed) < len(runs) {
+			return fmt.Errorf("listed %v", listed)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, 200*time.Millisecond)
 	if len(listed) != len(runs) {
 		t.Errorf("%d jobs listed under the label, %d runs started: %v", len(listed), len(runs), listed)
 	}

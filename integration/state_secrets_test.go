@@ -24,6 +24,7 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -88,14 +89,14 @@ func TestNoSharedSecrets(t *testing.T) {
     launcher: {replicas: 1, command: [sh, -c, 'cat "$OMPI_MCA_orte_default_hostfile" && echo x > /tmp/own && echo ready && exec sleep 600']}
     worker: {replicas: 2, command: [sleep, "600"]}
 `))
-	itest.Eventually(t, ctx, "the gang's launcher says ready", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the gang's launcher says ready", func() bool {
 		ready := false
 		_ = c.Logs(ctx, ws, "gang", dlc.LogOptions{}, func(r events.LogRecord) error {
 			ready = ready || r.Line == "ready"
 			return nil
 		})
 		return ready
-	})
+	}, itest.PollInterval)
 
 	ws3, err := e.S3CredentialsFor(ctx, ws)
 	if err != nil {

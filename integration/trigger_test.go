@@ -21,6 +21,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
@@ -92,20 +93,15 @@ func dataReady(id, key string, current float64) []byte {
 // waitPipeline waits for a pipeline run to exist and end.
 func waitPipeline(t *testing.T, ctx context.Context, ws, name string) *api.PipelineRun {
 	t.Helper()
-	for {
-		p, err := env.api.WaitPipeline(ctx, ws, name, 200*time.Millisecond, nil)
-		if err == nil {
-			return p
-		}
-		if !dlc.IsNotFound(err) {
+	var p *api.PipelineRun
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("pipeline %s/%s to be started and end", ws, name), func() error {
+		var err error
+		if p, err = env.api.WaitPipeline(ctx, ws, name, 200*time.Millisecond, nil); err != nil && !dlc.IsNotFound(err) {
 			t.Fatalf("pipeline %s/%s: %v", ws, name, err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("pipeline %s/%s was never started", ws, name)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return err
+	}, itest.PollInterval)
+	return p
 }
 
 // inboundDrained waits until the trigger dispatcher has acknowledged every inbound
@@ -118,19 +114,20 @@ func inboundDrained(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	last := s.CachedInfo().State.LastSeq
-	for {
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("the trigger dispatcher to acknowledge inbound message %d", last), func() error {
 		c, err := js.Consumer(ctx, triggers.InboundStream, triggers.DefaultConsumer)
-		if err == nil {
-			if info, err := c.Info(ctx); err == nil && info.AckFloor.Stream >= last {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the trigger dispatcher did not acknowledge inbound message %d in time", last)
-		case <-time.After(50 * time.Millisecond):
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
 		}
-	}
+		if info.AckFloor.Stream < last {
+			return fmt.Errorf("acknowledged up to %d", info.AckFloor.Stream)
+		}
+		return nil
+	}, 50*time.Millisecond)
 }
 
 func logLines(t *testing.T, ctx context.Context, ws, job string) string {
@@ -326,18 +323,17 @@ spec:
 	// The run is named after the notification, which only the gateway knows: find it by
 	// the trigger's label.
 	var run string
-	for run == "" {
+	testutil.Eventually(t, itest.Left(ctx), "a pipeline run started by the upload", func() error {
 		l, err := env.api.ListPipelines(ctx, ws, dlc.ListOptions{Labels: []string{schemas.LabelTrigger + "=on-new-data"}})
-		if err == nil && len(l.Items) > 0 {
-			run = l.Items[0].Name
-			break
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no pipeline run was started by the upload")
-		case <-time.After(100 * time.Millisecond):
+		if len(l.Items) == 0 {
+			return errors.New("none listed")
 		}
-	}
+		run = l.Items[0].Name
+		return nil
+	}, itest.PollInterval)
 	p := waitPipeline(t, ctx, ws, run)
 	if p.Status.Phase != schemas.PipelineSucceeded {
 		t.Fatalf("run %s: %s (%s)", run, p.Status.Phase, p.Status.Message)
@@ -351,13 +347,9 @@ spec:
 	}
 
 	// Once both notifications are in and handled, there is still one run.
-	for !inboundHas(t, ctx, subject, "views/2026-12-01.csv") {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the gateway's notification of views/2026-12-01.csv never arrived")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, itest.Left(ctx), "the gateway's notification of views/2026-12-01.csv", func() bool {
+		return inboundHas(t, ctx, subject, "views/2026-12-01.csv")
+	}, itest.PollInterval)
 	inboundDrained(t, ctx)
 	l, err := env.api.ListPipelines(ctx, ws, dlc.ListOptions{Labels: []string{schemas.LabelTrigger + "=on-new-data"}})
 	if err != nil || len(l.Items) != 1 {

@@ -21,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -109,35 +110,19 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer js.Close()
-	for {
+	testutil.Eventually(t, itest.Left(ctx), "the job to run with forwarded lines", func() bool {
 		j, err := c.GetJob(ctx, ws, name)
-		if err == nil && j.Status.Phase == schemas.JobRunning {
-			if last, _ := js.LastMsg(ctx, jetstream.LogsStream, events.JobLogSubject(ws, name, "worker", 0)); last != nil {
-				break
-			}
+		if err != nil || j.Status.Phase != schemas.JobRunning {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the job never ran with forwarded lines")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		last, _ := js.LastMsg(ctx, jetstream.LogsStream, events.JobLogSubject(ws, name, "worker", 0))
+		return last != nil
+	}, 20*time.Millisecond)
 	first.kill()
 	t.Logf("worker killed at %s", time.Now().Format(time.StampMilli))
 	startWorker(t, e, stateDir)
 
-	var final *api.Job
-	for {
-		final, err = c.GetJob(ctx, ws, name)
-		if err == nil && final.Status.Phase.Terminal() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job not finished after the worker restart: %+v", final)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	final := itest.WaitJob(t, ctx, c, ws, name, "terminal after the worker restart", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
 	if final.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("job %s: %s", final.Status.Phase, final.Status.Message)
 	}

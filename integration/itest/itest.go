@@ -28,12 +28,14 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // Main runs a package's tests: it makes a temporary directory (removed afterwards),
 // calls setup with it and a context bounded by timeout, runs the tests, and calls the
 // teardown setup returned (also when setup fails, if it returned one). It returns the
-// exit code for os.Exit. Unless -parallel is given, up to Parallel tests that call
+// exit code for os.Exit: a failure too when an SDK call broke the OpenAPI document
+// (openapi.go). Unless -parallel is given, up to Parallel tests that call
 // t.Parallel run at once (see Parallel).
 func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx context.Context, dir string) (teardown func(), err error)) int {
 	defaultParallel()
@@ -45,6 +47,11 @@ func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx conte
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	report, err := validateOpenAPI()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+" setup:", err)
+		return 1
+	}
 	teardown, err := setup(ctx, dir)
 	if teardown != nil {
 		defer teardown()
@@ -53,7 +60,12 @@ func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx conte
 		fmt.Fprintln(os.Stderr, name+" setup:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if err := report(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	return code
 }
 
 // Parallel is how many of a package's tests that call t.Parallel run at once when the
@@ -103,9 +115,14 @@ func StartStack(t testing.TB, ctx context.Context, cfg embedded.Config) *embedde
 	return e
 }
 
-// Client is an SDK client of a stack's API with its admin token.
+// Client is an SDK client of a stack's API with its admin token. Its calls are
+// validated against the OpenAPI document (openapi.go).
 func Client(e *embedded.Embedded) (*dlc.Client, error) {
-	return dlc.New(e.APIURL, dlc.WithToken(e.AdminToken))
+	hc, err := validatingHTTPClient()
+	if err != nil {
+		return nil, err
+	}
+	return dlc.New(e.APIURL, dlc.WithToken(e.AdminToken), dlc.WithHTTPClient(hc))
 }
 
 // AdminClient is Client, failing the test on error.
@@ -183,27 +200,23 @@ func Submit(t testing.TB, ctx context.Context, c *dlc.Client, spec string) *api.
 	return j
 }
 
-// WaitJob polls a job every 100ms until cond holds, failing the test at ctx's deadline
-// with what the job never became and its last status.
+// WaitJob polls a job every PollInterval until cond holds, failing the test at ctx's
+// deadline with what the job never became and its last status.
 func WaitJob(t testing.TB, ctx context.Context, c *dlc.Client, ws, name, what string, cond func(*api.Job) bool) *api.Job {
 	t.Helper()
 	var last *api.Job
-	var err error
-	for {
-		var j *api.Job
-		j, err = c.GetJob(ctx, ws, name)
-		if err == nil {
-			last = j
-			if cond(j) {
-				return j
-			}
+	testutil.Eventually(t, Left(ctx), fmt.Sprintf("job %s/%s to become %s", ws, name, what), func() error {
+		j, err := c.GetJob(ctx, ws, name)
+		if err != nil {
+			return fmt.Errorf("last status: %+v (err %w)", last, err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s/%s never became %s; last status: %+v (err %v)", ws, name, what, last, err)
-		case <-time.After(100 * time.Millisecond):
+		last = j
+		if !cond(j) {
+			return fmt.Errorf("last status: %+v", j)
 		}
-	}
+		return nil
+	}, PollInterval)
+	return last
 }
 
 // JobDoc is the YAML of a TrainingJob named name in workspace ws whose spec is spec:

@@ -8,18 +8,20 @@ import (
 	"time"
 )
 
-// Eventually polls cond every 100 ms until it holds, failing the test with what when
-// ctx ends first.
-func Eventually(t testing.TB, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(100 * time.Millisecond):
-		}
+// Left is the time left before ctx's deadline, or DefaultWait when it has none: the
+// timeout of a wait (testutil.Eventually) that ctx bounds.
+func Left(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), 0)
 	}
+	return DefaultWait
 }
+
+// DefaultWait bounds a wait whose context has no deadline (Left).
+const DefaultWait = 10 * time.Minute
+
+// PollInterval is how often the integration tests poll the stack's API.
+const PollInterval = 100 * time.Millisecond
 
 // Do sends a request with method to url, with token as its bearer token (none when
 // empty) and body (none when nil), failing the test when no answer comes. The caller

@@ -17,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/schemas/schemastest"
@@ -154,7 +155,7 @@ func TestCoschedulingBindsWholeGangOnly(t *testing.T) {
 	}
 	// The coscheduler has tried every pod of the gang (each carries its verdict)...
 	start := time.Now()
-	eventually(t, ctx, "the coscheduler to find no place for the gang", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the coscheduler to find no place for the gang", func() bool {
 		ps := podsOf()
 		for i := range ps {
 			if ps[i].Spec.SchedulerName != kubestack.CoschedulerName {
@@ -165,14 +166,14 @@ func TestCoschedulingBindsWholeGangOnly(t *testing.T) {
 			}
 		}
 		return len(ps) == 2 && unschedulable(&ps[0]) && unschedulable(&ps[1])
-	})
+	}, itest.PollInterval)
 	// ... and, through at least one more Permit timeout, bound none, although one of
 	// them fits on the node alone.
 	tried := map[string]string{}
 	for _, p := range podsOf() {
 		tried[p.Name] = p.ResourceVersion
 	}
-	eventually(t, ctx, "the coscheduler to retry the gang", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the coscheduler to retry the gang", func() bool {
 		ps := podsOf()
 		retried := 0
 		for _, p := range ps {
@@ -184,7 +185,7 @@ func TestCoschedulingBindsWholeGangOnly(t *testing.T) {
 			}
 		}
 		return retried > 0 && time.Since(start) > 6*time.Second // past one Permit wait (5s)
-	})
+	}, itest.PollInterval)
 	t.Logf("no pod of the gang bound in %s", time.Since(start).Round(time.Millisecond))
 
 	// Room appears: the gang binds whole, one pod per node.
@@ -192,10 +193,10 @@ func TestCoschedulingBindsWholeGangOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	added := time.Now()
-	eventually(t, ctx, "the whole gang to bind", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the whole gang to bind", func() bool {
 		ps := podsOf()
 		return len(ps) == 2 && ps[0].Spec.NodeName != "" && ps[1].Spec.NodeName != ""
-	})
+	}, itest.PollInterval)
 	ps := podsOf()
 	if ps[0].Spec.NodeName == ps[1].Spec.NodeName {
 		t.Errorf("both pods on %s", ps[0].Spec.NodeName)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -147,7 +149,7 @@ func TestElasticScale(t *testing.T) {
 	if _, err := env.api.ScaleJob(ctx, ws, name, 3); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "3 pods left", func() bool { return len(podUIDs(t, ctx, ws, name)) == 3 })
+	testutil.Eventually(t, itest.Left(ctx), "3 pods left", func() bool { return len(podUIDs(t, ctx, ws, name)) == 3 }, itest.PollInterval)
 	j = waitJob(t, ctx, ws, name, "3 replicas running", allRunning(3))
 	down := podUIDs(t, ctx, ws, name)
 	if got, want := names(down), []string{"el-worker-0-a0", "el-worker-1-a0", "el-worker-2-a0"}; !slices.Equal(got, want) {
@@ -213,10 +215,10 @@ func TestElasticReplaceOnePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The fault happened: the victim's pod is gone or replaced.
-	eventually(t, ctx, "the deleted pod is replaced", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the deleted pod is replaced", func() bool {
 		now := podUIDs(t, ctx, ws, name)
 		return now[victim] != "" && now[victim] != before[victim]
-	})
+	}, itest.PollInterval)
 	j := waitJob(t, ctx, ws, name, "replaced and running", func(j *api.Job) bool {
 		return allRunning(2)(j) && j.Status.Elastic != nil && j.Status.Elastic.Replacements == 1
 	})
@@ -257,7 +259,7 @@ func TestElasticNonElasticRestartsGang(t *testing.T) {
 	if len(pods) != 2 || j.Status.Restarts != 1 {
 		t.Fatalf("attempt 1: %d pods, %d restarts; want 2 new pods, 1 restart", len(pods), j.Status.Restarts)
 	}
-	eventually(t, ctx, "attempt 0's pods gone", func() bool { return len(attemptPods(t, ctx, ws, name, 0)) == 0 })
+	testutil.Eventually(t, itest.Left(ctx), "attempt 0's pods gone", func() bool { return len(attemptPods(t, ctx, ws, name, 0)) == 0 }, itest.PollInterval)
 	if j.Status.Elastic != nil {
 		t.Errorf("status.elastic %+v on a job without spec.elastic", j.Status.Elastic)
 	}

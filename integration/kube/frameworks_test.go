@@ -21,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -624,10 +625,10 @@ func runRule(t *testing.T, ctx context.Context, j fwJob, replicas []string, step
 			t.Fatalf("step %d ended the job; steps after it cannot run", i)
 		}
 	}
-	eventually(t, ctx, "the job's pods and service deleted", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the job's pods and service deleted", func() bool {
 		_, err := env.cluster.Client.CoreV1().Services(j.ns).Get(ctx, j.name+"-a0", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && len(jobPods(t, ctx, j.ns, j.name)) == 0
-	})
+	}, itest.PollInterval)
 }
 
 // replicasFinished reports whether the job reports each replica of want (keyed

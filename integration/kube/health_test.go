@@ -19,6 +19,8 @@ import (
 
 	"github.com/opendlc/opendlc/backend"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas/schemastest"
 	"github.com/opendlc/opendlc/workflows"
@@ -168,10 +170,10 @@ func TestHealthCheckQuarantinesAndReleasesNode(t *testing.T) {
 			t.Errorf("healthy node %s quarantined", n)
 		}
 	}
-	eventually(t, ctx, "the check pods deleted", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the check pods deleted", func() bool {
 		l, err := env.cluster.Client.CoreV1().Pods(ws).List(ctx, metav1.ListOptions{LabelSelector: kubebackend.LabelHealthCheck})
 		return err == nil && len(l.Items) == 0
-	})
+	}, itest.PollInterval)
 
 	// Its backoff passed (zero here), the node is re-checked; its new check pod
 	// succeeds, and it is released.
@@ -231,7 +233,7 @@ func TestImagePullErrorStage(t *testing.T) {
 	}
 	for _, name := range []string{"by-image", "by-label"} {
 		seen := map[string]string{}
-		eventually(t, ctx, name+" in ImagePullBackOff", func() bool {
+		testutil.Eventually(t, itest.Left(ctx), name+" in ImagePullBackOff", func() bool {
 			reason, msg, phase := waitingReason(name)
 			if phase != corev1.PodPending {
 				t.Fatalf("pod %s is %s, want Pending", name, phase)
@@ -240,7 +242,7 @@ func TestImagePullErrorStage(t *testing.T) {
 				seen[reason] = msg
 			}
 			return reason == "ImagePullBackOff"
-		})
+		}, itest.PollInterval)
 		if msg := seen["ImagePullBackOff"]; !strings.HasPrefix(msg, "Back-off pulling image \"registry.local/") {
 			t.Errorf("pod %s: ImagePullBackOff message %q", name, msg)
 		}
@@ -249,10 +251,10 @@ func TestImagePullErrorStage(t *testing.T) {
 		}
 		t.Logf("pod %s: saw %v", name, seen)
 	}
-	eventually(t, ctx, "the other pod running", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the other pod running", func() bool {
 		_, _, phase := waitingReason("fine")
 		return phase == corev1.PodRunning
-	})
+	}, itest.PollInterval)
 	// Still pulling, well after a normal pod would have started.
 	for _, name := range []string{"by-image", "by-label"} {
 		if reason, _, phase := waitingReason(name); phase != corev1.PodPending || reason != "ImagePullBackOff" {
@@ -275,14 +277,14 @@ func TestHealthSelfHealingWorkflowRuns(t *testing.T) {
 	}
 	defer tc.Close()
 	var state workflows.NodeHealthState
-	eventually(t, ctx, "the node health workflow's first round", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the node health workflow's first round", func() bool {
 		d, err := tc.DescribeWorkflowExecution(ctx, workflows.NodeHealthWorkflowID, "")
 		if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return false
 		}
 		v, err := tc.QueryWorkflow(ctx, workflows.NodeHealthWorkflowID, "", workflows.QueryNodeHealth)
 		return err == nil && v.Get(&state) == nil && state.Rounds >= 1
-	})
+	}, itest.PollInterval)
 	if state.LastError != "" {
 		t.Errorf("the worker's re-check failed: %s", state.LastError)
 	}

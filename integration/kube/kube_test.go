@@ -15,6 +15,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -98,10 +99,10 @@ func TestFourReplicaJobRunsAndIsCleanedUp(t *testing.T) {
 			t.Errorf("replica %s: node %q exit %v", r.Name, r.Node, r.ExitCode)
 		}
 	}
-	eventually(t, ctx, "pods and service deleted", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "pods and service deleted", func() bool {
 		_, err := env.cluster.Client.CoreV1().Services("kube-ddp").Get(ctx, "ddp-a0", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && len(jobPods(t, ctx, "kube-ddp", "ddp")) == 0
-	})
+	}, itest.PollInterval)
 }
 
 // A pod failed by the kwok chaos stage fails the job with the container's exit code.
@@ -123,7 +124,7 @@ func TestChaosFailedPodFailsJobWithExitCode(t *testing.T) {
 	if j.Status.Phase != schemas.JobFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 42 {
 		t.Fatalf("status %s exit %v (%s), want Failed with exit code 42", j.Status.Phase, j.Status.ExitCode, j.Status.Message)
 	}
-	eventually(t, ctx, "every pod deleted", func() bool { return len(jobPods(t, ctx, "kube-chaos", "chaos")) == 0 })
+	testutil.Eventually(t, itest.Left(ctx), "every pod deleted", func() bool { return len(jobPods(t, ctx, "kube-chaos", "chaos")) == 0 }, itest.PollInterval)
 }
 
 // Stop mid-run deletes every pod.
@@ -143,7 +144,7 @@ func TestStopDeletesEveryPod(t *testing.T) {
 	if err != nil || res.Phase != schemas.JobStopped {
 		t.Fatalf("stop: %+v %v", res, err)
 	}
-	eventually(t, ctx, "every pod deleted after stop", func() bool { return len(jobPods(t, ctx, "kube-stop", "stopme")) == 0 })
+	testutil.Eventually(t, itest.Left(ctx), "every pod deleted after stop", func() bool { return len(jobPods(t, ctx, "kube-stop", "stopme")) == 0 }, itest.PollInterval)
 	j, err := env.api.GetJob(ctx, "kube-stop", "stopme")
 	if err != nil {
 		t.Fatal(err)
@@ -167,10 +168,10 @@ func TestWorkerKilledWhileCreatingPods(t *testing.T) {
   roles: {worker: {replicas: %d}}
 `, replicas)))
 	seen := 0
-	eventually(t, ctx, "the first pods created", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the first pods created", func() bool {
 		seen = len(jobPods(t, ctx, "kube-restart", "many"))
 		return seen > 0
-	})
+	}, itest.PollInterval)
 	stopWorker()
 	t.Logf("worker killed with %d of %d pods created", seen, replicas)
 	if err := startWorker(); err != nil {
@@ -252,7 +253,7 @@ func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, ctx, "the blockers running", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the blockers running", func() bool {
 		l, err := cs.CoreV1().Pods(blockNS).List(ctx, metav1.ListOptions{})
 		running := 0
 		for _, p := range l.Items {
@@ -261,7 +262,7 @@ func TestGangPlacementReleasesAndStartsWhenRoomAppears(t *testing.T) {
 			}
 		}
 		return err == nil && running == 2
-	})
+	}, itest.PollInterval)
 
 	submit(t, ctx, kwokJob("gang", "kube-gang", "12s", `
   framework: pytorch

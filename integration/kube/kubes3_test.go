@@ -26,6 +26,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
 )
@@ -129,10 +130,10 @@ func launchedPod(t *testing.T, ctx context.Context, c *dlc.Client, ws, name stri
 	t.Helper()
 	itest.Submit(t, ctx, c, s3Job(ws, name))
 	var pods []corev1.Pod
-	eventually(t, ctx, name+"'s pod", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), name+"'s pod", func() bool {
 		pods = jobPods(t, ctx, ws, name)
 		return len(pods) == 1
-	})
+	}, itest.PollInterval)
 	return pods[0]
 }
 

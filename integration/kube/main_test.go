@@ -29,6 +29,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -205,16 +206,10 @@ func createNamespace(t *testing.T, ctx context.Context, ns string) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the default service account", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the default service account", func() bool {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil
-	})
-}
-
-// eventually polls cond until it holds or ctx ends.
-func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	itest.Eventually(t, ctx, what, cond)
+	}, itest.PollInterval)
 }
 
 func timeline(st schemas.JobStatus) []string {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -140,10 +142,10 @@ spec:
 	if j.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("phase %s (%s), want Succeeded", j.Status.Phase, j.Status.Message)
 	}
-	eventually(t, ctx, "the configmap and the secret deleted with the service", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the configmap and the secret deleted with the service", func() bool {
 		_, errSvc := cs.CoreV1().Services(ns).Get(ctx, "allreduce-a0", metav1.GetOptions{})
 		_, errCM := cs.CoreV1().ConfigMaps(ns).Get(ctx, "allreduce-a0-files", metav1.GetOptions{})
 		_, errSec := cs.CoreV1().Secrets(ns).Get(ctx, "allreduce-a0-ssh", metav1.GetOptions{})
 		return apierrors.IsNotFound(errSvc) && apierrors.IsNotFound(errCM) && apierrors.IsNotFound(errSec)
-	})
+	}, itest.PollInterval)
 }

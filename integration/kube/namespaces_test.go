@@ -21,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -58,10 +59,10 @@ func TestWorkspaceNamespaceAndPodDefaults(t *testing.T) {
   roles: {worker: {replicas: 2, resources: {gpu: 1}}}
 `))
 	var pods []corev1.Pod
-	eventually(t, ctx, "the job's pods in "+ns, func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the job's pods in "+ns, func() bool {
 		pods = jobPods(t, ctx, ns, "placed")
 		return len(pods) == 2
-	})
+	}, itest.PollInterval)
 	for _, p := range pods {
 		if p.Spec.ServiceAccountName != "trainer" {
 			t.Errorf("pod %s runs as %q, want the workspace's trainer", p.Name, p.Spec.ServiceAccountName)
@@ -205,7 +206,7 @@ func TestWorkerHasOnlyItsRole(t *testing.T) {
   command: [torchrun, train.py]
   roles: {worker: {replicas: 2, resources: {gpu: 1}}}
 `))
-		eventually(t, ctx, "the job's pods in "+ns, func() bool { return len(jobPods(t, ctx, ns, "inside")) == 2 })
+		testutil.Eventually(t, itest.Left(ctx), "the job's pods in "+ns, func() bool { return len(jobPods(t, ctx, ns, "inside")) == 2 }, itest.PollInterval)
 		j := waitJob(t, ctx, ws, "inside", "terminal", terminal)
 		if j.Status.Phase != schemas.JobSucceeded {
 			t.Errorf("job in %s: phase %s: %s", ns, j.Status.Phase, j.Status.Message)

@@ -14,6 +14,8 @@ import (
 	"github.com/opendlc/opendlc/api"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -82,20 +84,20 @@ func TestNodesAPIListsAndReleasesQuarantinedNode(t *testing.T) {
 	const ws, name = "kube-nodes-api", "checked"
 	bad := env.cluster.Nodes[1]
 	submitFailingCheck(t, ctx, ws, name, bad)
-	eventually(t, ctx, "the node tainted", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the node tainted", func() bool {
 		tainted, labelled, _ := quarantineOf(t, ctx, bad)
 		return tainted && labelled
-	})
+	}, itest.PollInterval)
 
 	var n *api.Node
-	eventually(t, ctx, "the API listing the node quarantined", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the API listing the node quarantined", func() bool {
 		l, err := env.api.ListNodes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n = nodeOf(l, bad)
 		return n != nil && n.Quarantined
-	})
+	}, itest.PollInterval)
 	if n.Status != "Quarantined" || n.Job != name || len(n.Checks) == 0 {
 		t.Errorf("listed %+v, want Quarantined by job %s with its checks", n, name)
 	}
@@ -148,14 +150,14 @@ func TestNodesAPIListsAndReleasesQuarantinedNode(t *testing.T) {
 	if tainted || labelled || len(ann) != 0 {
 		t.Errorf("node %s after the release: tainted %v labelled %v annotations %v", bad, tainted, labelled, ann)
 	}
-	eventually(t, ctx, "the API listing the node healthy", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the API listing the node healthy", func() bool {
 		l, err := env.api.ListNodes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n = nodeOf(l, bad)
 		return n != nil && !n.Quarantined && n.Status == "Healthy"
-	})
+	}, itest.PollInterval)
 	if len(n.Checks) == 0 || !strings.Contains(n.Checks[0].Message, "replaced the GPU") {
 		t.Errorf("release verdict %+v, want the admin's reason", n)
 	}
@@ -174,10 +176,10 @@ func TestNodesAPIListsAndReleasesQuarantinedNode(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.CoreV1().Pods(ws).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	})
-	eventually(t, ctx, "a pod scheduled on the released node", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "a pod scheduled on the released node", func() bool {
 		p, err := cs.CoreV1().Pods(ws).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName == bad
-	})
+	}, itest.PollInterval)
 	if _, err := env.api.ReleaseNode(ctx, bad, ""); apiStatus(err) != http.StatusConflict {
 		t.Errorf("second release: %v, want 409 (not quarantined)", err)
 	}

@@ -18,6 +18,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -52,7 +53,7 @@ spec:
 `, name, ws))
 
 	// The fault: every pod is bound to a node while its container has not started.
-	eventually(t, ctx, "every pod scheduled, none running", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "every pod scheduled, none running", func() bool {
 		pods := jobPods(t, ctx, ws, name)
 		for _, p := range pods {
 			if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodPending {
@@ -60,7 +61,7 @@ spec:
 			}
 		}
 		return len(pods) == 3
-	})
+	}, itest.PollInterval)
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded || j.Status.Attempt != 0 {
 		t.Fatalf("phase %s attempt %d: %s; timeline %v", j.Status.Phase, j.Status.Attempt, j.Status.Message, timeline(j.Status))
@@ -114,7 +115,7 @@ func TestPartlyPlacedGangHitsThePoolPlacementTimeout(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), blockNS, metav1.DeleteOptions{})
 	})
-	eventually(t, ctx, "the blockers scheduled", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the blockers scheduled", func() bool {
 		l, err := cs.CoreV1().Pods(blockNS).List(ctx, metav1.ListOptions{})
 		n := 0
 		for _, p := range l.Items {
@@ -123,7 +124,7 @@ func TestPartlyPlacedGangHitsThePoolPlacementTimeout(t *testing.T) {
 			}
 		}
 		return err == nil && n == 2
-	})
+	}, itest.PollInterval)
 
 	// 6 × 4 GPUs fit the 24 GPUs of the empty cluster, so the gang is launched, but
 	// only 4 of its pods fit beside the blockers.
@@ -134,7 +135,7 @@ func TestPartlyPlacedGangHitsThePoolPlacementTimeout(t *testing.T) {
   resources: {pool: public}
   roles: {worker: {replicas: 6, resources: {gpu: 4}}}
 `))
-	eventually(t, ctx, "4 of the 6 pods bound", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "4 of the 6 pods bound", func() bool {
 		bound := 0
 		for _, p := range jobPods(t, ctx, ws, name) {
 			if p.Spec.NodeName != "" {
@@ -142,7 +143,7 @@ func TestPartlyPlacedGangHitsThePoolPlacementTimeout(t *testing.T) {
 			}
 		}
 		return bound == 4
-	})
+	}, itest.PollInterval)
 	j := waitJob(t, ctx, ws, name, "Queued", func(j *api.Job) bool { return j.Status.Phase == schemas.JobQueued })
 	want := "only 4 of 6 replicas were placed within " + publicPlacementTimeout
 	if j.Status.Reason != "PlacementTimeout" || !strings.Contains(j.Status.Message, want) ||
@@ -173,11 +174,6 @@ func TestGangThatCanNeverFitIsToldSoAndHoldsNoPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ws, name = "nlp", "llama-sft"
-	// The example checkpoints to s3://ckpt: with the bucket there, the job's end reads
-	// it at once instead of retrying a missing bucket.
-	if err := env.stack.Stack.S3.CreateBuckets(ctx, "ckpt"); err != nil {
-		t.Fatal(err)
-	}
 	submit(t, ctx, string(spec))
 	j := waitJob(t, ctx, ws, name, "Queued as Unschedulable", func(j *api.Job) bool {
 		return j.Status.Phase == schemas.JobQueued && j.Status.Reason == "Unschedulable"
@@ -203,7 +199,7 @@ func TestGangThatCanNeverFitIsToldSoAndHoldsNoPods(t *testing.T) {
 	}
 
 	// The status event says the same, for `dlc events` and notification rules.
-	eventually(t, ctx, "an Unschedulable status event", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "an Unschedulable status event", func() bool {
 		found := false
 		err := env.api.Events(ctx, ws, dlc.EventOptions{Type: events.TypeJobPhase, Job: name}, func(ev events.Event) error {
 			var d events.JobPhaseData
@@ -214,7 +210,7 @@ func TestGangThatCanNeverFitIsToldSoAndHoldsNoPods(t *testing.T) {
 			return nil
 		})
 		return err == nil && found
-	})
+	}, itest.PollInterval)
 
 	if _, err := env.api.StopJob(ctx, ws, name, "done"); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -97,23 +100,21 @@ func lines(recs []events.LogRecord) []string {
 func waitLog(t *testing.T, ctx context.Context, ws, name string, want []string) []events.LogRecord {
 	t.Helper()
 	var recs []events.LogRecord
-	for {
+	testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("job log %q", want), func() error {
 		var err error
 		recs, err = readJobLog(ctx, ws, name)
 		switch {
 		case apiStatus(err) == http.StatusServiceUnavailable:
 			t.Logf("job log: %v (retrying)", err)
+			return err
 		case err != nil:
 			t.Fatal(err)
-		case slices.Equal(lines(recs), want):
-			return recs
+		case !slices.Equal(lines(recs), want):
+			return fmt.Errorf("job log %q", lines(recs))
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job log %q, want %q", lines(recs), want)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return nil
+	}, 200*time.Millisecond)
+	return recs
 }
 
 // checkSeq asserts the records are numbered 1, 2, 3... with no gap or repeat.
@@ -130,14 +131,14 @@ func checkSeq(t *testing.T, recs []events.LogRecord) {
 func runningPod(t *testing.T, ctx context.Context, ns, job string) corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
-	eventually(t, ctx, "the pod Running", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the pod Running", func() bool {
 		pods := jobPods(t, ctx, ns, job)
 		if len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning {
 			pod = pods[0]
 			return true
 		}
 		return false
-	})
+	}, itest.PollInterval)
 	return pod
 }
 
@@ -173,10 +174,10 @@ func TestPodLogFollowedThroughContainerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := env.cluster.Client.CoreV1().Pods(ws)
-	eventually(t, ctx, "kwok serving the previous run", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "kwok serving the previous run", func() bool {
 		b, err := pods.GetLogs(pod, &corev1.PodLogOptions{Container: kubebackend.ContainerName, Previous: true}).DoRaw(ctx)
 		return err == nil && strings.HasSuffix(string(b), "dying words\n")
-	})
+	}, itest.PollInterval)
 	restartContainer(t, ctx, ws, pod)
 	want := []string{"step 1", "step 2", "step 2 again, same nanosecond", "step 3", "dying words", "restarted", "step 4"}
 	waitLog(t, ctx, ws, name, want)
@@ -191,10 +192,10 @@ func TestPodLogFollowedThroughContainerRestart(t *testing.T) {
 		if err := env.cluster.SetPodLogs(ctx, ws, pod, kubestack.PodLogs{File: third.path, PreviousFile: second.path}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, ctx, "kwok serving the second run as previous", func() bool {
+		testutil.Eventually(t, itest.Left(ctx), "kwok serving the second run as previous", func() bool {
 			b, err := pods.GetLogs(pod, &corev1.PodLogOptions{Container: kubebackend.ContainerName, Previous: true}).DoRaw(ctx)
 			return err == nil && strings.HasSuffix(string(b), "dying again\n")
-		})
+		}, itest.PollInterval)
 		restartContainer(t, ctx, ws, pod)
 	})
 	want = append(want, "dying again", "restarted again")
@@ -237,10 +238,10 @@ func restartContainer(t *testing.T, ctx context.Context, ns, name string) {
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the restart count to stay", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the restart count to stay", func() bool {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		return err == nil && p.Status.ContainerStatuses[0].RestartCount == cs.RestartCount
-	})
+	}, itest.PollInterval)
 }
 
 // The worker is killed while the pod writes; the lines written meanwhile, one of
@@ -334,11 +335,11 @@ func TestPodLogGapWhenUnreadable(t *testing.T) {
 	}
 	t.Logf("gap record: %s", recs[0].Line)
 	var ev *corev1.Event
-	eventually(t, ctx, "the log gap event", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the log gap event", func() bool {
 		var err error
 		ev, err = env.cluster.Client.CoreV1().Events(ws).Get(ctx, pod+".log-gap", metav1.GetOptions{})
 		return err == nil
-	})
+	}, itest.PollInterval)
 	if ev.Type != corev1.EventTypeWarning || ev.Reason != kubebackend.EventReasonLogGap || ev.InvolvedObject.Name != pod ||
 		!strings.Contains(ev.Message, "could not be read") {
 		t.Errorf("event %+v", ev)

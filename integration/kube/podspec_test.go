@@ -18,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/backend"
 	kubebackend "github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -358,7 +359,7 @@ func TestWorkerInClusterConfig(t *testing.T) {
   logs: {forward: false}
 `))
 	var pods []corev1.Pod
-	eventually(t, ctx, "the in-cluster worker's pods", func() bool { pods = jobPods(t, ctx, ws, name); return len(pods) == 2 })
+	testutil.Eventually(t, itest.Left(ctx), "the in-cluster worker's pods", func() bool { pods = jobPods(t, ctx, ws, name); return len(pods) == 2 }, itest.PollInterval)
 	for _, p := range pods {
 		if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 			t.Errorf("%s: security context %+v, want the restricted pool's", p.Name, sc)

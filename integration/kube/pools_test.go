@@ -10,6 +10,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -48,10 +49,10 @@ func TestIdlePoolJobIsPreemptedAndRecovered(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(ws).Create(ctx, urgent, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the urgent pod to run", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the urgent pod to run", func() bool {
 		p, err := cs.CoreV1().Pods(ws).Get(ctx, "urgent", metav1.GetOptions{})
 		return err == nil && (p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded)
-	})
+	}, itest.PollInterval)
 	j := waitJob(t, ctx, ws, name, "terminal", terminal)
 	if j.Status.Phase != schemas.JobSucceeded || j.Status.Preemptions < 1 || j.Status.Restarts != 0 {
 		t.Fatalf("%s after %d preemptions and %d restarts: %s", j.Status.Phase, j.Status.Preemptions, j.Status.Restarts, j.Status.Message)

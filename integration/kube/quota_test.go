@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -88,8 +90,8 @@ func TestWorkspaceQuotaQueuesJobsByPriority(t *testing.T) {
 	if a, b := ends["urgent"].Status.FinishTime, launched(ends["second"]); b.Before(*a) {
 		t.Errorf("second launched at %s, before urgent finished at %s", b, a)
 	}
-	eventually(t, ctx, "the quota is free again", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the quota is free again", func() bool {
 		st, err := env.api.GetQuota(ctx, ws)
 		return err == nil && st.Used.GPU == 0 && len(st.Admitted) == 0
-	})
+	}, itest.PollInterval)
 }

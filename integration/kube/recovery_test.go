@@ -17,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -237,9 +238,9 @@ func TestRecoveryWorkerKilledMidRecovery(t *testing.T) {
 	// Keep the worker down until the restart's backoff (1 s for the first restart) has
 	// passed since the job entered Restarting, so the relaunch is the new worker's.
 	restarting := r.Status.Timeline[len(r.Status.Timeline)-1].Time
-	eventually(t, ctx, "the restart backoff to pass with no worker", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the restart backoff to pass with no worker", func() bool {
 		return time.Since(restarting) > 1500*time.Millisecond
-	})
+	}, itest.PollInterval)
 	if err := startWorker(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -73,10 +75,10 @@ func TestScaleWatchCostGrowsSubLinearly(t *testing.T) {
 	for i := range 25 {
 		waitJob(t, ctx, ws, scaleJobName(i), "Stopped", func(j *api.Job) bool { return j.Status.Phase == schemas.JobStopped })
 	}
-	eventually(t, ctx, "every pod of the scale jobs gone", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "every pod of the scale jobs gone", func() bool {
 		l, err := env.cluster.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: "opendlc.io/workspace=" + ws})
 		return err == nil && len(l.Items) == 0
-	})
+	}, itest.PollInterval)
 }
 
 // scaleWindow is how long each cost is measured.
@@ -199,7 +201,7 @@ func createWorkerFlowSchema(t *testing.T, ctx context.Context) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the API server uses the worker's flow schema", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the API server uses the worker's flow schema", func() bool {
 		got, err := env.cluster.Client.FlowcontrolV1().FlowSchemas().Get(ctx, workerFlowSchema, metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -210,7 +212,7 @@ func createWorkerFlowSchema(t *testing.T, ctx context.Context) {
 			}
 		}
 		return false
-	})
+	}, itest.PollInterval)
 }
 
 // workerRequests is how many of the worker's requests the API server has dispatched.

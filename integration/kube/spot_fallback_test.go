@@ -16,6 +16,8 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -87,10 +89,10 @@ func fillNode(t *testing.T, ctx context.Context, ns, node string) {
 	t.Cleanup(func() {
 		_ = cs.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	})
-	eventually(t, ctx, "the filler running on "+node, func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the filler running on "+node, func() bool {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
-	})
+	}, itest.PollInterval)
 }
 
 // spotJob is a one-replica, 4-GPU spot job that kwok completes completeAfter after it
@@ -160,7 +162,7 @@ func TestSpotFallbackAfterWaitingLandsOnPublic(t *testing.T) {
 		return j
 	}
 	var fb *api.Job
-	eventually(t, ctx, "the fallback job to end", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the fallback job to end", func() bool {
 		checkStay()
 		j, err := env.api.GetJob(ctx, ws, "fb")
 		if err != nil {
@@ -175,7 +177,7 @@ func TestSpotFallbackAfterWaitingLandsOnPublic(t *testing.T) {
 			}
 		}
 		return terminal(j)
-	})
+	}, itest.PollInterval)
 	st := fb.Status
 	if st.Phase != schemas.JobSucceeded || st.Restarts != 0 || st.Preemptions != 0 {
 		t.Fatalf("fallback job %s, restarts %d, preemptions %d: %s", st.Phase, st.Restarts, st.Preemptions, st.Message)
@@ -197,19 +199,19 @@ func TestSpotFallbackAfterWaitingLandsOnPublic(t *testing.T) {
 	if fellBack.IsZero() || waited < wait {
 		t.Errorf("fell back %s after the spot attempt started (timeline %v), want after %s", waited, timeline(st), wait)
 	}
-	eventually(t, ctx, "a Queued/SpotFallback status event", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "a Queued/SpotFallback status event", func() bool {
 		return phaseEvent(t, ctx, ws, "fb", schemas.JobQueued, "SpotFallback")
-	})
+	}, itest.PollInterval)
 	t.Logf("spot attempt started %s, fell back %s later, public attempt running %s",
 		st.Attempts[0].StartTime.Format("15:04:05.000"), waited.Round(time.Millisecond), st.Attempts[1].RunningTime.Format("15:04:05.000"))
 
 	// The job without spotFallback: still waiting on spot three afterWaiting periods
 	// after it was submitted (polled up to then, not slept).
 	deadline := submitted.Add(3 * wait)
-	eventually(t, ctx, "three afterWaiting periods", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "three afterWaiting periods", func() bool {
 		checkStay()
 		return time.Now().After(deadline)
-	})
+	}, itest.PollInterval)
 	j := checkStay()
 	if j.Status.Attempt != 0 || conditionOf(j.Status, schemas.ConditionSpotFallback) != nil {
 		t.Errorf("the job without spotFallback: attempt %d, conditions %+v", j.Status.Attempt, j.Status.Conditions)
@@ -277,7 +279,7 @@ func TestSpotFallbackAfterPreemptions(t *testing.T) {
 	if c := conditionOf(st, schemas.ConditionSpotFallback); c == nil || c.Status != schemas.ConditionTrue || c.Reason != "AfterPreemptions" {
 		t.Errorf("SpotFallback condition %+v", c)
 	}
-	eventually(t, ctx, "a Restarting/SpotFallback status event", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "a Restarting/SpotFallback status event", func() bool {
 		return phaseEvent(t, ctx, ws, name, schemas.JobRestarting, "SpotFallback")
-	})
+	}, itest.PollInterval)
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -52,7 +54,7 @@ func TestTransientNodeLeaseExpires(t *testing.T) {
 	// The fault happened as a lost kubelet's does: the controller, not a stage, marked
 	// the node Unknown, and kwok did not take its lease back.
 	var cond corev1.NodeCondition
-	eventually(t, ctx, "node "+bad+" Unknown", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "node "+bad+" Unknown", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, bad, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +65,7 @@ func TestTransientNodeLeaseExpires(t *testing.T) {
 			}
 		}
 		return cond.Status == corev1.ConditionUnknown
-	})
+	}, itest.PollInterval)
 	unknown := time.Now()
 	if cond.Reason != "NodeStatusUnknown" {
 		t.Errorf("node %s Ready condition: %s %q, want reason NodeStatusUnknown from the node lifecycle controller", bad, cond.Reason, cond.Message)
@@ -130,7 +132,7 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 			return false
 		}
 	}
-	eventually(t, ctx, "node "+node+" NotReady", readyIs(corev1.ConditionFalse))
+	testutil.Eventually(t, itest.Left(ctx), "node "+node+" NotReady", readyIs(corev1.ConditionFalse), itest.PollInterval)
 	notReady := time.Now()
 	// NotReady for half the grace: the worker, which observes every second, sees it
 	// (without a grace the job would fail now), and the job keeps running.
@@ -150,7 +152,7 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 	if err := env.cluster.SetNodeReady(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "node "+node+" Ready again", readyIs(corev1.ConditionTrue))
+	testutil.Eventually(t, itest.Left(ctx), "node "+node+" Ready again", readyIs(corev1.ConditionTrue), itest.PollInterval)
 	back := time.Now()
 	if back.Sub(notReady) >= testNodeLostGrace {
 		t.Fatalf("the blip lasted %s, not within the %s grace", back.Sub(notReady), testNodeLostGrace)
@@ -208,7 +210,7 @@ const registryTimeout = `rpc error: code = Unknown desc = failed to pull and unp
 func pullFailing(t *testing.T, ctx context.Context, ws, name, want string) time.Time {
 	t.Helper()
 	var first time.Time
-	eventually(t, ctx, name+"'s pods in ImagePullBackOff", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), name+"'s pods in ImagePullBackOff", func() bool {
 		pods := attemptPods(t, ctx, ws, name, 0)
 		if len(pods) != 2 {
 			return false
@@ -226,7 +228,7 @@ func pullFailing(t *testing.T, ctx context.Context, ws, name, want string) time.
 			}
 		}
 		return true
-	})
+	}, itest.PollInterval)
 	return first
 }
 

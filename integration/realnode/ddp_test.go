@@ -12,6 +12,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // What examples/pytorch/ddp/train.py prints.
@@ -50,11 +51,11 @@ func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first checkpoint.Manifest
-	itest.Eventually(t, ctx, "a complete checkpoint written from inside the pods", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "a complete checkpoint written from inside the pods", func() bool {
 		m, err := store.Latest(ctx, uri)
 		first = m
 		return err == nil
-	})
+	}, itest.PollInterval)
 	// The gang fits on one node (the restart avoids the node of the failure, and there
 	// are two), but the spread places it over both (3 replicas of 0.6 CPU on nodes of
 	// 2): the rendezvous and the all-reduces cross the bridge between them.

@@ -13,6 +13,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/images"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/kubestack"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -91,7 +92,7 @@ func TestMissingImageFailsAsImagePull(t *testing.T) {
 	const ws, name = "rn-missing", "missing"
 	submit(t, ctx, shellJob(name, ws, images.Domain+"/no-such-image:1", "true", ""))
 	var reason string
-	itest.Eventually(t, ctx, "the pod's pull failing", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the pod's pull failing", func() bool {
 		for _, p := range jobPods(t, ctx, ws, name) {
 			for _, cs := range p.Status.ContainerStatuses {
 				if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
@@ -101,7 +102,7 @@ func TestMissingImageFailsAsImagePull(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, itest.PollInterval)
 	t.Logf("kubelet: %s", reason)
 	j := itest.WaitJob(t, ctx, env.api, ws, name, "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
 	if j.Status.Phase != schemas.JobFailed || len(j.Status.Attempts) == 0 || j.Status.Attempts[0].Class != schemas.FailureImagePull {
@@ -164,7 +165,7 @@ func TestRegistryDownThenBackWithinTheGrace(t *testing.T) {
 		}
 	})
 	submit(t, ctx, shellJob(name, ws, ref, "echo ran-after-outage", "  pod: {imagePullSecrets: [regcred]}\n"))
-	itest.Eventually(t, ctx, "the pull failing while the registry is down", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "the pull failing while the registry is down", func() bool {
 		for _, p := range jobPods(t, ctx, ws, name) {
 			for _, cs := range p.Status.ContainerStatuses {
 				if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
@@ -173,7 +174,7 @@ func TestRegistryDownThenBackWithinTheGrace(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, itest.PollInterval)
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

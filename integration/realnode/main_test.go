@@ -21,12 +21,14 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -76,29 +78,42 @@ func setup(ctx context.Context, dir string) error {
 	env.dlcBin = filepath.Join(dir, "dlc")
 	built := make(chan error, 1)
 	go func() { built <- itest.Build(ctx, "./cmd/dlc", env.dlcBin) }()
-	var err error
-	// The training image is built (or read from the cache) before the nodes start:
-	// each node's containerd imports it before its kubelet registers.
-	if env.training, err = images.Training(ctx); err != nil {
+	// The stack (Temporal, NATS, S3) starts while the cluster does: neither needs the
+	// other until the worker and ExposeToPods.
+	stackStarted := make(chan error, 1)
+	go func() {
+		var err error
+		env.stack, err = embedded.Start(ctx, embedded.Config{
+			Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: itest.Logger(slog.LevelError),
+		})
+		stackStarted <- err
+	}()
+	err := func() error {
+		var err error
+		// The training image is built (or read from the cache) before the nodes start:
+		// each node's containerd imports it before its kubelet registers.
+		if env.training, err = images.Training(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		env.cluster, err = kubestack.Start(ctx, kubestack.Options{
+			Dir: filepath.Join(dir, "cluster"), Nodes: -1, RealNodes: 2,
+			Images: []string{env.training.Root.Tarball},
+		})
+		if err != nil {
+			return err
+		}
+		// What a cluster start costs is worth seeing in CI's log.
+		fmt.Fprintf(os.Stderr, "realnode: cluster with 2 real nodes ready in %s (%s)\n",
+			time.Since(start).Round(100*time.Millisecond), strings.Join(env.cluster.ImageStores(), "; "))
+		if err := kubestack.ApplyManifest(ctx, env.cluster.Client, filepath.Join(itest.Root(), "deploy", "rbac.yaml")); err != nil {
+			return err
+		}
+		env.workerKub, _, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour)
 		return err
-	}
-	env.cluster, err = kubestack.Start(ctx, kubestack.Options{
-		Dir: filepath.Join(dir, "cluster"), Nodes: -1, RealNodes: 2,
-		Images: []string{env.training.Root.Tarball},
-	})
-	if err != nil {
-		return err
-	}
-	if err := kubestack.ApplyManifest(ctx, env.cluster.Client, filepath.Join(itest.Root(), "deploy", "rbac.yaml")); err != nil {
-		return err
-	}
-	if env.workerKub, _, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour); err != nil {
-		return err
-	}
-	env.stack, err = embedded.Start(ctx, embedded.Config{
-		Dir: filepath.Join(dir, "stack"), APIAddr: "127.0.0.1:0", NoWorker: true, Logger: itest.Logger(slog.LevelError),
-	})
-	if err != nil {
+	}()
+	// Wait for the stack either way: teardown closes what started.
+	if err := errors.Join(err, <-stackStarted); err != nil {
 		return err
 	}
 	if env.api, err = itest.Client(env.stack); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -40,7 +41,7 @@ func TestRealNodeLostGangReplaced(t *testing.T) {
 		}
 	})
 	// The fault happened: the node lifecycle controller, not the test, marked it.
-	itest.Eventually(t, ctx, "node "+bad+" not Ready", func() bool {
+	testutil.Eventually(t, itest.Left(ctx), "node "+bad+" not Ready", func() bool {
 		n, err := env.cluster.Client.CoreV1().Nodes().Get(ctx, bad, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +52,7 @@ func TestRealNodeLostGangReplaced(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, itest.PollInterval)
 	j := mustSucceed(t, ctx, ws, name)
 	st := j.Status
 	if st.Restarts != 1 || len(st.Attempts) != 2 || st.Attempts[0].Class != schemas.FailureNodeLost {

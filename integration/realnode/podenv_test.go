@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // probeScript runs in every replica and prints one line, "probe <json>", with what the
@@ -155,10 +156,10 @@ spec:
 `, name, ws, variant.image, script)
 			submit(t, ctx, spec)
 			var pods []corev1.Pod
-			itest.Eventually(t, ctx, name+"'s 2 pods", func() bool {
+			testutil.Eventually(t, itest.Left(ctx), name+"'s 2 pods", func() bool {
 				pods = jobPods(t, ctx, ws, name)
 				return len(pods) == 2
-			})
+			}, itest.PollInterval)
 			specEnv := map[string]map[string]string{} // pod → literal env of its container
 			for _, p := range pods {
 				m := map[string]string{}

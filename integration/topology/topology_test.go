@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -71,18 +73,20 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 
 	// Kill once the job runs with lines forwarded, a trial has finished and the schedule
 	// has run a job: all three are mid-way.
-	poll(t, ctx, "the workloads to be mid-way", func() (bool, string) {
+	testutil.Eventually(t, itest.Left(ctx), "the workloads to be mid-way", func() error {
 		j, err1 := a.GetJob(ctx, ws, jobName)
 		x, err2 := a.GetExperiment(ctx, ws, experimentName)
 		s, err3 := a.GetSchedule(ctx, ws, scheduleName, 0)
 		if err1 != nil || err2 != nil || err3 != nil {
-			return false, fmt.Sprint(err1, err2, err3)
+			return errors.Join(err1, err2, err3)
 		}
 		last, _ := js.LastMsg(ctx, jetstream.LogsStream, events.JobLogSubject(ws, jobName, "worker", 3))
-		return j.Status.Phase == schemas.JobRunning && last != nil && x.Status.Completed+x.Status.Pruned >= 1 &&
-				itest.SucceededRuns(s.Status) >= 1,
-			fmt.Sprintf("job %s, experiment %d done, schedule %d succeeded", j.Status.Phase, x.Status.Completed+x.Status.Pruned, itest.SucceededRuns(s.Status))
-	})
+		if j.Status.Phase == schemas.JobRunning && last != nil && x.Status.Completed+x.Status.Pruned >= 1 &&
+			itest.SucceededRuns(s.Status) >= 1 {
+			return nil
+		}
+		return fmt.Errorf("job %s, experiment %d done, schedule %d succeeded", j.Status.Phase, x.Status.Completed+x.Status.Pruned, itest.SucceededRuns(s.Status))
+	}, 200*time.Millisecond)
 	linesBefore := countLines(t, ctx, b)
 
 	victim := streamLeader(t, ctx, js, jetstream.LogsStream)
@@ -97,15 +101,18 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	if s, err := b.GetSchedule(ctx, ws, scheduleName, 0); err == nil {
 		firesBefore = len(itest.StartedRuns(s.Status))
 	}
-	poll(t, ctx, "progress with one NATS server, one worker and one API server down", func() (bool, string) {
+	testutil.Eventually(t, itest.Left(ctx), "progress with one NATS server, one worker and one API server down", func() error {
 		n := countLines(t, ctx, b)
 		s, err := b.GetSchedule(ctx, ws, scheduleName, 0)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		fires := len(itest.StartedRuns(s.Status))
-		return n > linesBefore+1000 && fires > firesBefore, fmt.Sprintf("%d lines, %d fires", n, fires)
-	})
+		if n > linesBefore+1000 && fires > firesBefore {
+			return nil
+		}
+		return fmt.Errorf("%d lines, %d fires", n, fires)
+	}, 200*time.Millisecond)
 	downFor := time.Since(killedAt)
 
 	restartStart := time.Now()
@@ -122,14 +129,17 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sched *api.ScheduleView
-	poll(t, ctx, "the schedule's runs to finish", func() (bool, string) {
+	testutil.Eventually(t, itest.Left(ctx), "the schedule's runs to finish", func() error {
 		s, err := a.GetSchedule(ctx, ws, scheduleName, 0)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		sched = s
-		return len(s.Status.Running) == 0, fmt.Sprintf("%d running", len(s.Status.Running))
-	})
+		if len(s.Status.Running) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%d running", len(s.Status.Running))
+	}, 200*time.Millisecond)
 	t.Logf("wall time: workloads done %s after submission", time.Since(workStart).Round(time.Millisecond))
 
 	checkJob(t, ctx, a, js, job)
@@ -170,10 +180,13 @@ func kill(t *testing.T, ctx context.Context, tp *topo, victim int) {
 		t.Fatalf("API server 1: %v", err)
 	}
 	js := tp.events(t)
-	poll(t, ctx, "a new leader of "+jetstream.LogsStream, func() (bool, string) {
+	testutil.Eventually(t, itest.Left(ctx), "a new leader of "+jetstream.LogsStream, func() error {
 		l := streamLeaderOrNone(ctx, js, jetstream.LogsStream)
-		return l >= 0 && l != victim, fmt.Sprintf("leader %d", l)
-	})
+		if l >= 0 && l != victim {
+			return nil
+		}
+		return fmt.Errorf("leader %d", l)
+	}, 200*time.Millisecond)
 }
 
 // logFootprint logs what the run cost, for sizing (docs/production.md): the peak
@@ -251,14 +264,14 @@ func checkReplicated(t *testing.T, ctx context.Context, js *jetstream.Client) {
 func checkReplicasCurrent(t *testing.T, ctx context.Context, js *jetstream.Client, victim int) {
 	t.Helper()
 	for _, name := range []string{jetstream.EventsStream, jetstream.LogsStream} {
-		poll(t, ctx, fmt.Sprintf("server %d to hold a current replica of %s", victim, name), func() (bool, string) {
+		testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("server %d to hold a current replica of %s", victim, name), func() error {
 			s, err := js.JetStream().Stream(ctx, name)
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			c := s.CachedInfo().Cluster
 			if c == nil {
-				return false, "no cluster info"
+				return errors.New("no cluster info")
 			}
 			peers := []string{c.Leader}
 			ok := true
@@ -266,8 +279,11 @@ func checkReplicasCurrent(t *testing.T, ctx context.Context, js *jetstream.Clien
 				peers = append(peers, r.Name)
 				ok = ok && r.Current && !r.Offline
 			}
-			return ok && slices.Contains(peers, serverName(victim)), fmt.Sprintf("%+v", c)
-		})
+			if ok && slices.Contains(peers, serverName(victim)) {
+				return nil
+			}
+			return fmt.Errorf("%+v", c)
+		}, 200*time.Millisecond)
 	}
 }
 
@@ -332,18 +348,22 @@ func checkJob(t *testing.T, ctx context.Context, c *dlc.Client, js *jetstream.Cl
 	if lost != 0 || doubled != 0 || n != 4*linesPerReplica {
 		t.Errorf("log lines: %d read, %d lost, %d doubled; want each of %d once", n, lost, doubled, 4*linesPerReplica)
 	}
-	var phases []string
-	readEvents(t, ctx, js, events.JobStatusSubject(ws, jobName), func(ev events.Event) {
-		var d events.JobPhaseData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			t.Fatal(err)
-		}
-		phases = append(phases, d.Phase)
-	})
 	var timeline []string
 	for _, e := range j.Status.Timeline {
 		timeline = append(timeline, string(e.Phase))
 	}
+	var phases []string
+	awaitEvents(t, ctx, "the job's status events", len(timeline), func() int {
+		phases = nil
+		readEvents(t, ctx, js, events.JobStatusSubject(ws, jobName), func(ev events.Event) {
+			var d events.JobPhaseData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			phases = append(phases, d.Phase)
+		})
+		return len(phases)
+	})
 	if !slices.Equal(phases, timeline) {
 		t.Errorf("status events %v, timeline %v: want one event per transition", phases, timeline)
 	}
@@ -367,7 +387,11 @@ func checkExperiment(t *testing.T, ctx context.Context, c *dlc.Client, js *jetst
 		t.Errorf("%d trial jobs listed, want %d: %v", len(jobs), trials, jobs)
 	}
 	n := 0
-	readEvents(t, ctx, js, events.ExperimentTrialSubject(ws, experimentName), func(events.Event) { n++ })
+	awaitEvents(t, ctx, "the trial events", 2*trials, func() int {
+		n = 0
+		readEvents(t, ctx, js, events.ExperimentTrialSubject(ws, experimentName), func(events.Event) { n++ })
+		return n
+	})
 	if n != 2*trials {
 		t.Errorf("%d trial events, want %d (a start and an end per trial)", n, 2*trials)
 	}
@@ -398,10 +422,13 @@ func checkSchedule(t *testing.T, ctx context.Context, c *dlc.Client, s *api.Sche
 		t.Errorf("counts %+v: want nothing missed or skipped", s.Status.Counts)
 	}
 	var listed map[string]int
-	poll(t, ctx, "every scheduled job to be listed", func() (bool, string) {
+	testutil.Eventually(t, itest.Left(ctx), "every scheduled job to be listed", func() error {
 		listed = itest.ListedJobs(t, ctx, c, ws, schemas.LabelSchedule+"="+scheduleName)
-		return len(listed) >= len(runs), fmt.Sprintf("%d of %d", len(listed), len(runs))
-	})
+		if len(listed) >= len(runs) {
+			return nil
+		}
+		return fmt.Errorf("%d of %d", len(listed), len(runs))
+	}, 200*time.Millisecond)
 	for j, n := range listed {
 		if _, ok := runs[j]; !ok || n != 1 {
 			t.Errorf("job %s listed %d times (a run of the schedule: %v)", j, n, ok)
@@ -457,35 +484,45 @@ func countLines(t *testing.T, ctx context.Context, c *dlc.Client) int {
 	return n
 }
 
+// eventsDrainTimeout bounds how long awaitEvents waits for a workflow's outbox.
+const eventsDrainTimeout = 2 * time.Minute
+
+// awaitEvents waits until count() reaches want, or eventsDrainTimeout has passed, and
+// leaves the comparison to the caller. A workflow reports its last phase as soon as it
+// reaches it, while its outbox may still be retrying a publish that the killed NATS
+// server or worker interrupted (backing off up to 30 s): its events are published before
+// the workflow closes, not before its status says it ended.
+func awaitEvents(t *testing.T, ctx context.Context, what string, want int, count func() int) {
+	t.Helper()
+	deadline := time.Now().Add(eventsDrainTimeout)
+	for {
+		n := count()
+		if n >= want || time.Now().After(deadline) {
+			return
+		}
+		t.Logf("%s: %d of %d published so far", what, n, want)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 func waitExperiment(t *testing.T, ctx context.Context, c *dlc.Client) *api.ExperimentDetail {
 	t.Helper()
 	var x *api.ExperimentDetail
-	poll(t, ctx, "the experiment to end", func() (bool, string) {
+	testutil.Eventually(t, itest.Left(ctx), "the experiment to end", func() error {
 		var err error
 		if x, err = c.GetExperiment(ctx, ws, experimentName); err != nil {
-			return false, err.Error()
+			return err
 		}
-		return x.Status.Phase.Terminal(), fmt.Sprintf("%s, %d completed", x.Status.Phase, x.Status.Completed)
-	})
+		if x.Status.Phase.Terminal() {
+			return nil
+		}
+		return fmt.Errorf("%s, %d completed", x.Status.Phase, x.Status.Completed)
+	}, 200*time.Millisecond)
 	return x
-}
-
-// poll checks cond every 200 ms until it holds, failing the test at ctx's deadline with
-// what it waited for and cond's last word.
-func poll(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waited in vain for %s: %s", what, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // experimentDoc is a random search of trials trials, 2 at a time; each trial reports
