@@ -44,11 +44,14 @@ func (b *Backend) FollowLogs(ctx context.Context, ref backend.GangRef, replica s
 // line is "stdout".
 //
 // Every read asks for timestamps and, once a line has been delivered, for the log since
-// that line's second (sinceTime), and skips what was delivered before: lines older than
-// the last one delivered, and those of its very time up to it (see logFollower). So a
-// broken stream, a worker restart (from comes from the forwarded log) and a kubelet log
-// rotation neither repeat nor renumber lines. When the container has restarted, the
-// previous instance's log is read (previous=true) before the current one's.
+// the second of the latest time delivered (sinceTime), and skips what was delivered
+// before: the lines it starts with that are older than that second, or of that second
+// and counted as delivered (see logFollower); the rest of the read is new, whatever its
+// times (stdout and stderr lines are stamped apart, so a line may follow one stamped
+// after it). So a broken stream, a worker restart (from comes from the forwarded log)
+// and a kubelet log rotation neither repeat nor renumber lines. When the container has
+// restarted, the previous instance's log is read (previous=true) before the current
+// one's.
 //
 // A followed stream is closed as soon as the pod finishes or its container restarts
 // (a kubelet closes it itself; kwok does not), and the log is read once more without
@@ -380,23 +383,30 @@ type callbackError struct{ err error }
 func (e *callbackError) Error() string { return e.err.Error() }
 
 // logFollower delivers the lines of successive reads of one container's log (each
-// with timestamps, from the second of the last line delivered, or from the start) and
+// with timestamps, from the second of the latest line delivered, or from the start) and
 // delivers each line once, numbered in order.
 //
-// What was delivered is told from what was not by time: the kubelet stamps every line
-// with the time (to the nanosecond) its runtime read it, and the times of one container
-// never go back. The boundary is the time of the last line delivered and the lines
-// delivered with that very time: a read skips lines older than the boundary, and as
-// many lines of the boundary's time as were delivered; the rest are new. This holds
-// whatever the log's line numbers are, which a kubelet log rotation changes.
+// What was delivered is told from what was not by the log's order and its times. A read
+// returns the log's lines, in the log's order, from a second on; those delivered before
+// come first in it, and every line after the first new one is new, whatever its time.
+// The kubelet stamps each line with the time (to the nanosecond) its runtime read it,
+// but the runtime stamps stdout and stderr apart (containerd stamps a line of one
+// before it writes it to the one log file, and a line of the other stamped later may
+// be written first), so the times of one container's log are in order only nearly: a
+// line may follow one stamped a little later. A read from the second of the latest
+// time delivered (last) therefore skips, until it meets a new line, the lines older
+// than that second or than a gap record it resumed after (floor), and as many lines of
+// that second up to last as were delivered (count); the first line after them, or
+// stamped after last, is new and so is the rest of the read. This holds whatever the
+// log's line numbers are, which a kubelet log rotation changes.
 //
 // Resumed from a LogCursor (a new worker), only the last line delivered is known, not
-// how many lines of its time came before it: lines of that time are held until the one
-// equal to the cursor's line is seen, and those after it are new. Should two lines of
-// one nanosecond have the same text, the first is taken for the boundary and the lines
-// between them are delivered again. If the boundary line is no longer in the log (it
-// was rotated away while nobody followed it), a gap record says lines may be missing
-// and the held lines are delivered.
+// how many lines of its second came before it: lines of its time are held until the
+// one equal to the cursor's line is seen, and those after it are new. Should two lines
+// of one nanosecond have the same text, the first is taken for the boundary and the
+// lines between them are delivered again. If the boundary line is no longer in the log
+// (it was rotated away while nobody followed it), a gap record says lines may be
+// missing and the held lines are delivered.
 type logFollower struct {
 	replica string
 	now     func() time.Time
@@ -404,18 +414,19 @@ type logFollower struct {
 
 	seq       int64     // number of the last line delivered (or of from)
 	countSkip int64     // with no boundary time: lines to skip at the start of the log
-	last      time.Time // time of the last line delivered; zero: none, or unknown
-	atLast    []string  // lines delivered with time last, in order
-	exact     bool      // atLast holds every line delivered with time last, not just the final one
-	afterGap  bool      // resumed after a gap record: every line of time last is old
+	last      time.Time // the latest time of a line delivered (or from's); zero: none, or unknown
+	count     int64     // lines delivered with a time from last's second up to last, after floor
+	floor     time.Time // resumed after a gap record of this time: every line up to it is old
+	exact     bool      // count is known; !exact: resumed, the cursor's line is to be found
+	cursor    string    // !exact: the text of the cursor's line
 
 	// One read.
-	seen    int64      // complete lines read
-	matched int        // lines of time last read and found in atLast
-	found   bool       // !exact: the line equal to atLast's was read
-	held    []heldLine // !exact: lines of time last read before it
-	pending bool       // !exact: the boundary line is to be looked for
-	partial []byte     // an unterminated last line, delivered only by finish
+	seen     int64      // complete lines read
+	passed   bool       // a new line was read: every later line of the read is new
+	skipped  int64      // lines of last's second read and skipped as counted in count
+	oldInSec int64      // !exact: lines of the cursor's second older than it, read
+	held     []heldLine // !exact: lines of the cursor's time read before it
+	partial  []byte     // an unterminated last line, delivered only by finish
 }
 
 // heldLine is a line held until it is known whether it was delivered before.
@@ -430,9 +441,9 @@ func newLogFollower(replica string, from backend.LogCursor, now func() time.Time
 	case from.Time.IsZero():
 		f.countSkip, f.exact = f.seq, true
 	case from.Stream == backend.StreamGap:
-		f.last, f.afterGap, f.exact = from.Time.UTC(), true, true
+		f.last, f.floor, f.exact = from.Time.UTC(), from.Time.UTC(), true
 	default:
-		f.last, f.atLast = from.Time.UTC(), []string{from.Line}
+		f.last, f.cursor = from.Time.UTC(), from.Line
 	}
 	return f
 }
@@ -454,8 +465,7 @@ func (f *logFollower) options(previous, follow bool) *corev1.PodLogOptions {
 // *callbackError). final says the log ends with this stream (no follow): the boundary
 // is settled at its end.
 func (f *logFollower) consume(r io.Reader, final bool) error {
-	f.seen, f.matched, f.found, f.held, f.partial = 0, 0, false, nil, nil
-	f.pending = !f.exact
+	f.seen, f.passed, f.skipped, f.oldInSec, f.held, f.partial = 0, false, 0, 0, nil, nil
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {
@@ -479,7 +489,7 @@ func (f *logFollower) consume(r io.Reader, final bool) error {
 			if len(line) > 0 {
 				f.partial = append([]byte(nil), line...)
 			}
-			if final && f.pending && len(f.held) > 0 {
+			if final && !f.exact && len(f.held) > 0 {
 				return f.boundaryLost()
 			}
 			return nil
@@ -503,42 +513,47 @@ func (f *logFollower) finish() error {
 func (f *logFollower) line(raw []byte) error {
 	f.seen++
 	t, text, stamped := splitTimestamp(raw, f.now)
-	if !stamped {
+	switch {
+	case !stamped:
 		return f.emit(t, text) // cannot be placed: delivered, leaving the boundary
-	}
-	if f.last.IsZero() {
+	case f.passed:
+		return f.deliver(t, text)
+	case f.last.IsZero():
 		if f.seen <= f.countSkip {
 			return nil
 		}
 		return f.deliver(t, text)
+	case !f.exact:
+		return f.seek(t, text)
+	case !t.After(f.floor), t.Before(f.last.Truncate(time.Second)):
+		return nil // delivered before
+	case f.skipped < f.count && !t.After(f.last):
+		f.skipped++
+		return nil
+	default:
+		return f.deliver(t, text)
 	}
+}
+
+// seek handles a line of a resumed follower's read before the cursor's line is found.
+func (f *logFollower) seek(t time.Time, text string) error {
 	switch {
 	case t.Before(f.last):
+		if !t.Before(f.last.Truncate(time.Second)) {
+			f.oldInSec++
+		}
 		return nil
 	case t.After(f.last):
-		if f.pending {
-			if err := f.boundaryLost(); err != nil {
-				return err
-			}
+		if err := f.boundaryLost(); err != nil {
+			return err
 		}
 		return f.deliver(t, text)
-	case f.afterGap:
-		return nil
-	case f.exact:
-		if f.matched < len(f.atLast) {
-			f.matched++
-			return nil
-		}
-		return f.deliver(t, text)
-	case !f.found && text == f.atLast[len(f.atLast)-1]:
-		// The boundary line: those held before it were delivered too.
-		f.found, f.pending, f.exact = true, false, true
-		f.atLast = f.atLast[:0]
-		for _, h := range f.held {
-			f.atLast = append(f.atLast, h.text)
-		}
-		f.atLast = append(f.atLast, text)
-		f.matched, f.held = len(f.atLast), nil
+	case text == f.cursor:
+		// The boundary line: those of its second before it were delivered too, and
+		// every line after it is new.
+		f.exact, f.passed = true, true
+		f.count = f.oldInSec + int64(len(f.held)) + 1
+		f.held = nil
 		return nil
 	default:
 		f.held = append(f.held, heldLine{t, text})
@@ -552,9 +567,9 @@ func (f *logFollower) line(raw []byte) error {
 // line and the oldest one left is lost. A gap record
 // says so, and the lines held at the boundary's time are delivered.
 func (f *logFollower) boundaryLost() error {
-	f.pending, f.exact = false, true
+	f.exact, f.passed = true, true
 	held := f.held
-	f.held, f.atLast, f.matched = nil, nil, 0
+	f.held, f.count = nil, f.oldInSec
 	if err := f.gap(fmt.Sprintf("the line forwarded last (%s) is no longer in the container's log (rotated, or the container restarted more than once, while nobody followed it): lines written after it until the next line here may be missing",
 		f.last.Format(time.RFC3339Nano))); err != nil {
 		return err
@@ -567,17 +582,23 @@ func (f *logFollower) boundaryLost() error {
 	return nil
 }
 
-// deliver hands one line to fn and moves the boundary to it.
+// deliver hands one line to fn and moves the boundary past it: the rest of the read
+// is new, and a later read skips it.
 func (f *logFollower) deliver(t time.Time, text string) error {
 	if err := f.emit(t, text); err != nil {
 		return err
 	}
+	f.passed = true
 	if f.last.IsZero() || t.After(f.last) {
-		f.last, f.atLast, f.matched, f.afterGap = t, f.atLast[:0], 0, false
+		if f.last.IsZero() || t.Truncate(time.Second).After(f.last.Truncate(time.Second)) {
+			f.count = 0 // every line delivered before is older than the new second
+		}
+		f.last = t
 	}
-	if t.Equal(f.last) {
-		f.atLast = append(f.atLast, text)
-		f.matched++
+	// A line stamped before last's second (stdout and stderr are stamped apart) is not
+	// in a read from that second.
+	if !t.Before(f.last.Truncate(time.Second)) && t.After(f.floor) {
+		f.count++
 	}
 	return nil
 }

@@ -31,6 +31,11 @@ func TestLogFollower(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	const ts1, ts2, ts3 = "2026-05-01T10:00:00.000000001Z", "2026-05-01T10:00:01Z", "2026-05-01T18:00:02.5+08:00"
 	const ts3UTC = "2026-05-01T10:00:02.5Z"
+	const tsLater, tsLater2 = "2026-05-01T10:00:01.25Z", "2026-05-01T10:00:01.5Z"
+	// The end of a trainer's log: its last checkpoint of epoch 9, the stderr line after
+	// it, stamped after the metric line of epoch 10 that follows it in the log.
+	const tsM9, tsM, tsP, tsC, tsD = "2026-05-01T10:00:09.3Z", "2026-05-01T10:00:09.4Z", "2026-05-01T10:00:09.401Z",
+		"2026-05-01T10:00:09.42Z", "2026-05-01T10:00:09.5Z"
 	t1, _ := time.Parse(time.RFC3339Nano, ts1)
 	t2, _ := time.Parse(time.RFC3339Nano, ts2)
 	long := strings.Repeat("x", maxLogLine+10)
@@ -122,6 +127,40 @@ func TestLogFollower(t *testing.T) {
 			streams: []string{ts1 + " a\n" + ts2 + " do!"},
 			want:    []line{{1, ts1, "a"}},
 		},
+		// A kubelet stamps stdout and stderr lines apart (containerd stamps each stream's
+		// line before it writes it to the one log), so a line may come after one stamped
+		// later: here rank 0's stderr line of epoch 9 before its stdout metric line of
+		// epoch 10.
+		"a line stamped before the one written before it": {
+			streams: []string{tsM9 + " dlc:checkpoint step=288\n" + tsP + " pruned checkpoints at steps [256] (keeping 3)\n" +
+				tsM + " dlc:metric epoch=10 step=320\n" + tsC + " dlc:checkpoint step=320\n"},
+			want: []line{{1, tsM9, "dlc:checkpoint step=288"}, {2, tsP, "pruned checkpoints at steps [256] (keeping 3)"},
+				{3, tsM, "dlc:metric epoch=10 step=320"}, {4, tsC, "dlc:checkpoint step=320"}},
+		},
+		"a followed stream ended, then drained, with a line stamped before the one written before it": {
+			streams: []string{tsM9 + " c9\n" + tsP + " pruned\n",
+				tsM9 + " c9\n" + tsP + " pruned\n" + tsM + " metric 10\n" + tsC + " c10\n" + tsD + " done"},
+			final: true,
+			want:  []line{{1, tsM9, "c9"}, {2, tsP, "pruned"}, {3, tsM, "metric 10"}, {4, tsC, "c10"}, {5, tsD, "done"}},
+		},
+		"reopened after a break behind a line stamped before the one written before it": {
+			streams: []string{tsP + " pruned\n" + tsM + " metric 10\n!", tsP + " pruned\n" + tsM + " metric 10\n" + tsM9 + " late\n" + tsC + " c10\n"},
+			want:    []line{{1, tsP, "pruned"}, {2, tsM, "metric 10"}, {3, tsM9, "late"}, {4, tsC, "c10"}},
+		},
+		"reopened among lines of one second stamped out of order": {
+			streams: []string{tsM + " a\n" + tsP + " b\n" + tsM9 + " c\n!", tsM + " a\n" + tsP + " b\n" + tsM9 + " c\n" + tsM + " d\n"},
+			want:    []line{{1, tsM, "a"}, {2, tsP, "b"}, {3, tsM9, "c"}, {4, tsM, "d"}},
+		},
+		"resumed before a line stamped before the cursor's": {
+			streams: []string{tsM9 + " c9\n" + tsP + " pruned\n" + tsM + " metric 10\n" + tsC + " c10\n"},
+			from:    backend.LogCursor{Seq: 7, Time: mustTime(t, tsP), Line: "pruned"},
+			want:    []line{{8, tsM, "metric 10"}, {9, tsC, "c10"}},
+		},
+		"resumed after a gap record, then reopened": {
+			streams: []string{ts2 + " old\n" + tsLater + " new\n!", ts2 + " old\n" + tsLater + " new\n" + tsLater2 + " newer\n"},
+			from:    backend.LogCursor{Seq: 3, Time: t2, Stream: backend.StreamGap, Line: backend.GapPrefix + "x"},
+			want:    []line{{4, tsLater, "new"}, {5, tsLater2, "newer"}},
+		},
 		"no timestamp": {
 			streams: []string{"plain line\n\n" + ts1 + " \n"},
 			want:    []line{{1, now.Format(time.RFC3339Nano), "plain line"}, {2, now.Format(time.RFC3339Nano), ""}, {3, ts1, ""}},
@@ -183,6 +222,15 @@ func TestLogFollowerSinceTime(t *testing.T) {
 	if o.SinceTime == nil || !o.SinceTime.Time.Equal(time.Date(2026, 5, 1, 10, 0, 1, 0, time.UTC)) || o.Follow || !o.Previous {
 		t.Fatalf("after a line: %+v", o)
 	}
+}
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 type errReader struct{ err error }
@@ -439,5 +487,37 @@ func TestFollowLogsAfterContainerRestart(t *testing.T) {
 		if o.SinceTime == nil || !o.SinceTime.Time.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)) || !o.Timestamps {
 			t.Errorf("request %+v: want timestamps since the cursor's second", o)
 		}
+	}
+}
+
+// A kubelet on containerd stamps a container's stdout and stderr lines apart, so a line
+// may follow one stamped after it: seen as rank 0's last metric line, written after
+// its stderr line of the epoch before yet stamped before it, missing from the
+// forwarded log of a job on real nodes. Every line is delivered once, in the log's
+// order, through the followed stream that ends with the container and the drain after.
+func TestFollowLogsLinesStampedOutOfOrder(t *testing.T) {
+	cs := newClient()
+	logs := &fakeLogs{text: "2026-05-01T10:00:09.3Z dlc:checkpoint step=288\n" +
+		"2026-05-01T10:00:09.401Z pruned checkpoints at steps [256] (keeping 3)\n" +
+		"2026-05-01T10:00:09.4Z dlc:metric epoch=10 step=320\n" +
+		"2026-05-01T10:00:09.42Z dlc:checkpoint step=320\n" +
+		"2026-05-01T10:00:09.41Z pruned checkpoints at steps [288] (keeping 3)\n"}
+	logs.install(cs)
+	b := newBackend(t, cs)
+	g := gangOf(t, ddp("resnet"))
+	launch(t, b, g)
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", runningStatus(), "node-a")
+
+	wait := follow(b, g.GangRef, "resnet-master-0-a1", 0)
+	testutil.Eventually(t, 10*time.Second, "a log request", func() bool { return logs.requests() > 0 })
+	setPodStatus(t, cs, "vision", "resnet-master-0-a1", corev1.PodStatus{Phase: corev1.PodSucceeded}, "node-a")
+	lines, err := wait(t)
+	if err != nil {
+		t.Fatalf("FollowLogs: %v", err)
+	}
+	want := []string{"1 dlc:checkpoint step=288", "2 pruned checkpoints at steps [256] (keeping 3)",
+		"3 dlc:metric epoch=10 step=320", "4 dlc:checkpoint step=320", "5 pruned checkpoints at steps [288] (keeping 3)"}
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
 	}
 }
