@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
-	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/opendlc/opendlc/internal/gobuild"
 )
 
 // NonRootUID is the user OpenDLC's own image runs as (the distroless convention's
@@ -46,14 +48,9 @@ func BuildDLC(ctx context.Context, opts DLCOptions) (DLCImage, error) {
 		LabelTitle: "opendlc", LabelSource: SourceURL, LabelRevision: revision, LabelVersion: version,
 	}
 	d := DLCImage{Version: version, Revision: revision, Labels: labels}
-	tmp, err := os.MkdirTemp("", "opendlc-dlc-image-")
+	bin, err := gobuild.Static(ctx, root, "./cmd/dlc", gobuild.Options{Target: imageTarget})
 	if err != nil {
-		return DLCImage{}, err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "dlc")
-	if err := goBuild(ctx, root, bin, "./cmd/dlc"); err != nil {
-		return DLCImage{}, err
+		return DLCImage{}, fmt.Errorf("images: %w", err)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {

@@ -274,7 +274,7 @@ func newImage(cfg v1.Config, layers ...v1.Layer) (v1.Image, error) {
 		return nil, fmt.Errorf("images: %w", err)
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Architecture, cf.OS = imageTarget.GOARCH, imageTarget.GOOS
 	cf.Config = cfg
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {

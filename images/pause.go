@@ -10,6 +10,8 @@ import (
 	"runtime"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/opendlc/opendlc/internal/gobuild"
 )
 
 //go:embed pause/main.go
@@ -50,13 +52,16 @@ func Pause(ctx context.Context) (Image, error) {
 	})
 }
 
+// imageTarget is the platform of every image built here, and of the binaries in them.
+var imageTarget = gobuild.Target{GOOS: "linux", GOARCH: "amd64"}
+
 // goBuild builds pkg in dir into out as a static linux/amd64 binary without symbols,
 // with the go build flags given.
 func goBuild(ctx context.Context, dir, out, pkg string, flags ...string) error {
 	args := append([]string{"build", "-trimpath", "-ldflags", "-s -w"}, flags...)
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+imageTarget.GOOS, "GOARCH="+imageTarget.GOARCH, "GOFLAGS=-mod=mod")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/opendlc/opendlc/internal/gobuild"
 )
 
 // The training image's Debian base, built by mmdebstrap. Changing any of these
@@ -123,19 +125,13 @@ func Training(ctx context.Context) (TrainingImages, error) {
 // ./examples/trainer` from a checkout run this binary in a container.
 const TrainerBinary = "/usr/local/bin/trainer"
 
-// trainerBinary builds examples/trainer (static; the Go build cache makes the rebuild of
-// an unchanged tree quick) and returns its bytes: the image is keyed by their hash.
+// trainerBinary builds examples/trainer (static, shared with the tests that run it:
+// internal/gobuild) and returns its bytes: the image is keyed by their hash. The build
+// carries no VCS stamp, so the image changes only with the trainer's code, not with
+// every commit.
 func trainerBinary(ctx context.Context, root string) ([]byte, error) {
-	tmp, err := os.MkdirTemp("", "opendlc-trainer-")
+	bin, err := gobuild.Static(ctx, root, "./examples/trainer", gobuild.Options{Target: imageTarget})
 	if err != nil {
-		return nil, fmt.Errorf("images: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "trainer")
-	// Without the VCS stamp (revision, time, modified) a build in a git checkout would
-	// carry: the binary, and the image keyed by it, change only with the trainer's code,
-	// not with every commit.
-	if err := goBuild(ctx, root, bin, "./examples/trainer", "-buildvcs=false"); err != nil {
 		return nil, fmt.Errorf("images: %w", err)
 	}
 	data, err := os.ReadFile(bin)

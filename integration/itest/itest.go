@@ -28,6 +28,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/internal/gobuild"
 	"github.com/opendlc/opendlc/internal/testutil"
 )
 
@@ -141,14 +142,11 @@ func Root() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Build builds the package pkg of the repository (such as "./cmd/dlc") into out.
+// Build puts the package pkg of the repository (such as "./cmd/dlc"), built static, at
+// out. The build is shared (internal/gobuild): the test packages of one run, which go
+// test runs at once, and the images built from the same tree link it once.
 func Build(ctx context.Context, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-	cmd.Dir = Root()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
+	return gobuild.Copy(ctx, Root(), pkg, out, gobuild.Options{})
 }
 
 // LongHeartbeatTimeout is the test workers' --long-heartbeat-timeout (WorkerArgs): a

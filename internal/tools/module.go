@@ -194,3 +194,7 @@ func dedupeLDFlags(fields []string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// SourceRoot returns the root of the OpenDLC source tree, found as the tools' modules
+// are (the nearest root module at or above the working directory).
+func SourceRoot() (string, error) { return sourceRoot() }

@@ -6,6 +6,8 @@
 //	dlc-tools run NAME [ARG...]   run a tool, building it if needed
 //	dlc-tools list                print every pinned tool, its version and whether it is built
 //	dlc-tools dir                 print the cache directory
+//	dlc-tools bin PACKAGE         print the path of one of OpenDLC's own programs (./cmd/dlc),
+//	                              built static once per state of the tree (internal/gobuild)
 package main
 
 import (
@@ -22,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/opendlc/opendlc/internal/gobuild"
 	"github.com/opendlc/opendlc/internal/tools"
 )
 
@@ -33,6 +36,8 @@ const usage = `usage:
   dlc-tools run NAME [ARG...]   run a tool, building it if needed
   dlc-tools list                print every pinned tool and whether it is built
   dlc-tools dir                 print the cache directory ($` + tools.EnvDir + `)
+  dlc-tools bin PACKAGE         print the path of one of OpenDLC's own programs (such as
+                                ./cmd/dlc), built static once per state of the source tree
 `
 
 var errUsage = errors.New("bad usage")
@@ -101,6 +106,20 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			return err
 		}
+		return nil
+	case "bin":
+		if len(args) != 1 {
+			return errUsage
+		}
+		root, err := tools.SourceRoot()
+		if err != nil {
+			return err
+		}
+		path, err := gobuild.Static(ctx, root, args[0], gobuild.Options{})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, path)
 		return nil
 	case "list":
 		if len(args) != 0 {
