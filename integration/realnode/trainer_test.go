@@ -333,6 +333,20 @@ func TestNightlyScheduleExampleInContainers(t *testing.T) {
 			t.Fatalf("the trigger started no job: %+v", tr.Run)
 		}
 		mustSucceed(t, ctx, ws, tr.Run.Job)
+		// The schedule learns of its job's end a moment after the job does; a trigger
+		// before then is skipped by the overlap policy (an earlier run still running).
+		testutil.Eventually(t, time.Minute, "the schedule records the end of run "+tr.Run.Job, func() error {
+			v, err := env.api.GetSchedule(ctx, ws, name, 0)
+			if err != nil {
+				return err
+			}
+			for _, h := range v.Status.History {
+				if h.Job == tr.Run.Job && h.FinishTime != nil {
+					return nil
+				}
+			}
+			return fmt.Errorf("running %d, history %d", len(v.Status.Running), len(v.Status.History))
+		}, 200*time.Millisecond)
 		return tr.Run
 	}
 	newData("day-1.csv")
