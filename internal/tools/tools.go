@@ -60,11 +60,6 @@ type Tool struct {
 	// Bin is the file name go install gives the binary (the last element of
 	// Package) when it differs from Name: the cache keeps it under Name.
 	Bin string
-	// Shares names tools whose builds compile mostly the same packages at the same
-	// versions (the Temporal CLI embeds the Temporal server): `dlc-tools install`
-	// builds them one after another, so the later ones find those packages in the Go
-	// build cache, instead of two builds compiling them at once.
-	Shares string
 
 	// srcDir is the absolute path of Module, set by resolve.
 	srcDir string
@@ -141,7 +136,7 @@ func helmLDFlags(version, kubeMajor, kubeMinor string) string {
 // pinned is the table of tools; change a version here and every caller
 // rebuilds it once, into a new cache entry.
 var pinned = []Tool{
-	{Name: "temporal", Package: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1", Shares: "temporal"},
+	{Name: "temporal", Package: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"},
 	{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"},
 	{Name: "workflowcheck", Package: "go.temporal.io/sdk/contrib/tools/workflowcheck", Version: "v0.6.0"},
 	// golangci-lint reads its version from the module's build info, so go
@@ -171,8 +166,8 @@ var pinned = []Tool{
 	// schema tool, for the production topology test (integration/topology,
 	// devstack.StartTemporalServer); the server version the temporal CLI above embeds.
 	// The schema files come from the same module (ModuleDir).
-	{Name: "temporal-server", Package: "go.temporal.io/server/cmd/server", Version: temporalServerVersion, Bin: "server", Shares: "temporal"},
-	{Name: "temporal-sql-tool", Package: "go.temporal.io/server/cmd/tools/sql", Version: temporalServerVersion, Bin: "sql", Shares: "temporal"},
+	{Name: "temporal-server", Package: "go.temporal.io/server/cmd/server", Version: temporalServerVersion, Bin: "server"},
+	{Name: "temporal-sql-tool", Package: "go.temporal.io/server/cmd/tools/sql", Version: temporalServerVersion, Bin: "sql"},
 	// Helm, for the chart's lint, template and apply tests (deploy/helm). v3.21 is the
 	// line built on the k8s.io v0.36 modules, as OpenDLC's own; go install builds it in
 	// its own module graph (no local replaces).

@@ -160,30 +160,19 @@ func buildJobs() int {
 }
 
 // install ensures every named tool, up to jobs builds at a time, and prints each
-// tool's path in the order given; the builds start in that order, so the longest are
-// best named first. The tools of one Module are one build, so they are ensured one
-// after another on the same worker: the first builds them all and the rest find them
-// cached, instead of a second worker waiting on the first's lock. Tools that share
-// their packages (Tool.Shares) are built one after another on one worker too.
+// tool's path in the order given. The tools of one Module are one build, so they
+// are ensured one after another on the same worker: the first builds them all and the
+// rest find them cached, instead of a second worker waiting on the first's lock.
 func install(ctx context.Context, names []string, jobs int, stdout io.Writer) error {
-	var units [][]int // indexes into names, one slice per worker's turn
-	byKey := map[string]int{}
+	var units [][]int // indexes into names, one slice per build
+	byModule := map[string]int{}
 	for i, name := range names {
-		if t, ok := tools.Lookup(name); ok {
-			key := ""
-			switch {
-			case t.Module != "":
-				key = "module " + t.Module
-			case t.Shares != "":
-				key = "shares " + t.Shares
+		if t, ok := tools.Lookup(name); ok && t.Module != "" {
+			if u, seen := byModule[t.Module]; seen {
+				units[u] = append(units[u], i)
+				continue
 			}
-			if key != "" {
-				if u, seen := byKey[key]; seen {
-					units[u] = append(units[u], i)
-					continue
-				}
-				byKey[key] = len(units)
-			}
+			byModule[t.Module] = len(units)
 		}
 		units = append(units, []int{i})
 	}
