@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // A three-server cluster keeps an R3 stream writable and readable with one server
@@ -84,18 +86,17 @@ func TestNATSClusterKeepsR3StreamAcrossAServerRestart(t *testing.T) {
 	if err := c.Restart(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("server %d catches up", victim), func() error {
 		info, err = s.Info(ctx)
-		if err == nil && len(info.Cluster.Replicas) == 2 && info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current &&
-			!info.Cluster.Replicas[0].Offline && !info.Cluster.Replicas[1].Offline {
-			break
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("server %d never caught up: %+v (%v)", victim, info, err)
-		case <-time.After(100 * time.Millisecond):
+		if len(info.Cluster.Replicas) != 2 || !info.Cluster.Replicas[0].Current || !info.Cluster.Replicas[1].Current ||
+			info.Cluster.Replicas[0].Offline || info.Cluster.Replicas[1].Offline {
+			return fmt.Errorf("replicas %+v", info.Cluster.Replicas)
 		}
-	}
+		return nil
+	}, 100*time.Millisecond)
 	if info.State.Msgs != 20 {
 		t.Errorf("%d messages after the restart, want 20", info.State.Msgs)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -175,11 +176,9 @@ func failedTasks(t *testing.T, ctx context.Context, tc client.Client, id string)
 // waitFor polls cond every 100 ms until it holds, or fails the test when ctx ends.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	timeout := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
 	}
+	testutil.Eventually(t, timeout, what, cond, 100*time.Millisecond)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -67,16 +69,22 @@ func TestUpTemporalMutualTLS(t *testing.T) {
 			t.Errorf("dlc up: %v", err)
 		}
 	})
-	for !strings.Contains(out.String(), "Submit a job") {
+	timeout := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	testutil.Eventually(t, timeout, "the banner of dlc up", func() error {
 		select {
 		case err := <-done:
 			done <- err
 			t.Fatalf("dlc up exited: %v\n%s", err, errOut.String())
-		case <-ctx.Done():
-			t.Fatalf("no banner from dlc up:\n%s\n%s", out.String(), errOut.String())
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-	}
+		if !strings.Contains(out.String(), "Submit a job") {
+			return fmt.Errorf("none yet:\n%s\n%s", out.String(), errOut.String())
+		}
+		return nil
+	}, 100*time.Millisecond)
 	t.Logf("dlc up ready in %s", time.Since(start).Round(time.Millisecond))
 	banner := out.String()
 	m := regexp.MustCompile(`Temporal     (\S+) \(namespace (\S+); mutual TLS: CA (\S+), client certificate (\S+) and key (\S+)\)`).FindStringSubmatch(banner)
