@@ -3,9 +3,7 @@ package images
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 
@@ -33,7 +31,7 @@ func Pause(ctx context.Context) (Image, error) {
 			return nil, err
 		}
 		bin := filepath.Join(scratch, "pause")
-		if err := goBuild(ctx, src, bin, "."); err != nil {
+		if err := gobuild.Build(ctx, src, ".", bin, gobuild.Options{Target: imageTarget}); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(bin)
@@ -54,16 +52,3 @@ func Pause(ctx context.Context) (Image, error) {
 
 // imageTarget is the platform of every image built here, and of the binaries in them.
 var imageTarget = gobuild.Target{GOOS: "linux", GOARCH: "amd64"}
-
-// goBuild builds pkg in dir into out as a static linux/amd64 binary without symbols,
-// with the go build flags given.
-func goBuild(ctx context.Context, dir, out, pkg string, flags ...string) error {
-	args := append([]string{"build", "-trimpath", "-ldflags", "-s -w"}, flags...)
-	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+imageTarget.GOOS, "GOARCH="+imageTarget.GOARCH, "GOFLAGS=-mod=mod")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
-}

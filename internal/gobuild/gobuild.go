@@ -101,7 +101,7 @@ func Static(ctx context.Context, root, pkg string, opts Options) (string, error)
 		return "", fmt.Errorf("gobuild: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := build(ctx, root, pkg, filepath.Join(tmp, name), opts); err != nil {
+	if err := Build(ctx, root, pkg, filepath.Join(tmp, name), opts); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, filepath.Dir(final)); err != nil {
@@ -143,7 +143,12 @@ func flags() []string {
 	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w"}
 }
 
-func build(ctx context.Context, root, pkg, out string, opts Options) error {
+// Build builds the main package pkg of the module at root into out, static as Static
+// builds, without the cache: for sources outside the tree (the pause image's program).
+func Build(ctx context.Context, root, pkg, out string, opts Options) error {
+	if opts.Target == (Target{}) {
+		opts.Target = Host()
+	}
 	cmd := exec.CommandContext(ctx, "go", append(flags(), "-o", out, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+opts.Target.GOOS, "GOARCH="+opts.Target.GOARCH, "GOFLAGS=-mod=mod")
