@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	yamlv3 "gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -629,6 +630,15 @@ func (o *configOptions) Complete(fs *pflag.FlagSet) error {
 	}
 	o.Config = merged
 	return nil
+}
+
+// prepare completes the configuration from the command's flags and validates it: what
+// `dlc server` and `dlc worker` do before they run.
+func (o *configOptions) prepare(cmd *cobra.Command) error {
+	if err := o.Complete(cmd.Flags()); err != nil {
+		return err
+	}
+	return o.Validate()
 }
 
 // Validate checks the merged configuration; a problem is named by the flag or variable

@@ -26,10 +26,7 @@ func newServerCmd() *cobra.Command {
 			"variables and the flags, each overriding the one before.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(cmd.Flags()); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
+			if err := o.prepare(cmd); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
