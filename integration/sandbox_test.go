@@ -164,9 +164,20 @@ func hostileJob(t *testing.T, ctx context.Context, e *embedded.Embedded, c *dlc.
 		t.Fatal(err)
 	}
 	h := hostile{targets: []string{e.Stack.Temporal.Address, nats.Host, apiURL.Host}}
-	argv := append([]string{"/usr/bin/python3", "hostile_job.py", e.Dir, e.AdminTokenFile,
-		filepath.Join(e.Dir, "nats", devstack.NATSUsersFile), "--"}, h.targets...)
-	argvJSON, err := json.Marshal(argv)
+	var j *api.Job
+	h.text, j = runHostileJob(t, ctx, c, ws, wd, append([]string{e.Dir, e.AdminTokenFile,
+		filepath.Join(e.Dir, "nats", devstack.NATSUsersFile), "--"}, h.targets...)...)
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("the hostile job: %s %s\n%s", j.Status.Phase, j.Status.Message, h.text)
+	}
+	return h
+}
+
+// runHostileJob runs testdata/hostile_job.py with args, working in wd, in workspace ws,
+// waits for its end and returns what it printed and the job as it ended.
+func runHostileJob(t *testing.T, ctx context.Context, c *dlc.Client, ws, wd string, args ...string) (string, *api.Job) {
+	t.Helper()
+	argvJSON, err := json.Marshal(append([]string{"/usr/bin/python3", "hostile_job.py"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,17 +190,10 @@ func hostileJob(t *testing.T, ctx context.Context, e *embedded.Embedded, c *dlc.
 `, argvJSON, wd)))
 	j := itest.WaitJob(t, ctx, c, ws, name, "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
 	var b strings.Builder
-	if err := c.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
+	for _, r := range itest.JobLogs(t, ctx, c, ws, name) {
 		b.WriteString(r.Line + "\n")
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
-	h.text = b.String()
-	if j.Status.Phase != schemas.JobSucceeded {
-		t.Fatalf("the hostile job: %s %s\n%s", j.Status.Phase, j.Status.Message, h.text)
-	}
-	return h
+	return b.String(), j
 }
 
 // stackSecrets are the secrets of stack e that no member's job may learn, by what

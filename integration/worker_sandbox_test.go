@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/backend/local"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
@@ -118,26 +116,10 @@ func TestWorkerLocalSandbox(t *testing.T) {
 // what it printed; a job that fails fails the test with the worker's log.
 func workerHostileJob(t *testing.T, ctx context.Context, c *dlc.Client, ws, wd, stateDir, cfgFile string, targets []string, workerLog string) string {
 	t.Helper()
-	argv := append([]string{"/usr/bin/python3", "hostile_job.py", stateDir, cfgFile, "--"}, targets...)
-	argvJSON, err := json.Marshal(argv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("hostile-%d", time.Now().UnixNano()%1e6)
-	itest.Submit(t, ctx, c, itest.JobDoc(name, ws, fmt.Sprintf(`
-  framework: custom
-  command: %s
-  workingDir: %s
-  roles: {worker: {replicas: 1}}
-`, argvJSON, wd)))
-	j := itest.WaitJob(t, ctx, c, ws, name, "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
-	var b strings.Builder
-	for _, r := range itest.JobLogs(t, ctx, c, ws, name) {
-		b.WriteString(r.Line + "\n")
-	}
+	text, j := runHostileJob(t, ctx, c, ws, wd, append([]string{stateDir, cfgFile, "--"}, targets...)...)
 	if j.Status.Phase != schemas.JobSucceeded {
 		log, _ := os.ReadFile(workerLog)
-		t.Fatalf("the hostile job: %s %s\n%s\nworker log:\n%s", j.Status.Phase, j.Status.Message, b.String(), log)
+		t.Fatalf("the hostile job: %s %s\n%s\nworker log:\n%s", j.Status.Phase, j.Status.Message, text, log)
 	}
-	return b.String()
+	return text
 }
