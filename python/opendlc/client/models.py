@@ -481,7 +481,9 @@ class Experiment:
 
 
 @dataclass(frozen=True)
-class ExperimentSummary:
+class _RunSummary:
+    """One row of a list of runs that have a phase and a start and end time (experiments,
+    pipeline runs)."""
     name: str
     workspace: str
     uid: str
@@ -491,9 +493,13 @@ class ExperimentSummary:
     raw: Dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ExperimentSummary":
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
         return cls(d.get("name", ""), d.get("workspace", ""), d.get("uid", ""), d.get("phase", ""),
                    parse_time(d.get("startTime")), parse_time(d.get("endTime")), dict(d))
+
+
+class ExperimentSummary(_RunSummary):
+    """One row of an experiment list."""
 
 
 @dataclass(frozen=True)
@@ -688,20 +694,8 @@ class PipelineRun:
         return cls(d.get("uid", ""), _dict(d, "spec"), PipelineStatus.from_dict(_dict(d, "status")), dict(d))
 
 
-@dataclass(frozen=True)
-class PipelineSummary:
-    name: str
-    workspace: str
-    uid: str
-    phase: str
-    start_time: Optional[datetime]
-    end_time: Optional[datetime]
-    raw: Dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "PipelineSummary":
-        return cls(d.get("name", ""), d.get("workspace", ""), d.get("uid", ""), d.get("phase", ""),
-                   parse_time(d.get("startTime")), parse_time(d.get("endTime")), dict(d))
+class PipelineSummary(_RunSummary):
+    """One row of a pipeline run list."""
 
 
 @dataclass(frozen=True)
