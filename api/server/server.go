@@ -113,7 +113,7 @@ func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
 	if ev != nil {
 		s.auditPub = ev
 		s.svc.Nodes = service.NewNodes(tc, ev)
-		s.svc.SetPageKeySource(natsPageKey(ev.JetStream()))
+		s.svc.SetPageKeySource(service.NATSPageKey(ev.JetStream()))
 	}
 	s.limits = newAbuseLimiter(o.RateLimits, s.auditSuppressed)
 	s.setJobHistory()

@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	evjs "github.com/opendlc/opendlc/events/jetstream"
-	"github.com/opendlc/opendlc/service"
 )
 
 // pageKeyName is the key of the page-token key in the DLC_AUTH bucket (beside the
@@ -21,11 +20,11 @@ const pageKeyName = "apikey.pagetoken"
 // pageKeyTimeout bounds reading or creating the page-token key.
 const pageKeyTimeout = 5 * time.Second
 
-// natsPageKey is the source of the key that seals page tokens (service.PageKeySource):
+// NATSPageKey is the source of the key that seals page tokens (PageKeySource):
 // 32 random bytes kept in NATS, made by the first API server that needs them, so
 // that every API server of an installation opens the tokens of the others, and the
 // tokens outlive a restart.
-func natsPageKey(js jetstream.JetStream) service.PageKeySource {
+func NATSPageKey(js jetstream.JetStream) PageKeySource {
 	return func(ctx context.Context) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(ctx, pageKeyTimeout)
 		defer cancel()
