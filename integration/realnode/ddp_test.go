@@ -97,37 +97,7 @@ func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
 	}
 
 	// What the framework computed, from the logs the worker read from the kubelets.
-	type run struct {
-		allReduce, params map[int]string
-		resumed           string
-		steps             []int64
-		finalStep         int64
-	}
-	runs := map[int]*run{}
-	for _, r := range jobLogs(t, ctx, ws, name) {
-		rr := runs[r.Attempt]
-		if rr == nil {
-			rr = &run{allReduce: map[int]string{}, params: map[int]string{}}
-			runs[r.Attempt] = rr
-		}
-		if m := allReduceLine.FindStringSubmatch(r.Line); m != nil {
-			rank, _ := strconv.Atoi(m[1])
-			rr.allReduce[rank] = fmt.Sprintf("world=%s sum=%s expected=%s backend=%s", m[2], m[3], m[4], m[5])
-		}
-		if m := paramsLine.FindStringSubmatch(r.Line); m != nil {
-			rank, _ := strconv.Atoi(m[1])
-			rr.params[rank] = m[2]
-		}
-		if m := resumedLine.FindStringSubmatch(r.Line); m != nil && r.Role == "master" {
-			rr.resumed = m[1] + " " + m[2]
-		}
-		if m := finalLine.FindStringSubmatch(r.Line); m != nil {
-			rr.finalStep, _ = strconv.ParseInt(m[1], 10, 64)
-		}
-		if vals, ok := events.ParseMetricLine(r.Line); ok {
-			rr.steps = append(rr.steps, int64(vals["step"]))
-		}
-	}
+	runs := ddpRuns(jobLogs(t, ctx, ws, name))
 	for attempt, rr := range runs {
 		for rank := range 3 {
 			if want := "world=3 sum=6 expected=6 backend=gloo"; rr.allReduce[rank] != want {
@@ -148,4 +118,68 @@ func TestDDPInContainersResumesAfterContainerKill(t *testing.T) {
 	if len(after.params) != 3 || after.params[0] != after.params[1] || after.params[0] != after.params[2] {
 		t.Errorf("attempt 1: parameter digests per rank %v, want 3 identical", after.params)
 	}
+}
+
+// ddpRun is what examples/pytorch/ddp/train.py printed in one attempt of a job.
+type ddpRun struct {
+	allReduce map[int]string // rank → "world=W sum=S expected=E backend=B"
+	params    map[int]string // rank → sha256 of its parameters at the end
+	resumed   string         // rank 0's "<checkpoint> <step>" when it resumed
+	steps     []int64        // the steps rank 0 reported, in order
+	losses    []float64      // the loss rank 0 reported at each of them
+	finalStep int64
+	final     float64 // the loss of rank 0's "final" line
+}
+
+// ddpRuns parses a job's logs into what its program printed, by attempt.
+func ddpRuns(lines []events.LogRecord) map[int]*ddpRun {
+	runs := map[int]*ddpRun{}
+	for _, r := range lines {
+		rr := runs[r.Attempt]
+		if rr == nil {
+			rr = &ddpRun{allReduce: map[int]string{}, params: map[int]string{}}
+			runs[r.Attempt] = rr
+		}
+		if m := allReduceLine.FindStringSubmatch(r.Line); m != nil {
+			rank, _ := strconv.Atoi(m[1])
+			rr.allReduce[rank] = fmt.Sprintf("world=%s sum=%s expected=%s backend=%s", m[2], m[3], m[4], m[5])
+		}
+		if m := paramsLine.FindStringSubmatch(r.Line); m != nil {
+			rank, _ := strconv.Atoi(m[1])
+			rr.params[rank] = m[2]
+		}
+		if m := resumedLine.FindStringSubmatch(r.Line); m != nil && r.Role == "master" {
+			rr.resumed = m[1] + " " + m[2]
+		}
+		if m := finalLine.FindStringSubmatch(r.Line); m != nil {
+			rr.finalStep, _ = strconv.ParseInt(m[1], 10, 64)
+			rr.final, _ = strconv.ParseFloat(m[2], 64)
+		}
+		if vals, ok := events.ParseMetricLine(r.Line); ok {
+			rr.steps = append(rr.steps, int64(vals["step"]))
+			rr.losses = append(rr.losses, vals["loss"])
+		}
+	}
+	return runs
+}
+
+// collectivesRight reports, for a run of a gang of world ranks, what is wrong with its
+// first all-reduce and its parameters at the end (every rank's must be the same).
+func collectivesRight(rr *ddpRun, world int) []string {
+	var wrong []string
+	want := fmt.Sprintf("world=%d sum=%d expected=%d backend=gloo", world, world*(world+1)/2, world*(world+1)/2)
+	for rank := range world {
+		if rr.allReduce[rank] != want {
+			wrong = append(wrong, fmt.Sprintf("rank %d: first all-reduce %q, want %q", rank, rr.allReduce[rank], want))
+		}
+	}
+	if len(rr.params) != world {
+		wrong = append(wrong, fmt.Sprintf("parameter digests of %d ranks, want %d", len(rr.params), world))
+	}
+	for rank, p := range rr.params {
+		if p != rr.params[0] {
+			wrong = append(wrong, fmt.Sprintf("rank %d's parameters differ from rank 0's", rank))
+		}
+	}
+	return wrong
 }

@@ -28,22 +28,23 @@ import (
 // the program built static (images.TrainerBinary); the examples' other steps run `sh`,
 // which the image has too.
 
+// runTrainer is the replacement that runs the image's trainer binary where an example
+// runs `go run ./examples/trainer` from a checkout.
+var runTrainer = [2]string{"command: [go, run, ./examples/trainer]", fmt.Sprintf("command: [%s]", images.TrainerBinary)}
+
 // inContainers returns the example file examples/<path> as a user would submit it on
 // the real nodes, in workspace ws: every job (a TrainingJob's spec, a trial template, a
-// pipeline step's job) gets the training image, `go run ./examples/trainer` becomes the
-// image's trainer binary, and the workspace default (metadata and S3 locations) becomes
-// ws. Every replacement must apply: an example that changed fails here, not later.
-func inContainers(t *testing.T, path, ws string) string {
+// pipeline step's job) gets the training image, the workspace default (metadata and S3
+// locations) becomes ws, and each of replace (old, new) applies. Every replacement must
+// apply: an example that changed fails here, not later.
+func inContainers(t *testing.T, path, ws string, replace ...[2]string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(itest.Root(), "examples", path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(data)
-	for _, r := range [][2]string{
-		{"command: [go, run, ./examples/trainer]", fmt.Sprintf("command: [%s]", images.TrainerBinary)},
-		{"workspace: default", "workspace: " + ws},
-	} {
+	for _, r := range append(replace, [2]string{"workspace: default", "workspace: " + ws}) {
 		if !strings.Contains(doc, r[0]) {
 			t.Fatalf("examples/%s no longer contains %q", path, r[0])
 		}
@@ -96,7 +97,7 @@ func parseTrainer(lines []events.LogRecord) trainerRun {
 func TestTrainerExampleInContainers(t *testing.T) {
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws, name = "rn-trainer", "logreg-ddp"
-	submit(t, ctx, inContainers(t, "trainer/job.yaml", ws))
+	submit(t, ctx, inContainers(t, "trainer/job.yaml", ws, runTrainer))
 	mustSucceed(t, ctx, ws, name)
 	got := parseTrainer(jobLogs(t, ctx, ws, name))
 	if len(got.metrics) != 10 || !got.ranks[0] || !got.ranks[1] {
@@ -168,7 +169,7 @@ func runTrainerLocally(t *testing.T, ctx context.Context, world int, args ...str
 func TestRetrainPipelineExampleInContainers(t *testing.T) {
 	ctx := itest.Context(t, 10*time.Minute)
 	const ws, name = "rn-pipeline", "retrain-nightly"
-	run, err := env.api.RunPipeline(ctx, []byte(inContainers(t, "pipeline/retrain.yaml", ws)), map[string]string{"currentAccuracy": "0.5"})
+	run, err := env.api.RunPipeline(ctx, []byte(inContainers(t, "pipeline/retrain.yaml", ws, runTrainer)), map[string]string{"currentAccuracy": "0.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestRetrainPipelineExampleInContainers(t *testing.T) {
 func TestTuneExperimentExampleInContainers(t *testing.T) {
 	ctx := itest.Context(t, 15*time.Minute)
 	const ws, name = "rn-tune", "tune-logreg"
-	if _, err := env.api.CreateExperiment(ctx, []byte(inContainers(t, "experiment/tune.yaml", ws))); err != nil {
+	if _, err := env.api.CreateExperiment(ctx, []byte(inContainers(t, "experiment/tune.yaml", ws, runTrainer))); err != nil {
 		t.Fatal(err)
 	}
 	var e *api.ExperimentDetail
@@ -261,7 +262,7 @@ func TestTuneExperimentExampleInContainers(t *testing.T) {
 func TestPBTExperimentExampleInContainers(t *testing.T) {
 	ctx := itest.Context(t, 15*time.Minute)
 	const ws, name = "rn-pbt", "pbt-logreg"
-	if _, err := env.api.CreateExperiment(ctx, []byte(inContainers(t, "experiment/pbt.yaml", ws))); err != nil {
+	if _, err := env.api.CreateExperiment(ctx, []byte(inContainers(t, "experiment/pbt.yaml", ws, runTrainer))); err != nil {
 		t.Fatal(err)
 	}
 	var e *api.ExperimentDetail
@@ -313,7 +314,7 @@ func TestPBTExperimentExampleInContainers(t *testing.T) {
 func TestNightlyScheduleExampleInContainers(t *testing.T) {
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws, name = "rn-nightly", "nightly"
-	if _, err := env.api.CreateSchedule(ctx, []byte(inContainers(t, "schedule/nightly.yaml", ws))); err != nil {
+	if _, err := env.api.CreateSchedule(ctx, []byte(inContainers(t, "schedule/nightly.yaml", ws, runTrainer))); err != nil {
 		t.Fatal(err)
 	}
 	s3c, bucket, prefix := itest.RawS3(t, env.stack, "s3://dlc/workspaces/"+ws+"/datasets/logreg/")
