@@ -38,6 +38,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
@@ -252,18 +253,15 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 	}
 	if cfg.Triggers {
-		topts := []triggers.Option{triggers.WithLogger(cfg.Logger)}
 		// What triggers start is checked against its workspace's storage locations,
 		// as the API checks documents.
 		registry, err := auth.OpenWorkspaceReader(ctx, js)
 		if err != nil {
 			return nil, fmt.Errorf("app: %w", err)
 		}
-		topts = append(topts, triggers.WithStorage(&storage.Policy{Root: cfg.StorageRoot, Workspaces: registry}))
-		if cfg.TaskQueue != "" {
-			topts = append(topts, triggers.WithTaskQueue(cfg.TaskQueue))
-		}
-		if p.triggers, err = triggers.StartDispatcher(ctx, js, p.Temporal, topts...); err != nil {
+		svc := service.Compose(ctx, service.Config{Temporal: p.Temporal, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue,
+			Logger: cfg.Logger, Storage: &storage.Policy{Root: cfg.StorageRoot, Workspaces: registry}})
+		if p.triggers, err = triggers.StartDispatcher(ctx, js, svc, triggers.WithLogger(cfg.Logger)); err != nil {
 			return nil, err
 		}
 		if cfg.S3EventsWorkspace != "" {

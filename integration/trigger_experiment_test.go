@@ -16,6 +16,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/triggers"
 )
@@ -83,8 +84,8 @@ func TestTriggerStartsExperimentOncePerEvent(t *testing.T) {
 	// reaches a dispatcher that restarted before acknowledging it.
 	const second = "dlc-triggers-second"
 	js := env.events.JetStream()
-	d2, err := triggers.StartDispatcher(ctx, js, env.temporal, triggers.WithConsumer(second),
-		triggers.WithStorage(&storage.Policy{Workspaces: mustRegistry(t, ctx)}))
+	svc := service.Compose(ctx, service.Config{Temporal: env.temporal, Storage: &storage.Policy{Workspaces: mustRegistry(t, ctx)}})
+	d2, err := triggers.StartDispatcher(ctx, js, svc, triggers.WithConsumer(second))
 	if err != nil {
 		t.Fatal(err)
 	}

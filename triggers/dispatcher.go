@@ -13,22 +13,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
-	"github.com/opendlc/opendlc/storage"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // Options configure a Dispatcher.
 type Options struct {
 	// Consumer is the name of the durable consumer on DLC_INBOUND.
 	Consumer string
-	// TaskQueue is where started workflows run.
-	TaskQueue string
 	// AckWait is how long JetStream waits for an acknowledgement before it delivers an
 	// event again.
 	AckWait time.Duration
@@ -36,9 +31,6 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives what goes wrong.
 	Logger *slog.Logger
-	// Storage, when set, confines the S3 URIs of what triggers start to their
-	// workspace's locations, as the API does (WithStorage).
-	Storage *storage.Policy
 }
 
 // Option changes Options.
@@ -54,12 +46,6 @@ func WithConsumer(name string) Option {
 		o.Consumer = name
 		return nil
 	}
-}
-
-// WithTaskQueue sets the task queue of the workflows triggers start. Default
-// workflows.TaskQueue.
-func WithTaskQueue(q string) Option {
-	return func(o *Options) error { o.TaskQueue = q; return nil }
 }
 
 // WithAckWait sets the consumer's ack wait, at least 1s. Default 30s.
@@ -99,12 +85,14 @@ type Dispatcher struct {
 }
 
 // StartDispatcher loads every trigger, then consumes DLC_INBOUND through the durable
-// consumer until Close; it starts actions with tc, in tc's namespace. The streams and
-// buckets events/jetstream.EnsureStreams declares must exist.
-func StartDispatcher(ctx context.Context, js jetstream.JetStream, tc client.Client, opts ...Option) (*Dispatcher, error) {
+// consumer until Close; it starts actions through svc, the process's services (so
+// with the same task queue, namespace and storage policy as its API: what names an
+// S3 location outside its workspace's is not started, the trigger is not fired for
+// that event, and the refusal is logged). The streams and buckets
+// events/jetstream.EnsureStreams declares must exist.
+func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.Service, opts ...Option) (*Dispatcher, error) {
 	o := Options{
 		Consumer:     DefaultConsumer,
-		TaskQueue:    workflows.TaskQueue,
 		AckWait:      30 * time.Second,
 		StartTimeout: 10 * time.Second,
 	}
@@ -115,6 +103,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, tc client.Clie
 	}
 	d := &Dispatcher{
 		js: js, o: o, log: o.Logger,
+		jobs: svc.Jobs, pipelines: svc.Pipelines, experiments: svc.Experiments,
 		bySubject: map[string]map[string]*schemas.Trigger{},
 		subjectOf: map[string]string{},
 	}
@@ -122,12 +111,6 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, tc client.Clie
 		d.log = slog.Default()
 	}
 	d.log = d.log.With("component", "triggers")
-	// Starting needs no namespace: a start goes to tc's own.
-	svc := service.New(tc, "", o.TaskQueue, d.log)
-	d.jobs, d.pipelines, d.experiments = svc.Jobs, svc.Pipelines, svc.Experiments
-	if o.Storage != nil {
-		svc.SetStorage(o.Storage)
-	}
 	var err error
 	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
 		return nil, fmt.Errorf("triggers: open bucket %s (created by jetstream.EnsureStreams): %w", TriggersBucket, err)

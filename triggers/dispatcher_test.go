@@ -22,6 +22,7 @@ import (
 	"github.com/opendlc/opendlc/internal/jstest"
 	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -110,7 +111,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) startDispatcher() *triggers.Dispatcher {
 	e.t.Helper()
 	logger := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := triggers.StartDispatcher(e.ctx, e.js, e.temporal, triggers.WithLogger(logger))
+	d, err := triggers.StartDispatcher(e.ctx, e.js, service.Compose(e.ctx, service.Config{Temporal: e.temporal, Logger: logger}), triggers.WithLogger(logger))
 	if err != nil {
 		e.t.Fatal(err)
 	}

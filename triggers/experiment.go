@@ -5,16 +5,7 @@ import (
 
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
-	"github.com/opendlc/opendlc/storage"
 )
-
-// WithStorage makes the dispatcher refuse to start what names an S3 location outside
-// its workspace's (storage.Policy), as the API refuses such documents: the trigger is
-// not fired for that event (logged), and nothing is created. Default: no check (the
-// worker still checks at launch).
-func WithStorage(p *storage.Policy) Option {
-	return func(o *Options) error { o.Storage = p; return nil }
-}
 
 // experimentAction is the Experiment a trigger with an experiment action starts for an
 // event: named runName in the trigger's workspace, with its labels, and the trigger's
