@@ -39,7 +39,7 @@ func (s *Jobs) Scale(ctx context.Context, ws, name string, req api.ScaleRequest)
 	handle, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.JobWorkflowID(ws, name),
 		UpdateName:   workflows.UpdateScale,
-		Args:         []any{req},
+		Args:         []any{workflows.ScaleRequest{Replicas: req.Replicas}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var res workflows.ScaleResult
@@ -56,7 +56,7 @@ func (s *Jobs) Scale(ctx context.Context, ws, name string, req api.ScaleRequest)
 		return api.ScaleResult{}, &Error{Kind: ErrConflict, Message: msg,
 			Fields: []schemas.FieldError{{Field: "replicas", Detail: strings.TrimPrefix(msg, "replicas: ")}}}
 	}
-	return res, nil
+	return api.ScaleResult{DesiredReplicas: res.DesiredReplicas, CurrentReplicas: res.CurrentReplicas, Phase: res.Phase}, nil
 }
 
 func notRunning(name string, phase schemas.JobPhase) error {

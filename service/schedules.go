@@ -71,15 +71,65 @@ func (s *Schedules) List(ctx context.Context, ws string, o ListOptions) (api.Sch
 	return list, nil
 }
 
-// Update sends an update (workflows.UpdateSchedule*) to a schedule and waits for its
+// Replace replaces a validated schedule's spec (its name and workspace name the
+// schedule) and answers the schedule; the next fire time follows at once.
+func (s *Schedules) Replace(ctx context.Context, sched *schemas.Schedule) (api.ScheduleView, error) {
+	ws, name := sched.Metadata.Workspace, sched.Metadata.Name
+	if err := checkStorage(ctx, s.storage, ws, sched); err != nil {
+		return api.ScheduleView{}, err
+	}
+	return s.viewUpdate(ctx, ws, name, workflows.UpdateScheduleSpec, workflows.UpdateScheduleRequest{Schedule: *sched})
+}
+
+// Pause pauses a schedule's scheduled runs and answers the schedule.
+func (s *Schedules) Pause(ctx context.Context, ws, name string, req api.PauseScheduleRequest) (api.ScheduleView, error) {
+	return s.viewUpdate(ctx, ws, name, workflows.UpdateSchedulePause, workflows.PauseScheduleRequest{Note: req.Note})
+}
+
+// Resume resumes a schedule's scheduled runs and answers the schedule.
+func (s *Schedules) Resume(ctx context.Context, ws, name string) (api.ScheduleView, error) {
+	return s.viewUpdate(ctx, ws, name, workflows.UpdateScheduleResume, workflows.ResumeScheduleRequest{})
+}
+
+// Trigger runs a schedule's action now and answers the run.
+func (s *Schedules) Trigger(ctx context.Context, ws, name string, req api.TriggerScheduleRequest) (api.TriggerScheduleResult, error) {
+	var res workflows.TriggerScheduleResult
+	err := s.update(ctx, ws, name, workflows.UpdateScheduleTrigger,
+		workflows.TriggerScheduleRequest{OverlapPolicy: req.OverlapPolicy}, &res)
+	if err != nil {
+		return api.TriggerScheduleResult{}, err
+	}
+	return api.TriggerScheduleResult{Run: res.Run}, nil
+}
+
+// Backfill runs each time of [req.From, req.To) the schedule names, once, and answers
+// the runs (an empty list when there are none).
+func (s *Schedules) Backfill(ctx context.Context, ws, name string, req api.BackfillScheduleRequest) (api.BackfillScheduleResult, error) {
+	var res workflows.BackfillScheduleResult
+	err := s.update(ctx, ws, name, workflows.UpdateScheduleBackfill,
+		workflows.BackfillScheduleRequest{From: req.From, To: req.To, OverlapPolicy: req.OverlapPolicy}, &res)
+	if err != nil {
+		return api.BackfillScheduleResult{}, err
+	}
+	if res.Runs == nil {
+		res.Runs = []schemas.ScheduleRun{}
+	}
+	return api.BackfillScheduleResult{Runs: res.Runs}, nil
+}
+
+// viewUpdate sends an update whose result is the schedule and answers the schedule.
+func (s *Schedules) viewUpdate(ctx context.Context, ws, name, update string, arg any) (api.ScheduleView, error) {
+	var view workflows.ScheduleView
+	if err := s.update(ctx, ws, name, update, arg, &view); err != nil {
+		return api.ScheduleView{}, err
+	}
+	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
+}
+
+// update sends an update (workflows.UpdateSchedule*) to a schedule and waits for its
 // result into result: ErrNotFound for an unknown schedule, ErrInvalid when the
 // workflow's validator refused the request.
-func (s *Schedules) Update(ctx context.Context, ws, name, update string, arg, result any) error {
-	if req, ok := arg.(workflows.UpdateScheduleRequest); ok {
-		if err := checkStorage(ctx, s.storage, ws, &req.Schedule); err != nil {
-			return err
-		}
-	}
+func (s *Schedules) update(ctx context.Context, ws, name, update string, arg, result any) error {
 	h, err := s.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.ScheduleWorkflowID(ws, name),
 		UpdateName:   update,

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/opendlc/opendlc/api"
-
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/schedule"
@@ -28,21 +26,42 @@ type ScheduleQuery struct {
 	Next int `json:"next,omitempty"`
 }
 
-// The schedule updates' requests and results are the API's: one definition, so that
-// what the API takes and what the workflow records cannot drift apart (the JSON is the
-// same either way).
-type (
-	// PauseScheduleRequest pauses a schedule.
-	PauseScheduleRequest = api.PauseScheduleRequest
-	// TriggerScheduleRequest runs a schedule's action now.
-	TriggerScheduleRequest = api.TriggerScheduleRequest
-	// TriggerScheduleResult is the triggered run.
-	TriggerScheduleResult = api.TriggerScheduleResult
-	// BackfillScheduleRequest runs every nominal time of [From, To) once.
-	BackfillScheduleRequest = api.BackfillScheduleRequest
-	// BackfillScheduleResult lists the backfill's runs as they were dealt with.
-	BackfillScheduleResult = api.BackfillScheduleResult
-)
+// The schedule updates' requests and results are the workflow's own: the service
+// converts the API's types to and from them. Their JSON is what recorded histories hold,
+// so a field, type or tag must not change (the API's types have the same JSON today).
+
+// PauseScheduleRequest pauses a schedule.
+type PauseScheduleRequest struct {
+	// Note says why; shown by get.
+	Note string `json:"note,omitempty"`
+}
+
+// TriggerScheduleRequest runs a schedule's action now.
+type TriggerScheduleRequest struct {
+	// OverlapPolicy overrides the schedule's for this run; allowAll runs it even while
+	// another run runs.
+	OverlapPolicy schedule.OverlapPolicy `json:"overlapPolicy,omitempty"`
+}
+
+// TriggerScheduleResult is the triggered run (or the one found, when triggered twice in
+// one second).
+type TriggerScheduleResult struct {
+	Run schemas.ScheduleRun `json:"run"`
+}
+
+// BackfillScheduleRequest runs every nominal time of [From, To) once.
+type BackfillScheduleRequest struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// OverlapPolicy is bufferAll (default: one after another) or allowAll (all at once).
+	OverlapPolicy schedule.OverlapPolicy `json:"overlapPolicy,omitempty"`
+}
+
+// BackfillScheduleResult lists the backfill's runs as they were dealt with: started,
+// waiting, or already run before.
+type BackfillScheduleResult struct {
+	Runs []schemas.ScheduleRun `json:"runs"`
+}
 
 // ResumeScheduleRequest resumes a paused schedule.
 type ResumeScheduleRequest struct{}

@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
-	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -30,11 +29,21 @@ import (
 // Both record status.elastic, a Running timeline entry and status event (reason Scaled
 // or ReplicaReplaced) and the Scaled condition.
 
-// ScaleRequest is the scale update's argument: the API's own type.
-type ScaleRequest = api.ScaleRequest
+// ScaleRequest is the scale update's argument. The service converts the API's request
+// to it; its JSON is what recorded histories hold, so it must not change.
+type ScaleRequest struct {
+	// Replicas is the job's replica count in all roles, within spec.elastic's
+	// [minReplicas, maxReplicas].
+	Replicas int32 `json:"replicas"`
+}
 
-// ScaleResult is the scale update's answer: the API's own type.
-type ScaleResult = api.ScaleResult
+// ScaleResult is the scale update's answer: the job's replica count once the scale is
+// applied.
+type ScaleResult struct {
+	DesiredReplicas int32            `json:"desiredReplicas"`
+	CurrentReplicas int32            `json:"currentReplicas"`
+	Phase           schemas.JobPhase `json:"phase"`
+}
 
 // scaleRequests are the scale update's requests, which the running attempt applies
 // between two gang watches.

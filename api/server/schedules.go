@@ -7,7 +7,6 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/workflows"
 )
 
 // scheduleRoutes are the Schedule operations (registered in kinds.go).
@@ -91,7 +90,7 @@ func (s *Server) updateSchedule(r *http.Request) (any, error) {
 		return nil, specError(schemas.ErrorList{schemas.Invalid(schemas.NewPath("metadata"),
 			"must name schedule %s of workspace %s, as the path does", name, ws)})
 	}
-	return s.scheduleViewUpdate(r, workflows.UpdateScheduleSpec, workflows.UpdateScheduleRequest{Schedule: *sched})
+	return s.svc.Schedules.Replace(r.Context(), sched)
 }
 
 func (s *Server) pauseSchedule(r *http.Request) (any, error) {
@@ -99,11 +98,11 @@ func (s *Server) pauseSchedule(r *http.Request) (any, error) {
 	if err := decodeJSON(r, &req, smallBodyLimit, optionalBody); err != nil {
 		return nil, err
 	}
-	return s.scheduleViewUpdate(r, workflows.UpdateSchedulePause, req)
+	return s.svc.Schedules.Pause(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
 func (s *Server) resumeSchedule(r *http.Request) (any, error) {
-	return s.scheduleViewUpdate(r, workflows.UpdateScheduleResume, workflows.ResumeScheduleRequest{})
+	return s.svc.Schedules.Resume(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
 func (s *Server) triggerSchedule(r *http.Request) (any, error) {
@@ -111,12 +110,7 @@ func (s *Server) triggerSchedule(r *http.Request) (any, error) {
 	if err := decodeJSON(r, &req, smallBodyLimit, optionalBody); err != nil {
 		return nil, err
 	}
-	// The update takes and answers the API's types (workflows aliases them).
-	var res api.TriggerScheduleResult
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleTrigger, req, &res); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return s.svc.Schedules.Trigger(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
 func (s *Server) backfillSchedule(r *http.Request) (any, error) {
@@ -124,29 +118,7 @@ func (s *Server) backfillSchedule(r *http.Request) (any, error) {
 	if err := decodeJSON(r, &req, smallBodyLimit, requiredBody); err != nil {
 		return nil, err
 	}
-	var res api.BackfillScheduleResult
-	if err := s.scheduleUpdate(r, workflows.UpdateScheduleBackfill, req, &res); err != nil {
-		return nil, err
-	}
-	if res.Runs == nil {
-		res.Runs = []schemas.ScheduleRun{}
-	}
-	return res, nil
-}
-
-// scheduleViewUpdate sends an update whose result is the schedule to the path's
-// schedule, and answers the schedule.
-func (s *Server) scheduleViewUpdate(r *http.Request, update string, arg any) (any, error) {
-	var view workflows.ScheduleView
-	if err := s.scheduleUpdate(r, update, arg, &view); err != nil {
-		return nil, err
-	}
-	return api.ScheduleView{Spec: view.Schedule, Status: view.Status}, nil
-}
-
-// scheduleUpdate sends an update to the path's schedule and waits for its result.
-func (s *Server) scheduleUpdate(r *http.Request, update string, arg, result any) error {
-	return s.svc.Schedules.Update(r.Context(), r.PathValue("ws"), r.PathValue("name"), update, arg, result)
+	return s.svc.Schedules.Backfill(r.Context(), r.PathValue("ws"), r.PathValue("name"), req)
 }
 
 // deleteSchedule deletes a schedule (every run of its workflow) and answers once it is
