@@ -344,8 +344,7 @@ func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Confi
 	p.http = server.New(p.Temporal, p.Events, opts...).HTTPServer(tlsConfig)
 	if !cfg.API.NoConsole {
 		// The web console, under /ui/, calls the API handler in-process.
-		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger,
-			Audit: console.AuditFromJetStream(p.Events), NodeHealth: console.NodeHealthFromTemporal(p.Temporal)})
+		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger})
 	}
 	p.APIAddr = ln.Addr()
 	p.APIURL = "http://" + ln.Addr().String()

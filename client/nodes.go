@@ -25,4 +25,10 @@ func (c *Client) ReleaseNode(ctx context.Context, name, reason string) (*api.Nod
 	return callJSON[api.Node](ctx, c, http.MethodPost, nodePath(name)+"/release", api.NodeRelease{Reason: reason})
 }
 
+// NodeHealer returns the node self-healing workflow's state (a cluster
+// administrator); Running is false when the workflow is not running.
+func (c *Client) NodeHealer(ctx context.Context) (*api.NodeHealer, error) {
+	return call[api.NodeHealer](ctx, c, http.MethodGet, "/v1/node-healer", nil, nil)
+}
+
 func nodePath(name string) string { return "/v1/nodes/" + url.PathEscape(name) }

@@ -45,12 +45,6 @@ type Options struct {
 	SessionTTL time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
-	// Audit reads the audit records the workspace page shows its administrators; nil
-	// shows none (the API serves no audit records: see sources.go).
-	Audit AuditReader
-	// NodeHealth reads the node self-healing workflow's state for the nodes page; nil
-	// shows none.
-	NodeHealth NodeHealthReader
 }
 
 // Console serves the web console in front of an API handler.

@@ -45,10 +45,11 @@ type nodesData struct {
 	// Quarantined are the nodes whose latest verdict quarantined them.
 	Quarantined []nodeRow
 	Recent      []nodeCheck
-	// Healer is the self-healing workflow's state; HasHealer says the console can
-	// read it, Healer nil then says it is not running.
+	// Healer is the self-healing workflow's state (GET /v1/node-healer); HasHealer
+	// says the session may read it (a cluster administrator), Healer nil then says it
+	// is not running.
 	HasHealer bool
-	Healer    *workflows.NodeHealthState
+	Healer    *api.NodeHealer
 	Days      int
 }
 
@@ -57,8 +58,8 @@ type nodesData struct {
 // The verdicts are the node-health events, read through the API with the session's
 // token from the reserved workspace "system": a token of one workspace gets the API's
 // refusal, and the page says that node health is shown to administrators. The
-// workflow's state (no API route) is read only for a token of every workspace with
-// the admin role.
+// workflow's state (GET /v1/node-healer) is asked for only with a token of every
+// workspace with the admin role, the only one the API answers it to.
 func (c *Console) nodesPage(w http.ResponseWriter, r *http.Request, k *call) error {
 	ctx := r.Context()
 	// The page's own workspace first: another workspace's path is the API's 404.
@@ -89,10 +90,14 @@ func (c *Console) nodesPage(w http.ResponseWriter, r *http.Request, k *call) err
 	}
 	d.Recent = slices.Clone(d.Recent)
 	slices.Reverse(d.Recent)
-	if c.opts.NodeHealth != nil && k.s.who.Workspace == api.AllWorkspaces && auth.Allows(k.s.who.Role, auth.VerbAdmin) {
-		d.HasHealer = true
-		if d.Healer, err = c.opts.NodeHealth(ctx); err != nil {
+	if k.s.who.Workspace == api.AllWorkspaces && auth.Allows(k.s.who.Role, auth.VerbAdmin) {
+		h, err := k.api.NodeHealer(ctx)
+		if err != nil {
 			return err
+		}
+		d.HasHealer = true
+		if h.Running {
+			d.Healer = h
 		}
 	}
 	return c.render(w, http.StatusOK, "nodes", "", k.page("Nodes", "nodes", d))

@@ -1,13 +1,13 @@
 package console
 
 import (
-	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
-	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/client"
 )
 
 // Audit records the workspace page shows: the latest auditShown of the last
@@ -17,12 +17,6 @@ const (
 	auditWindow = 7 * 24 * time.Hour
 )
 
-// auditRow is one audit record on the workspace page.
-type auditRow struct {
-	Time time.Time
-	events.AuditData
-}
-
 // workspaceData is the workspace page's.
 type workspaceData struct {
 	Workspace *api.Workspace
@@ -31,8 +25,9 @@ type workspaceData struct {
 	// workspace admin of this workspace, or an admin.
 	Admin  bool
 	Tokens []api.Token
-	// Audit is nil when the console has no audit reader.
-	Audit     []auditRow
+	// Audit are the latest audit records, newest first; HasAudit says the API
+	// answered them (a server started without JetStream serves none).
+	Audit     []api.AuditRecord
 	HasAudit  bool
 	AuditDays int
 	Now       time.Time
@@ -42,11 +37,10 @@ type workspaceData struct {
 // admitted against it and what waits in its queue; to its administrators, its tokens
 // and its latest audit records.
 //
-// The registry entry, quota and tokens come from the API with the session's token, so
-// another workspace's page is the API's 404. Audit records have no API route: they
-// are read from the audit stream, and shown only to a session whose token the API
-// lets manage this workspace's tokens (auth.VerbTokens in the workspace), after the
-// API has answered for the workspace.
+// Everything comes from the API with the session's token, so another workspace's page
+// is the API's 404. The tokens and audit records (GET /v1/workspaces/{ws}/audit) are
+// asked for only when the session's token may manage this workspace's tokens
+// (auth.VerbTokens in the workspace), which is what the API requires of both.
 func (c *Console) workspacePage(w http.ResponseWriter, r *http.Request, k *call) error {
 	ctx := r.Context()
 	ws, err := k.api.GetWorkspace(ctx, k.ws)
@@ -65,18 +59,15 @@ func (c *Console) workspacePage(w http.ResponseWriter, r *http.Request, k *call)
 			return err
 		}
 		d.Tokens = toks.Items
-		if c.opts.Audit != nil {
-			d.HasAudit = true
-			recs, err := c.opts.Audit(ctx, k.ws, auditWindow, auditShown)
-			if err != nil {
-				return err
-			}
-			for _, ev := range recs {
-				var a events.AuditData
-				if json.Unmarshal(ev.Data, &a) == nil {
-					d.Audit = append(d.Audit, auditRow{Time: ev.Time, AuditData: a})
-				}
-			}
+		recs, err := k.api.Audit(ctx, k.ws, client.AuditOptions{Since: auditWindow, Limit: auditShown})
+		switch ae, _ := errors.AsType[*client.Error](err); {
+		case err == nil:
+			d.HasAudit, d.Audit = true, recs.Items
+		case ae != nil && ae.Status == http.StatusServiceUnavailable:
+			// A server started without JetStream serves no audit records: the section
+			// is left out.
+		default:
+			return err
 		}
 	}
 	return c.render(w, http.StatusOK, "workspace", "", k.page("Workspace "+k.ws, "workspace", d))

@@ -55,6 +55,32 @@ func (s *Nodes) Healer(ctx context.Context) (*workflows.NodeHealthState, error) 
 	return &st, nil
 }
 
+// HealerStatus returns the node self-healing workflow's state for the API
+// (GET /v1/node-healer): Running false when the workflow is not running.
+func (s *Nodes) HealerStatus(ctx context.Context) (api.NodeHealer, error) {
+	st, err := s.Healer(ctx)
+	if err != nil {
+		return api.NodeHealer{}, fmt.Errorf("read the node self-healing workflow: %w", err)
+	}
+	if st == nil {
+		return api.NodeHealer{}, nil
+	}
+	out := api.NodeHealer{Running: true, Rounds: st.Rounds, Released: st.Released, LastRound: st.LastRound, LastError: st.LastError}
+	if st.Interval > 0 {
+		out.Interval = st.Interval.String()
+	}
+	if st.ProbeTimeout > 0 {
+		out.ProbeTimeout = st.ProbeTimeout.String()
+	}
+	for _, h := range st.LastNodes {
+		out.LastNodes = append(out.LastNodes, api.NodeRecheck{
+			Node: h.Node, Healthy: h.Healthy, Reason: h.Reason, Message: h.Message, CheckedAt: h.CheckedAt,
+			Quarantined: h.Quarantined, QuarantinedAt: h.QuarantinedAt, Checks: nodeChecks(h.Checks),
+		})
+	}
+	return out, nil
+}
+
 // List returns every node with a verdict in the last NodesWindow, by name.
 func (s *Nodes) List(ctx context.Context) (api.NodeList, error) {
 	byNode := map[string]*api.Node{}

@@ -202,6 +202,14 @@ var clusterRoutes = []route{
 		},
 		responses: []reply{{200, "events, one JSON object per line", &payload{v: events.Event{}, media: ndjson}}}},
 
+	{method: "GET", path: "/v1/workspaces/{ws}/audit", handler: (*Server).workspaceAudit, verb: auth.VerbTokens, ws: wsPath,
+		id: "workspaceAudit", tag: "access", summary: "A workspace's latest audit records, newest first (those who may manage its tokens: a workspace admin of it, or an admin)",
+		query: []param{
+			{name: "since", typ: "string", desc: "how far back, a duration such as 24h; default and at most 168h"},
+			{name: "limit", typ: "integer", desc: "at most this many records, 1 to 50; default 50"},
+		},
+		responses: []reply{{200, "the audit records, newest first", jsonBody(api.AuditList{})}}},
+
 	{method: "PUT", path: "/v1/workspaces/{ws}/quota", handler: (*Server).setQuota, verb: auth.VerbAdmin, ws: wsPath,
 		id: "setQuota", tag: "quota", summary: "Set a workspace's quota (admin)",
 		request:   jsonBody(api.Quota{}),
@@ -216,6 +224,9 @@ var clusterRoutes = []route{
 	{method: "GET", path: "/v1/nodes/{name}", handler: (*Server).getNode, verb: auth.VerbRead, ws: wsNone, object: "node",
 		id: "getNode", tag: "nodes", summary: "A node's latest health verdict and quarantine state (a token of every workspace)",
 		responses: []reply{{200, "the node", jsonBody(api.Node{})}}},
+	{method: "GET", path: "/v1/node-healer", handler: (*Server).getNodeHealer, verb: auth.VerbAdmin, ws: wsNone,
+		id: "getNodeHealer", tag: "nodes", summary: "The node self-healing workflow's state: its counters and its latest round's re-checks; running false when it is not running (cluster admin)",
+		responses: []reply{{200, "the workflow's state", jsonBody(api.NodeHealer{})}}},
 	{method: "POST", path: "/v1/nodes/{name}/release", handler: (*Server).releaseNode, verb: auth.VerbAdmin, ws: wsNone, object: "node",
 		id: "releaseNode", tag: "nodes", summary: "Release a node from quarantine at once (cluster admin); 409 when it is not quarantined",
 		request:   jsonBody(api.NodeRelease{}),
