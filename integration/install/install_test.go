@@ -17,8 +17,9 @@
 // /etc/hosts (worker.hostAliases) with KUBERNETES_SERVICE_HOST and _PORT set to it
 // (worker.extraEnv); everything else of the in-cluster configuration (the service
 // account's token and CA, the chart's RBAC) is as on any cluster. The host reaches the
-// API on a server pod's address on the pod network (the nodes' bridge): the test
-// cluster has no NodePort proxy either.
+// API through a port-forward to the server's Service, as `kubectl port-forward` does
+// (through the API server and the pod's kubelet): the test cluster has no NodePort
+// proxy either.
 //
 // Needs root, like kubestack's real nodes; clusters with real nodes take a machine-wide
 // lock, so this waits while another package's cluster runs.
@@ -40,6 +41,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
@@ -213,7 +216,7 @@ worker:
 	wantImage := images.Domain + "/dlc:" + b.dlc.Version
 	checkPodsReady(t, ctx, cluster, 4, wantImage)
 
-	// The API, reached on a server pod's address, with the token the chart generated.
+	// The API, reached through a port-forward, with the token the chart generated.
 	token := adminToken(t, ctx, cluster)
 	client := apiClient(t, ctx, cluster, token)
 	who, err := client.Whoami(ctx)
@@ -444,7 +447,8 @@ func adminToken(t *testing.T, ctx context.Context, cluster *kubestack.Cluster) s
 	return tok
 }
 
-// apiClient is a client of the API on a ready server pod's address on the pod network.
+// apiClient is a client of the API through a port-forward to the server's Service
+// (apiURL).
 func apiClient(t *testing.T, ctx context.Context, cluster *kubestack.Cluster, token string) *dlc.Client {
 	t.Helper()
 	c, err := dlc.New(apiURL(t, ctx, cluster), dlc.WithToken(token))
@@ -454,20 +458,50 @@ func apiClient(t *testing.T, ctx context.Context, cluster *kubestack.Cluster, to
 	return c
 }
 
-// apiURL is the API's URL on a ready server pod's address on the pod network.
+// apiURL is the API's URL through a port-forward to service/opendlc-server's port 80,
+// as docs/production.md's step 6 (`kubectl port-forward service/opendlc-server
+// 8080:80`): resolved the way kubectl resolves it (a ready pod of the Service's
+// selector, the Service port's named target port on that pod), then forwarded through
+// the API server and the pod's kubelet (kubestack.PortForward). The forward closes
+// with the test, or when its pod goes away.
 func apiURL(t *testing.T, ctx context.Context, cluster *kubestack.Cluster) string {
 	t.Helper()
+	svc, err := cluster.Client.CoreV1().Services(namespace).Get(ctx, release+"-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target intstr.IntOrString
+	for _, p := range svc.Spec.Ports {
+		if p.Port == 80 {
+			target = p.TargetPort
+		}
+	}
 	pods, err := cluster.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=server"})
+		LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && podReady(&p) && p.Status.PodIP != "" {
-			return "http://" + net.JoinHostPort(p.Status.PodIP, "8080")
+		if p.DeletionTimestamp != nil || !podReady(&p) {
+			continue
 		}
+		port := target.IntValue()
+		for _, c := range p.Spec.Containers {
+			for _, cp := range c.Ports {
+				if target.Type == intstr.String && cp.Name == target.StrVal {
+					port = int(cp.ContainerPort)
+				}
+			}
+		}
+		addr, stop, err := cluster.PortForward(ctx, namespace, p.Name, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		t.Logf("port-forward service/%s:80 -> pod %s:%d on %s: %s", svc.Name, p.Name, port, p.Spec.NodeName, addr)
+		return "http://" + addr
 	}
-	t.Fatalf("no ready server pod among %d", len(pods.Items))
+	t.Fatalf("no ready pod of service/%s among %d", svc.Name, len(pods.Items))
 	return ""
 }
 
