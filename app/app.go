@@ -36,6 +36,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/console"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/service"
@@ -179,6 +180,7 @@ type Process struct {
 	worker      *workers.Main
 	notifier    *notify.Dispatcher
 	triggers    *triggers.Dispatcher
+	archive     *logarchive.Store // finished jobs' logs, read by the API
 	http        *http.Server
 	metricsHTTP *http.Server
 	serveErr    chan error
@@ -252,19 +254,22 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 			return nil, err
 		}
 	}
-	if cfg.Triggers {
-		// What triggers start is checked against its workspace's storage locations,
-		// as the API checks documents.
-		registry, err := auth.OpenWorkspaceReader(ctx, js)
-		if err != nil {
-			return nil, fmt.Errorf("app: %w", err)
+	// The one Service of the process, for every front end it runs.
+	var svc *service.Service
+	if cfg.Triggers || cfg.API != nil {
+		if svc, err = p.compose(ctx, cfg); err != nil {
+			return nil, err
 		}
-		svc := service.Compose(ctx, service.Config{Temporal: p.Temporal, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue,
-			Logger: cfg.Logger, Storage: &storage.Policy{Root: cfg.StorageRoot, Workspaces: registry}})
+	}
+	if cfg.Triggers {
 		if p.triggers, err = triggers.StartDispatcher(ctx, js, svc, triggers.WithLogger(cfg.Logger)); err != nil {
 			return nil, err
 		}
 		if cfg.S3EventsWorkspace != "" {
+			registry, err := auth.OpenWorkspaceReader(ctx, js)
+			if err != nil {
+				return nil, fmt.Errorf("app: %w", err)
+			}
 			policy := &storage.Policy{Root: cmp.Or(cfg.StorageRoot, cfg.S3EventsRoot), Workspaces: registry}
 			owner := triggers.OwnerByLocations(registry.Names, func(ctx context.Context, ws, uri string) (int, error) {
 				locs, err := policy.Locations(ctx, ws)
@@ -291,7 +296,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 			return nil, err
 		}
 		p.closers = append(p.closers, gate.Close)
-		if err := p.startAPI(ctx, cfg, tlsConfig); err != nil {
+		if err := p.startAPI(cfg, svc, tlsConfig); err != nil {
 			return nil, err
 		}
 	}
@@ -301,47 +306,65 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	return p, nil
 }
 
-// startAPI opens the stores the API serves from and starts serving.
-func (p *Process) startAPI(ctx context.Context, cfg Config, tlsConfig *tls.Config) error {
+// compose builds the process's one Service (service.Compose), which every front end
+// the process runs is handed: the trigger dispatcher, the API server and, through the
+// API, the web console. So each starts what it starts with the same namespace, task
+// queue and storage policy. With the API it opens the stores the API serves from
+// (rules, triggers, tokens and workspaces, the log archive), and the storage policy
+// reads workspaces from the token store; without (a worker's trigger dispatcher), it
+// reads them from NATS.
+func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, error) {
 	js := p.Events.JetStream()
-	rules, err := notify.OpenStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	triggerStore, err := triggers.OpenStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	var authOpts []auth.Option
-	if cfg.API.SingleTenant != "" {
-		authOpts = append(authOpts, auth.WithSingleTenant(cfg.API.SingleTenant))
-	}
-	if p.Auth, err = auth.OpenStore(ctx, js, authOpts...); err != nil {
-		return err
-	}
-	if cfg.API.AdminTokenFile != "" {
-		if p.AdminToken, err = auth.BootstrapFile(ctx, p.Auth, cfg.API.AdminTokenFile); err != nil {
-			return err
+	sc := service.Config{Temporal: p.Temporal, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue, Logger: cfg.Logger}
+	var registry storage.Registry
+	if cfg.API != nil {
+		rules, err := notify.OpenStore(ctx, js)
+		if err != nil {
+			return nil, err
 		}
+		triggerStore, err := triggers.OpenStore(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		var authOpts []auth.Option
+		if cfg.API.SingleTenant != "" {
+			authOpts = append(authOpts, auth.WithSingleTenant(cfg.API.SingleTenant))
+		}
+		if p.Auth, err = auth.OpenStore(ctx, js, authOpts...); err != nil {
+			return nil, err
+		}
+		if cfg.API.AdminTokenFile != "" {
+			if p.AdminToken, err = auth.BootstrapFile(ctx, p.Auth, cfg.API.AdminTokenFile); err != nil {
+				return nil, err
+			}
+		}
+		if p.archive, err = p.startLogArchive(cfg); err != nil {
+			return nil, err
+		}
+		sc.Events, sc.Auth, sc.Rules, sc.Triggers, sc.LogArchive = p.Events, p.Auth, rules, triggerStore, p.archive
+		registry = p.Auth
+	} else {
+		reader, err := auth.OpenWorkspaceReader(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		registry = reader
 	}
+	sc.Storage = &storage.Policy{Root: cfg.StorageRoot, Workspaces: registry}
+	return service.Compose(ctx, sc), nil
+}
+
+// startAPI serves the API in front of svc.
+func (p *Process) startAPI(cfg Config, svc *service.Service, tlsConfig *tls.Config) error {
+	var err error
 	ln := cfg.API.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.API.Addr); err != nil {
 			return fmt.Errorf("app: listen on %s: %w", cfg.API.Addr, err)
 		}
 	}
-	opts := []server.Option{server.WithNamespace(cfg.Namespace), server.WithLogger(cfg.Logger),
-		server.WithRules(rules), server.WithAuth(p.Auth), server.WithTriggers(triggerStore),
-		server.WithRateLimits(cfg.API.RateLimits), server.WithStorage(cfg.StorageRoot), server.WithMetrics(p.Metrics)}
-	if cfg.TaskQueue != "" {
-		opts = append(opts, server.WithTaskQueue(cfg.TaskQueue))
-	}
-	archive, err := p.startLogArchive(cfg)
-	if err != nil {
-		return err
-	}
-	opts = append(opts, archive)
-	p.http = server.New(p.Temporal, p.Events, opts...).HTTPServer(tlsConfig)
+	p.http = server.New(svc, p.Events, server.WithLogger(cfg.Logger), server.WithAuth(p.Auth),
+		server.WithRateLimits(cfg.API.RateLimits), server.WithMetrics(p.Metrics), server.WithLogArchive(p.archive)).HTTPServer(tlsConfig)
 	if !cfg.API.NoConsole {
 		// The web console, under /ui/, calls the API handler in-process.
 		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/opendlc/opendlc/api/server"
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/storage"
 )
@@ -27,8 +26,8 @@ type LogArchiveConfig struct {
 }
 
 // startLogArchive opens the archive the API reads, and starts the janitor when a
-// retention is set; it returns the API's option.
-func (p *Process) startLogArchive(cfg Config) (server.Option, error) {
+// retention is set.
+func (p *Process) startLogArchive(cfg Config) (*logarchive.Store, error) {
 	store, err := logarchive.New(cfg.S3)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -41,7 +40,7 @@ func (p *Process) startLogArchive(cfg Config) (server.Option, error) {
 		go func() { defer close(done); j.Run(ctx) }()
 		p.closers = append(p.closers, func() error { cancel(); <-done; return nil })
 	}
-	return server.WithLogArchive(store), nil
+	return store, nil
 }
 
 // archiveRoots lists where archives may lie: the first location of every registered

@@ -29,10 +29,10 @@ type Config struct {
 	Namespace string
 	TaskQueue string
 	Logger    *slog.Logger
-	// Events is JetStream: the nodes' health events, the key that seals page tokens
-	// (NATSPageKey) and deleted jobs' records (NewJobHistory). Nil: nodes are read
-	// from Temporal only, page tokens are sealed with a key of this process, and a
-	// deleted job is gone.
+	// Events is JetStream: the nodes' health events, the audit records (NewAudit),
+	// the key that seals page tokens (NATSPageKey) and deleted jobs' records
+	// (NewJobHistory). Nil: nodes are read from Temporal only, no audit is served,
+	// page tokens are sealed with a key of this process, and a deleted job is gone.
 	Events *jetstream.Client
 	// Auth serves workspaces and tokens (NewWorkspaces, NewTokens); nil: neither.
 	Auth *auth.Store
@@ -76,6 +76,7 @@ func Compose(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.Events != nil {
 		s.Nodes = NewNodes(cfg.Temporal, cfg.Events)
+		s.Audit = NewAudit(cfg.Events)
 		s.SetPageKeySource(NATSPageKey(cfg.Events.JetStream()))
 		hctx, cancel := context.WithTimeout(ctx, historyOpenTimeout)
 		defer cancel()

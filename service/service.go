@@ -49,6 +49,8 @@ type Service struct {
 	// NewWorkspaces, NewTokens.
 	Workspaces *Workspaces
 	Tokens     *Tokens
+	// Audit reads the audit stream (NewAudit); set with JetStream.
+	Audit *Audit
 }
 
 // New returns the services using tc, in namespace, starting workflows on taskQueue.

@@ -34,8 +34,8 @@ func (s *Server) workspaceAudit(r *http.Request) (any, error) {
 		}
 		limit = n
 	}
-	if s.ev == nil {
+	if s.svc.Audit == nil {
 		return nil, unavailable("this server does not serve audit records: it was started without JetStream")
 	}
-	return service.NewAudit(s.ev).Latest(r.Context(), r.PathValue("ws"), window, limit)
+	return s.svc.Audit.Latest(r.Context(), r.PathValue("ws"), window, limit)
 }

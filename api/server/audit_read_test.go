@@ -19,6 +19,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -119,7 +120,7 @@ func (f *healerTemporal) QueryWorkflow(_ context.Context, id, _, query string, _
 
 // newTestServer is testServer over any Temporal client and a JetStream client.
 func newTestServer(tc client.Client, ev *jetstream.Client, authn fakeAuth) *Server {
-	s := New(tc, ev, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	s := New(service.Compose(context.Background(), service.Config{Temporal: tc, Events: ev}), ev, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		WithRateLimits(RateLimits{AuthBurst: 1 << 30, AuditBurst: 1 << 30}))
 	s.authn = authn
 	return s

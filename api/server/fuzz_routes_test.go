@@ -20,7 +20,6 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
-	"github.com/opendlc/opendlc/triggers"
 )
 
 // fuzzTemporal is a Temporal client that the fuzzed handlers may reach only after they
@@ -51,7 +50,7 @@ func bodyRoutes(s *Server) []string {
 func FuzzRouteBodies(f *testing.F) {
 	authn := fakeAuth{}
 	admin := authn.token(f, "fuzz-admin", "*", api.RoleAdmin)
-	s := New(fuzzTemporal{}, nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithMaxBodySize(64<<10),
+	s := New(service.Compose(context.Background(), service.Config{Temporal: fuzzTemporal{}}), nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithMaxBodySize(64<<10),
 		WithRateLimits(RateLimits{AuthBurst: 1 << 30, AuditBurst: 1 << 30}))
 	s.authn = authn
 	// Token and workspace services without a store: the handlers decode and check the
@@ -59,7 +58,6 @@ func FuzzRouteBodies(f *testing.F) {
 	s.svc.Tokens = service.NewTokens(nil)
 	s.svc.Workspaces = service.NewWorkspaces(nil, s.svc)
 	s.svc.Triggers = service.NewTriggers(discardTriggers{})
-	s.opts.Triggers = new(triggers.Store) // only opens the trigger routes; s.svc.Triggers serves them
 	h := s.Handler()
 	targets := bodyRoutes(s)
 	if len(targets) < 15 {

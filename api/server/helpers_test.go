@@ -15,6 +15,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/service"
 )
 
 // fakeTemporal answers ExecuteWorkflow and nothing else: any other call panics (the
@@ -93,6 +94,12 @@ func (p *recordingPublisher) Publish(_ context.Context, msgs ...events.Msg) erro
 
 // testServer is a Server with the fakes, serving every route of the table.
 func testServer(tc *fakeTemporal, authn fakeAuth, opts ...Option) *Server {
+	return testServerWith(tc, authn, service.Config{}, opts...)
+}
+
+// testServerWith is testServer in front of services composed with sc's stores (its
+// Temporal is tc).
+func testServerWith(tc *fakeTemporal, authn fakeAuth, sc service.Config, opts ...Option) *Server {
 	// The tests send many bad tokens from httptest's one address: the abuse limits
 	// (ratelimit_test.go tests them) would answer 429.
 	unlimited := WithRateLimits(RateLimits{AuthBurst: 1 << 30, AuditBurst: 1 << 30})
@@ -101,7 +108,8 @@ func testServer(tc *fakeTemporal, authn fakeAuth, opts ...Option) *Server {
 	if tc != nil {
 		c = tc
 	}
-	s := New(c, nil, opts...)
+	sc.Temporal = c
+	s := New(service.Compose(context.Background(), sc), nil, opts...)
 	s.authn = authn
 	return s
 }

@@ -1,30 +1,11 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"regexp"
-	"time"
 
 	"github.com/opendlc/opendlc/api"
-	"github.com/opendlc/opendlc/service"
 )
-
-// setJobHistory keeps deleted jobs readable (service.JobHistory) when the server has
-// JetStream; without it a delete purges.
-func (s *Server) setJobHistory() {
-	if s.ev == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h, err := service.NewJobHistory(ctx, s.ev, s.opts.LogArchive)
-	if err != nil {
-		s.opts.Logger.Warn("deleted jobs will be purged: cannot open their record", "error", err)
-		return
-	}
-	s.svc.SetHistory(h)
-}
 
 // jobView answers the job a request names: by name (a deleted job is not found), one
 // run by ?uid=, or the name's newest run even if deleted with ?includeDeleted=true.

@@ -9,7 +9,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/triggers"
+	"github.com/opendlc/opendlc/service"
 )
 
 // Every kind registers with the API (kinds.go): routes the table serves and a document
@@ -27,8 +27,8 @@ func TestEveryKindHasRoutes(t *testing.T) {
 			t.Errorf("apiKinds registers kind %s, which is not in schemas.Kinds() (schemas/kinds.go)", k.kind)
 		}
 	}
-	s := testServer(nil, fakeAuth{}, WithRules(&notify.Store{}))
-	s.opts.Triggers = &triggers.Store{} // every feature on: only tableMux reads it
+	// Every feature on: the service serves rules and triggers.
+	s := testServerWith(nil, fakeAuth{}, service.Config{Rules: &notify.Store{}, Triggers: discardTriggers{}})
 	served := s.tableMux().patterns
 	for _, kind := range schemas.Kinds() {
 		k, ok := registered[kind]

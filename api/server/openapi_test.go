@@ -18,6 +18,7 @@ import (
 
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/service"
 )
 
 func checkedInOpenAPI(t *testing.T) []byte {
@@ -43,7 +44,7 @@ func TestOpenAPIUpToDate(t *testing.T) {
 // Every route a server serves (all options on) is in the document, and every operation
 // of the document is served.
 func TestOpenAPIMatchesServedRoutes(t *testing.T) {
-	s := New(nil, nil, WithRules(&notify.Store{}), WithAuth(&auth.Store{}))
+	s := New(service.Compose(t.Context(), service.Config{Rules: &notify.Store{}, Auth: &auth.Store{}}), nil, WithAuth(&auth.Store{}))
 	s.Handler()
 	var served []string
 	for _, p := range s.served.patterns {

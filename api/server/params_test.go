@@ -8,6 +8,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/service"
 )
 
 // hostile are values no name may take: they would widen a NATS subject (*, >), split a
@@ -69,7 +70,7 @@ func TestHostileParamsRefusedOnEveryRoute(t *testing.T) {
 	tc := &fakeTemporal{}
 	authn := fakeAuth{}
 	admin := authn.token(t, "root", api.AllWorkspaces, api.RoleAdmin)
-	h := testServer(tc, authn, WithRules(&notify.Store{})).Handler()
+	h := testServerWith(tc, authn, service.Config{Rules: &notify.Store{}}).Handler()
 	var paths, queries int
 	for i := range routes {
 		rt := &routes[i]

@@ -266,10 +266,11 @@ type feature struct {
 
 // Optional features.
 var (
-	// rulesFeature is served with a rule store (WithRules).
-	rulesFeature = &feature{on: func(s *Server) bool { return s.opts.Rules != nil }}
-	// triggersFeature answers 503 without a trigger store (WithTriggers).
-	triggersFeature = &feature{on: func(s *Server) bool { return s.opts.Triggers != nil },
+	// rulesFeature is served when the service serves rules (service.Config.Rules).
+	rulesFeature = &feature{on: func(s *Server) bool { return s.svc.Rules != nil }}
+	// triggersFeature answers 503 when the service serves no triggers
+	// (service.Config.Triggers).
+	triggersFeature = &feature{on: func(s *Server) bool { return s.svc.Triggers != nil },
 		off: "this server does not serve triggers: it was started without a trigger store"}
 )
 

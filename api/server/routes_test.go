@@ -9,6 +9,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/service"
 )
 
 func jobSpec(ws string) []byte {
@@ -74,7 +75,7 @@ func TestEveryRouteAuthorizes(t *testing.T) {
 	member := authn.token(t, "alpha-member", "alpha", api.RoleMember)
 	unknown := authn.token(t, "x", "alpha", api.RoleAdmin)
 	delete(authn, unknown)
-	h := testServer(tc, authn, WithRules(&notify.Store{})).Handler()
+	h := testServerWith(tc, authn, service.Config{Rules: &notify.Store{}}).Handler()
 	for i := range routes {
 		rt := &routes[i]
 		if rt.public {

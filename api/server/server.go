@@ -13,34 +13,23 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
-	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
-	"github.com/opendlc/opendlc/storage"
-	"github.com/opendlc/opendlc/triggers"
-	"github.com/opendlc/opendlc/workflows"
 )
 
-// Options configure a Server.
+// Options configure a Server. What it serves is its service's (New): the rules and
+// triggers routes are served when the service has them, and the storage policy, the
+// Temporal namespace and the task queue are the service's.
 type Options struct {
-	Namespace   string
-	TaskQueue   string
 	MaxBodySize int64
 	Logger      *slog.Logger
-	Rules       *notify.Store
 	Auth        *auth.Store
-	// StorageRoot and Storage: see WithStorage.
-	StorageRoot string
-	Storage     bool
-	Triggers    *triggers.Store
 	// RateLimits bound failed authentication and anonymous audit records per address.
 	RateLimits RateLimits
 	// Metrics records requests (WithMetrics); nil records nothing.
@@ -53,21 +42,13 @@ type Options struct {
 // Option changes Options.
 type Option func(*Options)
 
-// WithNamespace sets the Temporal namespace. Default "default".
-func WithNamespace(ns string) Option { return func(o *Options) { o.Namespace = ns } }
-
-// WithTaskQueue sets the task queue jobs run on. Default workflows.TaskQueue.
-func WithTaskQueue(q string) Option { return func(o *Options) { o.TaskQueue = q } }
-
 // WithMaxBodySize bounds request bodies. Default 1 MiB.
 func WithMaxBodySize(n int64) Option { return func(o *Options) { o.MaxBodySize = n } }
 
-// WithRules serves notification rules from store. Default: no rule routes.
-func WithRules(store *notify.Store) Option { return func(o *Options) { o.Rules = store } }
-
-// WithAuth authenticates requests with the tokens of store and serves the token and
-// workspace routes from it. Default none: every request but /healthz is refused with
-// 503, so a server cannot be started open by mistake.
+// WithAuth authenticates requests with the tokens of store (the store the service's
+// workspaces and tokens are served from: service.Config.Auth). Default none: every
+// request but /healthz is refused with 503, so a server cannot be started open by
+// mistake.
 func WithAuth(store *auth.Store) Option { return func(o *Options) { o.Auth = store } }
 
 // WithLogger sets the logger. Default slog.Default().
@@ -89,34 +70,23 @@ type Server struct {
 	served *routeMux
 }
 
-// New returns a Server using a Temporal client and a JetStream client.
-func New(tc client.Client, ev *jetstream.Client, opts ...Option) *Server {
-	o := Options{Namespace: "default", TaskQueue: workflows.TaskQueue, MaxBodySize: 1 << 20, Logger: slog.Default()}
+// New returns a Server in front of svc, the process's services: the composition root
+// (package app) builds them once (service.Compose) for every front end of the
+// process. ev is JetStream, for the event, log and audit routes; nil: those answer
+// 503.
+func New(svc *service.Service, ev *jetstream.Client, opts ...Option) *Server {
+	o := Options{MaxBodySize: 1 << 20, Logger: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{ev: ev, opts: o, svc: service.New(tc, o.Namespace, o.TaskQueue, o.Logger)}
+	s := &Server{ev: ev, opts: o, svc: svc}
 	if o.Auth != nil {
 		s.authn = o.Auth
-		s.svc.Workspaces = service.NewWorkspaces(o.Auth, s.svc)
-		s.svc.Tokens = service.NewTokens(o.Auth)
-	}
-	if o.Triggers != nil {
-		s.svc.Triggers = service.NewTriggers(o.Triggers)
-	}
-	if o.Rules != nil {
-		s.svc.Rules = service.NewRules(o.Rules)
-	}
-	if o.Storage {
-		s.svc.SetStorage(&storage.Policy{Root: o.StorageRoot, Workspaces: storageRegistry(o.Auth)})
 	}
 	if ev != nil {
 		s.auditPub = ev
-		s.svc.Nodes = service.NewNodes(tc, ev)
-		s.svc.SetPageKeySource(service.NATSPageKey(ev.JetStream()))
 	}
 	s.limits = newAbuseLimiter(o.RateLimits, s.auditSuppressed)
-	s.setJobHistory()
 	return s
 }
 

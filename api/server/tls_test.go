@@ -18,6 +18,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/internal/testcert"
+	"github.com/opendlc/opendlc/service"
 )
 
 // The API over HTTPS with a self-signed certificate, a real token store on NATS, and
@@ -56,7 +57,7 @@ func TestHTTPSWithTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := server.New(nil, ev, server.WithAuth(store), server.WithLogger(logger)).HTTPServer(tlsConfig)
+	srv := server.New(service.Compose(ctx, service.Config{Events: ev, Auth: store}), ev, server.WithAuth(store), server.WithLogger(logger)).HTTPServer(tlsConfig)
 	if srv.ReadHeaderTimeout == 0 || srv.IdleTimeout == 0 || srv.MaxHeaderBytes == 0 || srv.WriteTimeout != 0 {
 		t.Errorf("server limits: header %v, idle %v, max header %d, write %v", srv.ReadHeaderTimeout, srv.IdleTimeout, srv.MaxHeaderBytes, srv.WriteTimeout)
 	}

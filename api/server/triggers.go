@@ -6,11 +6,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/triggers"
 )
-
-// WithTriggers serves triggers from store. Default none: the trigger routes answer 503.
-func WithTriggers(store *triggers.Store) Option { return func(o *Options) { o.Triggers = store } }
 
 // triggerRoutes are the Trigger operations (registered in kinds.go); without a trigger
 // store they answer 503 (triggersFeature).
