@@ -586,17 +586,18 @@ func TestSameNamedSuccessorSurvivesForceDelete(t *testing.T) {
 		}
 		// kwok's pod-delete delay is 100ms: a delete carried over lands well within 1s.
 		// The successor is checked every 50ms until then.
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		testutil.Consistently(t, time.Second, fmt.Sprintf("round %d: the successor %s stays", i, created.UID), func() error {
 			got, err := pods.Get(ctx, "replica", metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
-				t.Fatalf("round %d: the successor %s was deleted", i, created.UID)
+				return errors.New("it was deleted")
 			case err != nil:
-				t.Fatal(err)
+				return err
 			case got.UID != created.UID || got.DeletionTimestamp != nil:
-				t.Fatalf("round %d: pod UID %s (deleting: %v), want the successor %s, not deleting", i, got.UID, got.DeletionTimestamp != nil, created.UID)
+				return fmt.Errorf("pod UID %s (deleting: %v), not the successor or deleting", got.UID, got.DeletionTimestamp != nil)
 			}
-		}
+			return nil
+		}, 50*time.Millisecond)
 	}
 	if err := pods.Delete(ctx, "replica", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

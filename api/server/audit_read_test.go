@@ -19,6 +19,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -235,11 +236,10 @@ func TestWorkspaceAuditReadsTheAuditStream(t *testing.T) {
 		return l
 	}
 	var l api.AuditList
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if l = read(""); len(l.Items) >= 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+	testutil.Eventually(t, 30*time.Second, "three audit records", func() bool {
+		l = read("")
+		return len(l.Items) >= 3
+	}, 100*time.Millisecond)
 	actors := func(l api.AuditList) string {
 		var out []string
 		for _, r := range l.Items {

@@ -24,6 +24,7 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // chartCase is one point of the values matrix: a release of its own (named name, in
@@ -453,7 +454,7 @@ func checkRBAC(t *testing.T, c chartCase, objs []*unstructured.Unstructured) {
 func waitPods(t *testing.T, ctx context.Context, c chartCase) {
 	t.Helper()
 	for _, d := range []string{c.fullname() + "-server", c.fullname() + "-worker"} {
-		err := poll(ctx, 2*time.Minute, func() error {
+		err := testutil.Poll(ctx, 2*time.Minute, "deployment "+d+"'s pods", func() error {
 			dep, err := env.cluster.Client.AppsV1().Deployments(c.namespace()).Get(ctx, d, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -541,7 +542,7 @@ func checkAccess(t *testing.T, ctx context.Context, c chartCase) {
 		if !a.allowed {
 			d = 0
 		}
-		if err := poll(ctx, d, check); err != nil {
+		if err := testutil.Poll(ctx, d, "the access review", check); err != nil {
 			t.Error(err)
 		}
 	}

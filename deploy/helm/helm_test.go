@@ -38,6 +38,7 @@ import (
 
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/internal/tools"
 	"github.com/opendlc/opendlc/kubestack"
 )
@@ -119,28 +120,11 @@ func installServiceMonitorCRD(ctx context.Context) error {
 		}
 	}
 	gvk := schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
-	return poll(ctx, time.Minute, func() error {
+	return testutil.Poll(ctx, time.Minute, "the ServiceMonitor kind is served", func() error {
 		env.mapper.Reset()
 		_, err := env.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		return err
 	})
-}
-
-// poll calls check until it returns nil or d passes; it returns check's last error.
-func poll(ctx context.Context, d time.Duration, check func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", d, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // decodeAll decodes every non-empty document of a multi-document YAML stream.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opendlc/opendlc/auth"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // TestInstallUpgradeKeepsAdminToken: helm install, upgrade and uninstall on the test
@@ -54,7 +55,7 @@ func TestInstallUpgradeKeepsAdminToken(t *testing.T) {
 	if got := token(); got != first {
 		t.Errorf("the admin token changed across uninstall")
 	}
-	err = poll(ctx, time.Minute, func() error {
+	err = testutil.Poll(ctx, time.Minute, "the server Deployment is gone", func() error {
 		_, err := env.cluster.Client.AppsV1().Deployments(ns).Get(ctx, release+"-opendlc-server", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

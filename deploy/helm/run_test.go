@@ -29,6 +29,7 @@ import (
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -332,7 +333,7 @@ func (k *kubelet) start(ctx context.Context, pc podContainer, name string, extra
 func (r *running) waitLine(t *testing.T, ctx context.Context, re *regexp.Regexp) string {
 	t.Helper()
 	var got string
-	err := poll(ctx, 2*time.Minute, func() error {
+	err := testutil.Poll(ctx, 2*time.Minute, r.name+"'s line", func() error {
 		for _, l := range r.output() {
 			if m := re.FindStringSubmatch(l); m != nil {
 				got = m[1]

@@ -27,6 +27,7 @@ import (
 
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // Shared by the tests of this file, made on first use: the trainer binary and one S3
@@ -293,22 +294,18 @@ func TestStopAndResumeDataParallel(t *testing.T) {
 
 	ranks := launch(nil, "--epochs", "50", "--epoch-sleep", "100ms")
 	// Wait until at least two epochs are safely checkpointed.
-	deadline := time.Now().Add(time.Minute)
 	var latest checkpoint.Manifest
-	for {
+	testutil.Eventually(t, time.Minute, "a checkpoint of epoch 2", func() error {
 		var err error
 		latest, err = s.Latest(context.Background(), uri)
-		if err == nil && latest.Metrics["epoch"] >= 2 {
-			break
-		}
 		if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint of epoch 2 within a minute; rank 0:\n%s", ranks[0].out.String())
+		if err == nil && latest.Metrics["epoch"] >= 2 {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("not yet (%v); rank 0 so far:\n%s", err, ranks[0].out.String())
+	})
 	// Rank 1 is told first and has exited before rank 0 is told: signalled together,
 	// rank 1 could see rank 0 gone (EOF) before its own signal is handled. Rank 0 may
 	// likewise notice its peer gone before its signal lands.

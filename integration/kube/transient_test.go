@@ -136,19 +136,15 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 	notReady := time.Now()
 	// NotReady for half the grace: the worker, which observes every second, sees it
 	// (without a grace the job would fail now), and the job keeps running.
-	for time.Since(notReady) < testNodeLostGrace/2 {
+	testutil.Consistently(t, testNodeLostGrace/2-time.Since(notReady), "the job runs on through the NotReady", func() error {
 		if j, err := env.api.GetJob(ctx, ws, name); err != nil || j.Status.Attempt != 0 || j.Status.Phase != schemas.JobRunning {
-			t.Fatalf("%s into the NotReady: %v %+v", time.Since(notReady), err, j)
+			return fmt.Errorf("%s into the NotReady: %v %+v", time.Since(notReady), err, j)
 		}
 		if !readyIs(corev1.ConditionFalse)() {
-			t.Fatalf("node %s Ready again on its own", node)
+			return fmt.Errorf("node %s Ready again on its own", node)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return ctx.Err()
+	}, 100*time.Millisecond)
 	if err := env.cluster.SetNodeReady(ctx, node); err != nil {
 		t.Fatal(err)
 	}
@@ -158,22 +154,17 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 		t.Fatalf("the blip lasted %s, not within the %s grace", back.Sub(notReady), testNodeLostGrace)
 	}
 	// Nothing fails until well past the grace.
-	until := notReady.Add(2 * testNodeLostGrace)
-	for time.Now().Before(until) {
+	testutil.Consistently(t, time.Until(notReady.Add(2*testNodeLostGrace)), "the job runs on after the blip", func() error {
 		j, err := env.api.GetJob(ctx, ws, name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if j.Status.Attempt != 0 || j.Status.Phase != schemas.JobRunning {
-			t.Fatalf("after a %s blip of %s: %s, attempt %d: %s", back.Sub(notReady).Round(time.Millisecond), node,
+			return fmt.Errorf("after a %s blip of %s: %s, attempt %d: %s", back.Sub(notReady).Round(time.Millisecond), node,
 				j.Status.Phase, j.Status.Attempt, j.Status.Message)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return ctx.Err()
+	}, 200*time.Millisecond)
 	t.Logf("node %s NotReady for %s: job still Running attempt 0 %s after", node, back.Sub(notReady).Round(time.Millisecond), time.Since(notReady).Round(time.Millisecond))
 	if _, err := env.api.StopJob(ctx, ws, name, "test done"); err != nil {
 		t.Fatal(err)
@@ -241,20 +232,16 @@ func TestTransientImagePullRecovers(t *testing.T) {
 	submit(t, ctx, pullJob(ws, name, registryTimeout))
 	first := pullFailing(t, ctx, ws, name, "i/o timeout")
 	// The pulls keep failing for a third of the window; the job waits.
-	for time.Since(first) < testImagePullGrace/3 {
+	testutil.Consistently(t, testImagePullGrace/3-time.Since(first), "the job waits through the pull errors", func() error {
 		j, err := env.api.GetJob(ctx, ws, name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if j.Status.Phase.Terminal() || j.Status.Attempt != 0 {
-			t.Fatalf("%s into the pull errors: %s, attempt %d: %s", time.Since(first).Round(time.Millisecond), j.Status.Phase, j.Status.Attempt, j.Status.Message)
+			return fmt.Errorf("%s into the pull errors: %s, attempt %d: %s", time.Since(first).Round(time.Millisecond), j.Status.Phase, j.Status.Attempt, j.Status.Message)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return ctx.Err()
+	}, 200*time.Millisecond)
 	// The registry is back: the next pull succeeds.
 	for _, p := range attemptPods(t, ctx, ws, name, 0) {
 		patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"false"}}}`, kubestack.LabelImagePullError)

@@ -494,19 +494,13 @@ const eventsDrainTimeout = 2 * time.Minute
 // the workflow closes, not before its status says it ended.
 func awaitEvents(t *testing.T, ctx context.Context, what string, want int, count func() int) {
 	t.Helper()
-	deadline := time.Now().Add(eventsDrainTimeout)
-	for {
+	_ = testutil.Poll(ctx, eventsDrainTimeout, what, func() bool {
 		n := count()
-		if n >= want || time.Now().After(deadline) {
-			return
+		if n < want {
+			t.Logf("%s: %d of %d published so far", what, n, want)
 		}
-		t.Logf("%s: %d of %d published so far", what, n, want)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+		return n >= want
+	}, time.Second)
 }
 
 func waitExperiment(t *testing.T, ctx context.Context, c *dlc.Client) *api.ExperimentDetail {

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -77,5 +78,55 @@ func TestEventuallyFailsNamingWhatWasAwaited(t *testing.T) {
 	msg = run(t, 20*time.Millisecond, "the bucket", func() error { return errors.New("NoSuchBucket") }, time.Millisecond)
 	if !strings.HasPrefix(msg, "the bucket: not true within 20ms: NoSuchBucket") {
 		t.Errorf("failure %q, want it to name what was awaited and the last error", msg)
+	}
+}
+
+func TestPollReturnsTheFailureInsteadOfFailing(t *testing.T) {
+	n := 0
+	if err := Poll(t.Context(), time.Minute, "the third call", func() bool { n++; return n == 3 }, time.Millisecond); err != nil || n != 3 {
+		t.Errorf("Poll: %v after %d calls, want nil after 3", err, n)
+	}
+	err := Poll(t.Context(), 10*time.Millisecond, "the bucket", func() error { return errors.New("NoSuchBucket") }, time.Millisecond)
+	if err == nil || !strings.HasPrefix(err.Error(), "the bucket: not true within 10ms: NoSuchBucket") {
+		t.Errorf("Poll: %v, want it to name what was awaited and the last error", err)
+	}
+	// An ended context ends the wait at once, long before the timeout.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	calls := 0
+	start := time.Now()
+	if err := Poll(ctx, time.Hour, "never", func() bool { calls++; return false }); err == nil || calls != 1 || time.Since(start) > time.Minute {
+		t.Errorf("Poll with an ended context: %v after %d calls, want an error after 1", err, calls)
+	}
+}
+
+// consistently calls Consistently with r as run calls Eventually.
+func consistently[C Condition](t *testing.T, d time.Duration, what string, cond C) string {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Consistently(r, d, what, cond, time.Millisecond)
+	}()
+	<-done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func TestConsistentlyChecksThroughoutAndFailsAtTheFirstBreak(t *testing.T) {
+	calls := 0
+	if msg := consistently(t, 20*time.Millisecond, "the pod stays", func() bool { calls++; return true }); msg != "" || calls < 2 {
+		t.Errorf("failed %q after %d calls, want no failure and several calls", msg, calls)
+	}
+	calls = 0
+	msg := consistently(t, time.Minute, "the pod stays", func() error {
+		if calls++; calls == 3 {
+			return errors.New("pod deleted")
+		}
+		return nil
+	})
+	if msg != "the pod stays: stopped being true within 1m0s: pod deleted" || calls != 3 {
+		t.Errorf("failure %q after %d calls, want the third call's error", msg, calls)
 	}
 }
