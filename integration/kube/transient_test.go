@@ -138,7 +138,7 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 	// (without a grace the job would fail now), and the job keeps running.
 	testutil.Consistently(t, testNodeLostGrace/2-time.Since(notReady), "the job runs on through the NotReady", func() error {
 		if j, err := env.api.GetJob(ctx, ws, name); err != nil || j.Status.Attempt != 0 || j.Status.Phase != schemas.JobRunning {
-			return fmt.Errorf("%s into the NotReady: %v %+v", time.Since(notReady), err, j)
+			return fmt.Errorf("%s into the NotReady: %w %+v", time.Since(notReady), err, j)
 		}
 		if !readyIs(corev1.ConditionFalse)() {
 			return fmt.Errorf("node %s Ready again on its own", node)
