@@ -304,7 +304,10 @@ func TestStopAndResumeDataParallel(t *testing.T) {
 		if err == nil && latest.Metrics["epoch"] >= 2 {
 			return nil
 		}
-		return fmt.Errorf("not yet (%w); rank 0 so far:\n%s", err, ranks[0].out.String())
+		if err != nil {
+			return fmt.Errorf("not yet (%w); rank 0 so far:\n%s", err, ranks[0].out.String())
+		}
+		return fmt.Errorf("the newest is of epoch %v; rank 0 so far:\n%s", latest.Metrics["epoch"], ranks[0].out.String())
 	})
 	// Rank 1 is told first and has exited before rank 0 is told: signalled together,
 	// rank 1 could see rank 0 gone (EOF) before its own signal is handled. Rank 0 may

@@ -137,8 +137,12 @@ func TestTransientNodeBlipFailsNothing(t *testing.T) {
 	// NotReady for half the grace: the worker, which observes every second, sees it
 	// (without a grace the job would fail now), and the job keeps running.
 	testutil.Consistently(t, testNodeLostGrace/2-time.Since(notReady), "the job runs on through the NotReady", func() error {
-		if j, err := env.api.GetJob(ctx, ws, name); err != nil || j.Status.Attempt != 0 || j.Status.Phase != schemas.JobRunning {
-			return fmt.Errorf("%s into the NotReady: %w %+v", time.Since(notReady), err, j)
+		j, err := env.api.GetJob(ctx, ws, name)
+		if err != nil {
+			return err
+		}
+		if j.Status.Attempt != 0 || j.Status.Phase != schemas.JobRunning {
+			return fmt.Errorf("%s into the NotReady: %+v", time.Since(notReady), j.Status)
 		}
 		if !readyIs(corev1.ConditionFalse)() {
 			return fmt.Errorf("node %s Ready again on its own", node)
