@@ -34,8 +34,5 @@ func (s *Server) workspaceAudit(r *http.Request) (any, error) {
 		}
 		limit = n
 	}
-	if s.svc.Audit == nil {
-		return nil, unavailable("this server does not serve audit records: it was started without JetStream")
-	}
 	return s.svc.Audit.Latest(r.Context(), r.PathValue("ws"), window, limit)
 }

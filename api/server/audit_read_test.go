@@ -46,8 +46,9 @@ func errorField(t *testing.T, body string) string {
 // The audit records are for those who may manage the workspace's tokens: a workspace
 // admin of it, or an admin. A member or viewer is refused 403, another workspace's
 // token gets the API's 404 for a workspace it cannot see; bad since and limit values
-// answer 400 naming the parameter. (This server has no JetStream: an allowed call
-// answers 503.)
+// answer 400 naming the parameter. (The server has no JetStream: an allowed call
+// answers 503, the feature's answer; the parameters are checked on one whose service
+// has an audit reader, which a refused call never reaches.)
 func TestWorkspaceAuditAuthorization(t *testing.T) {
 	authn := fakeAuth{}
 	member := authn.token(t, "m", "a", api.RoleMember)
@@ -56,6 +57,9 @@ func TestWorkspaceAuditAuthorization(t *testing.T) {
 	otherAdmin := authn.token(t, "wb", "b", api.RoleWorkspaceAdmin)
 	admin := authn.token(t, "root", api.AllWorkspaces, api.RoleAdmin)
 	h := testServer(&fakeTemporal{}, authn).Handler()
+	withAudit := testServer(&fakeTemporal{}, authn)
+	withAudit.svc.Audit = service.NewAudit(nil)
+	checksParams := withAudit.Handler()
 	for _, tc := range []struct {
 		name, token, query string
 		want               int
@@ -77,7 +81,11 @@ func TestWorkspaceAuditAuthorization(t *testing.T) {
 		{"since over 7 days", wsAdmin, "?since=169h", http.StatusBadRequest, "since"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := call(h, "GET", "/v1/workspaces/a/audit"+tc.query, tc.token, nil)
+			handler := h
+			if tc.field != "" {
+				handler = checksParams
+			}
+			rec := call(handler, "GET", "/v1/workspaces/a/audit"+tc.query, tc.token, nil)
 			if rec.Code != tc.want {
 				t.Fatalf("%d %s, want %d", rec.Code, rec.Body, tc.want)
 			}

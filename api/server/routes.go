@@ -159,28 +159,28 @@ var systemRoutes = []route{
 		id: "whoami", tag: "access", summary: "The identity of the request's token",
 		responses: []reply{{200, "the token's name, workspace, role and expiry", jsonBody(api.Identity{})}}},
 
-	{method: "POST", path: "/v1/tokens", handler: (*Server).createToken, verb: auth.VerbTokens, ws: wsNone, object: "token",
+	{method: "POST", path: "/v1/tokens", handler: (*Server).createToken, verb: auth.VerbTokens, ws: wsNone, feature: tokensFeature, object: "token",
 		id: "createToken", tag: "access", summary: "Create a token (admin; a workspace admin in its workspace); the secret is shown only in this answer",
 		request:   jsonBody(api.TokenRequest{}),
 		responses: []reply{{201, "the token and its secret", jsonBody(api.CreatedToken{})}}},
-	{method: "GET", path: "/v1/tokens", handler: (*Server).listTokens, verb: auth.VerbTokens, ws: wsNone, object: "token",
+	{method: "GET", path: "/v1/tokens", handler: (*Server).listTokens, verb: auth.VerbTokens, ws: wsNone, feature: tokensFeature, object: "token",
 		id: "listTokens", tag: "access", summary: "List tokens (admin; a workspace admin its workspace's), without their secrets",
 		query:     []param{{name: "workspace", typ: "string", desc: "only this workspace's tokens"}},
 		responses: []reply{{200, "the tokens", jsonBody(api.TokenList{})}}},
-	{method: "DELETE", path: "/v1/tokens/{name}", handler: (*Server).revokeToken, verb: auth.VerbTokens, ws: wsNone, object: "token",
+	{method: "DELETE", path: "/v1/tokens/{name}", handler: (*Server).revokeToken, verb: auth.VerbTokens, ws: wsNone, feature: tokensFeature, object: "token",
 		id: "revokeToken", tag: "access", summary: "Revoke a token (admin; a workspace admin its workspace's); it stops working at once",
 		responses: []reply{{204, "revoked", nil}}},
-	{method: "POST", path: "/v1/workspaces", handler: (*Server).createWorkspace, verb: auth.VerbAdmin, ws: wsNone, object: "workspace",
+	{method: "POST", path: "/v1/workspaces", handler: (*Server).createWorkspace, verb: auth.VerbAdmin, ws: wsNone, feature: workspacesFeature, object: "workspace",
 		id: "createWorkspace", tag: "access", summary: "Register a workspace and its Kubernetes namespace (admin)",
 		request:   jsonBody(api.WorkspaceRequest{}),
 		responses: []reply{{201, "the workspace", jsonBody(api.Workspace{})}}},
-	{method: "GET", path: "/v1/workspaces", handler: (*Server).listWorkspaces, verb: auth.VerbRead, ws: wsNone, object: "workspace",
+	{method: "GET", path: "/v1/workspaces", handler: (*Server).listWorkspaces, verb: auth.VerbRead, ws: wsNone, feature: workspacesFeature, object: "workspace",
 		id: "listWorkspaces", tag: "access", summary: "The workspaces the caller may see: all for an admin, its own otherwise",
 		responses: []reply{{200, "the workspaces", jsonBody(api.WorkspaceList{})}}},
-	{method: "GET", path: "/v1/workspaces/{ws}", handler: (*Server).getWorkspace, verb: auth.VerbRead, ws: wsPath, object: "workspace",
+	{method: "GET", path: "/v1/workspaces/{ws}", handler: (*Server).getWorkspace, verb: auth.VerbRead, ws: wsPath, feature: workspacesFeature, object: "workspace",
 		id: "getWorkspace", tag: "access", summary: "A workspace of the registry",
 		responses: []reply{{200, "the workspace", jsonBody(api.Workspace{})}}},
-	{method: "DELETE", path: "/v1/workspaces/{ws}", handler: (*Server).deleteWorkspace, verb: auth.VerbAdmin, ws: wsPath, object: "workspace",
+	{method: "DELETE", path: "/v1/workspaces/{ws}", handler: (*Server).deleteWorkspace, verb: auth.VerbAdmin, ws: wsPath, feature: workspacesFeature, object: "workspace",
 		id: "deleteWorkspace", tag: "access", summary: "Delete a workspace that holds no jobs, experiments, pipelines or schedules (admin), and revoke its tokens; 409 while it holds any",
 		responses: []reply{{204, "deleted", nil}}},
 
@@ -202,7 +202,7 @@ var clusterRoutes = []route{
 		},
 		responses: []reply{{200, "events, one JSON object per line", &payload{v: events.Event{}, media: ndjson}}}},
 
-	{method: "GET", path: "/v1/workspaces/{ws}/audit", handler: (*Server).workspaceAudit, verb: auth.VerbTokens, ws: wsPath,
+	{method: "GET", path: "/v1/workspaces/{ws}/audit", handler: (*Server).workspaceAudit, verb: auth.VerbTokens, ws: wsPath, feature: auditFeature,
 		id: "workspaceAudit", tag: "access", summary: "A workspace's latest audit records, newest first (those who may manage its tokens: a workspace admin of it, or an admin)",
 		query: []param{
 			{name: "since", typ: "string", desc: "how far back, a duration such as 24h; default and at most 168h"},
@@ -272,6 +272,14 @@ var (
 	// (service.Config.Triggers).
 	triggersFeature = &feature{on: func(s *Server) bool { return s.svc.Triggers != nil },
 		off: "this server does not serve triggers: it was started without a trigger store"}
+	// tokensFeature and workspacesFeature answer 503 without a token store
+	// (service.Config.Auth); the server then authenticates nobody anyway.
+	tokensFeature     = &feature{on: func(s *Server) bool { return s.svc.Tokens != nil }, off: "no token store configured"}
+	workspacesFeature = &feature{on: func(s *Server) bool { return s.svc.Workspaces != nil }, off: "no token store configured"}
+	// auditFeature answers 503 when the service reads no audit records (it was
+	// composed without JetStream: service.Config.Events).
+	auditFeature = &feature{on: func(s *Server) bool { return s.svc.Audit != nil },
+		off: "this server does not serve audit records: it was started without JetStream"}
 )
 
 // served reports whether s serves the route: a route of a feature s lacks is not

@@ -5,7 +5,6 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schemas"
-	"github.com/opendlc/opendlc/service"
 )
 
 // smallBodyLimit bounds the JSON bodies of token, workspace, stop and clone requests.
@@ -16,29 +15,8 @@ func (s *Server) whoami(r *http.Request) (any, error) {
 	return id, nil
 }
 
-// noStore is the answer of the token and workspace routes without a token store: 503
-// (the server then authenticates nobody anyway).
-func noStore() error { return unavailable("no token store configured") }
-
-func (s *Server) tokens() (*service.Tokens, error) {
-	if s.svc.Tokens == nil {
-		return nil, noStore()
-	}
-	return s.svc.Tokens, nil
-}
-
-func (s *Server) workspaces() (*service.Workspaces, error) {
-	if s.svc.Workspaces == nil {
-		return nil, noStore()
-	}
-	return s.svc.Workspaces, nil
-}
-
 func (s *Server) createToken(r *http.Request) (any, error) {
-	tokens, err := s.tokens()
-	if err != nil {
-		return nil, err
-	}
+	tokens := s.svc.Tokens
 	var req api.TokenRequest
 	if err := decodeJSON(r, &req, smallBodyLimit, false); err != nil {
 		return nil, err
@@ -59,28 +37,19 @@ func (s *Server) createToken(r *http.Request) (any, error) {
 }
 
 func (s *Server) listTokens(r *http.Request) (any, error) {
-	tokens, err := s.tokens()
-	if err != nil {
-		return nil, err
-	}
+	tokens := s.svc.Tokens
 	id, _ := IdentityFrom(r.Context())
 	return tokens.List(r.Context(), r.URL.Query().Get("workspace"), id)
 }
 
 func (s *Server) revokeToken(r *http.Request) (any, error) {
-	tokens, err := s.tokens()
-	if err != nil {
-		return nil, err
-	}
+	tokens := s.svc.Tokens
 	id, _ := IdentityFrom(r.Context())
 	return nil, tokens.Revoke(r.Context(), r.PathValue("name"), id)
 }
 
 func (s *Server) createWorkspace(r *http.Request) (any, error) {
-	workspaces, err := s.workspaces()
-	if err != nil {
-		return nil, err
-	}
+	workspaces := s.svc.Workspaces
 	var ws api.Workspace
 	if err := decodeJSON(r, &ws, smallBodyLimit, false); err != nil {
 		return nil, err
@@ -91,29 +60,20 @@ func (s *Server) createWorkspace(r *http.Request) (any, error) {
 }
 
 func (s *Server) listWorkspaces(r *http.Request) (any, error) {
-	workspaces, err := s.workspaces()
-	if err != nil {
-		return nil, err
-	}
+	workspaces := s.svc.Workspaces
 	id, _ := IdentityFrom(r.Context())
 	return workspaces.List(r.Context(), id)
 }
 
 func (s *Server) getWorkspace(r *http.Request) (any, error) {
-	workspaces, err := s.workspaces()
-	if err != nil {
-		return nil, err
-	}
+	workspaces := s.svc.Workspaces
 	return workspaces.Get(r.Context(), r.PathValue("ws"))
 }
 
 // deleteWorkspace deletes a workspace that holds nothing any more and revokes its
 // tokens; one that still holds jobs, experiments, pipelines or schedules is 409.
 func (s *Server) deleteWorkspace(r *http.Request) (any, error) {
-	workspaces, err := s.workspaces()
-	if err != nil {
-		return nil, err
-	}
+	workspaces := s.svc.Workspaces
 	return nil, workspaces.Delete(r.Context(), r.PathValue("ws"))
 }
 
