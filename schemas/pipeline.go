@@ -20,19 +20,12 @@ const (
 	maxJobNameLength = 50
 )
 
-// Labels the pipeline workflow puts on the jobs of its steps, and a trigger on what it
-// starts.
+// Labels the pipeline workflow puts on the jobs of its steps.
 const (
 	// LabelPipeline names the pipeline run a job belongs to.
 	LabelPipeline = "opendlc.io/pipeline"
 	// LabelPipelineStep names the step a job runs.
 	LabelPipelineStep = "opendlc.io/pipeline-step"
-	// LabelTrigger names the trigger that started a pipeline run or a job.
-	LabelTrigger = "opendlc.io/trigger"
-	// AnnotationOwner is set by the server on a trigger it stores: the identity (API
-	// token name) that applied it, under which the trigger's runs are listed
-	// (DlcOwner). A value in the applied document is replaced.
-	AnnotationOwner = "opendlc.io/owner"
 )
 
 // Pipeline is a small DAG of steps, run once: each step is a TrainingJob (preprocessing,

@@ -10,6 +10,16 @@ import (
 	"github.com/invopop/jsonschema"
 )
 
+// The label a trigger puts on what it starts, and the owner annotation of a trigger.
+const (
+	// LabelTrigger names the trigger that started a pipeline run or a job.
+	LabelTrigger = "opendlc.io/trigger"
+	// AnnotationOwner is set by the server on a trigger it stores: the identity (API
+	// token name) that applied it, under which the trigger's runs are listed
+	// (DlcOwner). A value in the applied document is replaced.
+	AnnotationOwner = "opendlc.io/owner"
+)
+
 // KindTrigger is the kind of a Trigger document.
 const KindTrigger Kind = "Trigger"
 
