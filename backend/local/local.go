@@ -121,6 +121,11 @@ type Backend struct {
 
 	mu       sync.Mutex
 	children map[string]*child // by replica directory
+	// gangWaiters are the channels GangChanges gave out, by gang id; adopted are the
+	// replica directories whose supervisor, started by another worker process, is
+	// waited on (changes.go).
+	gangWaiters map[string]chan struct{}
+	adopted     map[string]bool
 
 	fwdMu sync.Mutex
 	fwds  map[string][]net.Listener // the sandbox's forwards, by gang directory
@@ -194,6 +199,9 @@ func New(opts ...Option) (*Backend, error) {
 		mv:       "mv",
 		children: map[string]*child{},
 		fwds:     map[string][]net.Listener{},
+
+		gangWaiters: map[string]chan struct{}{},
+		adopted:     map[string]bool{},
 	}
 	for _, o := range opts {
 		if err := o(b); err != nil {

@@ -114,6 +114,7 @@ func (b *Backend) start(ctx context.Context, rdir string, r backend.ReplicaSpec,
 		}
 		b.mu.Unlock()
 		close(c.done)
+		b.notifyGang(gangIDOf(rdir)) // the replica has ended: see GangChanges
 	}()
 
 	acks := make(chan string, 1)

@@ -134,3 +134,39 @@ func markerDir(pid int) string {
 	}
 	return ""
 }
+
+// exitNotice calls ended once process pid has exited, if still() holds once the
+// process is held by a pidfd (so that a reused pid is never waited on), and reports
+// whether it will. The pidfd is non-blocking and waited on by the runtime's poller
+// (it becomes readable when the process exits), so a waiting notice holds no thread.
+func exitNotice(pid int, still func() bool, ended func()) bool {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return false // gone, or no pidfd before Linux 5.3
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	if !still() {
+		f.Close()
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return false
+	}
+	go func() {
+		defer f.Close()
+		first := true
+		// Read calls the function, and again each time the pidfd is readable, until it
+		// returns true: the first call only registers the wait.
+		_ = rc.Read(func(uintptr) bool {
+			if first {
+				first = false
+				return false
+			}
+			return true
+		})
+		ended()
+	}()
+	return true
+}
