@@ -156,6 +156,10 @@ func startTemporal(ctx context.Context, bin, dir string, opts TemporalOptions) (
 		// passes its close task; the default 30s update interval makes `dlc job delete`
 		// (and `dlc run` replacing a finished job) wait that long on the dev server.
 		"--dynamic-config-value", `history.transferProcessorUpdateAckInterval="1s"`,
+		// Eager activities: an activity a workflow task schedules on the worker's own
+		// task queue starts in the same round trip instead of going through matching
+		// (temporalServerDynamicConfig says why).
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 	}
 	if opts.Namespace != DefaultNamespace { // "default" always exists
 		args = append(args, "--namespace", opts.Namespace)
