@@ -100,7 +100,9 @@ spec:
 			t.Errorf("event %d: seq %d uid %s", i, e.Seq, e.UID)
 		}
 	}
-	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "logreg"), "training_job_succeeded.json")
+	// training_job_succeeded.json was recorded before workspace-local-activity and
+	// replays its old branch; this records the new one.
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, "logreg"), "training_job_workspace_local.json")
 }
 
 // A replica that exits non-zero fails the job, with the exit code in status and in the

@@ -24,8 +24,18 @@ type change struct {
 	what string
 }
 
+// Change ids of the changes since the first version (versions).
+const (
+	// changeWorkspaceLocalActivity: the job reads its workspace's configuration with a
+	// local activity (workspace.go).
+	changeWorkspaceLocalActivity = "workspace-local-activity"
+)
+
 // versions lists every versioned change, oldest first.
-var versions = []change{}
+var versions = []change{
+	{id: changeWorkspaceLocalActivity, since: "2026-12-06",
+		what: "a job reads its workspace's configuration with a local activity in its first workflow task, not an activity and a workflow task more (training_job_workspace_local.json; the older histories replay the activity)"},
+}
 
 // retiredChangeIDs are the change ids whose branches are gone (folded into the first
 // version, or retired by the rule of docs/history.md): a history may still carry their
