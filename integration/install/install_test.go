@@ -5,10 +5,15 @@
 // The image is the one `task image` builds (images.BuildDLC), imported into both nodes'
 // containerd under its version tag opendlc.local/dlc:VERSION, the chart's default; a
 // second tag of the same image is what `helm upgrade` moves to; the training image (a
-// PyTorch DDP job's) and busybox are imported too. Temporal, NATS and S3 run
-// on the host (an embedded stack, its own worker off) and reach the pods through
-// kubestack.ExposeToPods: the chart is pointed at them as at a user's existing services,
-// not at images of them (none is built).
+// PyTorch DDP job's) and busybox are imported too. Temporal, NATS and S3 run in the
+// cluster as pods of images the project builds from their Go modules
+// (images.Component: the temporal CLI's dev server on SQLite, nats-server with
+// JetStream, the versitygw S3 gateway), each in namespace opendlc-deps with its state in
+// an emptyDir and a headless Service, which the cluster's DNS resolves to the pod's
+// address: the chart is pointed at <svc>.opendlc-deps.svc.cluster.local as at a user's
+// existing in-cluster services, with the NATS user and the S3 keys in Secrets made
+// before the install. The host checks the DDP job's checkpoint in S3 and its events in
+// NATS's DLC_EVENTS stream on those pods' addresses, over the nodes' bridge.
 //
 // The test cluster has no kube-proxy, so the Service address of the Kubernetes API
 // (10.96.0.1) routes nowhere from a pod. The worker's in-cluster configuration reaches
@@ -34,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +53,6 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
-	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/images"
 	"github.com/opendlc/opendlc/integration/itest"
@@ -74,12 +77,13 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 
-	// The image, busybox (the job's and the node health checks' image) and helm, while
-	// the host's Temporal, NATS and S3 start.
+	// The image, busybox (the job's and the node health checks' image), Temporal's,
+	// NATS's and S3's images and helm.
 	type built struct {
 		dlc      images.DLCImage
 		busybox  images.Image
 		training images.TrainingImages
+		deps     depImages
 		helm     string
 		dlcBin   string
 		err      error
@@ -88,6 +92,10 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 	go func() {
 		var b built
 		if b.dlc, b.err = images.BuildDLC(ctx, images.DLCOptions{Tags: []string{upgradeTag}}); b.err != nil {
+			ready <- b
+			return
+		}
+		if b.deps, b.err = buildDepImages(ctx); b.err != nil {
 			ready <- b
 			return
 		}
@@ -107,8 +115,6 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 		b.err = itest.Build(ctx, "./cmd/dlc", b.dlcBin)
 		ready <- b
 	}()
-	stackDir := filepath.Join(dir, "stack")
-	stack := itest.StartStack(t, ctx, embedded.Config{Dir: stackDir, NoWorker: true})
 	b := <-ready
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -119,7 +125,7 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 	var cluster *kubestack.Cluster
 	cluster, err = kubestack.Start(ctx, kubestack.Options{
 		Dir: filepath.Join(dir, "cluster"), Nodes: -1, RealNodes: 2,
-		Images: []string{b.dlc.Tarball, b.busybox.Tarball, b.training.Root.Tarball},
+		Images: append([]string{b.dlc.Tarball, b.busybox.Tarball, b.training.Root.Tarball}, b.deps.tarballs()...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,28 +133,18 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Close() })
 	t.Logf("cluster with 2 real nodes ready in %s", time.Since(start).Round(100*time.Millisecond))
 
-	// The host's services, as pods reach them.
-	s := stack.Stack
-	expose := func(what, hostPort string) string {
-		t.Helper()
-		a, err := cluster.ExposeToPods(hostPort)
-		if err != nil {
-			t.Fatalf("expose %s: %v", what, err)
-		}
-		return a
+	// Temporal, NATS and S3, as pods of the cluster.
+	d := startDeps(t, ctx, cluster, b.deps)
+
+	// The Kubernetes API, as the worker's pods reach it (the package comment).
+	server, err := url.Parse(cluster.Server)
+	if err != nil {
+		t.Fatal(err)
 	}
-	hostOf := func(rawURL string) string {
-		t.Helper()
-		u, err := url.Parse(rawURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u.Host
+	apiServer, err := cluster.ExposeToPods(server.Host)
+	if err != nil {
+		t.Fatalf("expose kube-apiserver: %v", err)
 	}
-	temporalAddr := expose("temporal", s.Temporal.Address)
-	natsAddr := expose("nats", hostOf(s.NATS.URL))
-	s3Addr := expose("s3", hostOf(s.S3.Endpoint))
-	apiServer := expose("kube-apiserver", hostOf(cluster.Server))
 	_, apiPort, err := net.SplitHostPort(apiServer)
 	if err != nil {
 		t.Fatal(err)
@@ -159,8 +155,8 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, data := range map[string]map[string]string{
-		"opendlc-nats": {"user": devstack.NATSUserServer, "password": s.NATS.Password(devstack.NATSUserServer)},
-		"opendlc-s3":   {"AWS_ACCESS_KEY_ID": s.S3.AccessKey, "AWS_SECRET_ACCESS_KEY": s.S3.SecretKey},
+		"opendlc-nats": {"user": natsUser, "password": d.NATSPassword},
+		"opendlc-s3":   {"AWS_ACCESS_KEY_ID": d.S3AccessKey, "AWS_SECRET_ACCESS_KEY": d.S3SecretKey},
 	} {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
 		if _, err := cluster.Client.CoreV1().Secrets(namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
@@ -188,7 +184,7 @@ worker:
     - {name: KUBERNETES_SERVICE_HOST, value: kubernetes.default.svc}
     - {name: KUBERNETES_SERVICE_PORT, value: %q}
   hostAliases: [{ip: %q, hostnames: [kubernetes.default.svc]}]
-`, temporalAddr, s.Temporal.Namespace, natsAddr, s3Addr, s.S3.Region, s3Addr, b.busybox.Ref, apiPort, kubestack.HostIP)
+`, d.Temporal, temporalNamespace, d.NATS, d.S3, devstack.DevRegion, d.S3, b.busybox.Ref, apiPort, kubestack.HostIP)
 	valuesFile := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(valuesFile, []byte(values), 0o600); err != nil {
 		t.Fatal(err)
@@ -258,7 +254,8 @@ worker:
 		t.Fatalf("job ddp: %s (%s: %s)", j.Status.Phase, j.Status.Reason, j.Status.Message)
 	}
 	checkEvents(t, ctx, client, ws, "ddp")
-	store, err := checkpoint.NewStore(stack.S3Config())
+	d.checkStreamEvents(t, ctx, ws, "ddp")
+	store, err := checkpoint.NewStore(d.checkpointConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,26 +268,12 @@ worker:
 	}
 	t.Logf("job ddp: latest checkpoint in S3 at step %d", m.Step)
 
-	// A worker that lost NATS is not ready: with the host's NATS server gone the worker
-	// pods leave Ready (their readiness probe, /readyz); with it back on the same port
-	// and store they are ready again.
-	_, natsPort, err := net.SplitHostPort(hostOf(s.NATS.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(natsPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.NATS.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// A worker that lost NATS is not ready: with the NATS server's container stopped the
+	// worker pods leave Ready (their readiness probe, /readyz); with it back in the same
+	// pod, on the same address and store, they are ready again.
+	d.stopNATS(t, ctx, cluster)
 	waitWorkersReady(t, ctx, cluster, false)
-	restarted, err := devstack.StartNATS(ctx, devstack.NATSOptions{Dir: filepath.Join(stackDir, "nats"), Port: port, Secure: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = restarted.Close() })
+	d.startNATS(t, ctx, cluster, b.deps["nats-server"].Ref)
 	waitWorkersReady(t, ctx, cluster, true)
 
 	// helm upgrade to the second tag while a job runs: the job finishes once, nothing lost.
@@ -313,6 +296,7 @@ worker:
 		t.Errorf("job during-upgrade restarted %d times across the upgrade", j.Status.Restarts)
 	}
 	checkEvents(t, ctx, client, ws, "during-upgrade")
+	d.checkStreamEvents(t, ctx, ws, "during-upgrade")
 
 	// helm uninstall: no pod of the release is left, the admin token Secret is.
 	helm("uninstall", release, "--wait", "--timeout", "5m")

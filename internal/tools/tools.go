@@ -138,6 +138,10 @@ func helmLDFlags(version, kubeMajor, kubeMinor string) string {
 var pinned = []Tool{
 	{Name: "temporal", Package: "github.com/temporalio/cli/cmd/temporal", Version: "v1.5.1"},
 	{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"},
+	// The NATS server, as a program: the devstack runs it in-process from the library
+	// (the version in go.mod); the install test's NATS image (images.Component) runs
+	// this binary, built from the same module version.
+	{Name: "nats-server", Package: "github.com/nats-io/nats-server/v2", Version: "v2.15.2"},
 	{Name: "workflowcheck", Package: "go.temporal.io/sdk/contrib/tools/workflowcheck", Version: "v0.6.0"},
 	// golangci-lint reads its version from the module's build info, so go
 	// install stamps it without ldflags; the linters it runs come with it.
