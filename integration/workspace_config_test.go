@@ -52,6 +52,20 @@ func TestJobReadsWorkspaceConfigOnce(t *testing.T) {
 			}
 			results = append(results, cfg)
 		}
+		// Since workspace-local-activity it is a local activity: its marker holds the
+		// activity's type and result.
+		if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" {
+			var data struct{ ActivityType string }
+			d := m.GetDetails()
+			if p := d["data"].GetPayloads(); len(p) == 0 || json.Unmarshal(p[0].GetData(), &data) != nil || data.ActivityType != workflows.ActivityResolveWorkspace {
+				continue
+			}
+			var cfg activities.WorkspaceConfig
+			if p := d["result"].GetPayloads(); len(p) == 0 || json.Unmarshal(p[0].GetData(), &cfg) != nil {
+				t.Fatalf("ResolveWorkspace's marker has no result: %v", d)
+			}
+			results = append(results, cfg)
+		}
 	}
 	if len(results) != 1 {
 		t.Fatalf("ResolveWorkspace completed %d times, want once", len(results))
