@@ -50,11 +50,12 @@ type ComponentImage struct {
 // labelled with the upstream repository (LabelSource), the version (LabelVersion) and,
 // as the revision, the version's tag (LabelRevision: the module proxy gives no commit).
 //
-// The tools' own cache (tools.Ensure) holds binaries built for the host with the go
-// command's defaults, which link the C library when a C compiler is there; an image
-// without one needs its own static build, so the image is cached by its inputs (the
-// module version, the linker flags and the Go version) and a cached image builds
-// nothing.
+// The tools' own cache (tools.Ensure) holds the host's binaries, built with their own
+// linker flags (and, before tools were built static, linking the C library); so the
+// image has its own build, which compiles as the tools' build does (static, trimmed
+// paths) and so reuses its packages from the Go build cache: only the link is its
+// own. The image is cached by its inputs (the module version, the linker flags and
+// the Go version) and a cached image builds nothing.
 func Component(ctx context.Context, name string) (ComponentImage, error) {
 	source, ok := componentSources[name]
 	if !ok {

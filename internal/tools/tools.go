@@ -377,7 +377,11 @@ func goInstall(ctx context.Context, t Tool, gobin string) error {
 	if err != nil {
 		return fmt.Errorf("tools: building %s needs the go command: %w", t.Name, err)
 	}
-	args := []string{"install"}
+	// Static (CGO off) and with trimmed paths: the same compilation as the component
+	// images' static builds of these tools (images.Component), so that those reuse
+	// this build's packages from the Go build cache and only link. No tool of the
+	// table needs the C library.
+	args := []string{"install", "-trimpath"}
 	report := progressOf(ctx)
 	if _, ok := ctx.Value(progressKey{}).(func(string)); ok {
 		args = append(args, "-v") // names each package compiled: the progress
@@ -388,7 +392,7 @@ func goInstall(ctx context.Context, t Tool, gobin string) error {
 	cmd := exec.CommandContext(ctx, goBin, append(args, t.String())...)
 	cmd.Dir = gobin // outside any module or workspace of the caller
 	// The binary must run here, whatever GOOS/GOARCH the caller exported.
-	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
 	var out buildOutput
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
