@@ -22,31 +22,33 @@
 // /etc/hosts (worker.hostAliases) with KUBERNETES_SERVICE_HOST and _PORT set to it
 // (worker.extraEnv); everything else of the in-cluster configuration (the service
 // account's token and CA, the chart's RBAC) is as on any cluster. The host reaches the
-// API through a port-forward to the server's Service, as `kubectl port-forward` does
-// (through the API server and the pod's kubelet): the test cluster has no NodePort
-// proxy either.
+// API with `kubectl port-forward` to the server's Service, as docs/production.md's step
+// 6 does (through the API server and the pod's kubelet): the test cluster has no
+// NodePort proxy either. Steps 3 and 6 run their kubectl commands (kubectl built from
+// the control plane's module).
 //
 // Needs root, like kubestack's real nodes; clusters with real nodes take a machine-wide
 // lock, so this waits while another package's cluster runs.
 package install
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/auth"
@@ -85,6 +87,7 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 		training images.TrainingImages
 		deps     depImages
 		helm     string
+		kubectl  string
 		dlcBin   string
 		err      error
 	}
@@ -108,6 +111,10 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 			return
 		}
 		if b.helm, b.err = tools.Ensure(ctx, "helm"); b.err != nil {
+			ready <- b
+			return
+		}
+		if b.kubectl, b.err = tools.Ensure(ctx, "kubectl"); b.err != nil {
 			ready <- b
 			return
 		}
@@ -150,19 +157,14 @@ func TestHelmInstallRunsJobsUpgradesAndUninstalls(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The credentials, in Secrets made before the install (docs/production.md, step 3).
-	if _, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string]map[string]string{
-		"opendlc-nats": {"user": natsUser, "password": d.NATSPassword},
-		"opendlc-s3":   {"AWS_ACCESS_KEY_ID": d.S3AccessKey, "AWS_SECRET_ACCESS_KEY": d.S3SecretKey},
-	} {
-		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
-		if _, err := cluster.Client.CoreV1().Secrets(namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The credentials, in Secrets made before the install: docs/production.md's step 3,
+	// its kubectl commands.
+	k := kubectl{bin: b.kubectl, kubeconfig: cluster.AdminKubeconfig}
+	k.run(t, ctx, "create", "namespace", namespace)
+	k.run(t, ctx, "-n", namespace, "create", "secret", "generic", "opendlc-nats",
+		"--from-literal=user="+natsUser, "--from-literal=password="+d.NATSPassword)
+	k.run(t, ctx, "-n", namespace, "create", "secret", "generic", "opendlc-s3",
+		"--from-literal=AWS_ACCESS_KEY_ID="+d.S3AccessKey, "--from-literal=AWS_SECRET_ACCESS_KEY="+d.S3SecretKey)
 	values := fmt.Sprintf(`
 image: {pullPolicy: Never}
 temporal: {address: %q, namespace: %q}
@@ -213,15 +215,15 @@ worker:
 	checkPodsReady(t, ctx, cluster, 4, wantImage)
 
 	// The API, reached through a port-forward, with the token the chart generated.
-	token := adminToken(t, ctx, cluster)
-	client := apiClient(t, ctx, cluster, token)
+	token := k.adminToken(t, ctx)
+	client := k.apiClient(t, ctx, token)
 	who, err := client.Whoami(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("whoami through the installed API: %+v", who)
 	// The dlc CLI on the host, as docs/production.md's step 6.
-	cli := exec.CommandContext(ctx, b.dlcBin, "--server", apiURL(t, ctx, cluster), "whoami")
+	cli := exec.CommandContext(ctx, b.dlcBin, "--server", k.apiURL(t, ctx), "whoami")
 	cli.Env = append(os.Environ(), "DLC_TOKEN="+token)
 	if out, err := cli.CombinedOutput(); err != nil || !strings.Contains(string(out), "admin") {
 		t.Fatalf("dlc whoami: %v\n%s", err, out)
@@ -281,7 +283,7 @@ worker:
 	itest.WaitJob(t, ctx, client, ws, "during-upgrade", "Running", func(j *api.Job) bool { return j.Status.Phase == "Running" })
 	helm("upgrade", release, chart, "--values", valuesFile, "--set", "image.tag="+upgradeTag, "--wait", "--timeout", "8m")
 	checkPodsReady(t, ctx, cluster, 4, images.Domain+"/dlc:"+upgradeTag)
-	client = apiClient(t, ctx, cluster, token)
+	client = k.apiClient(t, ctx, token)
 	// The upgrade happened while the job ran: it is not over yet.
 	if j, err := client.GetJob(ctx, ws, "during-upgrade"); err != nil {
 		t.Fatal(err)
@@ -310,7 +312,7 @@ worker:
 		}
 		return nil
 	}, itest.PollInterval)
-	if got := adminToken(t, ctx, cluster); got != token {
+	if got := k.adminToken(t, ctx); got != token {
 		t.Error("the admin token Secret changed across helm uninstall")
 	}
 }
@@ -417,14 +419,32 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// adminToken reads the admin token the chart generated.
-func adminToken(t *testing.T, ctx context.Context, cluster *kubestack.Cluster) string {
+// kubectl runs the kubectl built from the control plane's module (tools/kube) as the
+// cluster's administrator: the commands of docs/production.md.
+type kubectl struct{ bin, kubeconfig string }
+
+// run runs kubectl with args and returns its standard output; a failure fails the test.
+func (k kubectl) run(t *testing.T, ctx context.Context, args ...string) string {
 	t.Helper()
-	sec, err := cluster.Client.CoreV1().Secrets(namespace).Get(ctx, release+"-admin-token", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	tok := string(sec.Data["admin-token"])
+	return stdout.String()
+}
+
+// adminToken reads the admin token the chart generated, as docs/production.md's step 6
+// does (kubectl get secret ... -o jsonpath='{.data.admin-token}' | base64 -d).
+func (k kubectl) adminToken(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	enc := k.run(t, ctx, "-n", namespace, "get", "secret", release+"-admin-token", "-o", "jsonpath={.data.admin-token}")
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
+	if err != nil {
+		t.Fatalf("admin token %q: %v", enc, err)
+	}
+	tok := string(raw)
 	if _, err := auth.ParseToken(tok); err != nil {
 		t.Fatalf("admin token: %v", err)
 	}
@@ -433,59 +453,63 @@ func adminToken(t *testing.T, ctx context.Context, cluster *kubestack.Cluster) s
 
 // apiClient is a client of the API through a port-forward to the server's Service
 // (apiURL).
-func apiClient(t *testing.T, ctx context.Context, cluster *kubestack.Cluster, token string) *dlc.Client {
+func (k kubectl) apiClient(t *testing.T, ctx context.Context, token string) *dlc.Client {
 	t.Helper()
-	c, err := dlc.New(apiURL(t, ctx, cluster), dlc.WithToken(token))
+	c, err := dlc.New(k.apiURL(t, ctx), dlc.WithToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// apiURL is the API's URL through a port-forward to service/opendlc-server's port 80,
-// as docs/production.md's step 6 (`kubectl port-forward service/opendlc-server
-// 8080:80`): resolved the way kubectl resolves it (a ready pod of the Service's
-// selector, the Service port's named target port on that pod), then forwarded through
-// the API server and the pod's kubelet (kubestack.PortForward). The forward closes
-// with the test, or when its pod goes away.
-func apiURL(t *testing.T, ctx context.Context, cluster *kubestack.Cluster) string {
+// forwarding is kubectl port-forward's line naming the local port it listens on.
+var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> `)
+
+// apiURL is the API's URL through `kubectl port-forward service/opendlc-server :80`,
+// docs/production.md's step 6 on a free local port (kubectl resolves the Service to a
+// ready pod and its target port, and forwards through the API server and the pod's
+// kubelet, which has containerd dial the port in the pod's network namespace). The
+// forward ends with the test, or when its pod goes away (helm upgrade replaces it).
+func (k kubectl) apiURL(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	svc, err := cluster.Client.CoreV1().Services(namespace).Get(ctx, release+"-server", metav1.GetOptions{})
+	fctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(fctx, k.bin, "--kubeconfig", k.kubeconfig, "-n", namespace, "port-forward",
+		"--address", "127.0.0.1", "service/"+release+"-server", ":80")
+	out, err := cmd.StdoutPipe()
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	var target intstr.IntOrString
-	for _, p := range svc.Spec.Ports {
-		if p.Port == 80 {
-			target = p.TargetPort
-		}
-	}
-	pods, err := cluster.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
-	if err != nil {
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || !podReady(&p) {
-			continue
-		}
-		port := target.IntValue()
-		for _, c := range p.Spec.Containers {
-			for _, cp := range c.Ports {
-				if target.Type == intstr.String && cp.Name == target.StrVal {
-					port = int(cp.ContainerPort)
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	port := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := forwarding.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case port <- m[1]:
+				default:
 				}
 			}
 		}
-		addr, stop, err := cluster.PortForward(ctx, namespace, p.Name, port)
-		if err != nil {
-			t.Fatal(err)
+		close(port)
+	}()
+	select {
+	case p, ok := <-port:
+		if !ok {
+			t.Fatalf("kubectl port-forward ended before it listened: %s", stderr.String())
 		}
-		t.Cleanup(stop)
-		t.Logf("port-forward service/%s:80 -> pod %s:%d on %s: %s", svc.Name, p.Name, port, p.Spec.NodeName, addr)
-		return "http://" + addr
+		t.Logf("kubectl port-forward service/%s-server :80 listens on 127.0.0.1:%s", release, p)
+		return "http://127.0.0.1:" + p
+	case <-time.After(time.Minute):
+		t.Fatalf("kubectl port-forward did not listen within a minute: %s", stderr.String())
 	}
-	t.Fatalf("no ready pod of service/%s among %d", svc.Name, len(pods.Items))
 	return ""
 }
 

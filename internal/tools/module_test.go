@@ -15,7 +15,7 @@ import (
 )
 
 func TestExpand(t *testing.T) {
-	kube := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok"}
+	kube := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kwok"}
 	tests := map[string]struct {
 		names   []string
 		want    []string
@@ -79,8 +79,8 @@ func TestKubeToolsMatchModule(t *testing.T) {
 		}
 		hashes = append(hashes, tool.sourceHash())
 	}
-	if len(hashes) != 5 || len(slices.Compact(hashes)) != 1 {
-		t.Errorf("want the 5 tools of %s (etcd, the 3 control-plane commands, the kubelet) with one source hash, got %v", kubeModule, hashes)
+	if len(hashes) != 6 || len(slices.Compact(hashes)) != 1 {
+		t.Errorf("want the 6 tools of %s (etcd, the 3 control-plane commands, kubectl, the kubelet) with one source hash, got %v", kubeModule, hashes)
 	}
 }
 

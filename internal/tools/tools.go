@@ -154,6 +154,9 @@ var pinned = []Tool{
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler", Version: kubeVersion,
 		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
+	// kubectl, for the installation test's steps of docs/production.md.
+	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl", Version: kubeVersion,
+		Module: kubeModule, Group: kubeGroup, LDFlags: kubeLDFlags(kubeVersion)},
 	// The kubelet of kubestack's real nodes (containers under containerd and runc from
 	// Debian's packages), built with the control plane so the versions agree.
 	{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet", Version: kubeVersion,
