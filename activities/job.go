@@ -188,10 +188,17 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 			return WatchGangResult{Replicas: st.Replicas}, nil
 		}
 		if ReplicasChanged(in.Known, st.Replicas) {
+			decisive := decisiveChange(in.Known, st.Replicas)
 			if holdUntil.IsZero() {
 				holdUntil = now.Add(a.watchCoalesce())
+				if decisive && failedWithPeersLive(st.Replicas) {
+					// A replica failed while others run: their ends, caused by it
+					// (a collective broken by a killed peer), come within moments.
+					// Seen together, the workflow tells the cause from its echoes.
+					holdUntil = now.Add(failureSettle)
+				}
 			}
-			if !now.Before(holdUntil) || decisiveChange(in.Known, st.Replicas) {
+			if !now.Before(holdUntil) || (decisive && !failedWithPeersLive(st.Replicas)) {
 				return WatchGangResult{Replicas: st.Replicas}, nil
 			}
 		}
@@ -214,6 +221,21 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 
 // watchFallback is how often WatchGang observes a gang with no change notified.
 const watchFallback = time.Second
+
+// failureSettle is how long WatchGang holds a replica's failure while other replicas
+// still run, so that the failures it causes come back with it (with a backend that
+// notifies changes at once, the first failure seen may be a peer's echo of it).
+const failureSettle = 100 * time.Millisecond
+
+// failedWithPeersLive reports whether a replica failed while another has not ended.
+func failedWithPeersLive(reps []schemas.ReplicaStatus) bool {
+	failed, live := false, false
+	for _, r := range reps {
+		failed = failed || r.Phase == schemas.ReplicaFailed
+		live = live || !r.Phase.Terminal()
+	}
+	return failed && live
+}
 
 // ReplicasChanged reports whether any replica's phase, exit code or node differs.
 func ReplicasChanged(old, cur []schemas.ReplicaStatus) bool {
