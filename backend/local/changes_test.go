@@ -2,12 +2,14 @@ package local
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -78,13 +80,16 @@ func TestGangChangesStaysOpenWhileNothingChanges(t *testing.T) {
 	t.Cleanup(func() { _ = b.Stop(context.Background(), g.GangRef) })
 	changed := b.GangChanges(g.GangRef)
 	unknown := b.GangChanges(backend.GangRef{Workspace: "test", Job: "never", Attempt: 1})
-	select {
-	case <-changed:
-		t.Fatal("notified while the replica runs")
-	case <-unknown:
-		t.Fatal("notified for an unknown gang")
-	case <-time.After(500 * time.Millisecond):
-	}
+	testutil.Consistently(t, 500*time.Millisecond, "no notice while nothing changes", func() error {
+		select {
+		case <-changed:
+			return errors.New("notified while the replica runs")
+		case <-unknown:
+			return errors.New("notified for an unknown gang")
+		default:
+			return nil
+		}
+	})
 	// Stopping it is a change.
 	if err := b.Stop(context.Background(), g.GangRef); err != nil {
 		t.Fatal(err)
