@@ -84,18 +84,7 @@ func Component(ctx context.Context, name string) (ComponentImage, error) {
 		if err != nil {
 			return nil, err
 		}
-		layer, err := memLayer([]file{
-			{path: "/etc", mode: 0o755, dir: true},
-			{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-			{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-			{path: "/home", mode: 0o755, dir: true},
-			{path: "/home/nonroot", mode: 0o700, dir: true, uid: NonRootUID},
-			{path: "/tmp", mode: 0o1777, dir: true},
-			{path: "/usr", mode: 0o755, dir: true},
-			{path: "/usr/local", mode: 0o755, dir: true},
-			{path: "/usr/local/bin", mode: 0o755, dir: true},
-			{path: c.Entrypoint, mode: 0o755, data: data},
-		})
+		layer, err := memLayer(nonRootBinary(c.Entrypoint, data))
 		if err != nil {
 			return nil, err
 		}

@@ -64,18 +64,7 @@ func BuildDLC(ctx context.Context, opts DLCOptions) (DLCImage, error) {
 	}
 	var built v1.Image
 	img, err := cached(ctx, "dlc", key, func(string) ([]tagged, error) {
-		layer, err := memLayer([]file{
-			{path: "/etc", mode: 0o755, dir: true},
-			{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-			{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-			{path: "/home", mode: 0o755, dir: true},
-			{path: "/home/nonroot", mode: 0o700, dir: true, uid: NonRootUID},
-			{path: "/tmp", mode: 0o1777, dir: true},
-			{path: "/usr", mode: 0o755, dir: true},
-			{path: "/usr/local", mode: 0o755, dir: true},
-			{path: "/usr/local/bin", mode: 0o755, dir: true},
-			{path: "/usr/local/bin/dlc", mode: 0o755, data: data},
-		})
+		layer, err := memLayer(nonRootBinary("/usr/local/bin/dlc", data))
 		if err != nil {
 			return nil, err
 		}
@@ -112,4 +101,22 @@ func BuildDLC(ctx context.Context, opts DLCOptions) (DLCImage, error) {
 		return DLCImage{}, err
 	}
 	return d, p.AppendImage(built, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": img.Ref}))
+}
+
+// nonRootBinary is the one layer of an image that runs a static binary as NonRootUID:
+// the binary at path, /etc/passwd and /etc/group naming root and the non-root user, its
+// home and a writable /tmp (the dlc image and the component images).
+func nonRootBinary(path string, data []byte) []file {
+	return []file{
+		{path: "/etc", mode: 0o755, dir: true},
+		{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{path: "/home", mode: 0o755, dir: true},
+		{path: "/home/nonroot", mode: 0o700, dir: true, uid: NonRootUID},
+		{path: "/tmp", mode: 0o1777, dir: true},
+		{path: "/usr", mode: 0o755, dir: true},
+		{path: "/usr/local", mode: 0o755, dir: true},
+		{path: "/usr/local/bin", mode: 0o755, dir: true},
+		{path: path, mode: 0o755, data: data},
+	}
 }
