@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -32,10 +33,14 @@ var openJobsQuery = fmt.Sprintf("%s = %q AND ExecutionStatus = 'Running'",
 // registry when cfg.Metrics is set.
 func (p *Process) startMetrics(cfg Config) error {
 	if cfg.API != nil {
-		if err := p.Metrics.Register(&metrics.JobsCollector{
+		jobs := &metrics.JobsCollector{
 			Client: p.Temporal, Namespace: cfg.Namespace, Query: openJobsQuery,
 			WorkspaceAttr: workflows.SearchAttrWorkspace, PhaseAttr: workflows.SearchAttrPhase,
-		}); err != nil {
+		}
+		if p.Auth != nil {
+			jobs.Workspaces = p.workspaceNames
+		}
+		if err := p.Metrics.Register(jobs); err != nil {
 			return err
 		}
 	}
@@ -64,4 +69,17 @@ func (p *Process) startMetrics(cfg Config) error {
 		}
 	}()
 	return nil
+}
+
+// workspaceNames lists the names of the registry's workspaces (opendlc_workspaces).
+func (p *Process) workspaceNames(ctx context.Context) ([]string, error) {
+	wss, err := p.Auth.ListWorkspaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(wss))
+	for i, ws := range wss {
+		names[i] = ws.Name
+	}
+	return names, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -44,6 +45,15 @@ func TestMetricsEndpointsMoveWithAJob(t *testing.T) {
 	}
 	workerURL := startMetricsWorker(t, ctx, e, filepath.Join(dir, "local"))
 	c := itest.AdminClient(t, e)
+	// The workspace is registered, as a team's is: the dashboard lists it by
+	// opendlc_workspaces before, during and after its job.
+	if _, err := c.CreateWorkspace(ctx, api.Workspace{Name: ws}); err != nil {
+		t.Fatal(err)
+	}
+	pollMetric(t, ctx, apiURL, "opendlc_workspaces lists the registered workspace before any job", func(fams map[string]*dto.MetricFamily) bool {
+		return sample(fams, "opendlc_workspaces", map[string]string{"workspace": ws}) == 1 &&
+			len(matching(fams, "opendlc_jobs", map[string]string{"workspace": ws})) == 0
+	})
 
 	before := scrape(t, ctx, workerURL)
 	if v := sample(before, "opendlc_launches_total", nil); v != 0 {
@@ -168,6 +178,32 @@ func TestMetricsEndpointsMoveWithAJob(t *testing.T) {
 		if after[m] == nil && apiFams[m] == nil && apiRunning[m] == nil {
 			t.Errorf("the dashboard queries %s, which neither endpoint serves", m)
 		}
+	}
+	// The dashboard's workspace variable lists the job's workspace after the job ended.
+	if v := sample(apiFams, "opendlc_workspaces", map[string]string{"workspace": ws}); v != 1 {
+		t.Errorf("api: opendlc_workspaces{workspace=%q} = %v after the job ended, want 1", ws, v)
+	}
+	// Everything both processes serve, the Temporal SDK's families included, has help
+	// text and passes promlint.
+	for _, ep := range []struct {
+		name string
+		fams map[string]*dto.MetricFamily
+	}{{"worker", after}, {"api", apiFams}} {
+		list := make([]*dto.MetricFamily, 0, len(ep.fams))
+		for _, f := range ep.fams {
+			if f.GetHelp() == "" {
+				t.Errorf("%s: %s has no help text", ep.name, f.GetName())
+			}
+			list = append(list, f)
+		}
+		problems, err := promlint.NewWithMetricFamilies(list).Lint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("%s: promlint: %s: %s", ep.name, p.Metric, p.Text)
+		}
+		t.Logf("%s: %d families pass promlint", ep.name, len(list))
 	}
 }
 

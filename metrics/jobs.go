@@ -26,6 +26,10 @@ type JobsCollector struct {
 	// WorkspaceAttr and PhaseAttr name the keyword search attributes that hold a job's
 	// workspace and phase.
 	WorkspaceAttr, PhaseAttr string
+	// Workspaces, when set, lists the workspaces of the registry: each is reported as
+	// opendlc_workspaces{workspace} 1, so that a dashboard lists a workspace while it
+	// has no open job (opendlc_jobs has no series for it then).
+	Workspaces func(ctx context.Context) ([]string, error)
 	// MinInterval is how long figures are reused; default 5 s.
 	MinInterval time.Duration
 	// Timeout bounds one listing; default 5 s.
@@ -34,6 +38,7 @@ type JobsCollector struct {
 	mu     sync.Mutex
 	at     time.Time
 	counts map[[2]string]int
+	wss    []string
 	errs   prometheus.Counter
 	once   sync.Once
 }
@@ -41,6 +46,10 @@ type JobsCollector struct {
 var jobsDesc = prometheus.NewDesc(Jobs,
 	"Jobs whose workflow is open, by workspace and phase (from Temporal visibility at scrape time).",
 	[]string{"workspace", "phase"}, nil)
+
+var workspacesDesc = prometheus.NewDesc(Workspaces,
+	"Workspaces in the registry, 1 each (a dashboard's list of workspaces, with or without open jobs).",
+	[]string{"workspace"}, nil)
 
 func (c *JobsCollector) init() {
 	c.once.Do(func() {
@@ -54,6 +63,9 @@ func (c *JobsCollector) init() {
 func (c *JobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.init()
 	ch <- jobsDesc
+	if c.Workspaces != nil {
+		ch <- workspacesDesc
+	}
 	c.errs.Describe(ch)
 }
 
@@ -61,18 +73,22 @@ func (c *JobsCollector) Describe(ch chan<- *prometheus.Desc) {
 // opendlc_jobs series and counts the error.
 func (c *JobsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.init()
-	counts, err := c.figures()
+	counts, wss, err := c.figures()
 	if err != nil {
 		c.errs.Inc()
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
 	}
+	for _, ws := range wss {
+		ch <- prometheus.MustNewConstMetric(workspacesDesc, prometheus.GaugeValue, 1, ws)
+	}
 	c.errs.Collect(ch)
 }
 
-// figures returns the cached counts, or lists the jobs again when they are stale.
-func (c *JobsCollector) figures() (map[[2]string]int, error) {
+// figures returns the cached counts and workspaces, or lists them again when they are
+// stale.
+func (c *JobsCollector) figures() (map[[2]string]int, []string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	minInterval := c.MinInterval
@@ -80,7 +96,7 @@ func (c *JobsCollector) figures() (map[[2]string]int, error) {
 		minInterval = 5 * time.Second
 	}
 	if c.counts != nil && time.Since(c.at) < minInterval {
-		return c.counts, nil
+		return c.counts, c.wss, nil
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -90,10 +106,16 @@ func (c *JobsCollector) figures() (map[[2]string]int, error) {
 	defer cancel()
 	counts, err := c.list(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c.counts, c.at = counts, time.Now()
-	return counts, nil
+	var wss []string
+	if c.Workspaces != nil {
+		if wss, err = c.Workspaces(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	c.counts, c.wss, c.at = counts, wss, time.Now()
+	return counts, wss, nil
 }
 
 // list pages through the open jobs and counts them by workspace and phase.

@@ -36,6 +36,7 @@ const (
 	NotificationDeliveries  = "opendlc_notification_deliveries_total"
 	NotificationDeadLetters = "opendlc_notification_dead_letters_total"
 	Jobs                    = "opendlc_jobs"
+	Workspaces              = "opendlc_workspaces"
 	JobsScrapeErrors        = "opendlc_jobs_scrape_errors_total"
 )
 
@@ -118,7 +119,7 @@ func New() (*Registry, error) {
 
 // startTemporal makes the Temporal SDK's metrics handler: the SDK's OpenTelemetry
 // contrib on a meter whose reader is OpenTelemetry's Prometheus exporter, registered
-// on this registry. Durations get secondsBuckets (OpenTelemetry's default buckets
+// on this registry. Every instrument gets help text (helpView), and durations get secondsBuckets (OpenTelemetry's default buckets
 // suit milliseconds, and the SDK records seconds).
 func (r *Registry) startTemporal() error {
 	exp, err := otelprom.New(
@@ -135,7 +136,7 @@ func (r *Registry) startTemporal() error {
 	if err != nil {
 		return err
 	}
-	r.provider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	r.provider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(helpView))
 	r.temporal = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter:                r.provider.Meter(temporalMeterName),
 		UseMonotonicCounters: true,

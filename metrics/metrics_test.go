@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -129,7 +130,9 @@ func every(t *testing.T) *metrics.Registry {
 	h.WithTags(map[string]string{"failure_class": "Error"}).Counter(workflows.MetricJobRestarts).Inc(1)
 	h.Timer(workflows.MetricJobRecovery).Record(time.Second)
 	h.WithTags(map[string]string{"workspace": "ws"}).Timer(workflows.MetricAdmissionWait).Record(time.Second)
-	if err := r.Register(newJobsCollector(&lister{pages: [][]*workflowpb.WorkflowExecutionInfo{{execution(t, "ws", "Running")}}})); err != nil {
+	jobs := newJobsCollector(&lister{pages: [][]*workflowpb.WorkflowExecutionInfo{{execution(t, "ws", "Running")}}})
+	jobs.Workspaces = func(context.Context) ([]string, error) { return []string{"ws", "idle"}, nil }
+	if err := r.Register(jobs); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -160,6 +163,7 @@ func TestRegistryNamesAndTypes(t *testing.T) {
 		metrics.LogLinesForwarded: "counter", metrics.LogForwardLag: "histogram",
 		metrics.JobPhaseTransitions: "counter", metrics.NotificationDeliveries: "counter",
 		metrics.NotificationDeadLetters: "counter", metrics.Jobs: "gauge", metrics.JobsScrapeErrors: "counter",
+		metrics.Workspaces:                         "gauge",
 		workflows.MetricJobRestarts + "_total":     "counter",
 		workflows.MetricJobRecovery + "_seconds":   "histogram",
 		workflows.MetricAdmissionWait + "_seconds": "histogram",
@@ -197,6 +201,11 @@ func dashboardMetrics(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var doc struct {
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
 		Panels []struct {
 			Type    string `json:"type"`
 			Title   string `json:"title"`
@@ -210,6 +219,13 @@ func dashboardMetrics(t *testing.T) []string {
 	}
 	name := regexp.MustCompile(`\b(?:opendlc|temporal)_[a-z0-9_]+`)
 	var out []string
+	for _, v := range doc.Templating.List {
+		for _, m := range name.FindAllString(v.Definition, -1) {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
 	for _, p := range doc.Panels {
 		if p.Type != "row" && len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
@@ -253,5 +269,54 @@ func TestDashboardQueriesNameExistingMetrics(t *testing.T) {
 		if strings.HasPrefix(name, "opendlc_") && !slices.Contains(docs, name) {
 			t.Errorf("%s is not documented in docs/metrics.md", name)
 		}
+	}
+}
+
+// Every family a process serves passes promlint (help text, names, units), including
+// the Temporal SDK's, which the SDK creates without a description, and a metric the
+// help table does not know.
+func TestEveryFamilyPassesPromlint(t *testing.T) {
+	r := every(t)
+	h := r.TemporalHandler()
+	h.WithTags(map[string]string{"operation": "StartWorkflowExecution"}).Counter("temporal_request").Inc(1)
+	h.Timer("temporal_request_latency").Record(time.Millisecond)
+	h.Gauge("temporal_num_pollers").Update(2)
+	h.Counter("temporal_metric_of_a_later_sdk").Inc(1)
+	fams, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetHelp() == "" {
+			t.Errorf("%s has no help text", f.GetName())
+		}
+	}
+	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	if len(fams) < 20 {
+		t.Fatalf("gathered %d families, want the whole registry", len(fams))
+	}
+}
+
+// A workspace with no open job is still listed (opendlc_workspaces), so the dashboard's
+// workspace variable is not empty while nothing runs.
+func TestJobsCollectorListsIdleWorkspaces(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c := newJobsCollector(&lister{pages: [][]*workflowpb.WorkflowExecutionInfo{{}}})
+	c.Workspaces = func(context.Context) ([]string, error) { return []string{"idle", "vision"}, nil }
+	reg.MustRegister(c)
+	want := `
+# HELP opendlc_workspaces Workspaces in the registry, 1 each (a dashboard's list of workspaces, with or without open jobs).
+# TYPE opendlc_workspaces gauge
+opendlc_workspaces{workspace="idle"} 1
+opendlc_workspaces{workspace="vision"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), metrics.Jobs, metrics.Workspaces); err != nil {
+		t.Fatal(err)
 	}
 }
