@@ -111,10 +111,11 @@ func TestCMAESRestarts(t *testing.T) {
 	}
 	// Replay and count the generations' sizes.
 	dims, _ := newDims(space)
-	byID := map[int]*Trial{}
+	var trials []*Trial
 	for i := range h.Trials {
-		byID[h.Trials[i].ID] = &h.Trials[i]
+		trials = append(trials, &h.Trials[i])
 	}
+	byID := indexByID(trials)
 	st := newCMA(1, 4, []float64{0.5}, s.cfg)
 	start, sizes := 0, []int{}
 	for start+st.lambda <= 200 {

@@ -17,7 +17,8 @@ import (
 // snapped to their grid and categorical parameters are drawn at random, as Optuna's
 // independent sampler does.
 //
-// The sampler keeps no state: Suggest replays the strategy from the history. The trials
+// Suggest replays the strategy from the history; the sampler only remembers the states
+// of its last replay to resume from (cmaMemo), which changes no result. The trials
 // are cut, in ID order, into generations of the population size λ; a generation whose
 // trials have all finished updates the distribution (Completed trials ranked by value,
 // Pruned ones after them, Failed ones left out), and trial id is drawn from the
@@ -25,8 +26,9 @@ import (
 // converged (spread below 1e-3 of the cube, flat values, or an ill-conditioned
 // covariance) it restarts from a random mean with twice the population.
 type CMAESSampler struct {
-	o   SamplerOptions
-	cfg cmaConfig
+	o    SamplerOptions
+	cfg  cmaConfig
+	memo *cmaMemo // the last replay's generations (cmaes_memo.go); nil: none kept
 }
 
 // cmaConfig holds the choices of the strategy that are not user options; the defaults
@@ -48,7 +50,7 @@ func NewCMAES(opts ...Option) (*CMAESSampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CMAESSampler{o: o, cfg: defaultCMAConfig}, nil
+	return &CMAESSampler{o: o, cfg: defaultCMAConfig, memo: &cmaMemo{}}, nil
 }
 
 const (
@@ -301,10 +303,7 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 	if len(num) == 0 {
 		return out, nil
 	}
-	byID := map[int]*Trial{}
-	for _, t := range finishedByID(h, id) {
-		byID[t.ID] = t
-	}
+	byID := indexByID(finishedByID(h, id))
 	n := len(num)
 	lambda0 := s.o.PopulationSize
 	if lambda0 <= 0 {
@@ -316,10 +315,27 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 	}
 	st := newCMA(n, lambda0, center, s.cfg)
 	start, restarts := 0, 0
-	for id >= start+st.lambda {
+	memo := s.memo
+	if memo != nil && !memo.mu.TryLock() {
+		memo = nil // another caller holds it: replay without
+	}
+	if memo != nil {
+		defer memo.mu.Unlock()
+	}
+	set, shared := cmaSetting{seed: h.Seed, n: n, lambda0: lambda0, cfg: s.cfg}, false
+	for g := 0; id >= start+st.lambda; g++ {
 		xs, vals, ok := s.generation(h.Direction, dims, num, byID, start, st.lambda)
 		if !ok {
 			break // a trial of this generation is unknown or running: draw from st
+		}
+		if memo != nil {
+			if e, hit := memo.lookup(set, g, xs, vals); hit {
+				st, start, restarts, shared = e.st, e.start, e.restarts, true
+				continue
+			}
+		}
+		if shared {
+			st, shared = st.clone(), false // the memo's copy stays as it was
 		}
 		start += st.lambda
 		if st.update(xs, vals) {
@@ -330,6 +346,9 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 				mean[i] = r.float64()
 			}
 			st = newCMA(n, st.lambda*2, mean, s.cfg)
+		}
+		if memo != nil {
+			memo.store(set, g, cmaGen{xs: xs, vals: vals, start: start, restarts: restarts, st: st})
 		}
 	}
 	x := st.sample(newRNG(h.Seed, id, saltCMA))
@@ -342,20 +361,22 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 // generation returns the unit-cube points of trials start..start+lambda-1 and their
 // scores, best first (Completed by value, then Pruned), and false when one of them is
 // missing or still running.
-func (s *CMAESSampler) generation(d Direction, dims []dim, num []int, byID map[int]*Trial, start, lambda int) ([][]float64, []float64, bool) {
+func (s *CMAESSampler) generation(d Direction, dims []dim, num []int, byID trialIndex, start, lambda int) ([][]float64, []float64, bool) {
 	type member struct {
 		x     []float64
 		rank  int
 		score float64
 		id    int
 	}
-	var ms []member
+	ms := make([]member, 0, lambda)
+	coords := make([]float64, lambda*len(num)) // the members' points, one allocation
 	for id := start; id < start+lambda; id++ {
-		t, ok := byID[id]
-		if !ok || t.State == TrialRunning {
+		t := byID.get(id)
+		if t == nil || t.State == TrialRunning {
 			return nil, nil, false
 		}
-		m := member{x: make([]float64, len(num)), id: id}
+		m := member{x: coords[:len(num):len(num)], id: id}
+		coords = coords[len(num):]
 		usable := true
 		for k, i := range num {
 			v, ok := dims[i].observed(t.Params)
@@ -391,4 +412,45 @@ func (s *CMAESSampler) generation(d Direction, dims []dim, num []int, byID map[i
 		xs[i], vals[i] = m.x, m.score
 	}
 	return xs, vals, true
+}
+
+// trialIndex finds a trial by ID. Trial IDs are usually small and dense (0, 1, 2... in
+// the order the experiment numbered them), so a slice indexed by ID replaces a map; IDs
+// far apart fall back to a map.
+type trialIndex struct {
+	dense  []*Trial
+	sparse map[int]*Trial
+}
+
+// indexByID indexes ts by ID.
+func indexByID(ts []*Trial) trialIndex {
+	hi := -1
+	for _, t := range ts {
+		hi = max(hi, t.ID)
+	}
+	if hi >= 2*len(ts)+64 {
+		m := make(map[int]*Trial, len(ts))
+		for _, t := range ts {
+			m[t.ID] = t
+		}
+		return trialIndex{sparse: m}
+	}
+	dense := make([]*Trial, hi+1)
+	for _, t := range ts {
+		if t.ID >= 0 {
+			dense[t.ID] = t
+		}
+	}
+	return trialIndex{dense: dense}
+}
+
+// get returns the trial with this ID, or nil.
+func (idx trialIndex) get(id int) *Trial {
+	if idx.sparse != nil {
+		return idx.sparse[id]
+	}
+	if id < 0 || id >= len(idx.dense) {
+		return nil
+	}
+	return idx.dense[id]
 }
