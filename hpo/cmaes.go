@@ -359,7 +359,8 @@ func (s *CMAESSampler) Suggest(h History, id int) (map[string]float64, error) {
 }
 
 // generation returns the unit-cube points of trials start..start+lambda-1 and their
-// scores, best first (Completed by value, then Pruned), and false when one of them is
+// scores, best first (Completed by value, then infeasible ones by violation, then
+// Pruned), and false when one of them is
 // missing or still running.
 func (s *CMAESSampler) generation(d Direction, dims []dim, num []int, byID trialIndex, start, lambda int) ([][]float64, []float64, bool) {
 	type member struct {
@@ -391,8 +392,11 @@ func (s *CMAESSampler) generation(d Direction, dims []dim, num []int, byID trial
 		}
 		if sc, ok := completedScore(d, t); ok {
 			m.score = sc
+			if v := Violation(t); v > 0 { // infeasible: after the feasible, by violation
+				m.rank, m.score = 1, v
+			}
 		} else if t.State == TrialPruned {
-			m.rank, m.score = 1, math.Inf(1)
+			m.rank, m.score = 2, math.Inf(1)
 			if k := len(t.Reports); k > 0 {
 				if v := score(d, t.Reports[k-1].Value); !math.IsNaN(v) {
 					m.score = v

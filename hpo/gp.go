@@ -76,6 +76,7 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 	}
 	var xs [][]float64
 	var ys []float64
+	var cons [][]float64 // each modelled trial's constraint values
 	for _, t := range finishedByID(h, id) {
 		sc, ok := completedScore(h.Direction, t)
 		if !ok {
@@ -85,15 +86,21 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 		if !ok {
 			continue
 		}
-		xs, ys = append(xs, x), append(ys, sc)
+		xs, ys, cons = append(xs, x), append(ys, sc), append(cons, t.Constraints)
 	}
 	if len(ys) < max(s.o.StartupTrials, 2) {
 		return randomSuggest(dims, h.Seed, id), nil
 	}
-	xs, ys = gpSubset(xs, ys)
+	keep := gpSubset(ys)
+	xs, ys, cons = subset(xs, keep), subset(ys, keep), subset(cons, keep)
 	m := fitGP(dims, xs, ys)
+	acq := m.logEI
+	if c := newGPConstraints(dims, xs, ys, cons); c != nil {
+		m.best = c.bestFeasible(m)
+		acq = func(x []float64) float64 { return c.logAcquisition(m, x) }
+	}
 	r := newRNG(h.Seed, id, saltGP)
-	x := m.maximiseEI(dims, r)
+	x := m.maximise(dims, r, acq)
 	out := make(map[string]float64, len(dims))
 	for i := range dims {
 		d := &dims[i]
@@ -106,12 +113,13 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 	return out, nil
 }
 
-// gpSubset keeps at most gpMaxTrials observations, so that a fit stays cheap: the
-// gpKeepBest best ones and the newest of the others.
-func gpSubset(xs [][]float64, ys []float64) ([][]float64, []float64) {
+// gpSubset returns the indices (ascending) of the observations to model, at most
+// gpMaxTrials so that a fit stays cheap: the gpKeepBest best ones and the newest of the
+// others.
+func gpSubset(ys []float64) []int {
 	n := len(ys)
 	if n <= gpMaxTrials {
-		return xs, ys
+		return nil // all of them
 	}
 	idx := make([]int, n)
 	for i := range idx {
@@ -128,14 +136,25 @@ func gpSubset(xs [][]float64, ys []float64) ([][]float64, []float64) {
 			k++
 		}
 	}
-	var ox [][]float64
-	var oy []float64
+	var out []int
 	for i := range n {
 		if keep[i] {
-			ox, oy = append(ox, xs[i]), append(oy, ys[i])
+			out = append(out, i)
 		}
 	}
-	return ox, oy
+	return out
+}
+
+// subset returns the elements of xs at the indices keep, or xs when keep is nil.
+func subset[T any](xs []T, keep []int) []T {
+	if keep == nil {
+		return xs
+	}
+	out := make([]T, len(keep))
+	for i, k := range keep {
+		out[i] = xs[k]
+	}
+	return out
 }
 
 // gpPoint is a trial's input: unit positions, category indices.
@@ -512,8 +531,9 @@ func (m *gpModel) logEI(x []float64) float64 {
 	return math.Log(sd) + lh
 }
 
-// maximiseEI searches the candidates and refines the best few by local moves.
-func (m *gpModel) maximiseEI(dims []dim, r *rng) []float64 {
+// maximise searches the candidates for the largest acq (log expected improvement, or
+// its constrained form) and refines the best few by local moves.
+func (m *gpModel) maximise(dims []dim, r *rng, acq func([]float64) float64) []float64 {
 	d := len(dims)
 	type cand struct {
 		x []float64
@@ -521,7 +541,7 @@ func (m *gpModel) maximiseEI(dims []dim, r *rng) []float64 {
 	}
 	top := make([]cand, 0, gpLocalStarts)
 	consider := func(x []float64) {
-		v := m.logEI(x)
+		v := acq(x)
 		if !finite(v) {
 			return
 		}
@@ -585,7 +605,7 @@ func (m *gpModel) maximiseEI(dims []dim, r *rng) []float64 {
 						}
 						old := x[i]
 						x[i] = float64(k)
-						if nv := m.logEI(x); nv > v {
+						if nv := acq(x); nv > v {
 							v, improved = nv, true
 						} else {
 							x[i] = old
@@ -596,7 +616,7 @@ func (m *gpModel) maximiseEI(dims []dim, r *rng) []float64 {
 				for _, sgn := range [2]float64{1, -1} {
 					old := x[i]
 					x[i] = min(max(old+sgn*step, 0), 1)
-					if nv := m.logEI(x); nv > v {
+					if nv := acq(x); nv > v {
 						v, improved = nv, true
 						break
 					}

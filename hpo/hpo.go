@@ -79,6 +79,10 @@ type Trial struct {
 	// Values are a Completed trial's objectives when History.Directions has several,
 	// in the same order; Value then repeats the first.
 	Values []float64 `json:"values,omitempty"`
+	// Constraints are a Completed trial's constraint violations: at or below zero, the
+	// constraint holds; above, it is broken by that much (constraints.go). Empty: the
+	// trial is feasible.
+	Constraints []float64 `json:"constraints,omitempty"`
 }
 
 // History is everything a sampler may look at.

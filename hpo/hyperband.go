@@ -130,7 +130,7 @@ func (s *BOHBSampler) Suggest(h History, id int) (map[string]float64, error) {
 	var fin []Trial
 	for _, t := range trials {
 		if _, ok := completedScore(h.Direction, t); ok {
-			fin = append(fin, Trial{ID: t.ID, Params: t.Params, State: TrialCompleted, Value: t.Value})
+			fin = append(fin, Trial{ID: t.ID, Params: t.Params, State: TrialCompleted, Value: t.Value, Constraints: t.Constraints})
 		}
 	}
 	if len(fin) >= need {
@@ -165,7 +165,7 @@ func (s *BOHBSampler) Suggest(h History, id int) (map[string]float64, error) {
 			if math.IsNaN(score(h.Direction, v)) {
 				continue
 			}
-			at = append(at, Trial{ID: t.ID, Params: t.Params, State: TrialCompleted, Value: &v})
+			at = append(at, Trial{ID: t.ID, Params: t.Params, State: TrialCompleted, Value: &v, Constraints: t.Constraints})
 		}
 		if len(at) >= need {
 			return s.model(h, at, id)

@@ -42,10 +42,26 @@ const (
 
 // moPoint is a trial with its objective scores (minimised).
 type moPoint struct {
-	t      *Trial
-	scores []float64
-	rank   int
-	crowd  float64
+	t         *Trial
+	scores    []float64
+	violation float64 // total constraint violation (0: feasible)
+	rank      int
+	crowd     float64
+}
+
+// constrainedDominates is Deb's constrained domination: a feasible point dominates an
+// infeasible one, the smaller violation wins between infeasible ones, and feasible
+// points compare by Pareto domination.
+func constrainedDominates(a, b *moPoint) bool {
+	switch {
+	case a.violation == 0 && b.violation > 0:
+		return true
+	case a.violation > 0 && b.violation == 0:
+		return false
+	case a.violation > 0:
+		return a.violation < b.violation
+	}
+	return dominates(a.scores, b.scores)
 }
 
 // Suggest replays the generations before id and breeds its parameters.
@@ -71,7 +87,7 @@ func (s *NSGA2Sampler) Suggest(h History, id int) (map[string]float64, error) {
 				continue
 			}
 			if sc, ok := moScores(h, t); ok {
-				pool = append(pool, moPoint{t: t, scores: sc})
+				pool = append(pool, moPoint{t: t, scores: sc, violation: Violation(t)})
 			}
 		}
 		parents = selectPopulation(pool, size)
@@ -155,9 +171,9 @@ func sortFronts(ps []moPoint) [][]int {
 	dominated := make([][]int, n)
 	for i := range n {
 		for j := range n {
-			if i != j && dominates(ps[i].scores, ps[j].scores) {
+			if i != j && constrainedDominates(&ps[i], &ps[j]) {
 				dominated[i] = append(dominated[i], j)
-			} else if i != j && dominates(ps[j].scores, ps[i].scores) {
+			} else if i != j && constrainedDominates(&ps[j], &ps[i]) {
 				domCount[i]++
 			}
 		}
@@ -248,13 +264,13 @@ func tournament(ps []moPoint, r *rng) moPoint {
 	return a
 }
 
-// ParetoFront returns the Completed trials of h that no other Completed trial
+// ParetoFront returns the feasible Completed trials of h that no other such trial
 // dominates on the objectives of h.Directions (or h.Direction alone), in ID order.
 func ParetoFront(h History) []Trial {
 	var ps []moPoint
 	for i := range h.Trials {
 		t := &h.Trials[i]
-		if sc, ok := moScores(h, t); ok {
+		if sc, ok := moScores(h, t); ok && Feasible(t) {
 			ps = append(ps, moPoint{t: t, scores: sc})
 		}
 	}

@@ -129,12 +129,13 @@ func Format(space Space, params map[string]float64) map[string]string {
 
 // Best returns the Completed trial with the best Value for h.Direction (minimise unless
 // Maximize), the lowest ID on a tie. It reports false when no trial has completed with a
-// value. Pruned trials are not candidates: their value is an intermediate one.
+// value. Pruned trials are not candidates: their value is an intermediate one; nor are
+// infeasible ones (constraints.go).
 func Best(h History) (Trial, bool) {
 	var best Trial
 	found := false
 	for _, t := range h.Trials {
-		if t.State != TrialCompleted || t.Value == nil || math.IsNaN(score(h.Direction, *t.Value)) {
+		if t.State != TrialCompleted || t.Value == nil || math.IsNaN(score(h.Direction, *t.Value)) || !Feasible(&t) {
 			continue
 		}
 		if !found {

@@ -64,11 +64,12 @@ type rankedTrial struct {
 }
 
 // split divides the usable trials into the good (below) and bad (above) sets, each in ID
-// order, and returns the number of finished trials n. Completed trials rank by value;
+// order, and returns the number of finished trials n. Completed trials rank by value,
+// infeasible ones (constraints.go) after the feasible ones by their total violation;
 // Pruned ones rank after every Completed one, the furthest-reaching first and then by
 // their last reported value, as in Optuna.
 func (s *TPESampler) split(h History, id int) (below, above []*Trial, n int) {
-	var done, pruned []rankedTrial
+	var done, infeasible, pruned []rankedTrial
 	var running []*Trial
 	for i := range h.Trials {
 		t := &h.Trials[i]
@@ -81,7 +82,11 @@ func (s *TPESampler) split(h History, id int) (below, above []*Trial, n int) {
 				continue
 			}
 			if sc := score(h.Direction, *t.Value); !math.IsNaN(sc) {
-				done = append(done, rankedTrial{t: t, score: sc})
+				if v := Violation(t); v > 0 {
+					infeasible = append(infeasible, rankedTrial{t: t, score: v})
+				} else {
+					done = append(done, rankedTrial{t: t, score: sc})
+				}
 			}
 		case TrialPruned:
 			r := rankedTrial{t: t, step: math.MinInt64, score: math.Inf(1)}
@@ -108,6 +113,9 @@ func (s *TPESampler) split(h History, id int) (below, above []*Trial, n int) {
 		}
 		return cmp.Compare(a.t.ID, b.t.ID)
 	})
+	slices.SortFunc(infeasible, func(a, b rankedTrial) int { // by total violation
+		return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.t.ID, b.t.ID))
+	})
 	slices.SortFunc(pruned, func(a, b rankedTrial) int {
 		if c := cmp.Compare(b.step, a.step); c != 0 {
 			return c
@@ -117,9 +125,9 @@ func (s *TPESampler) split(h History, id int) (below, above []*Trial, n int) {
 		}
 		return cmp.Compare(a.t.ID, b.t.ID)
 	})
-	n = len(done) + len(pruned)
+	n = len(done) + len(infeasible) + len(pruned)
 	nBelow := s.gamma(n)
-	for i, r := range slices.Concat(done, pruned) {
+	for i, r := range slices.Concat(done, infeasible, pruned) {
 		if i < nBelow {
 			below = append(below, r.t)
 		} else {
