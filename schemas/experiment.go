@@ -75,6 +75,10 @@ type ExperimentSpec struct {
 	// Pareto front of its completed trials; algorithm nsga2 (the default here),
 	// random or grid.
 	Objectives []ObjectiveSpec `json:"objectives,omitempty" jsonschema:"maxItems=8"`
+	// Constraints mark a trial infeasible when a metric it reports is out of bounds (a
+	// memory or latency budget): an infeasible trial is never the best one nor on the
+	// Pareto front, and tpe, cmaes, gp, nsga2 and bohb steer away from it. Up to 8.
+	Constraints []ConstraintSpec `json:"constraints,omitempty" jsonschema:"maxItems=8"`
 	// Algorithm suggests each trial's parameters; default tpe.
 	Algorithm AlgorithmSpec `json:"algorithm,omitempty,omitzero"`
 	// EarlyStopping stops trials that do badly before they finish; default none.
@@ -207,6 +211,31 @@ type ObjectiveSpec struct {
 	// step...) which early stopping compares; default step. A report without it is
 	// numbered by its position.
 	StepMetric string `json:"stepMetric,omitempty" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+}
+
+// ConstraintSpec bounds a metric the trials report. A trial that completes is feasible
+// when the last value it reported of Metric is within [Min, Max]; one that did not
+// report it is infeasible.
+type ConstraintSpec struct {
+	// Metric is the name of the reported metric (`dlc:metric peak_memory_gb=14.2`).
+	Metric string `json:"metric" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+	// Max is the largest feasible value.
+	Max *float64 `json:"max,omitempty"`
+	// Min is the smallest feasible value.
+	Min *float64 `json:"min,omitempty"`
+}
+
+// Violation is how far v is outside the constraint's bounds: 0 within them (hpo's
+// convention: at or below zero the constraint holds).
+func (c *ConstraintSpec) Violation(v float64) float64 {
+	out := 0.0
+	if c.Max != nil && v > *c.Max {
+		out += v - *c.Max
+	}
+	if c.Min != nil && v < *c.Min {
+		out += *c.Min - v
+	}
+	return out
 }
 
 // Better reports whether objective value a is better than b.
@@ -388,6 +417,12 @@ type TrialStatus struct {
 	Value *float64 `json:"value,omitempty"`
 	// Values are, with objectives, the last reported value of each objective metric.
 	Values map[string]float64 `json:"values,omitempty"`
+	// Constraints are, with spec.constraints, the last reported value of each
+	// constraint's metric.
+	Constraints map[string]float64 `json:"constraints,omitempty"`
+	// Feasible is, with spec.constraints, whether a completed trial met every one (a
+	// missing metric does not).
+	Feasible *bool `json:"feasible,omitempty"`
 	// Step is the step of the last report counted.
 	Step int64 `json:"step,omitempty"`
 	// Reports are the intermediate values, at most 50 (thinned evenly beyond).

@@ -1,5 +1,7 @@
 package schemas
 
+import "math"
+
 // Checks of the algorithms beyond TPE and of several objectives (see docs/hpo.md).
 
 // MaxObjectives bounds spec.objectives.
@@ -120,4 +122,45 @@ func (s *ExperimentSpec) withoutObjectiveRequired(errs ErrorList) ErrorList {
 		out = append(out, e)
 	}
 	return out
+}
+
+// validateConstraints checks spec.constraints beyond their tags (the metric's pattern
+// and length, at most 8): a metric each, at least one finite bound, min not above max,
+// no metric twice, none that is an objective or the step metric.
+func (s *ExperimentSpec) validateConstraints(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	cp := p.Child("constraints")
+	objective := map[string]bool{s.Objective.Metric: true, s.Objective.StepMetric: true}
+	for _, o := range s.Objectives {
+		objective[o.Metric], objective[o.StepMetric] = true, true
+	}
+	seen := map[string]int{}
+	for i, c := range s.Constraints {
+		ip := cp.Index(i)
+		switch {
+		case c.Metric == "":
+			add(Required(ip.Child("metric")))
+		case objective[c.Metric]:
+			add(Invalid(ip.Child("metric"), "%q is an objective or the step metric; a constraint bounds another metric", c.Metric))
+		}
+		if j, ok := seen[c.Metric]; ok && c.Metric != "" {
+			add(Invalid(ip.Child("metric"), "duplicate metric %q (first at %s)", c.Metric, cp.Index(j)))
+		} else {
+			seen[c.Metric] = i
+		}
+		if c.Max == nil && c.Min == nil {
+			add(Invalid(ip, "give max, min or both"))
+		}
+		for _, b := range []struct {
+			name string
+			v    *float64
+		}{{"max", c.Max}, {"min", c.Min}} {
+			if b.v != nil && (math.IsNaN(*b.v) || math.IsInf(*b.v, 0)) {
+				add(Invalid(ip.Child(b.name), "must be a finite number"))
+			}
+		}
+		if c.Max != nil && c.Min != nil && *c.Min > *c.Max {
+			add(Invalid(ip.Child("min"), "must not be above max (%g)", *c.Max))
+		}
+	}
 }

@@ -123,6 +123,7 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 		add(Invalid(op.Child("stepMetric"), "must differ from metric"))
 	}
 	s.validateObjectives(p, errs)
+	s.validateConstraints(p, errs)
 
 	ap := p.Child("algorithm")
 	if n := s.Algorithm.StartupTrials; n != nil && (*n < 0 || *n > MaxExperimentTrials) {

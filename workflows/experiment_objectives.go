@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -47,7 +48,18 @@ func (w *experimentWorkflow) otherMetrics() []string {
 	return out
 }
 
-// addOthers records the latest values of the other objectives.
+// watchedMetrics are the metrics whose latest values the metric watch returns besides
+// the first objective's reports: the other objectives and the constraints' metrics.
+func (w *experimentWorkflow) watchedMetrics() []string {
+	out := w.otherMetrics()
+	for _, c := range w.exp.Spec.Constraints {
+		out = append(out, c.Metric)
+	}
+	return out
+}
+
+// addOthers records the latest values of the other objectives and of the constraints'
+// metrics.
 func (w *experimentWorkflow) addOthers(t *TrialState, others map[string]float64) {
 	if len(others) == 0 {
 		return
@@ -55,7 +67,7 @@ func (w *experimentWorkflow) addOthers(t *TrialState, others map[string]float64)
 	if t.Values == nil {
 		t.Values = map[string]float64{}
 	}
-	for _, m := range w.otherMetrics() {
+	for _, m := range w.watchedMetrics() {
 		if v, ok := others[m]; ok {
 			t.Values[m] = v
 		}
@@ -159,4 +171,69 @@ func SearchSpaceOf(ps []schemas.ParameterSpec) hpo.Space { return searchSpace(ps
 func ParamValuesOf(ps []schemas.ParameterSpec, params map[string]float64) map[string]any {
 	w := &experimentWorkflow{exp: &schemas.Experiment{Spec: schemas.ExperimentSpec{SearchSpace: ps}}}
 	return w.paramValues(params)
+}
+
+// addConstraints gives the Completed trials of h their constraint violations
+// (hpo.Trial.Constraints), in spec order; a metric the trial did not report is NaN,
+// which hpo counts as infeasible.
+func (w *experimentWorkflow) addConstraints(h *hpo.History) {
+	cs := w.exp.Spec.Constraints
+	if len(cs) == 0 {
+		return
+	}
+	for i := range h.Trials {
+		id := h.Trials[i].ID
+		if h.Trials[i].State != hpo.TrialCompleted || id < 0 || id >= len(w.st.Trials) {
+			continue
+		}
+		h.Trials[i].Constraints = w.violations(w.st.Trials[id])
+	}
+}
+
+// violations are a trial's constraint violations in spec order (NaN: not reported).
+func (w *experimentWorkflow) violations(t *TrialState) []float64 {
+	cs := w.exp.Spec.Constraints
+	out := make([]float64, len(cs))
+	for j := range cs {
+		v, ok := t.Values[cs[j].Metric]
+		if !ok {
+			out[j] = math.NaN()
+			continue
+		}
+		out[j] = cs[j].Violation(v)
+	}
+	return out
+}
+
+// trialConstraints is what the status shows of a trial's constraints: each metric's
+// latest value and, once the trial completed, whether it was feasible.
+func (w *experimentWorkflow) trialConstraints(t *TrialState) (map[string]float64, *bool) {
+	cs := w.exp.Spec.Constraints
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	var vals map[string]float64
+	for _, c := range cs { // not ranging over the map: workflow code
+		if v, ok := t.Values[c.Metric]; ok {
+			if vals == nil {
+				vals = map[string]float64{}
+			}
+			vals[c.Metric] = v
+		}
+	}
+	if t.Phase != schemas.TrialCompleted {
+		return vals, nil
+	}
+	feasible := w.feasible(t)
+	return vals, &feasible
+}
+
+// feasible reports whether a trial meets every constraint (true without constraints):
+// an infeasible trial that reaches the goal does not end the experiment.
+func (w *experimentWorkflow) feasible(t *TrialState) bool {
+	if len(w.exp.Spec.Constraints) == 0 {
+		return true
+	}
+	ht := hpo.Trial{Constraints: w.violations(t)}
+	return hpo.Feasible(&ht)
 }

@@ -46,6 +46,7 @@ func (w *experimentWorkflow) suggest(ctx workflow.Context, n int) suggestion {
 func (w *experimentWorkflow) samplerHistory() hpo.History {
 	h := w.knownHistory(-1)
 	w.addValues(&h)
+	w.addConstraints(&h)
 	return h
 }
 
@@ -105,6 +106,7 @@ func (w *experimentWorkflow) allTrialsHistory() hpo.History {
 		h.Trials = append(h.Trials, hpoTrial(t))
 	}
 	w.addValues(&h)
+	w.addConstraints(&h)
 	return h
 }
 

@@ -105,9 +105,11 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 	start := w.st.StartTime
 	st.StartTime = &start
 	for _, t := range w.st.Trials {
+		cons, feasible := w.trialConstraints(t)
 		st.Trials = append(st.Trials, schemas.TrialStatus{
 			ID: t.ID, Job: t.Job, Attempts: t.Attempt + 1, Phase: t.Phase, Params: w.paramValues(t.Params),
-			Value: t.Value, Values: w.trialValues(t), Step: t.Step, Reports: t.Reports, Message: t.Message,
+			Value: t.Value, Values: w.trialValues(t), Constraints: cons, Feasible: feasible,
+			Step: t.Step, Reports: t.Reports, Message: t.Message,
 			StartTime: t.StartTime, FinishTime: t.FinishTime, PBT: w.trialLineage(t),
 		})
 		switch t.Phase {

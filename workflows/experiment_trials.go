@@ -170,7 +170,7 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 			}
 		}
 		w.trialEvent(ctx, t)
-		if t.Phase == schemas.TrialCompleted && t.Value != nil && w.exp.Spec.PrimaryObjective().Reached(*t.Value) {
+		if t.Phase == schemas.TrialCompleted && t.Value != nil && w.exp.Spec.PrimaryObjective().Reached(*t.Value) && w.feasible(t) {
 			w.end(experimentOutcome{schemas.ExperimentSucceeded, ReasonGoalReached, fmt.Sprintf("trial %d reached the goal: %s = %g", t.ID, w.exp.Spec.PrimaryObjective().Metric, *t.Value)})
 		}
 		return
@@ -266,7 +266,7 @@ func (w *experimentWorkflow) watchInput(t *TrialState, run *trialRun, drain bool
 	return activities.WatchTrialMetricsInput{
 		Workspace: w.exp.Metadata.Workspace, Job: t.Job, UID: run.uid,
 		Metric: w.exp.Spec.PrimaryObjective().Metric, StepMetric: w.exp.Spec.PrimaryObjective().StepMetric,
-		AfterSeq: run.lastSeq, MaxWait: w.opts.MetricsWait, Drain: drain, Others: w.otherMetrics(),
+		AfterSeq: run.lastSeq, MaxWait: w.opts.MetricsWait, Drain: drain, Others: w.watchedMetrics(),
 	}
 }
 

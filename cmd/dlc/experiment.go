@@ -223,6 +223,9 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 	fmt.Fprintf(w, "\nAlgorithm:   %s, seed %d; early stopping: %s\n", spec.Algorithm.Name, st.Seed, spec.EarlyStopping.Rule)
 	fmt.Fprintf(w, "Trials:      %d of %d (%d running, %d completed, %d pruned, %d failed), %d at a time\n",
 		len(st.Trials), st.MaxTrials, st.Running, st.Completed, st.Pruned, st.Failed, spec.Parallelism)
+	if len(spec.Constraints) > 0 {
+		fmt.Fprintf(w, "Constraints: %s\n", formatConstraints(spec.Constraints))
+	}
 	if st.BestTrial != nil && st.BestValue != nil {
 		fmt.Fprintf(w, "Best:        trial %d, %s = %g, %s\n", *st.BestTrial, spec.Objective.Metric, *st.BestValue,
 			formatParams(spec.SearchSpace, st.BestParams))
@@ -232,6 +235,12 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 	header := []string{"TRIAL", "JOB", "PHASE"}
 	for _, o := range spec.AllObjectives() {
 		header = append(header, strings.ToUpper(o.Metric))
+	}
+	for _, c := range spec.Constraints {
+		header = append(header, strings.ToUpper(c.Metric))
+	}
+	if len(spec.Constraints) > 0 {
+		header = append(header, "FEASIBLE")
 	}
 	header = append(header, "STEP")
 	for _, p := range spec.SearchSpace {
@@ -247,6 +256,7 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 			step = strconv.FormatInt(t.Step, 10)
 		}
 		row := append([]string{strconv.Itoa(t.ID), t.Job, string(t.Phase)}, objectiveCells(&spec, t, value)...)
+		row = append(row, constraintCells(&spec, t)...)
 		row = append(row, step)
 		for _, p := range spec.SearchSpace {
 			switch v := t.Params[p.Name].(type) {

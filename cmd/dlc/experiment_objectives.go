@@ -63,3 +63,44 @@ func objectiveCells(spec *schemas.ExperimentSpec, t schemas.TrialStatus, value s
 	}
 	return cells
 }
+
+// formatConstraints writes spec.constraints as "peak_memory_gb <= 16, 0 <= latency_ms <= 50".
+func formatConstraints(cs []schemas.ConstraintSpec) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		switch {
+		case c.Min != nil && c.Max != nil:
+			parts[i] = fmt.Sprintf("%g <= %s <= %g", *c.Min, c.Metric, *c.Max)
+		case c.Max != nil:
+			parts[i] = fmt.Sprintf("%s <= %g", c.Metric, *c.Max)
+		case c.Min != nil:
+			parts[i] = fmt.Sprintf("%s >= %g", c.Metric, *c.Min)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// constraintCells are a trial's constraint metrics and whether it was feasible ("-"
+// while unknown).
+func constraintCells(spec *schemas.ExperimentSpec, t schemas.TrialStatus) []string {
+	if len(spec.Constraints) == 0 {
+		return nil
+	}
+	var out []string
+	for _, c := range spec.Constraints {
+		if v, ok := t.Constraints[c.Metric]; ok {
+			out = append(out, fmt.Sprintf("%.4g", v))
+		} else {
+			out = append(out, "-")
+		}
+	}
+	switch {
+	case t.Feasible == nil:
+		out = append(out, "-")
+	case *t.Feasible:
+		out = append(out, "yes")
+	default:
+		out = append(out, "no")
+	}
+	return out
+}
