@@ -374,12 +374,17 @@ class TrialStatus:
     start_time: Optional[datetime]
     finish_time: Optional[datetime]
     raw: Dict[str, Any] = field(repr=False, compare=False)
+    # With spec.constraints: each constraint metric's last value, and whether a
+    # completed trial met them all (None while unknown or without constraints).
+    constraints: Dict[str, float] = field(default_factory=dict)
+    feasible: Optional[bool] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TrialStatus":
         return cls(int(d.get("id", 0)), d.get("job", ""), d.get("phase", ""), _dict(d, "params"), d.get("value"),
                    _dict(d, "values"), int(d.get("step", 0) or 0), int(d.get("attempts", 0) or 0), d.get("message", ""),
-                   _list(d, "reports"), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d))
+                   _list(d, "reports"), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d),
+                   constraints=_dict(d, "constraints"), feasible=d.get("feasible"))
 
 
 @dataclass(frozen=True)
