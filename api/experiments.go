@@ -44,6 +44,14 @@ type ExtendRequest struct {
 	MaxTrials int `json:"maxTrials"`
 }
 
+// EnqueueRequest asks an experiment to run these parameter sets as its next trials,
+// before the algorithm's suggestions. Each gives every search-space parameter: a number
+// (or numeric string) for int and float parameters, one of the values of a categorical
+// one. They count towards maxTrials.
+type EnqueueRequest struct {
+	Trials []map[string]any `json:"trials"`
+}
+
 // CodeFailedPrecondition means the request is valid but the object's state does not allow
 // it now (resume or extend a finished experiment).
 const CodeFailedPrecondition = "FailedPrecondition"

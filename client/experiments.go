@@ -41,6 +41,12 @@ func (c *Client) ExtendExperiment(ctx context.Context, workspace, name string, m
 	return c.experimentAction(ctx, workspace, name, "extend", api.ExtendRequest{MaxTrials: maxTrials})
 }
 
+// EnqueueTrials asks an experiment to run these parameter sets (parameter name →
+// value) as its next trials, before the algorithm's suggestions.
+func (c *Client) EnqueueTrials(ctx context.Context, workspace, name string, trials ...map[string]any) (*api.ExperimentActionResult, error) {
+	return c.experimentAction(ctx, workspace, name, "enqueue", api.EnqueueRequest{Trials: trials})
+}
+
 func (c *Client) experimentAction(ctx context.Context, workspace, name, action string, req any) (*api.ExperimentActionResult, error) {
 	return callJSON[api.ExperimentActionResult](ctx, c, http.MethodPost, experimentPath(workspace, name)+"/"+action, req)
 }

@@ -423,6 +423,9 @@ type TrialStatus struct {
 	// Feasible is, with spec.constraints, whether a completed trial met every one (a
 	// missing metric does not).
 	Feasible *bool `json:"feasible,omitempty"`
+	// Enqueued is set when the trial's parameters were enqueued (dlc experiment
+	// enqueue) rather than suggested by the algorithm.
+	Enqueued bool `json:"enqueued,omitempty"`
 	// Step is the step of the last report counted.
 	Step int64 `json:"step,omitempty"`
 	// Reports are the intermediate values, at most 50 (thinned evenly beyond).
@@ -453,6 +456,8 @@ type ExperimentStatus struct {
 	// ParetoFront lists, with objectives, the IDs of the completed trials that no other
 	// completed trial beats on every objective, in ID order (the best trial is unset).
 	ParetoFront []int `json:"paretoFront,omitempty"`
+	// Queued are the enqueued parameter sets not yet run, in the order they will run.
+	Queued []map[string]any `json:"queued,omitempty"`
 	// Counts of trials by phase.
 	Running   int `json:"running"`
 	Completed int `json:"completed"`

@@ -76,7 +76,12 @@ func (s *Experiments) Extend(ctx context.Context, ws, name string, req api.Exten
 	return s.update(ctx, ws, name, workflows.UpdateExtend, workflows.ExtendRequest{MaxTrials: req.MaxTrials})
 }
 
-// update sends an update (stop, resume, extend) to an experiment and answers with its
+// Enqueue adds parameter sets that the experiment runs as its next trials.
+func (s *Experiments) Enqueue(ctx context.Context, ws, name string, req api.EnqueueRequest) (api.ExperimentActionResult, error) {
+	return s.update(ctx, ws, name, workflows.UpdateEnqueue, workflows.EnqueueRequest{Trials: req.Trials})
+}
+
+// update sends an update (stop, resume, extend, enqueue) to an experiment and answers with its
 // phase once the update was handled. An experiment that has ended answers stop with
 // its final phase and refuses resume and extend (ErrConflict).
 func (s *Experiments) update(ctx context.Context, ws, name, update string, req any) (api.ExperimentActionResult, error) {
@@ -99,6 +104,10 @@ func (s *Experiments) update(ctx context.Context, ws, name, update string, req a
 		if update == workflows.UpdateExtend && strings.HasPrefix(appErr.Message(), "maxTrials:") {
 			return api.ExperimentActionResult{}, invalid("invalid extend request", "maxTrials",
 				strings.TrimSpace(strings.TrimPrefix(appErr.Message(), "maxTrials:")))
+		}
+		if field, detail, ok := strings.Cut(appErr.Message(), ": "); ok && update == workflows.UpdateEnqueue &&
+			strings.HasPrefix(field, "trials") && !strings.Contains(field, " ") {
+			return api.ExperimentActionResult{}, invalid("invalid enqueue request", field, detail)
 		}
 		return api.ExperimentActionResult{}, &Error{Kind: ErrConflict,
 			Message: fmt.Sprintf("cannot %s experiment %s: %s", update, name, appErr.Message())}

@@ -82,6 +82,8 @@ type ExperimentState struct {
 	Trials    []*TrialState           `json:"trials"`
 	// Exhausted is set when the sampler has no configuration left (grid).
 	Exhausted bool `json:"exhausted,omitempty"`
+	// Queue holds the enqueued parameter sets not yet run (experiment_enqueue.go).
+	Queue []QueuedTrial `json:"queue,omitempty"`
 	// PBT is algorithm pbt's population state.
 	PBT *pbtState `json:"pbt,omitempty"`
 	// EventSeq numbers the experiment's events across runs.
@@ -112,6 +114,8 @@ type TrialState struct {
 	FinishTime *time.Time         `json:"finishTime,omitempty"`
 	// PBT is the trial's lineage with algorithm pbt.
 	PBT *pbtLineage `json:"pbt,omitempty"`
+	// Enqueued is set on a trial whose parameters were enqueued rather than suggested.
+	Enqueued bool `json:"enqueued,omitempty"`
 	// Run is set on a Running trial carried across continue-as-new: how the next run
 	// follows its job (experiment_continue.go).
 	Run *CarriedRun `json:"run,omitempty"`
@@ -199,6 +203,10 @@ func (w *experimentWorkflow) setup(ctx workflow.Context) error {
 			}
 			return nil
 		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEnqueue, w.handleEnqueue,
+		workflow.UpdateHandlerOptions{Validator: w.validateEnqueue}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend, w.handleExtend,

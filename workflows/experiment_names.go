@@ -11,6 +11,9 @@ const (
 	UpdateResume = "resume"
 	// UpdateExtend raises an experiment's maxTrials (ExtendRequest → ExperimentUpdateResult).
 	UpdateExtend = "extend"
+	// UpdateEnqueue adds parameter sets for the next trials (EnqueueRequest →
+	// ExperimentUpdateResult).
+	UpdateEnqueue = "enqueue"
 
 	ActivityWatchTrialMetrics = "WatchTrialMetrics"
 	ActivityStopTrialJob      = "StopTrialJob"

@@ -108,7 +108,7 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 		cons, feasible := w.trialConstraints(t)
 		st.Trials = append(st.Trials, schemas.TrialStatus{
 			ID: t.ID, Job: t.Job, Attempts: t.Attempt + 1, Phase: t.Phase, Params: w.paramValues(t.Params),
-			Value: t.Value, Values: w.trialValues(t), Constraints: cons, Feasible: feasible,
+			Value: t.Value, Values: w.trialValues(t), Constraints: cons, Feasible: feasible, Enqueued: t.Enqueued,
 			Step: t.Step, Reports: t.Reports, Message: t.Message,
 			StartTime: t.StartTime, FinishTime: t.FinishTime, PBT: w.trialLineage(t),
 		})
@@ -122,6 +122,9 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 		case schemas.TrialFailed:
 			st.Failed++
 		}
+	}
+	for _, q := range w.st.Queue {
+		st.Queued = append(st.Queued, w.paramValues(q.Params))
 	}
 	if w.exp.Spec.MultiObjective() {
 		st.ParetoFront = w.paretoFront()

@@ -53,6 +53,10 @@ type trialRun struct {
 // resume), then new trials, each as soon as a slot frees (experiment_slots.go).
 func (w *experimentWorkflow) startTrials(ctx workflow.Context) {
 	w.fillSlots(ctx, func(n int) *TrialState {
+		if q, ok := w.popQueued(); ok {
+			w.changed = true
+			return &TrialState{ID: n, Params: q.Params, Phase: schemas.TrialPending, Enqueued: true}
+		}
 		if w.st.Exhausted {
 			return nil
 		}

@@ -69,6 +69,8 @@ func TestUpdateTypesMatchAPI(t *testing.T) {
 		{workflows.BackfillScheduleResult{}, api.BackfillScheduleResult{}},
 		{workflows.ScaleRequest{}, api.ScaleRequest{}},
 		{workflows.ScaleResult{}, api.ScaleResult{}},
+		{workflows.EnqueueRequest{}, api.EnqueueRequest{}},
+		{workflows.ExtendRequest{}, api.ExtendRequest{}},
 	}
 	for _, p := range pairs {
 		wf, a := reflect.TypeOf(p.wf), reflect.TypeOf(p.api)

@@ -34,6 +34,10 @@ var experimentRoutes = []route{
 		id: "extendExperiment", tag: "experiments", summary: "Raise an experiment's maxTrials",
 		request:   jsonBody(api.ExtendRequest{}),
 		responses: []reply{{200, "the phase and the new limit", jsonBody(api.ExperimentActionResult{})}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/experiments/{name}/enqueue", handler: (*Server).enqueueExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
+		id: "enqueueTrials", tag: "experiments", summary: "Run these parameter sets as the experiment's next trials, before the algorithm's suggestions",
+		request:   jsonBody(api.EnqueueRequest{}),
+		responses: []reply{{200, "the phase and the trial limit", jsonBody(api.ExperimentActionResult{})}}},
 	{method: "DELETE", path: "/v1/workspaces/{ws}/experiments/{name}", handler: (*Server).deleteExperiment, verb: auth.VerbWrite, ws: wsPath, object: "experiment",
 		id: "deleteExperiment", tag: "experiments", summary: "Stop an experiment if it runs, then delete it and its trial jobs; its name can be used again",
 		responses: []reply{{204, "deleted", nil}}},
@@ -65,6 +69,10 @@ func (s *Server) stopExperiment(r *http.Request) (any, error) {
 
 func (s *Server) resumeExperiment(r *http.Request) (any, error) {
 	return actOn(r, optionalBody, s.svc.Experiments.Resume)
+}
+
+func (s *Server) enqueueExperiment(r *http.Request) (any, error) {
+	return actOn(r, requiredBody, s.svc.Experiments.Enqueue)
 }
 
 func (s *Server) extendExperiment(r *http.Request) (any, error) {

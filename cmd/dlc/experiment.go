@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/client"
@@ -74,6 +76,7 @@ func newExperimentCmd(g *globals) *cobra.Command {
 					return r, line("experiment %s: %s", name, r.Phase), nil
 				}),
 			newExtendCmd(g),
+			newEnqueueCmd(g),
 			newPlotCmd(g),
 			newTrialsCmd(g),
 		}
@@ -94,6 +97,55 @@ func newExtendCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&maxTrials, "max-trials", 0, "the new maxTrials")
 	_ = cmd.MarkFlagRequired("max-trials")
 	return cmd
+}
+
+func newEnqueueCmd(g *globals) *cobra.Command {
+	var params []string
+	var file string
+	cmd := g.nameCmd("enqueue NAME (-p PARAM=VALUE ... | -f TRIALS.yaml)", "Run these parameters as the experiment's next trials, before the algorithm's suggestions",
+		func(cmd *cobra.Command, c *client.Client, name string) (any, func(io.Writer) error, error) {
+			trials, err := enqueuedTrials(params, file)
+			if err != nil {
+				return nil, nil, err
+			}
+			r, err := c.EnqueueTrials(cmd.Context(), g.workspace, name, trials...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, line("experiment %s: %d trial(s) enqueued", name, len(trials)), nil
+		})
+	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "PARAM=VALUE of one trial; give every search-space parameter (repeatable)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "a YAML or JSON list of parameter sets ([{lr: 0.01, layers: 3}, ...]); - for stdin")
+	return cmd
+}
+
+// enqueuedTrials is one trial from -p flags, or the list in file.
+func enqueuedTrials(params []string, file string) ([]map[string]any, error) {
+	switch {
+	case file != "" && len(params) > 0:
+		return nil, errors.New("give either -p or -f, not both")
+	case file != "":
+		data, err := readSpecFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var trials []map[string]any
+		if err := yaml.Unmarshal(data, &trials); err != nil {
+			return nil, fmt.Errorf("%s: want a list of parameter sets: %w", file, err)
+		}
+		return trials, nil
+	case len(params) == 0:
+		return nil, errors.New("give the trial's parameters with -p PARAM=VALUE, or a list with -f")
+	}
+	set := map[string]any{}
+	for _, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-p %q: want PARAM=VALUE", p)
+		}
+		set[k] = v // the experiment reads numbers from strings
+	}
+	return []map[string]any{set}, nil
 }
 
 func newPlotCmd(g *globals) *cobra.Command {
@@ -225,6 +277,9 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 		len(st.Trials), st.MaxTrials, st.Running, st.Completed, st.Pruned, st.Failed, spec.Parallelism)
 	if len(spec.Constraints) > 0 {
 		fmt.Fprintf(w, "Constraints: %s\n", formatConstraints(spec.Constraints))
+	}
+	if len(st.Queued) > 0 {
+		fmt.Fprintf(w, "Queued:      %d enqueued trial(s) to run next\n", len(st.Queued))
 	}
 	if st.BestTrial != nil && st.BestValue != nil {
 		fmt.Fprintf(w, "Best:        trial %d, %s = %g, %s\n", *st.BestTrial, spec.Objective.Metric, *st.BestValue,

@@ -273,6 +273,11 @@ def test_experiment_stop_extend_resume(dlc):
     with pytest.raises(InvalidRequestError) as ei:  # lowering maxTrials is refused
         dlc.experiments.extend(name, 1)
     assert ei.value.fields == ["maxTrials"]
+    with pytest.raises(InvalidRequestError) as ei:  # x is in [0, 1]
+        dlc.experiments.enqueue(name, {"x": 5, "opt": "sgd"})
+    assert ei.value.fields == ["trials[0].x"]
+    dlc.experiments.enqueue(name, {"x": 0.25, "opt": "adam"})
+    assert dlc.experiments.get(name).status.queued == [{"x": 0.25, "opt": "adam"}]
     assert dlc.experiments.resume(name).phase == "Running"
     dlc.experiments.delete(name)
 

@@ -467,6 +467,12 @@ class Experiments(_Kind):
         return m.ExperimentActionResult.from_dict(
             self._c._call("POST", self._path(name, workspace, "extend"), body={"maxTrials": int(max_trials)}))
 
+    def enqueue(self, name: str, *trials: Mapping[str, Any], workspace: Optional[str] = None) -> m.ExperimentActionResult:
+        """Run these parameter sets (name -> value, every search-space parameter) as the
+        experiment's next trials, before the algorithm's suggestions."""
+        return m.ExperimentActionResult.from_dict(
+            self._c._call("POST", self._path(name, workspace, "enqueue"), body={"trials": [dict(t) for t in trials]}))
+
     def delete(self, name: str, workspace: Optional[str] = None) -> None:
         """Stop the experiment if it runs, then delete it and its trial jobs."""
         self._c._call("DELETE", self._path(name, workspace))

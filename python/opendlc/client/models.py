@@ -406,6 +406,8 @@ class ExperimentStatus:
     start_time: Optional[datetime]
     finish_time: Optional[datetime]
     raw: Dict[str, Any] = field(repr=False, compare=False)
+    # The enqueued parameter sets not yet run, in the order they will run.
+    queued: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def terminal(self) -> bool:
@@ -417,7 +419,8 @@ class ExperimentStatus:
                    int(d.get("maxTrials", 0) or 0), [TrialStatus.from_dict(t) for t in _list(d, "trials")],
                    d.get("bestTrial"), d.get("bestValue"), _dict(d, "bestParams"), _list(d, "paretoFront"),
                    int(d.get("running", 0) or 0), int(d.get("completed", 0) or 0), int(d.get("pruned", 0) or 0),
-                   int(d.get("failed", 0) or 0), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d))
+                   int(d.get("failed", 0) or 0), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d),
+                   queued=_list(d, "queued"))
 
 
 def trials_records(trials: List[TrialStatus]) -> List[Dict[str, Any]]:
