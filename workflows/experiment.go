@@ -112,6 +112,8 @@ type TrialState struct {
 	FinishTime *time.Time         `json:"finishTime,omitempty"`
 	// PBT is the trial's lineage with algorithm pbt.
 	PBT *pbtLineage `json:"pbt,omitempty"`
+	// EventSeq numbers the trial's events (events.TrialData.Seq) across runs.
+	EventSeq int `json:"eventSeq,omitempty"`
 	// Run is set on a Running trial carried across continue-as-new: how the next run
 	// follows its job (experiment_continue.go).
 	Run *CarriedRun `json:"run,omitempty"`
@@ -229,6 +231,9 @@ func seedFrom(uid string) int64 {
 }
 
 func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error) {
+	if w.st.Phase == schemas.ExperimentPending {
+		w.experimentPendingEvent(ctx)
+	}
 	if w.configErr != nil {
 		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, ReasonInvalidSpec, w.configErr.Error()})
 	}

@@ -45,6 +45,10 @@ type ScheduleState struct {
 	LastStart time.Time `json:"lastStart,omitzero"`
 	// Counts count runs by outcome.
 	Counts schemas.ScheduleCounts `json:"counts"`
+	// UID is the schedule's first run id: the uid of its run events, which tells apart
+	// schedules of the same name. EventSeq numbers those events (schedule_events.go).
+	UID      string `json:"uid,omitempty"`
+	EventSeq int    `json:"eventSeq,omitempty"`
 }
 
 // Bounds of the Schedule workflow.
@@ -100,6 +104,9 @@ type scheduleWorkflow struct {
 	stopping map[string]bool
 	// due caches the next scheduled time, so a wake-up with nothing due costs nothing.
 	due dueCache
+	// events is the outbox of the schedule's run events; nil when the history predates
+	// them (schedule_events.go).
+	events *outbox
 }
 
 func (w *scheduleWorkflow) setup(ctx workflow.Context) error {
@@ -113,6 +120,7 @@ func (w *scheduleWorkflow) setup(ctx workflow.Context) error {
 		w.st = ScheduleState{CreateTime: now, Cursor: now}
 	}
 	w.stopping = map[string]bool{}
+	w.startRunEvents(ctx)
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func(q ScheduleQuery) (ScheduleView, error) {
 		return w.view(ctx, q.Next), nil
@@ -157,6 +165,13 @@ func (w *scheduleWorkflow) run(ctx workflow.Context) error {
 			continue // something changed while firing; look again before sleeping
 		}
 		if w.shouldContinueAsNew(ctx) {
+			if !w.runEventsPublished() {
+				// The next run's outbox starts empty: publish the run events first.
+				if err := workflow.Await(ctx, func() bool { return w.runEventsPublished() || w.wake }); err != nil {
+					return err
+				}
+				continue
+			}
 			return workflow.NewContinueAsNewError(ctx, ScheduleWorkflowName, ScheduleInput{
 				Schedule: w.spec, State: &w.st, MaxHistoryEvents: w.in.MaxHistoryEvents,
 			})
