@@ -46,10 +46,10 @@ type TrialData struct {
 	// Seq numbers this trial's events from 1, in the order of its transitions (each
 	// trial counts its own; the event id keeps the experiment's shared counter).
 	Seq int `json:"seq"`
-	// Job is the TrainingJob of the trial's current try.
-	Job string `json:"job"`
-	// Trial is the same as Job, kept for subscribers written before trialId and job
-	// existed; read TrialID and Job instead.
+	// Trial names the TrainingJob of the trial's current try (a new job per retried
+	// try). There is deliberately no "job" field: notification rules read a "job" field
+	// as the event's job (for matching and per-job ordering), and trial events are
+	// matched and ordered by their experiment, the event's subject.
 	Trial  string         `json:"trial"`
 	Phase  string         `json:"phase"`
 	Params map[string]any `json:"params,omitempty"`

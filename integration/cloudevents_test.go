@@ -308,8 +308,8 @@ spec:
 		got := byTrial[st.ID]
 		var lines []string
 		for i, d := range got {
-			lines = append(lines, fmt.Sprintf("%d:%s:%s", d.Seq, d.Phase, d.Job))
-			if d.Seq != i+1 || d.Trial != d.Job || d.Job != st.Job || d.UID != exp.UID {
+			lines = append(lines, fmt.Sprintf("%d:%s:%s", d.Seq, d.Phase, d.Trial))
+			if d.Seq != i+1 || d.Trial != st.Job || d.UID != exp.UID {
 				t.Errorf("trial %d event %d: %+v; want seq %d, job %s", st.ID, i, d, i+1, st.Job)
 			}
 		}

@@ -137,7 +137,7 @@ func (w *experimentWorkflow) trialEvent(ctx workflow.Context, t *TrialState) {
 	w.st.EventSeq++
 	t.EventSeq++
 	id := fmt.Sprintf("%s:trial:%d", w.st.UID, w.st.EventSeq)
-	data := events.TrialData{Experiment: name, UID: w.st.UID, TrialID: t.ID, Seq: t.EventSeq, Job: t.Job, Trial: t.Job, Phase: string(t.Phase),
+	data := events.TrialData{Experiment: name, UID: w.st.UID, TrialID: t.ID, Seq: t.EventSeq, Trial: t.Job, Phase: string(t.Phase),
 		Params: w.paramValues(t.Params), Objective: t.Value, EarlyStopped: t.Phase == schemas.TrialPruned}
 	ev, err := events.New(id, events.TypeExperimentTrial, ws, ExperimentSource(ws, name), name, workflow.Now(ctx), data)
 	if err == nil {

@@ -277,14 +277,14 @@ func TestExperimentRunsTrialsAndRecordsTheBest(t *testing.T) {
 		t.Errorf("message %q", st.Message)
 	}
 	// One Running and one Completed event per trial, in that order, each published once,
-	// numbered per trial (seq 1 and 2) and naming the trial by its number and its job.
+	// numbered per trial (seq 1 and 2), naming the trial by its number and its job.
 	if len(h.events) != 20 {
 		t.Errorf("%d trial events, want 20", len(h.events))
 	}
 	seen := map[int][]string{}
 	for _, ev := range h.events {
-		seen[ev.TrialID] = append(seen[ev.TrialID], fmt.Sprintf("%d:%s:%s", ev.Seq, ev.Phase, ev.Job))
-		if ev.Experiment != "tune" || (ev.Phase == "Completed") != (ev.Objective != nil) || ev.Trial != ev.Job {
+		seen[ev.TrialID] = append(seen[ev.TrialID], fmt.Sprintf("%d:%s:%s", ev.Seq, ev.Phase, ev.Trial))
+		if ev.Experiment != "tune" || (ev.Phase == "Completed") != (ev.Objective != nil) {
 			t.Errorf("event %+v", ev)
 		}
 	}
