@@ -343,4 +343,9 @@ spec:
 	if f := dataOf[events.TriggerFiredData](t, evs, events.TypeTriggerFired); len(f) != 1 || f[0].StartedName != runName {
 		t.Errorf("trigger fired events %+v, want one naming %s", f, runName)
 	}
+
+	// The histories of the changes pending-phase-events and schedule-run-events.
+	recordHistory(t, ctx, workflows.ExperimentWorkflowID(ws, "ce"), "experiment_pending_event.json")
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, runName), "pipeline_pending_event.json")
+	recordHistory(t, ctx, workflows.ScheduleWorkflowID(ws, "ce"), "schedule_run_events.json")
 }

@@ -42,9 +42,9 @@ var versions = []change{
 	{id: changeWorkspaceLocalActivity, since: "2026-12-06",
 		what: "a job reads its workspace's configuration with a local activity in its first workflow task, not an activity and a workflow task more (training_job_workspace_local.json; the older histories replay the activity)"},
 	{id: changePendingPhaseEvents, since: "2026-12-06",
-		what: "an experiment and a pipeline run publish a Pending phase event (seq 1, no previous) before their Running one, as a job does (TestEveryEventTypeWithTheCloudEventsSDK; the older histories publish none)"},
+		what: "an experiment and a pipeline run publish a Pending phase event (seq 1, no previous) before their Running one, as a job does (experiment_pending_event.json, pipeline_pending_event.json; the older histories publish none)"},
 	{id: changeScheduleRunEvents, since: "2026-12-06",
-		what: "a schedule publishes an opendlc.schedule.run.v1 event for each run it starts, skips, misses or sees end, through an outbox drained before continue-as-new (TestEveryEventTypeWithTheCloudEventsSDK; the older histories publish none)"},
+		what: "a schedule publishes an opendlc.schedule.run.v1 event for each run it starts, skips, misses or sees end, through an outbox drained before continue-as-new (schedule_run_events.json; the older histories publish none)"},
 }
 
 // retiredChangeIDs are the change ids whose branches are gone (folded into the first
