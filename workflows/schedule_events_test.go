@@ -134,3 +134,50 @@ func TestScheduleRunEvents(t *testing.T) {
 		}
 	}
 }
+
+// Runs missed during a downtime, caught up, and buffered by the overlap policy each have
+// their event, in the order the schedule recorded them.
+func TestScheduleRunEventsOfMissedCaughtUpAndBufferedRuns(t *testing.T) {
+	job := func(hh int) string { return jobName(t0.Add(time.Duration(hh) * time.Hour)) }
+	t.Run("catchup", func(t *testing.T) {
+		// As TestScheduleCatchupAfterDowntime: back at 05:30 with a 2-hour window.
+		back := t0.Add(5*time.Hour + 30*time.Minute)
+		h := newSchedHarness(t, back)
+		h.run(workflows.ScheduleInput{
+			Schedule: testSchedule(t, func(s *schemas.Schedule) {
+				s.Spec.CatchupWindow = schemas.Duration(2 * time.Hour)
+				s.Spec.OverlapPolicy = schedule.AllowAll
+			}),
+			State: &workflows.ScheduleState{CreateTime: t0.Add(-time.Hour), Cursor: t0},
+		}, back, t0.Add(6*time.Hour+5*time.Minute))
+		want := []string{
+			"01 Missed Missed Schedule ", "02 Missed Missed Schedule ", "03 Missed Missed Schedule ",
+			"04 Started Running Catchup " + job(4), "05 Started Running Catchup " + job(5),
+			"04 Finished Succeeded Catchup " + job(4), "05 Finished Succeeded Catchup " + job(5),
+			"06 Started Running Schedule " + job(6),
+		}
+		if diff := cmp.Diff(want, runEventLines(h.runEvents(1))); diff != "" {
+			t.Errorf("run events (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("bufferOne", func(t *testing.T) {
+		// As TestScheduleOverlapPolicies: 01:00 waits for 00:00 (100 minutes) and
+		// starts at 01:40; 02:00 waits; 03:00 finds one waiting and is dropped.
+		start := t0.Add(-30 * time.Minute)
+		h := newSchedHarness(t, start)
+		h.jobDuration = 100 * time.Minute
+		h.run(workflows.ScheduleInput{Schedule: testSchedule(t, func(s *schemas.Schedule) { s.Spec.OverlapPolicy = schedule.BufferOne })},
+			start, t0.Add(3*time.Hour+10*time.Minute))
+		want := []string{
+			"00 Started Running Schedule " + job(0),
+			"01 Buffered Buffered Schedule " + job(1),
+			"00 Finished Succeeded Schedule " + job(0),
+			"01 Started Running Schedule " + job(1),
+			"02 Buffered Buffered Schedule " + job(2),
+			"03 Skipped Skipped Schedule ",
+		}
+		if diff := cmp.Diff(want, runEventLines(h.runEvents(1))); diff != "" {
+			t.Errorf("run events (-want +got):\n%s", diff)
+		}
+	})
+}
