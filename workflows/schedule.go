@@ -164,19 +164,18 @@ func (w *scheduleWorkflow) run(ctx workflow.Context) error {
 		if w.wake {
 			continue // something changed while firing; look again before sleeping
 		}
+		// The next run's outbox starts empty: continue as new only once every run event
+		// is published; until then sleep as usual, and wake when they are.
+		publishing := false
 		if w.shouldContinueAsNew(ctx) {
-			if !w.runEventsPublished() {
-				// The next run's outbox starts empty: publish the run events first.
-				if err := workflow.Await(ctx, func() bool { return w.runEventsPublished() || w.wake }); err != nil {
-					return err
-				}
-				continue
+			if w.runEventsPublished() {
+				return workflow.NewContinueAsNewError(ctx, ScheduleWorkflowName, ScheduleInput{
+					Schedule: w.spec, State: &w.st, MaxHistoryEvents: w.in.MaxHistoryEvents,
+				})
 			}
-			return workflow.NewContinueAsNewError(ctx, ScheduleWorkflowName, ScheduleInput{
-				Schedule: w.spec, State: &w.st, MaxHistoryEvents: w.in.MaxHistoryEvents,
-			})
+			publishing = true
 		}
-		awake := func() bool { return w.wake }
+		awake := func() bool { return w.wake || (publishing && w.runEventsPublished()) }
 		if !ok {
 			if err := workflow.Await(ctx, awake); err != nil {
 				return err

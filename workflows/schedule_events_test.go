@@ -181,3 +181,46 @@ func TestScheduleRunEventsOfMissedCaughtUpAndBufferedRuns(t *testing.T) {
 		}
 	})
 }
+
+// While NATS is down the schedule's run events wait in its outbox: the schedule does
+// not continue as new with events unpublished, and it keeps firing on time meanwhile;
+// once they are published it continues as new at once.
+func TestScheduleContinuesAsNewOnlyOnceItsRunEventsArePublished(t *testing.T) {
+	start := t0.Add(-30 * time.Minute)
+	h := newSchedHarness(t, start)
+	back := t0.Add(4*time.Hour + 20*time.Minute)
+	h.natsDown = [2]time.Time{t0.Add(2*time.Hour + 20*time.Minute), back}
+	h.at(start, t0.Add(2*time.Hour+30*time.Minute), func() { h.env.SetContinueAsNewSuggested(true) })
+	h.env.ExecuteWorkflow(workflows.ScheduleWorkflowName, workflows.ScheduleInput{Schedule: testSchedule(t, func(s *schemas.Schedule) {
+		s.Spec.OverlapPolicy = schedule.AllowAll
+	})})
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	if now := h.env.Now(); now.Before(back) || now.After(back.Add(time.Minute)) {
+		t.Errorf("continued as new at %s, want once the events were published (%s)", now, back)
+	}
+	var next workflows.ScheduleInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	// 03:00 and 04:00 fired on time while the events could not be published.
+	want := map[string]string{}
+	var lines []string
+	for hh := range 5 {
+		nominal := t0.Add(time.Duration(hh) * time.Hour)
+		want[jobName(nominal)] = nominal.Format(time.RFC3339)
+		lines = append(lines, fmt.Sprintf("%02d Started Running Schedule %s", hh, jobName(nominal)),
+			fmt.Sprintf("%02d Finished Succeeded Schedule %s", hh, jobName(nominal)))
+	}
+	if diff := cmp.Diff(want, h.startTimes()); diff != "" {
+		t.Errorf("job starts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(lines, runEventLines(h.runEvents(1))); diff != "" {
+		t.Errorf("run events (-want +got):\n%s", diff)
+	}
+	if next.State == nil || next.State.EventSeq != len(lines) || !next.State.Cursor.Equal(t0.Add(4*time.Hour)) {
+		t.Errorf("carried state: eventSeq %d, cursor %s; want %d, 04:00", next.State.EventSeq, next.State.Cursor, len(lines))
+	}
+}

@@ -90,8 +90,11 @@ type schedHarness struct {
 	updateErrs []func() error
 	// failing names the runs whose fake pipeline fails.
 	failing map[string]bool
-	// published are the messages the schedule published, in order.
+	// published are the messages the schedule published, in order. A publish that
+	// starts from natsDown[0] on returns only at natsDown[1] (workflow time), when it
+	// starts before that.
 	published []events.Msg
+	natsDown  [2]time.Time
 }
 
 func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
@@ -110,6 +113,13 @@ func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
 		defer h.mu.Unlock()
 		h.published = append(h.published, in.Msgs...)
 		return nil
+	}).AfterFn(func() time.Duration {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if now := h.env.Now(); !now.Before(h.natsDown[0]) && now.Before(h.natsDown[1]) {
+			return h.natsDown[1].Sub(now)
+		}
+		return 0
 	})
 	// Every kind answers its stop update with Stopped: jobs and pipelines once they
 	// have ended, experiments once their trials have (they then wait for a resume).
