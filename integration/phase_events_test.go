@@ -265,7 +265,7 @@ spec:
 	for _, d := range got {
 		phases = append(phases, d.Previous+">"+d.Phase)
 	}
-	want := []string{"Pending>Running", "Running>Stopping", "Stopping>Stopped", "Stopped>Running", "Running>Succeeded"}
+	want := []string{">Pending", "Pending>Running", "Running>Stopping", "Stopping>Stopped", "Stopped>Running", "Running>Succeeded"}
 	if !slices.Equal(phases, want) {
 		t.Errorf("experiment phase events %v, want %v", phases, want)
 	}

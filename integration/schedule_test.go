@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schedule"
@@ -325,7 +329,8 @@ func TestScheduleInvalidIsRefused(t *testing.T) {
 // A worker killed across a fire time: the run of that time fires exactly once when a
 // new worker comes back (its timer fired while no worker ran; the catch-up window
 // covers the delay), and no time of the schedule is lost or doubled. Jobs are counted
-// by the schedule's label through Temporal visibility.
+// by the schedule's label through Temporal visibility. The schedule's run events hold
+// one Started and one Finished event per run, numbered without gap or repeat.
 func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -410,6 +415,48 @@ func TestScheduleWorkerKilledAcrossAFireTimeFiresOnce(t *testing.T) {
 		t.Errorf("the job of the time the worker was down across (%s) listed %d times, want 1", job, listed[job])
 	}
 	t.Logf("%d runs from %s to %s", len(nominals), nominals[0].Format(time.StampMilli), nominals[len(nominals)-1].Format(time.StampMilli))
+
+	// The run events, through the kill: numbered 1, 2, ... with no gap or repeat, one
+	// Started and one Finished event for each run started, the one across the kill
+	// included.
+	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	testutil.Eventually(t, itest.Left(ctx), "one Started and one Finished run event per run", func() error {
+		var errs []error
+		actions := map[string][]string{}
+		seq := 0
+		err := js.ReadUntil(ctx, jetstream.EventsStream, events.ScheduleRunSubject(ws, name), nil, func(_ string, raw []byte) error {
+			var ev events.Event
+			var d events.ScheduleRunData
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return err
+			}
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			seq++
+			if d.Seq != seq || ev.ID != fmt.Sprintf("%s:run:%d", d.UID, seq) {
+				errs = append(errs, fmt.Errorf("event %d is %s (seq %d)", seq, ev.ID, d.Seq))
+			}
+			actions[d.Target] = append(actions[d.Target], d.Action)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for j := range runs {
+			if got := strings.Join(actions[j], ","); got != "Started,Finished" {
+				errs = append(errs, fmt.Errorf("run %s: events %s", j, got))
+			}
+		}
+		if len(actions) != len(runs) {
+			errs = append(errs, fmt.Errorf("events of %d runs, %d runs started", len(actions), len(runs)))
+		}
+		return errors.Join(errs...)
+	}, 200*time.Millisecond)
 }
 
 // apiStatus is the HTTP status of an API error; 0 for other errors and nil.

@@ -116,6 +116,8 @@ type TrialState struct {
 	PBT *pbtLineage `json:"pbt,omitempty"`
 	// Enqueued is set on a trial whose parameters were enqueued rather than suggested.
 	Enqueued bool `json:"enqueued,omitempty"`
+	// EventSeq numbers the trial's events (events.TrialData.Seq) across runs.
+	EventSeq int `json:"eventSeq,omitempty"`
 	// Run is set on a Running trial carried across continue-as-new: how the next run
 	// follows its job (experiment_continue.go).
 	Run *CarriedRun `json:"run,omitempty"`
@@ -132,7 +134,7 @@ type experimentOutcome = outcome[schemas.ExperimentPhase]
 
 // ExperimentWorkflow runs a hyper-parameter search: it suggests trials, runs each as a
 // child TrainingJob, reads their objective from their metric reports, stops the losing
-// ones early, and records the best. Updates: stop, resume, extend; query: status.
+// ones early, and records the best. Updates: stop, resume, extend, enqueue; query: status.
 func ExperimentWorkflow(ctx workflow.Context, in ExperimentInput) (ExperimentResult, error) {
 	w := &experimentWorkflow{in: in, exp: &in.Experiment, opts: in.Options.withDefaults(), logger: workflow.GetLogger(ctx)}
 	if err := w.setup(ctx); err != nil {
@@ -237,6 +239,9 @@ func seedFrom(uid string) int64 {
 }
 
 func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error) {
+	if w.st.Phase == schemas.ExperimentPending {
+		w.experimentPendingEvent(ctx)
+	}
 	if w.configErr != nil {
 		return w.finish(ctx, experimentOutcome{schemas.ExperimentFailed, ReasonInvalidSpec, w.configErr.Error()})
 	}

@@ -35,13 +35,14 @@ func (sim *slotSim) carryJobs(st *workflows.ExperimentState) {
 // TestExperimentContinuesAsNewCarryingRunningTrials runs slotExperiment's 120 trials as
 // a chain of runs, each told after 20 s that its history is large: each run continues as
 // new with its trials running, carrying their handles, and the next run follows those
-// jobs instead of starting them again. The status query answers in every run, the
+// jobs instead of starting them again; each trial's event count carries on. The status query answers in every run, the
 // carried state stays far below Temporal's payload limit, and the search ends with every
 // trial run once.
 func TestExperimentContinuesAsNewCarryingRunningTrials(t *testing.T) {
 	exp := slotExperiment()
 	var state *workflows.ExperimentState
-	started := map[string]int{} // trial job -> how many runs started it
+	started := map[string]int{}  // trial job -> how many runs started it
+	trialSeqs := map[int][]int{} // trial id -> the seqs of its events, over every run
 	carriedRunning := 0
 	for run := 1; ; run++ {
 		if run > 20 {
@@ -72,6 +73,9 @@ func TestExperimentContinuesAsNewCarryingRunningTrials(t *testing.T) {
 			Options: workflows.ExperimentOptions{MaxHistoryEvents: 8000}})
 		if !sim.env.IsWorkflowCompleted() {
 			t.Fatalf("run %d did not complete", run)
+		}
+		for id, seqs := range sim.trialSeqs {
+			trialSeqs[id] = append(trialSeqs[id], seqs...)
 		}
 		for name := range sim.jobs {
 			if sim.jobs[name].start != (time.Time{}) {
@@ -106,6 +110,10 @@ func TestExperimentContinuesAsNewCarryingRunningTrials(t *testing.T) {
 			for _, tr := range st.Trials {
 				if tr.Attempts != 1 || started[tr.Job] != 1 || !tr.Phase.Final() {
 					t.Errorf("trial %d: %s, %d attempts, its job %s started by %d runs", tr.ID, tr.Phase, tr.Attempts, tr.Job, started[tr.Job])
+				}
+				// Its own event count carries on across the runs: Running is 1, its end 2.
+				if seqs := trialSeqs[tr.ID]; len(seqs) != 2 || seqs[0] != 1 || seqs[1] != 2 {
+					t.Errorf("trial %d: event seqs %v over the runs, want [1 2]", tr.ID, seqs)
 				}
 			}
 			t.Logf("%d runs; %d trials carried running across continue-as-new; %d completed, %d pruned",

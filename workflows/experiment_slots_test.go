@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workers"
 	"github.com/opendlc/opendlc/workflows"
@@ -32,6 +33,8 @@ type slotSim struct {
 	peak    int
 	// followed lists the workflow ids WaitScheduledJob followed.
 	followed []string
+	// trialSeqs are the seqs of the trial events published, by trial id.
+	trialSeqs map[int][]int
 }
 
 type slotJob struct {
@@ -54,14 +57,23 @@ func newSlotSim(t *testing.T) *slotSim {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	sim := &slotSim{env: s.NewTestWorkflowEnvironment(), jobs: map[string]*slotJob{}}
+	sim := &slotSim{env: s.NewTestWorkflowEnvironment(), jobs: map[string]*slotJob{}, trialSeqs: map[int][]int{}}
 	sim.env.SetTestTimeout(2 * time.Minute)
 	sim.env.RegisterWorkflowWithOptions(workflows.ExperimentWorkflow, workflow.RegisterOptions{Name: workflows.ExperimentWorkflowName})
 	sim.env.RegisterWorkflowWithOptions(sim.trialJob, workflow.RegisterOptions{Name: workflows.TrainingJobWorkflowName})
 	workers.RegisterActivities(sim.env, &activities.JobActivities{})
 	workers.RegisterExperimentActivities(sim.env, &activities.ExperimentActivities{})
 	workers.RegisterScheduleActivities(sim.env, &activities.ScheduleActivities{})
-	returnActivityErr(sim.env, jobActs.PublishEvents, nil)
+	onActivityErr(sim.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
+		sim.mu.Lock()
+		defer sim.mu.Unlock()
+		for _, m := range in.Msgs {
+			if ev, d, err := decodeEvent[events.TrialData](m.Data); err == nil && ev.Type == events.TypeExperimentTrial {
+				sim.trialSeqs[d.TrialID] = append(sim.trialSeqs[d.TrialID], d.Seq)
+			}
+		}
+		return nil
+	})
 	read := func(_ context.Context, in activities.WatchTrialMetricsInput) (activities.WatchTrialMetricsResult, error) {
 		sim.mu.Lock()
 		defer sim.mu.Unlock()

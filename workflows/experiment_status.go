@@ -140,8 +140,9 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 func (w *experimentWorkflow) trialEvent(ctx workflow.Context, t *TrialState) {
 	ws, name := w.exp.Metadata.Workspace, w.exp.Metadata.Name
 	w.st.EventSeq++
+	t.EventSeq++
 	id := fmt.Sprintf("%s:trial:%d", w.st.UID, w.st.EventSeq)
-	data := events.TrialData{Experiment: name, UID: w.st.UID, Trial: t.Job, Phase: string(t.Phase),
+	data := events.TrialData{Experiment: name, UID: w.st.UID, TrialID: t.ID, Seq: t.EventSeq, Trial: t.Job, Phase: string(t.Phase),
 		Params: w.paramValues(t.Params), Objective: t.Value, EarlyStopped: t.Phase == schemas.TrialPruned}
 	ev, err := events.New(id, events.TypeExperimentTrial, ws, ExperimentSource(ws, name), name, workflow.Now(ctx), data)
 	if err == nil {

@@ -276,20 +276,21 @@ func TestExperimentRunsTrialsAndRecordsTheBest(t *testing.T) {
 	if !strings.Contains(st.Message, fmt.Sprintf("best: trial %d", bestID)) {
 		t.Errorf("message %q", st.Message)
 	}
-	// One Running and one Completed event per trial, in that order, each published once.
+	// One Running and one Completed event per trial, in that order, each published once,
+	// numbered per trial (seq 1 and 2), naming the trial by its number and its job.
 	if len(h.events) != 20 {
 		t.Errorf("%d trial events, want 20", len(h.events))
 	}
-	seen := map[string][]string{}
+	seen := map[int][]string{}
 	for _, ev := range h.events {
-		seen[ev.Trial] = append(seen[ev.Trial], ev.Phase)
+		seen[ev.TrialID] = append(seen[ev.TrialID], fmt.Sprintf("%d:%s:%s", ev.Seq, ev.Phase, ev.Trial))
 		if ev.Experiment != "tune" || (ev.Phase == "Completed") != (ev.Objective != nil) {
 			t.Errorf("event %+v", ev)
 		}
 	}
 	for _, tr := range st.Trials {
-		if diff := cmp.Diff([]string{"Running", "Completed"}, seen[tr.Job]); diff != "" {
-			t.Errorf("events of %s (-want +got):\n%s", tr.Job, diff)
+		if diff := cmp.Diff([]string{"1:Running:" + tr.Job, "2:Completed:" + tr.Job}, seen[tr.ID]); diff != "" {
+			t.Errorf("events of trial %d (-want +got):\n%s", tr.ID, diff)
 		}
 		// The trials run for a while of workflow time: a trial's start is before its end.
 		if tr.StartTime == nil || tr.FinishTime == nil || !tr.StartTime.Before(*tr.FinishTime) {

@@ -53,6 +53,11 @@ func (o *outbox) addEvent(subject string, ev events.Event) error {
 	return nil
 }
 
+// idle reports whether every queued message is published.
+func (o *outbox) idle() bool {
+	return len(o.queue) == 0 && !o.publishing
+}
+
 // drain waits until every queued event is published, then stops the publisher: queue
 // nothing after it.
 func (o *outbox) drain(ctx workflow.Context) {

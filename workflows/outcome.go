@@ -13,7 +13,7 @@ type outcome[P ~string] struct {
 // opendlc.job.phase.v1 events). A terminal Completed condition has the phase as its
 // reason.
 const (
-	// ReasonAccepted: the job was accepted (Pending).
+	// ReasonAccepted: the job, experiment or pipeline run was accepted (Pending).
 	ReasonAccepted = "Accepted"
 	// ReasonWorkspaceUnreadable: the workspace registry could not be read (Failed).
 	ReasonWorkspaceUnreadable = "WorkspaceUnreadable"

@@ -20,12 +20,32 @@ func (w *experimentWorkflow) experimentPhaseEvent(ctx workflow.Context, previous
 	if previous == w.st.Phase {
 		return
 	}
+	w.queueExperimentPhase(ctx, string(previous), w.st.Reason, w.st.Message)
+}
+
+// pendingPhaseEvents reports whether this workflow publishes a Pending phase event when
+// it starts (changePendingPhaseEvents): call it once, at the start of a first run.
+func pendingPhaseEvents(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changePendingPhaseEvents, workflow.DefaultVersion, 1) == 1
+}
+
+// experimentPendingEvent queues the experiment's first phase event, Pending with no
+// previous phase, as a job's first event is; the Running event that follows names
+// Pending as its previous phase. The experiment calls it at the start of its first run.
+func (w *experimentWorkflow) experimentPendingEvent(ctx workflow.Context) {
+	if pendingPhaseEvents(ctx) {
+		w.queueExperimentPhase(ctx, "", ReasonAccepted, "experiment accepted")
+	}
+}
+
+// queueExperimentPhase queues an event for the experiment's current phase.
+func (w *experimentWorkflow) queueExperimentPhase(ctx workflow.Context, previous, reason, message string) {
 	ws, name := w.exp.Metadata.Workspace, w.exp.Metadata.Name
 	st := w.status()
 	w.st.EventSeq++
 	id := fmt.Sprintf("%s:phase:%d", w.st.UID, w.st.EventSeq)
 	data := events.ExperimentPhaseData{Experiment: name, UID: w.st.UID, Seq: w.st.EventSeq, Phase: string(w.st.Phase),
-		Previous: string(previous), Reason: w.st.Reason, Message: w.st.Message,
+		Previous: previous, Reason: reason, Message: message,
 		Trials: len(st.Trials), MaxTrials: st.MaxTrials, Completed: st.Completed, Failed: st.Failed, Pruned: st.Pruned,
 		BestTrial: st.BestTrial, BestValue: st.BestValue}
 	ev, err := events.New(id, events.TypeExperimentPhase, ws, ExperimentSource(ws, name), name, workflow.Now(ctx), data)
@@ -52,6 +72,15 @@ func (w *pipelineWorkflow) startPhaseEvents(ctx workflow.Context) {
 func (w *pipelineWorkflow) runPhaseEvent(ctx workflow.Context, previous schemas.PipelinePhase) {
 	w.pipelineEvent(ctx, events.PipelinePhaseData{Phase: string(w.status.Phase), Previous: string(previous),
 		Reason: w.status.Reason, Message: w.status.Message})
+}
+
+// runPendingEvent queues the run's first phase event, Pending with no previous phase,
+// as a job's first event is. The run calls it when it starts.
+func (w *pipelineWorkflow) runPendingEvent(ctx workflow.Context) {
+	if pendingPhaseEvents(ctx) {
+		w.pipelineEvent(ctx, events.PipelinePhaseData{Phase: string(schemas.PipelinePending),
+			Reason: ReasonAccepted, Message: "pipeline run accepted"})
+	}
 }
 
 // stepPhaseEvent queues step i's phase event for its move from previous.

@@ -134,6 +134,7 @@ type PipelineStopResult struct {
 func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 	now := workflow.Now(ctx)
 	w.status.StartTime = &now
+	w.runPendingEvent(ctx)
 	w.transition(ctx, pipelineOutcome{schemas.PipelineRunning, ReasonStarted, fmt.Sprintf("%d steps", len(w.status.Steps))})
 
 	for {

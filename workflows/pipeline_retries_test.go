@@ -105,7 +105,7 @@ func TestPipelineStepRetriesAndTimeoutRetriesAFailedStep(t *testing.T) {
 	if f := st.Step("flaky"); f.Attempts != 2 || f.Job != "rt-flaky-r2" || f.Outputs[schemas.OutputJob] != "rt-flaky-r2" {
 		t.Errorf("flaky: %+v", f)
 	}
-	want := []string{":Running:Started", "flaky:Running:JobStarted", "flaky:Running:Retrying", "flaky:Running:JobStarted",
+	want := []string{":Pending:Accepted", ":Running:Started", "flaky:Running:JobStarted", "flaky:Running:Retrying", "flaky:Running:JobStarted",
 		"flaky:Running:Retrying", "flaky:Running:JobStarted", "flaky:Succeeded:JobSucceeded", "after:Running:JobStarted",
 		"after:Succeeded:JobSucceeded", ":Succeeded:AllStepsDone"}
 	if diff := cmp.Diff(want, evs.lines()); diff != "" {

@@ -45,6 +45,10 @@ type ScheduleState struct {
 	LastStart time.Time `json:"lastStart,omitzero"`
 	// Counts count runs by outcome.
 	Counts schemas.ScheduleCounts `json:"counts"`
+	// UID is the schedule's first run id: the uid of its run events, which tells apart
+	// schedules of the same name. EventSeq numbers those events (schedule_events.go).
+	UID      string `json:"uid,omitempty"`
+	EventSeq int    `json:"eventSeq,omitempty"`
 }
 
 // Bounds of the Schedule workflow.
@@ -100,6 +104,9 @@ type scheduleWorkflow struct {
 	stopping map[string]bool
 	// due caches the next scheduled time, so a wake-up with nothing due costs nothing.
 	due dueCache
+	// events is the outbox of the schedule's run events; nil when the history predates
+	// them (schedule_events.go).
+	events *outbox
 }
 
 func (w *scheduleWorkflow) setup(ctx workflow.Context) error {
@@ -113,6 +120,7 @@ func (w *scheduleWorkflow) setup(ctx workflow.Context) error {
 		w.st = ScheduleState{CreateTime: now, Cursor: now}
 	}
 	w.stopping = map[string]bool{}
+	w.startRunEvents(ctx)
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func(q ScheduleQuery) (ScheduleView, error) {
 		return w.view(ctx, q.Next), nil
@@ -156,12 +164,18 @@ func (w *scheduleWorkflow) run(ctx workflow.Context) error {
 		if w.wake {
 			continue // something changed while firing; look again before sleeping
 		}
+		// The next run's outbox starts empty: continue as new only once every run event
+		// is published; until then sleep as usual, and wake when they are.
+		publishing := false
 		if w.shouldContinueAsNew(ctx) {
-			return workflow.NewContinueAsNewError(ctx, ScheduleWorkflowName, ScheduleInput{
-				Schedule: w.spec, State: &w.st, MaxHistoryEvents: w.in.MaxHistoryEvents,
-			})
+			if w.runEventsPublished() {
+				return workflow.NewContinueAsNewError(ctx, ScheduleWorkflowName, ScheduleInput{
+					Schedule: w.spec, State: &w.st, MaxHistoryEvents: w.in.MaxHistoryEvents,
+				})
+			}
+			publishing = true
 		}
-		awake := func() bool { return w.wake }
+		awake := func() bool { return w.wake || (publishing && w.runEventsPublished()) }
 		if !ok {
 			if err := workflow.Await(ctx, awake); err != nil {
 				return err

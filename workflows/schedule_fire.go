@@ -144,7 +144,7 @@ func (w *scheduleWorkflow) recordMissed(ctx workflow.Context, d dueTimes) {
 		if i == 0 && d.Missed > int64(len(d.MissedTimes)) {
 			m += fmt.Sprintf("; %d earlier times were missed too", d.Missed-int64(len(d.MissedTimes)))
 		}
-		w.addHistory(schemas.ScheduleRun{NominalTime: t, Trigger: schemas.TriggerSchedule, Kind: w.spec.Spec.Action.Kind(),
+		w.addHistory(ctx, schemas.ScheduleRun{NominalTime: t, Trigger: schemas.TriggerSchedule, Kind: w.spec.Spec.Action.Kind(),
 			Outcome: schemas.RunMissed, Message: m, FinishTime: &now})
 	}
 	w.st.Counts.Missed += d.Missed
@@ -174,6 +174,7 @@ func (w *scheduleWorkflow) fire(ctx workflow.Context, nominal time.Time, trigger
 		}
 		run.Outcome = schemas.RunBuffered
 		w.st.Buffered = append(w.st.Buffered, run)
+		w.runEvent(ctx, run)
 		return run
 	}
 	return w.start(ctx, run)
@@ -196,7 +197,7 @@ func (w *scheduleWorkflow) skip(ctx workflow.Context, run schemas.ScheduleRun, m
 	now := workflow.Now(ctx)
 	run.Job, run.Outcome, run.Message, run.FinishTime = "", schemas.RunSkipped, msg, &now
 	w.st.Counts.Skipped++
-	w.addHistory(run)
+	w.addHistory(ctx, run)
 	return run
 }
 
@@ -213,7 +214,7 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 		if err != nil {
 			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
 			run.Message = "could not check for new data: " + rootMessage(err)
-			w.addHistory(run)
+			w.addHistory(ctx, run)
 			return run
 		}
 		if !res.Found {
@@ -221,7 +222,7 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 			run.Message = fmt.Sprintf("nothing under %s was modified since the previous run started (%s)",
 				uri, w.st.LastStart.UTC().Format(time.RFC3339))
 			w.st.Counts.NoNewData++
-			w.addHistory(run)
+			w.addHistory(ctx, run)
 			return run
 		}
 	}
@@ -239,7 +240,7 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 		} else if c, err = w.pipelineChild(run); err != nil {
 			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
 			run.Message = "could not start the pipeline: " + err.Error()
-			w.addHistory(run)
+			w.addHistory(ctx, run)
 			return run
 		}
 	default:
@@ -257,20 +258,20 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 		run.ResumedFrom = ""
 		run.Message = "already fired: a " + noun + " with this name exists, so no second one was started"
 		w.st.Running = append(w.st.Running, run)
-		w.addHistory(run)
+		w.addHistory(ctx, run)
 		w.followByActivity(ctx, run)
 		return run
 	case err != nil:
 		run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
 		run.Message = "could not start the " + noun + ": " + rootMessage(err)
-		w.addHistory(run)
+		w.addHistory(ctx, run)
 		return run
 	}
 	run.StartTime, run.Outcome = &now, schemas.RunRunning
 	w.st.LastStart = now
 	w.st.Counts.Started++
 	w.st.Running = append(w.st.Running, run)
-	w.addHistory(run)
+	w.addHistory(ctx, run)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		w.finished(ctx, run.Job, c.outcome(ctx, child))
 	})

@@ -193,7 +193,7 @@ func (w *scheduleWorkflow) finished(ctx workflow.Context, job string, out activi
 	if run.Checkpoint != "" && !run.NominalTime.Before(w.st.LastCheckpointNominal) {
 		w.st.LastCheckpoint, w.st.LastCheckpointNominal = run.Checkpoint, run.NominalTime
 	}
-	w.addHistory(run)
+	w.addHistory(ctx, run)
 	w.wake = true
 }
 
@@ -222,7 +222,8 @@ func (w *scheduleWorkflow) stopRunning(ctx workflow.Context, reason string) {
 
 // addHistory records a run, replacing the entry of the same job (or, for runs without
 // a job, the same nominal time and trigger), and keeps the history bounded.
-func (w *scheduleWorkflow) addHistory(run schemas.ScheduleRun) {
+func (w *scheduleWorkflow) addHistory(ctx workflow.Context, run schemas.ScheduleRun) {
+	w.runEvent(ctx, run)
 	for i := len(w.st.History) - 1; i >= 0; i-- {
 		h := w.st.History[i]
 		if (run.Job != "" && h.Job == run.Job) || (run.Job == "" && h.Job == "" && h.NominalTime.Equal(run.NominalTime) && h.Trigger == run.Trigger && h.Outcome == run.Outcome) {

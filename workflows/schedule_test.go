@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/opendlc/opendlc/activities"
+	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schedule"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workers"
@@ -89,6 +90,11 @@ type schedHarness struct {
 	updateErrs []func() error
 	// failing names the runs whose fake pipeline fails.
 	failing map[string]bool
+	// published are the messages the schedule published, in order. A publish that
+	// starts from natsDown[0] on returns only at natsDown[1] (workflow time), when it
+	// starts before that.
+	published []events.Msg
+	natsDown  [2]time.Time
 }
 
 func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
@@ -101,6 +107,20 @@ func newSchedHarness(t *testing.T, start time.Time) *schedHarness {
 	h.env.RegisterWorkflowWithOptions(h.fakeExperiment, workflow.RegisterOptions{Name: workflows.ExperimentWorkflowName})
 	h.env.RegisterWorkflowWithOptions(h.fakePipeline, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
 	workers.RegisterScheduleActivities(h.env, &activities.ScheduleActivities{})
+	workers.RegisterActivities(h.env, &activities.JobActivities{})
+	onActivityErr(h.env, jobActs.PublishEvents, func(_ context.Context, in activities.PublishEventsInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.published = append(h.published, in.Msgs...)
+		return nil
+	}).AfterFn(func() time.Duration {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if now := h.env.Now(); !now.Before(h.natsDown[0]) && now.Before(h.natsDown[1]) {
+			return h.natsDown[1].Sub(now)
+		}
+		return 0
+	})
 	// Every kind answers its stop update with Stopped: jobs and pipelines once they
 	// have ended, experiments once their trials have (they then wait for a resume).
 	onActivity(h.env, scheduleActs.StopScheduledJob, func(_ context.Context, in activities.StopScheduledJobInput) (activities.StopScheduledJobResult, error) {

@@ -29,12 +29,22 @@ const (
 	// changeWorkspaceLocalActivity: the job reads its workspace's configuration with a
 	// local activity (workspace.go).
 	changeWorkspaceLocalActivity = "workspace-local-activity"
+	// changePendingPhaseEvents: experiments and pipeline runs publish a Pending phase
+	// event first (phase_events.go).
+	changePendingPhaseEvents = "pending-phase-events"
+	// changeScheduleRunEvents: a schedule publishes an opendlc.schedule.run.v1 event per
+	// run it records (schedule_events.go).
+	changeScheduleRunEvents = "schedule-run-events"
 )
 
 // versions lists every versioned change, oldest first.
 var versions = []change{
 	{id: changeWorkspaceLocalActivity, since: "2026-12-06",
 		what: "a job reads its workspace's configuration with a local activity in its first workflow task, not an activity and a workflow task more (training_job_workspace_local.json; the older histories replay the activity)"},
+	{id: changePendingPhaseEvents, since: "2026-12-06",
+		what: "an experiment and a pipeline run publish a Pending phase event (seq 1, no previous) before their Running one, as a job does (experiment_pending_event.json, pipeline_pending_event.json; the older histories publish none)"},
+	{id: changeScheduleRunEvents, since: "2026-12-06",
+		what: "a schedule publishes an opendlc.schedule.run.v1 event for each run it starts, skips, misses or sees end, through an outbox drained before continue-as-new (schedule_run_events.json; the older histories publish none)"},
 }
 
 // retiredChangeIDs are the change ids whose branches are gone (folded into the first
