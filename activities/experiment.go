@@ -37,6 +37,8 @@ type ExperimentActivities struct {
 	EventStream string
 	// Temporal stops trial jobs through their stop update.
 	Temporal TrialStopper
+	// Experiments reads earlier experiments for a warm start (ReadWarmStart).
+	Experiments ExperimentQuerier
 	// PollInterval bounds each wait inside WatchTrialMetrics, between heartbeats.
 	// Default 2s.
 	PollInterval time.Duration

@@ -83,7 +83,9 @@ func (s *NSGA2Sampler) Suggest(h History, id int) (map[string]float64, error) {
 	for g := range gen {
 		pool := slices.Clone(parents)
 		for _, t := range trials {
-			if t.ID/size != g {
+			// A trial with a negative ID (a warm start's, from before this search)
+			// joins the first generation's pool.
+			if (t.ID >= 0 && t.ID/size != g) || (t.ID < 0 && g != 0) {
 				continue
 			}
 			if sc, ok := moScores(h, t); ok {

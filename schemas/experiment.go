@@ -79,6 +79,9 @@ type ExperimentSpec struct {
 	// memory or latency budget): an infeasible trial is never the best one nor on the
 	// Pareto front, and tpe, cmaes, gp, nsga2 and bohb steer away from it. Up to 8.
 	Constraints []ConstraintSpec `json:"constraints,omitempty" jsonschema:"maxItems=8"`
+	// WarmStart seeds the algorithm with the completed trials of earlier experiments of
+	// the workspace.
+	WarmStart *WarmStartSpec `json:"warmStart,omitempty"`
 	// Algorithm suggests each trial's parameters; default tpe.
 	Algorithm AlgorithmSpec `json:"algorithm,omitempty,omitzero"`
 	// EarlyStopping stops trials that do badly before they finish; default none.
@@ -211,6 +214,25 @@ type ObjectiveSpec struct {
 	// step...) which early stopping compares; default step. A report without it is
 	// numbered by its position.
 	StepMetric string `json:"stepMetric,omitempty" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+}
+
+// WarmStartSpec names earlier experiments whose completed trials the algorithm sees as
+// if they were this experiment's: those whose parameters are a point of this search
+// space, from experiments with the same objective metric and direction. They are read
+// once, when the experiment starts, and kept in its state; they are not its trials
+// (not counted, never its best).
+type WarmStartSpec struct {
+	// Experiments are the earlier experiments' names, in this workspace (1 to 8).
+	Experiments []string `json:"experiments" jsonschema:"minItems=1,maxItems=8,maxLength=40,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+}
+
+// WarmStartStatus is what a warm start read.
+type WarmStartStatus struct {
+	// Trials is how many earlier trials the algorithm sees.
+	Trials int `json:"trials"`
+	// Notes say, per earlier experiment, how many trials were used and why others were
+	// not ("tune-v1: 12 completed trial(s) used, 3 outside this search space").
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ConstraintSpec bounds a metric the trials report. A trial that completes is feasible
@@ -458,6 +480,9 @@ type ExperimentStatus struct {
 	ParetoFront []int `json:"paretoFront,omitempty"`
 	// Queued are the enqueued parameter sets not yet run, in the order they will run.
 	Queued []map[string]any `json:"queued,omitempty"`
+	// WarmStart is, with spec.warmStart, what the algorithm took from the earlier
+	// experiments.
+	WarmStart *WarmStartStatus `json:"warmStart,omitempty"`
 	// Counts of trials by phase.
 	Running   int `json:"running"`
 	Completed int `json:"completed"`

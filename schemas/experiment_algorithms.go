@@ -164,3 +164,28 @@ func (s *ExperimentSpec) validateConstraints(p Path, errs *ErrorList) {
 		}
 	}
 }
+
+// validateWarmStart checks spec.warmStart beyond its tags: at least one experiment, none
+// twice, and not the experiment itself.
+func (s *ExperimentSpec) validateWarmStart(self string, p Path, errs *ErrorList) {
+	if s.WarmStart == nil {
+		return
+	}
+	ep := p.Child("warmStart", "experiments")
+	if len(s.WarmStart.Experiments) == 0 {
+		*errs = append(*errs, Required(ep))
+	}
+	seen := map[string]bool{}
+	for i, name := range s.WarmStart.Experiments {
+		switch {
+		case name == self && self != "":
+			*errs = append(*errs, Invalid(ep.Index(i), "an experiment cannot warm-start from itself"))
+		case seen[name]:
+			*errs = append(*errs, Invalid(ep.Index(i), "duplicate experiment %q", name))
+		}
+		seen[name] = true
+	}
+	if s.WarmStart != nil && s.Algorithm.Name == AlgorithmPBT {
+		*errs = append(*errs, Invalid(p.Child("warmStart"), "algorithm pbt starts from its own population"))
+	}
+}

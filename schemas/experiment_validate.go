@@ -104,6 +104,7 @@ func (e *Experiment) Validate() ErrorList {
 			"must be at most %d characters: trial job names add -t<N>-r<K>", MaxExperimentNameLength))
 	}
 	e.Spec.validate(NewPath("spec"), &errs)
+	e.Spec.validateWarmStart(e.Metadata.Name, NewPath("spec"), &errs)
 	errs = e.Spec.withoutObjectiveRequired(errs)
 
 	errs.Sort()

@@ -62,7 +62,7 @@ var workerKinds = registerWorkerKinds(
 		}},
 	kindWorker{kind: schemas.KindExperiment, workflow: workflows.ExperimentWorkflow, name: workflows.ExperimentWorkflowName,
 		activities: func(r ActivityRegistry, d *deps) error {
-			RegisterExperimentActivities(r, &activities.ExperimentActivities{Events: d.ev, EventStream: jetstream.EventsStream, Temporal: d.tc})
+			RegisterExperimentActivities(r, &activities.ExperimentActivities{Events: d.ev, EventStream: jetstream.EventsStream, Temporal: d.tc, Experiments: d.tc})
 			return nil
 		}},
 	kindWorker{kind: schemas.KindPipeline, workflow: workflows.PipelineWorkflow, name: workflows.PipelineWorkflowName,

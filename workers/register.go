@@ -70,6 +70,7 @@ func RegisterPipelineActivities(r ActivityRegistry, a *activities.PipelineActivi
 func RegisterExperimentActivities(r ActivityRegistry, a *activities.ExperimentActivities) {
 	r.RegisterActivityWithOptions(a.WatchTrialMetrics, activity.RegisterOptions{Name: workflows.ActivityWatchTrialMetrics})
 	r.RegisterActivityWithOptions(a.StopTrialJob, activity.RegisterOptions{Name: workflows.ActivityStopTrialJob})
+	r.RegisterActivityWithOptions(a.ReadWarmStart, activity.RegisterOptions{Name: workflows.ActivityReadWarmStart})
 }
 
 // RegisterScheduleActivities registers the Schedule workflow's activities.

@@ -84,6 +84,9 @@ type ExperimentState struct {
 	Exhausted bool `json:"exhausted,omitempty"`
 	// Queue holds the enqueued parameter sets not yet run (experiment_enqueue.go).
 	Queue []QueuedTrial `json:"queue,omitempty"`
+	// Warm is what spec.warmStart read when the experiment started
+	// (experiment_warmstart.go); nil until then.
+	Warm *WarmStartState `json:"warm,omitempty"`
 	// PBT is algorithm pbt's population state.
 	PBT *pbtState `json:"pbt,omitempty"`
 	// EventSeq numbers the experiment's events across runs.
@@ -251,6 +254,7 @@ func (w *experimentWorkflow) run(ctx workflow.Context) (ExperimentResult, error)
 		w.upsertPhase(ctx)
 	}
 	w.followCarried(ctx)
+	w.readWarmStart(ctx)
 	for {
 		w.changed = false
 		if w.st.Phase == schemas.ExperimentRunning && w.ending == nil {

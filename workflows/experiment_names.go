@@ -17,6 +17,7 @@ const (
 
 	ActivityWatchTrialMetrics = "WatchTrialMetrics"
 	ActivityStopTrialJob      = "StopTrialJob"
+	ActivityReadWarmStart     = "ReadWarmStart"
 )
 
 // ExperimentWorkflowID is the workflow id of an experiment: unique per workspace and name.

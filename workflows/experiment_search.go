@@ -47,6 +47,7 @@ func (w *experimentWorkflow) samplerHistory() hpo.History {
 	h := w.knownHistory(-1)
 	w.addValues(&h)
 	w.addConstraints(&h)
+	w.addWarm(&h)
 	return h
 }
 

@@ -126,6 +126,9 @@ func (w *experimentWorkflow) status() schemas.ExperimentStatus {
 	for _, q := range w.st.Queue {
 		st.Queued = append(st.Queued, w.paramValues(q.Params))
 	}
+	if w.st.Warm != nil {
+		st.WarmStart = &schemas.WarmStartStatus{Trials: len(w.st.Warm.Trials), Notes: w.st.Warm.Notes}
+	}
 	if w.exp.Spec.MultiObjective() {
 		st.ParetoFront = w.paretoFront()
 	} else if best, ok := hpo.Best(w.allTrialsHistory()); ok {

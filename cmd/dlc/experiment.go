@@ -278,6 +278,9 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 	if len(spec.Constraints) > 0 {
 		fmt.Fprintf(w, "Constraints: %s\n", formatConstraints(spec.Constraints))
 	}
+	if st.WarmStart != nil {
+		fmt.Fprintf(w, "Warm start:  %d earlier trial(s): %s\n", st.WarmStart.Trials, strings.Join(st.WarmStart.Notes, "; "))
+	}
 	if len(st.Queued) > 0 {
 		fmt.Fprintf(w, "Queued:      %d enqueued trial(s) to run next\n", len(st.Queued))
 	}

@@ -408,6 +408,9 @@ class ExperimentStatus:
     raw: Dict[str, Any] = field(repr=False, compare=False)
     # The enqueued parameter sets not yet run, in the order they will run.
     queued: List[Dict[str, Any]] = field(default_factory=list)
+    # With spec.warmStart: {"trials": N, "notes": [...]}, what the algorithm took from
+    # the earlier experiments.
+    warm_start: Optional[Dict[str, Any]] = None
 
     @property
     def terminal(self) -> bool:
@@ -420,7 +423,7 @@ class ExperimentStatus:
                    d.get("bestTrial"), d.get("bestValue"), _dict(d, "bestParams"), _list(d, "paretoFront"),
                    int(d.get("running", 0) or 0), int(d.get("completed", 0) or 0), int(d.get("pruned", 0) or 0),
                    int(d.get("failed", 0) or 0), parse_time(d.get("startTime")), parse_time(d.get("finishTime")), dict(d),
-                   queued=_list(d, "queued"))
+                   queued=_list(d, "queued"), warm_start=d.get("warmStart"))
 
 
 def trials_records(trials: List[TrialStatus]) -> List[Dict[str, Any]]:
