@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sync"
@@ -43,6 +44,9 @@ type Options struct {
 	WebhookAllow *AllowList
 	// Secrets resolves webhook secretRefs.
 	Secrets SecretSource
+	// ConsoleURL is the web console's base URL, from which chat messages and e-mails
+	// link to the job, experiment, pipeline or schedule; empty for no link.
+	ConsoleURL string
 	// Logger receives what goes wrong with deliveries.
 	Logger *slog.Logger
 	// Metrics counts deliveries and dead letters; nil counts nothing.
@@ -135,6 +139,23 @@ func WithWebhookAllowList(entries ...string) Option {
 // webhook with a secretRef fails, and is dead-lettered.
 func WithSecrets(s SecretSource) Option {
 	return func(o *Options) error { o.Secrets = s; return nil }
+}
+
+// WithConsoleURL sets the web console's base URL ("https://dlc.example.com"), which
+// chat messages and e-mails link to. Default none: messages carry no link.
+func WithConsoleURL(u string) Option {
+	return func(o *Options) error {
+		if u == "" {
+			o.ConsoleURL = ""
+			return nil
+		}
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return fmt.Errorf("notify: console URL %q: must be an http or https URL", u)
+		}
+		o.ConsoleURL = u
+		return nil
+	}
 }
 
 // WithLogger sets the logger. Default slog.Default().

@@ -319,7 +319,7 @@ func validSMTPHost(h string) bool {
 	if len(h) > maxDNSSubdomainLen {
 		return false
 	}
-	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+	for label := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
 		if label == "" || len(label) > 63 || !smtpLabelRE.MatchString(label) {
 			return false
 		}
