@@ -23,6 +23,7 @@ import (
 const (
 	targetWebhook = "webhook"
 	targetSubject = "subject"
+	targetEmail   = "email"
 )
 
 // publishTimeout bounds one publish to NATS.
@@ -44,9 +45,9 @@ type DeadLetter struct {
 	Workspace string `json:"workspace"`
 	// Rule is the rule's name.
 	Rule string `json:"rule"`
-	// Target is "webhook" or "subject".
+	// Target is "webhook", "email" or "subject".
 	Target string `json:"target"`
-	// Destination is the webhook URL or the subject.
+	// Destination is the webhook URL, the e-mail recipients or the subject.
 	Destination string `json:"destination"`
 	// Attempts is how many times delivery was tried.
 	Attempts int `json:"attempts"`
@@ -265,6 +266,8 @@ func hasTarget(r *schemas.NotificationRule, target string) bool {
 		return r.Spec.Webhook != nil
 	case targetSubject:
 		return r.Spec.Subject != ""
+	case targetEmail:
+		return r.Spec.Email != nil
 	}
 	return false
 }
@@ -276,8 +279,11 @@ func (d *Dispatcher) attempt(t *task, r *schemas.NotificationRule, n int) error 
 		return err
 	}
 	defer release()
-	if t.target == targetWebhook {
+	switch t.target {
+	case targetWebhook:
 		return d.post(t, r, n)
+	case targetEmail:
+		return d.sendMail(t, r)
 	}
 	return d.forward(t, r)
 }
@@ -429,8 +435,11 @@ func (d *Dispatcher) forward(t *task, r *schemas.NotificationRule) error {
 // until it is stored. It reports false when the dispatcher abandons it first.
 func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts int, first time.Time, last error) bool {
 	dest := r.Spec.Subject
-	if t.target == targetWebhook {
+	switch t.target {
+	case targetWebhook:
 		dest = r.Spec.Webhook.URL
+	case targetEmail:
+		dest = strings.Join(append(append([]string(nil), r.Spec.Email.To...), r.Spec.Email.Cc...), ", ")
 	}
 	dl := DeadLetter{
 		Event:          t.ev.raw,

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,8 @@ type Options struct {
 	WebhookAllow *AllowList
 	// Secrets resolves webhook secretRefs.
 	Secrets SecretSource
+	// SMTPRootCAs verifies SMTP servers' certificates; nil uses the system's roots.
+	SMTPRootCAs *x509.CertPool
 	// ConsoleURL is the web console's base URL, from which chat messages and e-mails
 	// link to the job, experiment, pipeline or schedule; empty for no link.
 	ConsoleURL string
@@ -156,6 +159,12 @@ func WithConsoleURL(u string) Option {
 		o.ConsoleURL = u
 		return nil
 	}
+}
+
+// WithSMTPRootCAs sets the certificate authorities that SMTP servers' certificates are
+// verified against. Default: the system's.
+func WithSMTPRootCAs(pool *x509.CertPool) Option {
+	return func(o *Options) error { o.SMTPRootCAs = pool; return nil }
 }
 
 // WithLogger sets the logger. Default slog.Default().
@@ -566,6 +575,9 @@ func (d *Dispatcher) match(ev *event) []*task {
 		}
 		if r.Spec.Webhook != nil {
 			tasks = append(tasks, &task{ev: ev, rule: n, target: targetWebhook})
+		}
+		if r.Spec.Email != nil {
+			tasks = append(tasks, &task{ev: ev, rule: n, target: targetEmail})
 		}
 		if r.Spec.Subject != "" {
 			tasks = append(tasks, &task{ev: ev, rule: n, target: targetSubject})
