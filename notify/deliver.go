@@ -149,6 +149,9 @@ type task struct {
 	rule   string
 	target string
 	p      *pending
+	// redrive is the DLC_NOTIFY sequence of the dead letter this delivery redrives; 0
+	// for a first delivery.
+	redrive uint64
 }
 
 // laneKey names an ordered sequence of deliveries: one rule's target, one job (or
@@ -468,6 +471,10 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 		subject = schemas.DefaultDeadLetterSubject(t.ev.workspace)
 	}
 	id := fmt.Sprintf("%s:%s:%s:deadletter", t.ev.id, t.rule, t.target)
+	if t.redrive != 0 {
+		// A redrive that fails again writes a dead letter of its own.
+		id += ":redrive:" + strconv.FormatUint(t.redrive, 10)
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		m := nats.NewMsg(subject)

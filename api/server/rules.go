@@ -69,13 +69,17 @@ func (s *Server) deleteRule(r *http.Request) (any, error) {
 	return nil, s.svc.Rules.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
-// redact hides a rule's webhook secret and header values: they are credentials.
+// redact hides a rule's webhook secret, bot secret and header values: they are
+// credentials.
 func redact(r *schemas.NotificationRule) *schemas.NotificationRule {
 	c := *r
 	if r.Spec.Webhook != nil {
 		wh := *r.Spec.Webhook
 		if wh.Secret != "" {
 			wh.Secret = redacted
+		}
+		if wh.BotSecret != "" {
+			wh.BotSecret = redacted
 		}
 		if len(wh.Headers) > 0 {
 			h := make(map[string]string, len(wh.Headers))
