@@ -322,6 +322,9 @@ func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, er
 		if err != nil {
 			return nil, err
 		}
+		if sc.Redriver, err = notify.OpenRedriver(ctx, js, rules); err != nil {
+			return nil, err
+		}
 		triggerStore, err := triggers.OpenStore(ctx, js)
 		if err != nil {
 			return nil, err
