@@ -54,7 +54,11 @@ type smtpServer struct {
 func newSMTPServer(t *testing.T) *smtpServer { return startSMTPServer(t, true) }
 
 // startSMTPServer starts the server, offering STARTTLS only when withTLS.
-func startSMTPServer(t *testing.T, withTLS bool) *smtpServer {
+func startSMTPServer(t *testing.T, withTLS bool) *smtpServer { return startSMTPServerOn(t, withTLS, false) }
+
+// startSMTPServerOn starts the server; with implicit, it speaks TLS from the first
+// byte (as on port 465).
+func startSMTPServerOn(t *testing.T, withTLS, implicit bool) *smtpServer {
 	t.Helper()
 	certFile, keyFile := testcert.Write(t, t.TempDir(), "127.0.0.1")
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -83,6 +87,9 @@ func startSMTPServer(t *testing.T, withTLS bool) *smtpServer {
 		t.Fatal(err)
 	}
 	s.host, s.port, _ = net.SplitHostPort(l.Addr().String())
+	if implicit {
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return s
@@ -269,4 +276,23 @@ func TestEmailRequiresSTARTTLS(t *testing.T) {
 	if n := len(srv.messages()); n != 0 {
 		t.Errorf("the SMTP server received %d messages without TLS", n)
 	}
+}
+
+// TestEmailImplicitTLS: with tls: implicit the session is TLS from the first byte, the
+// server's certificate verified, and the message delivered.
+func TestEmailImplicitTLS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := startSMTPServerOn(t, false, true)
+	d := e.start(notify.WithSMTPRootCAs(srv.roots), notify.WithSecrets(notify.StaticSecrets{"a/smtp": []byte(smtpPassword)}))
+	e.put(d, emailRule("a", "mail", srv, func(r *schemas.NotificationRule) { r.Spec.Email.SMTP.TLS = schemas.SMTPImplicit }))
+	p := e.failed("a", "resnet", 1)
+	testutil.Eventually(t, notifyWait, "one e-mail", func() bool { return len(srv.messages()) == 1 })
+	e.waitProcessed("a")
+	m := srv.messages()[0]
+	msg, err := mail.ReadMessage(strings.NewReader(string(m.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEqual(t, "session and event", []any{true, smtpUser, p.id}, []any{m.tls, m.authUser, msg.Header.Get("X-OpenDLC-Event-Id")})
 }

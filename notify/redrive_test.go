@@ -167,7 +167,12 @@ func TestRedriveRefusesBadRequests(t *testing.T) {
 	if _, err := e.js.Publish(e.ctx, schemas.DefaultDeadLetterSubject("a"), forged); err != nil {
 		t.Fatal(err)
 	}
-	res, err := redriver.Redrive(e.ctx, "a", "hook", 0, time.Time{})
+	// A redrive since a time after every dead letter queues none.
+	res, err := redriver.Redrive(e.ctx, "a", "hook", 0, time.Now().Add(time.Hour))
+	if err != nil || len(res.Queued) != 0 || res.AlreadyQueued != 0 || res.More {
+		t.Fatalf("redrive since an hour ahead: %+v %v", res, err)
+	}
+	res, err = redriver.Redrive(e.ctx, "a", "hook", 0, time.Now().Add(-time.Hour))
 	if err != nil || len(res.Queued) != 1 {
 		t.Fatalf("redrive: %+v %v", res, err)
 	}
