@@ -54,7 +54,9 @@ type smtpServer struct {
 func newSMTPServer(t *testing.T) *smtpServer { return startSMTPServer(t, true) }
 
 // startSMTPServer starts the server, offering STARTTLS only when withTLS.
-func startSMTPServer(t *testing.T, withTLS bool) *smtpServer { return startSMTPServerOn(t, withTLS, false) }
+func startSMTPServer(t *testing.T, withTLS bool) *smtpServer {
+	return startSMTPServerOn(t, withTLS, false)
+}
 
 // startSMTPServerOn starts the server; with implicit, it speaks TLS from the first
 // byte (as on port 465).
