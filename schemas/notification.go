@@ -64,9 +64,11 @@ type NotificationRuleSpec struct {
 type NotificationMatch struct {
 	// Types are event types, such as opendlc.job.phase.v1; empty matches every type.
 	Types []string `json:"types,omitempty" jsonschema:"maxItems=16,maxLength=128,pattern=^opendlc(\\.[a-z0-9]+)+\\.v[0-9]+$"`
-	// Phases match the phase an event reports (data.phase). An event without a phase,
-	// such as a metric report, does not match a rule that lists phases.
-	Phases []JobPhase `json:"phases,omitempty" jsonschema:"maxItems=16,enum=Pending,enum=Queued,enum=HealthCheck,enum=Launching,enum=Running,enum=Restarting,enum=Succeeded,enum=Failed,enum=Stopped"`
+	// Phases match the phase an event reports (data.phase): a job's, an experiment's
+	// (also Stopping), a trial's, or a pipeline run's or step's (also Skipped and
+	// Cancelled). An event without a phase, such as a metric report, does not match a
+	// rule that lists phases.
+	Phases []JobPhase `json:"phases,omitempty" jsonschema:"maxItems=16,enum=Pending,enum=Queued,enum=HealthCheck,enum=Launching,enum=Running,enum=Restarting,enum=Succeeded,enum=Failed,enum=Stopped,enum=Stopping,enum=Skipped,enum=Cancelled"`
 	// Labels must all be present, with these values, in the event's labels (data.labels,
 	// the job's metadata.labels).
 	Labels map[string]string `json:"labels,omitempty"`

@@ -17,7 +17,7 @@ import (
 const (
 	subjectMsg    = "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"
 	eventTypeMsg  = "must be an OpenDLC event type such as opendlc.job.phase.v1"
-	phasesEnumMsg = "must be one of Pending, Queued, HealthCheck, Launching, Running, Restarting, Succeeded, Failed, Stopped"
+	phasesEnumMsg = "must be one of Pending, Queued, HealthCheck, Launching, Running, Restarting, Succeeded, Failed, Stopped, Stopping, Skipped, Cancelled"
 	testSecret    = "0123456789abcdef"
 )
 
@@ -505,6 +505,10 @@ func TestNotificationMatchMatches(t *testing.T) {
 		"pipeline listed": {
 			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}},
 			facts: schemas.EventFacts{Type: "opendlc.pipeline.phase.v1", Pipeline: "nightly", Job: "nightly-train-0", Phase: "Failed"}, want: true,
+		},
+		"pipeline step skipped": {
+			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}, Phases: []schemas.JobPhase{"Skipped", "Cancelled"}},
+			facts: schemas.EventFacts{Type: "opendlc.pipeline.phase.v1", Pipeline: "nightly", Phase: "Skipped"}, want: true,
 		},
 		"pipeline not listed": {
 			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}},
