@@ -33,7 +33,7 @@ func message(ev *event, consoleURL string) *schemas.NotificationMessage {
 		if m.Phase == "" {
 			m.Phase = d.Action
 		}
-	case ev.facts.Job != "":
+	case ev.facts.Job != "" && strings.HasPrefix(ev.env.Type, "opendlc.job."):
 		m.Kind, m.Name, page = "Job", ev.facts.Job, "jobs/"+ev.facts.Job
 	default:
 		m.Kind, m.Name = ev.env.Type, ev.env.Subject
@@ -42,14 +42,16 @@ func message(ev *event, consoleURL string) *schemas.NotificationMessage {
 		m.Link = strings.TrimSuffix(consoleURL, "/") + "/ui/ws/" + url.PathEscape(ev.workspace) + "/" + page
 	}
 
-	// Title: "Pipeline nightly step train Failed: Hang".
+	// Title: "Pipeline nightly step train Failed: Hang", "Experiment tune trial 3
+	// Succeeded".
 	var t strings.Builder
-	t.WriteString(m.Kind)
-	if m.Name != "" {
-		t.WriteString(" " + m.Name)
-	}
-	if m.Kind == "Trial" && d.Trial != "" {
-		t.WriteString(" trial " + d.Trial)
+	if m.Kind == "Trial" {
+		t.WriteString("Experiment " + m.Name + " trial " + d.Trial)
+	} else {
+		t.WriteString(m.Kind)
+		if m.Name != "" {
+			t.WriteString(" " + m.Name)
+		}
 	}
 	if m.Step != "" {
 		t.WriteString(" step " + m.Step)
