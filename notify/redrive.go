@@ -24,6 +24,9 @@ const RedriveBucket = dlcjs.NotifyRedriveBucket
 // MaxRedrive bounds the dead letters one redrive queues.
 const MaxRedrive = 1000
 
+// redriveReadTimeout bounds the wait for the next dead letter of a redrive's scan.
+const redriveReadTimeout = 5 * time.Second
+
 // Redrive states, in a RedriveBucket entry.
 const (
 	redriveQueued = "queued"
@@ -106,8 +109,16 @@ func (r *Redriver) Redrive(ctx context.Context, ws, name string, limit int, sinc
 			res.More = true
 			break
 		}
-		m, err := cons.Next(jetstream.FetchContext(ctx))
+		nextCtx, cancel := context.WithTimeout(ctx, redriveReadTimeout)
+		m, err := cons.Next(jetstream.FetchContext(nextCtx))
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				// The dead letters counted at the start went meanwhile (the stream's
+				// limits): what is queued stays queued; a later redrive sees the rest.
+				res.More = true
+				break
+			}
 			return nil, fmt.Errorf("notify: read %s: %w", NotifyStream, err)
 		}
 		md, err := m.Metadata()
