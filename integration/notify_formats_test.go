@@ -121,9 +121,9 @@ func (s *mailSink) messages() [][]byte {
 }
 
 // Notification rules applied through the API, on the real stack: a failed job's phase
-// event reaches a Slack-compatible webhook and a DingTalk robot (signed the way
-// DingTalk checks) as human-readable messages that link to the console, and an SMTP
-// server as an e-mail; the rules match on the job's reason, and a job that succeeds
+// event reaches a Slack-compatible webhook, a DingTalk robot and a Feishu bot (each
+// signed the way the platform checks), a WeCom robot and a user template as
+// human-readable messages that link to the console, and an SMTP server as an e-mail; the rules match on the job's reason, and a job that succeeds
 // sends nothing. The DingTalk bot secret reads back redacted.
 func TestChatFormatsAndEmailOnRealStack(t *testing.T) {
 	t.Parallel()
@@ -132,6 +132,9 @@ func TestChatFormatsAndEmailOnRealStack(t *testing.T) {
 	const secret, botSecret = "0123456789abcdef0123456789abcdef", "SECding-bot-secret"
 	slack := newHookServer(t, http.StatusOK, "ok")
 	ding := newHookServer(t, http.StatusOK, `{"errcode":0,"errmsg":"ok"}`)
+	lark := newHookServer(t, http.StatusOK, `{"code":0,"msg":"success"}`)
+	wecom := newHookServer(t, http.StatusOK, `{"errcode":0,"errmsg":"ok"}`)
+	tmpl := newHookServer(t, http.StatusOK, "ok")
 	sink := newMailSink(t)
 	rules := fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1
@@ -150,6 +153,31 @@ spec:
 ---
 apiVersion: opendlc.io/v1alpha1
 kind: NotificationRule
+metadata: {name: lark, workspace: %[1]s}
+spec:
+  match: {types: [opendlc.job.phase.v1], phases: [Failed], jobs: [bad]}
+  webhook: {url: %[7]q, secret: %[4]q, format: feishu, botSecret: %[5]q}
+---
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: wecom, workspace: %[1]s}
+spec:
+  match: {types: [opendlc.job.phase.v1], phases: [Failed], jobs: [bad]}
+  webhook: {url: %[8]q, secret: %[4]q, format: wecom}
+---
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: tmpl, workspace: %[1]s}
+spec:
+  match: {types: [opendlc.job.phase.v1], phases: [Failed], jobs: [bad]}
+  webhook:
+    url: %[9]q
+    secret: %[4]q
+    format: template
+    template: {contentType: application/json, body: '{"summary": {{json .Title}}, "job": {{json (index .Event "data" "job")}}, "link": {{json .Link}}}'}
+---
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
 metadata: {name: mail, workspace: %[1]s}
 spec:
   match: {types: [opendlc.job.phase.v1], phases: [Failed]}
@@ -157,7 +185,8 @@ spec:
     to: ["Oncall <oncall@example.com>"]
     from: dlc@example.com
     smtp: {host: 127.0.0.1, port: %[6]d, tls: none}
-`, ws, slack.srv.URL+"/slack", ding.srv.URL+"/robot/send?access_token=tok", secret, botSecret, sink.port)
+`, ws, slack.srv.URL+"/slack", ding.srv.URL+"/robot/send?access_token=tok", secret, botSecret, sink.port,
+		lark.srv.URL+"/open-apis/bot/v2/hook/x", wecom.srv.URL+"/cgi-bin/webhook/send?key=k", tmpl.srv.URL+"/events")
 	for doc := range strings.SplitSeq(rules, "---\n") {
 		r, err := env.api.ApplyRule(ctx, []byte(doc))
 		if err != nil {
@@ -171,12 +200,23 @@ spec:
 		submit(t, ctx, itest.ShellJob(ws, job.name, job.cmd))
 		waitTerminal(t, ctx, ws, job.name)
 	}
-	testutil.Eventually(t, itest.Left(ctx), "the slack, dingtalk and e-mail deliveries", func() error {
-		if len(slack.requests()) < 1 || len(ding.requests()) < 1 || len(sink.messages()) < 1 {
-			return fmt.Errorf("slack %d, dingtalk %d, e-mail %d", len(slack.requests()), len(ding.requests()), len(sink.messages()))
+	hooks := map[string]*hookServer{"slack": slack, "dingtalk": ding, "feishu": lark, "wecom": wecom, "template": tmpl}
+	testutil.Eventually(t, itest.Left(ctx), "a delivery to every webhook and an e-mail", func() error {
+		for name, h := range hooks {
+			if len(h.requests()) < 1 {
+				return fmt.Errorf("nothing on %s yet", name)
+			}
+		}
+		if len(sink.messages()) < 1 {
+			return fmt.Errorf("no e-mail yet")
 		}
 		return nil
 	}, itest.PollInterval)
+	for name, h := range hooks {
+		if r := h.requests()[0]; !notify.VerifySignature([]byte(secret), r.body, r.header.Get(notify.HeaderSignature)) {
+			t.Errorf("%s: X-OpenDLC-Signature does not verify", name)
+		}
+	}
 
 	title := "Job bad Failed: ReplicaFailed"
 	link := "https://console.test.invalid/ui/ws/" + ws + "/jobs/bad"
@@ -219,6 +259,35 @@ spec:
 		t.Errorf("dingtalk request %s: the signature does not verify as DingTalk checks it", d.uri)
 	}
 
+	var lb struct {
+		Card struct {
+			Header struct{ Title struct{ Content string } }
+		} `json:"card"`
+	}
+	lr := lark.requests()[0]
+	var lm map[string]any
+	if err := json.Unmarshal(lr.body, &lm); err != nil || json.Unmarshal(lr.body, &lb) != nil {
+		t.Fatalf("feishu body %s: %v", lr.body, err)
+	}
+	ts, _ := lm["timestamp"].(string)
+	lmac := hmac.New(sha256.New, []byte(ts+"\n"+botSecret))
+	sec, _ := strconv.ParseInt(ts, 10, 64)
+	if lm["msg_type"] != "interactive" || lb.Card.Header.Title.Content != title || lm["sign"] != base64.StdEncoding.EncodeToString(lmac.Sum(nil)) ||
+		time.Since(time.Unix(sec, 0)).Abs() > time.Hour {
+		t.Errorf("feishu body %s: not an interactive card signed as Feishu checks it", lr.body)
+	}
+	var wb struct {
+		MsgType  string `json:"msgtype"`
+		Markdown struct{ Content string }
+	}
+	if err := json.Unmarshal(wecom.requests()[0].body, &wb); err != nil || wb.MsgType != "markdown" || !strings.Contains(wb.Markdown.Content, title) {
+		t.Errorf("wecom body %s: %v", wecom.requests()[0].body, err)
+	}
+	var tb map[string]string
+	if err := json.Unmarshal(tmpl.requests()[0].body, &tb); err != nil || tb["summary"] != title || tb["job"] != "bad" || tb["link"] != link {
+		t.Errorf("template body %s: %v", tmpl.requests()[0].body, err)
+	}
+
 	msg, err := mail.ReadMessage(strings.NewReader(string(sink.messages()[0])))
 	if err != nil {
 		t.Fatal(err)
@@ -231,8 +300,13 @@ spec:
 	}
 	// The succeeded job matched none of the rules: nothing more arrives.
 	testutil.Consistently(t, 2*time.Second, "one message per target", func() error {
-		if n, m, e := len(slack.requests()), len(ding.requests()), len(sink.messages()); n != 1 || m != 1 || e != 1 {
-			return fmt.Errorf("slack %d, dingtalk %d, e-mail %d", n, m, e)
+		for name, h := range hooks {
+			if n := len(h.requests()); n != 1 {
+				return fmt.Errorf("%d requests on %s", n, name)
+			}
+		}
+		if n := len(sink.messages()); n != 1 {
+			return fmt.Errorf("%d e-mails", n)
 		}
 		return nil
 	})
