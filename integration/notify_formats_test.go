@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -208,7 +209,7 @@ spec:
 			}
 		}
 		if len(sink.messages()) < 1 {
-			return fmt.Errorf("no e-mail yet")
+			return errors.New("no e-mail yet")
 		}
 		return nil
 	}, itest.PollInterval)
