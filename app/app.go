@@ -113,6 +113,9 @@ type Config struct {
 	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
 	// webhooks may reach; notify.ParseAllowList reads it. Default none.
 	WebhookAllow []string
+	// ConsoleURL is the web console's base URL that notifications link to
+	// (notify.WithConsoleURL); empty: no links.
+	ConsoleURL string
 	// S3EventsWorkspace, with Triggers, routes the S3 notifications published on
 	// schemas.S3RawEventSubject to the workspace whose storage location holds each
 	// object, and those of objects no workspace holds to this workspace.
@@ -250,7 +253,8 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	}
 	if cfg.Notifications {
 		if p.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(cfg.Logger),
-			notify.WithWebhookAllowList(cfg.WebhookAllow...), notify.WithMetrics(p.Metrics)); err != nil {
+			notify.WithWebhookAllowList(cfg.WebhookAllow...), notify.WithMetrics(p.Metrics),
+			notify.WithConsoleURL(cfg.ConsoleURL)); err != nil {
 			return nil, err
 		}
 	}
@@ -320,6 +324,9 @@ func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, er
 	if cfg.API != nil {
 		rules, err := notify.OpenStore(ctx, js)
 		if err != nil {
+			return nil, err
+		}
+		if sc.Redriver, err = notify.OpenRedriver(ctx, js, rules); err != nil {
 			return nil, err
 		}
 		triggerStore, err := triggers.OpenStore(ctx, js)

@@ -96,6 +96,9 @@ type Config struct {
 	// WebhookAllow names the internal destinations (CIDRs, addresses, host:port) that
 	// notification webhooks may reach (app.Config.WebhookAllow). Default none.
 	WebhookAllow []string
+	// ConsoleURL is the web console's base URL that notifications link to
+	// (app.Config.ConsoleURL); default: none.
+	ConsoleURL string
 	// StorageIsolation confines each workspace to its own S3 locations (package
 	// storage): StorageRoot/<workspace>/, or those of its registry entry. Documents
 	// naming others are refused at submit and at launch, and replicas get the
@@ -260,6 +263,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Interceptors:  cfg.Interceptors,
 		Notifications: true,
 		WebhookAllow:  cfg.WebhookAllow,
+		ConsoleURL:    cfg.ConsoleURL,
 		Triggers:      true,
 		// S3 notifications of objects no workspace's location holds; without storage
 		// isolation a workspace's location is DefaultStorageRoot/<workspace>/.

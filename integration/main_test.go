@@ -61,6 +61,8 @@ func setup(ctx context.Context, dir string) (func(), error) {
 		S3EventsWorkspace: s3Workspace, Interceptors: []interceptor.WorkerInterceptor{env.faults, historyBounds},
 		// Test webhooks listen on loopback, which webhooks reach only when allowed.
 		WebhookAllow: []string{"127.0.0.1"},
+		// Notification messages link to the console (notify_formats_test.go).
+		ConsoleURL: "https://console.test.invalid",
 		// Summaries of suppressed audit records every 2 s, for TestBadTokenFloodIsLimited.
 		RateLimits: server.RateLimits{SummaryEvery: 2 * time.Second},
 	})

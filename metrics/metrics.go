@@ -97,7 +97,7 @@ func New() (*Registry, error) {
 		Name: JobPhaseTransitions, Help: "Job phase changes published, by workspace and the phase entered.",
 	}, []string{"workspace", "phase"})
 	r.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: NotificationDeliveries, Help: "Notification delivery attempts by target (webhook, subject) and result (delivered, failed).",
+		Name: NotificationDeliveries, Help: "Notification delivery attempts by target (webhook, email, subject) and result (delivered, failed).",
 	}, []string{"target", "result"})
 	r.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: NotificationDeadLetters, Help: "Notifications dead-lettered after their last attempt, by target.",
@@ -224,7 +224,7 @@ func (r *Registry) JobPhase(workspace, phase string) {
 	r.phases.WithLabelValues(workspace, phase).Inc()
 }
 
-// NotificationDelivery records one delivery attempt to a target (webhook, subject).
+// NotificationDelivery records one delivery attempt to a target (webhook, email, subject).
 func (r *Registry) NotificationDelivery(target string, err error) {
 	if r == nil {
 		return

@@ -23,6 +23,7 @@ import (
 const (
 	targetWebhook = "webhook"
 	targetSubject = "subject"
+	targetEmail   = "email"
 )
 
 // publishTimeout bounds one publish to NATS.
@@ -44,9 +45,9 @@ type DeadLetter struct {
 	Workspace string `json:"workspace"`
 	// Rule is the rule's name.
 	Rule string `json:"rule"`
-	// Target is "webhook" or "subject".
+	// Target is "webhook", "email" or "subject".
 	Target string `json:"target"`
-	// Destination is the webhook URL or the subject.
+	// Destination is the webhook URL, the e-mail recipients or the subject.
 	Destination string `json:"destination"`
 	// Attempts is how many times delivery was tried.
 	Attempts int `json:"attempts"`
@@ -68,6 +69,8 @@ type event struct {
 	id        string
 	workspace string
 	facts     schemas.EventFacts
+	env       events.Event
+	data      eventData
 	seq       uint64
 }
 
@@ -90,23 +93,54 @@ func parseEvent(subject string, data []byte) (*event, error) {
 	if env.Workspace != "" && env.Workspace != ws {
 		return nil, fmt.Errorf("event of workspace %q published on %s", env.Workspace, subject)
 	}
-	var d struct {
-		Job    string            `json:"job"`
-		Phase  string            `json:"phase"`
-		Labels map[string]string `json:"labels"`
-	}
+	var d eventData
 	// Data that is not an object has no phase, job or labels to match.
 	_ = json.Unmarshal(env.Data, &d)
 	job := d.Job
-	if job == "" {
+	if job == "" && d.Experiment == "" && d.Pipeline == "" && d.Schedule == "" {
 		job = env.Subject
 	}
+	phase := d.Phase
 	return &event{
 		raw:       data,
 		id:        env.ID,
 		workspace: ws,
-		facts:     schemas.EventFacts{Type: env.Type, Job: job, Phase: d.Phase, Labels: d.Labels},
+		env:       env,
+		data:      d,
+		facts: schemas.EventFacts{Type: env.Type, Job: job, Phase: phase, Labels: d.Labels, Reason: d.Reason,
+			Experiment: d.Experiment, Pipeline: d.Pipeline, Schedule: d.Schedule},
 	}, nil
+}
+
+// eventData is what notifications read of an event's data: the fields the events of
+// jobs, experiments, trials, pipelines and schedules share or name them by.
+type eventData struct {
+	Job        string            `json:"job"`
+	Experiment string            `json:"experiment"`
+	Pipeline   string            `json:"pipeline"`
+	Schedule   string            `json:"schedule"`
+	Step       string            `json:"step"`
+	Trial      string            `json:"trial"`
+	Phase      string            `json:"phase"`
+	Previous   string            `json:"previous"`
+	Reason     string            `json:"reason"`
+	Message    string            `json:"message"`
+	Action     string            `json:"action"`
+	Labels     map[string]string `json:"labels"`
+}
+
+// order is the key that orders deliveries: the job, experiment, pipeline or schedule
+// the event is about, so that its events arrive in order.
+func (ev *event) order() string {
+	switch {
+	case ev.facts.Pipeline != "":
+		return "pipeline/" + ev.facts.Pipeline
+	case ev.facts.Experiment != "":
+		return "experiment/" + ev.facts.Experiment
+	case ev.facts.Schedule != "":
+		return "schedule/" + ev.facts.Schedule
+	}
+	return ev.facts.Job
 }
 
 // task is the delivery of one event to one target of one rule.
@@ -115,9 +149,13 @@ type task struct {
 	rule   string
 	target string
 	p      *pending
+	// redrive is the DLC_NOTIFY sequence of the dead letter this delivery redrives; 0
+	// for a first delivery.
+	redrive uint64
 }
 
-// laneKey names an ordered sequence of deliveries: one rule's target, one job.
+// laneKey names an ordered sequence of deliveries: one rule's target, one job (or
+// experiment, pipeline, schedule).
 type laneKey struct {
 	workspace, rule, target, job string
 }
@@ -132,7 +170,7 @@ type lane struct {
 // enqueueLocked appends t to its lane, starting the lane's goroutine when idle.
 // d.mu is held.
 func (d *Dispatcher) enqueueLocked(t *task) {
-	k := laneKey{t.ev.workspace, t.rule, t.target, t.ev.facts.Job}
+	k := laneKey{t.ev.workspace, t.rule, t.target, t.ev.order()}
 	l := d.lanes[k]
 	if l == nil {
 		l = &lane{key: k}
@@ -231,6 +269,8 @@ func hasTarget(r *schemas.NotificationRule, target string) bool {
 		return r.Spec.Webhook != nil
 	case targetSubject:
 		return r.Spec.Subject != ""
+	case targetEmail:
+		return r.Spec.Email != nil
 	}
 	return false
 }
@@ -242,8 +282,11 @@ func (d *Dispatcher) attempt(t *task, r *schemas.NotificationRule, n int) error 
 		return err
 	}
 	defer release()
-	if t.target == targetWebhook {
+	switch t.target {
+	case targetWebhook:
 		return d.post(t, r, n)
+	case targetEmail:
+		return d.sendMail(t, r)
 	}
 	return d.forward(t, r)
 }
@@ -271,10 +314,20 @@ func (d *Dispatcher) acquire(ws string) (release func(), err error) {
 	return func() { <-d.global; <-s }, nil
 }
 
-// post sends the event to the rule's webhook.
+// post sends the event to the rule's webhook, in the webhook's format.
 func (d *Dispatcher) post(t *task, r *schemas.NotificationRule, n int) error {
 	w := r.Spec.Webhook
-	secret, err := d.secret(t.ev.workspace, w)
+	secret, err := d.secret(t.ev.workspace, "secretRef", w.Secret, w.SecretRef)
+	if err != nil {
+		return err
+	}
+	var botSecret []byte
+	if w.BotSecret != "" || w.BotSecretRef != nil {
+		if botSecret, err = d.secret(t.ev.workspace, "botSecretRef", w.BotSecret, w.BotSecretRef); err != nil {
+			return err
+		}
+	}
+	out, err := d.render(t.ev, w, botSecret, time.Now())
 	if err != nil {
 		return err
 	}
@@ -284,7 +337,7 @@ func (d *Dispatcher) post(t *task, r *schemas.NotificationRule, n int) error {
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(t.ev.raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, out.url, bytes.NewReader(out.body))
 	if err != nil {
 		return err
 	}
@@ -292,8 +345,8 @@ func (d *Dispatcher) post(t *task, r *schemas.NotificationRule, n int) error {
 	for k, v := range w.Headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("Content-Type", ContentType)
-	req.Header.Set(HeaderSignature, Sign(secret, t.ev.raw))
+	req.Header.Set("Content-Type", out.contentType)
+	req.Header.Set(HeaderSignature, Sign(secret, out.body))
 	req.Header.Set(HeaderEventID, t.ev.id)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(n))
 	req.Header.Set(HeaderRule, t.ev.workspace+"/"+t.rule)
@@ -302,26 +355,52 @@ func (d *Dispatcher) post(t *task, r *schemas.NotificationRule, n int) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection is reused
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return nil
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)) // read, so the connection is reused
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return httpStatusError{resp.StatusCode}
 	}
-	return httpStatusError{resp.StatusCode}
+	return platformError(w.Format, answer)
 }
 
-// secret returns the HMAC key of a webhook.
-func (d *Dispatcher) secret(ws string, w *schemas.WebhookTarget) ([]byte, error) {
-	if w.SecretRef == nil {
-		return []byte(w.Secret), nil
+// platformError reads the answer of a chat platform that reports failures in a 200
+// answer's body: DingTalk and WeCom {"errcode": n}, Feishu {"code": n} (or
+// {"StatusCode": n}); n != 0 is a failed attempt. Only the code is kept, as for an HTTP
+// status.
+func platformError(f schemas.WebhookFormat, answer []byte) error {
+	if f != schemas.FormatDingTalk && f != schemas.FormatWeCom && f != schemas.FormatFeishu {
+		return nil
+	}
+	var a struct {
+		ErrCode    *int64 `json:"errcode"`
+		Code       *int64 `json:"code"`
+		StatusCode *int64 `json:"StatusCode"`
+	}
+	if !json.Valid(answer) || json.Unmarshal(answer, &a) != nil {
+		// Not a JSON object: the 2xx status is all there is.
+		return nil //nolint:nilerr // an answer the platform does not document is not a failure
+	}
+	for _, c := range []*int64{a.ErrCode, a.Code, a.StatusCode} {
+		if c != nil && *c != 0 {
+			return fmt.Errorf("%s answered error code %d", f, *c)
+		}
+	}
+	return nil
+}
+
+// secret returns a key given inline or by reference; field names the reference in
+// errors.
+func (d *Dispatcher) secret(ws, field, inline string, ref *schemas.SecretRef) ([]byte, error) {
+	if ref == nil {
+		return []byte(inline), nil
 	}
 	if d.o.Secrets == nil {
-		return nil, fmt.Errorf("secretRef %q: no secret source is configured", w.SecretRef.Name)
+		return nil, fmt.Errorf("%s %q: no secret source is configured", field, ref.Name)
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, publishTimeout)
 	defer cancel()
-	key, err := d.o.Secrets.Secret(ctx, ws, *w.SecretRef)
+	key, err := d.o.Secrets.Secret(ctx, ws, *ref)
 	if err != nil {
-		return nil, fmt.Errorf("secretRef %q: %w", w.SecretRef.Name, err)
+		return nil, fmt.Errorf("%s %q: %w", field, ref.Name, err)
 	}
 	return key, nil
 }
@@ -359,8 +438,11 @@ func (d *Dispatcher) forward(t *task, r *schemas.NotificationRule) error {
 // until it is stored. It reports false when the dispatcher abandons it first.
 func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts int, first time.Time, last error) bool {
 	dest := r.Spec.Subject
-	if t.target == targetWebhook {
+	switch t.target {
+	case targetWebhook:
 		dest = r.Spec.Webhook.URL
+	case targetEmail:
+		dest = strings.Join(append(append([]string(nil), r.Spec.Email.To...), r.Spec.Email.Cc...), ", ")
 	}
 	dl := DeadLetter{
 		Event:          t.ev.raw,
@@ -389,6 +471,10 @@ func (d *Dispatcher) deadLetter(t *task, r *schemas.NotificationRule, attempts i
 		subject = schemas.DefaultDeadLetterSubject(t.ev.workspace)
 	}
 	id := fmt.Sprintf("%s:%s:%s:deadletter", t.ev.id, t.rule, t.target)
+	if t.redrive != 0 {
+		// A redrive that fails again writes a dead letter of its own.
+		id += ":redrive:" + strconv.FormatUint(t.redrive, 10)
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		m := nats.NewMsg(subject)

@@ -2,10 +2,12 @@ package notify
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sync"
@@ -43,6 +45,11 @@ type Options struct {
 	WebhookAllow *AllowList
 	// Secrets resolves webhook secretRefs.
 	Secrets SecretSource
+	// SMTPRootCAs verifies SMTP servers' certificates; nil uses the system's roots.
+	SMTPRootCAs *x509.CertPool
+	// ConsoleURL is the web console's base URL, from which chat messages and e-mails
+	// link to the job, experiment, pipeline or schedule; empty for no link.
+	ConsoleURL string
 	// Logger receives what goes wrong with deliveries.
 	Logger *slog.Logger
 	// Metrics counts deliveries and dead letters; nil counts nothing.
@@ -137,6 +144,29 @@ func WithSecrets(s SecretSource) Option {
 	return func(o *Options) error { o.Secrets = s; return nil }
 }
 
+// WithConsoleURL sets the web console's base URL ("https://dlc.example.com"), which
+// chat messages and e-mails link to. Default none: messages carry no link.
+func WithConsoleURL(u string) Option {
+	return func(o *Options) error {
+		if u == "" {
+			o.ConsoleURL = ""
+			return nil
+		}
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return fmt.Errorf("notify: console URL %q: must be an http or https URL", u)
+		}
+		o.ConsoleURL = u
+		return nil
+	}
+}
+
+// WithSMTPRootCAs sets the certificate authorities that SMTP servers' certificates are
+// verified against. Default: the system's.
+func WithSMTPRootCAs(pool *x509.CertPool) Option {
+	return func(o *Options) error { o.SMTPRootCAs = pool; return nil }
+}
+
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(o *Options) error { o.Logger = l; return nil }
@@ -161,6 +191,12 @@ type Dispatcher struct {
 	// are an earlier version's, taken over.
 	owned      jetstream.KeyValue
 	ownedSince time.Time
+	// redriveKV holds the dead letters queued for redelivery (Redriver); notifyStream
+	// is DLC_NOTIFY, where the dead letters are.
+	redriveKV    jetstream.KeyValue
+	notifyStream jetstream.Stream
+	stopRedrive  context.CancelFunc
+	redriveDone  chan struct{}
 
 	// ctx bounds deliveries; cancelling it abandons the unfinished ones.
 	ctx    context.Context
@@ -190,6 +226,8 @@ type Dispatcher struct {
 	inflight map[uint64]*pending // by stream sequence
 	recent   seqSet
 	wsSlots  map[string]chan struct{}
+	// redriving are the redrive keys being delivered.
+	redriving map[string]bool
 }
 
 // ruleEntry is a rule as last read from the bucket.
@@ -222,19 +260,20 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 		}
 	}
 	d := &Dispatcher{
-		js:       js,
-		o:        o,
-		log:      o.Logger,
-		client:   o.HTTPClient,
-		global:   make(chan struct{}, o.Concurrency),
-		rules:    map[string]map[string]*ruleEntry{},
-		changed:  make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-		workers:  map[string]*worker{},
-		lanes:    map[laneKey]*lane{},
-		inflight: map[uint64]*pending{},
-		recent:   newSeqSet(4096),
-		wsSlots:  map[string]chan struct{}{},
+		js:        js,
+		o:         o,
+		log:       o.Logger,
+		client:    o.HTTPClient,
+		global:    make(chan struct{}, o.Concurrency),
+		rules:     map[string]map[string]*ruleEntry{},
+		changed:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		workers:   map[string]*worker{},
+		lanes:     map[laneKey]*lane{},
+		inflight:  map[uint64]*pending{},
+		recent:    newSeqSet(4096),
+		wsSlots:   map[string]chan struct{}{},
+		redriving: map[string]bool{},
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -258,6 +297,12 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 		return nil, fmt.Errorf("notify: bucket %s: %w", dlcjs.NotifyConsumersBucket, err)
 	}
 	d.ownedSince = ownedStream.CachedInfo().Created
+	if d.redriveKV, err = js.KeyValue(ctx, RedriveBucket); err != nil {
+		return nil, fmt.Errorf("notify: open bucket %s (created by jetstream.EnsureStreams): %w", RedriveBucket, err)
+	}
+	if d.notifyStream, err = js.Stream(ctx, NotifyStream); err != nil {
+		return nil, fmt.Errorf("notify: stream %s: %w", NotifyStream, err)
+	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -294,6 +339,16 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 
 	d.stopWatch, d.watchDone = stopWatch, make(chan struct{})
 	go d.watch(watchCtx, watcher)
+	redriveCtx, stopRedrive := context.WithCancel(context.Background())
+	redriveWatcher, err := d.redriveKV.WatchAll(redriveCtx)
+	if err != nil {
+		stopRedrive()
+		d.stopWatch()
+		<-d.watchDone
+		return fail(fmt.Errorf("notify: watch %s: %w", RedriveBucket, err))
+	}
+	d.stopRedrive, d.redriveDone = stopRedrive, make(chan struct{})
+	go d.watchRedrive(redriveCtx, redriveWatcher)
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	d.stopHeartbeat, d.heartbeatDone = stopHeartbeat, make(chan struct{})
 	go d.heartbeat(hbCtx)
@@ -316,6 +371,8 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 func (d *Dispatcher) close(ctx context.Context) error {
 	d.stopWatch()
 	<-d.watchDone
+	d.stopRedrive()
+	<-d.redriveDone
 	d.stopWorkers()
 
 	drained := make(chan struct{})
@@ -545,6 +602,9 @@ func (d *Dispatcher) match(ev *event) []*task {
 		}
 		if r.Spec.Webhook != nil {
 			tasks = append(tasks, &task{ev: ev, rule: n, target: targetWebhook})
+		}
+		if r.Spec.Email != nil {
+			tasks = append(tasks, &task{ev: ev, rule: n, target: targetEmail})
 		}
 		if r.Spec.Subject != "" {
 			tasks = append(tasks, &task{ev: ev, rule: n, target: targetSubject})

@@ -262,6 +262,7 @@ func webhookRule(ws, name, url string, mutate ...func(*schemas.NotificationRule)
 
 // request is one webhook request a receiver got.
 type request struct {
+	url     string // the request URI: path and query
 	body    []byte
 	header  http.Header
 	eventID string
@@ -276,6 +277,8 @@ type receiver struct {
 	t       *testing.T
 	srv     *httptest.Server
 	respond atomic.Pointer[func(r *http.Request, prior int) int]
+	// answer, when set, makes the body of each answer; else the status text.
+	answer atomic.Pointer[func(prior int) string]
 
 	mu   sync.Mutex
 	reqs []request
@@ -301,7 +304,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	req := request{body: body, header: r.Header.Clone(), eventID: r.Header.Get(notify.HeaderEventID)}
+	req := request{url: r.URL.String(), body: body, header: r.Header.Clone(), eventID: r.Header.Get(notify.HeaderEventID)}
 	req.attempt, _ = strconv.Atoi(r.Header.Get(notify.HeaderAttempt))
 	var ev events.Event
 	if json.Unmarshal(body, &ev) == nil {
@@ -323,7 +326,19 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	rc.reqs[idx].status = status
 	rc.mu.Unlock()
 	w.WriteHeader(status)
+	if a := rc.answer.Load(); a != nil {
+		_, _ = io.WriteString(w, (*a)(prior))
+		return
+	}
 	_, _ = io.WriteString(w, http.StatusText(status))
+}
+
+// newPlatformReceiver is a receiver that answers 200 with the body answer makes, as
+// chat platforms do, also when they refuse a message.
+func newPlatformReceiver(t *testing.T, answer func(prior int) string) *receiver {
+	rc := newReceiver(t, ok)
+	rc.answer.Store(&answer)
+	return rc
 }
 
 // all returns every request so far.

@@ -4,10 +4,14 @@
 // through Store; a Dispatcher watches the bucket, so changes apply without a restart, and
 // delivers every match:
 //
-//   - webhooks get an HTTP POST of the CloudEvent JSON, exactly as published, signed with
+//   - webhooks get an HTTP POST of the CloudEvent JSON, exactly as published, or of a
+//     human-readable message in a chat platform's shape (Slack-compatible, DingTalk,
+//     Feishu/Lark, WeCom) or a user template's (format.go, message.go), signed with
 //     HMAC-SHA256 (see VerifySignature); a 2xx answer is a delivery, anything else is
 //     retried with exponential backoff, and after the rule's maxAttempts failures the
 //     event is published to the rule's dead-letter subject (see DeadLetter);
+//   - e-mail recipients get the message as plain text through the rule's SMTP server
+//     (email.go), retried and dead-lettered like webhooks;
 //   - subjects get the event published with Nats-Msg-Id "<event id>:<rule>", so a stream
 //     that holds the subject drops a repeat.
 //
@@ -36,6 +40,9 @@
 // an event on another job, may be posted again. Receivers drop repeats by the
 // X-OpenDLC-Event-Id header (the event id, unique and stable). A graceful restart
 // whose deliveries all finished repeats nothing.
+//
+// Dead letters are sent again with Redriver (redrive.go): each is queued once in the
+// DLC_NOTIFY_REDRIVE bucket, and the dispatcher delivers what is queued.
 //
 // One dispatcher runs per consumer prefix.
 package notify

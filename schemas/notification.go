@@ -18,6 +18,8 @@ const (
 	DefaultBackoffMax = Duration(time.Minute)
 	// DefaultWebhookTimeout bounds one webhook request.
 	DefaultWebhookTimeout = Duration(10 * time.Second)
+	// DefaultSMTPTimeout bounds one e-mail delivery.
+	DefaultSMTPTimeout = Duration(30 * time.Second)
 )
 
 // NotificationRule sends the events of its workspace that it matches to a webhook, to
@@ -36,12 +38,15 @@ type NotificationRule struct {
 }
 
 // NotificationRuleSpec is what a rule matches and where it delivers. At least one of
-// Webhook and Subject must be set.
+// Webhook, Email and Subject must be set.
 type NotificationRuleSpec struct {
 	// Match selects events; an empty match selects every event of the workspace.
 	Match NotificationMatch `json:"match,omitempty,omitzero"`
-	// Webhook receives each matched event as an HTTP POST of its CloudEvent JSON.
+	// Webhook receives each matched event as an HTTP POST: its CloudEvent JSON, or a
+	// chat message (see WebhookTarget.Format).
 	Webhook *WebhookTarget `json:"webhook,omitempty"`
+	// Email sends each matched event as a plain-text e-mail over SMTP.
+	Email *EmailTarget `json:"email,omitempty"`
 	// Subject is a NATS subject each matched event is forwarded to. A subject in the dlc
 	// namespace must be under dlc.<workspace>.notify., where the DLC_NOTIFY stream keeps it;
 	// subjects starting with '_' (reply inboxes) are refused.
@@ -59,23 +64,56 @@ type NotificationRuleSpec struct {
 type NotificationMatch struct {
 	// Types are event types, such as opendlc.job.phase.v1; empty matches every type.
 	Types []string `json:"types,omitempty" jsonschema:"maxItems=16,maxLength=128,pattern=^opendlc(\\.[a-z0-9]+)+\\.v[0-9]+$"`
-	// Phases match the phase an event reports (data.phase). An event without a phase,
-	// such as a metric report, does not match a rule that lists phases.
-	Phases []JobPhase `json:"phases,omitempty" jsonschema:"maxItems=16,enum=Pending,enum=Queued,enum=HealthCheck,enum=Launching,enum=Running,enum=Restarting,enum=Succeeded,enum=Failed,enum=Stopped"`
+	// Phases match the phase an event reports (data.phase): a job's, an experiment's
+	// (also Stopping), a trial's, or a pipeline run's or step's (also Skipped and
+	// Cancelled). An event without a phase, such as a metric report, does not match a
+	// rule that lists phases.
+	Phases []JobPhase `json:"phases,omitempty" jsonschema:"maxItems=16,enum=Pending,enum=Queued,enum=HealthCheck,enum=Launching,enum=Running,enum=Restarting,enum=Succeeded,enum=Failed,enum=Stopped,enum=Stopping,enum=Skipped,enum=Cancelled"`
 	// Labels must all be present, with these values, in the event's labels (data.labels,
 	// the job's metadata.labels).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Jobs are the names of the jobs whose events match; empty matches every job.
 	Jobs []string `json:"jobs,omitempty" jsonschema:"maxItems=64,maxLength=50,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// Reasons match the reason an event gives (data.reason), such as QuotaExceeded or
+	// BackoffLimitExceeded. An event without a reason does not match a rule that lists
+	// reasons.
+	Reasons []string `json:"reasons,omitempty" jsonschema:"maxItems=32,maxLength=128,pattern=^[A-Za-z][A-Za-z0-9]*$"`
+	// Experiments are the names of the experiments whose events (phase and trial events)
+	// match; empty matches every experiment.
+	Experiments []string `json:"experiments,omitempty" jsonschema:"maxItems=64,maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// Pipelines are the names of the pipelines whose run and step events match; empty
+	// matches every pipeline.
+	Pipelines []string `json:"pipelines,omitempty" jsonschema:"maxItems=64,maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// Schedules are the names of the schedules whose run events match; empty matches
+	// every schedule.
+	Schedules []string `json:"schedules,omitempty" jsonschema:"maxItems=64,maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
 }
 
 // WebhookTarget is an HTTP endpoint that receives events. Each request carries the
-// headers Content-Type: application/cloudevents+json, X-OpenDLC-Event-Id,
-// X-OpenDLC-Delivery-Attempt and X-OpenDLC-Signature: sha256=<hex HMAC-SHA256 of the
-// body>. Delivery is at least once: receivers drop repeats by event id.
+// headers Content-Type (application/cloudevents+json for the cloudevents format),
+// X-OpenDLC-Event-Id, X-OpenDLC-Delivery-Attempt and X-OpenDLC-Signature: sha256=<hex
+// HMAC-SHA256 of the body>. Delivery is at least once: receivers drop repeats by event
+// id.
 type WebhookTarget struct {
 	// URL is an http or https URL. Redirects are not followed.
 	URL string `json:"url" jsonschema:"maxLength=2048"`
+	// Format is what the body holds: cloudevents (the default: the CloudEvent JSON as
+	// published), slack (a Slack-compatible incoming-webhook message, which Mattermost
+	// and Rocket.Chat accept too), dingtalk (a DingTalk robot markdown message), feishu
+	// (a Feishu/Lark custom bot card), wecom (a WeCom group robot markdown message) or
+	// template (Template's output).
+	Format WebhookFormat `json:"format,omitempty" jsonschema:"enum=cloudevents,enum=slack,enum=dingtalk,enum=feishu,enum=wecom,enum=template"`
+	// Template makes the body of the template format; it must be set for that format
+	// only.
+	Template *WebhookTemplate `json:"template,omitempty"`
+	// BotSecret is the signing secret of a DingTalk or Feishu robot whose signature
+	// check is on ("SEC..." for DingTalk): DingTalk requests then carry the timestamp
+	// and sign query parameters, Feishu bodies the timestamp and sign fields. It is
+	// stored with the rule, in clear, as Secret is; prefer BotSecretRef. Only for the
+	// dingtalk and feishu formats.
+	BotSecret string `json:"botSecret,omitempty" jsonschema:"maxLength=256"`
+	// BotSecretRef names a secret holding BotSecret, resolved at each delivery.
+	BotSecretRef *SecretRef `json:"botSecretRef,omitempty"`
 	// Secret is the HMAC key that signs each body. It is stored with the rule, in
 	// clear, where anyone who can read the workspace's rules can read it; prefer
 	// SecretRef. Exactly one of Secret and SecretRef must be set.
@@ -90,6 +128,72 @@ type WebhookTarget struct {
 	// Timeout bounds one request, at most 5m; default 10s.
 	Timeout Duration `json:"timeout,omitempty"`
 }
+
+// WebhookFormat is the shape of a webhook's body.
+type WebhookFormat string
+
+// Webhook formats.
+const (
+	FormatCloudEvents WebhookFormat = "cloudevents"
+	FormatSlack       WebhookFormat = "slack"
+	FormatDingTalk    WebhookFormat = "dingtalk"
+	FormatFeishu      WebhookFormat = "feishu"
+	FormatWeCom       WebhookFormat = "wecom"
+	FormatTemplate    WebhookFormat = "template"
+)
+
+// WebhookTemplate is a Go text/template that makes a webhook's body from the event's
+// message (notify.Message: .Title, .Text, .Kind, .Name, .Workspace, .Phase, .Reason,
+// .Message, .Link, .Event...). Only the functions json (a value as JSON) and the
+// template package's own are available; the output is bounded in size and time.
+type WebhookTemplate struct {
+	// Body is the template.
+	Body string `json:"body" jsonschema:"maxLength=16384"`
+	// ContentType is the Content-Type of the body; default application/json.
+	ContentType string `json:"contentType,omitempty" jsonschema:"maxLength=128"`
+}
+
+// EmailTarget sends each matched event as a plain-text e-mail: the subject is the
+// event's one-line title, the body its human-readable message.
+type EmailTarget struct {
+	// To are the recipients' addresses (user@example.com or "Name <user@example.com>").
+	To []string `json:"to" jsonschema:"minItems=1,maxItems=32,maxLength=254"`
+	// Cc are the addresses that receive a copy.
+	Cc []string `json:"cc,omitempty" jsonschema:"maxItems=32,maxLength=254"`
+	// From is the sender's address.
+	From string `json:"from" jsonschema:"maxLength=254"`
+	// SMTP is the server that relays the mail.
+	SMTP SMTPServer `json:"smtp"`
+}
+
+// SMTPServer is an SMTP submission server.
+type SMTPServer struct {
+	// Host is the server's name or address. The addresses webhooks may not reach
+	// (loopback, private...) are refused unless the dispatcher's allow-list names them.
+	Host string `json:"host" jsonschema:"maxLength=253"`
+	// Port is the server's port; default 587 (465 for implicit TLS).
+	Port int32 `json:"port,omitempty" jsonschema:"minimum=0,maximum=65535"`
+	// TLS is starttls (the default: the session must be upgraded with STARTTLS before
+	// anything is sent), implicit (TLS from the first byte, usually port 465) or none
+	// (plain text: only without credentials, for a relay on a trusted network).
+	TLS SMTPTLS `json:"tls,omitempty" jsonschema:"enum=starttls,enum=implicit,enum=none"`
+	// Username and PasswordRef authenticate with SMTP AUTH PLAIN, over TLS only.
+	Username string `json:"username,omitempty" jsonschema:"maxLength=256"`
+	// PasswordRef names the secret that holds the password.
+	PasswordRef *SecretRef `json:"passwordRef,omitempty"`
+	// Timeout bounds one delivery, at most 5m; default 30s.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// SMTPTLS is how an SMTP session is protected.
+type SMTPTLS string
+
+// SMTP TLS policies.
+const (
+	SMTPStartTLS SMTPTLS = "starttls"
+	SMTPImplicit SMTPTLS = "implicit"
+	SMTPNoTLS    SMTPTLS = "none"
+)
 
 // SecretRef names a secret of the rule's workspace held outside the rule.
 type SecretRef struct {
@@ -137,6 +241,17 @@ type EventFacts struct {
 	Phase string
 	// Labels are the labels the event carries.
 	Labels map[string]string
+	// Reason is the reason the event gives (data.reason); empty when it gives none.
+	Reason string
+	// Experiment, Pipeline and Schedule name the experiment, pipeline or schedule the
+	// event is about (data.experiment, data.pipeline, data.schedule); empty for other
+	// events. A pipeline step's event names both its pipeline and, for a job step, its
+	// job.
+	Experiment string
+	// Pipeline: see Experiment.
+	Pipeline string
+	// Schedule: see Experiment.
+	Schedule string
 }
 
 // Matches reports whether an event with facts f is selected by m.
@@ -147,7 +262,8 @@ func (m *NotificationMatch) Matches(f EventFacts) bool {
 	if len(m.Phases) > 0 && (f.Phase == "" || !slices.Contains(m.Phases, JobPhase(f.Phase))) {
 		return false
 	}
-	if len(m.Jobs) > 0 && (f.Job == "" || !slices.Contains(m.Jobs, f.Job)) {
+	if !matchName(m.Jobs, f.Job) || !matchName(m.Reasons, f.Reason) || !matchName(m.Experiments, f.Experiment) ||
+		!matchName(m.Pipelines, f.Pipeline) || !matchName(m.Schedules, f.Schedule) {
 		return false
 	}
 	for k, v := range m.Labels {
@@ -156,6 +272,12 @@ func (m *NotificationMatch) Matches(f EventFacts) bool {
 		}
 	}
 	return true
+}
+
+// matchName reports whether got is one of want, or want is empty: a criterion that
+// lists values never matches an event that has none.
+func matchName(want []string, got string) bool {
+	return len(want) == 0 || (got != "" && slices.Contains(want, got))
 }
 
 // NotifySubjectPrefix is the prefix of a workspace's notification subjects,

@@ -42,10 +42,11 @@ func (WebhookTarget) JSONSchemaExtend(s *jsonschema.Schema) {
 	}
 }
 
-// JSONSchemaExtend says that at least one of webhook and subject is required.
+// JSONSchemaExtend says that at least one of webhook, email and subject is required.
 func (NotificationRuleSpec) JSONSchemaExtend(s *jsonschema.Schema) {
 	s.AnyOf = []*jsonschema.Schema{
 		{Required: []string{"webhook"}},
+		{Required: []string{"email"}},
 		{Required: []string{"subject"}},
 	}
 }

@@ -11,12 +11,13 @@ import (
 // jsonschema tags are the constants Validate and the JSON Schema use, each with a
 // message in words.
 func TestNotificationPatternTags(t *testing.T) {
-	checkTagPatterns(t, reflect.TypeFor[NotificationRule](), []string{dnsLabelPattern, eventTypePattern, natsSubjectPattern})
+	checkTagPatterns(t, reflect.TypeFor[NotificationRule](), []string{dnsLabelPattern, eventTypePattern, natsSubjectPattern, reasonPattern})
 
 	f, _ := reflect.TypeFor[NotificationMatch]().FieldByName("Phases")
 	r := rulesFor(reflect.TypeFor[NotificationMatch](), f.Index[0])
 	phases := []string{string(JobPending), string(JobQueued), string(JobHealthCheck), string(JobLaunching),
-		string(JobRunning), string(JobRestarting), string(JobSucceeded), string(JobFailed), string(JobStopped)}
+		string(JobRunning), string(JobRestarting), string(JobSucceeded), string(JobFailed), string(JobStopped),
+		"Stopping", "Skipped", "Cancelled"} // experiments' and pipelines' own
 	if diff := cmp.Diff(phases, r.enum); diff != "" {
 		t.Errorf("phases enum (-want +got):\n%s", diff)
 	}

@@ -17,7 +17,7 @@ import (
 const (
 	subjectMsg    = "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"
 	eventTypeMsg  = "must be an OpenDLC event type such as opendlc.job.phase.v1"
-	phasesEnumMsg = "must be one of Pending, Queued, HealthCheck, Launching, Running, Restarting, Succeeded, Failed, Stopped"
+	phasesEnumMsg = "must be one of Pending, Queued, HealthCheck, Launching, Running, Restarting, Succeeded, Failed, Stopped, Stopping, Skipped, Cancelled"
 	testSecret    = "0123456789abcdef"
 )
 
@@ -87,12 +87,138 @@ func TestNotificationRuleValidate(t *testing.T) {
 			r.Spec.Match.Labels = map[string]string{"team": "cv"}
 			r.Spec.Match.Jobs = []string{"a", "b-2"}
 		})},
+		"reasons and names": {rule: rule(func(r *schemas.NotificationRule) {
+			r.Spec.Match.Reasons = []string{"QuotaExceeded", "Hang"}
+			r.Spec.Match.Experiments = []string{"tune"}
+			r.Spec.Match.Pipelines = []string{"nightly"}
+			r.Spec.Match.Schedules = []string{"every-night"}
+		})},
+		"chat formats": {rule: rule(webhook(func(w *schemas.WebhookTarget) { w.Format = schemas.FormatSlack }))},
+		"dingtalk with a bot secret": {rule: rule(webhook(func(w *schemas.WebhookTarget) {
+			w.Format = schemas.FormatDingTalk
+			w.BotSecret = "SECabc"
+		}))},
+		"feishu with a bot secretRef": {rule: rule(webhook(func(w *schemas.WebhookTarget) {
+			w.Format = schemas.FormatFeishu
+			w.BotSecretRef = &schemas.SecretRef{Name: "lark-bot"}
+		}))},
+		"template": {rule: rule(webhook(func(w *schemas.WebhookTarget) {
+			w.Format = schemas.FormatTemplate
+			w.Template = &schemas.WebhookTemplate{Body: `{"title":{{json .Title}},"team":{{json (index .Event "data" "labels" "team")}}}`, ContentType: "application/json; charset=utf-8"}
+		}))},
+		"email": {rule: rule(func(r *schemas.NotificationRule) {
+			r.Spec.Webhook = nil
+			r.Spec.Email = &schemas.EmailTarget{To: []string{"ops@example.com", "Team <team@example.com>"}, From: "dlc@example.com",
+				SMTP: schemas.SMTPServer{Host: "smtp.example.com", Username: "dlc", PasswordRef: &schemas.SecretRef{Name: "smtp"}}}
+		})},
+		"email defaulted": {rule: rule(func(r *schemas.NotificationRule) {
+			r.Spec.Email = &schemas.EmailTarget{To: []string{"ops@example.com"}, From: "dlc@example.com",
+				SMTP: schemas.SMTPServer{Host: "10.0.0.5", TLS: schemas.SMTPNoTLS}}
+			r.Default()
+		})},
 		"max backoff without min": {rule: rule(func(r *schemas.NotificationRule) { r.Spec.Delivery.Backoff.Max = d("10ms") })},
 
 		// Invalid rules.
+		"format problems": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) {
+				w.Format = "teams"
+				w.Template = &schemas.WebhookTemplate{Body: "x"}
+				w.BotSecret = "SECabc"
+			})),
+			want: schemas.ErrorList{
+				{Field: "spec.webhook.botSecret", Detail: "only for format dingtalk or feishu"},
+				{Field: "spec.webhook.format", Detail: "must be one of cloudevents, slack, dingtalk, feishu, wecom, template"},
+				{Field: "spec.webhook.template", Detail: "only for format template"},
+			},
+		},
+		"template missing": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) { w.Format = schemas.FormatTemplate })),
+			want: schemas.ErrorList{{Field: "spec.webhook.template", Detail: "required"}},
+		},
+		"template problems": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) {
+				w.Format = schemas.FormatTemplate
+				w.Template = &schemas.WebhookTemplate{Body: "{{.Nope}}", ContentType: "not a type"}
+			})),
+			want: schemas.ErrorList{
+				{Field: "spec.webhook.template.body", Detail: `fails on a sample event: body:1:2: executing "body" at <.Nope>: can't evaluate field Nope in type *schemas.NotificationMessage`},
+				{Field: "spec.webhook.template.contentType", Detail: "must be a media type such as application/json"},
+			},
+		},
+		"template syntax": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) {
+				w.Format = schemas.FormatTemplate
+				w.Template = &schemas.WebhookTemplate{Body: "{{if .Title}}"}
+			})),
+			want: schemas.ErrorList{{Field: "spec.webhook.template.body", Detail: "body:1: unexpected EOF"}},
+		},
+		"template without bounds": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) {
+				w.Format = schemas.FormatTemplate
+				w.Template = &schemas.WebhookTemplate{Body: "{{range 1000000000}}x{{end}}"}
+			})),
+			want: schemas.ErrorList{{Field: "spec.webhook.template.body", Detail: "line 1: range over a number is not allowed"}},
+		},
+		"template output too large": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) {
+				w.Format = schemas.FormatTemplate
+				w.Template = &schemas.WebhookTemplate{Body: `{{define "a"}}{{.Title}}{{.Title}}{{.Title}}{{.Title}}{{.Title}}{{.Title}}{{.Title}}{{.Title}}{{end}}` +
+					`{{define "b"}}{{template "a" .}}{{template "a" .}}{{template "a" .}}{{template "a" .}}{{template "a" .}}{{template "a" .}}{{template "a" .}}{{template "a" .}}{{end}}` +
+					`{{define "c"}}{{template "b" .}}{{template "b" .}}{{template "b" .}}{{template "b" .}}{{template "b" .}}{{template "b" .}}{{template "b" .}}{{template "b" .}}{{end}}` +
+					`{{define "d"}}{{template "c" .}}{{template "c" .}}{{template "c" .}}{{template "c" .}}{{template "c" .}}{{template "c" .}}{{template "c" .}}{{template "c" .}}{{end}}` +
+					`{{template "d" .}}{{template "d" .}}{{template "d" .}}{{template "d" .}}{{template "d" .}}{{template "d" .}}{{template "d" .}}{{template "d" .}}`}
+			})),
+			want: schemas.ErrorList{{Field: "spec.webhook.template.body", Detail: `fails on a sample event: output exceeds 262144 bytes`}},
+		},
+		"bot secret twice": {
+			rule: rule(webhook(func(w *schemas.WebhookTarget) {
+				w.Format = schemas.FormatFeishu
+				w.BotSecret = "x"
+				w.BotSecretRef = &schemas.SecretRef{Name: "k"}
+			})),
+			want: schemas.ErrorList{{Field: "spec.webhook.botSecretRef", Detail: "must not be set together with botSecret"}},
+		},
+		"email problems": {
+			rule: rule(func(r *schemas.NotificationRule) {
+				r.Spec.Email = &schemas.EmailTarget{To: []string{"not an address", "a@example.com", "a@example.com", "x@example.com\r\nBcc: evil@example.com"},
+					SMTP: schemas.SMTPServer{Host: "smtp://mail.example.com:25", Port: 70000, TLS: schemas.SMTPNoTLS, PasswordRef: &schemas.SecretRef{Name: "smtp"}, Timeout: d("6m")}}
+			}),
+			want: schemas.ErrorList{
+				{Field: "spec.email.from", Detail: "required"},
+				{Field: "spec.email.smtp.host", Detail: "must be a host name or an IP address, without scheme or port"},
+				{Field: "spec.email.smtp.port", Detail: "must be <= 65535"},
+				{Field: "spec.email.smtp.timeout", Detail: "must be at most 5m0s"},
+				{Field: "spec.email.smtp.tls", Detail: "must be starttls or implicit when credentials are given: none would send the password in clear"},
+				{Field: "spec.email.smtp.username", Detail: "required with passwordRef"},
+				{Field: "spec.email.to[0]", Detail: "must be an e-mail address such as ops@example.com"},
+				{Field: "spec.email.to[2]", Detail: `duplicate "a@example.com" (first at spec.email.to[1])`},
+				{Field: "spec.email.to[3]", Detail: "must not contain line breaks"},
+			},
+		},
+		"email without recipients": {
+			rule: rule(func(r *schemas.NotificationRule) {
+				r.Spec.Email = &schemas.EmailTarget{From: "dlc@example.com", SMTP: schemas.SMTPServer{Host: "smtp.example.com"}}
+			}),
+			want: schemas.ErrorList{{Field: "spec.email.to", Detail: "must have at least 1 items"}},
+		},
+		"bad reasons and names": {
+			rule: rule(func(r *schemas.NotificationRule) {
+				r.Spec.Match.Reasons = []string{"Hang", "not a reason", "Hang"}
+				r.Spec.Match.Experiments = []string{"Tune"}
+				r.Spec.Match.Pipelines = []string{""}
+				r.Spec.Match.Schedules = []string{"a", "a"}
+			}),
+			want: schemas.ErrorList{
+				{Field: "spec.match.experiments[0]", Detail: dnsLabelMsg},
+				{Field: "spec.match.pipelines[0]", Detail: "must not be empty"},
+				{Field: "spec.match.reasons[1]", Detail: "must be a reason such as QuotaExceeded: a letter, then letters and digits"},
+				{Field: "spec.match.reasons[2]", Detail: `duplicate "Hang" (first at spec.match.reasons[0])`},
+				{Field: "spec.match.schedules[1]", Detail: `duplicate "a" (first at spec.match.schedules[0])`},
+			},
+		},
 		"no target": {
 			rule: rule(func(r *schemas.NotificationRule) { r.Spec.Webhook = nil }),
-			want: schemas.ErrorList{{Field: "spec", Detail: "must set webhook, subject or both"}},
+			want: schemas.ErrorList{{Field: "spec", Detail: "must set at least one of webhook, email and subject"}},
 		},
 		"wrong apiVersion and kind": {
 			rule: rule(func(r *schemas.NotificationRule) { r.APIVersion = "v1"; r.Kind = schemas.KindTrainingJob }),
@@ -357,6 +483,45 @@ func TestNotificationMatchMatches(t *testing.T) {
 		"empty label value must be present": {
 			match: schemas.NotificationMatch{Labels: map[string]string{"team": ""}},
 			facts: phase("a", "Failed", nil), want: false,
+		},
+		"reason listed": {
+			match: schemas.NotificationMatch{Reasons: []string{"QuotaExceeded", "Hang"}},
+			facts: schemas.EventFacts{Type: "opendlc.job.phase.v1", Job: "a", Phase: "Failed", Reason: "Hang"}, want: true,
+		},
+		"reason not listed": {
+			match: schemas.NotificationMatch{Reasons: []string{"QuotaExceeded"}},
+			facts: schemas.EventFacts{Type: "opendlc.job.phase.v1", Job: "a", Phase: "Failed", Reason: "Hang"}, want: false,
+		},
+		"no reason when reasons are given": {match: schemas.NotificationMatch{Reasons: []string{"Hang"}}, facts: metric, want: false},
+		"experiment listed": {
+			match: schemas.NotificationMatch{Experiments: []string{"tune"}},
+			facts: schemas.EventFacts{Type: "opendlc.experiment.phase.v1", Experiment: "tune", Phase: "Succeeded"}, want: true,
+		},
+		"experiment not listed": {
+			match: schemas.NotificationMatch{Experiments: []string{"tune"}},
+			facts: schemas.EventFacts{Type: "opendlc.experiment.trial.v1", Experiment: "other"}, want: false,
+		},
+		"job event when experiments are given": {match: schemas.NotificationMatch{Experiments: []string{"tune"}}, facts: phase("tune", "Failed", nil), want: false},
+		"pipeline listed": {
+			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}},
+			facts: schemas.EventFacts{Type: "opendlc.pipeline.phase.v1", Pipeline: "nightly", Job: "nightly-train-0", Phase: "Failed"}, want: true,
+		},
+		"pipeline step skipped": {
+			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}, Phases: []schemas.JobPhase{"Skipped", "Cancelled"}},
+			facts: schemas.EventFacts{Type: "opendlc.pipeline.phase.v1", Pipeline: "nightly", Phase: "Skipped"}, want: true,
+		},
+		"pipeline not listed": {
+			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}},
+			facts: schemas.EventFacts{Type: "opendlc.pipeline.phase.v1", Pipeline: "weekly", Phase: "Failed"}, want: false,
+		},
+		"schedule listed": {
+			match: schemas.NotificationMatch{Schedules: []string{"every-night"}},
+			facts: schemas.EventFacts{Type: "opendlc.schedule.run.v1", Schedule: "every-night"}, want: true,
+		},
+		"no schedule when schedules are given": {match: schemas.NotificationMatch{Schedules: []string{"every-night"}}, facts: metric, want: false},
+		"pipeline and job both hold": {
+			match: schemas.NotificationMatch{Pipelines: []string{"nightly"}, Jobs: []string{"train"}, Reasons: []string{"Hang"}},
+			facts: schemas.EventFacts{Type: "opendlc.pipeline.phase.v1", Pipeline: "nightly", Job: "train", Reason: "Hang"}, want: true,
 		},
 		"every criterion": {
 			match: schemas.NotificationMatch{Types: []string{"opendlc.job.phase.v1"}, Phases: []schemas.JobPhase{"Failed"},

@@ -1,6 +1,9 @@
 package schemas
 
 import (
+	"mime"
+	"net/mail"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -14,12 +17,14 @@ import (
 const (
 	natsSubjectPattern = `^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`
 	eventTypePattern   = `^opendlc(\.[a-z0-9]+)+\.v[0-9]+$`
+	reasonPattern      = `^[A-Za-z][A-Za-z0-9]*$`
 	headerNamePattern  = `^[A-Za-z0-9-]+$`
 	headerValuePattern = `^[^\x00-\x1f\x7f]*$`
 )
 
 func init() {
 	patternMessages[natsSubjectPattern] = "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"
+	patternMessages[reasonPattern] = "must be a reason such as QuotaExceeded: a letter, then letters and digits"
 	patternMessages[eventTypePattern] = "must be an OpenDLC event type such as opendlc.job.phase.v1"
 }
 
@@ -69,6 +74,21 @@ func (r *NotificationRule) Default() {
 	if w := r.Spec.Webhook; w != nil && w.Timeout == 0 {
 		w.Timeout = DefaultWebhookTimeout
 	}
+	if e := r.Spec.Email; e != nil {
+		s := &e.SMTP
+		if s.TLS == "" {
+			s.TLS = SMTPStartTLS
+		}
+		if s.Port == 0 {
+			s.Port = 587
+			if s.TLS == SMTPImplicit {
+				s.Port = 465
+			}
+		}
+		if s.Timeout == 0 {
+			s.Timeout = DefaultSMTPTimeout
+		}
+	}
 	if r.Spec.DeadLetterSubject == "" {
 		r.Spec.DeadLetterSubject = DefaultDeadLetterSubject(r.Metadata.Workspace)
 	}
@@ -95,15 +115,22 @@ func (r *NotificationRule) Validate() ErrorList {
 func (s *NotificationRuleSpec) validate(workspace string, p Path, errs *ErrorList) {
 	add := func(e *FieldError) { *errs = append(*errs, e) }
 
-	if s.Webhook == nil && s.Subject == "" {
-		add(Invalid(p, "must set webhook, subject or both"))
+	if s.Webhook == nil && s.Email == nil && s.Subject == "" {
+		add(Invalid(p, "must set at least one of webhook, email and subject"))
 	}
 	validateLabels(s.Match.Labels, p.Child("match", "labels"), errs)
 	validateUnique(s.Match.Types, p.Child("match", "types"), errs)
 	validateUnique(s.Match.Phases, p.Child("match", "phases"), errs)
 	validateUnique(s.Match.Jobs, p.Child("match", "jobs"), errs)
+	validateUnique(s.Match.Reasons, p.Child("match", "reasons"), errs)
+	validateUnique(s.Match.Experiments, p.Child("match", "experiments"), errs)
+	validateUnique(s.Match.Pipelines, p.Child("match", "pipelines"), errs)
+	validateUnique(s.Match.Schedules, p.Child("match", "schedules"), errs)
 	if s.Webhook != nil {
 		s.Webhook.validate(p.Child("webhook"), errs)
+	}
+	if s.Email != nil {
+		s.Email.validate(p.Child("email"), errs)
 	}
 	if s.Subject != "" && natsSubjectRE.MatchString(s.Subject) {
 		validateOutSubject(s.Subject, workspace, p.Child("subject"), errs)
@@ -182,7 +209,125 @@ func (w *WebhookTarget) validate(p Path, errs *ErrorList) {
 	if w.Timeout > maxWebhookTimeout {
 		add(Invalid(p.Child("timeout"), "must be at most %s", maxWebhookTimeout.D()))
 	}
+	w.validateFormat(p, errs)
 }
+
+// validateFormat checks the template and the bot secret against the format.
+func (w *WebhookTarget) validateFormat(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	switch {
+	case w.Format == FormatTemplate && w.Template == nil:
+		add(Required(p.Child("template")))
+	case w.Format != FormatTemplate && w.Template != nil:
+		add(Invalid(p.Child("template"), "only for format template"))
+	case w.Template != nil:
+		tp := p.Child("template")
+		if w.Template.Body != "" {
+			if t, err := ParseNotificationTemplate(w.Template.Body); err != nil {
+				add(Invalid(tp.Child("body"), "%s", templateError(err)))
+			} else if _, err := ExecuteNotificationTemplate(t, SampleNotificationMessage()); err != nil {
+				add(Invalid(tp.Child("body"), "fails on a sample event: %s", templateError(err)))
+			}
+		}
+		if ct := w.Template.ContentType; ct != "" {
+			if _, _, err := mime.ParseMediaType(ct); err != nil || !headerValueRE.MatchString(ct) {
+				add(Invalid(tp.Child("contentType"), "must be a media type such as application/json"))
+			}
+		}
+	}
+	bot := w.BotSecret != "" || w.BotSecretRef != nil
+	switch {
+	case bot && w.Format != FormatDingTalk && w.Format != FormatFeishu:
+		field := "botSecret"
+		if w.BotSecret == "" {
+			field = "botSecretRef"
+		}
+		add(Invalid(p.Child(field), "only for format dingtalk or feishu"))
+	case w.BotSecret != "" && w.BotSecretRef != nil:
+		add(Invalid(p.Child("botSecretRef"), "must not be set together with botSecret"))
+	}
+}
+
+// templateError is a template error's text without the template's name.
+func templateError(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "template: ")
+	return sanitizeTemplateText(s)
+}
+
+// sanitizeTemplateText keeps an error message on one line.
+func sanitizeTemplateText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// Bounds of an e-mail target.
+const maxSMTPTimeout = Duration(5 * time.Minute)
+
+func (e *EmailTarget) validate(p Path, errs *ErrorList) {
+	add := func(fe *FieldError) { *errs = append(*errs, fe) }
+	addr := func(v string, fp Path) {
+		if v == "" {
+			return // validateTags says required, or the list's check says empty
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			add(Invalid(fp, "must not contain line breaks"))
+			return
+		}
+		if _, err := mail.ParseAddress(v); err != nil {
+			add(Invalid(fp, "must be an e-mail address such as ops@example.com"))
+		}
+	}
+	for i, v := range e.To {
+		addr(v, p.Child("to").Index(i))
+	}
+	for i, v := range e.Cc {
+		addr(v, p.Child("cc").Index(i))
+	}
+	validateUnique(e.To, p.Child("to"), errs)
+	validateUnique(e.Cc, p.Child("cc"), errs)
+	addr(e.From, p.Child("from"))
+
+	sp := p.Child("smtp")
+	if h := e.SMTP.Host; h != "" && !validSMTPHost(h) {
+		add(Invalid(sp.Child("host"), "must be a host name or an IP address, without scheme or port"))
+	}
+	if (e.SMTP.Username == "") != (e.SMTP.PasswordRef == nil) {
+		if e.SMTP.Username == "" {
+			add(Invalid(sp.Child("username"), "required with passwordRef"))
+		} else {
+			add(Invalid(sp.Child("passwordRef"), "required with username"))
+		}
+	}
+	if e.SMTP.TLS == SMTPNoTLS && e.SMTP.PasswordRef != nil {
+		add(Invalid(sp.Child("tls"), "must be starttls or implicit when credentials are given: none would send the password in clear"))
+	}
+	if e.SMTP.Timeout > maxSMTPTimeout {
+		add(Invalid(sp.Child("timeout"), "must be at most %s", maxSMTPTimeout.D()))
+	}
+}
+
+// validSMTPHost reports whether h is an IP address or a DNS name.
+func validSMTPHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if len(h) > maxDNSSubdomainLen {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || !smtpLabelRE.MatchString(label) {
+			return false
+		}
+	}
+	return true
+}
+
+var smtpLabelRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$`)
 
 // validateWebhookURL says what is wrong with a webhook URL, or returns "".
 func validateWebhookURL(raw string) string {

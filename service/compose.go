@@ -40,6 +40,8 @@ type Config struct {
 	// NewRules); nil: not served.
 	Triggers TriggerStore
 	Rules    *notify.Store
+	// Redriver, with Rules, serves the redrive of rules' dead letters (NewRedrives).
+	Redriver *notify.Redriver
 	// Storage, when set, confines the S3 locations of every document to its
 	// workspace's (SetStorage).
 	Storage *storage.Policy
@@ -70,6 +72,9 @@ func Compose(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.Rules != nil {
 		s.Rules = NewRules(cfg.Rules)
+	}
+	if cfg.Redriver != nil {
+		s.Redrives = NewRedrives(cfg.Redriver)
 	}
 	if cfg.Storage != nil {
 		s.SetStorage(cfg.Storage)

@@ -45,6 +45,8 @@ type Service struct {
 	// JetStream key-value stores): NewTriggers, NewRules.
 	Triggers *Documents[*schemas.Trigger]
 	Rules    *Documents[*schemas.NotificationRule]
+	// Redrives sends rules' dead letters again; set with Rules (NewRedrives).
+	Redrives *Redrives
 	// Workspaces and Tokens are set by the front end when it has a token store:
 	// NewWorkspaces, NewTokens.
 	Workspaces *Workspaces

@@ -242,10 +242,12 @@ var redactedTypes = map[reflect.Type]bool{
 func redactDefs(defs map[string]any) {
 	wh, _ := defs["WebhookTargetRedacted"].(map[string]any)
 	props, _ := wh["properties"].(map[string]any)
-	if secret, ok := props["secret"]; ok {
-		props["secret"] = map[string]any{
-			"description": "the secret, or " + redacted + " in an answer",
-			"anyOf":       []any{secret, map[string]any{"type": "string", "enum": []any{redacted}}},
+	for _, name := range []string{"secret", "botSecret"} {
+		if secret, ok := props[name]; ok {
+			props[name] = map[string]any{
+				"description": "the secret, or " + redacted + " in an answer",
+				"anyOf":       []any{secret, map[string]any{"type": "string", "enum": []any{redacted}}},
+			}
 		}
 	}
 }

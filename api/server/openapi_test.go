@@ -44,7 +44,7 @@ func TestOpenAPIUpToDate(t *testing.T) {
 // Every route a server serves (all options on) is in the document, and every operation
 // of the document is served.
 func TestOpenAPIMatchesServedRoutes(t *testing.T) {
-	s := New(service.Compose(t.Context(), service.Config{Rules: &notify.Store{}, Auth: &auth.Store{}}), nil, WithAuth(&auth.Store{}))
+	s := New(service.Compose(t.Context(), service.Config{Rules: &notify.Store{}, Redriver: &notify.Redriver{}, Auth: &auth.Store{}}), nil, WithAuth(&auth.Store{}))
 	s.Handler()
 	var served []string
 	for _, p := range s.served.patterns {

@@ -70,7 +70,7 @@ func TestHostileParamsRefusedOnEveryRoute(t *testing.T) {
 	tc := &fakeTemporal{}
 	authn := fakeAuth{}
 	admin := authn.token(t, "root", api.AllWorkspaces, api.RoleAdmin)
-	h := testServerWith(tc, authn, service.Config{Rules: &notify.Store{}}).Handler()
+	h := testServerWith(tc, authn, service.Config{Rules: &notify.Store{}, Redriver: &notify.Redriver{}}).Handler()
 	var paths, queries int
 	for i := range routes {
 		rt := &routes[i]

@@ -75,7 +75,7 @@ func TestEveryRouteAuthorizes(t *testing.T) {
 	member := authn.token(t, "alpha-member", "alpha", api.RoleMember)
 	unknown := authn.token(t, "x", "alpha", api.RoleAdmin)
 	delete(authn, unknown)
-	h := testServerWith(tc, authn, service.Config{Rules: &notify.Store{}}).Handler()
+	h := testServerWith(tc, authn, service.Config{Rules: &notify.Store{}, Redriver: &notify.Redriver{}}).Handler()
 	for i := range routes {
 		rt := &routes[i]
 		if rt.public {

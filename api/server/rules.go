@@ -24,6 +24,18 @@ var ruleRoutes = []route{
 	{method: "DELETE", path: "/v1/workspaces/{ws}/notificationrules/{name}", handler: (*Server).deleteRule, verb: auth.VerbWrite, ws: wsPath, feature: rulesFeature, object: "notification rule",
 		id: "deleteRule", tag: "notifications", summary: "Delete a notification rule",
 		responses: []reply{{204, "deleted", nil}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/notificationrules/{name}/redrive", handler: (*Server).redriveRule, verb: auth.VerbWrite, ws: wsPath, feature: redriveFeature, object: "notification rule",
+		id: "redriveRule", tag: "notifications", summary: "Send a rule's dead letters again, each once, through its current target",
+		request:   &payload{v: api.RedriveRequest{}, media: jsonMedia, optional: true},
+		responses: []reply{{200, "the dead letters queued", jsonBody(api.RedriveResult{})}}},
+}
+
+// redriveFeature is served when the service redrives dead letters.
+var redriveFeature = &feature{on: func(s *Server) bool { return s.svc.Redrives != nil }}
+
+// redriveRule queues a rule's dead letters for delivery again (service.Redrives).
+func (s *Server) redriveRule(r *http.Request) (any, error) {
+	return actOn(r, optionalBody, s.svc.Redrives.Redrive)
 }
 
 // redacted replaces secrets in rules the API returns.
@@ -69,13 +81,17 @@ func (s *Server) deleteRule(r *http.Request) (any, error) {
 	return nil, s.svc.Rules.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
 }
 
-// redact hides a rule's webhook secret and header values: they are credentials.
+// redact hides a rule's webhook secret, bot secret and header values: they are
+// credentials.
 func redact(r *schemas.NotificationRule) *schemas.NotificationRule {
 	c := *r
 	if r.Spec.Webhook != nil {
 		wh := *r.Spec.Webhook
 		if wh.Secret != "" {
 			wh.Secret = redacted
+		}
+		if wh.BotSecret != "" {
+			wh.BotSecret = redacted
 		}
 		if len(wh.Headers) > 0 {
 			h := make(map[string]string, len(wh.Headers))

@@ -15,7 +15,7 @@ func newRuleCmd(g *globals) *cobra.Command {
 	k := &kindCommands[schemas.NotificationRule, schemas.NotificationRule]{
 		noun:    "rule",
 		aliases: []string{"rules", "notificationrules", "notificationrule"},
-		short:   "Manage notification rules: events delivered to webhooks or NATS subjects",
+		short:   "Manage notification rules: events delivered to webhooks, e-mail or NATS subjects",
 
 		apply:      (*client.Client).ApplyRule,
 		applyShort: "Create or replace a rule",
@@ -40,7 +40,13 @@ func newRuleCmd(g *globals) *cobra.Command {
 			}},
 			{"TARGET", func(r schemas.NotificationRule) string {
 				if r.Spec.Webhook != nil {
+					if f := r.Spec.Webhook.Format; f != "" && f != schemas.FormatCloudEvents {
+						return string(f) + " " + r.Spec.Webhook.URL
+					}
 					return r.Spec.Webhook.URL
+				}
+				if r.Spec.Email != nil {
+					return "mailto:" + strings.Join(r.Spec.Email.To, ",")
 				}
 				return r.Spec.Subject
 			}},
@@ -49,5 +55,6 @@ func newRuleCmd(g *globals) *cobra.Command {
 		del:      (*client.Client).DeleteRule,
 		delShort: "Delete a rule",
 	}
+	k.more = func() []*cobra.Command { return []*cobra.Command{newRedriveCmd(g)} }
 	return k.command(g)
 }

@@ -44,6 +44,10 @@ const (
 	// only a consumer recorded here, which only the stack's identities can write, never
 	// one that merely has a name like it (a workspace reader may create consumers).
 	NotifyConsumersBucket = "DLC_NOTIFY_CONSUMERS"
+	// NotifyRedriveBucket records the dead letters queued for redelivery, keyed
+	// "<workspace>.<rule>.<DLC_NOTIFY sequence>" (package notify): each is queued once,
+	// and the dispatcher marks it done after delivering it.
+	NotifyRedriveBucket = "DLC_NOTIFY_REDRIVE"
 )
 
 // Subjects the streams capture.
@@ -171,6 +175,15 @@ func WithReplicas(n int) Option {
 	}
 }
 
+// redriveTTL keeps a redrive record a day longer than DLC_NOTIFY keeps dead letters;
+// forever when they are kept forever.
+func redriveTTL(notifyMaxAge time.Duration) time.Duration {
+	if notifyMaxAge <= 0 {
+		return 0
+	}
+	return notifyMaxAge + 24*time.Hour
+}
+
 // DefaultOptions are the limits EnsureStreams applies where no option changes them.
 func DefaultOptions() Options {
 	return Options{
@@ -239,6 +252,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 		{Bucket: AuthBucket, Description: "OpenDLC tokens (hashed) and workspaces", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: DeletedJobsBucket, Description: "OpenDLC deleted job runs, keyed <workspace>.<uid>", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: NotifyConsumersBucket, Description: "OpenDLC notification dispatchers' consumers, keyed <prefix>.<workspace>", History: 1, Storage: jetstream.FileStorage},
+		// A key outlives its dead letter, so that a dead letter is never queued twice.
+		{Bucket: NotifyRedriveBucket, Description: "OpenDLC dead letters queued for redelivery, keyed <workspace>.<rule>.<sequence>", History: 1,
+			Storage: jetstream.FileStorage, TTL: redriveTTL(o.Notify.MaxAge)},
 	}
 	for _, b := range buckets {
 		b.Replicas = replicasOf(ctx, js, kvStreamPrefix+b.Bucket, o.Replicas)
