@@ -31,6 +31,9 @@ type Param struct {
 	Log bool
 	// Values are a categorical parameter's choices.
 	Values []string
+	// Condition, when set, makes the parameter active only when an earlier parameter's
+	// value satisfies it (conditional.go).
+	Condition *Condition
 }
 
 // Space is an ordered list of parameters.

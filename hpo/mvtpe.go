@@ -1,6 +1,9 @@
 package hpo
 
-import "math"
+import (
+	"maps"
+	"math"
+)
 
 // mvParzen is multivariate TPE's joint density: one kernel per trial that has every
 // parameter, a product of per-dimension kernels, plus a prior kernel. Numeric dimensions
@@ -193,9 +196,15 @@ func (e *mvParzen) logDensity(p mvPoint) float64 {
 }
 
 func (s *TPESampler) multivariate(dims []dim, seed int64, id int, below, above []*Trial) map[string]float64 {
+	return s.multivariateGroup(dims, seed, id, 0, below, above)
+}
+
+// multivariateGroup is multivariate for one group of parameters, its random stream kept
+// apart by group (0 for the whole space).
+func (s *TPESampler) multivariateGroup(dims []dim, seed int64, id int, group uint64, below, above []*Trial) map[string]float64 {
 	l := newMVParzen(dims, below, s.o.PriorWeight)
 	g := newMVParzen(dims, above, s.o.PriorWeight)
-	r := newRNG(seed, id, saltTPE^saltMultivariate)
+	r := newRNG(seed, id, saltTPE^saltMultivariate^(group<<32))
 	D := len(dims)
 	p, best := newMVPoint(D), make([]float64, D)
 	bestScore := math.Inf(-1)
@@ -214,3 +223,74 @@ func (s *TPESampler) multivariate(dims []dim, seed int64, id int, below, above [
 }
 
 const saltMultivariate uint64 = 0x4d56 // "MV"
+
+// multivariateGroups is multivariate TPE on a conditional space, by Optuna's group
+// decomposition: the parameters that share a condition (or have none) form a group,
+// whose joint density is fitted to the trials in which the group was active; groups are
+// sampled independently of each other.
+func (s *TPESampler) multivariateGroups(dims []dim, seed int64, id int, below, above []*Trial) map[string]float64 {
+	type group struct {
+		first int   // a member, whose activity is the group's
+		idx   []int // members, in space order
+	}
+	var groups []*group
+	key := func(i int) (int, *Condition) { return dims[i].parent, dims[i].p.Condition }
+	for i := range dims {
+		var g *group
+		for _, h := range groups {
+			pa, ca := key(h.first)
+			pb, cb := key(i)
+			if pa == pb && sameCondition(ca, cb) {
+				g = h
+				break
+			}
+		}
+		if g == nil {
+			g = &group{first: i}
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	active := func(g *group, ts []*Trial) []*Trial {
+		if dims[g.first].parent < 0 {
+			return ts
+		}
+		var out []*Trial
+		for _, t := range ts {
+			if activeIn(dims, g.first, t.Params) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	out := make(map[string]float64, len(dims))
+	for k, g := range groups {
+		sub := make([]dim, len(g.idx))
+		for j, i := range g.idx {
+			sub[j] = dims[i]
+		}
+		maps.Copy(out, s.multivariateGroup(sub, seed, id, uint64(k), active(g, below), active(g, above)))
+	}
+	return out
+}
+
+// sameCondition reports whether two conditions accept the same values of the same
+// parameter.
+func sameCondition(a, b *Condition) bool {
+	switch {
+	case a == nil || b == nil:
+		return a == b
+	case a.Param != b.Param || len(a.Values) != len(b.Values) || !sameBound(a.Min, b.Min) || !sameBound(a.Max, b.Max):
+		return false
+	}
+	for i := range a.Values {
+		if a.Values[i] != b.Values[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameBound(a, b *float64) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}

@@ -38,7 +38,7 @@ func TestDensitiesMatchTheFullSums(t *testing.T) {
 		if d.cat {
 			continue
 		}
-		xs, w := collect(&ws, d, trials)
+		xs, w := collect(&ws, dims, i, trials)
 		var e parzen
 		e.build(xs, w, d.lo, d.hi, 1)
 		for k := range 50 {

@@ -37,6 +37,9 @@ func Validate(space Space) error {
 		if err := validateParam(p); err != nil {
 			return fmt.Errorf("%w: parameter %q: %w", ErrInvalidSpace, p.Name, err)
 		}
+		if err := validateCondition(space, i); err != nil {
+			return fmt.Errorf("%w: parameter %q: %w", ErrInvalidSpace, p.Name, err)
+		}
 	}
 	return nil
 }
@@ -177,6 +180,7 @@ type dim struct {
 	maxv   float64 // largest value on the grid (Max when continuous)
 	dec    int     // decimals to round a quantised float to; -1 for none
 	lo, hi float64
+	parent int // index of the parameter p.Condition names; -1 without a condition
 }
 
 func newDims(space Space) ([]dim, error) {
@@ -185,7 +189,14 @@ func newDims(space Space) ([]dim, error) {
 	}
 	dims := make([]dim, len(space))
 	for i, p := range space {
-		d := dim{p: p, salt: hashString(p.Name), dec: -1}
+		d := dim{p: p, salt: hashString(p.Name), dec: -1, parent: -1}
+		if p.Condition != nil {
+			for j := range i {
+				if space[j].Name == p.Condition.Param {
+					d.parent = j
+				}
+			}
+		}
 		if p.Type == Categorical {
 			d.cat, d.n = true, len(p.Values)
 			d.lo, d.hi = 0, float64(d.n)

@@ -41,6 +41,9 @@ func (s *TPESampler) Suggest(h History, id int) (map[string]float64, error) {
 		return randomSuggest(dims, h.Seed, id), nil
 	}
 	if s.o.Multivariate {
+		if conditional(dims) {
+			return s.multivariateGroups(dims, h.Seed, id, below, above), nil
+		}
 		return s.multivariate(dims, h.Seed, id, below, above), nil
 	}
 	out := make(map[string]float64, len(dims))
@@ -48,9 +51,9 @@ func (s *TPESampler) Suggest(h History, id int) (map[string]float64, error) {
 	for i := range dims {
 		d := &dims[i]
 		if d.cat {
-			out[d.p.Name] = s.categorical(&ws, d, h.Seed, id, below, above)
+			out[d.p.Name] = s.categorical(&ws, dims, i, h.Seed, id, below, above)
 		} else {
-			out[d.p.Name] = s.numeric(&ws, d, h.Seed, id, below, above)
+			out[d.p.Name] = s.numeric(&ws, dims, i, h.Seed, id, below, above)
 		}
 	}
 	return out, nil
@@ -186,10 +189,15 @@ type scored struct {
 	score float64
 }
 
-// collect gathers the internal coordinates of d in trials (in ID order) and their weights.
-func collect(ws *tpeWork, d *dim, trials []*Trial) ([]float64, []float64) {
+// collect gathers the internal coordinates of dims[i] in the trials (in ID order) in
+// which it was active (conditional.go), and their weights.
+func collect(ws *tpeWork, dims []dim, i int, trials []*Trial) ([]float64, []float64) {
+	d := &dims[i]
 	ws.xs = ws.xs[:0]
 	for _, t := range trials {
+		if d.parent >= 0 && !activeIn(dims, i, t.Params) {
+			continue
+		}
 		if x, ok := d.observed(t.Params); ok {
 			ws.xs = append(ws.xs, x)
 		}
@@ -198,10 +206,11 @@ func collect(ws *tpeWork, d *dim, trials []*Trial) ([]float64, []float64) {
 	return ws.xs, ws.ws
 }
 
-func (s *TPESampler) numeric(ws *tpeWork, d *dim, seed int64, id int, below, above []*Trial) float64 {
-	xs, w := collect(ws, d, below)
+func (s *TPESampler) numeric(ws *tpeWork, dims []dim, i int, seed int64, id int, below, above []*Trial) float64 {
+	d := &dims[i]
+	xs, w := collect(ws, dims, i, below)
 	ws.l.build(xs, w, d.lo, d.hi, s.o.PriorWeight)
-	xs, w = collect(ws, d, above)
+	xs, w = collect(ws, dims, i, above)
 	ws.g.build(xs, w, d.lo, d.hi, s.o.PriorWeight)
 
 	r := newRNG(seed, id, d.salt^saltTPE)
@@ -235,9 +244,13 @@ func (s *TPESampler) numeric(ws *tpeWork, d *dim, seed int64, id int, below, abo
 	return bestV
 }
 
-func collectCat(ws *tpeWork, d *dim, trials []*Trial) ([]int, []float64) {
+func collectCat(ws *tpeWork, dims []dim, i int, trials []*Trial) ([]int, []float64) {
+	d := &dims[i]
 	ws.cs = ws.cs[:0]
 	for _, t := range trials {
+		if d.parent >= 0 && !activeIn(dims, i, t.Params) {
+			continue
+		}
 		if x, ok := d.observed(t.Params); ok {
 			ws.cs = append(ws.cs, int(x))
 		}
@@ -246,10 +259,11 @@ func collectCat(ws *tpeWork, d *dim, trials []*Trial) ([]int, []float64) {
 	return ws.cs, ws.ws
 }
 
-func (s *TPESampler) categorical(ws *tpeWork, d *dim, seed int64, id int, below, above []*Trial) float64 {
-	cs, w := collectCat(ws, d, below)
+func (s *TPESampler) categorical(ws *tpeWork, dims []dim, i int, seed int64, id int, below, above []*Trial) float64 {
+	d := &dims[i]
+	cs, w := collectCat(ws, dims, i, below)
 	ws.lp = catLogProbs(ws.lp, d.n, cs, w, s.o.PriorWeight)
-	cs, w = collectCat(ws, d, above)
+	cs, w = collectCat(ws, dims, i, above)
 	ws.gp = catLogProbs(ws.gp, d.n, cs, w, s.o.PriorWeight)
 
 	ws.xs = resize(ws.xs, d.n) // cumulative probabilities of l

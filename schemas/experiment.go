@@ -136,6 +136,23 @@ type ParameterSpec struct {
 	// Values are a categorical parameter's choices: strings, numbers or booleans.
 	// A choice that is a number is passed as a number in DLC_PARAMS.
 	Values []CategoricalValue `json:"values,omitempty" jsonschema:"maxItems=256,maxLength=256"`
+	// Condition makes the parameter active only when an earlier parameter has one of
+	// some values or a value in a range: momentum only with optimizer sgd. An inactive
+	// parameter is not in the trial's DLC_PARAMS, and ${params.NAME} is empty for it.
+	Condition *ParameterCondition `json:"condition,omitempty"`
+}
+
+// ParameterCondition is when a parameter is active: Parameter (an earlier one of the
+// search space, itself active) has one of In (a categorical parameter's choices, or an
+// int parameter's values) or a value within [Min, Max] (numeric parameters).
+type ParameterCondition struct {
+	// Parameter names an earlier parameter of the search space.
+	Parameter string `json:"parameter" jsonschema:"maxLength=63,pattern=^[A-Za-z_][A-Za-z0-9_-]*$"`
+	// In are the values of Parameter for which this one is active.
+	In []CategoricalValue `json:"in,omitempty" jsonschema:"maxItems=256,maxLength=256"`
+	// Min and Max bound a numeric Parameter's value for which this one is active.
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
 }
 
 // CategoricalValue is one choice of a categorical parameter. It is written as a

@@ -1,6 +1,10 @@
 package schemas
 
-import "math"
+import (
+	"math"
+	"slices"
+	"strconv"
+)
 
 // Checks of the algorithms beyond TPE and of several objectives (see docs/hpo.md).
 
@@ -187,5 +191,59 @@ func (s *ExperimentSpec) validateWarmStart(self string, p Path, errs *ErrorList)
 	}
 	if s.WarmStart != nil && s.Algorithm.Name == AlgorithmPBT {
 		*errs = append(*errs, Invalid(p.Child("warmStart"), "algorithm pbt starts from its own population"))
+	}
+}
+
+// validateConditions checks each searchSpace[i].condition: an earlier parameter, in
+// values that are its choices (or an int's values), min and max only for a numeric one,
+// min not above max; not with algorithms grid and pbt.
+func (s *ExperimentSpec) validateConditions(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	for i, ps := range s.SearchSpace {
+		c := ps.Condition
+		if c == nil {
+			continue
+		}
+		cp := p.Child("searchSpace").Index(i).Child("condition")
+		switch s.Algorithm.Name {
+		case AlgorithmGrid, AlgorithmPBT:
+			add(Invalid(cp, "algorithm %s needs every parameter in every trial; conditions work with the others", s.Algorithm.Name))
+			continue
+		}
+		parent := -1
+		for j := range i {
+			if s.SearchSpace[j].Name == c.Parameter {
+				parent = j
+			}
+		}
+		if parent < 0 {
+			add(Invalid(cp.Child("parameter"), "%q is not an earlier parameter of the search space", c.Parameter))
+			continue
+		}
+		pp := s.SearchSpace[parent]
+		if len(c.In) == 0 && c.Min == nil && c.Max == nil {
+			add(Invalid(cp, "give in, min or max"))
+		}
+		for k, v := range c.In {
+			switch pp.Type {
+			case ParameterCategorical:
+				if !slices.Contains(pp.Values, v) {
+					add(Invalid(cp.Child("in").Index(k), "%q is not a value of %s", string(v), pp.Name))
+				}
+			case ParameterInt:
+				f, err := strconv.ParseFloat(string(v), 64)
+				if err != nil || f != math.Trunc(f) || (pp.Min != nil && f < *pp.Min) || (pp.Max != nil && f > *pp.Max) {
+					add(Invalid(cp.Child("in").Index(k), "%q is not a value of %s", string(v), pp.Name))
+				}
+			default:
+				add(Invalid(cp.Child("in"), "needs a categorical or int parameter; %s is a float (use min and max)", pp.Name))
+			}
+		}
+		if (c.Min != nil || c.Max != nil) && pp.Type == ParameterCategorical {
+			add(Invalid(cp, "min and max need a numeric parameter; %s is categorical (use in)", pp.Name))
+		}
+		if c.Min != nil && c.Max != nil && *c.Min > *c.Max {
+			add(Invalid(cp.Child("min"), "must not be above max (%g)", *c.Max))
+		}
 	}
 }

@@ -63,3 +63,50 @@ func TestConstraintViolation(t *testing.T) {
 		}
 	}
 }
+
+// searchSpace[].condition is validated with field paths.
+func TestParameterConditionValidation(t *testing.T) {
+	doc := func(space, algorithm string) string {
+		return `apiVersion: opendlc.io/v1alpha1
+kind: Experiment
+metadata: {name: c, workspace: ws}
+spec:
+  searchSpace:
+    - {name: optimizer, type: categorical, values: [sgd, adam]}
+    - {name: layers, type: int, min: 1, max: 4}
+    - {name: lr, type: float, min: 0.001, max: 0.1}
+` + space + `
+  objective: {metric: loss, direction: minimize}
+  algorithm: {name: ` + algorithm + `}
+  maxTrials: 4
+  trialTemplate: {framework: custom, command: [python, train.py], roles: {worker: {replicas: 1}}}
+`
+	}
+	cases := []struct{ name, space, algorithm, want string }{
+		{"valid", `    - {name: momentum, type: float, min: 0, max: 1, condition: {parameter: optimizer, in: [sgd]}}
+    - {name: width3, type: int, min: 8, max: 64, condition: {parameter: layers, min: 3}}
+    - {name: nesterov, type: categorical, values: ["true", "false"], condition: {parameter: momentum, min: 0.5}}`, "tpe", ""},
+		{"later parent", `    - {name: m, type: float, min: 0, max: 1, condition: {parameter: later, in: [a]}}
+    - {name: later, type: categorical, values: [a]}`, "tpe", "spec.searchSpace[3].condition.parameter: \"later\" is not an earlier parameter"},
+		{"not a choice", `    - {name: m, type: float, min: 0, max: 1, condition: {parameter: optimizer, in: [rmsprop]}}`, "tpe", "spec.searchSpace[3].condition.in[0]: \"rmsprop\" is not a value of optimizer"},
+		{"not an int value", `    - {name: m, type: float, min: 0, max: 1, condition: {parameter: layers, in: [9]}}`, "tpe", "spec.searchSpace[3].condition.in[0]"},
+		{"in on a float", `    - {name: m, type: float, min: 0, max: 1, condition: {parameter: lr, in: [0.01]}}`, "tpe", "spec.searchSpace[3].condition.in: needs a categorical or int parameter"},
+		{"min on categorical", `    - {name: m, type: float, min: 0, max: 1, condition: {parameter: optimizer, min: 1}}`, "tpe", "spec.searchSpace[3].condition: min and max need a numeric parameter"},
+		{"empty", `    - {name: m, type: float, min: 0, max: 1, condition: {parameter: layers}}`, "tpe", "spec.searchSpace[3].condition: give in, min or max"},
+		{"grid", `    - {name: m, type: int, min: 0, max: 1, condition: {parameter: layers, min: 2}}`, "grid", "spec.searchSpace[3].condition: algorithm grid needs every parameter"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := schemas.DecodeValid([]byte(doc(c.space, c.algorithm)), schemas.DecodeExperiment)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}

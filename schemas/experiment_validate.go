@@ -125,6 +125,7 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 	}
 	s.validateObjectives(p, errs)
 	s.validateConstraints(p, errs)
+	s.validateConditions(p, errs)
 
 	ap := p.Child("algorithm")
 	if n := s.Algorithm.StartupTrials; n != nil && (*n < 0 || *n > MaxExperimentTrials) {

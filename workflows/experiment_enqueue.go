@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/opendlc/opendlc/hpo"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -87,23 +88,13 @@ func (w *experimentWorkflow) popQueued() (QueuedTrial, bool) {
 // starts with the parameter's name.
 func (w *experimentWorkflow) queuedParams(set map[string]any) (map[string]float64, error) {
 	space := w.exp.Spec.SearchSpace
-	out := make(map[string]float64, len(space))
-	for _, ps := range space {
-		v, ok := set[ps.Name]
-		if !ok {
-			return nil, fmt.Errorf("%s: required (an enqueued trial gives every parameter)", ps.Name)
-		}
-		x, err := parameterValue(ps, v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ps.Name, err)
-		}
-		out[ps.Name] = x
+	out, err := w.pointOf(set)
+	if err != nil {
+		return nil, err
 	}
-	if len(set) > len(space) {
-		for _, k := range enqueuedNames(set) {
-			if _, ok := out[k]; !ok {
-				return nil, fmt.Errorf("%s: not a parameter of the search space", k)
-			}
+	for _, k := range enqueuedNames(set) {
+		if !slices.ContainsFunc(space, func(p schemas.ParameterSpec) bool { return p.Name == k }) {
+			return nil, fmt.Errorf("%s: not a parameter of the search space", k)
 		}
 	}
 	return out, nil
@@ -161,4 +152,47 @@ func enqueuedNames(m map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// pointOf reads a user's parameter set as a point of the search space: every active
+// parameter must be given, with a value inside it (the error starts with its name); an
+// inactive one (its condition does not hold) may be left out and is then given its
+// range's middle or its first choice, so that the samplers see a whole point.
+func (w *experimentWorkflow) pointOf(set map[string]any) (map[string]float64, error) {
+	space := w.exp.Spec.SearchSpace
+	out := make(map[string]float64, len(space))
+	for _, ps := range space {
+		v, ok := set[ps.Name]
+		if !ok {
+			continue
+		}
+		x, err := parameterValue(ps, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ps.Name, err)
+		}
+		out[ps.Name] = x
+	}
+	for i, on := range hpo.Active(w.space, out) {
+		ps := space[i]
+		if _, ok := out[ps.Name]; ok {
+			continue
+		}
+		if on {
+			return nil, fmt.Errorf("%s: required (give every active parameter)", ps.Name)
+		}
+		out[ps.Name] = inactiveValue(w.space[i])
+	}
+	return out, nil
+}
+
+// inactiveValue is what an inactive parameter left out of a parameter set gets: the
+// middle of its range (on its grid for an int), or its first choice.
+func inactiveValue(p hpo.Param) float64 {
+	switch p.Type {
+	case hpo.Categorical:
+		return 0
+	case hpo.Int:
+		return math.Round((p.Min + p.Max) / 2)
+	}
+	return (p.Min + p.Max) / 2
 }

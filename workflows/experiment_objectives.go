@@ -169,7 +169,7 @@ func SearchSpaceOf(ps []schemas.ParameterSpec) hpo.Space { return searchSpace(ps
 
 // ParamValuesOf is a trial's parameters as the status shows them.
 func ParamValuesOf(ps []schemas.ParameterSpec, params map[string]float64) map[string]any {
-	w := &experimentWorkflow{exp: &schemas.Experiment{Spec: schemas.ExperimentSpec{SearchSpace: ps}}}
+	w := &experimentWorkflow{exp: &schemas.Experiment{Spec: schemas.ExperimentSpec{SearchSpace: ps}}, space: searchSpace(ps)}
 	return w.paramValues(params)
 }
 

@@ -2,6 +2,9 @@ package workflows
 
 import (
 	"errors"
+	"math"
+	"slices"
+	"strconv"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -125,6 +128,7 @@ func searchSpace(ps []schemas.ParameterSpec) hpo.Space {
 		for _, v := range p.Values {
 			hp.Values = append(hp.Values, string(v))
 		}
+		hp.Condition = condition(ps, p.Condition)
 		space[i] = hp
 	}
 	return space
@@ -172,4 +176,29 @@ func newStopper(es schemas.EarlyStoppingSpec) (hpo.Stopper, error) {
 		}
 	}
 	return hpo.NewStopper(string(es.Rule), opts...)
+}
+
+// condition converts a parameter's condition to hpo's: In as the parent's choice
+// indexes (categorical) or numbers (int). A condition that does not fit the space is
+// left to hpo.Validate, which refuses it (the spec's validation refused it first).
+func condition(ps []schemas.ParameterSpec, c *schemas.ParameterCondition) *hpo.Condition {
+	if c == nil {
+		return nil
+	}
+	out := &hpo.Condition{Param: c.Parameter, Min: c.Min, Max: c.Max}
+	for _, p := range ps {
+		if p.Name != c.Parameter {
+			continue
+		}
+		for _, v := range c.In {
+			if p.Type == schemas.ParameterCategorical {
+				out.Values = append(out.Values, float64(slices.Index(p.Values, v)))
+			} else if f, err := strconv.ParseFloat(string(v), 64); err == nil {
+				out.Values = append(out.Values, f)
+			} else {
+				out.Values = append(out.Values, math.NaN())
+			}
+		}
+	}
+	return out
 }

@@ -190,7 +190,7 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		run.carried = false
 		child = w.followJob(ctx, t)
 	} else {
-		job, err := w.exp.TrialJob(t.Job, t.ID, hpo.Format(w.space, t.Params))
+		job, err := w.exp.TrialJob(t.Job, t.ID, w.templateValues(t.Params))
 		if err != nil {
 			return attemptFailed, err.Error()
 		}
@@ -401,6 +401,7 @@ func (w *experimentWorkflow) stopAll(reason string) {
 // the API shows them: numbers, a categorical parameter's choice as a number, boolean or
 // string.
 func (w *experimentWorkflow) paramValues(params map[string]float64) map[string]any {
+	params = hpo.ActiveParams(w.space, params) // a conditional parameter only when active
 	out := make(map[string]any, len(params))
 	for _, ps := range w.exp.Spec.SearchSpace {
 		v, ok := params[ps.Name]
@@ -415,6 +416,18 @@ func (w *experimentWorkflow) paramValues(params map[string]float64) map[string]a
 			continue
 		}
 		out[ps.Name] = v
+	}
+	return out
+}
+
+// templateValues are the values of ${params.NAME} in a trial's job: the active
+// parameters formatted, an inactive one empty.
+func (w *experimentWorkflow) templateValues(params map[string]float64) map[string]string {
+	out := hpo.Format(w.space, hpo.ActiveParams(w.space, params))
+	for _, p := range w.space {
+		if _, ok := out[p.Name]; !ok {
+			out[p.Name] = ""
+		}
 	}
 	return out
 }

@@ -110,22 +110,11 @@ func (w *experimentWorkflow) takeWarm(st *WarmStartState, src activities.WarmSta
 	return note
 }
 
-// warmParams reads an earlier trial's parameters (as its status shows them) as this
-// search space's values; any parameter missing or outside the space is an error.
+// warmParams reads an earlier trial's parameters (as its status shows them: the active
+// ones) as this search space's values (pointOf); a parameter missing or outside the
+// space is an error.
 func (w *experimentWorkflow) warmParams(params map[string]any) (map[string]float64, error) {
-	out := make(map[string]float64, len(w.exp.Spec.SearchSpace))
-	for _, ps := range w.exp.Spec.SearchSpace {
-		v, ok := params[ps.Name]
-		if !ok {
-			return nil, fmt.Errorf("%s: missing", ps.Name)
-		}
-		x, err := parameterValue(ps, v)
-		if err != nil {
-			return nil, err
-		}
-		out[ps.Name] = x
-	}
-	return out, nil
+	return w.pointOf(params)
 }
 
 // addWarm puts the warm-start trials before the experiment's own, with IDs -1, -2...
