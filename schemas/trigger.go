@@ -41,13 +41,23 @@ type Trigger struct {
 	Spec TriggerSpec `json:"spec"`
 }
 
-// TriggerSpec is a trigger's source, filter and action.
+// TriggerSpec is a trigger's source, filter and action. The source is exactly one of
+// Subject, Events and Webhook.
 type TriggerSpec struct {
 	// Subject is the NATS subject the trigger listens on, in its workspace:
 	// dlc.<workspace>.trigger.<name> for events that programs publish, or
 	// dlc.<workspace>.s3.<name> for S3 bucket notifications (the dev stack's S3 gateway
 	// publishes to dlc.<workspace>.s3.events).
-	Subject string `json:"subject" jsonschema:"maxLength=255,pattern=^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$"`
+	Subject string `json:"subject,omitempty" jsonschema:"maxLength=255,pattern=^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$"`
+	// Events, instead of Subject, has the trigger listen to OpenDLC's own status events
+	// of its workspace (job, experiment, trial, pipeline and schedule events) that its
+	// match selects, as a notification rule's match does.
+	Events *TriggerEventSource `json:"events,omitempty"`
+	// Webhook, instead of Subject, gives the trigger an HTTP endpoint,
+	// POST /v1/workspaces/<workspace>/triggers/<name>/webhook, whose requests are
+	// authenticated by an HMAC-SHA256 signature (docs/triggers.md); each accepted body
+	// becomes an event on dlc.<workspace>.trigger.<name>, where the trigger listens.
+	Webhook *TriggerWebhook `json:"webhook,omitempty"`
 	// Filter must all hold for an event to start the action; empty passes every event.
 	Filter []EventFilter `json:"filter,omitempty" jsonschema:"maxItems=16"`
 	// Params are the action's parameters: name → template, where ${event.<path>} is a
@@ -55,6 +65,24 @@ type TriggerSpec struct {
 	Params map[string]string `json:"params,omitempty"`
 	// Action is what the trigger starts.
 	Action TriggerAction `json:"action"`
+}
+
+// TriggerEventSource selects OpenDLC's own events of the trigger's workspace.
+type TriggerEventSource struct {
+	// Match selects the events, as a notification rule's match does; empty selects
+	// every status event of the workspace.
+	Match NotificationMatch `json:"match,omitempty,omitzero"`
+}
+
+// TriggerWebhook is a trigger's HTTP endpoint. Exactly one of Secret and SecretRef is
+// set: the HMAC key the sender signs each request with.
+type TriggerWebhook struct {
+	// Secret is the HMAC key, stored with the trigger (answers of the API redact it);
+	// prefer SecretRef.
+	Secret string `json:"secret,omitempty" jsonschema:"minLength=16,maxLength=256"`
+	// SecretRef names a secret of the workspace that the server resolves on each
+	// request, so the key is not stored with the trigger.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
 // EventFilter tests one field of an event. Exactly one of Equals and Prefix is set. A
@@ -98,6 +126,23 @@ func (t *Trigger) Default() {
 	if t.Metadata.Workspace == "" {
 		t.Metadata.Workspace = DefaultWorkspace
 	}
+}
+
+// ListenSubject is the inbound subject the trigger listens on: its Subject, or for a
+// webhook trigger TriggerInboundSubject of its workspace and name, where the webhook
+// publishes; empty for a trigger on OpenDLC's own events.
+func (t *Trigger) ListenSubject() string {
+	switch {
+	case t.Spec.Subject != "":
+		return t.Spec.Subject
+	case t.Spec.Webhook != nil:
+		ws := t.Metadata.Workspace
+		if ws == "" {
+			ws = DefaultWorkspace
+		}
+		return TriggerSubjectPrefix(ws) + t.Metadata.Name
+	}
+	return ""
 }
 
 // TriggerSubjectPrefix is the prefix of the subjects programs publish a workspace's
@@ -197,12 +242,25 @@ func (Trigger) JSONSchemaExtend(s *jsonschema.Schema) {
 	pinKind(s, KindTrigger)
 }
 
-// JSONSchemaExtend bounds the params.
+// JSONSchemaExtend bounds the params and says that exactly one source is set.
 func (TriggerSpec) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"subject"}},
+		{Required: []string{"events"}},
+		{Required: []string{"webhook"}},
+	}
 	if p, ok := s.Properties.Get("params"); ok {
 		p.MaxProperties = uint64p(maxTriggerParams)
 		p.PropertyNames = &jsonschema.Schema{Type: "string", MaxLength: uint64p(64), Pattern: envNamePattern}
 		p.AdditionalProperties = &jsonschema.Schema{Type: "string", MaxLength: uint64p(maxTriggerParamLength)}
+	}
+}
+
+// JSONSchemaExtend says that exactly one of secret and secretRef is set.
+func (TriggerWebhook) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"secret"}},
+		{Required: []string{"secretRef"}},
 	}
 }
 

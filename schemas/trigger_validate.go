@@ -26,6 +26,38 @@ func (t *Trigger) Validate() ErrorList {
 	p := NewPath("spec")
 	s := &t.Spec
 
+	sources := 0
+	for _, set := range []bool{s.Subject != "", s.Events != nil, s.Webhook != nil} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		add(Invalid(p.Child("subject"), "required unless events or webhook is set: the trigger needs a source"))
+	case sources > 1:
+		add(Invalid(p, "must set only one of subject, events and webhook"))
+	}
+	if e := s.Events; e != nil {
+		mp := p.Child("events", "match")
+		validateLabels(e.Match.Labels, mp.Child("labels"), &errs)
+		validateUnique(e.Match.Types, mp.Child("types"), &errs)
+		validateUnique(e.Match.Phases, mp.Child("phases"), &errs)
+		validateUnique(e.Match.Jobs, mp.Child("jobs"), &errs)
+	}
+	if w := s.Webhook; w != nil {
+		wp := p.Child("webhook")
+		switch {
+		case w.Secret == "" && w.SecretRef == nil:
+			add(Invalid(wp.Child("secret"), "required unless secretRef is set: every webhook request is signed"))
+		case w.Secret != "" && w.SecretRef != nil:
+			add(Invalid(wp.Child("secretRef"), "must not be set together with secret"))
+		case w.Secret != "" && (len(w.Secret) < 16 || len(w.Secret) > 256):
+			add(Invalid(wp.Child("secret"), "must be 16 to 256 characters"))
+		case w.SecretRef != nil && !dnsLabelRE.MatchString(w.SecretRef.Name):
+			add(Invalid(wp.Child("secretRef", "name"), "must be a DNS label: lowercase letters, digits and '-'"))
+		}
+	}
 	if s.Subject != "" && natsSubjectRE.MatchString(s.Subject) {
 		name, ok := strings.CutPrefix(s.Subject, TriggerSubjectPrefix(ws))
 		if !ok {

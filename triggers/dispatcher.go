@@ -79,9 +79,12 @@ type Dispatcher struct {
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	consume   jetstream.ConsumeContext
-	ctx       context.Context
-	cancel    context.CancelFunc
-	closeOnce sync.Once
+	// consumeOwn reads OpenDLC's own status events for triggers with an events source
+	// (own.go).
+	consumeOwn jetstream.ConsumeContext
+	ctx        context.Context
+	cancel     context.CancelFunc
+	closeOnce  sync.Once
 }
 
 // StartDispatcher loads every trigger, then consumes DLC_INBOUND through the durable
@@ -149,6 +152,11 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 		d.stop()
 		return nil, fmt.Errorf("triggers: consume %s: %w", InboundStream, err)
 	}
+	if err := d.startOwnEvents(ctx); err != nil {
+		d.consume.Stop()
+		d.stop()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -157,10 +165,13 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 func (d *Dispatcher) Close(ctx context.Context) error {
 	var err error
 	d.closeOnce.Do(func() {
-		if d.consume != nil {
-			d.consume.Stop()
+		for _, c := range []jetstream.ConsumeContext{d.consume, d.consumeOwn} {
+			if c == nil {
+				continue
+			}
+			c.Stop()
 			select {
-			case <-d.consume.Closed():
+			case <-c.Closed():
 			case <-ctx.Done():
 				err = fmt.Errorf("triggers: close: %w", ctx.Err())
 			}
@@ -204,7 +215,10 @@ func (d *Dispatcher) apply(e jetstream.KeyValueEntry) {
 	if t == nil || Key(t.Metadata.Workspace, t.Metadata.Name) != key {
 		return
 	}
-	s := t.Spec.Subject
+	s := t.ListenSubject()
+	if t.Spec.Events != nil {
+		s = ownEventsKey(t.Metadata.Workspace)
+	}
 	if d.bySubject[s] == nil {
 		d.bySubject[s] = map[string]*schemas.Trigger{}
 	}
@@ -289,9 +303,17 @@ func (d *Dispatcher) handle(msg jetstream.Msg) {
 		return
 	}
 	d.catchUp(d.ctx)
+	d.dispatch(msg, ev, d.matching(ev.Subject), func(t *schemas.Trigger) bool {
+		return t.Metadata.Workspace == ev.Workspace && t.Spec.Matches(ev.Doc)
+	})
+}
+
+// dispatch fires every trigger of ts that selects accepts for the event, then
+// acknowledges the message; a transient failure has it delivered again after a backoff.
+func (d *Dispatcher) dispatch(msg jetstream.Msg, ev Event, ts []*schemas.Trigger, selects func(*schemas.Trigger) bool) {
 	retry := false
-	for _, t := range d.matching(ev.Subject) {
-		if t.Metadata.Workspace != ev.Workspace || !t.Spec.Matches(ev.Doc) {
+	for _, t := range ts {
+		if !selects(t) {
 			continue
 		}
 		if err := d.fire(t, ev); err != nil {
