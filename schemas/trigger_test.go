@@ -83,7 +83,51 @@ func TestTriggerInvalid(t *testing.T) {
 		"subject outside dlc":          subject(onDemand, "orders.created", notOwn),
 		"subject with more tokens":     subject(onDemand, "dlc.vision.trigger.a.fired", notOwn),
 		"wildcard subject":             subject(onDemand, "dlc.vision.trigger.*", "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"),
-		"missing subject":              subject(onDemand, "", "required"),
+		"missing subject":              subject(onDemand, "", "required unless events or webhook is set: the trigger needs a source"),
+		"two sources": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Events = &schemas.TriggerEventSource{}
+				tr.Spec.Webhook = &schemas.TriggerWebhook{Secret: strings.Repeat("s", 16)}
+			},
+			want: schemas.ErrorList{{Field: "spec", Detail: "must set only one of subject, events and webhook"}},
+		},
+		"events match": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Events = &schemas.TriggerEventSource{Match: schemas.NotificationMatch{
+					Phases: []schemas.JobPhase{"Succeeded", "Succeeded"}, Labels: map[string]string{"bad key!": "x"}}}
+			},
+			want: schemas.ErrorList{
+				{Field: `spec.events.match.labels["bad key!"]`, Detail: "key must be [prefix/]name, where name is at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"},
+				{Field: "spec.events.match.phases[1]", Detail: `duplicate "Succeeded" (first at spec.events.match.phases[0])`},
+			},
+		},
+		"webhook without secret": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Webhook = &schemas.TriggerWebhook{}
+			},
+			want: schemas.ErrorList{{Field: "spec.webhook.secret", Detail: "required unless secretRef is set: every webhook request is signed"}},
+		},
+		"webhook secret short": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Webhook = &schemas.TriggerWebhook{Secret: "short"}
+			},
+			want: schemas.ErrorList{{Field: "spec.webhook.secret", Detail: "must be at least 16 characters"}},
+		},
+		"webhook secret and ref": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Webhook = &schemas.TriggerWebhook{Secret: strings.Repeat("s", 16), SecretRef: &schemas.SecretRef{Name: "k"}}
+			},
+			want: schemas.ErrorList{{Field: "spec.webhook.secretRef", Detail: "must not be set together with secret"}},
+		},
 		"filters": {
 			doc: onNewData,
 			edit: func(tr *schemas.Trigger) {

@@ -52,10 +52,6 @@ func (t *Trigger) Validate() ErrorList {
 			add(Invalid(wp.Child("secret"), "required unless secretRef is set: every webhook request is signed"))
 		case w.Secret != "" && w.SecretRef != nil:
 			add(Invalid(wp.Child("secretRef"), "must not be set together with secret"))
-		case w.Secret != "" && (len(w.Secret) < 16 || len(w.Secret) > 256):
-			add(Invalid(wp.Child("secret"), "must be 16 to 256 characters"))
-		case w.SecretRef != nil && !dnsLabelRE.MatchString(w.SecretRef.Name):
-			add(Invalid(wp.Child("secretRef", "name"), "must be a DNS label: lowercase letters, digits and '-'"))
 		}
 	}
 	if s.Subject != "" && natsSubjectRE.MatchString(s.Subject) {

@@ -60,9 +60,6 @@ func (s *Server) triggerWebhook(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, bodyReadError(err, limit)
 	}
-	if s.ev == nil {
-		return nil, unavailable("this server has no JetStream connection: webhooks are not served")
-	}
 	t, err := s.svc.Triggers.Get(r.Context(), ws, name)
 	if err != nil {
 		return nil, err
@@ -107,6 +104,9 @@ func (s *Server) triggerWebhook(r *http.Request) (any, error) {
 // publishWebhook publishes a verified webhook event; a delivery id stored before is
 // a replay, refused with 409.
 func (s *Server) publishWebhook(r *http.Request, t *schemas.Trigger, delivery string, data []byte, msgID string) (any, error) {
+	if s.ev == nil {
+		return nil, unavailable("this server has no JetStream connection: webhooks are not served")
+	}
 	ack, err := s.ev.JetStream().Publish(r.Context(), t.ListenSubject(), data, jetstream.WithMsgID(msgID))
 	if err != nil {
 		s.opts.Logger.Error("webhook event not published", "workspace", t.Metadata.Workspace, "trigger", t.Metadata.Name, "error", err)
