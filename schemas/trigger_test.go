@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -57,7 +58,15 @@ func decodeTrigger(t *testing.T, doc string) *schemas.Trigger {
 }
 
 func TestTriggerValid(t *testing.T) {
-	for name, doc := range map[string]string{"pipeline": onNewData, "job": onDemand} {
+	docs := map[string]string{"pipeline": onNewData, "job": onDemand}
+	for _, f := range []string{"on-training-succeeded.yaml", "on-webhook.yaml"} {
+		b, err := os.ReadFile("../examples/trigger/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[f] = string(b)
+	}
+	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
 			checkValidDoc(t, doc, "DecodeTrigger", schemas.DecodeTrigger)
 		})
