@@ -65,6 +65,53 @@ type TriggerSpec struct {
 	Params map[string]string `json:"params,omitempty"`
 	// Action is what the trigger starts.
 	Action TriggerAction `json:"action"`
+	// Debounce gathers events: the first event opens a window of this length, and the
+	// events of the window (at most 100, and as many as ${params.events} holds) start
+	// one run, whose params are the last event's, with ${params.eventCount} and
+	// ${params.events} (the JSON list of every event's params) besides. At most 1h.
+	Debounce Duration `json:"debounce,omitempty"`
+	// RateLimit bounds how many runs the trigger starts per period.
+	RateLimit *TriggerRateLimit `json:"rateLimit,omitempty"`
+	// MaxConcurrentRuns bounds how many runs the trigger started may run at once; 0
+	// (unset) does not bound them.
+	MaxConcurrentRuns int32 `json:"maxConcurrentRuns,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// Overflow is what happens to a run that rateLimit or maxConcurrentRuns do not let
+	// start when its events arrive: queue (the default) starts it once they do, drop
+	// drops it.
+	Overflow TriggerOverflow `json:"overflow,omitempty" jsonschema:"enum=queue,enum=drop"`
+}
+
+// TriggerRateLimit is at most Runs runs per Period.
+type TriggerRateLimit struct {
+	// Runs is how many runs may start within any Period.
+	Runs int32 `json:"runs" jsonschema:"minimum=1,maximum=1000"`
+	// Period is the window, from 1s to 24h.
+	Period Duration `json:"period"`
+}
+
+// TriggerOverflow is what happens to a run a trigger's limits hold back.
+type TriggerOverflow string
+
+// Overflow policies.
+const (
+	// OverflowQueue starts the run once the limits let it.
+	OverflowQueue TriggerOverflow = "queue"
+	// OverflowDrop drops the run.
+	OverflowDrop TriggerOverflow = "drop"
+)
+
+// Implicit params of a debounced trigger's run.
+const (
+	// ParamEventCount is the number of events a debounced run starts for.
+	ParamEventCount = "eventCount"
+	// ParamEvents is the JSON list of the data of the events a debounced run starts for.
+	ParamEvents = "events"
+)
+
+// HasControls reports whether the trigger's runs go through its gate: it sets a
+// debounce, a rate limit or a concurrency bound.
+func (s *TriggerSpec) HasControls() bool {
+	return s.Debounce.D() > 0 || s.RateLimit != nil || s.MaxConcurrentRuns > 0
 }
 
 // TriggerEventSource selects OpenDLC's own events of the trigger's workspace.
