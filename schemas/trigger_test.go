@@ -59,7 +59,7 @@ func decodeTrigger(t *testing.T, doc string) *schemas.Trigger {
 
 func TestTriggerValid(t *testing.T) {
 	docs := map[string]string{"pipeline": onNewData, "job": onDemand}
-	for _, f := range []string{"on-training-succeeded.yaml", "on-webhook.yaml"} {
+	for _, f := range []string{"on-training-succeeded.yaml", "on-webhook.yaml", "on-uploads-debounced.yaml"} {
 		b, err := os.ReadFile("../examples/trigger/" + f)
 		if err != nil {
 			t.Fatal(err)
