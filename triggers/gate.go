@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -102,9 +103,7 @@ func (d *Dispatcher) gateStartRun(ctx context.Context, in workflows.TriggerStart
 	}
 	last := evs[len(evs)-1]
 	params := make(map[string]string, len(last.Params)+2)
-	for k, v := range last.Params {
-		params[k] = v
-	}
+	maps.Copy(params, last.Params)
 	if t.Spec.Debounce.D() > 0 {
 		params[schemas.ParamEventCount] = strconv.Itoa(len(evs))
 		params[schemas.ParamEvents] = workflows.TriggerEventsParam(evs)

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -216,7 +217,7 @@ func (g *triggerGate) receive(ctx workflow.Context, e TriggerGateEvent) {
 	g.handled++
 	e.Controls = TriggerControls{}
 	if d := g.st.Controls.Debounce; d > 0 {
-		if g.st.Window != nil && len(TriggerEventsParam(append(g.st.Window.Events[:len(g.st.Window.Events):len(g.st.Window.Events)], e))) > TriggerMaxEventsParam {
+		if g.st.Window != nil && len(TriggerEventsParam(append(slices.Clip(g.st.Window.Events), e))) > TriggerMaxEventsParam {
 			g.closeWindow()
 		}
 		if g.st.Window == nil {
