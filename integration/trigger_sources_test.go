@@ -190,11 +190,18 @@ func TestTriggerOnOwnJobEvents(t *testing.T) {
 	ownEventsDrained(t, ctx, triggers.OwnEventsConsumer(second))
 
 	testutil.Consistently(t, 3*time.Second, "one run per event, no loop, nothing in the other workspace", func() error {
-		if got, err := triggeredJobs(ctx, ws, "evaluate"); err != nil || len(got) != 1 || got[0] != evalRun {
-			return fmt.Errorf("evaluate's jobs %v (err %v), want [%s]", got, err, evalRun)
+		got, err := triggeredJobs(ctx, ws, "evaluate")
+		if err != nil {
+			return err
 		}
-		if got, err := triggeredJobs(ctx, ws, "audit"); err != nil || len(got) != 2 {
-			return fmt.Errorf("audit's jobs %v (err %v), want %s and %s", got, err, auditTrain, auditEval)
+		if len(got) != 1 || got[0] != evalRun {
+			return fmt.Errorf("evaluate's jobs %v, want [%s]", got, evalRun)
+		}
+		if got, err = triggeredJobs(ctx, ws, "audit"); err != nil {
+			return err
+		}
+		if len(got) != 2 {
+			return fmt.Errorf("audit's jobs %v, want %s and %s", got, auditTrain, auditEval)
 		}
 		l, err := env.api.ListJobs(ctx, other, dlc.ListOptions{})
 		if err != nil {
