@@ -32,7 +32,7 @@ func TestRegisteredNames(t *testing.T) {
 	RegisterScheduleActivities(&n, &activities.ScheduleActivities{})
 	slices.Sort(n.workflows)
 	slices.Sort(n.activities)
-	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "WorkspaceQuota"}
+	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "TriggerGate", "WorkspaceQuota"}
 	wantActivities := []string{
 		"BuildStepJob", "CheckNewData", "CheckNodes", "CleanupGang", "ClosedJobs", "ForwardLogs", "JobMetrics",
 		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "RecheckQuarantined", "ReleaseNode", "ReplaceReplica", "RequestQuota", "ResolveWorkspace", "ScaleGang",
