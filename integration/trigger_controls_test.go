@@ -222,9 +222,15 @@ func TestTriggerMaxConcurrentRunsQueueAndDrop(t *testing.T) {
 		t.Fatalf("job %s: %s", first, j.Status.Phase)
 	}
 	inboundDrained(t, ctx)
+	// The API states the drops (GET .../triggers/dropping/status).
 	testutil.Eventually(t, itest.Left(ctx), "the dropping gate to see its run end", func() error {
-		if st := gateState(t, ctx, ws, "dropping"); st.Events != 3 || st.Started != 1 || st.DroppedCount != 2 || len(st.Running) != 0 {
-			return fmt.Errorf("gate: %+v", st)
+		st, err := env.api.GetTriggerStatus(ctx, ws, "dropping")
+		if err != nil {
+			return err
+		}
+		if !st.Gate || st.Events != 3 || st.Started != 1 || st.Dropped != 2 || len(st.Running) != 0 || len(st.RecentDrops) != 2 ||
+			!strings.Contains(st.RecentDrops[0].Reason, "maxConcurrentRuns") || st.RecentDrops[0].FirstEvent != "/dropping 1" {
+			return fmt.Errorf("status: %+v", st)
 		}
 		return nil
 	}, itest.PollInterval)
@@ -238,6 +244,9 @@ func TestTriggerMaxConcurrentRunsQueueAndDrop(t *testing.T) {
 	inboundDrained(t, ctx)
 	if got, err := triggeredJobs(ctx, ws, "dropping"); err != nil || len(got) != 2 {
 		t.Errorf("dropping's jobs %v (err %v), want %s and %s", got, err, first, next)
+	}
+	if st, err := env.api.GetTriggerStatus(ctx, ws, "queued"); err != nil || st.Started != 3 || st.Dropped != 0 || st.Queued != 0 {
+		t.Errorf("queued's status: %+v, %v; want 3 started, nothing dropped or queued", st, err)
 	}
 	if got, err := triggeredJobs(ctx, ws, "queued"); err != nil || len(got) != 3 {
 		t.Errorf("queued's jobs %v (err %v), want 3", got, err)

@@ -354,6 +354,9 @@ func TestTriggerWebhookSignedDeliveries(t *testing.T) {
 		t.Errorf("the webhook's job did not get the body's ref:\n%s", logs)
 	}
 	inboundDrained(t, ctx)
+	if st, err := env.api.GetTriggerStatus(ctx, ws, "on-push"); err != nil || st.Gate {
+		t.Errorf("status of a trigger without controls: %+v, %v; want no gate", st, err)
+	}
 	if n := countInbound(t, ctx, events.TriggerInboundSubject(ws, "on-push")); n != 1 {
 		t.Errorf("%d inbound messages from the webhook, want 1: refused requests publish nothing", n)
 	}

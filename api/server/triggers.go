@@ -31,6 +31,9 @@ var triggerRoutes = []route{
 	{method: "DELETE", path: "/v1/workspaces/{ws}/triggers/{name}", handler: (*Server).deleteTrigger, verb: auth.VerbWrite, ws: wsPath, feature: triggersFeature, object: "trigger",
 		id: "deleteTrigger", tag: "triggers", summary: "Delete a trigger; what it started keeps running",
 		responses: []reply{{204, "deleted", nil}}},
+	{method: "GET", path: "/v1/workspaces/{ws}/triggers/{name}/status", handler: (*Server).triggerStatus, verb: auth.VerbRead, ws: wsPath, feature: triggersFeature, object: "trigger",
+		id: "getTriggerStatus", tag: "triggers", summary: "What a trigger's gate holds: events, runs started, refused and dropped, the debounce window, the queue, the running runs",
+		responses: []reply{{200, "the gate's state; gate false for a trigger without controls or before its first event", jsonBody(api.TriggerStatus{})}}},
 	// The webhook needs no token: the request is authenticated by its signature with
 	// the trigger's webhook secret (triggers.VerifyWebhook).
 	{method: "POST", path: "/v1/workspaces/{ws}/triggers/{name}/webhook", handler: (*Server).triggerWebhook, public: true, feature: triggersFeature, object: "trigger",
@@ -39,6 +42,14 @@ var triggerRoutes = []route{
 			triggers.HeaderTimestamp + " (Unix seconds, within 5 minutes) and " + triggers.HeaderDelivery + " (a new delivery id)",
 		request:   &payload{v: map[string]any{}, media: jsonMedia},
 		responses: []reply{{202, "the event is accepted: the trigger starts its action for it once", jsonBody(api.WebhookAccepted{})}}},
+}
+
+func (s *Server) triggerStatus(r *http.Request) (any, error) {
+	ws, name := r.PathValue("ws"), r.PathValue("name")
+	if _, err := s.svc.Triggers.Get(r.Context(), ws, name); err != nil {
+		return nil, err
+	}
+	return s.svc.TriggerStatus(r.Context(), ws, name)
 }
 
 // maxWebhookBody bounds a webhook request's body.
