@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -295,5 +296,47 @@ func TestTriggerRunName(t *testing.T) {
 	}
 	if got := schemas.S3EventSubject("vision"); got != "dlc.vision.s3.events" {
 		t.Errorf("S3EventSubject = %q", got)
+	}
+}
+
+// A debounced trigger's run gets eventCount and events: a job may refer to them and a
+// pipeline may declare them; without a debounce they are ordinary, missing params.
+func TestTriggerDebounceParams(t *testing.T) {
+	job := strings.Replace(onDemand, `command: [trainer, --lr, "${params.lr}"]`, `command: [trainer, --lr, "${params.lr}", --files, "${params.events}", --n, "${params.eventCount}"]`, 1)
+	pipeline := strings.Replace(onNewData, `{name: currentAccuracy, default: "0.8"}]`, `{name: currentAccuracy, default: "0.8"}, {name: events}, {name: eventCount}]`, 1)
+	for name, tc := range map[string]struct {
+		doc, controls string
+		want          []string
+	}{
+		"job, debounced":      {job, "debounce: 30s", nil},
+		"pipeline, debounced": {pipeline, "debounce: 30s", nil},
+		"job":                 {job, "", []string{"spec.action.job.command[4]", "spec.action.job.command[6]"}},
+		"pipeline":            {pipeline, "", []string{"spec.params", "spec.params"}},
+		"bad controls": {onDemand, "debounce: 2h\n  rateLimit: {runs: 0, period: 25h}\n  overflow: drop\n  maxConcurrentRuns: 1001",
+			[]string{"spec.debounce", "spec.maxConcurrentRuns", "spec.rateLimit.period", "spec.rateLimit.runs"}},
+		"overflow alone":       {onDemand, "overflow: queue", []string{"spec.overflow"}},
+		"events param shadows": {strings.Replace(onDemand, `params: {lr: "${event.data.lr}"}`, `params: {lr: "${event.data.lr}", events: "${event.id}"}`, 1), "debounce: 30s", []string{"spec.params.events"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			doc := tc.doc
+			if tc.controls != "" {
+				doc = strings.Replace(doc, "  action:", "  "+tc.controls+"\n  action:", 1)
+			}
+			tr, err := schemas.DecodeValid([]byte(doc), schemas.DecodeTrigger)
+			var got []string
+			if list, ok := errors.AsType[schemas.ErrorList](err); ok {
+				for _, e := range list {
+					got = append(got, e.Field)
+				}
+			} else if err != nil {
+				t.Fatalf("%v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("fields at fault (-want +got):\n%s\n%v", diff, err)
+			}
+			if err == nil && tc.controls != "" && !tr.Spec.HasControls() {
+				t.Error("a debounced trigger has no controls")
+			}
+		})
 	}
 }
