@@ -31,3 +31,13 @@ func TestStartedBy(t *testing.T) {
 		})
 	}
 }
+
+// A debounced pipeline run gets the implicit params its pipeline declares, and only
+// those.
+func TestPipelineParamsKeepsDeclaredImplicitParams(t *testing.T) {
+	p := &schemas.PipelineSpec{Params: []schemas.PipelineParam{{Name: "key"}, {Name: schemas.ParamEvents}}}
+	got := pipelineParams(p, map[string]string{"key": "k", schemas.ParamEvents: "[]", schemas.ParamEventCount: "0"})
+	if len(got) != 2 || got["key"] != "k" || got[schemas.ParamEvents] != "[]" {
+		t.Errorf("params %v: want key and events", got)
+	}
+}
