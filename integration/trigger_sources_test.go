@@ -364,3 +364,65 @@ func TestTriggerWebhookSignedDeliveries(t *testing.T) {
 		t.Errorf("jobs of %s: %+v, %v; want the one run", ws, l, err)
 	}
 }
+
+// A trigger on a pipeline run's own phase event: the run's Succeeded event (matched by
+// its type, phase and the run's name, which a run's own events carry as their job)
+// starts the trigger's job once; the events of its steps do not.
+func TestTriggerOnOwnPipelineEvent(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := workspace(t)
+	// A run's own events carry no data.job: the param takes data.pipeline.
+	doc := strings.Replace(ownEventTriggerDoc(ws, "after-prepare", "{types: [opendlc.pipeline.phase.v1], phases: [Succeeded], jobs: [prepare]}"),
+		"${event.data.job}", "${event.data.pipeline}", 1)
+	if _, err := env.api.ApplyTrigger(ctx, []byte(doc)); err != nil {
+		t.Fatalf("apply trigger: %v", err)
+	}
+	_, err := env.api.RunPipeline(ctx, fmt.Appendf(nil, `
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: prepare, workspace: %s}
+spec:
+  steps:
+    - name: shard
+      job: {framework: custom, command: [sh, -c, 'echo shard'], roles: {worker: {replicas: 1}}}
+    - name: index
+      dependsOn: [shard]
+      job: {framework: custom, command: [sh, -c, 'echo index'], roles: {worker: {replicas: 1}}}
+`, ws), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run := waitPipeline(t, ctx, ws, "prepare"); run.Status.Phase != schemas.PipelineSucceeded {
+		t.Fatalf("pipeline prepare: %s", run.Status.Phase)
+	}
+	var runEvent string
+	testutil.Eventually(t, itest.Left(ctx), "the run's Succeeded event", func() error {
+		evs, data := streamEvents[events.PipelinePhaseData](t, ctx, env.events, events.PipelineStatusSubject(ws, "prepare"))
+		for i, d := range data {
+			if d.Step == "" && d.Phase == "Succeeded" {
+				runEvent = evs[i].Source + " " + evs[i].ID
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, no run Succeeded", len(data))
+	}, itest.PollInterval)
+	started := schemas.TriggerRunName("after-prepare", runEvent)
+	if j := waitTerminal(t, ctx, ws, started); j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("job %s: %s", started, j.Status.Phase)
+	}
+	if logs := logLines(t, ctx, ws, started); !strings.Contains(logs, "after-prepare prepare\n") {
+		t.Errorf("the trigger's job did not get the run's name:\n%s", logs)
+	}
+	ownEventsDrained(t, ctx, triggers.OwnEventsConsumer(triggers.DefaultConsumer))
+	testutil.Consistently(t, 2*time.Second, "one job for the run, none for its steps", func() error {
+		got, err := triggeredJobs(ctx, ws, "after-prepare")
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 || got[0] != started {
+			return fmt.Errorf("after-prepare's jobs %v, want [%s]", got, started)
+		}
+		return nil
+	}, 200*time.Millisecond)
+}
