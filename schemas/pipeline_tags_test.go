@@ -13,7 +13,7 @@ func TestPipelineTriggerPatternTags(t *testing.T) {
 		want []string
 	}{
 		"Pipeline": {reflect.TypeFor[Pipeline](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern}},
-		"Trigger":  {reflect.TypeFor[Trigger](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern, natsSubjectPattern, metricNamePattern, paramNamePattern}},
+		"Trigger":  {reflect.TypeFor[Trigger](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern, natsSubjectPattern, metricNamePattern, paramNamePattern, eventTypePattern, reasonPattern}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			checkTagPatterns(t, tc.typ, tc.want)

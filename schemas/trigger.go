@@ -41,13 +41,23 @@ type Trigger struct {
 	Spec TriggerSpec `json:"spec"`
 }
 
-// TriggerSpec is a trigger's source, filter and action.
+// TriggerSpec is a trigger's source, filter and action. The source is exactly one of
+// Subject, Events and Webhook.
 type TriggerSpec struct {
 	// Subject is the NATS subject the trigger listens on, in its workspace:
 	// dlc.<workspace>.trigger.<name> for events that programs publish, or
 	// dlc.<workspace>.s3.<name> for S3 bucket notifications (the dev stack's S3 gateway
 	// publishes to dlc.<workspace>.s3.events).
-	Subject string `json:"subject" jsonschema:"maxLength=255,pattern=^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$"`
+	Subject string `json:"subject,omitempty" jsonschema:"maxLength=255,pattern=^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$"`
+	// Events, instead of Subject, has the trigger listen to OpenDLC's own status events
+	// of its workspace (job, experiment, trial, pipeline and schedule events) that its
+	// match selects, as a notification rule's match does.
+	Events *TriggerEventSource `json:"events,omitempty"`
+	// Webhook, instead of Subject, gives the trigger an HTTP endpoint,
+	// POST /v1/workspaces/<workspace>/triggers/<name>/webhook, whose requests are
+	// authenticated by an HMAC-SHA256 signature (docs/triggers.md); each accepted body
+	// becomes an event on dlc.<workspace>.trigger.<name>, where the trigger listens.
+	Webhook *TriggerWebhook `json:"webhook,omitempty"`
 	// Filter must all hold for an event to start the action; empty passes every event.
 	Filter []EventFilter `json:"filter,omitempty" jsonschema:"maxItems=16"`
 	// Params are the action's parameters: name → template, where ${event.<path>} is a
@@ -55,6 +65,71 @@ type TriggerSpec struct {
 	Params map[string]string `json:"params,omitempty"`
 	// Action is what the trigger starts.
 	Action TriggerAction `json:"action"`
+	// Debounce gathers events: the first event opens a window of this length, and the
+	// events of the window (at most 100, and as many as ${params.events} holds) start
+	// one run, whose params are the last event's, with ${params.eventCount} and
+	// ${params.events} (the JSON list of every event's params) besides. At most 1h.
+	Debounce Duration `json:"debounce,omitempty"`
+	// RateLimit bounds how many runs the trigger starts per period.
+	RateLimit *TriggerRateLimit `json:"rateLimit,omitempty"`
+	// MaxConcurrentRuns bounds how many runs the trigger started may run at once; 0
+	// (unset) does not bound them.
+	MaxConcurrentRuns int32 `json:"maxConcurrentRuns,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// Overflow is what happens to a run that rateLimit or maxConcurrentRuns do not let
+	// start when its events arrive: queue (the default) starts it once they do, drop
+	// drops it.
+	Overflow TriggerOverflow `json:"overflow,omitempty" jsonschema:"enum=queue,enum=drop"`
+}
+
+// TriggerRateLimit is at most Runs runs per Period.
+type TriggerRateLimit struct {
+	// Runs is how many runs may start within any Period.
+	Runs int32 `json:"runs" jsonschema:"minimum=1,maximum=1000"`
+	// Period is the window, from 1s to 24h.
+	Period Duration `json:"period"`
+}
+
+// TriggerOverflow is what happens to a run a trigger's limits hold back.
+type TriggerOverflow string
+
+// Overflow policies.
+const (
+	// OverflowQueue starts the run once the limits let it.
+	OverflowQueue TriggerOverflow = "queue"
+	// OverflowDrop drops the run.
+	OverflowDrop TriggerOverflow = "drop"
+)
+
+// Implicit params of a debounced trigger's run.
+const (
+	// ParamEventCount is the number of events a debounced run starts for.
+	ParamEventCount = "eventCount"
+	// ParamEvents is the JSON list of the data of the events a debounced run starts for.
+	ParamEvents = "events"
+)
+
+// HasControls reports whether the trigger's runs go through its gate: it sets a
+// debounce, a rate limit or a concurrency bound.
+func (s *TriggerSpec) HasControls() bool {
+	return s.Debounce.D() > 0 || s.RateLimit != nil || s.MaxConcurrentRuns > 0
+}
+
+// TriggerEventSource selects OpenDLC's own events of the trigger's workspace.
+type TriggerEventSource struct {
+	// Match selects the events, as a notification rule's match does; empty selects
+	// every status event of the workspace.
+	Match NotificationMatch `json:"match,omitempty,omitzero"`
+}
+
+// TriggerWebhook is a trigger's HTTP endpoint. Exactly one of Secret and SecretRef is
+// set: the HMAC key the sender signs each request with.
+type TriggerWebhook struct {
+	// Secret is the HMAC key, stored with the trigger (answers of the API redact it);
+	// prefer SecretRef.
+	Secret string `json:"secret,omitempty" jsonschema:"minLength=16,maxLength=256"`
+	// SecretRef names a secret of the workspace that the server resolves on each
+	// request, so the key is not stored with the trigger.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
 // EventFilter tests one field of an event. Exactly one of Equals and Prefix is set. A
@@ -98,6 +173,23 @@ func (t *Trigger) Default() {
 	if t.Metadata.Workspace == "" {
 		t.Metadata.Workspace = DefaultWorkspace
 	}
+}
+
+// ListenSubject is the inbound subject the trigger listens on: its Subject, or for a
+// webhook trigger TriggerInboundSubject of its workspace and name, where the webhook
+// publishes; empty for a trigger on OpenDLC's own events.
+func (t *Trigger) ListenSubject() string {
+	switch {
+	case t.Spec.Subject != "":
+		return t.Spec.Subject
+	case t.Spec.Webhook != nil:
+		ws := t.Metadata.Workspace
+		if ws == "" {
+			ws = DefaultWorkspace
+		}
+		return TriggerSubjectPrefix(ws) + t.Metadata.Name
+	}
+	return ""
 }
 
 // TriggerSubjectPrefix is the prefix of the subjects programs publish a workspace's
@@ -197,12 +289,25 @@ func (Trigger) JSONSchemaExtend(s *jsonschema.Schema) {
 	pinKind(s, KindTrigger)
 }
 
-// JSONSchemaExtend bounds the params.
+// JSONSchemaExtend bounds the params and says that exactly one source is set.
 func (TriggerSpec) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"subject"}},
+		{Required: []string{"events"}},
+		{Required: []string{"webhook"}},
+	}
 	if p, ok := s.Properties.Get("params"); ok {
 		p.MaxProperties = uint64p(maxTriggerParams)
 		p.PropertyNames = &jsonschema.Schema{Type: "string", MaxLength: uint64p(64), Pattern: envNamePattern}
 		p.AdditionalProperties = &jsonschema.Schema{Type: "string", MaxLength: uint64p(maxTriggerParamLength)}
+	}
+}
+
+// JSONSchemaExtend says that exactly one of secret and secretRef is set.
+func (TriggerWebhook) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{
+		{Required: []string{"secret"}},
+		{Required: []string{"secretRef"}},
 	}
 }
 

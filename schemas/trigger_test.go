@@ -2,6 +2,8 @@ package schemas_test
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -57,7 +59,15 @@ func decodeTrigger(t *testing.T, doc string) *schemas.Trigger {
 }
 
 func TestTriggerValid(t *testing.T) {
-	for name, doc := range map[string]string{"pipeline": onNewData, "job": onDemand} {
+	docs := map[string]string{"pipeline": onNewData, "job": onDemand}
+	for _, f := range []string{"on-training-succeeded.yaml", "on-webhook.yaml", "on-uploads-debounced.yaml"} {
+		b, err := os.ReadFile("../examples/trigger/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[f] = string(b)
+	}
+	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
 			checkValidDoc(t, doc, "DecodeTrigger", schemas.DecodeTrigger)
 		})
@@ -83,7 +93,51 @@ func TestTriggerInvalid(t *testing.T) {
 		"subject outside dlc":          subject(onDemand, "orders.created", notOwn),
 		"subject with more tokens":     subject(onDemand, "dlc.vision.trigger.a.fired", notOwn),
 		"wildcard subject":             subject(onDemand, "dlc.vision.trigger.*", "must be a NATS subject: tokens of letters, digits, '_' and '-' separated by '.', without wildcards"),
-		"missing subject":              subject(onDemand, "", "required"),
+		"missing subject":              subject(onDemand, "", "required unless events or webhook is set: the trigger needs a source"),
+		"two sources": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Events = &schemas.TriggerEventSource{}
+				tr.Spec.Webhook = &schemas.TriggerWebhook{Secret: strings.Repeat("s", 16)}
+			},
+			want: schemas.ErrorList{{Field: "spec", Detail: "must set only one of subject, events and webhook"}},
+		},
+		"events match": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Events = &schemas.TriggerEventSource{Match: schemas.NotificationMatch{
+					Phases: []schemas.JobPhase{"Succeeded", "Succeeded"}, Labels: map[string]string{"bad key!": "x"}}}
+			},
+			want: schemas.ErrorList{
+				{Field: `spec.events.match.labels["bad key!"]`, Detail: "key must be [prefix/]name, where name is at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"},
+				{Field: "spec.events.match.phases[1]", Detail: `duplicate "Succeeded" (first at spec.events.match.phases[0])`},
+			},
+		},
+		"webhook without secret": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Webhook = &schemas.TriggerWebhook{}
+			},
+			want: schemas.ErrorList{{Field: "spec.webhook.secret", Detail: "required unless secretRef is set: every webhook request is signed"}},
+		},
+		"webhook secret short": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Webhook = &schemas.TriggerWebhook{Secret: "short"}
+			},
+			want: schemas.ErrorList{{Field: "spec.webhook.secret", Detail: "must be at least 16 characters"}},
+		},
+		"webhook secret and ref": {
+			doc: onDemand,
+			edit: func(tr *schemas.Trigger) {
+				tr.Spec.Subject = ""
+				tr.Spec.Webhook = &schemas.TriggerWebhook{Secret: strings.Repeat("s", 16), SecretRef: &schemas.SecretRef{Name: "k"}}
+			},
+			want: schemas.ErrorList{{Field: "spec.webhook.secretRef", Detail: "must not be set together with secret"}},
+		},
 		"filters": {
 			doc: onNewData,
 			edit: func(tr *schemas.Trigger) {
@@ -242,5 +296,47 @@ func TestTriggerRunName(t *testing.T) {
 	}
 	if got := schemas.S3EventSubject("vision"); got != "dlc.vision.s3.events" {
 		t.Errorf("S3EventSubject = %q", got)
+	}
+}
+
+// A debounced trigger's run gets eventCount and events: a job may refer to them and a
+// pipeline may declare them; without a debounce they are ordinary, missing params.
+func TestTriggerDebounceParams(t *testing.T) {
+	job := strings.Replace(onDemand, `command: [trainer, --lr, "${params.lr}"]`, `command: [trainer, --lr, "${params.lr}", --files, "${params.events}", --n, "${params.eventCount}"]`, 1)
+	pipeline := strings.Replace(onNewData, `{name: currentAccuracy, default: "0.8"}]`, `{name: currentAccuracy, default: "0.8"}, {name: events}, {name: eventCount}]`, 1)
+	for name, tc := range map[string]struct {
+		doc, controls string
+		want          []string
+	}{
+		"job, debounced":      {job, "debounce: 30s", nil},
+		"pipeline, debounced": {pipeline, "debounce: 30s", nil},
+		"job":                 {job, "", []string{"spec.action.job.command[4]", "spec.action.job.command[6]"}},
+		"pipeline":            {pipeline, "", []string{"spec.params", "spec.params"}},
+		"bad controls": {onDemand, "debounce: 2h\n  rateLimit: {runs: 0, period: 25h}\n  overflow: drop\n  maxConcurrentRuns: 1001",
+			[]string{"spec.debounce", "spec.maxConcurrentRuns", "spec.rateLimit.period", "spec.rateLimit.runs"}},
+		"overflow alone":       {onDemand, "overflow: queue", []string{"spec.overflow"}},
+		"events param shadows": {strings.Replace(onDemand, `params: {lr: "${event.data.lr}"}`, `params: {lr: "${event.data.lr}", events: "${event.id}"}`, 1), "debounce: 30s", []string{"spec.params.events"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			doc := tc.doc
+			if tc.controls != "" {
+				doc = strings.Replace(doc, "  action:", "  "+tc.controls+"\n  action:", 1)
+			}
+			tr, err := schemas.DecodeValid([]byte(doc), schemas.DecodeTrigger)
+			var got []string
+			if list, ok := errors.AsType[schemas.ErrorList](err); ok {
+				for _, e := range list {
+					got = append(got, e.Field)
+				}
+			} else if err != nil {
+				t.Fatalf("%v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("fields at fault (-want +got):\n%s\n%v", diff, err)
+			}
+			if err == nil && tc.controls != "" && !tr.Spec.HasControls() {
+				t.Error("a debounced trigger has no controls")
+			}
+		})
 	}
 }

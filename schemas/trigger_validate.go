@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"strings"
+	"time"
 )
 
 // Bounds of a Trigger that its struct tags cannot express.
@@ -26,6 +27,35 @@ func (t *Trigger) Validate() ErrorList {
 	p := NewPath("spec")
 	s := &t.Spec
 
+	sources := 0
+	for _, set := range []bool{s.Subject != "", s.Events != nil, s.Webhook != nil} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		add(Invalid(p.Child("subject"), "required unless events or webhook is set: the trigger needs a source"))
+	case sources > 1:
+		add(Invalid(p, "must set only one of subject, events and webhook"))
+	}
+	if e := s.Events; e != nil {
+		mp := p.Child("events", "match")
+		validateLabels(e.Match.Labels, mp.Child("labels"), &errs)
+		validateUnique(e.Match.Types, mp.Child("types"), &errs)
+		validateUnique(e.Match.Phases, mp.Child("phases"), &errs)
+		validateUnique(e.Match.Jobs, mp.Child("jobs"), &errs)
+	}
+	if w := s.Webhook; w != nil {
+		wp := p.Child("webhook")
+		switch {
+		case w.Secret == "" && w.SecretRef == nil:
+			add(Invalid(wp.Child("secret"), "required unless secretRef is set: every webhook request is signed"))
+		case w.Secret != "" && w.SecretRef != nil:
+			add(Invalid(wp.Child("secretRef"), "must not be set together with secret"))
+		}
+	}
+	validateTriggerControls(s, p, &errs)
 	if s.Subject != "" && natsSubjectRE.MatchString(s.Subject) {
 		name, ok := strings.CutPrefix(s.Subject, TriggerSubjectPrefix(ws))
 		if !ok {
@@ -100,6 +130,14 @@ func (t *Trigger) Validate() ErrorList {
 		for _, k := range sortedKeys(s.Params) {
 			given[k] = ""
 		}
+		if s.Debounce.D() > 0 {
+			// A debounced run also gets the implicit params its pipeline declares.
+			for _, pp := range a.Pipeline.Params {
+				if pp.Name == ParamEvents || pp.Name == ParamEventCount {
+					given[pp.Name] = ""
+				}
+			}
+		}
 		if _, perrs := a.Pipeline.ResolveParams(given); len(perrs) > 0 {
 			for _, e := range perrs {
 				name := strings.TrimPrefix(e.Field, "params.")
@@ -124,6 +162,7 @@ func (t *Trigger) Validate() ErrorList {
 				switch {
 				case r.Root != RefParams:
 					add(Invalid(fp, "%s: a trigger's job can refer only to ${params.<name>}", r))
+				case s.Debounce.D() > 0 && (r.Name == ParamEvents || r.Name == ParamEventCount):
 				case !hasKey(s.Params, r.Name):
 					add(Invalid(fp, "%s: no parameter %q in spec.params", r, r.Name))
 				}
@@ -141,4 +180,31 @@ func (t *Trigger) Validate() ErrorList {
 func hasKey[V any](m map[string]V, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+// Bounds of a trigger's controls.
+const (
+	maxTriggerDebounce   = Duration(time.Hour)
+	maxTriggerRatePeriod = Duration(24 * time.Hour)
+)
+
+// validateTriggerControls checks debounce, rateLimit, maxConcurrentRuns and overflow.
+func validateTriggerControls(s *TriggerSpec, p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	if d := s.Debounce; d != 0 && (d < Duration(time.Second) || d > maxTriggerDebounce) {
+		add(Invalid(p.Child("debounce"), "must be from 1s to 1h"))
+	}
+	if r := s.RateLimit; r != nil && (r.Period < Duration(time.Second) || r.Period > maxTriggerRatePeriod) {
+		add(Invalid(p.Child("rateLimit", "period"), "must be from 1s to 24h"))
+	}
+	if s.Overflow != "" && s.RateLimit == nil && s.MaxConcurrentRuns == 0 {
+		add(Invalid(p.Child("overflow"), "applies only with rateLimit or maxConcurrentRuns"))
+	}
+	if s.Debounce > 0 {
+		for _, k := range []string{ParamEvents, ParamEventCount} {
+			if hasKey(s.Params, k) {
+				add(Invalid(p.Child("params").Key(k), "is set by the trigger for a debounced run; choose another name"))
+			}
+		}
+	}
 }

@@ -300,3 +300,9 @@ func (t *temporalBase) deleteRuns(ctx context.Context, id string) error {
 		}
 	}
 }
+
+// Temporal is the client the services start workflows with, and TaskQueue where: the
+// trigger dispatcher signals its triggers' gates with them (package triggers).
+func (s *Service) Temporal() (c client.Client, taskQueue string) {
+	return s.Jobs.tc, s.Jobs.taskQueue
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
@@ -70,6 +72,13 @@ type Dispatcher struct {
 	o           Options
 	log         *slog.Logger
 	kv          jetstream.KeyValue
+	// tc and taskQueue signal the gates of triggers with controls; gateWorker serves
+	// the gates' activities (gate.go).
+	tc         client.Client
+	taskQueue  string
+	gateMu     sync.Mutex
+	gateWorker worker.Worker
+	closed     bool // under gateMu: no gate worker starts any more
 
 	mu        sync.RWMutex
 	bySubject map[string]map[string]*schemas.Trigger // subject -> key -> trigger
@@ -79,9 +88,12 @@ type Dispatcher struct {
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	consume   jetstream.ConsumeContext
-	ctx       context.Context
-	cancel    context.CancelFunc
-	closeOnce sync.Once
+	// consumeOwn reads OpenDLC's own status events for triggers with an events source
+	// (own.go).
+	consumeOwn jetstream.ConsumeContext
+	ctx        context.Context
+	cancel     context.CancelFunc
+	closeOnce  sync.Once
 }
 
 // StartDispatcher loads every trigger, then consumes DLC_INBOUND through the durable
@@ -111,6 +123,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 		d.log = slog.Default()
 	}
 	d.log = d.log.With("component", "triggers")
+	d.tc, d.taskQueue = svc.Temporal()
 	var err error
 	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
 		return nil, fmt.Errorf("triggers: open bucket %s (created by jetstream.EnsureStreams): %w", TriggersBucket, err)
@@ -149,6 +162,11 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 		d.stop()
 		return nil, fmt.Errorf("triggers: consume %s: %w", InboundStream, err)
 	}
+	if err := d.startOwnEvents(ctx); err != nil {
+		d.consume.Stop()
+		d.stop()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -157,10 +175,13 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 func (d *Dispatcher) Close(ctx context.Context) error {
 	var err error
 	d.closeOnce.Do(func() {
-		if d.consume != nil {
-			d.consume.Stop()
+		for _, c := range []jetstream.ConsumeContext{d.consume, d.consumeOwn} {
+			if c == nil {
+				continue
+			}
+			c.Stop()
 			select {
-			case <-d.consume.Closed():
+			case <-c.Closed():
 			case <-ctx.Done():
 				err = fmt.Errorf("triggers: close: %w", ctx.Err())
 			}
@@ -171,6 +192,12 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 }
 
 func (d *Dispatcher) stop() {
+	d.gateMu.Lock()
+	if d.gateWorker != nil {
+		d.gateWorker.Stop()
+	}
+	d.gateWorker, d.closed = nil, true
+	d.gateMu.Unlock()
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -204,7 +231,14 @@ func (d *Dispatcher) apply(e jetstream.KeyValueEntry) {
 	if t == nil || Key(t.Metadata.Workspace, t.Metadata.Name) != key {
 		return
 	}
-	s := t.Spec.Subject
+	if t.Spec.HasControls() {
+		// Serve the gates' activities from the first trigger with controls on.
+		go d.startGateWorker()
+	}
+	s := t.ListenSubject()
+	if t.Spec.Events != nil {
+		s = ownEventsKey(t.Metadata.Workspace)
+	}
 	if d.bySubject[s] == nil {
 		d.bySubject[s] = map[string]*schemas.Trigger{}
 	}
@@ -289,9 +323,17 @@ func (d *Dispatcher) handle(msg jetstream.Msg) {
 		return
 	}
 	d.catchUp(d.ctx)
+	d.dispatch(msg, ev, d.matching(ev.Subject), func(t *schemas.Trigger) bool {
+		return t.Metadata.Workspace == ev.Workspace && t.Spec.Matches(ev.Doc)
+	})
+}
+
+// dispatch fires every trigger of ts that selects accepts for the event, then
+// acknowledges the message; a transient failure has it delivered again after a backoff.
+func (d *Dispatcher) dispatch(msg jetstream.Msg, ev Event, ts []*schemas.Trigger, selects func(*schemas.Trigger) bool) {
 	retry := false
-	for _, t := range d.matching(ev.Subject) {
-		if t.Metadata.Workspace != ev.Workspace || !t.Spec.Matches(ev.Doc) {
+	for _, t := range ts {
+		if !selects(t) {
 			continue
 		}
 		if err := d.fire(t, ev); err != nil {
@@ -329,15 +371,26 @@ func permanent(format string, args ...any) error {
 	return &permanentError{fmt.Errorf(format, args...)}
 }
 
-// fire starts a trigger's action for an event. An action already started for this event
+// fire starts a trigger's action for an event, or, for a trigger with controls, hands
+// the event to the trigger's gate (gate.go). An action already started for this event
 // counts as started.
 func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 	params, err := t.Spec.ResolveParams(ev.Doc)
 	if err != nil {
 		return permanent("%w", err)
 	}
+	if t.Spec.HasControls() {
+		return d.signalGate(t, ev, params)
+	}
+	_, err = d.startRun(d.ctx, t, schemas.TriggerRunName(t.Metadata.Name, ev.ID), params, ev.ID, ev.Subject, ev.Key)
+	return err
+}
+
+// startRun starts a trigger's action, named runName, with params, for the event
+// eventID (from source, about key); it answers the kind it started. A run already
+// started counts as started.
+func (d *Dispatcher) startRun(parent context.Context, t *schemas.Trigger, runName string, params map[string]string, eventID, source, key string) (schemas.Kind, error) {
 	ws := t.Metadata.Workspace
-	runName := schemas.TriggerRunName(t.Metadata.Name, ev.ID)
 	labels := make(map[string]string, len(t.Metadata.Labels)+1)
 	maps.Copy(labels, t.Metadata.Labels)
 	labels[schemas.LabelTrigger] = t.Metadata.Name
@@ -355,11 +408,11 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 			Spec:       *a.Pipeline,
 		}
 		if errs := p.Validate(); len(errs) > 0 {
-			return permanent("the pipeline is invalid: %v", errs)
+			return "", permanent("the pipeline is invalid: %v", errs)
 		}
-		values, errs := p.Spec.ResolveParams(params)
+		values, errs := p.Spec.ResolveParams(pipelineParams(a.Pipeline, params))
 		if len(errs) > 0 {
-			return permanent("the pipeline's parameters: %v", errs)
+			return "", permanent("the pipeline's parameters: %v", errs)
 		}
 		kind = schemas.KindPipeline
 		start = func(ctx context.Context) error {
@@ -369,7 +422,7 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 	case a.Experiment != nil:
 		exp, err := experimentAction(t, runName, labels, params)
 		if err != nil {
-			return err
+			return "", err
 		}
 		kind = schemas.KindExperiment
 		start = func(ctx context.Context) error {
@@ -387,7 +440,7 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 			return "", fmt.Errorf("%s: no value", r)
 		})
 		if len(errs) > 0 {
-			return permanent("%w", errors.Join(errs...))
+			return "", permanent("%w", errors.Join(errs...))
 		}
 		job := schemas.TrainingJob{
 			APIVersion: schemas.APIVersion,
@@ -397,7 +450,7 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 		}
 		job.Default()
 		if errs := job.Validate(); len(errs) > 0 {
-			return permanent("the job is invalid: %v", errs)
+			return "", permanent("the job is invalid: %v", errs)
 		}
 		kind = schemas.KindTrainingJob
 		start = func(ctx context.Context) error {
@@ -405,36 +458,48 @@ func (d *Dispatcher) fire(t *schemas.Trigger, ev Event) error {
 			return err
 		}
 	default:
-		return permanent("the trigger has no action")
+		return "", permanent("the trigger has no action")
 	}
 
 	// The run is listed under the trigger's owner, who applied it (DlcOwner).
-	ctx, cancel := context.WithTimeout(service.WithOwner(d.ctx, t.Metadata.Annotations[schemas.AnnotationOwner]), d.o.StartTimeout)
+	ctx, cancel := context.WithTimeout(service.WithOwner(parent, t.Metadata.Annotations[schemas.AnnotationOwner]), d.o.StartTimeout)
 	defer cancel()
 	switch err := start(ctx); {
 	case isInvalid(err):
 		// The workspace's storage locations refuse the document: no retry cures it.
-		return permanent("%s %s refused: %w", kind, runName, err)
+		return "", permanent("%s %s refused: %w", kind, runName, err)
 	case errors.Is(err, service.ErrAlreadyExists):
 		d.log.Debug("trigger action already started for this event", "workspace", ws, "trigger", t.Metadata.Name, "run", runName)
 	case err != nil:
-		return fmt.Errorf("start %s %s: %w", kind, runName, err)
+		return "", fmt.Errorf("start %s %s: %w", kind, runName, err)
 	default:
-		d.log.Info("trigger fired", "workspace", ws, "trigger", t.Metadata.Name, "event", ev.ID, "started", runName)
+		d.log.Info("trigger fired", "workspace", ws, "trigger", t.Metadata.Name, "event", eventID, "started", runName)
 	}
-	d.publishFired(ctx, t, ev, kind, runName)
-	return nil
+	d.publishFired(ctx, t, source, key, kind, runName)
+	return kind, nil
+}
+
+// pipelineParams are the params a trigger's pipeline run gets: the implicit params of a
+// debounced run (eventCount, events) only where the pipeline declares them.
+func pipelineParams(p *schemas.PipelineSpec, params map[string]string) map[string]string {
+	out := maps.Clone(params)
+	for _, k := range []string{schemas.ParamEvents, schemas.ParamEventCount} {
+		if _, ok := out[k]; ok && !slices.ContainsFunc(p.Params, func(pp schemas.PipelineParam) bool { return pp.Name == k }) {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 // publishFired publishes the trigger's opendlc.trigger.fired.v1 event. Its message id is
 // the run's, so a repeat within DLC_EVENTS' duplicate window is dropped. A failure is
 // only logged: the action has started, which is what counts.
-func (d *Dispatcher) publishFired(ctx context.Context, t *schemas.Trigger, ev Event, kind schemas.Kind, runName string) {
+func (d *Dispatcher) publishFired(ctx context.Context, t *schemas.Trigger, source, key string, kind schemas.Kind, runName string) {
 	ws, name := t.Metadata.Workspace, t.Metadata.Name
 	id := fmt.Sprintf("%s/%s:fired", ws, runName)
 	e, err := events.New(id, events.TypeTriggerFired, ws, fmt.Sprintf("/opendlc/workspaces/%s/triggers/%s", ws, name),
 		name, time.Now(), events.TriggerFiredData{
-			Trigger: name, Source: ev.Subject, Key: ev.Key, StartedKind: string(kind), StartedName: runName,
+			Trigger: name, Source: source, Key: key, StartedKind: string(kind), StartedName: runName,
 		})
 	var data []byte
 	if err == nil {

@@ -11,7 +11,17 @@
 // where an S3 server publishes bucket notifications (the dev stack's versitygw
 // publishes to dlc.<workspace>.s3.events; see docs/triggers.md for MinIO and AWS). One
 // Dispatcher reads it through the durable consumer "dlc-triggers", so events that
-// arrive while no dispatcher runs are handled when one starts.
+// arrive while no dispatcher runs are handled when one starts. A trigger may instead
+// listen to OpenDLC's own status events of its workspace (own.go: a second durable
+// consumer, on DLC_EVENTS), or have an HTTP webhook whose signed requests the API
+// server publishes to the trigger's subject (webhook.go).
+//
+// # Controls
+//
+// A trigger with a debounce, a rate limit or a concurrency bound hands its events to
+// its gate, a Temporal workflow (workflows.TriggerGateWorkflow) that keeps the state
+// the controls need and starts the runs through activities every dispatcher serves
+// (gate.go).
 //
 // # Exactly one start per event
 //

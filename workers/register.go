@@ -20,7 +20,7 @@ type ActivityRegistry interface {
 }
 
 // RegisterWorkflows registers every workflow under its wire name: each kind's
-// (workerKinds, kinds.go), the workspace quota's and node health's.
+// (workerKinds, kinds.go), the workspace quota's, node health's and the trigger gate's.
 func RegisterWorkflows(r WorkflowRegistry) {
 	for _, k := range workerKinds {
 		if k.workflow != nil {
@@ -29,6 +29,8 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	}
 	r.RegisterWorkflowWithOptions(workflows.QuotaWorkflow, workflow.RegisterOptions{Name: workflows.QuotaWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.NodeHealthWorkflow, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
+	// The trigger gates; their activities are the trigger dispatchers' (package triggers).
+	r.RegisterWorkflowWithOptions(workflows.TriggerGateWorkflow, workflow.RegisterOptions{Name: workflows.TriggerGateWorkflowName})
 }
 
 // RegisterActivities registers the job activities under their wire names.

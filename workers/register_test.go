@@ -32,10 +32,10 @@ func TestRegisteredNames(t *testing.T) {
 	RegisterScheduleActivities(&n, &activities.ScheduleActivities{})
 	slices.Sort(n.workflows)
 	slices.Sort(n.activities)
-	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "WorkspaceQuota"}
+	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "TriggerGate", "WorkspaceQuota"}
 	wantActivities := []string{
 		"BuildStepJob", "CheckNewData", "CheckNodes", "CleanupGang", "ClosedJobs", "ForwardLogs", "JobMetrics",
-		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "RecheckQuarantined", "ReleaseNode", "ReplaceReplica", "RequestQuota", "ResolveWorkspace", "ScaleGang",
+		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "ReadWarmStart", "RecheckQuarantined", "ReleaseNode", "ReplaceReplica", "RequestQuota", "ResolveWorkspace", "ScaleGang",
 		"StopGang", "StopJob", "StopScheduledJob", "StopTrialJob", "WaitScheduledJob", "WatchGang", "WatchTrialMetrics",
 	}
 	if !slices.Equal(n.workflows, wantWorkflows) {

@@ -236,14 +236,22 @@ var redactedTypes = map[reflect.Type]bool{
 	reflect.TypeFor[schemas.NotificationRuleSpec](): true,
 	reflect.TypeFor[schemas.WebhookTarget]():        true,
 	reflect.TypeFor[api.RuleList]():                 true,
+	reflect.TypeFor[schemas.Trigger]():              true,
+	reflect.TypeFor[schemas.TriggerSpec]():          true,
+	reflect.TypeFor[schemas.TriggerWebhook]():       true,
+	reflect.TypeFor[api.TriggerList]():              true,
 }
 
 // redactDefs lets the redacted definitions hold the redacted value where a secret was.
 func redactDefs(defs map[string]any) {
-	wh, _ := defs["WebhookTargetRedacted"].(map[string]any)
-	props, _ := wh["properties"].(map[string]any)
-	for _, name := range []string{"secret", "botSecret"} {
-		if secret, ok := props[name]; ok {
+	for _, def := range []string{"WebhookTargetRedacted", "TriggerWebhookRedacted"} {
+		wh, _ := defs[def].(map[string]any)
+		props, _ := wh["properties"].(map[string]any)
+		for _, name := range []string{"secret", "botSecret"} {
+			secret, ok := props[name]
+			if !ok {
+				continue
+			}
 			props[name] = map[string]any{
 				"description": "the secret, or " + redacted + " in an answer",
 				"anyOf":       []any{secret, map[string]any{"type": "string", "enum": []any{redacted}}},

@@ -19,6 +19,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
 )
@@ -37,6 +38,8 @@ type Options struct {
 	// LogArchive reads finished jobs' archived logs (WithLogArchive); nil reads the
 	// log stream only.
 	LogArchive *logarchive.Store
+	// WebhookSecrets resolves triggers' webhook secretRefs (WithWebhookSecrets).
+	WebhookSecrets notify.SecretSource
 }
 
 // Option changes Options.
