@@ -366,15 +366,21 @@ func TestTriggerWebhookSignedDeliveries(t *testing.T) {
 }
 
 // A trigger on a pipeline run's own phase event: the run's Succeeded event (matched by
-// its type, phase and the run's name, which a run's own events carry as their job)
-// starts the trigger's job once; the events of its steps do not.
+// its type, phase and the run's name, and filtered to the events without a step) starts
+// the trigger's job once; the events of its steps do not.
 func TestTriggerOnOwnPipelineEvent(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	ws := workspace(t)
-	// A run's own events carry no data.job: the param takes data.pipeline.
-	doc := strings.Replace(ownEventTriggerDoc(ws, "after-prepare", "{types: [opendlc.pipeline.phase.v1], phases: [Succeeded], jobs: [prepare]}"),
+	// A run's own events carry no data.job: the param takes data.pipeline. The match
+	// selects the run's and its steps' events (pipelines: [prepare]); the filter keeps
+	// the run's own, which have no data.step.
+	doc := strings.Replace(ownEventTriggerDoc(ws, "after-prepare", "{types: [opendlc.pipeline.phase.v1], phases: [Succeeded], pipelines: [prepare]}"),
 		"${event.data.job}", "${event.data.pipeline}", 1)
+	doc = strings.Replace(doc, "  events: {", "  filter: [{field: data.step, exists: false}]\n  events: {", 1)
+	if !strings.Contains(doc, "exists: false") {
+		t.Fatalf("the trigger document has no filter:\n%s", doc)
+	}
 	if _, err := env.api.ApplyTrigger(ctx, []byte(doc)); err != nil {
 		t.Fatalf("apply trigger: %v", err)
 	}

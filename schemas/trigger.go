@@ -132,9 +132,9 @@ type TriggerWebhook struct {
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
-// EventFilter tests one field of an event. Exactly one of Equals and Prefix is set. A
-// field that is not a string is compared in its JSON form (3, true); a missing field
-// fails the test.
+// EventFilter tests one field of an event. Exactly one of Equals, Prefix and Exists is
+// set. A field that is not a string is compared in its JSON form (3, true); a missing
+// field fails Equals and Prefix.
 type EventFilter struct {
 	// Field is a path into the event, such as type or data.Records[0].s3.object.key.
 	Field string `json:"field" jsonschema:"maxLength=256"`
@@ -142,6 +142,9 @@ type EventFilter struct {
 	Equals string `json:"equals,omitempty" jsonschema:"maxLength=1024"`
 	// Prefix is what the field's value must start with.
 	Prefix string `json:"prefix,omitempty" jsonschema:"maxLength=1024"`
+	// Exists says the field must be present (true) or absent (false): {field:
+	// data.step, exists: false} selects a pipeline run's own events, not its steps'.
+	Exists *bool `json:"exists,omitempty"`
 }
 
 // TriggerAction is what a trigger starts: exactly one of Pipeline, Job and Experiment.
@@ -230,6 +233,12 @@ func (s *TriggerSpec) Matches(event any) bool {
 			return false
 		}
 		v, ok := p.Lookup(event)
+		if f.Exists != nil {
+			if ok != *f.Exists {
+				return false
+			}
+			continue
+		}
 		if !ok {
 			return false
 		}
@@ -311,11 +320,12 @@ func (TriggerWebhook) JSONSchemaExtend(s *jsonschema.Schema) {
 	}
 }
 
-// JSONSchemaExtend says that exactly one of equals and prefix is set.
+// JSONSchemaExtend says that exactly one of equals, prefix and exists is set.
 func (EventFilter) JSONSchemaExtend(s *jsonschema.Schema) {
 	s.OneOf = []*jsonschema.Schema{
 		{Required: []string{"equals"}},
 		{Required: []string{"prefix"}},
+		{Required: []string{"exists"}},
 	}
 }
 

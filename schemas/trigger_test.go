@@ -145,7 +145,7 @@ func TestTriggerInvalid(t *testing.T) {
 			},
 			want: schemas.ErrorList{
 				{Field: "spec.filter[0].field", Detail: `invalid field path "data..x": expected a key at ".x"`},
-				{Field: "spec.filter[1]", Detail: "must set equals or prefix"},
+				{Field: "spec.filter[1]", Detail: "must set equals, prefix or exists"},
 				{Field: "spec.filter[2]", Detail: "must set only one of equals and prefix"},
 			},
 		},

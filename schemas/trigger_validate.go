@@ -73,11 +73,19 @@ func (t *Trigger) Validate() ErrorList {
 				add(Invalid(fp.Child("field"), "%v", err))
 			}
 		}
+		set := 0
+		for _, on := range []bool{f.Equals != "", f.Prefix != "", f.Exists != nil} {
+			if on {
+				set++
+			}
+		}
 		switch {
-		case f.Equals == "" && f.Prefix == "":
-			add(Invalid(fp, "must set equals or prefix"))
-		case f.Equals != "" && f.Prefix != "":
+		case set == 0:
+			add(Invalid(fp, "must set equals, prefix or exists"))
+		case set > 1 && f.Exists == nil:
 			add(Invalid(fp, "must set only one of equals and prefix"))
+		case set > 1:
+			add(Invalid(fp, "must set only one of equals, prefix and exists"))
 		}
 	}
 
