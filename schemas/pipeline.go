@@ -84,6 +84,17 @@ type PipelineStep struct {
 	// Condition gates the steps that depend on this one: when it is false they are
 	// Skipped.
 	Condition *StepCondition `json:"condition,omitempty"`
+	// Experiment is the Experiment spec (a hyper-parameter search) the step runs, as
+	// an Experiment named <pipeline>-<step>. ${params.<name>} in its trialTemplate is
+	// the trial's value when <name> is a search-space parameter, else the pipeline's
+	// parameter; the other references are substituted as in a job step's spec. Its
+	// outputs are the best trial's: ${steps.<name>.outputs.bestParams.<param>},
+	// .objective, .bestTrial, .bestJob, .experiment and, with
+	// trialTemplate.checkpoint, .checkpoint (the best trial's newest complete
+	// checkpoint) and .checkpointURI; its metric is the objective
+	// (${steps.<name>.metrics.<objective metric>}). The step fails when the experiment
+	// fails or completes no trial.
+	Experiment *ExperimentSpec `json:"experiment,omitempty"`
 	// Outputs name artifact URIs this job step writes (templates like the job's), so
 	// later steps can refer to them as ${steps.<name>.outputs.<key>}; the job receives
 	// each as DLC_OUTPUT_<KEY>. Every job step also has the outputs job (its job's
@@ -161,6 +172,8 @@ type StepStatus struct {
 	Job string `json:"job,omitempty"`
 	// JobUID is the job's uid, once started.
 	JobUID string `json:"jobUID,omitempty"`
+	// Experiment is the name of an experiment step's Experiment.
+	Experiment string `json:"experiment,omitempty"`
 	// ConditionResult is a condition step's value, once evaluated.
 	ConditionResult *bool `json:"conditionResult,omitempty"`
 	// Outputs are the step's outputs, once it succeeded.
@@ -276,6 +289,7 @@ func (PipelineStep) JSONSchemaExtend(s *jsonschema.Schema) {
 	s.OneOf = []*jsonschema.Schema{
 		{Required: []string{"job"}},
 		{Required: []string{"condition"}},
+		{Required: []string{"experiment"}},
 	}
 	if o, ok := s.Properties.Get("outputs"); ok {
 		o.MaxProperties = uint64p(maxStepOutputs)

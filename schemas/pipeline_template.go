@@ -80,7 +80,7 @@ func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
 		if ref.Field == StepMetrics && !metricKeyRE.MatchString(ref.Key) {
 			return ref, true, fmt.Errorf("${%s}: invalid metric key %q", raw, ref.Key)
 		}
-		if ref.Field == StepOutputs && !outputKeyRE.MatchString(ref.Key) {
+		if ref.Field == StepOutputs && !outputKeyRE.MatchString(ref.Key) && !isBestParamsKey(ref.Key) {
 			return ref, true, fmt.Errorf("${%s}: invalid output key %q", raw, ref.Key)
 		}
 	case RefEvent:
@@ -179,6 +179,9 @@ func JobTemplateFields(spec *TrainingJobSpec, p Path, fn func(Path, *string)) {
 	}
 	if spec.Checkpoint != nil {
 		fn(p.Child("checkpoint", "uri"), &spec.Checkpoint.URI)
+		if spec.Checkpoint.ResumeFrom != "" {
+			fn(p.Child("checkpoint", "resumeFrom"), &spec.Checkpoint.ResumeFrom)
+		}
 	}
 	for i := range spec.Data {
 		fn(p.Child("data").Index(i).Child("uri"), &spec.Data[i].URI)

@@ -85,13 +85,15 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 			}
 		}
 		validateUnique(st.DependsOn, stp.Child("dependsOn"), errs)
-		switch {
-		case st.Job == nil && st.Condition == nil:
-			add(Invalid(stp, "must set job or condition"))
-		case st.Job != nil && st.Condition != nil:
-			add(Invalid(stp, "must set only one of job and condition"))
+		switch n := st.kinds(); {
+		case n == 0:
+			add(Invalid(stp, "must set job, experiment or condition"))
+		case n > 1:
+			add(Invalid(stp, "must set only one of job, experiment and condition"))
 		case st.Job != nil:
-			st.Job.validate(stp.Child("job"), errs)
+			validateStepJob(st.Job, stp.Child("job"), errs)
+		case st.Experiment != nil:
+			st.validateExperimentStep(runNameLen, params, stp, errs)
 		}
 		if st.Condition != nil && len(st.Outputs) > 0 {
 			add(Invalid(stp.Child("outputs"), "only a job step has outputs"))
@@ -222,6 +224,9 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 		}
 		switch ref.Root {
 		case RefParams:
+			if st.Experiment != nil && (st.Experiment.SearchParam(ref.Name) != nil || !params[ref.Name]) {
+				return // the trial's value, or unknown (the experiment's validation says so)
+			}
 			if !params[ref.Name] {
 				add("no parameter %q in spec.params", ref.Name)
 			}
@@ -238,6 +243,12 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 				return
 			}
 			src := &s.Steps[j]
+			if src.Experiment != nil {
+				if problem, args := checkExperimentRef(src, ref); problem != "" {
+					add(problem, args...)
+				}
+				return
+			}
 			if src.Job == nil {
 				add("step %s is a condition: it has no outputs or metrics", ref.Name)
 				return
@@ -271,6 +282,10 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 	if st.Job != nil {
 		c := CopyJobSpec(st.Job)
 		JobTemplateFields(&c, p.Child("job"), func(fp Path, v *string) { template(fp, *v) })
+	}
+	if st.Experiment != nil {
+		c := CopyJobSpec(&st.Experiment.TrialTemplate)
+		JobTemplateFields(&c, p.Child("experiment", "trialTemplate"), func(fp Path, v *string) { template(fp, *v) })
 	}
 	for _, k := range sortedKeys(st.Outputs) {
 		template(p.Child("outputs").Key(k), st.Outputs[k])

@@ -93,6 +93,9 @@ type stepJob struct {
 	timedOut      bool
 	// backoff, set instead of future, ends the wait before the step's next try.
 	backoff workflow.Future
+	// experiment is set when future is an experiment step's Experiment
+	// (pipeline_experiment.go).
+	experiment *schemas.Experiment
 }
 
 const (
@@ -286,6 +289,10 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 		w.endStep(ctx, i, schemas.StepFailed, ReasonInvalidStep, rootMessage(err))
 		return
 	}
+	if built.Experiment != nil {
+		w.startExperiment(ctx, i, &built)
+		return
+	}
 	job := &built.Job
 	w.retryName(i, &built)
 	// The job is stopped through its stop update (which cleans its replicas up), not by
@@ -400,6 +407,7 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 		reason = "the pipeline was stopped: " + w.stopReason
 	}
 	var stops []doneFuture
+	var stopped []int
 	for _, i := range w.order {
 		j := w.jobs[i]
 		if j != nil && j.backoff != nil {
@@ -414,9 +422,9 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 		if err := j.future.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			continue
 		}
-		st := &w.status.Steps[i]
+		stopped = append(stopped, i)
 		stops = append(stops, stopJob(ctx, activities.StopJobInput{
-			WorkflowID: JobWorkflowID(w.in.Pipeline.Metadata.Workspace, st.Job),
+			WorkflowID: w.stepWorkflowID(i),
 			UpdateName: UpdateStop,
 			Reason:     reason,
 		}))
@@ -426,6 +434,7 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 			w.logger.Error("could not stop a step's job", "error", err)
 		}
 	}
+	w.experimentsStopped(ctx, stopped)
 }
 
 // endStep moves a step to a terminal phase. A failed step fails the pipeline.

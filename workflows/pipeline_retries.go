@@ -33,6 +33,10 @@ func (w *pipelineWorkflow) addStepFutures(ctx workflow.Context, sel workflow.Sel
 		})
 		return
 	}
+	if j.experiment != nil {
+		sel.AddFuture(j.future, func(f workflow.Future) { w.experimentDone(ctx, i, f) })
+		return
+	}
 	sel.AddFuture(j.future, func(f workflow.Future) { w.jobDone(ctx, i, f) })
 	if j.timeout != nil && !j.timedOut {
 		sel.AddFuture(j.timeout, func(f workflow.Future) {
