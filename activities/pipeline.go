@@ -127,6 +127,8 @@ type BuildStepJobInput struct {
 	Params map[string]string `json:"params,omitempty"`
 	// Upstream are the results of the steps that have succeeded, by name.
 	Upstream map[string]StepResult `json:"upstream,omitempty"`
+	// Outcome is, for an onExit step, how the run's steps ended.
+	Outcome *RunOutcome `json:"outcome,omitempty"`
 }
 
 // BuildStepJobResult is a step's job, ready to start.
@@ -167,10 +169,13 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 			}
 			return "", fmt.Errorf("%s: no such parameter", r)
 		case schemas.RefPipeline:
-			if r.Name == "workspace" {
+			switch r.Name {
+			case "workspace":
 				return in.Run.Workspace, nil
+			case "name":
+				return in.Run.Name, nil
 			}
-			return in.Run.Name, nil
+			return in.Outcome.value(r)
 		case schemas.RefSteps:
 			up, ok := in.Upstream[r.Name]
 			if !ok {

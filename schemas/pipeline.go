@@ -54,6 +54,14 @@ type PipelineSpec struct {
 	// Steps are the DAG's nodes, in any order that lists each step once; dependsOn gives
 	// the edges.
 	Steps []PipelineStep `json:"steps" jsonschema:"minItems=1,maxItems=32"`
+	// OnExit are steps that run once every step of spec.steps has ended, whatever the
+	// outcome (Succeeded, Failed or Stopped): notify, clean up, record. Besides what
+	// spec.steps' steps may refer to, they may refer to the outcome as
+	// ${pipeline.status}, ${pipeline.failedStep} and ${pipeline.message}, and to the
+	// outputs and metrics of any step of spec.steps that succeeded; their dependsOn
+	// names other onExit steps only. A failed onExit step fails a run whose steps
+	// succeeded; it does not change a Failed or Stopped run's phase.
+	OnExit []PipelineStep `json:"onExit,omitempty" jsonschema:"maxItems=8"`
 }
 
 // PipelineParam is one parameter of a pipeline.
@@ -181,6 +189,8 @@ type StepStatus struct {
 	// Attempts counts the step's tries after the first (retries); Job names the
 	// latest try's job.
 	Attempts int `json:"attempts,omitempty"`
+	// OnExit marks a step of spec.onExit.
+	OnExit bool `json:"onExit,omitempty"`
 	// Metrics are the last values its job reported, once it succeeded.
 	Metrics    events.Metrics `json:"metrics,omitempty"`
 	StartTime  *time.Time     `json:"startTime,omitempty"`

@@ -66,8 +66,9 @@ func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
 		}
 		ref.Name = rest
 	case RefPipeline:
-		if rest != "name" && rest != "workspace" {
-			return ref, true, fmt.Errorf("${%s}: must be ${pipeline.name} or ${pipeline.workspace}", raw)
+		if rest != "name" && rest != "workspace" && !slices.Contains(exitRefs, rest) {
+			return ref, true, fmt.Errorf("${%s}: must be ${pipeline.name}, ${pipeline.workspace}, or in an onExit step "+
+				"${pipeline.status}, ${pipeline.failedStep} or ${pipeline.message}", raw)
 		}
 		ref.Name = rest
 	case RefSteps:

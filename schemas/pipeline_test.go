@@ -163,7 +163,7 @@ func TestPipelineInvalid(t *testing.T) {
 			},
 			want: schemas.ErrorList{
 				{Field: "spec.steps[0].job.args[0]", Detail: "${steps.train.output.x}: must be ${steps.<step>.outputs.<key>} or ${steps.<step>.metrics.<key>}"},
-				{Field: "spec.steps[0].job.args[1]", Detail: "${pipeline.uid}: must be ${pipeline.name} or ${pipeline.workspace}"},
+				{Field: "spec.steps[0].job.args[1]", Detail: "${pipeline.uid}: must be ${pipeline.name}, ${pipeline.workspace}, or in an onExit step ${pipeline.status}, ${pipeline.failedStep} or ${pipeline.message}"},
 				{Field: "spec.steps[0].job.args[2]", Detail: "${event.data.key}: event fields are available only in a Trigger's spec.params"},
 				{Field: "spec.steps[0].job.args[3]", Detail: "unterminated ${params.unterminated"},
 			},

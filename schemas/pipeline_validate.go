@@ -42,7 +42,6 @@ func (p *Pipeline) Validate() ErrorList {
 // <run>-<step>.
 func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 	add := func(e *FieldError) { *errs = append(*errs, e) }
-	sp := p.Child("steps")
 
 	params := map[string]bool{}
 	for i, prm := range s.Params {
@@ -55,13 +54,33 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		params[prm.Name] = true
 	}
 
+	index, acyclic := validateStepList(s.Steps, p.Child("steps"), nil, runNameLen, params, errs)
+	if acyclic {
+		up := s.upstream(index)
+		for i := range s.Steps {
+			s.validateRefs(i, params, index, up[i], false, p.Child("steps").Index(i), errs)
+		}
+	}
+	s.validateOnExit(index, acyclic, runNameLen, params, p, errs)
+}
+
+// validateStepList checks a list of steps (spec.steps, or spec.onExit at sp): names
+// (unique here and not in other, the names of the other list), dependencies within
+// the list, each step's kind and fields, and cycles. It returns the steps' indexes by
+// name and whether the list has no cycle.
+func validateStepList(list []PipelineStep, sp Path, other map[string]int, runNameLen int, params map[string]bool, errs *ErrorList) (map[string]int, bool) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
 	index := map[string]int{}
-	for i, st := range s.Steps {
+	for i, st := range list {
 		if st.Name == "" {
 			continue
 		}
 		if j, ok := index[st.Name]; ok {
 			add(Invalid(sp.Index(i).Child("name"), "duplicate name %q (first at %s)", st.Name, sp.Index(j)))
+			continue
+		}
+		if j, ok := other[st.Name]; ok {
+			add(Invalid(sp.Index(i).Child("name"), "duplicate name %q (first at spec.steps[%d])", st.Name, j))
 			continue
 		}
 		index[st.Name] = i
@@ -71,15 +90,19 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		}
 	}
 
-	for i := range s.Steps {
-		st := &s.Steps[i]
+	for i := range list {
+		st := &list[i]
 		stp := sp.Index(i)
 		for k, d := range st.DependsOn {
 			dp := stp.Child("dependsOn").Index(k)
-			switch _, ok := index[d]; {
+			_, ok := index[d]
+			_, inOther := other[d]
+			switch {
 			case d == "":
 			case d == st.Name:
 				add(Invalid(dp, "a step cannot depend on itself"))
+			case !ok && inOther:
+				add(Invalid(dp, "an onExit step runs once every step has ended; dependsOn names other onExit steps only"))
 			case !ok:
 				add(Invalid(dp, "unknown step %q", d))
 			}
@@ -102,17 +125,12 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		st.validateRetries(runNameLen, stp, errs)
 	}
 
-	cycles := s.findCycles(index)
+	l := &PipelineSpec{Steps: list}
+	cycles := l.findCycles(index)
 	for _, c := range cycles {
 		add(Invalid(sp.Index(c.at).Child("dependsOn"), "cycle %s", strings.Join(c.names, " → ")))
 	}
-	if len(cycles) > 0 {
-		return // upstream sets are meaningless with cycles
-	}
-	up := s.upstream(index)
-	for i := range s.Steps {
-		s.validateRefs(i, params, index, up[i], sp.Index(i), errs)
-	}
+	return index, len(cycles) == 0
 }
 
 func validateOutputs(outputs map[string]string, p Path, errs *ErrorList) {
@@ -216,7 +234,8 @@ func (s *PipelineSpec) upstream(index map[string]int) []map[string]bool {
 
 // validateRefs checks every reference of step i: parameters must be declared, steps
 // must be upstream job steps with the output referred to.
-func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[string]int, up map[string]bool, p Path, errs *ErrorList) {
+// exit says step i is an onExit step, which may also refer to the run's outcome.
+func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[string]int, up map[string]bool, exit bool, p Path, errs *ErrorList) {
 	st := &s.Steps[i]
 	check := func(fp Path, ref TemplateRef) {
 		add := func(format string, args ...any) {
@@ -232,6 +251,10 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 			}
 		case RefEvent:
 			add("event fields are available only in a Trigger's spec.params")
+		case RefPipeline:
+			if !exit && slices.Contains(exitRefs, ref.Name) {
+				add("the run's outcome is known only in spec.onExit steps")
+			}
 		case RefSteps:
 			j, ok := index[ref.Name]
 			switch {

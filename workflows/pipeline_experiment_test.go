@@ -196,3 +196,16 @@ func TestPipelineStopStopsTheExperimentStep(t *testing.T) {
 		t.Errorf("stopped (-want +got):\n%s", diff)
 	}
 }
+
+// noopUpdate is an update callback that fails the test on an error.
+func noopUpdate(t *testing.T) *testsuite.TestUpdateCallback {
+	return &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { t.Errorf("update rejected: %v", err) },
+		OnAccept: func() {},
+		OnComplete: func(_ any, err error) {
+			if err != nil {
+				t.Errorf("update: %v", err)
+			}
+		},
+	}
+}
