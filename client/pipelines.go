@@ -58,6 +58,13 @@ func (c *Client) WaitPipeline(ctx context.Context, workspace, name string, inter
 		})
 }
 
+// RetryPipeline starts a retry of a Failed or Stopped run: a new run, named name (empty:
+// <run>-retry-<N>), that reuses the outputs of the steps that succeeded and runs the
+// others.
+func (c *Client) RetryPipeline(ctx context.Context, workspace, run, name string) (*api.PipelineRun, error) {
+	return callJSON[api.PipelineRun](ctx, c, http.MethodPost, pipelinePath(workspace, run)+"/retry", api.PipelineRetryRequest{Name: name})
+}
+
 // DeletePipeline stops a pipeline run if it runs, then deletes it and its step jobs;
 // its name can then be used again.
 func (c *Client) DeletePipeline(ctx context.Context, workspace, name string) error {

@@ -22,6 +22,9 @@ type PipelineInput struct {
 	// Params are every parameter's value, defaults included
 	// (schemas.PipelineSpec.ResolveParams).
 	Params map[string]string `json:"params,omitempty"`
+	// Reused is set on a retry of a run (pipeline_retry.go): the steps that succeeded
+	// in the run it retries, which this run does not run again.
+	Reused *PipelineReuse `json:"reused,omitempty"`
 }
 
 // PipelineResult is the run's final status.
@@ -124,6 +127,7 @@ func (w *pipelineWorkflow) setup(ctx workflow.Context) error {
 		}
 		w.status.Steps = append(w.status.Steps, s)
 	}
+	w.reuseSteps()
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (PipelineView, error) {
 		return PipelineView{UID: w.uid, Pipeline: w.in.Pipeline, Status: w.status}, nil

@@ -23,9 +23,12 @@ import (
 // in a history recorded before they existed (validation refused the field), so this
 // needs no workflow.GetVersion.
 
-// ReasonOnExitFailed: an onExit step failed after every step had succeeded (the run
-// Failed).
-const ReasonOnExitFailed = "OnExitFailed"
+// Reasons of onExit steps.
+const (
+	// ReasonOnExitFailed: an onExit step failed after every step had succeeded (the run
+	// Failed).
+	ReasonOnExitFailed = "OnExitFailed"
+)
 
 // pipelineExit is the state of a run's onExit steps.
 type pipelineExit struct {
