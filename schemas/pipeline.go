@@ -189,6 +189,9 @@ type StepStatus struct {
 	// Attempts counts the step's tries after the first (retries); Job names the
 	// latest try's job.
 	Attempts int `json:"attempts,omitempty"`
+	// ReusedFrom names, on a retry, the run in which the step succeeded: it was not
+	// run again, and its outputs and metrics are that run's.
+	ReusedFrom string `json:"reusedFrom,omitempty"`
 	// OnExit marks a step of spec.onExit.
 	OnExit bool `json:"onExit,omitempty"`
 	// Metrics are the last values its job reported, once it succeeded.
