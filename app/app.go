@@ -41,6 +41,7 @@ import (
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
+	"github.com/opendlc/opendlc/templates"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
 )
@@ -326,6 +327,11 @@ func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, er
 		if err != nil {
 			return nil, err
 		}
+		templateStore, err := templates.OpenStore(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		sc.Templates = templateStore
 		var authOpts []auth.Option
 		if cfg.API.SingleTenant != "" {
 			authOpts = append(authOpts, auth.WithSingleTenant(cfg.API.SingleTenant))

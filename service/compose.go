@@ -40,6 +40,9 @@ type Config struct {
 	// NewRules); nil: not served.
 	Triggers TriggerStore
 	Rules    *notify.Store
+	// Templates serves stored pipeline templates (NewPipelineTemplates); nil: not
+	// served.
+	Templates TemplateStore
 	// Storage, when set, confines the S3 locations of every document to its
 	// workspace's (SetStorage).
 	Storage *storage.Policy
@@ -70,6 +73,9 @@ func Compose(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.Rules != nil {
 		s.Rules = NewRules(cfg.Rules)
+	}
+	if cfg.Templates != nil {
+		s.Templates = NewPipelineTemplates(cfg.Templates, s.Pipelines)
 	}
 	if cfg.Storage != nil {
 		s.SetStorage(cfg.Storage)

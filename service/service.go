@@ -45,6 +45,9 @@ type Service struct {
 	// JetStream key-value stores): NewTriggers, NewRules.
 	Triggers *Documents[*schemas.Trigger]
 	Rules    *Documents[*schemas.NotificationRule]
+	// Templates serves stored pipeline templates (NewPipelineTemplates); set by the
+	// front end when it has their key-value store.
+	Templates *PipelineTemplates
 	// Workspaces and Tokens are set by the front end when it has a token store:
 	// NewWorkspaces, NewTokens.
 	Workspaces *Workspaces

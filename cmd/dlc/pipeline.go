@@ -68,13 +68,9 @@ func newPipelineRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			values := map[string]string{}
-			for _, kv := range params {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--param %q: want NAME=VALUE", kv)
-				}
-				values[k] = v
+			values, err := paramValues(params)
+			if err != nil {
+				return err
 			}
 			p, err := c.RunPipeline(cmd.Context(), data, values)
 			if err != nil {
