@@ -20,9 +20,10 @@ import (
 const Bucket = dlcjs.PipelineTemplatesBucket
 
 var (
-	// ErrNotFound: no template of that name in that workspace.
+	// ErrNotFound is the error for a template that is not in its workspace.
 	ErrNotFound = errors.New("templates: pipeline template not found")
-	// ErrInvalidName: a workspace or template name that is not a DNS label.
+	// ErrInvalidName is the error for a workspace or template name that is not a DNS
+	// label.
 	ErrInvalidName = errors.New("templates: invalid name")
 )
 

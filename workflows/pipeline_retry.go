@@ -45,7 +45,7 @@ func (w *pipelineWorkflow) reuseSteps() {
 		}
 		st := &w.status.Steps[i]
 		st.Phase, st.Reason = schemas.StepSucceeded, ReasonReused
-		st.Message = fmt.Sprintf("succeeded in run %s", r.From)
+		st.Message = "succeeded in run " + r.From
 		if job := src.Outputs[schemas.OutputJob]; job != "" {
 			st.Message += fmt.Sprintf(" (job %s)", job)
 		}

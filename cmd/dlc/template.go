@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -39,7 +40,7 @@ func newTemplateCmd(g *globals) *cobra.Command {
 				}
 				return strings.Join(names, ",")
 			}},
-			{"STEPS", func(t schemas.StoredPipelineTemplate) string { return fmt.Sprint(len(t.Spec.Steps)) }},
+			{"STEPS", func(t schemas.StoredPipelineTemplate) string { return strconv.Itoa(len(t.Spec.Steps)) }},
 		},
 
 		del:      (*client.Client).DeletePipelineTemplate,
