@@ -15,6 +15,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
 )
 
 // tuneAndTrainSpec is examples/pipeline/tune-and-train.yaml with the built trainer, in
@@ -82,6 +83,7 @@ func TestPipelineExperimentStepFeedsTheBestTrial(t *testing.T) {
 	if st.Phase != schemas.PipelineSucceeded {
 		t.Fatalf("run %s (%s), want Succeeded", st.Phase, st.Message)
 	}
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, "tune-and-train"), "pipeline_experiment_step.json")
 
 	// The step's experiment ran for real: its trials' jobs, its best trial.
 	exp, err := c.GetExperiment(ctx, ws, "tune-and-train-tune")

@@ -56,6 +56,7 @@ spec:
 	if diff := cmp.Diff([]string{"train:Failed", "publish:Skipped", "notify:Succeeded", "report:Succeeded"}, stepsOf(st)); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, "onexit"), "pipeline_on_exit_after_failure.json")
 	train, err := c.GetJob(ctx, ws, "onexit-train")
 	if err != nil || train.Status.Phase != schemas.JobFailed {
 		t.Fatalf("onexit-train: %v, %v; want Failed", train, err)

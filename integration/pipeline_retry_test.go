@@ -82,6 +82,7 @@ spec:
 	if diff := cmp.Diff([]string{"prepare:Succeeded", "train:Succeeded", "publish:Succeeded"}, stepsOf(st)); diff != "" {
 		t.Fatalf("retry's steps (-want +got):\n%s", diff)
 	}
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, "rr-retry-1"), "pipeline_retry_reused.json")
 	prep := st.Step("prepare")
 	if prep.Reason != workflows.ReasonReused || prep.ReusedFrom != "rr" || prep.Outputs["job"] != "rr-prepare" || prep.Metrics["rows"] != 42 {
 		t.Errorf("prepare in the retry = %+v; want reused from rr with rr-prepare's outputs and metrics", prep)
