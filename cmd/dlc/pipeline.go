@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -55,24 +56,33 @@ func newPipelineCmd(g *globals) *cobra.Command {
 
 func newPipelineRunCmd(g *globals) *cobra.Command {
 	var (
-		file   string
-		params []string
-		wait   bool
+		file, template, name string
+		params               []string
+		wait                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run -f FILE",
-		Short: "Start a run of a pipeline, named by its metadata.name",
+		Use:   "run -f FILE | --template NAME --name RUN",
+		Short: "Start a run of a pipeline, named by its metadata.name, or of a stored template",
 		Args:  cobra.NoArgs,
 		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			data, err := readSpecFile(file)
-			if err != nil {
-				return err
-			}
 			values, err := paramValues(params)
 			if err != nil {
 				return err
 			}
-			p, err := c.RunPipeline(cmd.Context(), data, values)
+			var p *api.PipelineRun
+			switch {
+			case (file == "") == (template == ""):
+				return errors.New("give either -f FILE or --template NAME")
+			case template != "" && name == "":
+				return errors.New("--template needs --name: the run's name")
+			case template != "":
+				p, err = c.RunPipelineTemplate(cmd.Context(), g.workspace, template, name, values)
+			default:
+				var data []byte
+				if data, err = readSpecFile(file); err == nil {
+					p, err = c.RunPipeline(cmd.Context(), data, values)
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -83,7 +93,9 @@ func newPipelineRunCmd(g *globals) *cobra.Command {
 			return waitPipeline(cmd, c, ws, name)
 		}),
 	}
-	fileFlag(cmd, &file, "pipeline")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline file (YAML or JSON); - for stdin")
+	cmd.Flags().StringVar(&template, "template", "", "run this stored pipeline template (dlc template) instead of a file")
+	cmd.Flags().StringVar(&name, "name", "", "with --template: the run's name")
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
 	return cmd
