@@ -317,6 +317,12 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, error) {
 	js := p.Events.JetStream()
 	sc := service.Config{Temporal: p.Temporal, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue, Logger: cfg.Logger}
+	// Pipeline templates are served by the API and run by the trigger dispatcher.
+	templateStore, err := templates.OpenStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	sc.Templates = templateStore
 	var registry storage.Registry
 	if cfg.API != nil {
 		rules, err := notify.OpenStore(ctx, js)
@@ -327,11 +333,6 @@ func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, er
 		if err != nil {
 			return nil, err
 		}
-		templateStore, err := templates.OpenStore(ctx, js)
-		if err != nil {
-			return nil, err
-		}
-		sc.Templates = templateStore
 		var authOpts []auth.Option
 		if cfg.API.SingleTenant != "" {
 			authOpts = append(authOpts, auth.WithSingleTenant(cfg.API.SingleTenant))

@@ -81,3 +81,17 @@ func (StoredPipelineTemplate) JSONSchemaExtend(s *jsonschema.Schema) {
 func DecodePipelineTemplate(data []byte) (*StoredPipelineTemplate, error) {
 	return decodeAs[StoredPipelineTemplate](data, KindPipelineTemplate)
 }
+
+// PipelineTemplateRef names a stored PipelineTemplate of the referring object's
+// workspace (a trigger's action).
+type PipelineTemplateRef struct {
+	// Name is the template's name.
+	Name string `json:"name" jsonschema:"maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+}
+
+// validate checks the name.
+func (r *PipelineTemplateRef) validate(p Path, errs *ErrorList) {
+	if len(r.Name) > maxQualifiedNameLen || !dnsLabelRE.MatchString(r.Name) {
+		*errs = append(*errs, Invalid(p.Child("name"), "must be the name of a PipelineTemplate (a DNS label)"))
+	}
+}

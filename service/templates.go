@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/schemas"
@@ -35,6 +36,11 @@ func NewPipelineTemplates(store TemplateStore, pipelines *Pipelines) *PipelineTe
 // (schemas.AnnotationPipelineTemplate), and no later change of the template changes
 // it. A template of another workspace is not found.
 func (t *PipelineTemplates) Run(ctx context.Context, ws, name, run string, given map[string]string) (api.PipelineRun, error) {
+	return t.RunLabelled(ctx, ws, name, run, nil, given)
+}
+
+// RunLabelled is Run with labels added to the template's on the run (a trigger's).
+func (t *PipelineTemplates) RunLabelled(ctx context.Context, ws, name, run string, labels, given map[string]string) (api.PipelineRun, error) {
 	tpl, err := t.Get(ctx, ws, name)
 	if err != nil {
 		return api.PipelineRun{}, err
@@ -43,6 +49,10 @@ func (t *PipelineTemplates) Run(ctx context.Context, ws, name, run string, given
 		return api.PipelineRun{}, invalid("a run of a pipeline template needs a name", "name", "required: the run's name")
 	}
 	p := tpl.Run(run)
+	if len(labels) > 0 && p.Metadata.Labels == nil {
+		p.Metadata.Labels = map[string]string{}
+	}
+	maps.Copy(p.Metadata.Labels, labels)
 	if errs := p.Validate(); len(errs) > 0 {
 		return api.PipelineRun{}, &Error{Kind: ErrInvalidObject,
 			Message: fmt.Sprintf("run %s of pipeline template %s: %d problem(s)", run, name, len(errs)), Fields: fieldsOf(errs, "name")}
