@@ -127,11 +127,15 @@ type BuildStepJobInput struct {
 	Params map[string]string `json:"params,omitempty"`
 	// Upstream are the results of the steps that have succeeded, by name.
 	Upstream map[string]StepResult `json:"upstream,omitempty"`
+	// Outcome is, for an onExit step, how the run's steps ended.
+	Outcome *RunOutcome `json:"outcome,omitempty"`
 }
 
 // BuildStepJobResult is a step's job, ready to start.
 type BuildStepJobResult struct {
 	Job schemas.TrainingJob `json:"job"`
+	// Experiment is, for an experiment step, its Experiment (Job is then empty).
+	Experiment *schemas.Experiment `json:"experiment,omitempty"`
 	// Outputs are the step's outputs known before it runs: its declared outputs, job
 	// and checkpointURI.
 	Outputs map[string]string `json:"outputs,omitempty"`
@@ -154,7 +158,7 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 		msg := fmt.Sprintf(format, args...)
 		return BuildStepJobResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalidStep, nil)
 	}
-	if in.Step.Job == nil {
+	if in.Step.Job == nil && in.Step.Experiment == nil {
 		return fail("step %s has no job", in.Step.Name)
 	}
 	resolve := func(r schemas.TemplateRef) (string, error) {
@@ -165,10 +169,13 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 			}
 			return "", fmt.Errorf("%s: no such parameter", r)
 		case schemas.RefPipeline:
-			if r.Name == "workspace" {
+			switch r.Name {
+			case "workspace":
 				return in.Run.Workspace, nil
+			case "name":
+				return in.Run.Name, nil
 			}
-			return in.Run.Name, nil
+			return in.Outcome.value(r)
 		case schemas.RefSteps:
 			up, ok := in.Upstream[r.Name]
 			if !ok {
@@ -189,6 +196,9 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 			return "", fmt.Errorf("%s: step %s has no output %q", r, r.Name, r.Key)
 		}
 		return "", fmt.Errorf("%s: not available in a pipeline", r)
+	}
+	if in.Step.Experiment != nil {
+		return buildStepExperiment(in, resolve, fail)
 	}
 
 	name := schemas.StepJobName(in.Run.Name, in.Step.Name)

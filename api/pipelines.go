@@ -36,3 +36,9 @@ type PipelineList struct {
 type PipelineStopResult struct {
 	Phase schemas.PipelinePhase `json:"phase"`
 }
+
+// PipelineRetryRequest is the body of the retry call.
+type PipelineRetryRequest struct {
+	// Name names the retry; default <run>-retry-<N>, the first N free.
+	Name string `json:"name,omitempty"`
+}

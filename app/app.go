@@ -41,6 +41,7 @@ import (
 	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
+	"github.com/opendlc/opendlc/templates"
 	"github.com/opendlc/opendlc/triggers"
 	"github.com/opendlc/opendlc/workers"
 )
@@ -320,6 +321,12 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, error) {
 	js := p.Events.JetStream()
 	sc := service.Config{Temporal: p.Temporal, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue, Logger: cfg.Logger}
+	// Pipeline templates are served by the API and run by the trigger dispatcher.
+	templateStore, err := templates.OpenStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	sc.Templates = templateStore
 	var registry storage.Registry
 	if cfg.API != nil {
 		rules, err := notify.OpenStore(ctx, js)

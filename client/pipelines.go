@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/schemas"
 )
 
 // RunPipeline starts a run of a pipeline (YAML or JSON), named by its metadata.name,
@@ -58,6 +59,13 @@ func (c *Client) WaitPipeline(ctx context.Context, workspace, name string, inter
 		})
 }
 
+// RetryPipeline starts a retry of a Failed or Stopped run: a new run, named name (empty:
+// <run>-retry-<N>), that reuses the outputs of the steps that succeeded and runs the
+// others.
+func (c *Client) RetryPipeline(ctx context.Context, workspace, run, name string) (*api.PipelineRun, error) {
+	return callJSON[api.PipelineRun](ctx, c, http.MethodPost, pipelinePath(workspace, run)+"/retry", api.PipelineRetryRequest{Name: name})
+}
+
 // DeletePipeline stops a pipeline run if it runs, then deletes it and its step jobs;
 // its name can then be used again.
 func (c *Client) DeletePipeline(ctx context.Context, workspace, name string) error {
@@ -66,4 +74,31 @@ func (c *Client) DeletePipeline(ctx context.Context, workspace, name string) err
 
 func pipelinePath(workspace, name string) string {
 	return workspacePath(workspace, "pipelines", name)
+}
+
+// ApplyPipelineTemplate creates or replaces a stored pipeline template (YAML or JSON).
+func (c *Client) ApplyPipelineTemplate(ctx context.Context, spec []byte) (*schemas.StoredPipelineTemplate, error) {
+	return call[schemas.StoredPipelineTemplate](ctx, c, http.MethodPost, "/v1/templates", nil, spec)
+}
+
+// GetPipelineTemplate returns a stored pipeline template.
+func (c *Client) GetPipelineTemplate(ctx context.Context, workspace, name string) (*schemas.StoredPipelineTemplate, error) {
+	return call[schemas.StoredPipelineTemplate](ctx, c, http.MethodGet, workspacePath(workspace, "templates", name), nil, nil)
+}
+
+// ListPipelineTemplates lists a workspace's stored pipeline templates.
+func (c *Client) ListPipelineTemplates(ctx context.Context, workspace string) (*api.PipelineTemplateList, error) {
+	return call[api.PipelineTemplateList](ctx, c, http.MethodGet, workspacePath(workspace, "templates"), nil, nil)
+}
+
+// DeletePipelineTemplate deletes a stored pipeline template; its runs are not changed.
+func (c *Client) DeletePipelineTemplate(ctx context.Context, workspace, name string) error {
+	return c.do(ctx, http.MethodDelete, workspacePath(workspace, "templates", name), nil, nil, nil)
+}
+
+// RunPipelineTemplate starts a pipeline run named run of a stored template's spec as it
+// is now, with params overriding its parameters' defaults.
+func (c *Client) RunPipelineTemplate(ctx context.Context, workspace, template, run string, params map[string]string) (*api.PipelineRun, error) {
+	return callJSON[api.PipelineRun](ctx, c, http.MethodPost, workspacePath(workspace, "templates", template)+"/run",
+		api.TemplateRunRequest{Name: run, Params: params})
 }

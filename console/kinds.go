@@ -78,6 +78,12 @@ var consoleKinds = registerConsoleKinds(
 		{"GET /ui/ws/{ws}/rules/{name}", method((*Console).rulePage)},
 		{"POST /ui/ws/{ws}/rules/{name}/delete", static(rulePages.deletePage)},
 	}},
+	consoleKind{kind: schemas.KindPipelineTemplate, pages: []consolePage{
+		{"GET /ui/ws/{ws}/templates", templatePages.listPage},
+		{"POST /ui/ws/{ws}/templates", templatePages.applyPage},
+		{"GET /ui/ws/{ws}/templates/{name}", method((*Console).templatePage)},
+		{"POST /ui/ws/{ws}/templates/{name}/delete", static(templatePages.deletePage)},
+	}},
 )
 
 // registerConsoleKinds refuses a declaration that misses a part: the package does not

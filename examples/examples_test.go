@@ -120,6 +120,13 @@ var submitters = map[schemas.Kind]submitter{
 		},
 		remove: (*dlc.Client).DeleteTrigger,
 	},
+	schemas.KindPipelineTemplate: {
+		create: func(ctx context.Context, c *dlc.Client, doc []byte) error {
+			_, err := c.ApplyPipelineTemplate(ctx, doc)
+			return err
+		},
+		remove: (*dlc.Client).DeletePipelineTemplate,
+	},
 	schemas.KindNotificationRule: {
 		create: func(ctx context.Context, c *dlc.Client, doc []byte) error {
 			_, err := c.ApplyRule(ctx, doc)

@@ -305,15 +305,15 @@ spec:
 		},
 		"missing kind": {
 			doc:  "apiVersion: opendlc.io/v1alpha1\nmetadata: {name: a}\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of Experiment, NotificationRule, Pipeline, Schedule, TrainingJob, Trigger"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of Experiment, NotificationRule, Pipeline, PipelineTemplate, Schedule, TrainingJob, Trigger"}},
 		},
 		"null kind": {
 			doc:  "kind: null\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of Experiment, NotificationRule, Pipeline, Schedule, TrainingJob, Trigger"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "required; must be one of Experiment, NotificationRule, Pipeline, PipelineTemplate, Schedule, TrainingJob, Trigger"}},
 		},
 		"unknown kind": {
 			doc:  "apiVersion: opendlc.io/v1alpha1\nkind: Experimen\nmetadata: {name: a}\n",
-			want: schemas.ErrorList{{Field: "kind", Detail: "must be one of Experiment, NotificationRule, Pipeline, Schedule, TrainingJob, Trigger"}},
+			want: schemas.ErrorList{{Field: "kind", Detail: "must be one of Experiment, NotificationRule, Pipeline, PipelineTemplate, Schedule, TrainingJob, Trigger"}},
 		},
 		"kind is not a string": {
 			doc:  "kind: {name: TrainingJob}\n",

@@ -114,7 +114,11 @@ func (e *Experiment) Validate() ErrorList {
 	return errs
 }
 
-func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
+func (s *ExperimentSpec) validate(p Path, errs *ErrorList) { s.validateWith(p, nil, errs) }
+
+// validateWith is validate where ${params.<name>} in the trial template may also name
+// one of outer (a pipeline's parameters, for an experiment step).
+func (s *ExperimentSpec) validateWith(p Path, outer []string, errs *ErrorList) {
 	add := func(e *FieldError) { *errs = append(*errs, e) }
 
 	names := s.validateSearchSpace(p.Child("searchSpace"), errs)
@@ -192,7 +196,7 @@ func (s *ExperimentSpec) validate(p Path, errs *ErrorList) {
 	if !s.TrialTemplate.Logs.ForwardLogs() {
 		add(Invalid(tp.Child("logs", "forward"), "must be true: the experiment reads the trials' metrics from their forwarded logs"))
 	}
-	validateParamRefs(&s.TrialTemplate, names, tp, errs)
+	validateParamRefs(&s.TrialTemplate, append(slices.Clone(names), outer...), tp, errs)
 }
 
 // validateSearchSpace checks each parameter and returns the defined names, sorted.

@@ -29,6 +29,7 @@ var kindInfos = registerKinds(
 	KindInfo{Kind: KindPipeline, Noun: "pipeline", Plural: "pipelines", New: func() Object { return new(Pipeline) }},
 	KindInfo{Kind: KindTrigger, Noun: "trigger", Plural: "triggers", New: func() Object { return new(Trigger) }},
 	KindInfo{Kind: KindExperiment, Noun: "experiment", Plural: "experiments", New: func() Object { return new(Experiment) }},
+	KindInfo{Kind: KindPipelineTemplate, Noun: "template", Plural: "templates", New: func() Object { return new(StoredPipelineTemplate) }},
 )
 
 // registerKinds refuses a registration that misses a part (as kueue's

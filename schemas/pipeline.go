@@ -54,6 +54,14 @@ type PipelineSpec struct {
 	// Steps are the DAG's nodes, in any order that lists each step once; dependsOn gives
 	// the edges.
 	Steps []PipelineStep `json:"steps" jsonschema:"minItems=1,maxItems=32"`
+	// OnExit are steps that run once every step of spec.steps has ended, whatever the
+	// outcome (Succeeded, Failed or Stopped): notify, clean up, record. Besides what
+	// spec.steps' steps may refer to, they may refer to the outcome as
+	// ${pipeline.status}, ${pipeline.failedStep} and ${pipeline.message}, and to the
+	// outputs and metrics of any step of spec.steps that succeeded; their dependsOn
+	// names other onExit steps only. A failed onExit step fails a run whose steps
+	// succeeded; it does not change a Failed or Stopped run's phase.
+	OnExit []PipelineStep `json:"onExit,omitempty" jsonschema:"maxItems=8"`
 }
 
 // PipelineParam is one parameter of a pipeline.
@@ -84,6 +92,17 @@ type PipelineStep struct {
 	// Condition gates the steps that depend on this one: when it is false they are
 	// Skipped.
 	Condition *StepCondition `json:"condition,omitempty"`
+	// Experiment is the Experiment spec (a hyper-parameter search) the step runs, as
+	// an Experiment named <pipeline>-<step>. ${params.<name>} in its trialTemplate is
+	// the trial's value when <name> is a search-space parameter, else the pipeline's
+	// parameter; the other references are substituted as in a job step's spec. Its
+	// outputs are the best trial's: ${steps.<name>.outputs.bestParams.<param>},
+	// .objective, .bestTrial, .bestJob, .experiment and, with
+	// trialTemplate.checkpoint, .checkpoint (the best trial's newest complete
+	// checkpoint) and .checkpointURI; its metric is the objective
+	// (${steps.<name>.metrics.<objective metric>}). The step fails when the experiment
+	// fails or completes no trial.
+	Experiment *ExperimentSpec `json:"experiment,omitempty"`
 	// Outputs name artifact URIs this job step writes (templates like the job's), so
 	// later steps can refer to them as ${steps.<name>.outputs.<key>}; the job receives
 	// each as DLC_OUTPUT_<KEY>. Every job step also has the outputs job (its job's
@@ -161,6 +180,8 @@ type StepStatus struct {
 	Job string `json:"job,omitempty"`
 	// JobUID is the job's uid, once started.
 	JobUID string `json:"jobUID,omitempty"`
+	// Experiment is the name of an experiment step's Experiment.
+	Experiment string `json:"experiment,omitempty"`
 	// ConditionResult is a condition step's value, once evaluated.
 	ConditionResult *bool `json:"conditionResult,omitempty"`
 	// Outputs are the step's outputs, once it succeeded.
@@ -168,6 +189,11 @@ type StepStatus struct {
 	// Attempts counts the step's tries after the first (retries); Job names the
 	// latest try's job.
 	Attempts int `json:"attempts,omitempty"`
+	// ReusedFrom names, on a retry, the run in which the step succeeded: it was not
+	// run again, and its outputs and metrics are that run's.
+	ReusedFrom string `json:"reusedFrom,omitempty"`
+	// OnExit marks a step of spec.onExit.
+	OnExit bool `json:"onExit,omitempty"`
 	// Metrics are the last values its job reported, once it succeeded.
 	Metrics    events.Metrics `json:"metrics,omitempty"`
 	StartTime  *time.Time     `json:"startTime,omitempty"`
@@ -276,6 +302,7 @@ func (PipelineStep) JSONSchemaExtend(s *jsonschema.Schema) {
 	s.OneOf = []*jsonschema.Schema{
 		{Required: []string{"job"}},
 		{Required: []string{"condition"}},
+		{Required: []string{"experiment"}},
 	}
 	if o, ok := s.Properties.Get("outputs"); ok {
 		o.MaxProperties = uint64p(maxStepOutputs)

@@ -12,7 +12,7 @@ func TestPipelineTriggerPatternTags(t *testing.T) {
 		typ  reflect.Type
 		want []string
 	}{
-		"Pipeline": {reflect.TypeFor[Pipeline](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern}},
+		"Pipeline": {reflect.TypeFor[Pipeline](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern, metricNamePattern, paramNamePattern}},
 		"Trigger":  {reflect.TypeFor[Trigger](), []string{checkpointURIPattern, dnsLabelPattern, envNamePattern, natsSubjectPattern, metricNamePattern, paramNamePattern, eventTypePattern, reasonPattern}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -66,8 +66,9 @@ func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
 		}
 		ref.Name = rest
 	case RefPipeline:
-		if rest != "name" && rest != "workspace" {
-			return ref, true, fmt.Errorf("${%s}: must be ${pipeline.name} or ${pipeline.workspace}", raw)
+		if rest != "name" && rest != "workspace" && !slices.Contains(exitRefs, rest) {
+			return ref, true, fmt.Errorf("${%s}: must be ${pipeline.name}, ${pipeline.workspace}, or in an onExit step "+
+				"${pipeline.status}, ${pipeline.failedStep} or ${pipeline.message}", raw)
 		}
 		ref.Name = rest
 	case RefSteps:
@@ -80,7 +81,7 @@ func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
 		if ref.Field == StepMetrics && !metricKeyRE.MatchString(ref.Key) {
 			return ref, true, fmt.Errorf("${%s}: invalid metric key %q", raw, ref.Key)
 		}
-		if ref.Field == StepOutputs && !outputKeyRE.MatchString(ref.Key) {
+		if ref.Field == StepOutputs && !outputKeyRE.MatchString(ref.Key) && !isBestParamsKey(ref.Key) {
 			return ref, true, fmt.Errorf("${%s}: invalid output key %q", raw, ref.Key)
 		}
 	case RefEvent:
@@ -179,6 +180,9 @@ func JobTemplateFields(spec *TrainingJobSpec, p Path, fn func(Path, *string)) {
 	}
 	if spec.Checkpoint != nil {
 		fn(p.Child("checkpoint", "uri"), &spec.Checkpoint.URI)
+		if spec.Checkpoint.ResumeFrom != "" {
+			fn(p.Child("checkpoint", "resumeFrom"), &spec.Checkpoint.ResumeFrom)
+		}
 	}
 	for i := range spec.Data {
 		fn(p.Child("data").Index(i).Child("uri"), &spec.Data[i].URI)

@@ -163,7 +163,7 @@ func TestPipelineInvalid(t *testing.T) {
 			},
 			want: schemas.ErrorList{
 				{Field: "spec.steps[0].job.args[0]", Detail: "${steps.train.output.x}: must be ${steps.<step>.outputs.<key>} or ${steps.<step>.metrics.<key>}"},
-				{Field: "spec.steps[0].job.args[1]", Detail: "${pipeline.uid}: must be ${pipeline.name} or ${pipeline.workspace}"},
+				{Field: "spec.steps[0].job.args[1]", Detail: "${pipeline.uid}: must be ${pipeline.name}, ${pipeline.workspace}, or in an onExit step ${pipeline.status}, ${pipeline.failedStep} or ${pipeline.message}"},
 				{Field: "spec.steps[0].job.args[2]", Detail: "${event.data.key}: event fields are available only in a Trigger's spec.params"},
 				{Field: "spec.steps[0].job.args[3]", Detail: "unterminated ${params.unterminated"},
 			},
@@ -174,9 +174,9 @@ func TestPipelineInvalid(t *testing.T) {
 				p.Spec.Steps[0].Job = nil
 			},
 			want: schemas.ErrorList{
-				{Field: "spec.steps[0]", Detail: "must set job or condition"},
+				{Field: "spec.steps[0]", Detail: "must set job, experiment or condition"},
 				{Field: "spec.steps[1].job.command[2]", Detail: "${steps.preprocess.outputs.dataset}: step preprocess is a condition: it has no outputs or metrics"},
-				{Field: "spec.steps[3]", Detail: "must set only one of job and condition"},
+				{Field: "spec.steps[3]", Detail: "must set only one of job, experiment and condition"},
 			},
 		},
 		"bad condition": {
@@ -451,7 +451,7 @@ func TestFieldPath(t *testing.T) {
 
 // The examples in the repository are valid documents.
 func TestPipelineAndTriggerExamplesAreValid(t *testing.T) {
-	for _, file := range []string{"../examples/pipeline/retrain.yaml", "../examples/trigger/on-new-data.yaml"} {
+	for _, file := range []string{"../examples/pipeline/retrain.yaml", "../examples/pipeline/tune-and-train.yaml", "../examples/trigger/on-new-data.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			schemastest.ReadValid(t, file, schemas.Decode)
 		})

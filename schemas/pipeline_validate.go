@@ -42,7 +42,6 @@ func (p *Pipeline) Validate() ErrorList {
 // <run>-<step>.
 func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 	add := func(e *FieldError) { *errs = append(*errs, e) }
-	sp := p.Child("steps")
 
 	params := map[string]bool{}
 	for i, prm := range s.Params {
@@ -55,13 +54,33 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		params[prm.Name] = true
 	}
 
+	index, acyclic := validateStepList(s.Steps, p.Child("steps"), nil, runNameLen, params, errs)
+	if acyclic {
+		up := s.upstream(index)
+		for i := range s.Steps {
+			s.validateRefs(i, params, index, up[i], false, p.Child("steps").Index(i), errs)
+		}
+	}
+	s.validateOnExit(index, acyclic, runNameLen, params, p, errs)
+}
+
+// validateStepList checks a list of steps (spec.steps, or spec.onExit at sp): names
+// (unique here and not in other, the names of the other list), dependencies within
+// the list, each step's kind and fields, and cycles. It returns the steps' indexes by
+// name and whether the list has no cycle.
+func validateStepList(list []PipelineStep, sp Path, other map[string]int, runNameLen int, params map[string]bool, errs *ErrorList) (map[string]int, bool) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
 	index := map[string]int{}
-	for i, st := range s.Steps {
+	for i, st := range list {
 		if st.Name == "" {
 			continue
 		}
 		if j, ok := index[st.Name]; ok {
 			add(Invalid(sp.Index(i).Child("name"), "duplicate name %q (first at %s)", st.Name, sp.Index(j)))
+			continue
+		}
+		if j, ok := other[st.Name]; ok {
+			add(Invalid(sp.Index(i).Child("name"), "duplicate name %q (first at spec.steps[%d])", st.Name, j))
 			continue
 		}
 		index[st.Name] = i
@@ -71,27 +90,33 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		}
 	}
 
-	for i := range s.Steps {
-		st := &s.Steps[i]
+	for i := range list {
+		st := &list[i]
 		stp := sp.Index(i)
 		for k, d := range st.DependsOn {
 			dp := stp.Child("dependsOn").Index(k)
-			switch _, ok := index[d]; {
+			_, ok := index[d]
+			_, inOther := other[d]
+			switch {
 			case d == "":
 			case d == st.Name:
 				add(Invalid(dp, "a step cannot depend on itself"))
+			case !ok && inOther:
+				add(Invalid(dp, "an onExit step runs once every step has ended; dependsOn names other onExit steps only"))
 			case !ok:
 				add(Invalid(dp, "unknown step %q", d))
 			}
 		}
 		validateUnique(st.DependsOn, stp.Child("dependsOn"), errs)
-		switch {
-		case st.Job == nil && st.Condition == nil:
-			add(Invalid(stp, "must set job or condition"))
-		case st.Job != nil && st.Condition != nil:
-			add(Invalid(stp, "must set only one of job and condition"))
+		switch n := st.kinds(); {
+		case n == 0:
+			add(Invalid(stp, "must set job, experiment or condition"))
+		case n > 1:
+			add(Invalid(stp, "must set only one of job, experiment and condition"))
 		case st.Job != nil:
-			st.Job.validate(stp.Child("job"), errs)
+			validateStepJob(st.Job, stp.Child("job"), errs)
+		case st.Experiment != nil:
+			st.validateExperimentStep(runNameLen, params, stp, errs)
 		}
 		if st.Condition != nil && len(st.Outputs) > 0 {
 			add(Invalid(stp.Child("outputs"), "only a job step has outputs"))
@@ -100,17 +125,12 @@ func (s *PipelineSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		st.validateRetries(runNameLen, stp, errs)
 	}
 
-	cycles := s.findCycles(index)
+	l := &PipelineSpec{Steps: list}
+	cycles := l.findCycles(index)
 	for _, c := range cycles {
 		add(Invalid(sp.Index(c.at).Child("dependsOn"), "cycle %s", strings.Join(c.names, " → ")))
 	}
-	if len(cycles) > 0 {
-		return // upstream sets are meaningless with cycles
-	}
-	up := s.upstream(index)
-	for i := range s.Steps {
-		s.validateRefs(i, params, index, up[i], sp.Index(i), errs)
-	}
+	return index, len(cycles) == 0
 }
 
 func validateOutputs(outputs map[string]string, p Path, errs *ErrorList) {
@@ -214,7 +234,8 @@ func (s *PipelineSpec) upstream(index map[string]int) []map[string]bool {
 
 // validateRefs checks every reference of step i: parameters must be declared, steps
 // must be upstream job steps with the output referred to.
-func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[string]int, up map[string]bool, p Path, errs *ErrorList) {
+// exit says step i is an onExit step, which may also refer to the run's outcome.
+func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[string]int, up map[string]bool, exit bool, p Path, errs *ErrorList) {
 	st := &s.Steps[i]
 	check := func(fp Path, ref TemplateRef) {
 		add := func(format string, args ...any) {
@@ -222,11 +243,18 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 		}
 		switch ref.Root {
 		case RefParams:
+			if st.Experiment != nil && (st.Experiment.SearchParam(ref.Name) != nil || !params[ref.Name]) {
+				return // the trial's value, or unknown (the experiment's validation says so)
+			}
 			if !params[ref.Name] {
 				add("no parameter %q in spec.params", ref.Name)
 			}
 		case RefEvent:
 			add("event fields are available only in a Trigger's spec.params")
+		case RefPipeline:
+			if !exit && slices.Contains(exitRefs, ref.Name) {
+				add("the run's outcome is known only in spec.onExit steps")
+			}
 		case RefSteps:
 			j, ok := index[ref.Name]
 			switch {
@@ -238,6 +266,12 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 				return
 			}
 			src := &s.Steps[j]
+			if src.Experiment != nil {
+				if problem, args := checkExperimentRef(src, ref); problem != "" {
+					add(problem, args...)
+				}
+				return
+			}
 			if src.Job == nil {
 				add("step %s is a condition: it has no outputs or metrics", ref.Name)
 				return
@@ -271,6 +305,10 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 	if st.Job != nil {
 		c := CopyJobSpec(st.Job)
 		JobTemplateFields(&c, p.Child("job"), func(fp Path, v *string) { template(fp, *v) })
+	}
+	if st.Experiment != nil {
+		c := CopyJobSpec(&st.Experiment.TrialTemplate)
+		JobTemplateFields(&c, p.Child("experiment", "trialTemplate"), func(fp Path, v *string) { template(fp, *v) })
 	}
 	for _, k := range sortedKeys(st.Outputs) {
 		template(p.Child("outputs").Key(k), st.Outputs[k])

@@ -161,6 +161,11 @@ type TriggerAction struct {
 	// params replaced in its trial template (as in a job's); the references to the
 	// search space's parameters stay for each trial (TriggerExperimentSpec).
 	Experiment *ExperimentSpec `json:"experiment,omitempty"`
+	// PipelineTemplateRef names a stored PipelineTemplate of the trigger's workspace
+	// instead of embedding a pipeline: each event starts one run of it, as the template
+	// is at that moment, named like a pipeline's run, with the trigger's params as its
+	// parameters (refused, and logged, when the template does not take them).
+	PipelineTemplateRef *PipelineTemplateRef `json:"pipelineTemplateRef,omitempty"`
 }
 
 var _ Object = (*Trigger)(nil)
@@ -335,6 +340,7 @@ func (TriggerAction) JSONSchemaExtend(s *jsonschema.Schema) {
 		{Required: []string{"pipeline"}},
 		{Required: []string{"job"}},
 		{Required: []string{"experiment"}},
+		{Required: []string{"pipelineTemplateRef"}},
 	}
 }
 

@@ -126,6 +126,11 @@ func (t *Trigger) Validate() ErrorList {
 		}
 	}
 	switch a := &s.Action; {
+	case a.PipelineTemplateRef != nil:
+		if a.Pipeline != nil || a.Job != nil || a.Experiment != nil {
+			add(Invalid(ap, "must set only one of pipeline, pipelineTemplateRef, job and experiment"))
+		}
+		a.PipelineTemplateRef.validate(ap.Child("pipelineTemplateRef"), &errs)
 	case a.Pipeline == nil && a.Job == nil && a.Experiment == nil:
 		add(Invalid(ap, "must set pipeline, job or experiment"))
 	case (a.Pipeline != nil) && (a.Job != nil) || (a.Pipeline != nil || a.Job != nil) && a.Experiment != nil:

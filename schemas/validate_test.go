@@ -536,7 +536,7 @@ func TestObject(t *testing.T) {
 	if diff := cmp.Diff("renamed", j.Metadata.Name); diff != "" {
 		t.Errorf("GetMeta does not return the job's metadata (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]schemas.Kind{schemas.KindExperiment, schemas.KindNotificationRule, schemas.KindPipeline, schemas.KindSchedule, schemas.KindTrainingJob, schemas.KindTrigger}, schemas.Kinds()); diff != "" {
+	if diff := cmp.Diff([]schemas.Kind{schemas.KindExperiment, schemas.KindNotificationRule, schemas.KindPipeline, schemas.KindPipelineTemplate, schemas.KindSchedule, schemas.KindTrainingJob, schemas.KindTrigger}, schemas.Kinds()); diff != "" {
 		t.Errorf("Kinds() (-want +got):\n%s", diff)
 	}
 	if _, ok := schemas.NewObject(schemas.KindTrainingJob).(*schemas.TrainingJob); !ok {

@@ -42,6 +42,9 @@ type Config struct {
 	Rules    *notify.Store
 	// Redriver, with Rules, serves the redrive of rules' dead letters (NewRedrives).
 	Redriver *notify.Redriver
+	// Templates serves stored pipeline templates (NewPipelineTemplates); nil: not
+	// served.
+	Templates TemplateStore
 	// Storage, when set, confines the S3 locations of every document to its
 	// workspace's (SetStorage).
 	Storage *storage.Policy
@@ -75,6 +78,9 @@ func Compose(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.Redriver != nil {
 		s.Redrives = NewRedrives(cfg.Redriver)
+	}
+	if cfg.Templates != nil {
+		s.Templates = NewPipelineTemplates(cfg.Templates, s.Pipelines)
 	}
 	if cfg.Storage != nil {
 		s.SetStorage(cfg.Storage)

@@ -62,6 +62,8 @@ var serviceKinds = registerServiceKinds(
 		holds: notHeld("a trigger is a key-value document, not a workflow; what it started is held as its own kind")},
 	kindService{kind: schemas.KindNotificationRule, service: func(s *Service) any { return s.Rules },
 		holds: notHeld("a rule is a key-value document and starts nothing")},
+	kindService{kind: schemas.KindPipelineTemplate, service: func(s *Service) any { return s.Templates },
+		holds: notHeld("a pipeline template is a key-value document; its runs are held as pipelines")},
 )
 
 // registerServiceKinds refuses a registration that misses a part: the package does not

@@ -13,9 +13,11 @@ import (
 // Service holds, and whether its objects keep a workspace from being deleted.
 func TestEveryKindHasAService(t *testing.T) {
 	svc := New(nil, "default", "q", nil)
-	// The front end sets these over its stores (NewTriggers, NewRules).
+	// The front end sets these over its stores (NewTriggers, NewRules,
+	// NewPipelineTemplates).
 	svc.Triggers = &Documents[*schemas.Trigger]{}
 	svc.Rules = &Documents[*schemas.NotificationRule]{}
+	svc.Templates = &PipelineTemplates{}
 
 	registered := map[schemas.Kind]kindService{}
 	for _, k := range serviceKinds {

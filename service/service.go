@@ -47,6 +47,9 @@ type Service struct {
 	Rules    *Documents[*schemas.NotificationRule]
 	// Redrives sends rules' dead letters again; set with Rules (NewRedrives).
 	Redrives *Redrives
+	// Templates serves stored pipeline templates (NewPipelineTemplates); set by the
+	// front end when it has their key-value store.
+	Templates *PipelineTemplates
 	// Workspaces and Tokens are set by the front end when it has a token store:
 	// NewWorkspaces, NewTokens.
 	Workspaces *Workspaces

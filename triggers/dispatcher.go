@@ -79,6 +79,8 @@ type Dispatcher struct {
 	gateMu     sync.Mutex
 	gateWorker worker.Worker
 	closed     bool // under gateMu: no gate worker starts any more
+	// templates runs the stored pipeline templates triggers name; nil: none is served.
+	templates *service.PipelineTemplates
 
 	mu        sync.RWMutex
 	bySubject map[string]map[string]*schemas.Trigger // subject -> key -> trigger
@@ -124,6 +126,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 	}
 	d.log = d.log.With("component", "triggers")
 	d.tc, d.taskQueue = svc.Temporal()
+	d.templates = svc.Templates
 	var err error
 	if d.kv, err = js.KeyValue(ctx, TriggersBucket); err != nil {
 		return nil, fmt.Errorf("triggers: open bucket %s (created by jetstream.EnsureStreams): %w", TriggersBucket, err)
@@ -400,6 +403,20 @@ func (d *Dispatcher) startRun(parent context.Context, t *schemas.Trigger, runNam
 	var kind schemas.Kind
 	var start func(ctx context.Context) error
 	switch a := t.Spec.Action; {
+	case a.PipelineTemplateRef != nil:
+		if d.templates == nil {
+			return "", permanent("this process serves no pipeline templates")
+		}
+		kind = schemas.KindPipeline
+		start = func(ctx context.Context) error {
+			// The template is resolved now; a template not found is no less missing when
+			// the event is delivered again.
+			_, err := d.templates.RunLabelled(ctx, ws, a.PipelineTemplateRef.Name, runName, labels, params)
+			if errors.Is(err, service.ErrNotFound) {
+				return permanent("%w", err)
+			}
+			return err
+		}
 	case a.Pipeline != nil:
 		p := schemas.Pipeline{
 			APIVersion: schemas.APIVersion,

@@ -79,6 +79,8 @@ var workerKinds = registerWorkerKinds(
 		elsewhere: "the trigger dispatcher (package triggers) starts the job, pipeline or experiment a trigger names"},
 	kindWorker{kind: schemas.KindNotificationRule,
 		elsewhere: "the notification dispatcher (package notify) sends what a rule matches"},
+	kindWorker{kind: schemas.KindPipelineTemplate,
+		elsewhere: "a pipeline template is a stored document: its runs are Pipeline workflows, started by the API"},
 )
 
 // registerWorkerKinds refuses a registration that misses a part: the package does not

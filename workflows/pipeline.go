@@ -22,6 +22,9 @@ type PipelineInput struct {
 	// Params are every parameter's value, defaults included
 	// (schemas.PipelineSpec.ResolveParams).
 	Params map[string]string `json:"params,omitempty"`
+	// Reused is set on a retry of a run (pipeline_retry.go): the steps that succeeded
+	// in the run it retries, which this run does not run again.
+	Reused *PipelineReuse `json:"reused,omitempty"`
 }
 
 // PipelineResult is the run's final status.
@@ -65,6 +68,9 @@ type pipelineWorkflow struct {
 	logger log.Logger
 	uid    string
 	status schemas.PipelineStatus
+	// steps are spec.steps then spec.onExit (schemas.PipelineSpec.AllSteps): step i's
+	// spec is steps[i], its status status.Steps[i].
+	steps []schemas.PipelineStep
 	// order is the steps' indexes in dependency order.
 	order []int
 	// jobs holds the running job of each step (by index), nil otherwise.
@@ -80,6 +86,8 @@ type pipelineWorkflow struct {
 	failedStep string
 	// events are the run's phase events (phase_events.go).
 	events pipelineEvents
+	// exit is the state of the onExit steps (pipeline_onexit.go).
+	exit pipelineExit
 }
 
 // stepJob is a job step's running child workflow, or (backoff set) the wait before
@@ -93,6 +101,9 @@ type stepJob struct {
 	timedOut      bool
 	// backoff, set instead of future, ends the wait before the step's next try.
 	backoff workflow.Future
+	// experiment is set when future is an experiment step's Experiment
+	// (pipeline_experiment.go).
+	experiment *schemas.Experiment
 }
 
 const (
@@ -103,19 +114,20 @@ const (
 func (w *pipelineWorkflow) setup(ctx workflow.Context) error {
 	w.uid = workflow.GetInfo(ctx).FirstRunID
 	w.stopCh = workflow.NewBufferedChannel(ctx, 1)
-	spec := &w.in.Pipeline.Spec
-	w.order = spec.TopoOrder()
-	w.jobs = make([]*stepJob, len(spec.Steps))
+	w.steps = w.in.Pipeline.Spec.AllSteps()
+	w.order = (&schemas.PipelineSpec{Steps: w.steps}).TopoOrder()
+	w.jobs = make([]*stepJob, len(w.steps))
 	w.results = map[string]activities.StepResult{}
 	w.status = schemas.PipelineStatus{Phase: schemas.PipelinePending, Params: w.in.Params}
 	w.startPhaseEvents(ctx)
-	for _, st := range spec.Steps {
-		s := schemas.StepStatus{Name: st.Name, Phase: schemas.StepPending}
+	for i, st := range w.steps {
+		s := schemas.StepStatus{Name: st.Name, Phase: schemas.StepPending, OnExit: w.isExit(i)}
 		if st.Job != nil {
 			s.Job = schemas.StepJobName(w.in.Pipeline.Metadata.Name, st.Name)
 		}
 		w.status.Steps = append(w.status.Steps, s)
 	}
+	w.reuseSteps()
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (PipelineView, error) {
 		return PipelineView{UID: w.uid, Pipeline: w.in.Pipeline, Status: w.status}, nil
@@ -137,6 +149,15 @@ func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 	w.runPendingEvent(ctx)
 	w.transition(ctx, pipelineOutcome{schemas.PipelineRunning, ReasonStarted, fmt.Sprintf("%d steps", len(w.status.Steps))})
 
+	w.runSteps(ctx)
+	w.runOnExit(ctx)
+	w.finish(ctx)
+	return PipelineResult{Status: w.status}, nil
+}
+
+// runSteps starts the ready steps and waits for them, and for the stop update, until
+// none runs.
+func (w *pipelineWorkflow) runSteps(ctx workflow.Context) {
 	for {
 		w.startReady(ctx)
 		if !w.anyRunning() {
@@ -159,14 +180,11 @@ func (w *pipelineWorkflow) run(ctx workflow.Context) (PipelineResult, error) {
 			w.cancelRunning(ctx)
 		}
 	}
-	w.finish(ctx)
-	return PipelineResult{Status: w.status}, nil
 }
 
 // startReady starts every step whose dependencies have finished, until none is left: a
 // condition, or a step skipped, can make further steps ready at once.
 func (w *pipelineWorkflow) startReady(ctx workflow.Context) {
-	spec := &w.in.Pipeline.Spec
 	for progressed := true; progressed && w.ending == ""; {
 		progressed = false
 		for _, i := range w.order {
@@ -181,7 +199,7 @@ func (w *pipelineWorkflow) startReady(ctx workflow.Context) {
 			switch {
 			case why != "":
 				w.endStep(ctx, i, schemas.StepSkipped, reason, why)
-			case spec.Steps[i].Condition != nil:
+			case w.steps[i].Condition != nil:
 				w.evaluateCondition(ctx, i)
 			default:
 				w.startJob(ctx, i)
@@ -193,14 +211,16 @@ func (w *pipelineWorkflow) startReady(ctx workflow.Context) {
 // readiness reports whether every dependency of step i has finished and, if the step is
 // to be skipped, why.
 func (w *pipelineWorkflow) readiness(i int) (ready bool, reason, why string) {
-	spec := &w.in.Pipeline.Spec
-	for _, d := range spec.Steps[i].DependsOn {
-		if _, j := spec.Step(d); j >= 0 && !w.status.Steps[j].Phase.Terminal() {
+	if w.isExit(i) && !w.exit.running {
+		return false, "", ""
+	}
+	for _, d := range w.steps[i].DependsOn {
+		if j := w.stepIndex(d); j >= 0 && !w.status.Steps[j].Phase.Terminal() {
 			return false, "", ""
 		}
 	}
-	for _, d := range spec.Steps[i].DependsOn {
-		_, j := spec.Step(d)
+	for _, d := range w.steps[i].DependsOn {
+		j := w.stepIndex(d)
 		if j < 0 {
 			continue
 		}
@@ -218,7 +238,7 @@ func (w *pipelineWorkflow) readiness(i int) (ready bool, reason, why string) {
 // evaluateCondition evaluates a condition step on the parameters and the metrics of the
 // steps before it.
 func (w *pipelineWorkflow) evaluateCondition(ctx workflow.Context, i int) {
-	st := &w.in.Pipeline.Spec.Steps[i]
+	st := &w.steps[i]
 	now := workflow.Now(ctx)
 	w.status.Steps[i].StartTime = &now
 	cond, err := schemas.ParseCondition(st.Condition.Expression)
@@ -264,7 +284,7 @@ func (w *pipelineWorkflow) evaluateCondition(ctx workflow.Context, i int) {
 
 // startJob builds a job step's TrainingJob and starts it as a child workflow.
 func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
-	st := &w.in.Pipeline.Spec.Steps[i]
+	st := &w.steps[i]
 	meta := w.in.Pipeline.Metadata
 	now := workflow.Now(ctx)
 	if w.status.Steps[i].StartTime == nil {
@@ -282,9 +302,14 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 		Step:     *st,
 		Params:   w.in.Params,
 		Upstream: upstream,
+		Outcome:  w.outcomeFor(i),
 	})
 	if err != nil {
 		w.endStep(ctx, i, schemas.StepFailed, ReasonInvalidStep, rootMessage(err))
+		return
+	}
+	if built.Experiment != nil {
+		w.startExperiment(ctx, i, &built)
 		return
 	}
 	job := &built.Job
@@ -309,15 +334,20 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 
 // upstreamOf returns the names of the steps step i depends on, directly or not.
 func (w *pipelineWorkflow) upstreamOf(i int) []string {
-	spec := &w.in.Pipeline.Spec
 	var out []string
-	seen := make([]bool, len(spec.Steps))
+	seen := make([]bool, len(w.steps))
 	queue := []int{i}
+	if w.isExit(i) { // an onExit step comes after every step of spec.steps
+		for k := range w.in.Pipeline.Spec.Steps {
+			seen[k] = true
+			out = append(out, w.steps[k].Name)
+		}
+	}
 	for len(queue) > 0 {
 		k := queue[0]
 		queue = queue[1:]
-		for _, d := range spec.Steps[k].DependsOn {
-			if _, j := spec.Step(d); j >= 0 && !seen[j] {
+		for _, d := range w.steps[k].DependsOn {
+			if j := w.stepIndex(d); j >= 0 && !seen[j] {
 				seen[j] = true
 				out = append(out, d)
 				queue = append(queue, j)
@@ -356,7 +386,7 @@ func (w *pipelineWorkflow) jobDone(ctx workflow.Context, i int, f workflow.Futur
 		w.endStep(ctx, i, schemas.StepCancelled, ReasonPipelineEnded, fmt.Sprintf("job %s was stopped: the pipeline %s", st.Job, w.ending))
 	case j.timedOut:
 		w.tryFailed(ctx, i, ReasonStepTimeout, fmt.Sprintf("job %s ran over the step's timeout of %s and was stopped",
-			st.Job, w.in.Pipeline.Spec.Steps[i].Timeout.D()))
+			st.Job, w.steps[i].Timeout.D()))
 	default:
 		msg := fmt.Sprintf("job %s %s", st.Job, strings.ToLower(string(res.Status.Phase)))
 		if res.Status.Message != "" {
@@ -401,6 +431,7 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 		reason = "the pipeline was stopped: " + w.stopReason
 	}
 	var stops []doneFuture
+	var stopped []int
 	for _, i := range w.order {
 		j := w.jobs[i]
 		if j != nil && j.backoff != nil {
@@ -415,9 +446,9 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 		if err := j.future.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			continue
 		}
-		st := &w.status.Steps[i]
+		stopped = append(stopped, i)
 		stops = append(stops, stopJob(ctx, activities.StopJobInput{
-			WorkflowID: JobWorkflowID(w.in.Pipeline.Metadata.Workspace, st.Job),
+			WorkflowID: w.stepWorkflowID(i),
 			UpdateName: UpdateStop,
 			Reason:     reason,
 		}))
@@ -427,6 +458,7 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 			w.logger.Error("could not stop a step's job", "error", err)
 		}
 	}
+	w.experimentsStopped(ctx, stopped)
 }
 
 // endStep moves a step to a terminal phase. A failed step fails the pipeline.
@@ -440,7 +472,10 @@ func (w *pipelineWorkflow) endStep(ctx workflow.Context, i int, phase schemas.St
 	previous := st.Phase
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	w.stepPhaseEvent(ctx, i, previous)
-	if phase == schemas.StepFailed && w.ending == "" {
+	if phase == schemas.StepFailed && w.isExit(i) {
+		// A failed onExit step does not stop the others (pipeline_onexit.go).
+		w.exit.failed = append(w.exit.failed, st.Name)
+	} else if phase == schemas.StepFailed && w.ending == "" {
 		w.ending, w.failedStep = endFailed, st.Name
 	}
 }
@@ -457,6 +492,16 @@ func (w *pipelineWorkflow) anyRunning() bool {
 // finish skips the steps that never started, enters the terminal phase and waits until
 // every update is handled.
 func (w *pipelineWorkflow) finish(ctx workflow.Context) {
+	w.skipPending(ctx, len(w.steps))
+	now := workflow.Now(ctx)
+	w.status.FinishTime = &now
+	w.transition(ctx, w.exitOutcome(w.stepsOutcome(len(w.steps))))
+	w.drainPhaseEvents(ctx)
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// skipPending skips the steps among the first n that never started.
+func (w *pipelineWorkflow) skipPending(ctx workflow.Context, n int) {
 	skipReason, skipMsg := "", ""
 	switch w.ending {
 	case endFailed:
@@ -464,12 +509,27 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	case endStopped:
 		skipReason, skipMsg = ReasonPipelineStopped, "the pipeline was stopped"
 	}
-	succeeded, skipped := 0, 0
-	for i := range w.status.Steps {
-		st := &w.status.Steps[i]
-		if st.Phase == schemas.StepPending {
+	for i := range w.status.Steps[:n] {
+		if w.status.Steps[i].Phase == schemas.StepPending {
 			w.endStep(ctx, i, schemas.StepSkipped, skipReason, skipMsg)
 		}
+	}
+}
+
+// stepsOutcome is the run's outcome from how its first n steps ended.
+func (w *pipelineWorkflow) stepsOutcome(n int) pipelineOutcome {
+	switch w.ending {
+	case endStopped:
+		return pipelineOutcome{schemas.PipelineStopped, ReasonStopRequested, w.stopReason}
+	case endFailed:
+		msg := fmt.Sprintf("step %s failed", w.failedStep)
+		if st := w.status.Step(w.failedStep); st != nil && st.Message != "" {
+			msg += ": " + st.Message
+		}
+		return pipelineOutcome{schemas.PipelineFailed, ReasonStepFailed, msg}
+	}
+	succeeded, skipped := 0, 0
+	for _, st := range w.status.Steps[:n] {
 		switch st.Phase {
 		case schemas.StepSucceeded:
 			succeeded++
@@ -477,22 +537,7 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 			skipped++
 		}
 	}
-	now := workflow.Now(ctx)
-	w.status.FinishTime = &now
-	switch w.ending {
-	case endStopped:
-		w.transition(ctx, pipelineOutcome{schemas.PipelineStopped, ReasonStopRequested, w.stopReason})
-	case endFailed:
-		msg := fmt.Sprintf("step %s failed", w.failedStep)
-		if st := w.status.Step(w.failedStep); st != nil && st.Message != "" {
-			msg += ": " + st.Message
-		}
-		w.transition(ctx, pipelineOutcome{schemas.PipelineFailed, ReasonStepFailed, msg})
-	default:
-		w.transition(ctx, pipelineOutcome{schemas.PipelineSucceeded, ReasonAllStepsDone, fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)})
-	}
-	w.drainPhaseEvents(ctx)
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return pipelineOutcome{schemas.PipelineSucceeded, ReasonAllStepsDone, fmt.Sprintf("%d steps succeeded, %d skipped", succeeded, skipped)}
 }
 
 // pipelineOutcome is a phase of a pipeline run with its reason and message.

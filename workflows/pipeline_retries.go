@@ -17,7 +17,7 @@ import (
 
 // retriesOn reports whether step i has retries or a timeout.
 func (w *pipelineWorkflow) retriesOn(i int) bool {
-	st := &w.in.Pipeline.Spec.Steps[i]
+	st := &w.steps[i]
 	return st.Retries != nil || st.Timeout != nil
 }
 
@@ -31,6 +31,10 @@ func (w *pipelineWorkflow) addStepFutures(ctx workflow.Context, sel workflow.Sel
 				w.startJob(ctx, i)
 			}
 		})
+		return
+	}
+	if j.experiment != nil {
+		sel.AddFuture(j.future, func(f workflow.Future) { w.experimentDone(ctx, i, f) })
 		return
 	}
 	sel.AddFuture(j.future, func(f workflow.Future) { w.jobDone(ctx, i, f) })
@@ -59,7 +63,7 @@ func (w *pipelineWorkflow) retryName(i int, built *activities.BuildStepJobResult
 
 // startTimeout starts the timer of step i's try, when the step has a timeout.
 func (w *pipelineWorkflow) startTimeout(ctx workflow.Context, i int) {
-	st := &w.in.Pipeline.Spec.Steps[i]
+	st := &w.steps[i]
 	if st.Timeout == nil || !w.retriesOn(i) {
 		return
 	}
@@ -92,7 +96,7 @@ func (w *pipelineWorkflow) stepTimedOut(ctx workflow.Context, i int, j *stepJob)
 // tryFailed ends a failed try of step i: the step is retried after its backoff while it
 // has retries left, else it fails.
 func (w *pipelineWorkflow) tryFailed(ctx workflow.Context, i int, reason, msg string) {
-	spec := &w.in.Pipeline.Spec.Steps[i]
+	spec := &w.steps[i]
 	st := &w.status.Steps[i]
 	if spec.Retries == nil || st.Attempts >= int(spec.Retries.Count) || w.ending != "" || !w.retriesOn(i) {
 		if st.Attempts > 0 {

@@ -58,6 +58,7 @@ func FuzzRouteBodies(f *testing.F) {
 	s.svc.Tokens = service.NewTokens(nil)
 	s.svc.Workspaces = service.NewWorkspaces(nil, s.svc)
 	s.svc.Triggers = service.NewTriggers(discardTriggers{})
+	s.svc.Templates = service.NewPipelineTemplates(discardTemplates{}, s.svc.Pipelines)
 	h := s.Handler()
 	targets := bodyRoutes(s)
 	if len(targets) < 15 {
@@ -147,3 +148,19 @@ func (discardTriggers) Get(context.Context, string, string) (*schemas.Trigger, e
 func (discardTriggers) List(context.Context, string) ([]*schemas.Trigger, error) { return nil, nil }
 func (discardTriggers) Delete(context.Context, string, string) error             { return errNoTrigger }
 func (discardTriggers) Sentinels() (notFound, invalidName error)                 { return errNoTrigger, errNoTrigger }
+
+// discardTemplates stores no pipeline template.
+type discardTemplates struct{}
+
+func (discardTemplates) Put(context.Context, *schemas.StoredPipelineTemplate) (uint64, error) {
+	return 1, nil
+}
+func (discardTemplates) Get(context.Context, string, string) (*schemas.StoredPipelineTemplate, error) {
+	return nil, errNoTrigger
+}
+
+func (discardTemplates) List(context.Context, string) ([]*schemas.StoredPipelineTemplate, error) {
+	return nil, nil
+}
+func (discardTemplates) Delete(context.Context, string, string) error { return errNoTrigger }
+func (discardTemplates) Sentinels() (notFound, invalidName error)     { return errNoTrigger, errNoTrigger }

@@ -32,6 +32,7 @@ var apiKinds = registerAPIKinds(
 	kindAPI{kind: schemas.KindNotificationRule, routes: ruleRoutes, document: "applyRule"},
 	kindAPI{kind: schemas.KindPipeline, routes: pipelineRoutes, document: "runPipeline"},
 	kindAPI{kind: schemas.KindTrigger, routes: triggerRoutes, document: "applyTrigger"},
+	kindAPI{kind: schemas.KindPipelineTemplate, routes: templateRoutes, document: "applyTemplate"},
 	kindAPI{kind: schemas.KindExperiment, routes: slices.Concat(trialRoutes, experimentRoutes), document: "createExperiment"},
 	kindAPI{kind: schemas.KindSchedule, routes: scheduleRoutes, document: "createSchedule"},
 )

@@ -28,7 +28,7 @@ func TestEveryKindHasRoutes(t *testing.T) {
 		}
 	}
 	// Every feature on: the service serves rules and triggers.
-	s := testServerWith(nil, fakeAuth{}, service.Config{Rules: &notify.Store{}, Redriver: &notify.Redriver{}, Triggers: discardTriggers{}})
+	s := testServerWith(nil, fakeAuth{}, service.Config{Rules: &notify.Store{}, Redriver: &notify.Redriver{}, Triggers: discardTriggers{}, Templates: discardTemplates{}})
 	served := s.tableMux().patterns
 	for _, kind := range schemas.Kinds() {
 		k, ok := registered[kind]

@@ -27,6 +27,10 @@ var pipelineRoutes = []route{
 		id: "stopPipeline", tag: "pipelines", summary: "Stop a pipeline run: its jobs are stopped; answers once it is terminal",
 		request:   &payload{v: api.StopRequest{}, media: jsonMedia, optional: true},
 		responses: []reply{{200, "the final phase", jsonBody(api.PipelineStopResult{})}}},
+	{method: "POST", path: "/v1/workspaces/{ws}/pipelines/{name}/retry", handler: (*Server).retryPipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
+		id: "retryPipeline", tag: "pipelines", summary: "Start a retry of a Failed or Stopped run: a new run, <run>-retry-<N> unless named, that reuses the outputs of the steps that succeeded and runs the others",
+		request:   &payload{v: api.PipelineRetryRequest{}, media: jsonMedia, optional: true},
+		responses: []reply{{201, "the new run, Pending", jsonBody(api.PipelineRun{})}}},
 	{method: "DELETE", path: "/v1/workspaces/{ws}/pipelines/{name}", handler: (*Server).deletePipeline, verb: auth.VerbWrite, ws: wsPath, object: "pipeline",
 		id: "deletePipeline", tag: "pipelines", summary: "Stop a pipeline run if it runs, then delete it and its step jobs; its name can be used again",
 		responses: []reply{{204, "deleted", nil}}},
@@ -72,4 +76,9 @@ func (s *Server) stopPipeline(r *http.Request) (any, error) {
 // again.
 func (s *Server) deletePipeline(r *http.Request) (any, error) {
 	return nil, s.svc.Pipelines.Delete(r.Context(), r.PathValue("ws"), r.PathValue("name"))
+}
+
+// retryPipeline starts a retry of a Failed or Stopped run.
+func (s *Server) retryPipeline(r *http.Request) (any, error) {
+	return actOn(r, optionalBody, s.svc.Pipelines.Retry)
 }

@@ -44,6 +44,14 @@ spec:
         params: [{name: threshold}]
         steps: [{name: eval, job: {framework: custom, command: [eval, "${params.threshold}"], roles: {worker: {replicas: 1}}}}]
 `,
+	schemas.KindPipelineTemplate: `
+apiVersion: opendlc.io/v1alpha1
+kind: PipelineTemplate
+metadata: {name: %s, workspace: alpha}
+spec:
+  params: [{name: threshold, default: "0.9"}]
+  steps: [{name: eval, job: {framework: custom, command: [eval, "${params.threshold}"], roles: {worker: {replicas: 1}}}}]
+`,
 	schemas.KindPipeline: `
 apiVersion: opendlc.io/v1alpha1
 kind: Pipeline

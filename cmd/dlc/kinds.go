@@ -29,12 +29,13 @@ type cliKind struct {
 // cliKinds are the kinds the CLI has a noun for, each declared once.
 // TestEveryKindHasANoun ranges over schemas.Kinds() and fails for a kind missing here.
 var cliKinds = registerCLIKinds(
-	cliKind{schemas.KindTrainingJob, newJobCmd},       // jobs.go
-	cliKind{schemas.KindExperiment, newExperimentCmd}, // experiment.go
-	cliKind{schemas.KindSchedule, newScheduleCmd},     // schedule.go
-	cliKind{schemas.KindPipeline, newPipelineCmd},     // pipeline.go
-	cliKind{schemas.KindTrigger, newTriggerCmd},       // trigger.go
-	cliKind{schemas.KindNotificationRule, newRuleCmd}, // rules.go
+	cliKind{schemas.KindTrainingJob, newJobCmd},           // jobs.go
+	cliKind{schemas.KindExperiment, newExperimentCmd},     // experiment.go
+	cliKind{schemas.KindSchedule, newScheduleCmd},         // schedule.go
+	cliKind{schemas.KindPipeline, newPipelineCmd},         // pipeline.go
+	cliKind{schemas.KindTrigger, newTriggerCmd},           // trigger.go
+	cliKind{schemas.KindNotificationRule, newRuleCmd},     // rules.go
+	cliKind{schemas.KindPipelineTemplate, newTemplateCmd}, // template.go
 )
 
 // registerCLIKinds refuses a declaration without its command: the package does not

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -45,6 +46,7 @@ func newPipelineCmd(g *globals) *cobra.Command {
 	k.more = func() []*cobra.Command {
 		return []*cobra.Command{
 			newPipelineRunCmd(g),
+			newPipelineRetryCmd(g),
 			stopCmd(g, "pipeline", "Stop a pipeline run: its running jobs are stopped, the steps not started skipped",
 				"why, recorded in the run's status", (*client.Client).StopPipeline, func(r *api.PipelineStopResult) any { return r.Phase }),
 		}
@@ -54,28 +56,33 @@ func newPipelineCmd(g *globals) *cobra.Command {
 
 func newPipelineRunCmd(g *globals) *cobra.Command {
 	var (
-		file   string
-		params []string
-		wait   bool
+		file, template, name string
+		params               []string
+		wait                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run -f FILE",
-		Short: "Start a run of a pipeline, named by its metadata.name",
+		Use:   "run -f FILE | --template NAME --name RUN",
+		Short: "Start a run of a pipeline, named by its metadata.name, or of a stored template",
 		Args:  cobra.NoArgs,
 		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			data, err := readSpecFile(file)
+			values, err := paramValues(params)
 			if err != nil {
 				return err
 			}
-			values := map[string]string{}
-			for _, kv := range params {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--param %q: want NAME=VALUE", kv)
+			var p *api.PipelineRun
+			switch {
+			case (file == "") == (template == ""):
+				return errors.New("give either -f FILE or --template NAME")
+			case template != "" && name == "":
+				return errors.New("--template needs --name: the run's name")
+			case template != "":
+				p, err = c.RunPipelineTemplate(cmd.Context(), g.workspace, template, name, values)
+			default:
+				var data []byte
+				if data, err = readSpecFile(file); err == nil {
+					p, err = c.RunPipeline(cmd.Context(), data, values)
 				}
-				values[k] = v
 			}
-			p, err := c.RunPipeline(cmd.Context(), data, values)
 			if err != nil {
 				return err
 			}
@@ -83,23 +90,57 @@ func newPipelineRunCmd(g *globals) *cobra.Command {
 			if err := g.print(cmd, p, line("pipeline %s/%s started", ws, name)); err != nil || !wait {
 				return err
 			}
-			final, err := c.WaitPipeline(cmd.Context(), ws, name, time.Second, func(p *api.PipelineRun) {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s  %s\n", time.Now().Format("15:04:05"), p.Status.Phase, stepSummary(p))
-			})
-			if err != nil {
-				return err
-			}
-			if final.Status.Phase != "Succeeded" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "pipeline %s: %s\n", final.Status.Phase, final.Status.Message)
-				return exitError{code: 1}
-			}
-			return nil
+			return waitPipeline(cmd, c, ws, name)
 		}),
 	}
-	fileFlag(cmd, &file, "pipeline")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline file (YAML or JSON); - for stdin")
+	cmd.Flags().StringVar(&template, "template", "", "run this stored pipeline template (dlc template) instead of a file")
+	cmd.Flags().StringVar(&name, "name", "", "with --template: the run's name")
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "NAME=VALUE: a parameter of the pipeline (repeatable)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
 	return cmd
+}
+
+func newPipelineRetryCmd(g *globals) *cobra.Command {
+	var (
+		name string
+		wait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "retry RUN",
+		Short: "Start a retry of a Failed or Stopped run: a new run that reuses the succeeded steps' outputs and runs the others",
+		Args:  cobra.ExactArgs(1),
+		RunE: g.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			p, err := c.RetryPipeline(cmd.Context(), g.workspace, args[0], name)
+			if err != nil {
+				return err
+			}
+			ws, run := p.Spec.Metadata.Workspace, p.Spec.Metadata.Name
+			if err := g.print(cmd, p, line("pipeline %s/%s started, retrying %s", ws, run, args[0])); err != nil || !wait {
+				return err
+			}
+			return waitPipeline(cmd, c, ws, run)
+		}),
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the retry's name (default <run>-retry-<N>, the first N free)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends; exit 1 unless it succeeded")
+	return cmd
+}
+
+// waitPipeline follows a run until it ends, printing its steps' phases as they
+// change; it exits 1 unless the run succeeded.
+func waitPipeline(cmd *cobra.Command, c *client.Client, ws, name string) error {
+	final, err := c.WaitPipeline(cmd.Context(), ws, name, time.Second, func(p *api.PipelineRun) {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s  %s  %s\n", time.Now().Format("15:04:05"), p.Status.Phase, stepSummary(p))
+	})
+	if err != nil {
+		return err
+	}
+	if final.Status.Phase != "Succeeded" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "pipeline %s: %s\n", final.Status.Phase, final.Status.Message)
+		return exitError{code: 1}
+	}
+	return nil
 }
 
 // stepSummary is "step:phase" for every step.
@@ -136,7 +177,12 @@ func printPipeline(w io.Writer, p *api.PipelineRun) error {
 			finished = s.FinishTime.Local().Format(time.TimeOnly)
 		}
 		job := s.Job
-		if job == "" {
+		switch {
+		case s.Experiment != "":
+			job = "experiment " + s.Experiment
+		case s.ReusedFrom != "":
+			job = "reused from " + s.ReusedFrom
+		case job == "":
 			job = "-"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Phase, job, started, finished, s.Message)

@@ -27,6 +27,8 @@ type kindSubjects struct {
 	inbound []subjectOf
 	// notify are published to NotifyStream.
 	notify []subjectOf
+	// none, for a kind that neither publishes nor listens, says why.
+	none string
 }
 
 // notifySubject is what a notification rule publishes on: dead letters and forwarded
@@ -46,6 +48,8 @@ var streamKinds = registerStreamKinds(
 		inbound: []subjectOf{events.TriggerInboundSubject}},
 	kindSubjects{kind: schemas.KindPipeline, events: []subjectOf{events.PipelineStatusSubject}},
 	kindSubjects{kind: schemas.KindNotificationRule, notify: []subjectOf{notifySubject}},
+	kindSubjects{kind: schemas.KindPipelineTemplate,
+		none: "a pipeline template is a stored document; its runs publish as pipelines"},
 )
 
 // registerStreamKinds refuses a registration without subjects: the package does not
@@ -62,8 +66,12 @@ func registerStreamKinds(ks ...kindSubjects) []kindSubjects {
 // check names what a registration misses.
 func (k kindSubjects) check() error {
 	var errs []error
-	if len(k.events)+len(k.logs)+len(k.inbound)+len(k.notify) == 0 {
-		errs = append(errs, fmt.Errorf("kind %s registers no subjects", k.kind))
+	n := len(k.events) + len(k.logs) + len(k.inbound) + len(k.notify)
+	if n == 0 && k.none == "" {
+		errs = append(errs, fmt.Errorf("kind %s registers no subjects, and no reason why it needs none", k.kind))
+	}
+	if n > 0 && k.none != "" {
+		errs = append(errs, fmt.Errorf("kind %s registers subjects and a reason why it needs none", k.kind))
 	}
 	for _, fs := range [][]subjectOf{k.events, k.logs, k.inbound, k.notify} {
 		for _, f := range fs {

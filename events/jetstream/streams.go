@@ -34,6 +34,9 @@ const (
 	// TriggersBucket is the key-value bucket of every workspace's triggers, keyed
 	// "<workspace>.<name>" (package triggers).
 	TriggersBucket = "DLC_TRIGGERS"
+	// PipelineTemplatesBucket is the key-value bucket of every workspace's stored
+	// pipeline templates, keyed "<workspace>.<name>" (package templates).
+	PipelineTemplatesBucket = "DLC_PIPELINE_TEMPLATES"
 	// AuthBucket is the key-value bucket of tokens and workspaces (package auth).
 	AuthBucket = "DLC_AUTH"
 	// DeletedJobsBucket records the job runs deleted without --purge (package
@@ -250,6 +253,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 		{Bucket: RulesBucket, Description: "OpenDLC notification rules, keyed <workspace>.<name>", History: o.RuleHistory, Storage: jetstream.FileStorage},
 		{Bucket: TriggersBucket, Description: "OpenDLC triggers, keyed <workspace>.<name>", History: o.TriggerHistory, Storage: jetstream.FileStorage},
 		{Bucket: AuthBucket, Description: "OpenDLC tokens (hashed) and workspaces", History: 1, Storage: jetstream.FileStorage},
+		{Bucket: PipelineTemplatesBucket, Description: "OpenDLC pipeline templates, keyed <workspace>.<name>", History: o.TriggerHistory, Storage: jetstream.FileStorage},
 		{Bucket: DeletedJobsBucket, Description: "OpenDLC deleted job runs, keyed <workspace>.<uid>", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: NotifyConsumersBucket, Description: "OpenDLC notification dispatchers' consumers, keyed <prefix>.<workspace>", History: 1, Storage: jetstream.FileStorage},
 		// A key outlives its dead letter, so that a dead letter is never queued twice.

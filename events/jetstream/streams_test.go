@@ -38,7 +38,7 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 	if icfg := in.CachedInfo().Config; icfg.MaxAge != 7*24*time.Hour || icfg.MaxBytes != 1<<30 || icfg.Duplicates != time.Hour {
 		t.Errorf("%s: max age %v, max bytes %d, duplicates %v", jetstream.InboundStream, icfg.MaxAge, icfg.MaxBytes, icfg.Duplicates)
 	}
-	for bucket, history := range map[string]uint8{jetstream.RulesBucket: 5, jetstream.TriggersBucket: 5, jetstream.AuthBucket: 1} {
+	for bucket, history := range map[string]uint8{jetstream.RulesBucket: 5, jetstream.TriggersBucket: 5, jetstream.PipelineTemplatesBucket: 5, jetstream.AuthBucket: 1} {
 		kv, err := js.KeyValue(ctx, bucket)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", bucket, err)

@@ -246,7 +246,8 @@ func checkReplicated(t *testing.T, ctx context.Context, js *jetstream.Client) {
 		t.Fatal(err)
 	}
 	names := []string{jetstream.EventsStream, jetstream.LogsStream, jetstream.AuditStream, jetstream.NotifyStream,
-		jetstream.InboundStream, "KV_" + jetstream.RulesBucket, "KV_" + jetstream.TriggersBucket, "KV_" + jetstream.AuthBucket}
+		jetstream.InboundStream, "KV_" + jetstream.RulesBucket, "KV_" + jetstream.TriggersBucket, "KV_" + jetstream.AuthBucket,
+		"KV_" + jetstream.PipelineTemplatesBucket}
 	for _, name := range names {
 		s, err := js.JetStream().Stream(ctx, name)
 		if err != nil {
