@@ -142,7 +142,7 @@ func TestScheduleValidate(t *testing.T) {
 		},
 		"no action": {
 			s:    sched(func(s *schemas.Schedule) { s.Spec.Action = schemas.ScheduleAction{} }),
-			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set one of jobTemplate, experimentTemplate, pipelineTemplate"}},
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set one of jobTemplate, experimentTemplate, pipelineTemplate, pipelineTemplateRef"}},
 		},
 		"experiment template":           {s: sched(withExperiment(nil))},
 		"pipeline template":             {s: sched(withPipeline(nil))},
