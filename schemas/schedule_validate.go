@@ -176,9 +176,8 @@ func (s *ScheduleSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 	}
 
 	if r := s.Action.PipelineTemplateRef; r != nil {
-		rp := ap.Child("pipelineTemplateRef")
-		(&PipelineTemplateRef{Name: r.Name}).validate(rp, errs)
-		validatePipelineParamValues(r.Params, rp.Child("params"), errs)
+		// The name is checked by its tags; the params against the template at each run.
+		validatePipelineParamValues(r.Params, ap.Child("pipelineTemplateRef").Child("params"), errs)
 	}
 
 	rp := p.Child("runOptions")
