@@ -9,8 +9,8 @@ import (
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
-	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -103,7 +103,7 @@ spec:
 		t.Fatal(err)
 	}
 	tr, err := c.TriggerSchedule(ctx, ws, name, "")
-	wantMsg := fmt.Sprintf(`pipeline template "retrain" not found in workspace %s`, ws)
+	wantMsg := `pipeline template "retrain" not found in workspace ` + ws
 	if err != nil || tr.Run.Outcome != schemas.RunStartFailed || tr.Run.Job != "" || !strings.Contains(tr.Run.Message, wantMsg) {
 		t.Fatalf("trigger with the template deleted: %+v, %v; want StartFailed: %s", tr, err, wantMsg)
 	}
