@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 )
 
 // ErrTypeNoDataSource is the error type of a schedule that asks for a data check but the worker has no S3 access.
@@ -59,6 +60,9 @@ type ScheduleActivities struct {
 	// Templates reads the stored pipeline templates that schedules name
 	// (spec.action.pipelineTemplateRef).
 	Templates PipelineTemplateReader
+	// Storage, when set, confines the S3 URIs of a run made from a stored template to the
+	// schedule's workspace's locations, as the API checks a run it starts.
+	Storage StorageLocations
 }
 
 // CheckNewDataInput asks whether data arrived under a prefix.
@@ -194,6 +198,16 @@ func (a *ScheduleActivities) ResolvePipelineTemplate(ctx context.Context, in Res
 	values, errs := p.Spec.ResolveParams(in.Params)
 	if len(errs) > 0 {
 		return ResolvePipelineTemplateResult{Problem: fmt.Sprintf("pipeline template %q does not take the schedule's params: %s", in.Template, strings.ReplaceAll(errs.Error(), "\n", "; "))}, nil
+	}
+	if a.Storage != nil {
+		locs, err := a.Storage.Locations(ctx, in.Workspace)
+		if err != nil {
+			return ResolvePipelineTemplateResult{}, err
+		}
+		if errs := storage.Check(&p, locs); len(errs) > 0 {
+			return ResolvePipelineTemplateResult{Problem: fmt.Sprintf("pipeline template %q names storage outside workspace %s: %s",
+				in.Template, in.Workspace, strings.ReplaceAll(errs.Error(), "\n", "; "))}, nil
+		}
 	}
 	return ResolvePipelineTemplateResult{Pipeline: p, Params: values}, nil
 }

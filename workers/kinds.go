@@ -74,7 +74,8 @@ var workerKinds = registerWorkerKinds(
 		}},
 	kindWorker{kind: schemas.KindSchedule, workflow: workflows.ScheduleWorkflow, name: workflows.ScheduleWorkflowName,
 		activities: func(r ActivityRegistry, d *deps) error {
-			RegisterScheduleActivities(r, &activities.ScheduleActivities{Objects: d.store, Jobs: jobControl{d.tc}, Templates: templateReader{d.templates}})
+			RegisterScheduleActivities(r, &activities.ScheduleActivities{Objects: d.store, Jobs: jobControl{d.tc}, Templates: templateReader{d.templates},
+				Storage: &storage.Policy{Root: d.cfg.StorageRoot, Workspaces: d.workspaces}})
 			return nil
 		}},
 	kindWorker{kind: schemas.KindTrigger,

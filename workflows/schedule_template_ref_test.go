@@ -11,6 +11,7 @@ import (
 
 	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -166,7 +167,30 @@ func TestResolvePipelineTemplateProblems(t *testing.T) {
 	if err != nil || res.Problem != `pipeline template "retrain" not found in workspace other` {
 		t.Errorf("another workspace's template: %+v, %v", res, err)
 	}
+	// A template whose run would write outside the schedule's workspace's storage.
+	outside := storedTemplate("ml", "train")
+	outside.Spec.Steps[0].Job.Checkpoint = &schemas.CheckpointSpec{URI: "s3://dlc/workspaces/other/ckpt"}
+	store.put(outside)
+	acts.Storage = mlStorage{}
+	in.Workspace = "ml"
+	res, err = acts.ResolvePipelineTemplate(ctx, in)
+	if err != nil || !strings.Contains(res.Problem, `pipeline template "retrain" names storage outside workspace ml`) ||
+		!strings.Contains(res.Problem, "checkpoint.uri") {
+		t.Errorf("storage of another workspace: %+v, %v", res, err)
+	}
+	store.put(storedTemplate("ml", "train"))
+	if res, err = acts.ResolvePipelineTemplate(ctx, in); err != nil || res.Problem != "" || res.Pipeline.Metadata.Name != in.Run {
+		t.Errorf("a template inside the workspace's storage: %+v, %v", res, err)
+	}
 	if _, err := (&activities.ScheduleActivities{}).ResolvePipelineTemplate(ctx, in); err == nil {
 		t.Error("a worker without templates resolved one")
 	}
+}
+
+// mlStorage confines workspace ml to s3://dlc/workspaces/ml/.
+type mlStorage struct{}
+
+func (mlStorage) Locations(_ context.Context, ws string) ([]storage.Location, error) {
+	l, err := storage.DefaultLocation("s3://dlc/workspaces", ws)
+	return []storage.Location{l}, err
 }
