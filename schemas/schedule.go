@@ -86,6 +86,22 @@ type ScheduleAction struct {
 	ExperimentTemplate *ExperimentTemplate `json:"experimentTemplate,omitempty"`
 	// PipelineTemplate starts a Pipeline run.
 	PipelineTemplate *PipelineTemplate `json:"pipelineTemplate,omitempty"`
+	// PipelineTemplateRef starts a Pipeline run of a stored PipelineTemplate of the
+	// schedule's workspace, named instead of embedded: each run runs the template as it
+	// is when the run starts. A template that is missing then, or that the run cannot
+	// run (its params, the run's name), makes the run StartFailed.
+	PipelineTemplateRef *SchedulePipelineTemplateRef `json:"pipelineTemplateRef,omitempty"`
+}
+
+// SchedulePipelineTemplateRef names the stored PipelineTemplate each run of a schedule
+// runs, and the values of its parameters.
+type SchedulePipelineTemplateRef struct {
+	// Name is the template's name, in the schedule's workspace.
+	Name string `json:"name" jsonschema:"maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
+	// Params are the values of the template's parameters for every run, as
+	// `dlc template run -p NAME=VALUE` gives them; parameters not given take their
+	// defaults. They are checked against the template when each run starts.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Kind is the kind of what each run starts: TrainingJob, Experiment or Pipeline; empty
@@ -96,7 +112,7 @@ func (a *ScheduleAction) Kind() Kind {
 		return KindTrainingJob
 	case a.ExperimentTemplate != nil:
 		return KindExperiment
-	case a.PipelineTemplate != nil:
+	case a.PipelineTemplate != nil, a.PipelineTemplateRef != nil:
 		return KindPipeline
 	}
 	return ""
@@ -168,6 +184,9 @@ func (a *ScheduleAction) templates() []string {
 	}
 	if a.PipelineTemplate != nil {
 		set = append(set, "pipelineTemplate")
+	}
+	if a.PipelineTemplateRef != nil {
+		set = append(set, "pipelineTemplateRef")
 	}
 	return set
 }

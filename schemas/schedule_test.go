@@ -142,7 +142,7 @@ func TestScheduleValidate(t *testing.T) {
 		},
 		"no action": {
 			s:    sched(func(s *schemas.Schedule) { s.Spec.Action = schemas.ScheduleAction{} }),
-			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set one of jobTemplate, experimentTemplate, pipelineTemplate"}},
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set one of jobTemplate, experimentTemplate, pipelineTemplate, pipelineTemplateRef"}},
 		},
 		"experiment template":           {s: sched(withExperiment(nil))},
 		"pipeline template":             {s: sched(withPipeline(nil))},
@@ -153,6 +153,30 @@ func TestScheduleValidate(t *testing.T) {
 		"two templates": {
 			s:    sched(withPipeline(nil), func(s *schemas.Schedule) { s.Spec.Action.JobTemplate = &schemas.JobTemplate{Spec: job().Obj().Spec} }),
 			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set exactly one of jobTemplate, pipelineTemplate"}},
+		},
+		"pipeline template ref": {s: sched(func(s *schemas.Schedule) {
+			s.Spec.Action = schemas.ScheduleAction{PipelineTemplateRef: &schemas.SchedulePipelineTemplateRef{
+				Name: "retrain", Params: map[string]string{"threshold": "0.9"}}}
+		})},
+		"pipeline template ref and a template": {
+			s: sched(withPipeline(nil), func(s *schemas.Schedule) {
+				s.Spec.Action.PipelineTemplateRef = &schemas.SchedulePipelineTemplateRef{Name: "retrain"}
+			}),
+			want: schemas.ErrorList{{Field: "spec.action", Detail: "must set exactly one of pipelineTemplate, pipelineTemplateRef"}},
+		},
+		"bad pipeline template ref": {
+			s: sched(func(s *schemas.Schedule) {
+				s.Spec.Action = schemas.ScheduleAction{PipelineTemplateRef: &schemas.SchedulePipelineTemplateRef{
+					Name: "Re_train", Params: map[string]string{"1x": "a", "long": strings.Repeat("v", 4097)}}}
+				s.Spec.RunOptions.ResumeFromPreviousCheckpoint = true
+			}),
+			want: schemas.ErrorList{
+				{Field: "spec.action.pipelineTemplateRef.name", Detail: "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit"},
+				{Field: "spec.action.pipelineTemplateRef.params.1x", Detail: "must be a parameter name (letters, digits and _, not starting with a digit, at most 64 characters)"},
+				{Field: "spec.action.pipelineTemplateRef.params.long", Detail: "must be at most 4096 characters"},
+				{Field: "spec.runOptions.resumeFromPreviousCheckpoint",
+					Detail: "applies to jobTemplate only: an experiment's or a pipeline's run does not resume from the previous run's checkpoint"},
+			},
 		},
 		"name too long for experiment names": {
 			s: sched(withExperiment(nil), func(s *schemas.Schedule) { s.Metadata.Name = strings.Repeat("n", 26) }),

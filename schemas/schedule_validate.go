@@ -142,7 +142,7 @@ func (s *ScheduleSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 	ap := p.Child("action")
 	switch set := s.Action.templates(); {
 	case len(set) == 0:
-		add(Invalid(ap, "must set one of jobTemplate, experimentTemplate, pipelineTemplate"))
+		add(Invalid(ap, "must set one of jobTemplate, experimentTemplate, pipelineTemplate, pipelineTemplateRef"))
 	case len(set) > 1:
 		add(Invalid(ap, "must set exactly one of %s", strings.Join(set, ", ")))
 	}
@@ -175,6 +175,11 @@ func (s *ScheduleSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		}
 	}
 
+	if r := s.Action.PipelineTemplateRef; r != nil {
+		// The name is checked by its tags; the params against the template at each run.
+		validatePipelineParamValues(r.Params, ap.Child("pipelineTemplateRef").Child("params"), errs)
+	}
+
 	rp := p.Child("runOptions")
 	if u := s.RunOptions.SkipIfNoNewDataUnder; u != "" && len(u) <= 1024 {
 		if !strings.HasPrefix(u, "s3://") {
@@ -188,7 +193,7 @@ func (s *ScheduleSpec) validate(runNameLen int, p Path, errs *ErrorList) {
 		case s.Action.JobTemplate != nil && s.Action.JobTemplate.Spec.Checkpoint == nil:
 			add(Invalid(rp.Child("resumeFromPreviousCheckpoint"),
 				"needs action.jobTemplate.spec.checkpoint: the location the runs checkpoint to"))
-		case s.Action.JobTemplate == nil && (s.Action.ExperimentTemplate != nil || s.Action.PipelineTemplate != nil):
+		case s.Action.JobTemplate == nil && (s.Action.ExperimentTemplate != nil || s.Action.PipelineTemplate != nil || s.Action.PipelineTemplateRef != nil):
 			add(Invalid(rp.Child("resumeFromPreviousCheckpoint"),
 				"applies to jobTemplate only: an experiment's or a pipeline's run does not resume from the previous run's checkpoint"))
 		}
@@ -239,14 +244,43 @@ func (ScheduleAction) JSONSchemaExtend(s *jsonschema.Schema) {
 		{Required: []string{"jobTemplate"}},
 		{Required: []string{"experimentTemplate"}},
 		{Required: []string{"pipelineTemplate"}},
+		{Required: []string{"pipelineTemplateRef"}},
+	}
+}
+
+// JSONSchemaExtend bounds the run's parameters.
+func (SchedulePipelineTemplateRef) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("params"); ok {
+		pipelineParamsSchema(p)
 	}
 }
 
 // JSONSchemaExtend bounds the run's parameters.
 func (PipelineTemplate) JSONSchemaExtend(s *jsonschema.Schema) {
 	if p, ok := s.Properties.Get("params"); ok {
-		p.MaxProperties = uint64p(maxPipelineParams)
-		p.PropertyNames = &jsonschema.Schema{Type: "string", MaxLength: uint64p(64), Pattern: envNamePattern}
-		p.AdditionalProperties = &jsonschema.Schema{Type: "string", MaxLength: uint64p(maxPipelineParamLength)}
+		pipelineParamsSchema(p)
+	}
+}
+
+// pipelineParamsSchema bounds a map of a pipeline run's parameter values.
+func pipelineParamsSchema(p *jsonschema.Schema) {
+	p.MaxProperties = uint64p(maxPipelineParams)
+	p.PropertyNames = &jsonschema.Schema{Type: "string", MaxLength: uint64p(64), Pattern: envNamePattern}
+	p.AdditionalProperties = &jsonschema.Schema{Type: "string", MaxLength: uint64p(maxPipelineParamLength)}
+}
+
+// validatePipelineParamValues checks the values of a run's parameters that are known
+// before the pipeline is (a stored template's, checked against it when a run starts):
+// how many, their names and their lengths.
+func validatePipelineParamValues(params map[string]string, p Path, errs *ErrorList) {
+	if len(params) > maxPipelineParams {
+		*errs = append(*errs, Invalid(p, "must have at most %d entries", maxPipelineParams))
+	}
+	for _, k := range sortedKeys(params) {
+		if len(k) > 64 || !envNameRE.MatchString(k) {
+			*errs = append(*errs, Invalid(p.Key(k), "must be a parameter name (letters, digits and _, not starting with a digit, at most 64 characters)"))
+		} else if len(params[k]) > maxPipelineParamLength {
+			*errs = append(*errs, Invalid(p.Key(k), "must be at most %d characters", maxPipelineParamLength))
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
+	"github.com/opendlc/opendlc/templates"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -41,6 +42,7 @@ type deps struct {
 	ev         *jetstream.Client
 	store      *checkpoint.Store
 	workspaces *auth.WorkspaceReader
+	templates  *templates.Store
 }
 
 // workerKinds are the kinds the worker runs.
@@ -72,7 +74,8 @@ var workerKinds = registerWorkerKinds(
 		}},
 	kindWorker{kind: schemas.KindSchedule, workflow: workflows.ScheduleWorkflow, name: workflows.ScheduleWorkflowName,
 		activities: func(r ActivityRegistry, d *deps) error {
-			RegisterScheduleActivities(r, &activities.ScheduleActivities{Objects: d.store, Jobs: jobControl{d.tc}})
+			RegisterScheduleActivities(r, &activities.ScheduleActivities{Objects: d.store, Jobs: jobControl{d.tc}, Templates: templateReader{d.templates},
+				Storage: &storage.Policy{Root: d.cfg.StorageRoot, Workspaces: d.workspaces}})
 			return nil
 		}},
 	kindWorker{kind: schemas.KindTrigger,
@@ -80,7 +83,7 @@ var workerKinds = registerWorkerKinds(
 	kindWorker{kind: schemas.KindNotificationRule,
 		elsewhere: "the notification dispatcher (package notify) sends what a rule matches"},
 	kindWorker{kind: schemas.KindPipelineTemplate,
-		elsewhere: "a pipeline template is a stored document: its runs are Pipeline workflows, started by the API"},
+		elsewhere: "a pipeline template is a stored document: its runs are Pipeline workflows, started by the API, the trigger dispatcher or a schedule"},
 )
 
 // registerWorkerKinds refuses a registration that misses a part: the package does not

@@ -17,6 +17,8 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/metrics"
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/templates"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -101,7 +103,11 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	d := &deps{cfg: cfg, tc: tc, ev: ev, store: store, workspaces: workspaces}
+	tpls, err := templates.OpenStore(ctx, ev.JetStream())
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	d := &deps{cfg: cfg, tc: tc, ev: ev, store: store, workspaces: workspaces, templates: tpls}
 	for _, k := range workerKinds {
 		if k.activities == nil {
 			continue
@@ -121,6 +127,20 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 // Close stops polling and waits for running activities to return.
 func (m *Main) Close() {
 	m.worker.Stop()
+}
+
+// templateReader adapts the templates store to activities.PipelineTemplateReader.
+type templateReader struct{ s *templates.Store }
+
+func (r templateReader) GetPipelineTemplate(ctx context.Context, ws, name string) (*schemas.StoredPipelineTemplate, bool, error) {
+	t, err := r.s.Get(ctx, ws, name)
+	if errors.Is(err, templates.ErrNotFound) || errors.Is(err, templates.ErrInvalidName) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return t, true, nil
 }
 
 // checkpointFinder adapts the checkpoint store to activities.CheckpointFinder.

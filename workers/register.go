@@ -80,4 +80,5 @@ func RegisterScheduleActivities(r ActivityRegistry, a *activities.ScheduleActivi
 	r.RegisterActivityWithOptions(a.CheckNewData, activity.RegisterOptions{Name: workflows.ActivityCheckNewData})
 	r.RegisterActivityWithOptions(a.WaitScheduledJob, activity.RegisterOptions{Name: workflows.ActivityWaitScheduledJob})
 	r.RegisterActivityWithOptions(a.StopScheduledJob, activity.RegisterOptions{Name: workflows.ActivityStopScheduledJob})
+	r.RegisterActivityWithOptions(a.ResolvePipelineTemplate, activity.RegisterOptions{Name: workflows.ActivityResolvePipelineTemplate})
 }

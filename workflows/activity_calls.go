@@ -226,6 +226,12 @@ func checkNewData(ctx workflow.Context, in activities.CheckNewDataInput) (activi
 	return call[activities.CheckNewDataResult](withDataCheckActivity(ctx), ActivityCheckNewData, in)
 }
 
+// resolvePipelineTemplate reads the stored template a schedule names and makes the
+// run's Pipeline; a few tries, as the data check.
+func resolvePipelineTemplate(ctx workflow.Context, in activities.ResolvePipelineTemplateInput) (activities.ResolvePipelineTemplateResult, error) {
+	return call[activities.ResolvePipelineTemplateResult](withTemplateActivity(ctx), ActivityResolvePipelineTemplate, in)
+}
+
 // waitScheduledJob waits until a run the schedule holds no child future for ends.
 func waitScheduledJob(ctx workflow.Context, in activities.WaitScheduledJobInput) (activities.JobOutcome, error) {
 	return call[activities.JobOutcome](withFollowActivity(ctx), ActivityWaitScheduledJob, in)
@@ -296,6 +302,12 @@ func withMetricsActivity(ctx workflow.Context, wait time.Duration) workflow.Cont
 // withDataCheckActivity is for the S3 listing of skipIfNoNewDataUnder.
 func withDataCheckActivity(ctx workflow.Context) workflow.Context {
 	return heartbeating(ctx, scheduleActivityTimeout, backoff(5, activities.ErrTypeNoDataSource))
+}
+
+// withTemplateActivity is for reading a stored pipeline template: a key-value read,
+// tried a few times before the run is recorded StartFailed.
+func withTemplateActivity(ctx workflow.Context) workflow.Context {
+	return withFewTries(withShortActivity(ctx))
 }
 
 // withFollowActivity is for waiting on and stopping jobs: as long as a job runs.

@@ -237,6 +237,15 @@ func (w *scheduleWorkflow) start(ctx workflow.Context, run schemas.ScheduleRun) 
 		var err error
 		if run.Kind == schemas.KindExperiment {
 			c = w.experimentChild(run)
+		} else if ref := w.spec.Spec.Action.PipelineTemplateRef; ref != nil {
+			var problem string
+			if c, problem = w.pipelineRefChild(ctx, run, ref); problem != "" {
+				now = workflow.Now(ctx)
+				run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
+				run.Message = "could not start the pipeline: " + problem
+				w.addHistory(ctx, run)
+				return run
+			}
 		} else if c, err = w.pipelineChild(run); err != nil {
 			run.Job, run.Outcome, run.FinishTime = "", schemas.RunStartFailed, &now
 			run.Message = "could not start the pipeline: " + err.Error()

@@ -22,6 +22,9 @@ const (
 	ActivityCheckNewData     = "CheckNewData"
 	ActivityWaitScheduledJob = "WaitScheduledJob"
 	ActivityStopScheduledJob = "StopScheduledJob"
+	// ActivityResolvePipelineTemplate reads the stored template a schedule names
+	// (spec.action.pipelineTemplateRef) and makes the run's Pipeline from it.
+	ActivityResolvePipelineTemplate = "ResolvePipelineTemplate"
 )
 
 // Values of the DlcPhase search attribute of a schedule.

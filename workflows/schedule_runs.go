@@ -97,6 +97,34 @@ func (w *scheduleWorkflow) pipelineChild(run schemas.ScheduleRun) (runChild, err
 	}, nil
 }
 
+// pipelineRefChild is a run's Pipeline made from the stored template the schedule
+// names, as the template is now: an activity reads it in the schedule's workspace and
+// makes the run (its result is recorded, so a replay runs what this fire read). The
+// problem, when not empty, says why no run starts (the template is missing, does not
+// take the params, or cannot be read). A versioned change
+// (changeSchedulePipelineTemplateRef), taken only on this path, which no earlier
+// history can reach.
+func (w *scheduleWorkflow) pipelineRefChild(ctx workflow.Context, run schemas.ScheduleRun, ref *schemas.SchedulePipelineTemplateRef) (runChild, string) {
+	workflow.GetVersion(ctx, changeSchedulePipelineTemplateRef, workflow.DefaultVersion, 1)
+	meta := w.runMeta(run, schemas.TemplateMeta{})
+	res, err := resolvePipelineTemplate(ctx, activities.ResolvePipelineTemplateInput{
+		Workspace: w.spec.Metadata.Workspace, Template: ref.Name, Run: run.Job,
+		Labels: meta.Labels, Annotations: meta.Annotations, Params: ref.Params,
+	})
+	switch {
+	case err != nil:
+		return runChild{}, "could not read pipeline template " + ref.Name + ": " + rootMessage(err)
+	case res.Problem != "":
+		return runChild{}, res.Problem
+	}
+	return runChild{
+		start: PipelineStart(PipelineInput{Pipeline: res.Pipeline, Params: res.Params}),
+		outcome: childOutcome(func(res PipelineResult) activities.JobOutcome {
+			return activities.JobOutcome{Found: true, Phase: schemas.JobPhase(res.Status.Phase), Message: res.Status.Message}
+		}),
+	}, ""
+}
+
 // childOutcome reads a run's child result of type R with outcome; a child that failed
 // (its future's error) is a Failed run with the error's root message.
 func childOutcome[R any](outcome func(R) activities.JobOutcome) func(workflow.Context, workflow.Future) activities.JobOutcome {

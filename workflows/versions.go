@@ -35,6 +35,10 @@ const (
 	// changeScheduleRunEvents: a schedule publishes an opendlc.schedule.run.v1 event per
 	// run it records (schedule_events.go).
 	changeScheduleRunEvents = "schedule-run-events"
+	// changeSchedulePipelineTemplateRef: a schedule's run of a stored pipeline template
+	// (spec.action.pipelineTemplateRef) reads the template with an activity when it
+	// fires (schedule_runs.go).
+	changeSchedulePipelineTemplateRef = "schedule-pipeline-template-ref"
 )
 
 // versions lists every versioned change, oldest first.
@@ -45,6 +49,8 @@ var versions = []change{
 		what: "an experiment and a pipeline run publish a Pending phase event (seq 1, no previous) before their Running one, as a job does (experiment_pending_event.json, pipeline_pending_event.json; the older histories publish none)"},
 	{id: changeScheduleRunEvents, since: "2026-12-06",
 		what: "a schedule publishes an opendlc.schedule.run.v1 event for each run it starts, skips, misses or sees end, through an outbox drained before continue-as-new (schedule_run_events.json; the older histories publish none)"},
+	{id: changeSchedulePipelineTemplateRef, since: "2026-12-07",
+		what: "a schedule whose action names a stored pipeline template (pipelineTemplateRef) reads it with the ResolvePipelineTemplate activity at each fire and starts the run it returns, or records StartFailed (schedule_pipeline_template_ref.json; no older history takes this path)"},
 }
 
 // retiredChangeIDs are the change ids whose branches are gone (folded into the first

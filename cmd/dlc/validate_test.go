@@ -97,6 +97,7 @@ func TestValidateEveryKind(t *testing.T) {
 		"Schedule":                   "../../examples/schedule/nightly.yaml",
 		"Schedule of experiments":    "../../examples/schedule/weekly-tune.yaml",
 		"Schedule of pipelines":      "../../examples/schedule/nightly-pipeline.yaml",
+		"Schedule of a template":     "../../examples/schedule/nightly-template.yaml",
 		"Pipeline":                   "../../examples/pipeline/retrain.yaml",
 		"Trigger":                    "../../examples/trigger/on-new-data.yaml",
 		"NotificationRule":           "../../schemas/testdata/notificationrule-valid.yaml",
