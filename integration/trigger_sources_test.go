@@ -242,7 +242,13 @@ spec:
 // the headers, and returns the status and the answer.
 func postWebhook(t *testing.T, ctx context.Context, ws, name, secret string, ts time.Time, delivery string, body []byte, edit func(http.Header)) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/workspaces/%s/triggers/%s/webhook", env.e.APIURL, ws, name), bytes.NewReader(body))
+	return postWebhookTo(t, ctx, env.e.APIURL, ws, name, secret, ts, delivery, body, edit)
+}
+
+// postWebhookTo is postWebhook to the API at apiURL.
+func postWebhookTo(t *testing.T, ctx context.Context, apiURL, ws, name, secret string, ts time.Time, delivery string, body []byte, edit func(http.Header)) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/workspaces/%s/triggers/%s/webhook", apiURL, ws, name), bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
