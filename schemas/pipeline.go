@@ -120,7 +120,7 @@ type PipelineStep struct {
 	// numbers, booleans or objects): each item runs one child job
 	// <pipeline>-<step>-<i>, in which ${item} is the item (an object as JSON) and
 	// ${item.<key>} an object item's field. Not with withParam.
-	WithItems []any `json:"withItems,omitempty" jsonschema:"minItems=1,maxItems=64"`
+	WithItems []any `json:"withItems,omitempty" jsonschema:"maxItems=64"`
 	// WithParam fans a job step out over a JSON list (1 to 64 items) held by an
 	// earlier step's output or a parameter: exactly one reference,
 	// ${steps.<step>.outputs.<key>} or ${params.<name>}, resolved when the step
@@ -128,7 +128,7 @@ type PipelineStep struct {
 	WithParam string `json:"withParam,omitempty" jsonschema:"maxLength=1024"`
 	// Parallelism bounds how many children of a fan-out step run at once (1 to 64;
 	// default all).
-	Parallelism int32 `json:"parallelism,omitempty" jsonschema:"minimum=1,maximum=64"`
+	Parallelism int32 `json:"parallelism,omitempty" jsonschema:"minimum=0,maximum=64"`
 }
 
 // StepCondition is a condition step's test.

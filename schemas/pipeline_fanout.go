@@ -120,9 +120,7 @@ func (st *PipelineStep) validateFanOut(runNameLen int, p Path, errs *ErrorList) 
 			add(Invalid(p.Child("withParam"), "must be exactly one reference, ${steps.<step>.outputs.<key>} or ${params.<name>}"))
 		}
 	}
-	if st.Parallelism < 0 || st.Parallelism > MaxFanOutItems {
-		add(Invalid(p.Child("parallelism"), "must be between 1 and %d", MaxFanOutItems))
-	}
+	// parallelism's bounds are its tag's.
 	if st.Retries != nil {
 		add(Invalid(p.Child("retries"), "a fan-out step cannot be retried (not yet): retry the run instead"))
 	}
@@ -172,7 +170,7 @@ func (st *PipelineStep) checkItemRef(ref TemplateRef) string {
 		return ""
 	}
 	for i, it := range st.WithItems {
-		if _, err := ItemValue(it, ref.Key); err != nil {
+		if _, err := ItemValue(it, ref.Key); err != nil && it != nil { // a null item is refused by itself
 			return fmt.Sprintf("withItems[%d] is not an object with field %q", i, ref.Key)
 		}
 	}
