@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
+)
+
+// A pipeline fans out on the real stack: grid runs one job per item of withItems (4,
+// at most 2 at once: each job counts the jobs running beside it in a shared directory),
+// each runs one job per item of list's output (withParam, a JSON list of objects,
+// ${item.key}), and report reads both steps' outputs.jobs.
+func TestPipelineFanOutRunsItemsWithParallelism(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := workspace(t)
+	c := env.api
+	dir := t.TempDir()
+	doc := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: fan, workspace: %[1]s}
+spec:
+  params: [{name: shards, default: '[{"key":"s1"},{"key":"s2"}]'}]
+  steps:
+    - name: list
+      outputs: {shards: "${params.shards}"}
+      job: {framework: custom, command: [sh, -c, 'echo listed'], roles: {worker: {replicas: 1}}}
+    - name: grid
+      withItems: [a, b, c, d]
+      parallelism: 2
+      job:
+        framework: custom
+        command:
+          - sh
+          - -c
+          - 'mkdir -p %[2]s/running; touch %[2]s/running/$1; ls %[2]s/running | wc -l >> %[2]s/seen; echo "$1" >> %[2]s/items; sleep 2; rm %[2]s/running/$1'
+          - grid
+          - "${item}"
+        roles: {worker: {replicas: 1}}
+    - name: each
+      dependsOn: [list]
+      withParam: "${steps.list.outputs.shards}"
+      job: {framework: custom, command: [sh, -c, 'echo "key=$1"', each, "${item.key}"], roles: {worker: {replicas: 1}}}
+    - name: report
+      dependsOn: [grid, each]
+      job: {framework: custom, command: [sh, -c, 'echo "grid=$1 each=$2"', report, "${steps.grid.outputs.jobs}", "${steps.each.outputs.jobs}"], roles: {worker: {replicas: 1}}}
+`, ws, dir)
+	if _, err := c.RunPipeline(ctx, []byte(doc), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.WaitPipeline(ctx, ws, "fan", 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Status
+	t.Logf("run %s: %s", st.Phase, st.Message)
+	if diff := cmp.Diff([]string{"list:Succeeded", "grid:Succeeded", "each:Succeeded", "report:Succeeded"}, stepsOf(st)); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	recordHistory(t, ctx, workflows.PipelineWorkflowID(ws, "fan"), "pipeline_fan_out.json")
+
+	// Every item ran once, in its own job, and never more than two at once.
+	items, err := os.ReadFile(filepath.Join(dir, "items"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(string(items))
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"a", "b", "c", "d"}, got); diff != "" {
+		t.Errorf("items run (-want +got):\n%s", diff)
+	}
+	seen, err := os.ReadFile(filepath.Join(dir, "seen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Fields(string(seen)) {
+		if n, err := strconv.Atoi(f); err != nil || n < 1 || n > 2 {
+			t.Errorf("a grid job saw %q jobs running (all: %q), want 1 or 2", f, seen)
+		}
+	}
+	grid := st.Step("grid")
+	for k, item := range []string{"a", "b", "c", "d"} {
+		name := schemas.StepItemJobName("fan", "grid", k)
+		if ch := grid.Children[k]; ch.Index != k || ch.Job != name || ch.Phase != schemas.StepSucceeded || ch.JobUID == "" {
+			t.Errorf("grid child %d: %+v", k, ch)
+		}
+		j, err := c.GetJob(ctx, ws, name)
+		if err != nil || j.Status.Phase != schemas.JobSucceeded || j.Spec.Metadata.Labels[schemas.LabelPipelineItem] != strconv.Itoa(k) ||
+			!slices.Contains(j.Spec.Spec.Command, item) {
+			t.Errorf("%s: %+v, %v", name, j, err)
+		}
+	}
+	wantGrid := `["fan-grid-0","fan-grid-1","fan-grid-2","fan-grid-3"]`
+	wantEach := `["fan-each-0","fan-each-1"]`
+	if grid.Outputs[schemas.OutputJobs] != wantGrid || st.Step("each").Outputs[schemas.OutputJobs] != wantEach {
+		t.Errorf("outputs: grid %v, each %v", grid.Outputs, st.Step("each").Outputs)
+	}
+	for k, key := range []string{"s1", "s2"} {
+		if !logsHold(t, ws, schemas.StepItemJobName("fan", "each", k), "key="+key) {
+			t.Errorf("fan-each-%d's logs do not hold key=%s", k, key)
+		}
+	}
+	if !logsHold(t, ws, "fan-report", "grid="+wantGrid+" each="+wantEach) {
+		t.Errorf("fan-report's logs do not hold both lists of jobs")
+	}
+}
+
+// A failing child fails its fan-out step on the real stack: its running sibling is
+// stopped (Cancelled), the item not yet started is Skipped, and the run fails.
+func TestPipelineFanOutFailingChildFailsTheStep(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := workspace(t)
+	c := env.api
+	doc := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: fanfail, workspace: %s}
+spec:
+  steps:
+    - name: fan
+      withItems: [bad, slow, never]
+      parallelism: 2
+      job:
+        framework: custom
+        command: [sh, -c, 'if [ "$1" = bad ]; then exit 3; fi; sleep 600', fan, "${item}"]
+        roles: {worker: {replicas: 1}}
+        faultTolerance: {maxRestarts: 0}
+`, ws)
+	if _, err := c.RunPipeline(ctx, []byte(doc), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.WaitPipeline(ctx, ws, "fanfail", 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Status
+	s := st.Step("fan")
+	t.Logf("run %s: %s", st.Phase, st.Message)
+	if st.Phase != schemas.PipelineFailed || s.Phase != schemas.StepFailed || s.Reason != workflows.ReasonChildFailed ||
+		!strings.HasPrefix(s.Message, "item 0: job fanfail-fan-0 failed") {
+		t.Fatalf("run %s; fan %+v", st.Phase, s)
+	}
+	var phases []schemas.StepPhase
+	for _, ch := range s.Children {
+		phases = append(phases, ch.Phase)
+	}
+	if diff := cmp.Diff([]schemas.StepPhase{schemas.StepFailed, schemas.StepCancelled, schemas.StepSkipped}, phases); diff != "" {
+		t.Errorf("children (-want +got):\n%s", diff)
+	}
+	if j, err := c.GetJob(ctx, ws, "fanfail-fan-1"); err != nil || j.Status.Phase != schemas.JobStopped {
+		t.Errorf("fanfail-fan-1: %+v, %v; want Stopped", j, err)
+	}
+	if _, err := c.GetJob(ctx, ws, "fanfail-fan-2"); err == nil {
+		t.Errorf("fanfail-fan-2 was started")
+	}
+}
+
+// logsHold reports whether a job's logs hold want.
+func logsHold(t *testing.T, ws, job, want string) bool {
+	t.Helper()
+	for _, r := range jobLogs(t, testContext(t), ws, job) {
+		if strings.Contains(r.Line, want) {
+			return true
+		}
+	}
+	return false
+}
