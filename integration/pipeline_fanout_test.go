@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -162,8 +163,17 @@ spec:
 	if j, err := c.GetJob(ctx, ws, "fanfail-fan-1"); err != nil || j.Status.Phase != schemas.JobStopped {
 		t.Errorf("fanfail-fan-1: %+v, %v; want Stopped", j, err)
 	}
-	if _, err := c.GetJob(ctx, ws, "fanfail-fan-2"); err == nil {
-		t.Errorf("fanfail-fan-2 was started")
+	if _, err := c.GetJob(ctx, ws, "fanfail-fan-2"); !dlc.IsNotFound(err) {
+		t.Errorf("fanfail-fan-2: %v, want never started (404)", err)
+	}
+	// Deleting the run deletes its children's jobs.
+	if err := c.DeletePipeline(ctx, ws, "fanfail"); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"fanfail-fan-0", "fanfail-fan-1"} {
+		if _, err := c.GetJob(ctx, ws, job); !dlc.IsNotFound(err) {
+			t.Errorf("%s after the run's delete: %v, want 404", job, err)
+		}
 	}
 }
 
