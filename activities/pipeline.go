@@ -315,8 +315,7 @@ func buildFanOut(in BuildStepJobInput, resolve func(schemas.TemplateRef) (string
 		name := schemas.StepItemJobName(in.Run.Name, in.Step.Name, i)
 		child, err := buildJob(in, name, &fanOutItem{index: i, value: it}, resolve, fail)
 		if err != nil {
-			var ae *temporal.ApplicationError
-			if errors.As(err, &ae) {
+			if ae, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 				return fail("item %d: %s", i, ae.Message())
 			}
 			return BuildStepJobResult{}, err

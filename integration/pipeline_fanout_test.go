@@ -85,7 +85,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range strings.Fields(string(seen)) {
+	for f := range strings.FieldsSeq(string(seen)) {
 		if n, err := strconv.Atoi(f); err != nil || n < 1 || n > 2 {
 			t.Errorf("a grid job saw %q jobs running (all: %q), want 1 or 2", f, seen)
 		}

@@ -180,7 +180,7 @@ func (w *pipelineWorkflow) fanOutDone(ctx workflow.Context, i int, f *fanOut) {
 	case f.failed != "":
 		w.endStep(ctx, i, schemas.StepFailed, ReasonChildFailed, f.failed)
 	case w.ending != "":
-		w.endStep(ctx, i, schemas.StepCancelled, ReasonPipelineEnded, fmt.Sprintf("its jobs were stopped: the pipeline %s", w.ending))
+		w.endStep(ctx, i, schemas.StepCancelled, ReasonPipelineEnded, "its jobs were stopped: the pipeline "+w.ending)
 	default:
 		outputs := fanOutOutputs(f.children)
 		st.Outputs = outputs
