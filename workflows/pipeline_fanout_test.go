@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
@@ -178,5 +179,35 @@ func TestPipelineFanOutFailingChildFailsTheStep(t *testing.T) {
 	}
 	if a := st.Step("after"); a.Phase != schemas.StepSkipped || h.startedJob("ff-after") != nil {
 		t.Errorf("after: %+v", a)
+	}
+}
+
+// Stopping the run while a fan-out step runs stops its running children (Cancelled),
+// starts no more (Skipped), cancels the step and ends the run Stopped.
+func TestPipelineFanOutStopCancelsTheChildren(t *testing.T) {
+	h := newPipelineHarness(t, map[string]fakeJob{"ff-fan-0": {}, "ff-fan-1": {}, "ff-fan-2": {}})
+	var stopErr error
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(workflows.UpdateStop, "stop-1", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { stopErr = err },
+			OnAccept:   func() {},
+			OnComplete: func(_ any, err error) { stopErr = err },
+		}, workflows.StopRequest{Reason: "enough"})
+	}, time.Hour)
+	st := h.run(t, fanOutFailDoc, nil)
+	s := st.Step("fan")
+	if stopErr != nil || st.Phase != schemas.PipelineStopped || s.Phase != schemas.StepCancelled || s.Reason != workflows.ReasonPipelineEnded {
+		t.Fatalf("stop %v; run %s (%s); fan %+v", stopErr, st.Phase, st.Message, s)
+	}
+	var phases []schemas.StepPhase
+	for _, c := range s.Children {
+		phases = append(phases, c.Phase)
+	}
+	want := []schemas.StepPhase{schemas.StepCancelled, schemas.StepCancelled, schemas.StepCancelled, schemas.StepSkipped}
+	if diff := cmp.Diff(want, phases); diff != "" {
+		t.Errorf("children (-want +got):\n%s", diff)
+	}
+	if len(h.stopped) != 3 {
+		t.Errorf("jobs stopped: %v, want 3", h.stopped)
 	}
 }
