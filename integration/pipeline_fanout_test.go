@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	dlc "github.com/opendlc/opendlc/client"
+	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -165,6 +167,17 @@ spec:
 	}
 	if _, err := c.GetJob(ctx, ws, "fanfail-fan-2"); !dlc.IsNotFound(err) {
 		t.Errorf("fanfail-fan-2: %v, want never started (404)", err)
+	}
+	// dlc pipeline get lists the children under their step.
+	dlcCmd := itest.CLI{Bin: dlcBinary(t), Server: env.e.APIURL, Token: env.e.AdminToken, Workspace: ws}.Runner(ctx)
+	out, err := dlcCmd("pipeline", "get", "fanfail")
+	if err != nil {
+		t.Fatalf("dlc pipeline get: %v\n%s", err, out)
+	}
+	for _, want := range []string{`\[0\]\s+Failed\s+fanfail-fan-0\s+job fanfail-fan-0 failed`, `\[1\]\s+Cancelled\s+fanfail-fan-1`, `\[2\]\s+Skipped\s+fanfail-fan-2`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("dlc pipeline get does not match %s:\n%s", want, out)
+		}
 	}
 	// Deleting the run deletes its children's jobs.
 	if err := c.DeletePipeline(ctx, ws, "fanfail"); err != nil {
