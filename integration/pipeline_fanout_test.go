@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -199,4 +201,57 @@ func logsHold(t *testing.T, ws, job, want string) bool {
 		}
 	}
 	return false
+}
+
+// A worker SIGKILLed while a fan-out step runs loses and duplicates nothing: a new
+// worker carries the step on from its history, every item runs exactly once, in order
+// (parallelism 1), and the step succeeds.
+func TestPipelineFanOutSurvivesAWorkerKill(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e, stateDir, first := workerStack(t, ctx) // its own stack: no other worker polls its queue
+	c := itest.AdminClient(t, e)
+	dir := t.TempDir()
+	ws := "fanrestart"
+	doc := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: fank, workspace: %s}
+spec:
+  steps:
+    - name: fan
+      withItems: [a, b, c]
+      parallelism: 1
+      job: {framework: custom, command: [sh, -c, 'echo "$1" >> %s/items; sleep 2', fan, "${item}"], roles: {worker: {replicas: 1}}}
+`, ws, dir)
+	if _, err := c.RunPipeline(ctx, []byte(doc), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the worker once the first child runs.
+	testutil.Eventually(t, itest.Left(ctx), "the first child to run", func() bool {
+		p, err := c.GetPipeline(ctx, ws, "fank")
+		if err != nil {
+			return false
+		}
+		s := p.Status.Step("fan")
+		return s != nil && len(s.Children) == 3 && s.Children[0].Phase == schemas.StepRunning
+	}, 20*time.Millisecond)
+	first.kill()
+	startWorker(t, e, stateDir)
+
+	p, err := c.WaitPipeline(ctx, ws, "fank", 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Phase != schemas.PipelineSucceeded {
+		t.Fatalf("run %s: %s", p.Status.Phase, p.Status.Message)
+	}
+	items, err := os.ReadFile(filepath.Join(dir, "items"))
+	if err != nil || string(items) != "a\nb\nc\n" {
+		t.Errorf("items run %q (%v), want a, b, c once each in order", items, err)
+	}
+	if got := p.Status.Step("fan").Outputs[schemas.OutputJobs]; got != `["fank-fan-0","fank-fan-1","fank-fan-2"]` {
+		t.Errorf("outputs.jobs = %s", got)
+	}
 }
