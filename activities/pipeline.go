@@ -142,6 +142,9 @@ type BuildStepJobResult struct {
 	// LabelKeywords are the job's labels as sorted "key=value" (the DlcLabels search
 	// attribute).
 	LabelKeywords []string `json:"labelKeywords,omitempty"`
+	// Children are, for a fan-out step (withItems, withParam), its child jobs, one per
+	// item in item order (Job is then empty; each child's Outputs are its own).
+	Children []BuildStepJobResult `json:"children,omitempty"`
 }
 
 // ErrTypeInvalidStep is the error type of a pipeline step's job cannot be built (a reference with no value,
@@ -201,11 +204,32 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 		return buildStepExperiment(in, resolve, fail)
 	}
 
-	name := schemas.StepJobName(in.Run.Name, in.Step.Name)
+	if in.Step.FanOut() {
+		return buildFanOut(in, resolve, fail)
+	}
+	return buildJob(in, schemas.StepJobName(in.Run.Name, in.Step.Name), nil, resolve, fail)
+}
+
+// buildJob builds the job name of a job step; item is, for a fan-out step's child, its
+// item (${item} is then a reference).
+func buildJob(in BuildStepJobInput, name string, item *fanOutItem, resolve func(schemas.TemplateRef) (string, error),
+	fail func(string, ...any) (BuildStepJobResult, error),
+) (BuildStepJobResult, error) {
+	expand, substitute := schemas.ExpandTemplate, schemas.SubstituteJob
+	if item != nil {
+		expand, substitute = schemas.ExpandItemTemplate, schemas.SubstituteItemJob
+		outer := resolve
+		resolve = func(r schemas.TemplateRef) (string, error) {
+			if r.Root == schemas.RefItem {
+				return schemas.ItemValue(item.value, r.Key)
+			}
+			return outer(r)
+		}
+	}
 	spec := schemas.CopyJobSpec(in.Step.Job)
 	var errs []string
 	// Values go into arguments and environment values, never through a shell's parser.
-	for _, err := range schemas.SubstituteJob(&spec, schemas.NewPath("job"), resolve) {
+	for _, err := range substitute(&spec, schemas.NewPath("job"), resolve) {
 		errs = append(errs, err.Error())
 	}
 	outputs := map[string]string{schemas.OutputJob: name}
@@ -218,7 +242,7 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		s, err := schemas.ExpandTemplate(in.Step.Outputs[k], resolve)
+		s, err := expand(in.Step.Outputs[k], resolve)
 		if err == nil {
 			err = schemas.CheckTemplateValue("outputs."+k, s)
 		}
@@ -233,10 +257,13 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 		return fail("step %s: %s", in.Step.Name, strings.Join(errs, "; "))
 	}
 
-	labels := make(map[string]string, len(in.Run.Labels)+2)
+	labels := make(map[string]string, len(in.Run.Labels)+3)
 	maps.Copy(labels, in.Run.Labels)
 	labels[schemas.LabelPipeline] = in.Run.Name
 	labels[schemas.LabelPipelineStep] = in.Step.Name
+	if item != nil {
+		labels[schemas.LabelPipelineItem] = strconv.Itoa(item.index)
+	}
 	job := schemas.TrainingJob{
 		APIVersion: schemas.APIVersion,
 		Kind:       schemas.KindTrainingJob,
@@ -257,4 +284,43 @@ func (a *PipelineActivities) BuildStepJob(_ context.Context, in BuildStepJobInpu
 	}
 	sort.Strings(kw)
 	return BuildStepJobResult{Job: job, Outputs: outputs, LabelKeywords: kw}, nil
+}
+
+// fanOutItem is one item of a fan-out step.
+type fanOutItem struct {
+	index int
+	value any
+}
+
+// buildFanOut builds a fan-out step's children: its list (withItems, or withParam's
+// value, which must be a JSON list), then one job <run>-<step>-<i> per item.
+func buildFanOut(in BuildStepJobInput, resolve func(schemas.TemplateRef) (string, error),
+	fail func(string, ...any) (BuildStepJobResult, error),
+) (BuildStepJobResult, error) {
+	items := in.Step.WithItems
+	if in.Step.WithParam != "" {
+		v, err := schemas.ExpandTemplate(in.Step.WithParam, resolve)
+		if err != nil {
+			return fail("step %s: withParam: %v", in.Step.Name, err)
+		}
+		if items, err = schemas.ParseItemList(v); err != nil {
+			return fail("step %s: withParam %s: %v", in.Step.Name, in.Step.WithParam, err)
+		}
+	}
+	if len(items) == 0 || len(items) > schemas.MaxFanOutItems {
+		return fail("step %s: %d items; a fan-out takes 1 to %d", in.Step.Name, len(items), schemas.MaxFanOutItems)
+	}
+	out := BuildStepJobResult{Children: make([]BuildStepJobResult, 0, len(items))}
+	for i, it := range items {
+		name := schemas.StepItemJobName(in.Run.Name, in.Step.Name, i)
+		child, err := buildJob(in, name, &fanOutItem{index: i, value: it}, resolve, fail)
+		if err != nil {
+			if ae, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+				return fail("item %d: %s", i, ae.Message())
+			}
+			return BuildStepJobResult{}, err
+		}
+		out.Children = append(out.Children, child)
+	}
+	return out, nil
 }

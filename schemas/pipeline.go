@@ -116,6 +116,19 @@ type PipelineStep struct {
 	// Timeout bounds each try of a job step, from its job's start: a job still running
 	// then is stopped, and the try fails with reason StepTimeout.
 	Timeout *Duration `json:"timeout,omitempty"`
+	// WithItems fans a job step out over a literal list (1 to 64 items: strings,
+	// numbers, booleans or objects): each item runs one child job
+	// <pipeline>-<step>-<i>, in which ${item} is the item (an object as JSON) and
+	// ${item.<key>} an object item's field. Not with withParam.
+	WithItems []any `json:"withItems,omitempty" jsonschema:"maxItems=64"`
+	// WithParam fans a job step out over a JSON list (1 to 64 items) held by an
+	// earlier step's output or a parameter: exactly one reference,
+	// ${steps.<step>.outputs.<key>} or ${params.<name>}, resolved when the step
+	// starts. Not with withItems.
+	WithParam string `json:"withParam,omitempty" jsonschema:"maxLength=1024"`
+	// Parallelism bounds how many children of a fan-out step run at once (1 to 64;
+	// default all).
+	Parallelism int32 `json:"parallelism,omitempty" jsonschema:"minimum=0,maximum=64"`
 }
 
 // StepCondition is a condition step's test.
@@ -194,10 +207,27 @@ type StepStatus struct {
 	ReusedFrom string `json:"reusedFrom,omitempty"`
 	// OnExit marks a step of spec.onExit.
 	OnExit bool `json:"onExit,omitempty"`
+	// Children are a fan-out step's child jobs, one per item, in item order.
+	Children []StepChild `json:"children,omitempty"`
 	// Metrics are the last values its job reported, once it succeeded.
 	Metrics    events.Metrics `json:"metrics,omitempty"`
 	StartTime  *time.Time     `json:"startTime,omitempty"`
 	FinishTime *time.Time     `json:"finishTime,omitempty"`
+}
+
+// StepChild is one child job of a fan-out step (withItems, withParam).
+type StepChild struct {
+	// Index is the item's index in the list, from 0.
+	Index int `json:"index"`
+	// Job is the child's job, <pipeline>-<step>-<index>.
+	Job string `json:"job"`
+	// JobUID is the job's uid, once started.
+	JobUID string `json:"jobUID,omitempty"`
+	// Phase is Pending (not started yet), Running, Succeeded, Failed, Cancelled
+	// (stopped because a sibling failed or the pipeline ended) or Skipped (never
+	// started for the same reasons).
+	Phase   StepPhase `json:"phase"`
+	Message string    `json:"message,omitempty"`
 }
 
 // PipelineStatus is what the Pipeline workflow reports through its status query.

@@ -21,6 +21,10 @@ const (
 	RefSteps    = "steps"
 	RefPipeline = "pipeline"
 	RefEvent    = "event"
+	// RefItem is the item of a fan-out step's child (${item}, ${item.<key>}): a
+	// reference only in a step with withItems or withParam (ExpandItemTemplate);
+	// elsewhere ${item} is left as written, as a shell's variable.
+	RefItem = "item"
 )
 
 // Fields of a step reference: ${steps.<step>.<field>.<key>}.
@@ -55,11 +59,20 @@ var (
 )
 
 // parseRef parses the text between "${" and "}". ok is false when the root is not one of
-// ours (the text is then not a reference).
-func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
+// ours (the text is then not a reference). item says ${item} and ${item.<key>} are
+// references (a fan-out step's fields).
+func parseRef(raw string, item bool) (ref TemplateRef, ok bool, err error) {
 	root, rest, _ := strings.Cut(raw, ".")
 	ref = TemplateRef{Root: root, Raw: raw}
 	switch root {
+	case RefItem:
+		if !item {
+			return ref, false, nil
+		}
+		if raw != RefItem && !identRE.MatchString(rest) {
+			return ref, true, fmt.Errorf("${%s}: must be ${item} or ${item.<key>}, a key of letters, digits and '_'", raw)
+		}
+		ref.Key = rest
 	case RefParams:
 		if !identRE.MatchString(rest) {
 			return ref, true, fmt.Errorf("${%s}: a parameter name is letters, digits and '_'", raw)
@@ -98,8 +111,18 @@ func parseRef(raw string) (ref TemplateRef, ok bool, err error) {
 
 // ParseTemplate returns the references of a template, in order.
 func ParseTemplate(s string) ([]TemplateRef, error) {
+	return parseTemplate(s, false)
+}
+
+// ParseItemTemplate is ParseTemplate for a fan-out step's field, where ${item} and
+// ${item.<key>} are references too.
+func ParseItemTemplate(s string) ([]TemplateRef, error) {
+	return parseTemplate(s, true)
+}
+
+func parseTemplate(s string, item bool) ([]TemplateRef, error) {
 	var refs []TemplateRef
-	_, err := ExpandTemplate(s, func(r TemplateRef) (string, error) {
+	_, err := expandTemplate(s, item, func(r TemplateRef) (string, error) {
 		refs = append(refs, r)
 		return "", nil
 	})
@@ -109,6 +132,16 @@ func ParseTemplate(s string) ([]TemplateRef, error) {
 // ExpandTemplate replaces every reference in s with what resolve returns for it. Text
 // that is not a reference, including "${" followed by another root, is kept.
 func ExpandTemplate(s string, resolve func(TemplateRef) (string, error)) (string, error) {
+	return expandTemplate(s, false, resolve)
+}
+
+// ExpandItemTemplate is ExpandTemplate for a fan-out step's field: ${item} and
+// ${item.<key>} are references too (Root RefItem, Key the key or "").
+func ExpandItemTemplate(s string, resolve func(TemplateRef) (string, error)) (string, error) {
+	return expandTemplate(s, true, resolve)
+}
+
+func expandTemplate(s string, item bool, resolve func(TemplateRef) (string, error)) (string, error) {
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
@@ -121,13 +154,13 @@ func ExpandTemplate(s string, resolve func(TemplateRef) (string, error)) (string
 		before, after, ok0 := strings.Cut(rest, "}")
 		if !ok0 {
 			root, _, _ := strings.Cut(rest, ".")
-			if root == RefParams || root == RefSteps || root == RefPipeline || root == RefEvent {
+			if root == RefParams || root == RefSteps || root == RefPipeline || root == RefEvent || (item && root == RefItem) {
 				return "", fmt.Errorf("unterminated ${%s", rest)
 			}
 			b.WriteString(s[i:])
 			return b.String(), nil
 		}
-		ref, ok, err := parseRef(before)
+		ref, ok, err := parseRef(before, item)
 		if err != nil {
 			return "", err
 		}
@@ -338,7 +371,7 @@ func parseOperand(tok string) (Operand, error) {
 	} else if x, err := strconv.ParseFloat(tok, 64); err == nil {
 		return Operand{Number: x}, nil
 	}
-	ref, ok, err := parseRef(raw)
+	ref, ok, err := parseRef(raw, false)
 	if err != nil {
 		return Operand{}, err
 	}

@@ -451,7 +451,8 @@ func TestFieldPath(t *testing.T) {
 
 // The examples in the repository are valid documents.
 func TestPipelineAndTriggerExamplesAreValid(t *testing.T) {
-	for _, file := range []string{"../examples/pipeline/retrain.yaml", "../examples/pipeline/tune-and-train.yaml", "../examples/trigger/on-new-data.yaml"} {
+	for _, file := range []string{"../examples/pipeline/retrain.yaml", "../examples/pipeline/tune-and-train.yaml", "../examples/pipeline/fan-out.yaml",
+		"../examples/trigger/on-new-data.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			schemastest.ReadValid(t, file, schemas.Decode)
 		})

@@ -123,6 +123,7 @@ func validateStepList(list []PipelineStep, sp Path, other map[string]int, runNam
 		}
 		validateOutputs(st.Outputs, stp.Child("outputs"), errs)
 		st.validateRetries(runNameLen, stp, errs)
+		st.validateFanOut(runNameLen, stp, errs)
 	}
 
 	l := &PipelineSpec{Steps: list}
@@ -251,6 +252,10 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 			}
 		case RefEvent:
 			add("event fields are available only in a Trigger's spec.params")
+		case RefItem:
+			if problem := st.checkItemRef(ref); problem != "" {
+				add("%s", problem)
+			}
 		case RefPipeline:
 			if !exit && slices.Contains(exitRefs, ref.Name) {
 				add("the run's outcome is known only in spec.onExit steps")
@@ -276,6 +281,12 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 				add("step %s is a condition: it has no outputs or metrics", ref.Name)
 				return
 			}
+			if src.FanOut() {
+				if problem := checkFanOutRef(src, ref); problem != "" {
+					add("%s", problem)
+				}
+				return
+			}
 			if ref.Field != StepOutputs {
 				return
 			}
@@ -292,8 +303,12 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 			}
 		}
 	}
+	parse := ParseTemplate
+	if st.FanOut() {
+		parse = ParseItemTemplate // ${item} is a reference only here
+	}
 	template := func(fp Path, v string) {
-		refs, err := ParseTemplate(v)
+		refs, err := parse(v)
 		if err != nil {
 			*errs = append(*errs, Invalid(fp, "%v", err))
 			return
@@ -312,6 +327,13 @@ func (s *PipelineSpec) validateRefs(i int, params map[string]bool, index map[str
 	}
 	for _, k := range sortedKeys(st.Outputs) {
 		template(p.Child("outputs").Key(k), st.Outputs[k])
+	}
+	if st.WithParam != "" {
+		if refs, err := ParseTemplate(st.WithParam); err == nil {
+			for _, r := range refs {
+				check(p.Child("withParam"), r)
+			}
+		}
 	}
 	if st.Condition != nil {
 		cp := p.Child("condition", "expression")

@@ -98,6 +98,11 @@ func TemplateEnvName(r TemplateRef) string {
 		name = "DLC_PIPELINE_" + r.Name
 	case RefSteps:
 		name = "DLC_STEP_" + r.Name + "_" + r.Field + "_" + r.Key
+	case RefItem:
+		name = "DLC_ITEM"
+		if r.Key != "" {
+			name += "_" + r.Key
+		}
 	default:
 		name = "DLC_" + r.Root + "_" + r.Path.String()
 	}
@@ -121,6 +126,16 @@ func TemplateEnvName(r TemplateRef) string {
 // spec.env with the value. p is the spec's path, for the errors, one per field at
 // fault. resolve may return the reference's own text (r.String()) to leave it as it is.
 func SubstituteJob(spec *TrainingJobSpec, p Path, resolve func(TemplateRef) (string, error)) []error {
+	return substituteJob(spec, p, false, resolve)
+}
+
+// SubstituteItemJob is SubstituteJob for a child of a fan-out step, where ${item} and
+// ${item.<key>} are references too (ExpandItemTemplate).
+func SubstituteItemJob(spec *TrainingJobSpec, p Path, resolve func(TemplateRef) (string, error)) []error {
+	return substituteJob(spec, p, true, resolve)
+}
+
+func substituteJob(spec *TrainingJobSpec, p Path, item bool, resolve func(TemplateRef) (string, error)) []error {
 	scripts := shellScriptFields(spec, p)
 	taken := map[string]bool{}
 	for _, e := range spec.Env {
@@ -136,7 +151,7 @@ func SubstituteJob(spec *TrainingJobSpec, p Path, resolve func(TemplateRef) (str
 	var errs []error
 	JobTemplateFields(spec, p, func(fp Path, v *string) {
 		script := scripts[fp]
-		s, err := ExpandTemplate(*v, func(r TemplateRef) (string, error) {
+		s, err := expandTemplate(*v, item, func(r TemplateRef) (string, error) {
 			val, err := resolve(r)
 			if err != nil || val == r.String() {
 				return val, err

@@ -98,7 +98,8 @@ func (s *Pipelines) Delete(ctx context.Context, ws, name string) error {
 }
 
 // stepJobs names the jobs a pipeline run's job steps ran: the job its status names
-// for each step, each retry's (schemas.StepRetryJobName), and the name every job
+// for each step, each retry's (schemas.StepRetryJobName), each fan-out child's
+// (schemas.StepItemJobName), and the name every job
 // step's first job is given (schemas.StepJobName).
 func stepJobs(view api.PipelineRun) []string {
 	var jobs jobNames
@@ -107,6 +108,10 @@ func stepJobs(view api.PipelineRun) []string {
 		// Every try of a step with retries ran a job of its own.
 		for try := 1; try <= st.Attempts; try++ {
 			jobs.add(schemas.StepRetryJobName(view.Spec.Metadata.Name, st.Name, try))
+		}
+		// A fan-out step ran a job per item.
+		for _, c := range st.Children {
+			jobs.add(c.Job)
 		}
 	}
 	for _, st := range view.Spec.Spec.Steps {

@@ -104,6 +104,9 @@ type stepJob struct {
 	// experiment is set when future is an experiment step's Experiment
 	// (pipeline_experiment.go).
 	experiment *schemas.Experiment
+	// fan is set, instead of future, for a fan-out step's children
+	// (pipeline_fanout.go).
+	fan *fanOut
 }
 
 const (
@@ -122,7 +125,7 @@ func (w *pipelineWorkflow) setup(ctx workflow.Context) error {
 	w.startPhaseEvents(ctx)
 	for i, st := range w.steps {
 		s := schemas.StepStatus{Name: st.Name, Phase: schemas.StepPending, OnExit: w.isExit(i)}
-		if st.Job != nil {
+		if st.Job != nil && !st.FanOut() { // a fan-out step's jobs are in s.Children
 			s.Job = schemas.StepJobName(w.in.Pipeline.Metadata.Name, st.Name)
 		}
 		w.status.Steps = append(w.status.Steps, s)
@@ -312,6 +315,10 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 		w.startExperiment(ctx, i, &built)
 		return
 	}
+	if built.Children != nil {
+		w.startFanOut(ctx, i, &built)
+		return
+	}
 	job := &built.Job
 	w.retryName(i, &built)
 	// The job is stopped through its stop update (which cleans its replicas up), not by
@@ -436,6 +443,10 @@ func (w *pipelineWorkflow) cancelRunning(ctx workflow.Context) {
 		j := w.jobs[i]
 		if j != nil && j.backoff != nil {
 			w.cancelRetry(ctx, i)
+			continue
+		}
+		if j != nil && j.fan != nil {
+			w.stopFanOut(ctx, i, j.fan, reason, &stops)
 			continue
 		}
 		if j == nil || j.cancelling {

@@ -24,6 +24,10 @@ func (w *pipelineWorkflow) retriesOn(i int) bool {
 // addStepFutures makes sel wait for step i: its job's end and its timeout, or the end
 // of its backoff.
 func (w *pipelineWorkflow) addStepFutures(ctx workflow.Context, sel workflow.Selector, i int, j *stepJob) {
+	if j.fan != nil {
+		w.addFanOutFutures(ctx, sel, i, j.fan)
+		return
+	}
 	if j.backoff != nil {
 		sel.AddFuture(j.backoff, func(workflow.Future) {
 			w.jobs[i] = nil

@@ -93,6 +93,8 @@ type pipelineHarness struct {
 	mu      sync.Mutex
 	started []schemas.TrainingJob // in start order
 	stopped []string              // workflow ids
+	// running and maxRunning count the fake jobs running at once (pipeline_fanout_test.go).
+	running, maxRunning int
 	// onPublish receives the published events, when set.
 	onPublish func(activities.PublishEventsInput) error
 }
@@ -137,7 +139,14 @@ func newPipelineHarness(t *testing.T, jobs map[string]fakeJob) *pipelineHarness 
 func (h *pipelineHarness) fakeTrainingJob(ctx workflow.Context, in workflows.TrainingJobInput) (workflows.TrainingJobResult, error) {
 	h.mu.Lock()
 	h.started = append(h.started, in.Job)
+	h.running++
+	h.maxRunning = max(h.maxRunning, h.running)
 	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.running--
+		h.mu.Unlock()
+	}()
 	step := in.Job.Metadata.Labels[schemas.LabelPipelineStep]
 	fj, ok := h.jobs[in.Job.Metadata.Name] // a try of a step with retries, by its job's name
 	if !ok {

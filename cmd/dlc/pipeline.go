@@ -186,6 +186,10 @@ func printPipeline(w io.Writer, p *api.PipelineRun) error {
 			job = "-"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Phase, job, started, finished, s.Message)
+		// A fan-out step's children, one line each.
+		for _, c := range s.Children {
+			fmt.Fprintf(tw, "    [%d]\t%s\t%s\t\t\t%s\n", c.Index, c.Phase, c.Job, c.Message)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
