@@ -332,11 +332,30 @@ func poll[T any](ctx context.Context, interval time.Duration, onChange func(T),
 	get func(context.Context) (T, error), state func(T) (key string, done bool)) (T, error) {
 	var zero T
 	lastKey := ""
+	var failingSince time.Time
 	for {
 		obj, err := get(ctx)
 		if err != nil {
-			return zero, err
+			// The server could not answer for now (503: Temporal could not reach the
+			// workflow in time, as while a killed worker is replaced): ask again, for up
+			// to pollUnavailableFor of failures in a row.
+			if !unavailable(err) || ctx.Err() != nil {
+				return zero, err
+			}
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) > pollUnavailableFor {
+				return zero, err
+			}
+			select {
+			case <-ctx.Done():
+				return zero, err
+			case <-time.After(interval):
+			}
+			continue
 		}
+		failingSince = time.Time{}
 		key, done := state(obj)
 		if key != lastKey && onChange != nil {
 			onChange(obj)
@@ -351,6 +370,16 @@ func poll[T any](ctx context.Context, interval time.Duration, onChange func(T),
 		case <-time.After(interval):
 		}
 	}
+}
+
+// pollUnavailableFor is how long the Wait functions keep asking while the server
+// answers 503 Unavailable.
+const pollUnavailableFor = 2 * time.Minute
+
+// unavailable reports whether err is the server's 503: it could not answer now.
+func unavailable(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.Status == http.StatusServiceUnavailable
 }
 
 func jobPath(workspace, name string) string {

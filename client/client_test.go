@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/opendlc/opendlc/api"
 )
@@ -100,5 +101,37 @@ func TestRequests(t *testing.T) {
 		if (*got)[i] != w {
 			t.Errorf("request %d: %+v, want %+v", i, (*got)[i], w)
 		}
+	}
+}
+
+// The Wait functions ask again while the server answers 503 (a killed worker is being
+// replaced and Temporal cannot answer the status query), and stop at any other error.
+func TestWaitAsksAgainWhileUnavailable(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/v1/workspaces/ml/pipelines/bad":
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"error":{"code":"Internal","message":"boom"}}`)
+		case calls <= 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"Unavailable","message":"query pipeline: context deadline exceeded"}}`)
+		default:
+			_, _ = io.WriteString(w, `{"status":{"phase":"Succeeded"}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.WaitPipeline(context.Background(), "ml", "run", time.Millisecond, nil)
+	if err != nil || p.Status.Phase != "Succeeded" || calls != 3 {
+		t.Fatalf("WaitPipeline = %+v, %v after %d calls; want Succeeded after two 503s", p, err, calls)
+	}
+	if _, err := c.WaitPipeline(context.Background(), "ml", "bad", time.Millisecond, nil); err == nil {
+		t.Fatal("WaitPipeline went on after a 500")
 	}
 }
