@@ -162,10 +162,9 @@ func TestRetrainingLoopEndToEnd(t *testing.T) {
 	}
 	// The data, the tuned and resumed training, the promotion.
 	shard := p1.Status.Step("prepare").Outputs["data"]
-	if client, bucket, key := itest.RawS3(t, e, shard); true {
-		if _, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
-			t.Fatalf("prepare's shard %s: %v", shard, err)
-		}
+	s3c, bucket, key := itest.RawS3(t, e, shard)
+	if _, err := s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+		t.Fatalf("prepare's shard %s: %v", shard, err)
 	}
 	tune, train := p1.Status.Step("tune"), p1.Status.Step("train")
 	trainJob, err := c.GetJob(ctx, ws, train.Job)

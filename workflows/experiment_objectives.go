@@ -192,10 +192,16 @@ func (w *experimentWorkflow) addConstraints(h *hpo.History) {
 
 // violations are a trial's constraint violations in spec order (NaN: not reported).
 func (w *experimentWorkflow) violations(t *TrialState) []float64 {
+	return w.violationsOf(t.Values)
+}
+
+// violationsOf are the constraint violations of metric values (metric → last value),
+// in spec order; a metric not in values is NaN.
+func (w *experimentWorkflow) violationsOf(values map[string]float64) []float64 {
 	cs := w.exp.Spec.Constraints
 	out := make([]float64, len(cs))
 	for j := range cs {
-		v, ok := t.Values[cs[j].Metric]
+		v, ok := values[cs[j].Metric]
 		if !ok {
 			out[j] = math.NaN()
 			continue

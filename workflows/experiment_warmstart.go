@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -86,19 +85,14 @@ func (w *experimentWorkflow) takeWarm(st *WarmStartState, src activities.WarmSta
 		if len(st.Trials) >= MaxWarmTrials {
 			break
 		}
-		p, err := w.warmParams(t.Params)
+		p, err := w.pointOf(t.Params)
 		if err != nil || t.Value == nil {
 			outside++
 			continue
 		}
 		wt := WarmTrial{Params: p, Value: *t.Value}
-		for _, c := range w.exp.Spec.Constraints {
-			v, ok := t.Constraints[c.Metric]
-			if !ok {
-				wt.Constraints = append(wt.Constraints, math.NaN())
-				continue
-			}
-			wt.Constraints = append(wt.Constraints, c.Violation(v))
+		if len(w.exp.Spec.Constraints) > 0 {
+			wt.Constraints = w.violationsOf(t.Constraints)
 		}
 		st.Trials = append(st.Trials, wt)
 		used++
@@ -108,13 +102,6 @@ func (w *experimentWorkflow) takeWarm(st *WarmStartState, src activities.WarmSta
 		note += fmt.Sprintf(", %d outside this search space", outside)
 	}
 	return note
-}
-
-// warmParams reads an earlier trial's parameters (as its status shows them: the active
-// ones) as this search space's values (pointOf); a parameter missing or outside the
-// space is an error.
-func (w *experimentWorkflow) warmParams(params map[string]any) (map[string]float64, error) {
-	return w.pointOf(params)
 }
 
 // addWarm puts the warm-start trials before the experiment's own, with IDs -1, -2...
