@@ -102,7 +102,7 @@ func (Slurm) Env(g backend.GangSpec, r backend.ReplicaSpec, ep Endpoints) []sche
 }
 
 // Command runs a node's command once per task (TaskFanout, which needs /bin/sh in the
-// image) when the node has more than one; the launcher, when it is not a node, and
+// image, and GNU grep, mkfifo and mktemp to relay whole lines) when the node has more than one; the launcher, when it is not a node, and
 // single-task nodes run theirs as written. Without workers the launcher is the only
 // node, and runs one process per task.
 func (Slurm) Command(g backend.GangSpec, r backend.ReplicaSpec) []string {

@@ -4,14 +4,19 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -158,5 +163,72 @@ func TestTaskFanout(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Errorf("a task exiting 3: got %v, want exit status 3", err)
+	}
+}
+
+// TaskFanout relays each task's streams a whole line at a time: four tasks that write
+// every line in three pieces, at once, give whole lines only, on the stream each wrote
+// it to; a SIGTERM reaches every task, and the lines a task writes after it (a final
+// checkpoint's) still arrive.
+func TestTaskFanoutRelaysWholeLines(t *testing.T) {
+	const lines = 200
+	// Each piece is its own write: printf is a builtin of sh, which writes at once.
+	task := `i=0
+while [ $i -lt ` + strconv.Itoa(lines) + ` ]; do
+	printf 'task %s' "$SLURM_LOCALID"; printf ' line %s' "$i"; printf ' end\n'
+	printf 'err %s' "$SLURM_LOCALID" >&2; printf ' line %s\n' "$i" >&2
+	i=$((i + 1))
+done`
+	cmd := exec.Command("/bin/sh", "-c", TaskFanout, taskFanoutName, "sh", "-c", task)
+	cmd.Env = append(os.Environ(), "SLURM_NTASKS_PER_NODE=4", "SLURM_PROCID=0")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	outRE := regexp.MustCompile(`^task [0-3] line [0-9]+ end$`)
+	errRE := regexp.MustCompile(`^err [0-3] line [0-9]+$`)
+	for stream, c := range map[string]struct {
+		text string
+		re   *regexp.Regexp
+	}{"stdout": {stdout.String(), outRE}, "stderr": {stderr.String(), errRE}} {
+		got := strings.Split(strings.TrimSuffix(c.text, "\n"), "\n")
+		if len(got) != 4*lines {
+			t.Errorf("%s: %d lines, want %d", stream, len(got), 4*lines)
+		}
+		for _, l := range got {
+			if !c.re.MatchString(l) {
+				t.Fatalf("%s: line %q is not one task's whole line", stream, l)
+			}
+		}
+	}
+
+	// SIGTERM: every task traps it, writes a last line and exits 7.
+	dir := t.TempDir()
+	cmd = exec.Command("/bin/sh", "-c", TaskFanout, taskFanoutName, "sh", "-c",
+		`trap 'echo "task $SLURM_LOCALID saved a checkpoint"; exit 7' TERM; touch "$0/$SLURM_LOCALID"; while :; do sleep 0.05; done`, dir)
+	cmd.Env = append(os.Environ(), "SLURM_NTASKS_PER_NODE=2", "SLURM_PROCID=0")
+	stdout.Reset()
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "both tasks running", func() bool {
+		_, e0 := os.Stat(filepath.Join(dir, "0"))
+		_, e1 := os.Stat(filepath.Join(dir, "1"))
+		return e0 == nil && e1 == nil
+	}, 10*time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Errorf("after SIGTERM: %v, want exit status 7", err)
+	}
+	for _, i := range []string{"0", "1"} {
+		if !strings.Contains(stdout.String(), "task "+i+" saved a checkpoint\n") {
+			t.Errorf("task %s's last line is missing: %q", i, stdout.String())
+		}
 	}
 }
