@@ -50,7 +50,7 @@ func WithConsumer(name string) Option {
 	}
 }
 
-// WithAckWait sets the consumer's ack wait, at least 1s. Default 30s.
+// WithAckWait sets the consumers' ack wait, at least 1s. Default DefaultAckWait.
 func WithAckWait(d time.Duration) Option {
 	return dlcjs.AckWaitOption("triggers", d, func(o *Options, d time.Duration) { o.AckWait = d })
 }
@@ -59,6 +59,17 @@ func WithAckWait(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(o *Options) error { o.Logger = l; return nil }
 }
+
+// DefaultAckWait is the consumers' default ack wait. It bounds how late an event held
+// by a dispatcher that crashed reaches another one: short, so that the event still
+// falls within the debounce window it was sent in (a window is at least a second, and
+// usually a minute). An event whose handling takes longer is kept from redelivery by
+// "in progress" acknowledgements (handleWhileAlive).
+const DefaultAckWait = 5 * time.Second
+
+// pullBatch bounds the events a dispatcher holds unhandled: each waits for the ones
+// before it, and is delivered again after the ack wait if its dispatcher crashes.
+const pullBatch = 16
 
 // Dispatcher reads DLC_INBOUND and starts the action of every trigger an event matches.
 // Start one with StartDispatcher; Close stops it.
@@ -107,7 +118,7 @@ type Dispatcher struct {
 func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.Service, opts ...Option) (*Dispatcher, error) {
 	o := Options{
 		Consumer:     DefaultConsumer,
-		AckWait:      30 * time.Second,
+		AckWait:      DefaultAckWait,
 		StartTimeout: 10 * time.Second,
 	}
 	for _, opt := range opts {
@@ -159,7 +170,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, svc *service.S
 		MaxAckPending: 256,
 	})
 	if err == nil {
-		d.consume, err = cons.Consume(d.handle)
+		d.consume, err = cons.Consume(d.handle, jetstream.PullMaxMessages(pullBatch))
 	}
 	if err != nil {
 		d.stop()
@@ -331,9 +342,33 @@ func (d *Dispatcher) handle(msg jetstream.Msg) {
 	})
 }
 
+// inProgress tells JetStream, every third of the ack wait until the returned stop is
+// called, that msg is being handled, so that a slow start (a catch-up, a Temporal
+// call under load) does not have the event delivered to another dispatcher meanwhile.
+func (d *Dispatcher) inProgress(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d.o.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					d.log.Debug("extending an event's ack wait", "subject", msg.Subject(), "error", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // dispatch fires every trigger of ts that selects accepts for the event, then
 // acknowledges the message; a transient failure has it delivered again after a backoff.
 func (d *Dispatcher) dispatch(msg jetstream.Msg, ev Event, ts []*schemas.Trigger, selects func(*schemas.Trigger) bool) {
+	stop := d.inProgress(msg)
+	defer stop()
 	retry := false
 	for _, t := range ts {
 		if !selects(t) {

@@ -49,7 +49,7 @@ func (d *Dispatcher) startOwnEvents(ctx context.Context) error {
 		FilterSubjects: OwnEventSubjects,
 	})
 	if err == nil {
-		d.consumeOwn, err = cons.Consume(d.handleOwn)
+		d.consumeOwn, err = cons.Consume(d.handleOwn, jetstream.PullMaxMessages(pullBatch))
 	}
 	if err != nil {
 		return fmt.Errorf("triggers: consume %s: %w", dlcjs.EventsStream, err)
