@@ -117,6 +117,10 @@ type Config struct {
 	// ConsoleURL is the web console's base URL that notifications link to
 	// (notify.WithConsoleURL); empty: no links.
 	ConsoleURL string
+	// Secrets resolves the secrets documents name by reference: notification rules'
+	// secretRef, botSecretRef and passwordRef (notify.WithSecrets) and triggers' webhook
+	// secretRef (server.WithWebhookSecrets). Nil: none, and such a reference fails.
+	Secrets notify.SecretSource
 	// S3EventsWorkspace, with Triggers, routes the S3 notifications published on
 	// schemas.S3RawEventSubject to the workspace whose storage location holds each
 	// object, and those of objects no workspace holds to this workspace.
@@ -255,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if cfg.Notifications {
 		if p.notifier, err = notify.StartDispatcher(ctx, js, notify.WithLogger(cfg.Logger),
 			notify.WithWebhookAllowList(cfg.WebhookAllow...), notify.WithMetrics(p.Metrics),
-			notify.WithConsoleURL(cfg.ConsoleURL)); err != nil {
+			notify.WithConsoleURL(cfg.ConsoleURL), notify.WithSecrets(cfg.Secrets)); err != nil {
 			return nil, err
 		}
 	}
@@ -378,7 +382,8 @@ func (p *Process) startAPI(cfg Config, svc *service.Service, tlsConfig *tls.Conf
 		}
 	}
 	p.http = server.New(svc, p.Events, server.WithLogger(cfg.Logger), server.WithAuth(p.Auth),
-		server.WithRateLimits(cfg.API.RateLimits), server.WithMetrics(p.Metrics), server.WithLogArchive(p.archive)).HTTPServer(tlsConfig)
+		server.WithRateLimits(cfg.API.RateLimits), server.WithMetrics(p.Metrics), server.WithLogArchive(p.archive),
+		server.WithWebhookSecrets(cfg.Secrets)).HTTPServer(tlsConfig)
 	if !cfg.API.NoConsole {
 		// The web console, under /ui/, calls the API handler in-process.
 		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger})

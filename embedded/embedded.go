@@ -29,6 +29,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	Buckets []string
 	// NoWorker starts everything but the worker (tests run workers of their own).
 	NoWorker bool
+	// NoNotifications runs no notification dispatcher: a `dlc notifier` of its own
+	// does (one per NATS system).
+	NoNotifications bool
 	// Logger; default a text logger on stderr at warn level.
 	Logger *slog.Logger
 	// Interceptors are passed to the worker.
@@ -99,6 +103,10 @@ type Config struct {
 	// ConsoleURL is the web console's base URL that notifications link to
 	// (app.Config.ConsoleURL); default: none.
 	ConsoleURL string
+	// SecretsDir holds the secrets that notification rules and trigger webhooks name
+	// by reference (notify.DirSecrets: a file <workspace>.<name>[.<key>] each); default
+	// Dir/secrets, created (mode 0700) at start.
+	SecretsDir string
 	// StorageIsolation confines each workspace to its own S3 locations (package
 	// storage): StorageRoot/<workspace>/, or those of its registry entry. Documents
 	// naming others are refused at submit and at launch, and replicas get the
@@ -252,6 +260,10 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 			return nil, err
 		}
 	}
+	secretsDir := cmp.Or(cfg.SecretsDir, filepath.Join(cfg.Dir, "secrets"))
+	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded: the secrets directory: %w", err)
+	}
 	e.Process, err = app.Start(ctx, e.AppConfig(app.Config{
 		Logger:     cfg.Logger,
 		Streams:    cfg.Streams,
@@ -261,9 +273,10 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		KubeOptions:   append([]kube.Option{kube.WithS3Credentials(e.S3CredentialsFor)}, cfg.KubeOptions...),
 		LocalOptions:  localOptions(cfg),
 		Interceptors:  cfg.Interceptors,
-		Notifications: true,
+		Notifications: !cfg.NoNotifications,
 		WebhookAllow:  cfg.WebhookAllow,
 		ConsoleURL:    cfg.ConsoleURL,
+		Secrets:       notify.DirSecrets(secretsDir),
 		Triggers:      true,
 		// S3 notifications of objects no workspace's location holds; without storage
 		// isolation a workspace's location is DefaultStorageRoot/<workspace>/.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
@@ -437,4 +440,82 @@ spec:
 		}
 		return nil
 	}, 200*time.Millisecond)
+}
+
+// dlc up's secrets directory (DIR/secrets): a trigger webhook's secretRef and a
+// notification rule's webhook secretRef are read from the file WORKSPACE.NAME at each
+// request and delivery. Before the file exists the webhook answers 503 and accepts
+// nothing; with it, a delivery signed with its key is accepted and one signed with
+// another refused; a rotated file takes effect at the next request; the rule's
+// deliveries are signed with the file's key.
+func TestSecretRefsFromTheSecretsDirectory(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := workspace(t)
+	dir := filepath.Join(env.dir, "stack", "secrets")
+	write := func(name, value string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, ws+"."+name), []byte(value+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := strings.Replace(webhookTriggerDoc(ws, "platform", "unused-inline-secret"), `webhook: {secret: "unused-inline-secret"}`, "webhook: {secretRef: {name: platform}}", 1)
+	if _, err := env.api.ApplyTrigger(ctx, []byte(doc)); err != nil {
+		t.Fatalf("apply trigger: %v", err)
+	}
+	body := []byte(`{"ref": "refs/heads/main"}`)
+	const first, second = "first-platform-key-0123456789", "second-platform-key-0123456789"
+	if status, out := postWebhook(t, ctx, ws, "platform", first, time.Now(), "s-1", body, nil); status != http.StatusServiceUnavailable {
+		t.Fatalf("before the secret's file exists: %d %s, want 503", status, out)
+	}
+	write("platform", first)
+	for _, c := range []struct {
+		key      string
+		delivery string
+		want     int
+	}{{first, "s-1", http.StatusAccepted}, {second, "s-2", http.StatusUnauthorized}} {
+		if status, out := postWebhook(t, ctx, ws, "platform", c.key, time.Now(), c.delivery, body, nil); status != c.want {
+			t.Fatalf("signed with %q: %d %s, want %d", c.key, status, out, c.want)
+		}
+	}
+	write("platform", second)
+	for _, c := range []struct {
+		key      string
+		delivery string
+		want     int
+	}{{first, "s-3", http.StatusUnauthorized}, {second, "s-4", http.StatusAccepted}} {
+		if status, out := postWebhook(t, ctx, ws, "platform", c.key, time.Now(), c.delivery, body, nil); status != c.want {
+			t.Fatalf("after rotation, signed with %q: %d %s, want %d", c.key, status, out, c.want)
+		}
+	}
+
+	const hookKey = "rule-hook-key-0123456789"
+	write("hook", hookKey)
+	hook := newHookServer(t, 200, "ok")
+	if _, err := env.api.ApplyRule(ctx, fmt.Appendf(nil, `
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: signed, workspace: %s}
+spec:
+  match: {types: [opendlc.job.phase.v1], phases: [Succeeded]}
+  webhook: {url: %q, secretRef: {name: hook}}
+`, ws, hook.srv.URL+"/hook")); err != nil {
+		t.Fatalf("rule: %v", err)
+	}
+	submit(t, ctx, itest.JobDoc("signed", ws, `
+  framework: custom
+  command: [sh, -c, "true"]
+  roles: {worker: {replicas: 1}}
+`))
+	if j := waitTerminal(t, ctx, ws, "signed"); j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("job: %s %s", j.Status.Phase, j.Status.Message)
+	}
+	testutil.Eventually(t, itest.Left(ctx), "the rule's delivery signed with the secrets directory's key", func() bool {
+		for _, r := range hook.requests() {
+			if strings.Contains(string(r.body), `"job":"signed"`) && r.header.Get(notify.HeaderSignature) == notify.Sign([]byte(hookKey), r.body) {
+				return true
+			}
+		}
+		return false
+	}, 100*time.Millisecond)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/opendlc/opendlc/backend/local"
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -46,6 +47,24 @@ type Config struct {
 	API APIConfig `json:"api"`
 	// Worker is `dlc worker`'s.
 	Worker WorkerConfig `json:"worker"`
+	// Notifications is `dlc notifier`'s.
+	Notifications NotificationsConfig `json:"notifications"`
+	// Secrets are the secrets documents name by reference (`dlc server`'s trigger
+	// webhooks, `dlc notifier`'s rules).
+	Secrets SecretsConfig `json:"secrets"`
+}
+
+// NotificationsConfig is the notification dispatcher of `dlc notifier`.
+type NotificationsConfig struct {
+	// WebhookAllow names the internal destinations webhooks and SMTP servers may reach.
+	WebhookAllow []string `json:"webhookAllow"`
+	// ConsoleURL is the web console's external base URL that messages link to.
+	ConsoleURL string `json:"consoleURL"`
+}
+
+// SecretsConfig is where the secrets named by reference are read (notify.DirSecrets).
+type SecretsConfig struct {
+	Dir string `json:"dir"`
 }
 
 // TemporalConfig is the connection to Temporal.
@@ -211,6 +230,10 @@ var configFields = []configField{
 	{"tls-cert", "api.tls.cert", "DLC_TLS_CERT"},
 	{"tls-key", "api.tls.key", "DLC_TLS_KEY"},
 
+	{"secrets-dir", "secrets.dir", "DLC_SECRETS_DIR"},
+	{"webhook-allow", "notifications.webhookAllow", ""},
+	{"console-url", "notifications.consoleURL", "DLC_CONSOLE_URL"},
+
 	{"heartbeat-budget", "worker.heartbeatBudget", ""},
 	{"long-heartbeat-timeout", "worker.longHeartbeatTimeout", ""},
 	{"state-dir", "worker.local.stateDir", ""},
@@ -260,12 +283,13 @@ func fieldOfFlag(flag string) (configField, bool) {
 	return configFields[i], true
 }
 
-// serverCommand and workerCommand select the flags a command binds (bindConfigFlags);
-// bothCommands binds them all.
+// serverCommand, workerCommand and notifierCommand select the flags a command binds
+// (bindConfigFlags); bothCommands binds them all.
 const (
-	serverCommand = "server"
-	workerCommand = "worker"
-	bothCommands  = ""
+	serverCommand   = "server"
+	workerCommand   = "worker"
+	notifierCommand = "notifier"
+	bothCommands    = ""
 )
 
 // bindConfigFlags adds the flags of command (serverCommand or workerCommand) to fs,
@@ -287,14 +311,21 @@ func bindConfigFlags(fs *pflag.FlagSet, c *Config, command string) {
 	fs.StringVar(&c.Temporal.TLS.CA, "temporal-tls-ca", "", "CA certificate of the Temporal frontend (default: the system's roots)")
 	fs.StringVar(&c.Temporal.TLS.ServerName, "temporal-tls-server-name", "", "name to verify the Temporal frontend's certificate against (default: the host of --temporal)")
 	registerMetricsAddr(fs, &c.Metrics.Addr, "")
-	if command != workerCommand {
+	if command == serverCommand || command == notifierCommand || command == bothCommands {
+		fs.StringVar(&c.Secrets.Dir, "secrets-dir", "", "read the secrets that trigger webhooks and notification rules name by reference (secretRef, botSecretRef, passwordRef) from this directory: one file WORKSPACE.NAME, or WORKSPACE.NAME.KEY for a reference with a key, as a Kubernetes Secret mounted as a volume lays them out (default: none, and such a reference fails)")
+	}
+	if command == notifierCommand || command == bothCommands {
+		fs.StringSliceVar(&c.Notifications.WebhookAllow, "webhook-allow", nil, "let notification webhooks and SMTP servers reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
+		fs.StringVar(&c.Notifications.ConsoleURL, "console-url", "", "the web console's external base URL (https://dlc.example.com), which notification messages and e-mails link to; default: no links")
+	}
+	if command == serverCommand || command == bothCommands {
 		fs.StringVar(&c.API.Addr, "addr", embedded.DefaultAPIAddr, "listen address")
 		fs.StringVar(&c.API.AdminTokenFile, "admin-token-file", "",
 			"install the admin token kept in this file (generated there, mode 0600, if missing); tokens already created keep working without it")
 		fs.StringVar(&c.API.TLS.Cert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
 		fs.StringVar(&c.API.TLS.Key, "tls-key", "", "the PEM key of --tls-cert")
 	}
-	if command != serverCommand {
+	if command == workerCommand || command == bothCommands {
 		w := &c.Worker
 		k := &w.Kubernetes
 		fs.StringVar(&w.Local.StateDir, "state-dir", "", "local backend state directory")
@@ -729,5 +760,14 @@ func (c *Config) appConfig() (app.Config, error) {
 		StorageRoot: c.Storage.Root, Streams: streams,
 		LogArchive: app.LogArchiveConfig{Root: c.Storage.LogArchive.Root, Retention: time.Duration(c.Storage.LogArchive.Retention)},
 		Metrics:    metricsConfig(c.Metrics.Addr),
+		Secrets:    secretsSource(c.Secrets.Dir),
 	}, nil
+}
+
+// secretsSource is the source of the secrets named by reference: dir's files, or none.
+func secretsSource(dir string) notify.SecretSource {
+	if dir == "" {
+		return nil
+	}
+	return notify.DirSecrets(dir)
 }

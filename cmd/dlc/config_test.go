@@ -37,7 +37,7 @@ func configLeaves(t reflect.Type, p string) []string {
 // every field of Config has a flag: setting the flag changes the field, and nothing else.
 func TestEveryFlagIsAConfigField(t *testing.T) {
 	flagged := map[string]bool{}
-	for _, newCmd := range []func() *cobraCommand{newServerCmd, newWorkerCmd} {
+	for _, newCmd := range []func() *cobraCommand{newServerCmd, newWorkerCmd, newNotifierCmd} {
 		cmd := newCmd()
 		cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			if f.Name == "config" {

@@ -82,6 +82,7 @@ func newRoot() *cobra.Command {
 		newUpCmd(),
 		newServerCmd(),
 		newWorkerCmd(),
+		newNotifierCmd(),
 		newValidateCmd(),
 		newRunCmd(g),
 		newWhoamiCmd(g),

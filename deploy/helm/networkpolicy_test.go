@@ -88,7 +88,7 @@ networkPolicy:
 				}
 				nsLabels[n] = obj.Labels
 			}
-			want := 4 // server, worker, Temporal's, NATS's
+			want := 5 // server, worker, notifier, Temporal's, NATS's
 			if tc.namespaced {
 				want += 2 // each workspace namespace's egress
 			}
@@ -106,6 +106,7 @@ networkPolicy:
 				trainB     = endpoint{ns: teamB, labels: job}
 				server     = endpoint{ns: ns, labels: component("server")}
 				worker     = endpoint{ns: ns, labels: component("worker")}
+				notifier   = endpoint{ns: ns, labels: component("notifier")}
 				temporal   = endpoint{ns: "np-temporal", labels: map[string]string{"app.kubernetes.io/name": "temporal"}}
 				nats       = endpoint{ns: "np-nats", labels: map[string]string{"app.kubernetes.io/name": "nats"}}
 				dns        = endpoint{ns: "kube-system", labels: map[string]string{"k8s-app": "kube-dns"}}
@@ -132,6 +133,10 @@ networkPolicy:
 				{"OpenDLC's worker to Temporal", worker, temporal, 7233, corev1.ProtocolTCP, true},
 				{"OpenDLC's API server to Temporal", server, temporal, 7233, corev1.ProtocolTCP, true},
 				{"OpenDLC's worker to NATS", worker, nats, 4222, corev1.ProtocolTCP, true},
+				{"OpenDLC's notifier to NATS", notifier, nats, 4222, corev1.ProtocolTCP, true},
+				{"OpenDLC's notifier to a webhook on the internet", notifier, internet, 443, corev1.ProtocolTCP, true},
+				{"training pod to the notifier's /metrics", trainA, notifier, 9090, corev1.ProtocolTCP, false},
+				{"Prometheus to the notifier's /metrics", prometheus, notifier, 9090, corev1.ProtocolTCP, true},
 				{"OpenDLC's worker to Temporal's history service", worker, temporal, 7234, corev1.ProtocolTCP, false},
 				{"Temporal's pods among themselves", temporal, temporal, 7234, corev1.ProtocolTCP, true},
 				{"NATS's cluster routes", nats, nats, 6222, corev1.ProtocolTCP, true},

@@ -2,16 +2,20 @@ package helm
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +34,9 @@ import (
 	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
+	"github.com/opendlc/opendlc/notify"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/triggers"
 )
 
 // TestRenderedProcessesRun runs the chart's containers as processes, the way a kubelet
@@ -44,7 +50,8 @@ import (
 // temporal.tls.existingSecret, which a process without it cannot (devstack's tests).
 func TestRenderedProcessesRun(t *testing.T) {
 	ctx := itest.Context(t, 5*time.Minute)
-	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true, TemporalTLS: true})
+	// The chart's notifier delivers notifications, so the stack runs no dispatcher.
+	stack := itest.StartStack(t, ctx, embedded.Config{NoWorker: true, NoNotifications: true, TemporalTLS: true})
 	s := stack.Stack
 	c := chartCase{name: "run", namespaced: true, namespaces: []string{"team-a"}, healthChecks: true}
 	values := fmt.Sprintf(`
@@ -52,6 +59,8 @@ temporal: {address: %q, namespace: %q, tls: {enabled: true, existingSecret: temp
 nats: {urls: [%q], credentials: {user: %q, password: %q}}
 s3: {endpoint: %q, region: %q, pathStyle: "true", accessKeyId: %q, secretAccessKey: %q}
 rbac: {mode: namespaced, namespaces: [team-a]}
+notifier: {webhookAllow: [127.0.0.1]}
+secrets: {existingSecret: opendlc-secrets}
 `, s.Temporal.Address, s.Temporal.Namespace, s.NATS.URL, devstack.NATSUserServer, s.NATS.Password(devstack.NATSUserServer),
 		s.S3.Endpoint, s.S3.Region, s.S3.AccessKey, s.S3.SecretKey)
 	objs := render(t, ctx, c.name, c.namespace(), values)
@@ -75,6 +84,10 @@ rbac: {mode: namespaced, namespaces: [team-a]}
 		mtls[key] = string(b)
 	}
 	k.secrets["temporal-mtls"] = mtls
+	// The Secret of the secrets that documents name by reference (secrets.existingSecret),
+	// one key per WORKSPACE.NAME, as an operator makes it.
+	const hookSecret, platformSecret = "0123456789abcdef-hook", "0123456789abcdef-platform"
+	k.secrets["opendlc-secrets"] = map[string]string{"chart-run.hook": hookSecret + "\n", "chart-run.platform": platformSecret}
 
 	// Two API servers, as the Deployment's two replicas.
 	server := k.container(c.fullname()+"-server", "server")
@@ -139,6 +152,50 @@ rbac: {mode: namespaced, namespaces: [team-a]}
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// The notifier, whose rule's webhook is signed with the key of the mounted Secret;
+	// and a trigger webhook whose secretRef the API servers resolve from it.
+	notifier := k.container(c.fullname()+"-notifier", "notifier")
+	n := k.start(ctx, notifier, "notifier", nil)
+	n.waitLine(t, ctx, regexp.MustCompile(`(notification dispatcher started)`))
+	checkProbes(t, ctx, "notifier", notifier.ctr, map[string]string{
+		"metrics": strings.TrimSuffix(n.waitLine(t, ctx, metricsLine), "/metrics"),
+	})
+	hook := newSignedHook(t)
+	if _, err := client.ApplyRule(ctx, fmt.Appendf(nil, `
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: done, workspace: chart-run}
+spec:
+  match: {types: [opendlc.job.phase.v1], phases: [Succeeded]}
+  webhook: {url: %q, secretRef: {name: hook}}
+`, hook.url)); err != nil {
+		t.Fatalf("rule: %v", err)
+	}
+	if _, err := client.ApplyTrigger(ctx, []byte(`
+apiVersion: opendlc.io/v1alpha1
+kind: Trigger
+metadata: {name: platform, workspace: chart-run}
+spec:
+  webhook: {secretRef: {name: platform}}
+  action:
+    job:
+      framework: custom
+      image: registry.local/tools:1
+      command: [sh, -c, "true"]
+      roles: {worker: {replicas: 1}}
+`)); err != nil {
+		t.Fatalf("trigger: %v", err)
+	}
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{{"a-key-that-is-not-the-secret", http.StatusUnauthorized}, {platformSecret, http.StatusAccepted}} {
+		if got := postSignedWebhook(t, ctx, urls[1], "chart-run", "platform", tc.key); got != tc.want {
+			t.Fatalf("trigger webhook signed with %q: HTTP %d, want %d", tc.key, got, tc.want)
+		}
+	}
+
 	itest.Submit(t, ctx, client, `
 apiVersion: opendlc.io/v1alpha1
 kind: TrainingJob
@@ -157,6 +214,69 @@ spec:
 		t.Fatalf("job: phase %s: %s", j.Status.Phase, j.Status.Message)
 	}
 	t.Logf("job chart: %s in namespace team-a", j.Status.Phase)
+	testutil.Eventually(t, itest.Left(ctx), "the notifier's delivery of job chart's success, signed with the mounted secret", func() bool {
+		return hook.signedFor(hookSecret, `"job":"chart"`)
+	}, 100*time.Millisecond)
+}
+
+// signedHook is a webhook receiver that keeps each request's body and signature.
+type signedHook struct {
+	url  string
+	mu   sync.Mutex
+	reqs []signedRequest
+}
+
+type signedRequest struct {
+	body      []byte
+	signature string
+}
+
+func newSignedHook(t *testing.T) *signedHook {
+	h := &signedHook{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.reqs = append(h.reqs, signedRequest{body: body, signature: r.Header.Get(notify.HeaderSignature)})
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL + "/hook"
+	return h
+}
+
+// signedFor reports whether a request whose body contains want came signed with secret.
+func (h *signedHook) signedFor(secret, want string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.reqs {
+		if strings.Contains(string(r.body), want) && r.signature == notify.Sign([]byte(secret), r.body) {
+			return true
+		}
+	}
+	return false
+}
+
+// postSignedWebhook posts a delivery to a trigger's webhook, signed with key, and
+// answers the status.
+func postSignedWebhook(t *testing.T, ctx context.Context, apiURL, ws, name, key string) int {
+	t.Helper()
+	body := []byte(`{"ref": "refs/heads/main"}`)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	delivery := "chart-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/workspaces/%s/triggers/%s/webhook", apiURL, ws, name), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(triggers.HeaderTimestamp, ts)
+	req.Header.Set(triggers.HeaderDelivery, delivery)
+	req.Header.Set(triggers.HeaderSignature, triggers.SignWebhook([]byte(key), ts, delivery, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // metricsLine is what dlc server and dlc worker print of their metrics listener.
