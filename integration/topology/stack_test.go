@@ -2,9 +2,12 @@ package topology
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/auth"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
 )
@@ -36,7 +40,10 @@ type topo struct {
 	apiPorts [2]int
 	apis     [2]*dlcProc
 	workers  [2]*dlcProc
+	notifier *dlcProc
 	clients  [2]*dlc.Client
+	// hook receives the notifier's deliveries.
+	hook *hookServer
 }
 
 // timed runs f and logs how long it took as what.
@@ -141,7 +148,8 @@ func startTopology(t *testing.T, ctx context.Context) *topo {
 			t.Fatal(err)
 		}
 	}
-	timed(t, "start 2 API servers and 2 workers", func() error {
+	tp.hook = newHookServer(t)
+	timed(t, "start 2 API servers, 2 workers and the notifier", func() error {
 		// The first declares the replicated streams; the others then find them.
 		tp.startAPI(t, 0)
 		if err := tp.waitAPI(ctx, 0); err != nil {
@@ -150,6 +158,7 @@ func startTopology(t *testing.T, ctx context.Context) *topo {
 		tp.startAPI(t, 1)
 		tp.startWorker(t, 0)
 		tp.startWorker(t, 1)
+		tp.startNotifier(t)
 		for i := range 2 {
 			if err := tp.waitAPI(ctx, i); err != nil {
 				return err
@@ -166,7 +175,7 @@ func startTopology(t *testing.T, ctx context.Context) *topo {
 }
 
 func (tp *topo) close() {
-	for _, p := range append(tp.apis[:], tp.workers[:]...) {
+	for _, p := range append(append(tp.apis[:], tp.workers[:]...), tp.notifier) {
 		if p != nil {
 			p.stop()
 		}
@@ -212,6 +221,47 @@ func (tp *topo) startWorker(t *testing.T, i int) {
 		"DLC_S3_ENDPOINT="+tp.s3.Endpoint, "AWS_REGION="+tp.s3.Region,
 		"AWS_ACCESS_KEY_ID="+tp.s3.AccessKey, "AWS_SECRET_ACCESS_KEY="+tp.s3.SecretKey)
 	tp.workers[i] = startDLC(t, tp.dlc, fmt.Sprintf("worker-%d", i), filepath.Join(tp.dir, fmt.Sprintf("worker-%d.log", i)), args, env)
+}
+
+// startNotifier starts the one notification dispatcher, as the API server's NATS
+// identity, with loopback webhooks allowed (the test's receiver).
+func (tp *topo) startNotifier(t *testing.T) {
+	t.Helper()
+	args := append([]string{"notifier", "--webhook-allow", "127.0.0.1"}, tp.common()...)
+	env := append(os.Environ(), "DLC_NATS_USER="+devstack.NATSUserServer,
+		"DLC_NATS_PASSWORD="+tp.nats.Password(devstack.NATSUserServer))
+	tp.notifier = startDLC(t, tp.dlc, "notifier", filepath.Join(tp.dir, "notifier.log"), args, env)
+}
+
+// hookServer is a webhook receiver on loopback that keeps the CloudEvents it gets.
+type hookServer struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	evs  []events.Event
+	hits int
+}
+
+func newHookServer(t *testing.T) *hookServer {
+	h := &hookServer{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev events.Event
+		err := json.NewDecoder(r.Body).Decode(&ev)
+		h.mu.Lock()
+		h.hits++
+		if err == nil {
+			h.evs = append(h.evs, ev)
+		}
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// received are the events delivered so far.
+func (h *hookServer) received() []events.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]events.Event(nil), h.evs...)
 }
 
 // waitAPI polls API server i's /healthz until it answers 200.

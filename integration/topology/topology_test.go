@@ -42,10 +42,11 @@ const (
 var lineRE = regexp.MustCompile(`^line (\d+) of (\d+)$`)
 
 // On the production topology (Temporal server on PostgreSQL, a 3-server NATS cluster
-// with R3 streams, S3, 2 API servers and 2 workers as processes), a 4-replica job, an
-// experiment and a schedule run to completion while one NATS server, one worker and one
-// API server are killed and later restarted: the job's every log line arrives once, its
-// status events are its timeline once each, every trial ran one job and published its
+// with R3 streams, S3, 2 API servers, 2 workers and the notifier as processes), a
+// 4-replica job, an experiment and a schedule run to completion while one NATS server,
+// one worker, one API server and the notifier are killed and later restarted: the job's
+// every log line arrives once, its status events are its timeline once each and each
+// reached a notification rule's webhook, every trial ran one job and published its
 // events once, every fire time ran one job, and no event id is in the stream twice.
 func TestProductionTopologySurvivesKills(t *testing.T) {
 	testStart := time.Now()
@@ -56,6 +57,17 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	checkReplicated(t, ctx, js)
 
 	a, b := tp.clients[0], tp.clients[1]
+	// The notifier delivers the job's status events to a webhook.
+	if _, err := b.ApplyRule(ctx, fmt.Appendf(nil, `
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: job-status, workspace: %s}
+spec:
+  match: {types: [%s], jobs: [%s]}
+  webhook: {url: %q, secret: notifier-test-secret-0123}
+`, ws, events.TypeJobPhase, jobName, tp.hook.srv.URL+"/hook")); err != nil {
+		t.Fatalf("rule: %v", err)
+	}
 	workStart := time.Now()
 	if _, err := a.SubmitJob(ctx, []byte(itest.JobDoc(jobName, ws, fmt.Sprintf(`
   framework: custom
@@ -118,6 +130,7 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	restartStart := time.Now()
 	timed(t, fmt.Sprintf("restart NATS server %d until it rejoined", victim), func() error { return tp.nats.Restart(ctx, victim) })
 	tp.startWorker(t, 0)
+	tp.startNotifier(t)
 	tp.startAPI(t, 0)
 	timed(t, "restart API server 0 until it answered", func() error { return tp.waitAPI(ctx, 0) })
 	t.Logf("wall time: down for %s, everything restarted in %s", downFor.Round(time.Millisecond), time.Since(restartStart).Round(time.Millisecond))
@@ -143,6 +156,7 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	t.Logf("wall time: workloads done %s after submission", time.Since(workStart).Round(time.Millisecond))
 
 	checkJob(t, ctx, a, js, job)
+	checkNotified(t, ctx, tp, js)
 	checkExperiment(t, ctx, a, js, x)
 	checkSchedule(t, ctx, a, sched)
 	checkEventIDs(t, ctx, js)
@@ -151,9 +165,10 @@ func TestProductionTopologySurvivesKills(t *testing.T) {
 	t.Logf("wall time: whole test %s", time.Since(testStart).Round(time.Millisecond))
 }
 
-// kill takes NATS server victim, worker 0 and API server 0 away, and checks each is
-// really gone: the NATS server no longer runs and its port refuses connections, the
-// stream has a new leader, the processes died of SIGKILL, and the API port refuses.
+// kill takes NATS server victim, worker 0, API server 0 and the notifier away, and
+// checks each is really gone: the NATS server no longer runs and its port refuses
+// connections, the stream has a new leader, the processes died of SIGKILL, and the API
+// port refuses.
 func kill(t *testing.T, ctx context.Context, tp *topo, victim int) {
 	t.Helper()
 	node := tp.nats.Nodes[victim]
@@ -164,6 +179,9 @@ func kill(t *testing.T, ctx context.Context, tp *topo, victim int) {
 		t.Fatal(err)
 	}
 	if err := tp.apis[0].kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.notifier.kill(); err != nil {
 		t.Fatal(err)
 	}
 	if node.Server.Running() {
@@ -369,6 +387,33 @@ func checkJob(t *testing.T, ctx context.Context, c *dlc.Client, js *jetstream.Cl
 		t.Errorf("status events %v, timeline %v: want one event per transition", phases, timeline)
 	}
 	t.Logf("job: %d lines from 4 replicas, each once; status events %v", n, phases)
+}
+
+// checkNotified: the notifier, SIGKILLed with the NATS server and restarted, delivered
+// every status event of the job to the rule's webhook (at least once each, as webhooks
+// are; the count of repeats is logged).
+func checkNotified(t *testing.T, ctx context.Context, tp *topo, js *jetstream.Client) {
+	t.Helper()
+	var ids []string
+	readEvents(t, ctx, js, events.JobStatusSubject(ws, jobName), func(ev events.Event) { ids = append(ids, ev.ID) })
+	var got map[string]int
+	testutil.Eventually(t, itest.Left(ctx), "the notifier's deliveries of the job's status events", func() error {
+		got = map[string]int{}
+		for _, ev := range tp.hook.received() {
+			got[ev.ID]++
+		}
+		for _, id := range ids {
+			if got[id] == 0 {
+				return fmt.Errorf("event %s not delivered (%d of %d events delivered)", id, len(got), len(ids))
+			}
+		}
+		return nil
+	}, 200*time.Millisecond)
+	repeats := 0
+	for _, n := range got {
+		repeats += n - 1
+	}
+	t.Logf("notifier: %d status events of the job delivered to the webhook, %d repeated deliveries", len(ids), repeats)
 }
 
 // checkExperiment: it succeeded with every trial, each trial ran one job, and its
