@@ -233,7 +233,7 @@ type signedRequest struct {
 
 func newSignedHook(t *testing.T) *signedHook {
 	h := &signedHook{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
 		h.reqs = append(h.reqs, signedRequest{body: body, signature: r.Header.Get(notify.HeaderSignature)})

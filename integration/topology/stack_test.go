@@ -243,7 +243,7 @@ type hookServer struct {
 
 func newHookServer(t *testing.T) *hookServer {
 	h := &hookServer{}
-	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.srv = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var ev events.Event
 		err := json.NewDecoder(r.Body).Decode(&ev)
 		h.mu.Lock()
