@@ -29,6 +29,7 @@ var Types = []struct {
 }{
 	{TypeJobPhase, JobPhaseData{}},
 	{TypeJobMetric, MetricData{}},
+	{TypeJobResources, ResourceData{}},
 	{TypeExperimentTrial, TrialData{}},
 	{TypeScheduleRun, ScheduleRunData{}},
 	{TypeNodeHealth, NodeHealthData{}},

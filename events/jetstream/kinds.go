@@ -39,7 +39,7 @@ func notifySubject(ws, _ string) string { return "dlc." + ws + ".notify.>" }
 // declared in the streams.
 var streamKinds = registerStreamKinds(
 	kindSubjects{kind: schemas.KindTrainingJob,
-		events: []subjectOf{events.JobStatusSubject, events.JobMetricsSubject},
+		events: []subjectOf{events.JobStatusSubject, events.JobMetricsSubject, events.JobResourcesSubject},
 		logs:   []subjectOf{events.JobLogsFilter}},
 	kindSubjects{kind: schemas.KindExperiment, events: []subjectOf{events.ExperimentTrialSubject, events.ExperimentStatusSubject}},
 	kindSubjects{kind: schemas.KindSchedule, events: []subjectOf{events.ScheduleRunSubject}},
