@@ -212,7 +212,7 @@ worker:
 	// each is only while it reaches Temporal and NATS (the readiness probes).
 	helm("install", release, chart, "--create-namespace", "--values", valuesFile, "--wait", "--timeout", "8m")
 	wantImage := images.Domain + "/dlc:" + b.dlc.Version
-	checkPodsReady(t, ctx, cluster, 4, wantImage)
+	checkPodsReady(t, ctx, cluster, 5, wantImage)
 
 	// The API, reached through a port-forward, with the token the chart generated.
 	token := k.adminToken(t, ctx)
@@ -282,7 +282,7 @@ worker:
 	itest.Submit(t, ctx, client, shellJob("during-upgrade", ws, b.busybox.Ref, "sleep 120; echo done"))
 	itest.WaitJob(t, ctx, client, ws, "during-upgrade", "Running", func(j *api.Job) bool { return j.Status.Phase == "Running" })
 	helm("upgrade", release, chart, "--values", valuesFile, "--set", "image.tag="+upgradeTag, "--wait", "--timeout", "8m")
-	checkPodsReady(t, ctx, cluster, 4, images.Domain+"/dlc:"+upgradeTag)
+	checkPodsReady(t, ctx, cluster, 5, images.Domain+"/dlc:"+upgradeTag)
 	client = k.apiClient(t, ctx, token)
 	// The upgrade happened while the job ran: it is not over yet.
 	if j, err := client.GetJob(ctx, ws, "during-upgrade"); err != nil {
