@@ -67,6 +67,10 @@ type JobActivities struct {
 	// (WatchGang, ForwardLogs) share (heartbeat_pacer.go); default
 	// DefaultHeartbeatBudget.
 	HeartbeatBudget float64
+	// ResourceInterval is how often ForwardLogs samples each replica's resources
+	// (resources.go), on a backend that can; default DefaultResourceInterval, at least
+	// MinResourceInterval; negative: never.
+	ResourceInterval time.Duration
 }
 
 func (a *JobActivities) pollInterval() time.Duration {
@@ -337,6 +341,8 @@ type ForwardLogsResult struct {
 	// Metrics are the last value of each metric the replicas reported (to this
 	// forwarder: a forwarder restarted with its worker sees only later lines).
 	Metrics events.Metrics `json:"metrics,omitempty"`
+	// Resources summarises the replicas' resource samples; nil without any.
+	Resources *schemas.ResourceUse `json:"resources,omitempty"`
 }
 
 // LogMatch is the first line that matched one of ForwardLogsInput.LogPatterns.
@@ -415,6 +421,18 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	// The resource sampler runs beside the forwarders, until they are done.
+	rec := a.newResourceRecorder(ctx, in)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if rec != nil {
+			rec.run(sampleCtx)
+		}
+	}()
+	stopSampler := func() { stopSampling(); <-sampled }
+	defer stopSampler()
 	pacer, paced := a.pace(ctx)
 	defer paced()
 	hb := time.NewTimer(0)
@@ -429,8 +447,10 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 	for {
 		select {
 		case <-done:
+			stopSampler()
 			mu.Lock()
 			defer mu.Unlock()
+			result.Resources = rec.use()
 			if hung {
 				return result, nil
 			}
@@ -441,7 +461,7 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 				snapshot := make(map[string]int64, len(progress))
 				maps.Copy(snapshot, progress)
 				mu.Unlock()
-				activity.RecordHeartbeat(ctx, snapshot)
+				activity.RecordHeartbeat(ctx, forwardHeartbeat{Progress: snapshot, Resources: rec.heartbeat()})
 			}
 			hb.Reset(pacer.wait(time.Now()))
 		case <-hangTick:

@@ -104,6 +104,10 @@ type Config struct {
 	// share (activities.JobActivities.HeartbeatBudget); default
 	// activities.DefaultHeartbeatBudget.
 	HeartbeatBudget float64
+	// ResourceInterval is how often the worker samples each running replica's
+	// resources (activities.JobActivities.ResourceInterval): 0, the default; negative,
+	// never.
+	ResourceInterval time.Duration
 	// LongHeartbeatTimeout is how long a dead worker holds a running job's watch and
 	// log forwarder (workers.Config.LongHeartbeatTimeout); 0: the default.
 	LongHeartbeatTimeout time.Duration
@@ -250,7 +254,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 		p.worker, err = workers.Start(ctx, workers.Config{
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
 			S3: cfg.S3, StorageRoot: cfg.StorageRoot, LogArchiveRoot: cfg.LogArchive.Root, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
-			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget, LongHeartbeatTimeout: cfg.LongHeartbeatTimeout,
+			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget, ResourceInterval: cfg.ResourceInterval, LongHeartbeatTimeout: cfg.LongHeartbeatTimeout,
 		})
 		if err != nil {
 			return nil, err

@@ -60,6 +60,9 @@ type Config struct {
 	Buckets []string
 	// NoWorker starts everything but the worker (tests run workers of their own).
 	NoWorker bool
+	// ResourceInterval is how often the worker samples each running replica's
+	// resources (app.Config.ResourceInterval): 0, the default; negative, never.
+	ResourceInterval time.Duration
 	// NoNotifications runs no notification dispatcher: a `dlc notifier` of its own
 	// does (one per NATS system).
 	NoNotifications bool
@@ -270,14 +273,15 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 		Worker:     !cfg.NoWorker,
 		Kubeconfig: cfg.Kubeconfig,
 		// Pods take S3 from their workspace's Secret (kube.WithS3Credentials).
-		KubeOptions:   append([]kube.Option{kube.WithS3Credentials(e.S3CredentialsFor)}, cfg.KubeOptions...),
-		LocalOptions:  localOptions(cfg),
-		Interceptors:  cfg.Interceptors,
-		Notifications: !cfg.NoNotifications,
-		WebhookAllow:  cfg.WebhookAllow,
-		ConsoleURL:    cfg.ConsoleURL,
-		Secrets:       notify.DirSecrets(secretsDir),
-		Triggers:      true,
+		KubeOptions:      append([]kube.Option{kube.WithS3Credentials(e.S3CredentialsFor)}, cfg.KubeOptions...),
+		LocalOptions:     localOptions(cfg),
+		Interceptors:     cfg.Interceptors,
+		Notifications:    !cfg.NoNotifications,
+		ResourceInterval: cfg.ResourceInterval,
+		WebhookAllow:     cfg.WebhookAllow,
+		ConsoleURL:       cfg.ConsoleURL,
+		Secrets:          notify.DirSecrets(secretsDir),
+		Triggers:         true,
 		// S3 notifications of objects no workspace's location holds; without storage
 		// isolation a workspace's location is DefaultStorageRoot/<workspace>/.
 		S3EventsWorkspace: cmp.Or(cfg.S3EventsWorkspace, schemas.DefaultWorkspace),

@@ -2,7 +2,7 @@ package events
 
 import "fmt"
 
-// TypeJobResources: a sample of what a replica uses: CPU, memory and GPUs. Data:
+// TypeJobResources is the type of a sample of what a replica uses: CPU, memory and GPUs. Data:
 // ResourceData. Published on JobResourcesSubject at a bounded rate while the replica
 // runs (docs/metrics.md, "Resource use").
 const TypeJobResources = "opendlc.job.resources.v1"

@@ -63,6 +63,8 @@ func setup(ctx context.Context, dir string) (func(), error) {
 		WebhookAllow: []string{"127.0.0.1"},
 		// Notification messages link to the console (notify_formats_test.go).
 		ConsoleURL: "https://console.test.invalid",
+		// Resource samples every 2 s, for TestResourceSamplesOfLocalReplicas.
+		ResourceInterval: 2 * time.Second,
 		// Summaries of suppressed audit records every 2 s, for TestBadTokenFloodIsLimited.
 		RateLimits: server.RateLimits{SummaryEvery: 2 * time.Second},
 	})

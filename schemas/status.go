@@ -146,6 +146,10 @@ type JobStatus struct {
 	// reported (as seen by the log forwarder; a forwarder restarted with its worker
 	// sees only later lines). The metric events hold every report.
 	Metrics events.Metrics `json:"metrics,omitempty"`
+	// Resources summarises what the last attempt's replicas used, from their resource
+	// samples (docs/metrics.md, "Resource use"); set when the attempt's log forwarding
+	// ends. The resource events hold every sample.
+	Resources *ResourceUse `json:"resources,omitempty"`
 	// LogArchive is where the job's logs were archived when it ended,
 	// s3://bucket/prefix/logs/<job>/<uid>/ (package logarchive); empty before, or when
 	// nothing was archived.
@@ -231,4 +235,27 @@ func (s *JobStatus) SetCondition(c Condition) {
 		return
 	}
 	s.Conditions = append(s.Conditions, c)
+}
+
+// ResourceUse summarises resource samples: of one replica, or of every replica of an
+// attempt (the peaks are the replicas' highest, the means over every sample).
+type ResourceUse struct {
+	// Replica names the replica; empty for the attempt's summary.
+	Replica string `json:"replica,omitempty"`
+	// Samples is how many samples it summarises.
+	Samples int `json:"samples"`
+	// MeanCPU and PeakCPU are in cores.
+	MeanCPU float64 `json:"meanCPU"`
+	PeakCPU float64 `json:"peakCPU"`
+	// PeakMemoryBytes is the most memory in use at a sample.
+	PeakMemoryBytes int64 `json:"peakMemoryBytes"`
+	// MemoryLimitBytes is the replicas' memory limit (the highest), 0 without one.
+	MemoryLimitBytes int64 `json:"memoryLimitBytes,omitempty"`
+	// GPUSamples counts the samples that read GPUs; MeanGPUUtilization (percent) and
+	// PeakGPUMemoryBytes (of one GPU) are over those.
+	GPUSamples         int     `json:"gpuSamples,omitempty"`
+	MeanGPUUtilization float64 `json:"meanGPUUtilization,omitempty"`
+	PeakGPUMemoryBytes int64   `json:"peakGPUMemoryBytes,omitempty"`
+	// Replicas are the replicas' own summaries (in the attempt's summary only).
+	Replicas []ResourceUse `json:"replicas,omitempty"`
 }

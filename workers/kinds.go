@@ -58,7 +58,8 @@ var workerKinds = registerWorkerKinds(
 				LogStream:   jetstream.LogsStream,
 				Metrics:     d.cfg.Metrics,
 
-				HeartbeatBudget: d.cfg.HeartbeatBudget,
+				HeartbeatBudget:  d.cfg.HeartbeatBudget,
+				ResourceInterval: d.cfg.ResourceInterval,
 			})
 			return registerLogArchive(r, d.cfg, d.workspaces)
 		}},

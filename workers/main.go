@@ -58,6 +58,9 @@ type Config struct {
 	// HeartbeatBudget is the heartbeats a second the job-long activities share
 	// (activities.JobActivities.HeartbeatBudget); 0: the default.
 	HeartbeatBudget float64
+	// ResourceInterval is how often replicas' resources are sampled
+	// (activities.JobActivities.ResourceInterval); 0: the default, negative: never.
+	ResourceInterval time.Duration
 	// LongHeartbeatTimeout is the heartbeat timeout of the job-long activities
 	// (workflows.SetLongHeartbeatTimeout; it applies to the whole process); 0: the
 	// default, workflows.DefaultLongHeartbeatTimeout.

@@ -437,6 +437,9 @@ func (a *attempt) waitLogs(ctx workflow.Context) {
 			if len(res.Metrics) > 0 {
 				w.status.Metrics = res.Metrics
 			}
+			if res.Resources != nil {
+				w.status.Resources = res.Resources
+			}
 		}
 	})
 	sel.AddFuture(timer, func(workflow.Future) { w.logger.Warn("log forwarding did not finish in time") })

@@ -129,6 +129,8 @@ type Backend struct {
 
 	fwdMu sync.Mutex
 	fwds  map[string][]net.Listener // the sandbox's forwards, by gang directory
+
+	readings readings // shared by resource samples (resources.go)
 }
 
 // Option configures a Backend.

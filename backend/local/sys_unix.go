@@ -36,3 +36,5 @@ func signalIf(pid int, sig syscall.Signal, still func() bool) {
 
 // exitNotice reports false: without pidfds an adopted supervisor's end is observed.
 func exitNotice(pid int, still func() bool, ended func()) bool { return false }
+
+func procUsage(pid int) (cpu float64, rss int64, ok bool) { return 0, 0, false }

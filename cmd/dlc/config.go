@@ -139,6 +139,7 @@ type APITLSConfig struct {
 // kubernetes.kubeconfig is set.
 type WorkerConfig struct {
 	HeartbeatBudget      float64          `json:"heartbeatBudget"`
+	ResourceInterval     Duration         `json:"resourceInterval"`
 	LongHeartbeatTimeout Duration         `json:"longHeartbeatTimeout"`
 	Local                LocalConfig      `json:"local"`
 	Kubernetes           KubernetesConfig `json:"kubernetes"`
@@ -235,6 +236,7 @@ var configFields = []configField{
 	{"console-url", "notifications.consoleURL", "DLC_CONSOLE_URL"},
 
 	{"heartbeat-budget", "worker.heartbeatBudget", ""},
+	{"resource-interval", "worker.resourceInterval", ""},
 	{"long-heartbeat-timeout", "worker.longHeartbeatTimeout", ""},
 	{"state-dir", "worker.local.stateDir", ""},
 	{"workdir", "worker.local.workDir", ""},
@@ -346,6 +348,7 @@ func bindConfigFlags(fs *pflag.FlagSet, c *Config, command string) {
 		k.Pod.register(fs)
 		k.Grace.register(fs)
 		registerHeartbeatBudget(fs, &w.HeartbeatBudget)
+		registerResourceInterval(fs, (*time.Duration)(&w.ResourceInterval))
 		registerLongHeartbeatTimeout(fs, (*time.Duration)(&w.LongHeartbeatTimeout))
 		registerLaunchConcurrency(fs, &k.LaunchConcurrency)
 		k.Client.register(fs)
@@ -546,6 +549,9 @@ func (c *Config) Validate() schemas.ErrorList {
 		add("storage.logArchive.retention", "%s is negative", time.Duration(c.Storage.LogArchive.Retention))
 	}
 	w := &c.Worker
+	if d := time.Duration(w.ResourceInterval); d > 0 && d < activities.MinResourceInterval {
+		add("worker.resourceInterval", "%s is shorter than %s; want how often to sample each replica's resources, e.g. %s (negative: never)", d, activities.MinResourceInterval, activities.DefaultResourceInterval)
+	}
 	if !(w.HeartbeatBudget > 0) {
 		add("worker.heartbeatBudget", "%g is not positive; want heartbeats per second, e.g. %d", w.HeartbeatBudget, activities.DefaultHeartbeatBudget)
 	}

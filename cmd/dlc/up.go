@@ -73,6 +73,7 @@ func newUpCmd() *cobra.Command {
 	f.BoolVar(&opts.NATSTLS, "nats-tls", false, "serve NATS over TLS only, with a CA generated into DIR/nats/tls (clients trust DIR/nats/tls/ca.pem)")
 	registerMetricsAddr(f, &opts.MetricsAddr, os.Getenv("DLC_METRICS_ADDR"))
 	f.StringVar(&opts.ConsoleURL, "console-url", "", "the web console's external base URL (https://dlc.example.com), which notification messages and e-mails link to; default: no links")
+	registerResourceInterval(f, &opts.ResourceInterval)
 	f.StringVar(&opts.SecretsDir, "secrets-dir", "", "read the secrets that trigger webhooks and notification rules name by reference (secretRef, botSecretRef, passwordRef) from this directory: one file WORKSPACE.NAME, or WORKSPACE.NAME.KEY for a reference with a key (default DIR/secrets)")
 	f.StringSliceVar(&opts.WebhookAllow, "webhook-allow", nil, "let notification webhooks reach these internal destinations: CIDR, IP address or host:port (repeatable, comma-separated); loopback, private, link-local, multicast and unspecified addresses are refused otherwise")
 	f.BoolVar(&o.sandbox, "local-sandbox", true, "run local replicas in the sandbox where the host allows it (root, bubblewrap): each workspace's replicas as a user of their own, with no view of the state directory and no route to the stack's servers; without it the stack is single-tenant")

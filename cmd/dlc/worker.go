@@ -74,6 +74,7 @@ func (o *workerOptions) appConfig() (app.Config, error) {
 	}
 	cfg.Worker = true
 	cfg.HeartbeatBudget = w.HeartbeatBudget
+	cfg.ResourceInterval = time.Duration(w.ResourceInterval)
 	cfg.LongHeartbeatTimeout = time.Duration(w.LongHeartbeatTimeout)
 	cfg.S3 = checkpoint.ConfigFromEnv()
 	// The trigger dispatcher starts pipelines and jobs from inbound events; several
