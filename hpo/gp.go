@@ -353,26 +353,30 @@ func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
 	for i := range n {
 		nll += 0.5*y[i]*alpha[i] + math.Log(l[i*n+i])
 	}
-	// K⁻¹ = L⁻ᵀ·L⁻¹: inv holds L⁻¹ (lower triangle).
+	// K⁻¹ = L⁻ᵀ·L⁻¹: inv holds L⁻¹ transposed (row a: L⁻¹(q, a) for q ≥ a), so that
+	// both loops below read rows.
 	inv := gd.inv
 	for i := range inv {
 		inv[i] = 0
 	}
 	for j := range n {
-		inv[j*n+j] = 1 / l[j*n+j]
+		col := inv[j*n : j*n+n]
+		col[j] = 1 / l[j*n+j]
 		for i := j + 1; i < n; i++ {
 			sum := 0.0
-			for q := j; q < i; q++ {
-				sum -= l[i*n+q] * inv[q*n+j]
+			row := l[i*n+j : i*n+i]
+			for q, v := range col[j:i] {
+				sum -= row[q] * v
 			}
-			inv[i*n+j] = sum / l[i*n+i]
+			col[i] = sum / l[i*n+i]
 		}
 	}
 	// K⁻¹(a, b) for a ≥ b is Σ_{q ≥ a} L⁻¹(q, a)·L⁻¹(q, b).
 	kinv := func(a, b int) float64 {
 		sum := 0.0
-		for q := a; q < n; q++ {
-			sum += inv[q*n+a] * inv[q*n+b]
+		ra, rb := inv[a*n+a:a*n+n], inv[b*n+a:b*n+n]
+		for q, v := range ra {
+			sum += v * rb[q]
 		}
 		return sum
 	}
