@@ -89,7 +89,7 @@ type parzen struct {
 //
 // With unscaled set, logPDF counts each kernel by its shape alone, exp(−z²/2)/Z without
 // the 1/sigma of a density (what Optuna 3.1's truncnorm.logpdf computes, see
-// TPEDensityScores): a wide kernel then weighs as much at its centre as a narrow one.
+// TPEScoresUnscaled): a wide kernel then weighs as much at its centre as a narrow one.
 // Sampling and logMass are the same either way.
 func (e *parzen) build(xs, ws []float64, lo, hi, priorWeight float64, unscaled bool) {
 	e.lo, e.hi = lo, hi

@@ -1,6 +1,8 @@
 package hpo
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -69,7 +71,7 @@ func TestDensitiesMatchTheFullSums(t *testing.T) {
 			checked++
 		}
 	}
-	mv := newMVParzen(dims, trials, 1)
+	mv := newMVParzen(dims, trials, 1, false)
 	p := newMVPoint(len(dims))
 	for range 50 {
 		mv.sample(r, p)
@@ -158,5 +160,52 @@ func TestUnscaledKernelsMatchOptuna31(t *testing.T) {
 		if !unscaled && worst < 0.1 {
 			t.Errorf("densities: log density differences within %.3g of Optuna 3.1's, want them apart", worst)
 		}
+	}
+}
+
+// TestTPEKernelScores: by default univariate TPE scores with unscaled kernels and
+// multivariate TPE with densities, each the same as asking for it; the two kinds of
+// scores suggest differently.
+func TestTPEKernelScores(t *testing.T) {
+	space := rosenbrockSpace(4)
+	h := History{Space: space, Direction: Minimize, Seed: 9}
+	rs, _ := NewRandom()
+	for id := range 40 {
+		p, _ := rs.Suggest(h, id)
+		v := rosenbrockOf(map[string]float64{"x00": p["x00"], "x01": p["x01"]})
+		h.Trials = append(h.Trials, Trial{ID: id, Params: p, State: TrialCompleted, Value: &v})
+	}
+	suggest := func(opts ...Option) string {
+		s, err := NewTPE(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		for id := 40; id < 45; id++ {
+			p, err := s.Suggest(h, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out += fmt.Sprint(p)
+		}
+		return out
+	}
+	for _, mv := range []bool{false, true} {
+		auto := suggest(TPEMultivariate(mv))
+		dens := suggest(TPEMultivariate(mv), TPEKernelScores(TPEScoresDensity))
+		unscaled := suggest(TPEMultivariate(mv), TPEKernelScores(TPEScoresUnscaled))
+		want := unscaled
+		if mv {
+			want = dens
+		}
+		if auto != want {
+			t.Errorf("multivariate %v: the default suggests otherwise than its documented scores", mv)
+		}
+		if dens == unscaled {
+			t.Errorf("multivariate %v: densities and unscaled kernels suggest the same", mv)
+		}
+	}
+	if _, err := NewTPE(TPEKernelScores(TPEScores(7))); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("unknown scores: error %v, want ErrInvalidOption", err)
 	}
 }
