@@ -18,7 +18,7 @@ import (
 //
 //	go test ./hpo -run '^$' -bench QualityRecord -benchtime 1x -hpo.seeds=20 \
 //	    -hpo.problems=Branin,Hartmann,Rosen -hpo.samplers=tpe,tpe-mv,gp \
-//	    -hpo.record=/tmp/after.json -hpo.compare=hpo/testdata/optuna_tpe_quality.json
+//	    -hpo.record=/tmp/after.json -hpo.compare=testdata/optuna_tpe_quality.json
 //
 // It prints, per problem and sampler, the median [quartiles] over the seeds and, for each
 // sampler of the -hpo.compare file on the same problem, the two-sided Mann-Whitney p.
