@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -180,15 +181,15 @@ func TestTPEKernelScores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out string
+		var out strings.Builder
 		for id := 40; id < 45; id++ {
 			p, err := s.Suggest(h, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out += fmt.Sprint(p)
+			fmt.Fprint(&out, p)
 		}
-		return out
+		return out.String()
 	}
 	for _, mv := range []bool{false, true} {
 		auto := suggest(TPEMultivariate(mv))

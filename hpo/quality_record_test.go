@@ -48,11 +48,12 @@ func BenchmarkQualityRecord(b *testing.B) {
 					bests = append(bests, optimise(b, s, pr, seed, 100))
 				}
 				rec[pr.name][name] = bests
-				line := fmt.Sprintf("%s | %s | %s", pr.name, name, fmtQ(bests))
+				var line strings.Builder
+				fmt.Fprintf(&line, "%s | %s | %s", pr.name, name, fmtQ(bests))
 				for _, other := range sortedKeys(cmpRec[pr.name]) {
-					line += fmt.Sprintf(" | vs %s %s: p = %.3g", other, fmtQ(cmpRec[pr.name][other]), rankSumP(bests, cmpRec[pr.name][other]))
+					fmt.Fprintf(&line, " | vs %s %s: p = %.3g", other, fmtQ(cmpRec[pr.name][other]), rankSumP(bests, cmpRec[pr.name][other]))
 				}
-				b.Log(line)
+				b.Log(line.String())
 			}
 		}
 	}
