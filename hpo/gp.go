@@ -114,6 +114,7 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 	fxs, fys, fcons := subset(xs[:nf], fitKeep), subset(ys[:nf], fitKeep), subset(cons[:nf], fitKeep)
 	keep := gpSubset(ys)
 	xs, ys, cons = subset(xs, keep), subset(ys, keep), subset(cons, keep)
+	fys, ys = gpWarp(fys), gpWarp(ys)
 	m := newGPModel(cat, xs, ys, memo.theta(cat, fxs, fys))
 	acq := m.logEI
 	if c := newGPConstraints(cat, xs, ys, cons, fxs, fcons, memo); c != nil {
@@ -174,6 +175,30 @@ func subset[T any](xs []T, keep []int) []T {
 	out := make([]T, len(keep))
 	for i, k := range keep {
 		out[i] = xs[k]
+	}
+	return out
+}
+
+// gpWarp returns the scores ys (to minimise) on the scale the GP models: log(y − min +
+// (median − min)), with min and median those of ys. The logarithm keeps the order (so the
+// best observations stay the best) but compresses the bad tail: on an objective that
+// spans orders of magnitude (Rosenbrock's) a few huge values would otherwise set the
+// standardised scale and flatten everything near the optimum. The offset, the spread of
+// the better half, keeps that half nearly linear. A pure function of ys.
+func gpWarp(ys []float64) []float64 {
+	s := slices.Clone(ys)
+	slices.Sort(s)
+	lo, off := s[0], s[len(s)/2]-s[0]
+	if !(off > 0) || !finite(off) {
+		off = 1
+	}
+	out := make([]float64, len(ys))
+	for i, y := range ys {
+		v := math.Log(y - lo + off)
+		if !finite(v) { // y − lo overflowed
+			v = math.Log(math.MaxFloat64)
+		}
+		out[i] = v
 	}
 	return out
 }

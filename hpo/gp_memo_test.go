@@ -134,3 +134,27 @@ func TestGPAcquisitionGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestGPWarp: the warp keeps the order of the scores, maps equal scores to one value,
+// and stays finite for scores near the float range's ends.
+func TestGPWarp(t *testing.T) {
+	ys := []float64{5, 1e6, -3, 2, 2, 40}
+	w := gpWarp(ys)
+	for i := range ys {
+		for j := range ys {
+			if (ys[i] < ys[j]) != (w[i] < w[j]) {
+				t.Errorf("order of %v and %v lost: %v, %v", ys[i], ys[j], w[i], w[j])
+			}
+		}
+	}
+	if w[3] != w[4] {
+		t.Errorf("equal scores warped to %v and %v", w[3], w[4])
+	}
+	for _, ys := range [][]float64{{7, 7, 7}, {-math.MaxFloat64, math.MaxFloat64, 0}} {
+		for _, v := range gpWarp(ys) {
+			if !finite(v) {
+				t.Errorf("gpWarp(%v) = %v", ys, gpWarp(ys))
+			}
+		}
+	}
+}
