@@ -13,14 +13,18 @@ import (
 //
 //   - Inputs are the parameters' positions in [0, 1] on their internal scale (the log on
 //     a log scale); a categorical parameter contributes a distance of 0 (same choice) or
-//     1 (another). Outputs are the scores (values to minimise), standardised.
+//     1 (another). Outputs are the scores (values to minimise), warped by gpWarp
+//     (log(y − min + (median − min))) and standardised.
 //   - The kernel is Matérn 5/2 with one length scale per parameter (ARD), a signal
 //     variance and a noise variance. These are fitted by maximising the log marginal
 //     likelihood plus weak log-normal priors (BFGS on their logs, analytic gradient),
-//     starting from fixed values, so the fit is a pure function of the data.
+//     starting from fixed values, so the fit is a pure function of the data. They are
+//     fitted to the first gpFitSize(n) of the n modelled trials (refitted 8 times per
+//     doubling of the history) and remembered by the data they were fitted to (gpMemo),
+//     so most suggestions only condition the GP on the trials.
 //   - Expected improvement over the best observed score is maximised (in log form, which
-//     stays finite far from the data) over GPCandidates random points and small moves
-//     around the best trials, then refined by a local search around the best few.
+//     stays finite far from the data) over gpCandidates random points and gpMoves small
+//     moves around observed trials, then refined by a gradient ascent from the best few.
 //
 // Pruned, Failed and Running trials are not modelled.
 type GPSampler struct {
