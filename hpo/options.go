@@ -197,7 +197,7 @@ const (
 	// (docs/hpo.md, "TPE against Optuna 3.1").
 	TPEScoresAuto TPEScores = iota
 	// TPEScoresDensity scores by the true mixture densities, each kernel's normal density
-	// divided by its bandwidth, as Optuna does since its PR #5110 (version 3.5).
+	// divided by its bandwidth, as Optuna does since its PR #5110 (November 2023).
 	TPEScoresDensity
 	// TPEScoresUnscaled counts each kernel by its shape alone, exp(−z²/2)/Z without the
 	// 1/σ: what Optuna 3.1's TPESampler computes (its truncnorm.logpdf leaves out log σ),
