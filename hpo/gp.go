@@ -50,7 +50,7 @@ const (
 	gpCandidates    = 512 // random points screened per suggestion
 	gpMoves         = 256 // moves around observations screened
 	gpLocalStarts   = 3   // the best screened points refined by ascend
-	gpLocalSteps    = 60
+	gpLocalSteps    = 60  // steps of one ascent at most
 	gpMinNoise      = 1e-6
 	gpFitIterations = 40
 	gpMaxTrials     = 200
