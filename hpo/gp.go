@@ -13,18 +13,23 @@ import (
 //
 //   - Inputs are the parameters' positions in [0, 1] on their internal scale (the log on
 //     a log scale); a categorical parameter contributes a distance of 0 (same choice) or
-//     1 (another). Outputs are the scores (values to minimise), standardised.
+//     1 (another). Outputs are the scores (values to minimise), warped by gpWarp
+//     (log(y − min + (median − min))) and standardised.
 //   - The kernel is Matérn 5/2 with one length scale per parameter (ARD), a signal
 //     variance and a noise variance. These are fitted by maximising the log marginal
 //     likelihood plus weak log-normal priors (BFGS on their logs, analytic gradient),
-//     starting from fixed values, so the fit is a pure function of the data.
+//     starting from fixed values, so the fit is a pure function of the data. They are
+//     fitted to the first gpFitSize(n) of the n modelled trials (refitted 8 times per
+//     doubling of the history) and remembered by the data they were fitted to (gpMemo),
+//     so most suggestions only condition the GP on the trials.
 //   - Expected improvement over the best observed score is maximised (in log form, which
-//     stays finite far from the data) over GPCandidates random points and small moves
-//     around the best trials, then refined by a local search around the best few.
+//     stays finite far from the data) over gpCandidates random points and gpMoves small
+//     moves around observed trials, then refined by a gradient ascent from the best few.
 //
 // Pruned, Failed and Running trials are not modelled.
 type GPSampler struct {
-	o SamplerOptions
+	o    SamplerOptions
+	memo *gpMemo // the last fits' hyper-parameters (gp_memo.go); nil: none kept
 }
 
 var _ Sampler = (*GPSampler)(nil)
@@ -35,16 +40,17 @@ func NewGP(opts ...Option) (*GPSampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &GPSampler{o: o}, nil
+	return &GPSampler{o: o, memo: &gpMemo{}}, nil
 }
 
 // saltGP keeps the GP sampler's stream apart.
 const saltGP uint64 = 0x4750_4250 // "GPBP"
 
 const (
-	gpCandidates    = 1024
-	gpLocalStarts   = 5
-	gpLocalSteps    = 40
+	gpCandidates    = 512 // random points screened per suggestion
+	gpMoves         = 256 // moves around observations screened
+	gpLocalStarts   = 3   // the best screened points refined by ascend
+	gpLocalSteps    = 60  // steps of one ascent at most
 	gpMinNoise      = 1e-6
 	gpFitIterations = 40
 	gpMaxTrials     = 200
@@ -66,6 +72,8 @@ type gpModel struct {
 	yStd  float64
 	best  float64 // best standardised observation
 	kbuf  []float64
+	vbuf  []float64
+	cbuf  []float64
 }
 
 // Suggest fits the GP to the Completed trials and maximises expected improvement.
@@ -91,13 +99,31 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 	if len(ys) < max(s.o.StartupTrials, 2) {
 		return randomSuggest(dims, h.Seed, id), nil
 	}
+	// The hyper-parameters come from the first gpFitSize(n) observations (in ID order),
+	// so they are refitted every few trials, not on every call; the model is then the
+	// GP with those hyper-parameters on the observations of now.
+	memo := s.memo
+	if memo != nil && !memo.mu.TryLock() {
+		memo = nil // another caller holds it: fit without
+	}
+	if memo != nil {
+		defer memo.mu.Unlock()
+	}
+	cat := make([]bool, len(dims))
+	for i := range dims {
+		cat[i] = dims[i].cat
+	}
+	nf := gpFitSize(len(ys))
+	fitKeep := gpSubset(ys[:nf])
+	fxs, fys, fcons := subset(xs[:nf], fitKeep), subset(ys[:nf], fitKeep), subset(cons[:nf], fitKeep)
 	keep := gpSubset(ys)
 	xs, ys, cons = subset(xs, keep), subset(ys, keep), subset(cons, keep)
-	m := fitGP(dims, xs, ys)
+	fys, ys = gpWarp(fys), gpWarp(ys)
+	m := newGPModel(cat, xs, ys, memo.theta(cat, fxs, fys))
 	acq := m.logEI
-	if c := newGPConstraints(dims, xs, ys, cons); c != nil {
+	if c := newGPConstraints(cat, xs, ys, cons, fxs, fcons, memo); c != nil {
 		m.best = c.bestFeasible(m)
-		acq = func(x []float64) float64 { return c.logAcquisition(m, x) }
+		acq = func(x, g []float64) float64 { return c.logAcquisition(m, x, g) }
 	}
 	r := newRNG(h.Seed, id, saltGP)
 	x := m.maximise(dims, r, acq)
@@ -157,6 +183,30 @@ func subset[T any](xs []T, keep []int) []T {
 	return out
 }
 
+// gpWarp returns the scores ys (to minimise) on the scale the GP models: log(y − min +
+// (median − min)), with min and median those of ys. The logarithm keeps the order (so the
+// best observations stay the best) but compresses the bad tail: on an objective that
+// spans orders of magnitude (Rosenbrock's) a few huge values would otherwise set the
+// standardised scale and flatten everything near the optimum. The offset, the spread of
+// the better half, keeps that half nearly linear. A pure function of ys.
+func gpWarp(ys []float64) []float64 {
+	s := slices.Clone(ys)
+	slices.Sort(s)
+	lo, off := s[0], s[len(s)/2]-s[0]
+	if !(off > 0) || !finite(off) {
+		off = 1
+	}
+	out := make([]float64, len(ys))
+	for i, y := range ys {
+		v := math.Log(y - lo + off)
+		if !finite(v) { // y − lo overflowed
+			v = math.Log(math.MaxFloat64)
+		}
+		out[i] = v
+	}
+	return out
+}
+
 // gpPoint is a trial's input: unit positions, category indices.
 func gpPoint(dims []dim, params map[string]float64) ([]float64, bool) {
 	x := make([]float64, len(dims))
@@ -174,41 +224,64 @@ func gpPoint(dims []dim, params map[string]float64) ([]float64, bool) {
 	return x, true
 }
 
-// fitGP standardises ys and fits the kernel's hyper-parameters.
+// fitGP standardises ys and fits the kernel's hyper-parameters to xs and ys.
 func fitGP(dims []dim, xs [][]float64, ys []float64) *gpModel {
-	n, d := len(xs), len(dims)
-	m := &gpModel{d: d, x: xs, n: n, cat: make([]bool, d)}
+	cat := make([]bool, len(dims))
 	for i := range dims {
-		m.cat[i] = dims[i].cat
+		cat[i] = dims[i].cat
 	}
-	mean := 0.0
-	for _, y := range ys {
-		mean += y
+	return newGPModel(cat, xs, ys, fitGPTheta(cat, xs, ys))
+}
+
+// gpStandardise returns ys less their mean over their standard deviation (1 when it is 0
+// or not finite), with the mean and the deviation.
+func gpStandardise(ys []float64) (y []float64, mean, sd float64) {
+	n := len(ys)
+	for _, v := range ys {
+		mean += v
 	}
 	mean /= float64(n)
 	vr := 0.0
-	for _, y := range ys {
-		vr += (y - mean) * (y - mean)
+	for _, v := range ys {
+		vr += (v - mean) * (v - mean)
 	}
-	sd := math.Sqrt(vr / float64(n))
+	sd = math.Sqrt(vr / float64(n))
 	if !(sd > 0) || !finite(sd) {
 		sd = 1
 	}
-	m.yMean, m.yStd = mean, sd
-	y := make([]float64, n)
-	m.best = math.Inf(1)
+	y = make([]float64, n)
 	for i, v := range ys {
 		y[i] = (v - mean) / sd
-		m.best = math.Min(m.best, y[i])
 	}
-	// θ = log length scales, log signal variance, log noise variance.
+	return y, mean, sd
+}
+
+// fitGPTheta fits the hyper-parameters θ (log length scales, log signal variance, log
+// noise variance) to xs and the standardised ys: BFGS from a fixed start, so a pure
+// function of its arguments.
+func fitGPTheta(cat []bool, xs [][]float64, ys []float64) []float64 {
+	d := len(cat)
+	y, _, _ := gpStandardise(ys)
 	theta := make([]float64, d+2)
 	for i := range d {
 		theta[i] = math.Log(0.5)
 	}
 	theta[d], theta[d+1] = 0, math.Log(1e-2)
-	data := newGPData(xs, m.cat)
-	theta = bfgsMinimise(func(th, g []float64) float64 { return data.negLogPost(y, th, g) }, theta, gpFitIterations)
+	data := newGPData(xs, cat)
+	return bfgsMinimise(func(th, g []float64) float64 { return data.negLogPost(y, th, g) }, theta, gpFitIterations)
+}
+
+// newGPModel is the GP with hyper-parameters theta conditioned on xs and the
+// standardised ys.
+func newGPModel(cat []bool, xs [][]float64, ys []float64, theta []float64) *gpModel {
+	n, d := len(xs), len(cat)
+	m := &gpModel{d: d, x: xs, n: n, cat: cat}
+	y, mean, sd := gpStandardise(ys)
+	m.yMean, m.yStd = mean, sd
+	m.best = math.Inf(1)
+	for _, v := range y {
+		m.best = math.Min(m.best, v)
+	}
 	m.setTheta(theta)
 	m.l = make([]float64, n*n)
 	k := m.gram()
@@ -216,10 +289,11 @@ func fitGP(dims []dim, xs [][]float64, ys []float64) *gpModel {
 		m.noise *= 10
 		k = m.gram()
 	}
-	m.alpha = append([]float64(nil), y...)
+	m.alpha = y
 	solveLower(m.l, n, m.alpha)
 	solveUpperT(m.l, n, m.alpha)
-	m.kbuf = make([]float64, n)
+	m.kbuf, m.vbuf = make([]float64, n), make([]float64, n)
+	m.cbuf = make([]float64, n)
 	return m
 }
 
@@ -353,26 +427,30 @@ func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
 	for i := range n {
 		nll += 0.5*y[i]*alpha[i] + math.Log(l[i*n+i])
 	}
-	// K⁻¹ = L⁻ᵀ·L⁻¹: inv holds L⁻¹ (lower triangle).
+	// K⁻¹ = L⁻ᵀ·L⁻¹: inv holds L⁻¹ transposed (row a: L⁻¹(q, a) for q ≥ a), so that
+	// both loops below read rows.
 	inv := gd.inv
 	for i := range inv {
 		inv[i] = 0
 	}
 	for j := range n {
-		inv[j*n+j] = 1 / l[j*n+j]
+		col := inv[j*n : j*n+n]
+		col[j] = 1 / l[j*n+j]
 		for i := j + 1; i < n; i++ {
 			sum := 0.0
-			for q := j; q < i; q++ {
-				sum -= l[i*n+q] * inv[q*n+j]
+			row := l[i*n+j : i*n+i]
+			for q, v := range col[j:i] {
+				sum -= row[q] * v
 			}
-			inv[i*n+j] = sum / l[i*n+i]
+			col[i] = sum / l[i*n+i]
 		}
 	}
 	// K⁻¹(a, b) for a ≥ b is Σ_{q ≥ a} L⁻¹(q, a)·L⁻¹(q, b).
 	kinv := func(a, b int) float64 {
 		sum := 0.0
-		for q := a; q < n; q++ {
-			sum += inv[q*n+a] * inv[q*n+b]
+		ra, rb := inv[a*n+a:a*n+n], inv[b*n+a:b*n+n]
+		for q, v := range ra {
+			sum += v * rb[q]
 		}
 		return sum
 	}
@@ -503,37 +581,93 @@ func bfgsMinimise(f func(x, g []float64) float64, x0 []float64, iters int) []flo
 
 // predict returns the posterior mean and standard deviation (standardised) at x.
 func (m *gpModel) predict(x []float64) (float64, float64) {
-	k := m.kbuf
-	mu := 0.0
-	for i := range m.n {
-		k[i] = m.s2 * matern52(math.Sqrt(gpR2(x, m.x[i], m.ls, m.cat)))
-		mu += k[i] * m.alpha[i]
-	}
-	solveLower(m.l, m.n, k)
-	v := m.s2
-	for _, e := range k {
-		v -= e * e
-	}
-	return mu, math.Sqrt(math.Max(v, 1e-12))
+	return m.predictGrad(x, nil, nil)
 }
 
-// logEI is the log of the expected improvement over the best observation at x.
-func (m *gpModel) logEI(x []float64) float64 {
-	mu, sd := m.predict(x)
+// predictGrad is predict that also fills dmu and dsd, when not nil, with the gradients
+// of the mean and the standard deviation in x (0 in categorical dimensions).
+func (m *gpModel) predictGrad(x, dmu, dsd []float64) (float64, float64) {
+	k, c := m.kbuf, m.cbuf
+	mu := 0.0
+	for i := range m.n {
+		r := math.Sqrt(gpR2(x, m.x[i], m.ls, m.cat))
+		sr := math.Sqrt(5) * r
+		e := math.Exp(-sr)
+		k[i] = m.s2 * (1 + sr + 5*r*r/3) * e
+		// ∂k/∂x_j = c·(x_j − x_ij)/ℓ_j² (Matérn 5/2)
+		c[i] = -m.s2 * (5.0 / 3) * (1 + sr) * e
+		mu += k[i] * m.alpha[i]
+	}
+	var v []float64
+	if dsd != nil {
+		v = m.vbuf
+		copy(v, k)
+	}
+	solveLower(m.l, m.n, k)
+	vr := m.s2
+	for _, e := range k {
+		vr -= e * e
+	}
+	sd := math.Sqrt(math.Max(vr, 1e-12))
+	if dmu == nil {
+		return mu, sd
+	}
+	for j := range dmu {
+		dmu[j] = 0
+	}
+	if dsd != nil {
+		for j := range dsd {
+			dsd[j] = 0
+		}
+		// v = K⁻¹k: the variance's gradient is −2·vᵀ∂k/∂x.
+		copy(v, k)
+		solveUpperT(m.l, m.n, v)
+	}
+	for i := range m.n {
+		xi := m.x[i]
+		for j := range x {
+			if m.cat[j] {
+				continue
+			}
+			dk := c[i] * (x[j] - xi[j]) / (m.ls[j] * m.ls[j])
+			dmu[j] += m.alpha[i] * dk
+			if dsd != nil && vr > 1e-12 {
+				dsd[j] -= v[i] * dk / sd // ∂sd = ∂var/(2·sd)
+			}
+		}
+	}
+	return mu, sd
+}
+
+// logEI is the log of the expected improvement over the best observation at x, and its
+// gradient in g when g is not nil.
+func (m *gpModel) logEI(x, g []float64) float64 {
+	var dmu, dsd []float64
+	if g != nil {
+		dmu, dsd = make([]float64, len(x)), make([]float64, len(x))
+	}
+	mu, sd := m.predictGrad(x, dmu, dsd)
 	z := (m.best - mu) / sd
-	var lh float64
+	var lh, dlh float64 // log h(z) and its derivative
 	if z > -6 {
-		lh = math.Log(math.Max(z*normCDF(z)+normPDF(z), 1e-300))
+		h := math.Max(z*normCDF(z)+normPDF(z), 1e-300)
+		lh, dlh = math.Log(h), normCDF(z)/h
 	} else {
 		// h(z) ≈ φ(z)/z² for very negative z
 		lh = -z*z/2 - 0.5*math.Log(2*math.Pi) - 2*math.Log(-z)
+		dlh = -z - 2/z
+	}
+	for j := range g {
+		dz := (-dmu[j] - z*dsd[j]) / sd
+		g[j] = dsd[j]/sd + dlh*dz
 	}
 	return math.Log(sd) + lh
 }
 
 // maximise searches the candidates for the largest acq (log expected improvement, or
-// its constrained form) and refines the best few by local moves.
-func (m *gpModel) maximise(dims []dim, r *rng, acq func([]float64) float64) []float64 {
+// its constrained form; acq fills its gradient when given a slice) and refines the
+// best few by a gradient ascent (ascend).
+func (m *gpModel) maximise(dims []dim, r *rng, acq func(x, g []float64) float64) []float64 {
 	d := len(dims)
 	type cand struct {
 		x []float64
@@ -541,7 +675,7 @@ func (m *gpModel) maximise(dims []dim, r *rng, acq func([]float64) float64) []fl
 	}
 	top := make([]cand, 0, gpLocalStarts)
 	consider := func(x []float64) {
-		v := acq(x)
+		v := acq(x, nil)
 		if !finite(v) {
 			return
 		}
@@ -573,8 +707,8 @@ func (m *gpModel) maximise(dims []dim, r *rng, acq func([]float64) float64) []fl
 	for range gpCandidates {
 		consider(randomPoint())
 	}
-	// Moves around the best observations.
-	for range gpCandidates / 4 {
+	// Moves around the observations.
+	for range gpMoves {
 		base := m.x[r.intn(m.n)]
 		x := append([]float64(nil), base...)
 		for i := range dims {
@@ -593,46 +727,76 @@ func (m *gpModel) maximise(dims []dim, r *rng, acq func([]float64) float64) []fl
 	}
 	best := top[0]
 	for _, c := range top {
-		x, v := append([]float64(nil), c.x...), c.v
-		step := 0.05
-		for range gpLocalSteps {
-			improved := false
-			for i := range dims {
-				if dims[i].cat {
-					for k := range dims[i].n {
-						if float64(k) == x[i] {
-							continue
-						}
-						old := x[i]
-						x[i] = float64(k)
-						if nv := acq(x); nv > v {
-							v, improved = nv, true
-						} else {
-							x[i] = old
-						}
-					}
-					continue
-				}
-				for _, sgn := range [2]float64{1, -1} {
-					old := x[i]
-					x[i] = min(max(old+sgn*step, 0), 1)
-					if nv := acq(x); nv > v {
-						v, improved = nv, true
-						break
-					}
-					x[i] = old
-				}
-			}
-			if !improved {
-				step /= 2
-				if step < 1e-4 {
-					break
-				}
-			}
-		}
+		x, v := m.ascend(dims, acq, c.x, c.v)
 		if v > best.v {
 			best = cand{x: x, v: v}
 		}
 	}
 	return best.x
+}
+
+// ascend climbs acq from x0 (value v0) inside the unit cube: steps along the gradient
+// scaled by each dimension's squared length scale (so that a step moves every
+// dimension by about as much of its length scale), the step growing after a success
+// and halving after a failure, until it is below 1e-4 of the cube or gpLocalSteps
+// steps have been tried; a categorical dimension tries each of its other values
+// whenever the step halves.
+func (m *gpModel) ascend(dims []dim, acq func(x, g []float64) float64, x0 []float64, v0 float64) ([]float64, float64) {
+	d := len(dims)
+	x, v := append([]float64(nil), x0...), v0
+	g, dir, xn := make([]float64, d), make([]float64, d), make([]float64, d)
+	acq(x, g)
+	step := 0.05
+	for range gpLocalSteps {
+		big := 0.0
+		for j := range d {
+			dir[j] = 0
+			if dims[j].cat || (x[j] <= 0 && g[j] < 0) || (x[j] >= 1 && g[j] > 0) {
+				continue
+			}
+			dir[j] = g[j] * m.ls[j] * m.ls[j]
+			big = math.Max(big, math.Abs(dir[j]))
+		}
+		moved := false
+		if big > 0 && finite(big) {
+			for j := range d {
+				xn[j] = min(max(x[j]+step*dir[j]/big, 0), 1)
+			}
+			if nv := acq(xn, nil); nv > v {
+				copy(x, xn)
+				v, moved = nv, true
+				acq(x, g)
+				step = math.Min(step*2, 0.5)
+			}
+		}
+		if moved {
+			continue
+		}
+		for j := range dims {
+			if !dims[j].cat {
+				continue
+			}
+			for k := range dims[j].n {
+				if float64(k) == x[j] {
+					continue
+				}
+				old := x[j]
+				x[j] = float64(k)
+				if nv := acq(x, nil); nv > v {
+					v, moved = nv, true
+				} else {
+					x[j] = old
+				}
+			}
+		}
+		if moved {
+			acq(x, g)
+			continue
+		}
+		step /= 2
+		if step < 1e-4 {
+			break
+		}
+	}
+	return x, v
 }

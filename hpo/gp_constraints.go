@@ -13,18 +13,16 @@ type gpConstraints struct {
 	any        bool      // some observation is feasible
 }
 
-// newGPConstraints fits one GP per constraint to the observations' constraint values,
-// or returns nil when no observation carries constraints. An observation with fewer
-// values than the others holds the missing ones; a value that is NaN or infinite (not
-// measured) is modelled as the worst finite value seen, or 1 when there is none.
-func newGPConstraints(dims []dim, xs [][]float64, ys []float64, cons [][]float64) *gpConstraints {
-	k := 0
-	for _, c := range cons {
-		k = max(k, len(c))
-	}
-	if k == 0 {
+// newGPConstraints models each constraint of the observations (xs, their scores ys and
+// constraint values cons) with a GP whose hyper-parameters are fitted to the same
+// constraint of the observations fxs, fcons (the objective's refit data, gpFitSize), or
+// returns nil when no observation carries constraints.
+func newGPConstraints(cat []bool, xs [][]float64, ys []float64, cons [][]float64, fxs [][]float64, fcons [][]float64, memo *gpMemo) *gpConstraints {
+	vals := gpConstraintValues(cons)
+	if vals == nil {
 		return nil
 	}
+	fvals := gpConstraintValues(fcons)
 	n := len(xs)
 	g := &gpConstraints{feasible: make([]bool, n), ys: ys}
 	for i := range n {
@@ -32,6 +30,34 @@ func newGPConstraints(dims []dim, xs [][]float64, ys []float64, cons [][]float64
 		g.feasible[i] = Feasible(&t)
 		g.any = g.any || g.feasible[i]
 	}
+	for j, v := range vals {
+		var theta []float64
+		if j < len(fvals) {
+			theta = memo.theta(cat, fxs, fvals[j])
+		} else { // a constraint that the refit data lacks
+			theta = memo.theta(cat, xs, v)
+		}
+		m := newGPModel(cat, xs, v, theta)
+		g.models = append(g.models, m)
+		g.thresholds = append(g.thresholds, (0-m.yMean)/m.yStd)
+	}
+	return g
+}
+
+// gpConstraintValues returns, per constraint, every observation's value of it, or nil
+// when no observation carries constraints. An observation with fewer values than the
+// others holds the missing ones; a value that is NaN or infinite (not measured) is
+// modelled as the worst finite value seen, or 1 when there is none.
+func gpConstraintValues(cons [][]float64) [][]float64 {
+	k := 0
+	for _, c := range cons {
+		k = max(k, len(c))
+	}
+	if k == 0 {
+		return nil
+	}
+	n := len(cons)
+	out := make([][]float64, k)
 	for j := range k {
 		vals := make([]float64, n)
 		worst := math.Inf(-1)
@@ -53,11 +79,9 @@ func newGPConstraints(dims []dim, xs [][]float64, ys []float64, cons [][]float64
 				vals[i] = worst
 			}
 		}
-		m := fitGP(dims, xs, vals)
-		g.models = append(g.models, m)
-		g.thresholds = append(g.thresholds, (0-m.yMean)/m.yStd)
+		out[j] = vals
 	}
-	return g
+	return out
 }
 
 // bestFeasible is the best standardised score of a feasible observation under the
@@ -75,22 +99,50 @@ func (g *gpConstraints) bestFeasible(m *gpModel) float64 {
 	return best
 }
 
-// logFeasibility is the log of the probability that every constraint holds at x.
-func (g *gpConstraints) logFeasibility(x []float64) float64 {
+// logFeasibility is the log of the probability that every constraint holds at x, and
+// its gradient added to g when g is not nil.
+func (g *gpConstraints) logFeasibility(x, grad []float64) float64 {
+	var dmu, dsd []float64
+	if grad != nil {
+		dmu, dsd = make([]float64, len(x)), make([]float64, len(x))
+	}
 	lp := 0.0
 	for j, c := range g.models {
-		mu, sd := c.predict(x)
-		lp += math.Log(math.Max(normCDF((g.thresholds[j]-mu)/sd), 1e-300))
+		mu, sd := c.predictGrad(x, dmu, dsd)
+		w := (g.thresholds[j] - mu) / sd
+		l, dl := logNormCDF(w)
+		lp += l
+		for i := range grad {
+			grad[i] += dl * (-dmu[i] - w*dsd[i]) / sd
+		}
 	}
 	return lp
 }
 
-// logAcquisition is log(EI(x) · P(feasible at x)) under the objective model m; while no
-// observation is feasible, the probability of feasibility alone (find a feasible point
-// first).
-func (g *gpConstraints) logAcquisition(m *gpModel, x []float64) float64 {
+// logAcquisition is log(EI(x) · P(feasible at x)) under the objective model m, with its
+// gradient in grad when grad is not nil; while no observation is feasible, the
+// probability of feasibility alone (find a feasible point first).
+func (g *gpConstraints) logAcquisition(m *gpModel, x, grad []float64) float64 {
 	if !g.any {
-		return g.logFeasibility(x)
+		for i := range grad {
+			grad[i] = 0
+		}
+		return g.logFeasibility(x, grad)
 	}
-	return m.logEI(x) + g.logFeasibility(x)
+	v := m.logEI(x, grad)
+	return v + g.logFeasibility(x, grad)
+}
+
+// logNormCDF returns log Φ(w) and its derivative φ(w)/Φ(w), by the asymptotic series
+// Φ(w) ≈ φ(w)/(−w)·(1 − w⁻² + 3w⁻⁴) below −5, where Φ underflows.
+func logNormCDF(w float64) (float64, float64) {
+	if w > -5 {
+		p := normCDF(w)
+		return math.Log(p), normPDF(w) / p
+	}
+	w2 := 1 / (w * w)
+	s := 1 - w2 + 3*w2*w2
+	l := -w*w/2 - 0.5*math.Log(2*math.Pi) - math.Log(-w) + math.Log(s)
+	ds := (2*w2 - 12*w2*w2) / w // ds/dw
+	return l, -w - 1/w + ds/s
 }

@@ -16,12 +16,12 @@ type mvParzen struct {
 	cum  []float64
 	mu   []float64 // [j*D+d]: centre (internal coordinate, or category index)
 	sig  []float64 // [j*D+d]
-	logc []float64 // [j*D+d]: −log(sigma) − log(Z), or the log probability of the kernel's own category
+	logc []float64 // [j*D+d]: −log(sigma) − log(Z) (−log(Z) for an unscaled continuous dimension), or the log probability of the kernel's own category
 	logo []float64 // [j*D+d]: the log probability of the other categories, or −log(Z)
 	tmp  []float64 // per-kernel scratch
 }
 
-func newMVParzen(dims []dim, trials []*Trial, priorWeight float64) *mvParzen {
+func newMVParzen(dims []dim, trials []*Trial, priorWeight float64, unscaled bool) *mvParzen {
 	D := len(dims)
 	obs := make([]float64, 0, len(trials)*D)
 	for _, t := range trials {
@@ -86,6 +86,9 @@ func newMVParzen(dims []dim, trials []*Trial, priorWeight float64) *mvParzen {
 			e.mu[i], e.sig[i] = mu, sj
 			logZ := truncLogZ((dm.lo-mu)/sj, (dm.hi-mu)/sj)
 			e.logc[i], e.logo[i] = -math.Log(sj)-logZ, -logZ
+			if unscaled && dm.q == 0 {
+				e.logc[i] = -logZ
+			}
 		}
 	}
 	return e
@@ -202,8 +205,8 @@ func (s *TPESampler) multivariate(dims []dim, seed int64, id int, below, above [
 // multivariateGroup is multivariate for one group of parameters, its random stream kept
 // apart by group (0 for the whole space).
 func (s *TPESampler) multivariateGroup(dims []dim, seed int64, id int, group uint64, below, above []*Trial) map[string]float64 {
-	l := newMVParzen(dims, below, s.o.PriorWeight)
-	g := newMVParzen(dims, above, s.o.PriorWeight)
+	l := newMVParzen(dims, below, s.o.PriorWeight, s.o.unscaledKernels(true))
+	g := newMVParzen(dims, above, s.o.PriorWeight, s.o.unscaledKernels(true))
 	r := newRNG(seed, id, saltTPE^saltMultivariate^(group<<32))
 	D := len(dims)
 	p, best := newMVPoint(D), make([]float64, D)

@@ -86,7 +86,12 @@ type parzen struct {
 // sigma is the larger distance to its neighbours among the sorted centres (the domain
 // ends act as neighbours, except that the outermost kernels use their inner neighbour
 // only), clipped to [(hi−lo)/min(100, 1+m), hi−lo] where m counts the kernels.
-func (e *parzen) build(xs, ws []float64, lo, hi, priorWeight float64) {
+//
+// With unscaled set, logPDF counts each kernel by its shape alone, exp(−z²/2)/Z without
+// the 1/sigma of a density (what Optuna 3.1's truncnorm.logpdf computes, see
+// TPEScoresUnscaled): a wide kernel then weighs as much at its centre as a narrow one.
+// Sampling and logMass are the same either way.
+func (e *parzen) build(xs, ws []float64, lo, hi, priorWeight float64, unscaled bool) {
 	e.lo, e.hi = lo, hi
 	m := len(xs) + 1
 	e.ks = e.ks[:0]
@@ -148,6 +153,9 @@ func (e *parzen) build(xs, ws []float64, lo, hi, priorWeight float64) {
 		}
 		e.logwz[j] = lw - logZ
 		e.logc[j] = lw + e.loginv[j] - logZ
+		if unscaled {
+			e.logc[j] = lw - logZ
+		}
 		acc += k.w / total
 		e.cum[j] = acc
 	}

@@ -1,7 +1,10 @@
 package hpo
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -40,7 +43,7 @@ func TestDensitiesMatchTheFullSums(t *testing.T) {
 		}
 		xs, w := collect(&ws, dims, i, trials)
 		var e parzen
-		e.build(xs, w, d.lo, d.hi, 1)
+		e.build(xs, w, d.lo, d.hi, 1, false)
 		for k := range 50 {
 			x := e.sample(r)
 			if k%5 == 0 {
@@ -69,7 +72,7 @@ func TestDensitiesMatchTheFullSums(t *testing.T) {
 			checked++
 		}
 	}
-	mv := newMVParzen(dims, trials, 1)
+	mv := newMVParzen(dims, trials, 1, false)
 	p := newMVPoint(len(dims))
 	for range 50 {
 		mv.sample(r, p)
@@ -131,5 +134,79 @@ func TestLogNormMassTails(t *testing.T) {
 			t.Errorf("logNormMass(%v, %v) = %v, want finite and below %v", a, a+1, got, prev)
 		}
 		prev = got
+	}
+}
+
+// TestUnscaledKernelsMatchOptuna31: with unscaled kernels, the log density of the good
+// set of a Rosenbrock-10 history (6 observations of x00 on [-5, 10] and the prior) differs
+// between points exactly as Optuna 3.1's _ParzenEstimator.log_pdf does on the same
+// observations (values printed by Debian's python3-optuna 3.1.0; its truncnorm.logpdf
+// leaves out log σ); with the densities, it does not.
+func TestUnscaledKernelsMatchOptuna31(t *testing.T) {
+	obs := []float64{-3.882153473036273, 2.908694674021593, -0.9596288222777609, 4.7026551564920105, 2.618771365847566, 1.317181456922916}
+	at := []float64{-4, 0, 2.5, 9}
+	optuna := []float64{-1.334241708641706, -1.1042694845717964, -0.9704423369303763, -1.9627101321422562}
+	w := []float64{1, 1, 1, 1, 1, 1}
+	for _, unscaled := range []bool{true, false} {
+		var e parzen
+		e.build(obs, w, -5, 10, 1, unscaled)
+		base := e.logPDF(at[0])
+		worst := 0.0
+		for i, x := range at {
+			worst = math.Max(worst, math.Abs((e.logPDF(x)-base)-(optuna[i]-optuna[0])))
+		}
+		if unscaled && worst > 1e-9 {
+			t.Errorf("unscaled: log density differences are %.3g away from Optuna 3.1's", worst)
+		}
+		if !unscaled && worst < 0.1 {
+			t.Errorf("densities: log density differences within %.3g of Optuna 3.1's, want them apart", worst)
+		}
+	}
+}
+
+// TestTPEKernelScores: by default univariate TPE scores with unscaled kernels and
+// multivariate TPE with densities, each the same as asking for it; the two kinds of
+// scores suggest differently.
+func TestTPEKernelScores(t *testing.T) {
+	space := rosenbrockSpace(4)
+	h := History{Space: space, Direction: Minimize, Seed: 9}
+	rs, _ := NewRandom()
+	for id := range 40 {
+		p, _ := rs.Suggest(h, id)
+		v := rosenbrockOf(map[string]float64{"x00": p["x00"], "x01": p["x01"]})
+		h.Trials = append(h.Trials, Trial{ID: id, Params: p, State: TrialCompleted, Value: &v})
+	}
+	suggest := func(opts ...Option) string {
+		s, err := NewTPE(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		for id := 40; id < 45; id++ {
+			p, err := s.Suggest(h, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprint(&out, p)
+		}
+		return out.String()
+	}
+	for _, mv := range []bool{false, true} {
+		auto := suggest(TPEMultivariate(mv))
+		dens := suggest(TPEMultivariate(mv), TPEKernelScores(TPEScoresDensity))
+		unscaled := suggest(TPEMultivariate(mv), TPEKernelScores(TPEScoresUnscaled))
+		want := unscaled
+		if mv {
+			want = dens
+		}
+		if auto != want {
+			t.Errorf("multivariate %v: the default suggests otherwise than its documented scores", mv)
+		}
+		if dens == unscaled {
+			t.Errorf("multivariate %v: densities and unscaled kernels suggest the same", mv)
+		}
+	}
+	if _, err := NewTPE(TPEKernelScores(TPEScores(7))); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("unknown scores: error %v, want ErrInvalidOption", err)
 	}
 }

@@ -1,0 +1,48 @@
+package hpo
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkGPGrowingHistory times the GP sampler's suggestions as an experiment runs:
+// trials up to `trials - 50` are random draws (completed with a sphere value, as in
+// BenchmarkCMAESGrowingHistory), then trial after trial is suggested by one sampler,
+// completed and added to the history, as the experiment workflow does. It reports the
+// mean process CPU time per suggestion over those last 50 trials, at 100 and 500 trials
+// of 16 floats. The first of the 50 starts with a sampler that has seen nothing, so
+// its full cost is in the mean.
+func BenchmarkGPGrowingHistory(b *testing.B) {
+	const last = 50
+	space := benchSpace(16, false)
+	for _, trials := range []int{100, 500} {
+		b.Run(fmt.Sprintf("trials=%d/params=16", trials), func(b *testing.B) {
+			var total float64
+			for range b.N {
+				h := History{Space: space, Direction: Minimize, Seed: 7}
+				rnd, _ := NewRandom()
+				for id := range trials - last {
+					p, err := rnd.Suggest(h, id)
+					if err != nil {
+						b.Fatal(err)
+					}
+					v := sphereValue(p)
+					h.Trials = append(h.Trials, Trial{ID: id, Params: p, State: TrialCompleted, Value: &v})
+				}
+				s, _ := NewGP()
+				for id := trials - last; id < trials; id++ {
+					cpu0, _ := cpuTime()
+					p, err := s.Suggest(h, id)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cpu1, _ := cpuTime()
+					total += (cpu1 - cpu0).Seconds()
+					v := sphereValue(p)
+					h.Trials = append(h.Trials, Trial{ID: id, Params: p, State: TrialCompleted, Value: &v})
+				}
+			}
+			b.ReportMetric(total*1e3/float64(b.N*last), "cpu-ms/suggestion")
+		})
+	}
+}

@@ -1,0 +1,160 @@
+package hpo
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// The memo changes no suggestion: a GP sampler that keeps its fits and one without a
+// memo suggest the same points, over a run with 3 trials in flight (so trials finish out
+// of ID order), Pruned and Failed trials, a constraint on some trials and, halfway, an
+// early trial's value rewritten (a history the memo has not seen).
+func TestGPMemoChangesNoSuggestion(t *testing.T) {
+	space := Space{
+		{Name: "x", Type: Float, Min: 0, Max: 1},
+		{Name: "lr", Type: Float, Min: 1e-4, Max: 1, Log: true},
+		{Name: "n", Type: Int, Min: 1, Max: 8},
+		{Name: "c", Type: Categorical, Values: []string{"a", "b", "c"}},
+	}
+	warm, _ := NewGP()
+	h := History{Space: space, Direction: Minimize, Seed: 3}
+	const trials = 90
+	for id := range trials {
+		cold, _ := NewGP()
+		cold.memo = nil
+		pw, err := warm.Suggest(h, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := cold.Suggest(h, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range space {
+			if math.Float64bits(pw[q.Name]) != math.Float64bits(pc[q.Name]) {
+				t.Fatalf("trial %d: %s = %v with the memo, %v without", id, q.Name, pw[q.Name], pc[q.Name])
+			}
+		}
+		v := math.Pow(pw["x"]-0.3, 2) + math.Pow(math.Log10(pw["lr"])+2, 2)/4 + pw["c"]/4
+		tr := Trial{ID: id, Params: pw, State: TrialRunning, Value: &v}
+		switch {
+		case id%11 == 5:
+			tr.State = TrialFailed
+		case id%13 == 7:
+			tr.State = TrialPruned
+		}
+		if id >= 40 {
+			tr.Constraints = []float64{pw["x"] - 0.6}
+		}
+		h.Trials = append(h.Trials, tr)
+		// Three in flight: trial id-2 finishes now, the newest last but one first.
+		if id >= 2 {
+			for i := range h.Trials {
+				if h.Trials[i].ID == id-2 && h.Trials[i].State == TrialRunning {
+					h.Trials[i].State = TrialCompleted
+				}
+			}
+		}
+		if id == trials/2 {
+			for i := range h.Trials {
+				if h.Trials[i].ID == 4 && h.Trials[i].State == TrialCompleted {
+					w := *h.Trials[i].Value + 1
+					h.Trials[i].Value = &w
+				}
+			}
+		}
+	}
+	if len(warm.memo.fits) == 0 {
+		t.Fatal("the memo holds no fit: it was never used")
+	}
+}
+
+// TestGPFitSize: every observation below 32, then refits 8 times per doubling, never
+// more observations than there are and never fewer than 7/8 of them.
+func TestGPFitSize(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 10: 10, 31: 31, 32: 32, 35: 32, 36: 36, 64: 64, 71: 64, 72: 72, 100: 96, 255: 240, 256: 256, 500: 480, 1000: 960} {
+		if got := gpFitSize(n); got != want {
+			t.Errorf("gpFitSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+	for n := range 5000 {
+		if got := gpFitSize(n); got > n || 8*got < 7*n {
+			t.Fatalf("gpFitSize(%d) = %d", n, got)
+		}
+	}
+}
+
+// TestGPAcquisitionGradient: the gradients of log EI and of the constrained acquisition
+// match finite differences (the categorical dimension's is 0).
+func TestGPAcquisitionGradient(t *testing.T) {
+	dims, _ := newDims(Space{
+		{Name: "x", Type: Float, Min: 0, Max: 1},
+		{Name: "y", Type: Float, Min: 0, Max: 1},
+		{Name: "c", Type: Categorical, Values: []string{"a", "b"}},
+	})
+	cat := []bool{false, false, true}
+	r := newRNG(1, 0, 99)
+	var xs [][]float64
+	var ys []float64
+	var cons [][]float64
+	for range 25 {
+		x := []float64{r.float64(), r.float64(), float64(r.intn(2))}
+		xs = append(xs, x)
+		ys = append(ys, math.Sin(5*x[0])+x[1]*x[1]+0.3*x[2])
+		// A noisy constraint: a noiseless one makes the feasibility model so sharp far
+		// inside the infeasible region that its posterior variance is rounding noise.
+		cons = append(cons, []float64{x[0] + x[1] - 1 + 0.1*r.norm()})
+	}
+	m := fitGP(dims, xs, ys)
+	c := newGPConstraints(cat, xs, ys, cons, xs, cons, nil)
+	m.best = c.bestFeasible(m)
+	acqs := map[string]func(x, g []float64) float64{
+		"logEI":       m.logEI,
+		"constrained": func(x, g []float64) float64 { return c.logAcquisition(m, x, g) },
+	}
+	for name, acq := range acqs {
+		for range 20 {
+			x := []float64{r.float64(), r.float64(), float64(r.intn(2))}
+			g := make([]float64, 3)
+			acq(x, g)
+			if g[2] != 0 {
+				t.Errorf("%s: gradient in the categorical dimension %v", name, g[2])
+			}
+			for j := range 2 {
+				const h = 1e-6
+				xp, xm := slices.Clone(x), slices.Clone(x)
+				xp[j] += h
+				xm[j] -= h
+				fd := (acq(xp, nil) - acq(xm, nil)) / (2 * h)
+				if math.Abs(fd-g[j]) > 1e-3*math.Max(1, math.Abs(fd)) {
+					t.Errorf("%s at %v: gradient[%d] = %.6g, finite difference %.6g", name, x, j, g[j], fd)
+				}
+			}
+		}
+	}
+}
+
+// TestGPWarp: the warp keeps the order of the scores, maps equal scores to one value,
+// and stays finite for scores near the float range's ends.
+func TestGPWarp(t *testing.T) {
+	ys := []float64{5, 1e6, -3, 2, 2, 40}
+	w := gpWarp(ys)
+	for i := range ys {
+		for j := range ys {
+			if (ys[i] < ys[j]) != (w[i] < w[j]) {
+				t.Errorf("order of %v and %v lost: %v, %v", ys[i], ys[j], w[i], w[j])
+			}
+		}
+	}
+	if w[3] != w[4] {
+		t.Errorf("equal scores warped to %v and %v", w[3], w[4])
+	}
+	for _, ys := range [][]float64{{7, 7, 7}, {-math.MaxFloat64, math.MaxFloat64, 0}} {
+		for _, v := range gpWarp(ys) {
+			if !finite(v) {
+				t.Errorf("gpWarp(%v) = %v", ys, gpWarp(ys))
+			}
+		}
+	}
+}
