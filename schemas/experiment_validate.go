@@ -128,6 +128,7 @@ func (s *ExperimentSpec) validateWith(p Path, outer []string, errs *ErrorList) {
 		add(Invalid(op.Child("stepMetric"), "must differ from metric"))
 	}
 	s.validateObjectives(p, errs)
+	s.validateAggregate(p, errs)
 	s.validateConstraints(p, errs)
 	s.validateConditions(p, errs)
 
