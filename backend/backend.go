@@ -151,3 +151,11 @@ type LogLine struct {
 	Time    time.Time `json:"time"`
 	Line    string    `json:"line"`
 }
+
+// WorkingDirs is implemented by a backend whose replicas' working directories the
+// worker can read (the local backend): the file metric collectors read there.
+type WorkingDirs interface {
+	// WorkingDir is where a replica with spec.workingDir wd runs, as a path of the
+	// worker's file system.
+	WorkingDir(wd string) string
+}

@@ -56,6 +56,8 @@ var workerKinds = registerWorkerKinds(
 				Workspaces:  d.workspaces,
 				Storage:     &storage.Policy{Root: d.cfg.StorageRoot, Workspaces: d.workspaces},
 				LogStream:   jetstream.LogsStream,
+				Events:      d.ev,
+				EventStream: jetstream.EventsStream,
 				Metrics:     d.cfg.Metrics,
 
 				HeartbeatBudget: d.cfg.HeartbeatBudget,

@@ -678,6 +678,12 @@ func (b *Backend) environ(ws string, r backend.ReplicaSpec, wsEnv, fwEnv []schem
 	return append(env, replicaMarker+"="+rdir)
 }
 
+var _ backend.WorkingDirs = (*Backend)(nil)
+
+// WorkingDir is where a replica with working directory wd runs: wd resolved against
+// the base directory. The sandbox binds it at the same path.
+func (b *Backend) WorkingDir(wd string) string { return b.workingDir(wd) }
+
 // workingDir resolves a replica's working directory against the base directory.
 func (b *Backend) workingDir(wd string) string {
 	if wd == "" {

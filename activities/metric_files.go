@@ -1,0 +1,218 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// DefaultMetricFilePoll is how often a metrics file is read while its replica runs.
+const DefaultMetricFilePoll = time.Second
+
+// maxMetricFileSize bounds what one read of a metrics file takes in: a larger file is
+// read no more (a warning says so).
+const maxMetricFileSize = 64 << 20
+
+// fileTail reads one metrics file of an attempt's first replica: new rows while it runs
+// and once more when it has ended. Rows are numbered by their place in the file; each
+// is published once as a metric event with an id made of the job, attempt, replica,
+// collector and row, and a restarted tail starts after the last row the event stream
+// holds for them, so a worker restart neither repeats nor loses a row.
+type fileTail struct {
+	a         *JobActivities
+	in        ForwardLogsInput
+	replica   schemas.ReplicaStatus
+	index     int // the collector's place in in.MetricFiles
+	collector schemas.FileCollector
+	path      string
+	// onValues hands each published row's values to the forwarding's result.
+	onValues func(events.Metrics)
+
+	published int64 // rows published so far
+	size      int64
+	mod       time.Time
+	warned    string
+}
+
+// source is the collector's MetricData.Source.
+func (t *fileTail) source() string { return "file:" + t.collector.Path }
+
+// metricFileTails are the tails of the first replica's metrics files; nil when the
+// job has none, the forwarder does not forward the first replica, or the backend keeps
+// no file the worker can read (a warning says so).
+func (a *JobActivities) metricFileTails(ctx context.Context, in ForwardLogsInput, onValues func(events.Metrics)) []*fileTail {
+	if len(in.MetricFiles) == 0 || len(in.Replicas) == 0 {
+		return nil
+	}
+	dirs, ok := a.Backend.(backend.WorkingDirs)
+	if !ok {
+		warn(ctx, "metrics files are read on the local backend only; this job's are not read",
+			"job", in.Ref.Job, "backend", a.Backend.Name())
+		return nil
+	}
+	wd := dirs.WorkingDir(in.WorkingDir)
+	out := make([]*fileTail, 0, len(in.MetricFiles))
+	for i, c := range in.MetricFiles {
+		out = append(out, &fileTail{a: a, in: in, replica: in.Replicas[0], index: i, collector: c,
+			path: filepath.Join(wd, filepath.FromSlash(c.Path)), onValues: onValues})
+	}
+	return out
+}
+
+// run reads the file every poll until stop is closed (the replica's output is drained),
+// then once more, to the end. A cancelled ctx ends it without the last read.
+func (t *fileTail) run(ctx context.Context, stop <-chan struct{}) error {
+	if err := t.resume(ctx); err != nil {
+		return err
+	}
+	poll := t.a.MetricFilePoll
+	if poll <= 0 {
+		poll = DefaultMetricFilePoll
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return t.read(ctx, true)
+		case <-tick.C:
+			if err := t.read(ctx, false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// resume finds the last row of this file the event stream holds for this attempt.
+func (t *fileTail) resume(ctx context.Context) error {
+	if t.a.Events == nil {
+		return errors.New("job activities have no event reader: metrics files cannot be read without repeating rows")
+	}
+	src := t.source()
+	err := t.a.Events.ReadUntil(ctx, t.a.EventStream, events.JobMetricsSubject(t.in.Ref.Workspace, t.in.Ref.Job), nil,
+		func(_ string, data []byte) error {
+			var ev events.Event
+			if json.Unmarshal(data, &ev) != nil || ev.Type != events.TypeJobMetric {
+				return nil //nolint:nilerr // not a metric event: skip it
+			}
+			var d events.MetricData
+			if json.Unmarshal(ev.Data, &d) != nil {
+				return nil //nolint:nilerr // unreadable: skip it
+			}
+			if d.UID == t.in.UID && d.Attempt == t.in.Ref.Attempt && d.Replica == t.replica.Name && d.Source == src {
+				t.published = max(t.published, d.Seq)
+			}
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("read where metrics file %s stops: %w", t.collector.Path, err)
+	}
+	return nil
+}
+
+// read publishes the rows of the file after the last one published. Unless final, a
+// file unchanged since the last read is not read again, and a last line still being
+// written waits. A file not written since the attempt started is another run's and is
+// left alone.
+func (t *fileTail) read(ctx context.Context, final bool) error {
+	st, err := os.Stat(t.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.warnOnce(ctx, "metrics file cannot be read", err)
+		return nil
+	}
+	if !t.in.Since.IsZero() && st.ModTime().Before(t.in.Since) {
+		return nil
+	}
+	if !final && st.Size() == t.size && st.ModTime().Equal(t.mod) {
+		return nil
+	}
+	if st.Size() > maxMetricFileSize {
+		t.warnOnce(ctx, "metrics file too large: no longer read", fmt.Errorf("%d bytes, at most %d", st.Size(), maxMetricFileSize))
+		return nil
+	}
+	data, err := os.ReadFile(t.path)
+	if err != nil {
+		t.warnOnce(ctx, "metrics file cannot be read", err)
+		return nil
+	}
+	rows, bad, err := parseMetricFile(t.collector.Format, data, final)
+	if errors.Is(err, errIncomplete) && !final {
+		return nil // read again at the next poll
+	}
+	if err != nil {
+		t.warnOnce(ctx, "metrics file cannot be read", err)
+		return nil
+	}
+	if bad != nil {
+		t.warnOnce(ctx, "rows of a metrics file left out", bad)
+	}
+	t.size, t.mod = st.Size(), st.ModTime()
+	var msgs []events.Msg
+	var vals []events.Metrics
+	last := t.published
+	for _, r := range rows {
+		if r.N <= t.published {
+			continue
+		}
+		last = r.N
+		if len(r.Values) == 0 {
+			continue
+		}
+		m, err := t.msg(r)
+		if err != nil {
+			t.warnOnce(ctx, "metrics row not published", err)
+			continue
+		}
+		msgs = append(msgs, m)
+		vals = append(vals, r.Values)
+	}
+	if len(msgs) > 0 {
+		if err := t.a.Publisher.Publish(ctx, msgs...); err != nil {
+			return fmt.Errorf("publish rows of metrics file %s: %w", t.collector.Path, err)
+		}
+	}
+	t.published = last
+	for _, v := range vals {
+		t.onValues(v)
+	}
+	return nil
+}
+
+// msg is the metric event of row r.
+func (t *fileTail) msg(r metricRow) (events.Msg, error) {
+	id := fmt.Sprintf("%s:a%d:%s:f%d:%d", t.in.UID, t.in.Ref.Attempt, t.replica.Name, t.index, r.N)
+	ev, err := events.New(id, events.TypeJobMetric, t.in.Ref.Workspace,
+		events.JobSource(t.in.Ref.Workspace, t.in.Ref.Job), t.in.Ref.Job, time.Now(),
+		events.MetricData{Job: t.in.Ref.Job, UID: t.in.UID, Attempt: t.in.Ref.Attempt, Replica: t.replica.Name,
+			Seq: r.N, Values: r.Values, Source: t.source()})
+	if err != nil {
+		return events.Msg{}, err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return events.Msg{}, err
+	}
+	return events.Msg{Subject: events.JobMetricsSubject(t.in.Ref.Workspace, t.in.Ref.Job), ID: id, Data: data}, nil
+}
+
+// warnOnce warns about a problem with the file, once per different message.
+func (t *fileTail) warnOnce(ctx context.Context, msg string, err error) {
+	if s := msg + err.Error(); s != t.warned {
+		t.warned = s
+		warn(ctx, msg, "job", t.in.Ref.Job, "file", t.collector.Path, "error", err)
+	}
+}
