@@ -115,9 +115,9 @@ type TrialState struct {
 	// what the value is made of (experiment_aggregate.go); reset for a retried trial.
 	Aggs       []metricAgg `json:"aggs,omitempty"`
 	Step       int64       `json:"step,omitempty"`
-	Message    string             `json:"message,omitempty"`
-	StartTime  *time.Time         `json:"startTime,omitempty"`
-	FinishTime *time.Time         `json:"finishTime,omitempty"`
+	Message    string      `json:"message,omitempty"`
+	StartTime  *time.Time  `json:"startTime,omitempty"`
+	FinishTime *time.Time  `json:"finishTime,omitempty"`
 	// PBT is the trial's lineage with algorithm pbt.
 	PBT *pbtLineage `json:"pbt,omitempty"`
 	// Enqueued is set on a trial whose parameters were enqueued rather than suggested.
