@@ -65,6 +65,14 @@ func aggregateOf(agg schemas.ObjectiveAggregate, values []float64) float64 {
 
 const writerEpochs = 4
 
+// aggregateField is the objective's aggregate field (none for the default).
+func aggregateField(agg schemas.ObjectiveAggregate) string {
+	if agg == "" {
+		return ""
+	}
+	return ", aggregate: " + string(agg)
+}
+
 // An experiment's objective read through each collector from a real python3 program
 // writing each library's format while it runs, with a different aggregate each: the
 // trials' values are the aggregates of what the program wrote, each objective report
@@ -96,7 +104,7 @@ metadata: {name: %s, workspace: %s}
 spec:
   searchSpace:
     - {name: lr, type: categorical, values: ["0.5", "1.0"]}
-  objective: {metric: %s, direction: maximize, aggregate: %q}
+  objective: {metric: %s, direction: maximize%s}
   algorithm: {name: grid}
   maxTrials: 2
   parallelism: 1
@@ -108,7 +116,7 @@ spec:
     roles: {worker: {replicas: 1}}
     metrics:
       collectors: [%s]
-`, tc.name, ws, tc.metric, tc.agg, dir, writer, tc.format, writerEpochs, tc.collector)
+`, tc.name, ws, tc.metric, aggregateField(tc.agg), dir, writer, tc.format, writerEpochs, tc.collector)
 			if _, err := env.api.CreateExperiment(ctx, []byte(spec)); err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +239,7 @@ spec:
 			t.Errorf("trial %d (lr %g): %s %q, value %v, want %v", tr.ID, lr, tr.Phase, tr.Message, tr.Value, want)
 		}
 	}
-	if x.Status.BestTrial == nil || fmt.Sprint(x.Status.Trials[*x.Status.BestTrial].Params["lr"]) != "1.0" {
+	if x.Status.BestTrial == nil || fmt.Sprint(x.Status.Trials[*x.Status.BestTrial].Params["lr"]) != "1" {
 		t.Errorf("best trial %v of %+v, want lr 1.0's", x.Status.BestTrial, x.Status.Trials)
 	}
 }
