@@ -54,6 +54,8 @@ type JobActivities struct {
 	// find where a restarted metrics file tail resumes (metric_files.go).
 	Events      EventReader
 	EventStream string
+	// MetricObjects reads the metrics files with s3:// paths; nil reads none.
+	MetricObjects MetricObjects
 	// MetricFilePoll is how often a metrics file is read while its replica runs.
 	// Default DefaultMetricFilePoll.
 	MetricFilePoll time.Duration

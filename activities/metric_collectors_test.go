@@ -1,8 +1,12 @@
 package activities
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,8 +20,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/storage"
 )
 
 func TestLineParserReadsRegexGroups(t *testing.T) {
@@ -328,3 +334,79 @@ func TestFileTailNeedsALocalBackend(t *testing.T) {
 type noDirs struct{ backend.Backend }
 
 func (noDirs) Name() string { return "kubernetes" }
+
+// s3Objects is an S3 stand-in for the tail tests.
+type s3Objects map[string]s3Object
+
+type s3Object struct {
+	data []byte
+	mod  time.Time
+}
+
+func (o s3Objects) StatObject(_ context.Context, uri string) (checkpoint.ObjectInfo, bool, error) {
+	obj, ok := o[uri]
+	return checkpoint.ObjectInfo{Size: int64(len(obj.data)), Modified: obj.mod, ETag: fmt.Sprintf("%x", sha256.Sum256(obj.data))}, ok, nil
+}
+
+func (o s3Objects) ReadObject(_ context.Context, uri string) ([]byte, error) {
+	obj, ok := o[uri]
+	if !ok {
+		return nil, errors.New("NoSuchKey")
+	}
+	return obj.data, nil
+}
+
+type fixedLocations []storage.Location
+
+func (l fixedLocations) Locations(context.Context, string) ([]storage.Location, error) { return l, nil }
+
+// An s3:// metrics file is read from the object, whole at each change, on any backend;
+// one outside the workspace's storage is refused.
+func TestFileTailReadsAnS3Object(t *testing.T) {
+	ctx := context.Background()
+	uri := "s3://dlc/workspaces/ml/runs/trainer_state.json"
+	objs := s3Objects{}
+	s := &memStream{}
+	state := readFixture(t, "trainer_state.json")
+	a := &JobActivities{Publisher: s, Events: s, Backend: noDirs{}, MetricObjects: objs,
+		Storage: fixedLocations{{Bucket: "dlc", Prefix: "workspaces/ml/"}}}
+	in := ForwardLogsInput{Ref: backend.GangRef{Workspace: "ml", Job: "train", Attempt: 0}, UID: "u1",
+		Replicas:    []schemas.ReplicaStatus{{Name: "train-a0-worker-0"}},
+		MetricFiles: []schemas.FileCollector{{Path: uri, Format: schemas.MetricFileHFTrainerState}}, Since: time.Now().Add(-time.Minute)}
+	tails := a.metricFileTails(ctx, in, func(events.Metrics) {})
+	if len(tails) != 1 {
+		t.Fatalf("%d tails on a backend without working directories, want the S3 one", len(tails))
+	}
+	tail := tails[0]
+	if err := tail.resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tail.read(ctx, false); err != nil { // no object yet
+		t.Fatal(err)
+	}
+	// The first save holds 3 entries of log_history; a later one all 7.
+	var doc map[string]any
+	if err := json.Unmarshal(bytes.ReplaceAll(state, []byte("NaN"), []byte("null")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["log_history"] = doc["log_history"].([]any)[:3]
+	first, _ := json.MarshalIndent(doc, "", "  ")
+	objs[uri] = s3Object{first, time.Now()}
+	if err := tail.read(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	objs[uri] = s3Object{state, time.Now()}
+	if err := tail.read(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	rows, dups := s.rows(t)
+	if len(rows) != 7 || len(dups) > 0 || rows[2].Values["eval_accuracy"] != 0.812 || rows[6].N != 7 {
+		t.Errorf("rows %v, published twice %v", rows, dups)
+	}
+
+	in.MetricFiles[0].Path = "s3://dlc/workspaces/other/trainer_state.json"
+	if err := a.metricFileTails(ctx, in, nil)[0].resume(ctx); ErrorType(err) != ErrTypeInvalidSpec ||
+		!strings.Contains(err.Error(), "outside workspace ml's storage") {
+		t.Errorf("a file outside the workspace's storage: %v", err)
+	}
+}

@@ -8,12 +8,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/opendlc/opendlc/backend"
+	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 )
+
+// MetricObjects reads the S3 objects of metrics file collectors with s3:// paths
+// (checkpoint.Store).
+type MetricObjects interface {
+	// StatObject describes the object; found is false when there is none.
+	StatObject(ctx context.Context, uri string) (info checkpoint.ObjectInfo, found bool, err error)
+	// ReadObject returns its content.
+	ReadObject(ctx context.Context, uri string) ([]byte, error)
+}
 
 // DefaultMetricFilePoll is how often a metrics file is read while its replica runs.
 const DefaultMetricFilePoll = time.Second
@@ -33,15 +44,20 @@ type fileTail struct {
 	replica   schemas.ReplicaStatus
 	index     int // the collector's place in in.MetricFiles
 	collector schemas.FileCollector
-	path      string
+	// path is the file on the worker's file system, or the S3 object (s3://).
+	path string
 	// onValues hands each published row's values to the forwarding's result.
 	onValues func(events.Metrics)
 
 	published int64 // rows published so far
 	size      int64
 	mod       time.Time
+	etag      string
 	warned    string
 }
+
+// fileTails reads a file on the worker's file system; s3 an S3 object.
+func (t *fileTail) s3() bool { return strings.HasPrefix(t.path, "s3://") }
 
 // source is the collector's MetricData.Source.
 func (t *fileTail) source() string { return "file:" + t.collector.Path }
@@ -53,17 +69,27 @@ func (a *JobActivities) metricFileTails(ctx context.Context, in ForwardLogsInput
 	if len(in.MetricFiles) == 0 || len(in.Replicas) == 0 {
 		return nil
 	}
-	dirs, ok := a.Backend.(backend.WorkingDirs)
-	if !ok {
-		warn(ctx, "metrics files are read on the local backend only; this job's are not read",
-			"job", in.Ref.Job, "backend", a.Backend.Name())
-		return nil
-	}
-	wd := dirs.WorkingDir(in.WorkingDir)
+	dirs, local := a.Backend.(backend.WorkingDirs)
 	out := make([]*fileTail, 0, len(in.MetricFiles))
 	for i, c := range in.MetricFiles {
-		out = append(out, &fileTail{a: a, in: in, replica: in.Replicas[0], index: i, collector: c,
-			path: filepath.Join(wd, filepath.FromSlash(c.Path)), onValues: onValues})
+		t := &fileTail{a: a, in: in, replica: in.Replicas[0], index: i, collector: c, path: c.Path, onValues: onValues}
+		switch {
+		case strings.HasPrefix(c.Path, "s3://"):
+			if a.MetricObjects == nil {
+				warn(ctx, "this worker reads no S3 objects: metrics file not read", "job", in.Ref.Job, "file", c.Path)
+				continue
+			}
+		case !local:
+			warn(ctx, "metrics files in the working directory are read on the local backend only: not read",
+				"job", in.Ref.Job, "file", c.Path, "backend", a.Backend.Name())
+			continue
+		default:
+			t.path = filepath.Join(dirs.WorkingDir(in.WorkingDir), filepath.FromSlash(c.Path))
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
@@ -94,8 +120,19 @@ func (t *fileTail) run(ctx context.Context, stop <-chan struct{}) error {
 	}
 }
 
-// resume finds the last row of this file the event stream holds for this attempt.
+// resume finds the last row of this file the event stream holds for this attempt. An
+// S3 object outside the workspace's storage is refused (the launch refuses such a job
+// already; this guards a job whose workspace's locations changed since).
 func (t *fileTail) resume(ctx context.Context) error {
+	if t.s3() {
+		ok, err := t.a.mayRead(ctx, t.in.Ref.Workspace, t.path)
+		if err != nil {
+			return fmt.Errorf("storage of workspace %s: %w", t.in.Ref.Workspace, err)
+		}
+		if !ok {
+			return invalidSpec(fmt.Errorf("metrics file %s is outside workspace %s's storage", t.path, t.in.Ref.Workspace))
+		}
+	}
 	if t.a.Events == nil {
 		return errors.New("job activities have no event reader: metrics files cannot be read without repeating rows")
 	}
@@ -126,25 +163,25 @@ func (t *fileTail) resume(ctx context.Context) error {
 // written waits. A file not written since the attempt started is another run's and is
 // left alone.
 func (t *fileTail) read(ctx context.Context, final bool) error {
-	st, err := os.Stat(t.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	st, found, err := t.stat(ctx)
 	if err != nil {
 		t.warnOnce(ctx, "metrics file cannot be read", err)
 		return nil
 	}
-	if !t.in.Since.IsZero() && st.ModTime().Before(t.in.Since) {
+	if !found {
 		return nil
 	}
-	if !final && st.Size() == t.size && st.ModTime().Equal(t.mod) {
+	if !t.in.Since.IsZero() && st.Modified.Before(t.in.Since) {
 		return nil
 	}
-	if st.Size() > maxMetricFileSize {
-		t.warnOnce(ctx, "metrics file too large: no longer read", fmt.Errorf("%d bytes, at most %d", st.Size(), maxMetricFileSize))
+	if !final && st.Size == t.size && st.Modified.Equal(t.mod) && st.ETag == t.etag {
 		return nil
 	}
-	data, err := os.ReadFile(t.path)
+	if st.Size > maxMetricFileSize {
+		t.warnOnce(ctx, "metrics file too large: no longer read", fmt.Errorf("%d bytes, at most %d", st.Size, maxMetricFileSize))
+		return nil
+	}
+	data, err := t.content(ctx)
 	if err != nil {
 		t.warnOnce(ctx, "metrics file cannot be read", err)
 		return nil
@@ -160,7 +197,7 @@ func (t *fileTail) read(ctx context.Context, final bool) error {
 	if bad != nil {
 		t.warnOnce(ctx, "rows of a metrics file left out", bad)
 	}
-	t.size, t.mod = st.Size(), st.ModTime()
+	t.size, t.mod, t.etag = st.Size, st.Modified, st.ETag
 	var msgs []events.Msg
 	var vals []events.Metrics
 	last := t.published
@@ -190,6 +227,29 @@ func (t *fileTail) read(ctx context.Context, final bool) error {
 		t.onValues(v)
 	}
 	return nil
+}
+
+// stat describes the file or object; found is false while there is none.
+func (t *fileTail) stat(ctx context.Context) (checkpoint.ObjectInfo, bool, error) {
+	if t.s3() {
+		return t.a.MetricObjects.StatObject(ctx, t.path)
+	}
+	st, err := os.Stat(t.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return checkpoint.ObjectInfo{}, false, nil
+	}
+	if err != nil {
+		return checkpoint.ObjectInfo{}, false, err
+	}
+	return checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime()}, true, nil
+}
+
+// content reads the whole file or object.
+func (t *fileTail) content(ctx context.Context) ([]byte, error) {
+	if t.s3() {
+		return t.a.MetricObjects.ReadObject(ctx, t.path)
+	}
+	return os.ReadFile(t.path)
 }
 
 // msg is the metric event of row r.

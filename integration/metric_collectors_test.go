@@ -298,3 +298,46 @@ func TestMetricsFileSurvivesAWorkerKill(t *testing.T) {
 		}
 	}
 }
+
+// A metrics file the program uploads to S3 (whole, after each epoch) is read from the
+// object: the objective, each row once.
+func TestExperimentObjectiveFromAnS3File(t *testing.T) {
+	t.Parallel()
+	ctx := itest.Context(t, 4*time.Minute)
+	ws := workspace(t)
+	uri := fmt.Sprintf("s3://dlc/%s/metrics/run.jsonl", ws)
+	spec := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Experiment
+metadata: {name: from-s3, workspace: %s}
+spec:
+  searchSpace:
+    - {name: lr, type: categorical, values: ["0.5", "1.0"]}
+  objective: {metric: accuracy, direction: maximize, aggregate: best}
+  algorithm: {name: grid}
+  maxTrials: 2
+  parallelism: 1
+  maxTrialRetries: 0
+  trialTemplate:
+    framework: custom
+    command: [/usr/bin/python3, %s, s3-jsonl, "${params.lr}", "%d", "0.3"]
+    env: [{name: METRICS_URI, value: %q}]
+    roles: {worker: {replicas: 1}}
+    metrics: {collectors: [{file: {path: %q, format: jsonl}}]}
+`, ws, metricWriter(t), writerEpochs, uri, uri)
+	if _, err := env.api.CreateExperiment(ctx, []byte(spec)); err != nil {
+		t.Fatal(err)
+	}
+	x := waitExperiment(t, ctx, env.api, ws, "from-s3")
+	if x.Status.Phase != schemas.ExperimentSucceeded || len(x.Status.Trials) != 2 {
+		t.Fatalf("%s (%s), %d trials", x.Status.Phase, x.Status.Message, len(x.Status.Trials))
+	}
+	for _, tr := range x.Status.Trials {
+		lr, _ := strconv.ParseFloat(fmt.Sprint(tr.Params["lr"]), 64)
+		want := writerAccuracy(lr, 2) // the best epoch
+		if tr.Phase != schemas.TrialCompleted || tr.Value == nil || *tr.Value != want || len(tr.Reports) != writerEpochs {
+			t.Errorf("trial %d (lr %g): %s %q, value %v, want %v; reports %+v", tr.ID, lr, tr.Phase, tr.Message, tr.Value, want, tr.Reports)
+		}
+		checkFileRows(t, ctx, ws, tr.Job, writerEpochs)
+	}
+}

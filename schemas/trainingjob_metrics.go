@@ -3,6 +3,7 @@ package schemas
 import (
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -66,11 +67,15 @@ var MetricFileFormats = []MetricFileFormat{MetricFileJSONL, MetricFileCSV, Metri
 // only) and once more when it ends.
 type FileCollector struct {
 	// Path is relative to the replica's working directory (spec.workingDir), without
-	// "..". Local backend only.
+	// ".." (local backend only), or an S3 object, s3://bucket/key, inside the
+	// workspace's storage (any backend).
 	Path string `json:"path" jsonschema:"maxLength=1024"`
 	// Format is jsonl, csv or hf-trainer-state.
 	Format MetricFileFormat `json:"format" jsonschema:"enum=jsonl,enum=csv,enum=hf-trainer-state"`
 }
+
+// s3ObjectRE matches an S3 object a file collector reads: a bucket name and a key.
+var s3ObjectRE = regexp.MustCompile(`^s3://[a-z0-9][-a-z0-9.]{1,61}[a-z0-9]/[^/].*[^/]$|^s3://[a-z0-9][-a-z0-9.]{1,61}[a-z0-9]/[^/]$`)
 
 // metricNameRE matches a metric name (a stdout collector's group names).
 var metricNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]+$`)
@@ -103,7 +108,13 @@ func (s *TrainingJobSpec) validateMetrics(p Path, errs *ErrorList) {
 		switch {
 		case f.Path == "": // required by its tag
 		case strings.HasPrefix(f.Path, "s3://"):
-			add(Invalid(fp.Child("path"), "s3:// paths are not supported yet: give a path relative to the working directory"))
+			if !s3ObjectRE.MatchString(f.Path) || slices.ContainsFunc(strings.Split(f.Path[5:], "/"), func(seg string) bool { return seg == "" || seg == "." || seg == ".." }) {
+				add(Invalid(fp.Child("path"), "must be an S3 object, s3://bucket/key (no empty, . or .. segments), or a path relative to the working directory"))
+			} else if j, dup := paths[f.Path]; dup {
+				add(Invalid(fp.Child("path"), "duplicate file (first at %s)", cp.Index(j)))
+			} else {
+				paths[f.Path] = i
+			}
 		case path.IsAbs(f.Path) || strings.HasPrefix(f.Path, "\\"):
 			add(Invalid(fp.Child("path"), "must be relative to the replica's working directory"))
 		case path.Clean(f.Path) == ".." || strings.HasPrefix(path.Clean(f.Path), "../"):

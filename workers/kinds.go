@@ -60,6 +60,8 @@ var workerKinds = registerWorkerKinds(
 				EventStream: jetstream.EventsStream,
 				Metrics:     d.cfg.Metrics,
 
+				MetricObjects: d.store,
+
 				HeartbeatBudget: d.cfg.HeartbeatBudget,
 			})
 			return registerLogArchive(r, d.cfg, d.workspaces)

@@ -4,8 +4,10 @@ metric collector tests (integration/metric_collectors_test.go).
     metric_writer.py FORMAT LR EPOCHS SLEEP
 
 FORMAT is stdout (Keras' progress line), jsonl, lightning (Lightning's CSVLogger
-metrics.csv), keras (Keras' CSVLogger training.log) or hf (Hugging Face Trainer's
-trainer_state.json). Each epoch e (from 1) logs accuracy(e) = LR * SHAPE[(e-1) % 4] and
+metrics.csv), keras (Keras' CSVLogger training.log), hf (Hugging Face Trainer's
+trainer_state.json) or s3-jsonl (JSON lines uploaded whole to the S3 object
+$METRICS_URI after each epoch, with boto3, on the stack's S3: DLC_S3_ENDPOINT and the
+AWS_* variables every replica gets). Each epoch e (from 1) logs accuracy(e) = LR * SHAPE[(e-1) % 4] and
 latency(e) = LATENCY[(e-1) % 4]; the test computes the same. The files are written as
 the libraries write them: csv.DictWriter rows ending in \\r\\n, Lightning's sorted header
 rewritten when validation metrics first appear, trainer_state.json rewritten in place
@@ -131,6 +133,20 @@ def hf(lr, epochs, pause):
             f.write(json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
+def s3_jsonl(lr, epochs, pause):
+    import boto3
+    from botocore.config import Config
+
+    bucket, key = os.environ["METRICS_URI"][len("s3://"):].split("/", 1)
+    s3 = boto3.client("s3", endpoint_url=os.environ["DLC_S3_ENDPOINT"], region_name=os.environ.get("AWS_REGION", "us-east-1"),
+                      config=Config(s3={"addressing_style": "path"}))
+    lines = []
+    for e in range(1, epochs + 1):
+        time.sleep(pause)
+        lines.append(json.dumps({"step": e, "accuracy": accuracy(lr, e), "latency_ms": latency(e)}))
+        s3.put_object(Bucket=bucket, Key=key, Body=("\n".join(lines) + "\n").encode())
+
+
 if __name__ == "__main__":
     fmt, lr, epochs, pause = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-    {"stdout": stdout, "jsonl": jsonl, "lightning": lightning, "keras": keras, "hf": hf}[fmt](lr, epochs, pause)
+    {"stdout": stdout, "jsonl": jsonl, "lightning": lightning, "keras": keras, "hf": hf, "s3-jsonl": s3_jsonl}[fmt](lr, epochs, pause)
