@@ -410,3 +410,49 @@ func TestFileTailReadsAnS3Object(t *testing.T) {
 		t.Errorf("a file outside the workspace's storage: %v", err)
 	}
 }
+
+// Hugging Face's Trainer writes trainer_state.json into each checkpoint-N directory it
+// saves (and removes old ones beyond save_total_limit): a pattern reads the newest.
+func TestFileTailFollowsTheNewestCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	var doc map[string]any
+	if err := json.Unmarshal(bytes.ReplaceAll(readFixture(t, "trainer_state.json"), []byte("NaN"), []byte("null")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	history := doc["log_history"].([]any)
+	save := func(step, entries int, mod time.Time) {
+		t.Helper()
+		doc["log_history"] = history[:entries]
+		data, _ := json.MarshalIndent(doc, "", "  ")
+		p := filepath.Join(dir, "out", fmt.Sprintf("checkpoint-%d", step), "trainer_state.json")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &memStream{}
+	tail := newTail(t, s, dir, schemas.FileCollector{Path: "out/checkpoint-*/trainer_state.json", Format: schemas.MetricFileHFTrainerState}, time.Now().Add(-time.Minute))
+	now := time.Now()
+	save(100, 2, now.Add(-30*time.Second))
+	if err := tail.read(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	// checkpoint-250 sorts before checkpoint-50 but is newer; checkpoint-100 is gone.
+	save(50, 1, now.Add(-20*time.Second))
+	save(250, 7, now.Add(-10*time.Second))
+	if err := os.RemoveAll(filepath.Join(dir, "out", "checkpoint-100")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tail.read(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	rows, dups := s.rows(t)
+	if len(rows) != 7 || len(dups) > 0 || rows[6].Values["train_loss"] != 0.4519341888427734 {
+		t.Errorf("rows %v, published twice %v", rows, dups)
+	}
+}

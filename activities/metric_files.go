@@ -44,8 +44,10 @@ type fileTail struct {
 	replica   schemas.ReplicaStatus
 	index     int // the collector's place in in.MetricFiles
 	collector schemas.FileCollector
-	// path is the file on the worker's file system, or the S3 object (s3://).
-	path string
+	// path is the file on the worker's file system (or a pattern of files, of which
+	// current is the newest), or the S3 object (s3://).
+	path    string
+	current string
 	// onValues hands each published row's values to the forwarding's result.
 	onValues func(events.Metrics)
 
@@ -234,6 +236,10 @@ func (t *fileTail) stat(ctx context.Context) (checkpoint.ObjectInfo, bool, error
 	if t.s3() {
 		return t.a.MetricObjects.StatObject(ctx, t.path)
 	}
+	t.current = t.path
+	if strings.ContainsAny(t.path, "*?[") {
+		return t.newestMatch()
+	}
 	st, err := os.Stat(t.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return checkpoint.ObjectInfo{}, false, nil
@@ -244,12 +250,33 @@ func (t *fileTail) stat(ctx context.Context) (checkpoint.ObjectInfo, bool, error
 	return checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime()}, true, nil
 }
 
+// newestMatch makes current the most recently modified file the pattern matches (the
+// Trainer's newest checkpoint-N/trainer_state.json; of two as new, the last by name).
+func (t *fileTail) newestMatch() (checkpoint.ObjectInfo, bool, error) {
+	matches, err := filepath.Glob(t.path)
+	if err != nil {
+		return checkpoint.ObjectInfo{}, false, err
+	}
+	var best checkpoint.ObjectInfo
+	found := false
+	for _, m := range matches { // Glob sorts them
+		st, err := os.Stat(m)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // removed meanwhile (save_total_limit), or a directory
+		}
+		if !found || !st.ModTime().Before(best.Modified) {
+			best, found, t.current = checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime(), ETag: m}, true, m
+		}
+	}
+	return best, found, nil
+}
+
 // content reads the whole file or object.
 func (t *fileTail) content(ctx context.Context) ([]byte, error) {
 	if t.s3() {
 		return t.a.MetricObjects.ReadObject(ctx, t.path)
 	}
-	return os.ReadFile(t.path)
+	return os.ReadFile(t.current)
 }
 
 // msg is the metric event of row r.

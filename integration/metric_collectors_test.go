@@ -92,7 +92,7 @@ func TestExperimentObjectiveThroughEachCollector(t *testing.T) {
 		{"mc-jsonl", "jsonl", "accuracy", `{file: {path: metrics.jsonl, format: jsonl}}`, schemas.AggregateMax, writerEpochs},
 		{"mc-lightning", "lightning", "val_acc", `{file: {path: lightning_logs/version_0/metrics.csv, format: csv}}`, schemas.AggregateBest, 2 * writerEpochs},
 		{"mc-keras", "keras", "val_accuracy", `{file: {path: training.log, format: csv}}`, schemas.AggregateMin, writerEpochs},
-		{"mc-hf", "hf", "eval_accuracy", `{file: {path: out/trainer_state.json, format: hf-trainer-state}}`, schemas.AggregateMean, 2 * writerEpochs},
+		{"mc-hf", "hf", "eval_accuracy", `{file: {path: "out/checkpoint-*/trainer_state.json", format: hf-trainer-state}}`, schemas.AggregateMean, 2 * writerEpochs},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
 			t.Parallel()

@@ -68,7 +68,8 @@ var MetricFileFormats = []MetricFileFormat{MetricFileJSONL, MetricFileCSV, Metri
 type FileCollector struct {
 	// Path is relative to the replica's working directory (spec.workingDir), without
 	// ".." (local backend only), or an S3 object, s3://bucket/key, inside the
-	// workspace's storage (any backend).
+	// workspace's storage (any backend). For hf-trainer-state a relative path may be a
+	// pattern (out/checkpoint-*/trainer_state.json): the newest file it matches is read.
 	Path string `json:"path" jsonschema:"maxLength=1024"`
 	// Format is jsonl, csv or hf-trainer-state.
 	Format MetricFileFormat `json:"format" jsonschema:"enum=jsonl,enum=csv,enum=hf-trainer-state"`
@@ -108,7 +109,9 @@ func (s *TrainingJobSpec) validateMetrics(p Path, errs *ErrorList) {
 		switch {
 		case f.Path == "": // required by its tag
 		case strings.HasPrefix(f.Path, "s3://"):
-			if !s3ObjectRE.MatchString(f.Path) || slices.ContainsFunc(strings.Split(f.Path[5:], "/"), func(seg string) bool { return seg == "" || seg == "." || seg == ".." }) {
+			if strings.ContainsAny(f.Path, "*?[") {
+				add(Invalid(fp.Child("path"), "an s3:// path names one object: patterns are for paths relative to the working directory"))
+			} else if !s3ObjectRE.MatchString(f.Path) || slices.ContainsFunc(strings.Split(f.Path[5:], "/"), func(seg string) bool { return seg == "" || seg == "." || seg == ".." }) {
 				add(Invalid(fp.Child("path"), "must be an S3 object, s3://bucket/key (no empty, . or .. segments), or a path relative to the working directory"))
 			} else if j, dup := paths[f.Path]; dup {
 				add(Invalid(fp.Child("path"), "duplicate file (first at %s)", cp.Index(j)))
@@ -121,6 +124,10 @@ func (s *TrainingJobSpec) validateMetrics(p Path, errs *ErrorList) {
 			add(Invalid(fp.Child("path"), "must stay inside the working directory (no ..)"))
 		case strings.ContainsRune(f.Path, 0):
 			add(Invalid(fp.Child("path"), "must not hold a NUL byte"))
+		case strings.ContainsAny(f.Path, "*?[") && f.Format != MetricFileHFTrainerState:
+			add(Invalid(fp.Child("path"), "a pattern (*, ?, [...]) is for format hf-trainer-state only (the newest checkpoint-*/trainer_state.json)"))
+		case strings.ContainsAny(f.Path, "*?[") && !validGlob(f.Path):
+			add(Invalid(fp.Child("path"), "is not a valid pattern (path.Match syntax)"))
 		default:
 			clean := path.Clean(f.Path)
 			if j, dup := paths[clean]; dup {
@@ -130,6 +137,12 @@ func (s *TrainingJobSpec) validateMetrics(p Path, errs *ErrorList) {
 			}
 		}
 	}
+}
+
+// validGlob reports whether pattern has path.Match's syntax.
+func validGlob(pattern string) bool {
+	_, err := path.Match(pattern, "")
+	return err == nil
 }
 
 func validateStdoutCollector(c *StdoutCollector, p Path, errs *ErrorList) {

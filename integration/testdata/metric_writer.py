@@ -5,7 +5,8 @@ metric collector tests (integration/metric_collectors_test.go).
 
 FORMAT is stdout (Keras' progress line), jsonl, lightning (Lightning's CSVLogger
 metrics.csv), keras (Keras' CSVLogger training.log), hf (Hugging Face Trainer's
-trainer_state.json) or s3-jsonl (JSON lines uploaded whole to the S3 object
+trainer_state.json in each checkpoint-<step>/ directory, the last two kept, and in out/
+at the end) or s3-jsonl (JSON lines uploaded whole to the S3 object
 $METRICS_URI after each epoch, with boto3, on the stack's S3: DLC_S3_ENDPOINT and the
 AWS_* variables every replica gets). Each epoch e (from 1) logs accuracy(e) = LR * SHAPE[(e-1) % 4] and
 latency(e) = LATENCY[(e-1) % 4]; the test computes the same. The files are written as
@@ -17,6 +18,7 @@ with json.dumps(indent=2, sort_keys=True).
 import csv
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -115,7 +117,8 @@ def keras(lr, epochs, pause):
 
 
 def hf(lr, epochs, pause):
-    os.makedirs("out", exist_ok=True)
+    shutil.rmtree("out", ignore_errors=True)
+    os.makedirs("out")
     state = {"best_metric": None, "best_model_checkpoint": None, "epoch": 0.0, "eval_steps": 10, "global_step": 0,
              "is_hyper_param_search": False, "is_local_process_zero": True, "is_world_process_zero": True,
              "log_history": [], "logging_steps": 10, "max_steps": epochs * 10, "num_input_tokens_seen": 0,
@@ -129,8 +132,16 @@ def hf(lr, epochs, pause):
         state["log_history"].append({"epoch": float(e), "eval_accuracy": a, "eval_loss": 1 - a, "eval_runtime": 0.5,
                                      "eval_samples_per_second": 200.0, "eval_steps_per_second": 25.0, "step": step})
         state["epoch"], state["global_step"] = float(e), step
-        with open("out/trainer_state.json", "w") as f:  # in place, as Trainer.save_state does
+        # Trainer._save_checkpoint: the state goes into checkpoint-<step>/, and with
+        # save_total_limit 2 the oldest checkpoint beyond two is removed.
+        ckpt = f"out/checkpoint-{step}"
+        os.makedirs(ckpt, exist_ok=True)
+        with open(f"{ckpt}/trainer_state.json", "w") as f:
             f.write(json.dumps(state, indent=2, sort_keys=True) + "\n")
+        if e > 2:
+            shutil.rmtree(f"out/checkpoint-{step - 20}")
+    with open("out/trainer_state.json", "w") as f:  # Trainer.save_state at the end
+        f.write(json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
 def s3_jsonl(lr, epochs, pause):
