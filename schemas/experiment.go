@@ -493,8 +493,9 @@ type TrialStatus struct {
 	// Params are the trial's parameter values: numbers, or the chosen categorical
 	// values.
 	Params map[string]any `json:"params"`
-	// Value is the trial's objective: its last reported value (for a pruned trial, the
-	// value at the step where it was stopped). With objectives, the first one's.
+	// Value is the trial's objective: the aggregate of its reports (objective.aggregate:
+	// the last value by default), or a weighted objective's sum (for a pruned trial, up
+	// to the step where it was stopped). With objectives, the first one's last value.
 	Value *float64 `json:"value,omitempty"`
 	// Values are, with objectives, the last reported value of each objective metric.
 	Values map[string]float64 `json:"values,omitempty"`
