@@ -17,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
+	"github.com/opendlc/opendlc/workflows"
 )
 
 // metricWriter is the trainer stand-in that logs metrics as the libraries do.
@@ -242,6 +243,10 @@ spec:
 	if x.Status.BestTrial == nil || fmt.Sprint(x.Status.Trials[*x.Status.BestTrial].Params["lr"]) != "1" {
 		t.Errorf("best trial %v of %+v, want lr 1.0's", x.Status.BestTrial, x.Status.Trials)
 	}
+	// An experiment whose watch returns weighted components and keeps aggregates, and a
+	// job whose forwarder reads a metrics file, for the replay tests.
+	recordHistory(t, ctx, workflows.ExperimentWorkflowID(ws, "weighted"), "experiment_weighted_objective.json")
+	recordHistory(t, ctx, workflows.JobWorkflowID(ws, x.Status.Trials[0].Job), "training_job_metrics_file.json")
 }
 
 // A worker SIGKILLed while the replica writes its metrics file: the replica runs on,
