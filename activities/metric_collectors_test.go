@@ -456,3 +456,33 @@ func TestFileTailFollowsTheNewestCheckpoint(t *testing.T) {
 		t.Errorf("rows %v, published twice %v", rows, dups)
 	}
 }
+
+// The forwarder publishes a line a stdout collector matched as a metric event, like a
+// metric line, with the line's sequence number.
+func TestForwarderPublishesRegexMatches(t *testing.T) {
+	p, err := newLineParser([]string{`loss: (?P<loss>[0-9.]+) - acc: (?P<accuracy>[0-9.]+)`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &logForwarder{in: ForwardLogsInput{Ref: backend.GangRef{Workspace: "ws", Job: "j", Attempt: 1}, UID: "u"},
+		replica: schemas.ReplicaStatus{Name: "j-worker-0"}, parser: p}
+	m, ok := f.metricMsg(context.Background(), backend.LogLine{Seq: 12, Line: "100/100 [====] - 1s - loss: 0.7500 - acc: 0.25"})
+	if !ok {
+		t.Fatal("no metric event")
+	}
+	var ev events.Event
+	var d events.MetricData
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != "u:a1:j-worker-0:m12" || m.Subject != "dlc.ws.job.j.metrics" || d.Seq != 12 || d.Source != "" ||
+		!cmp.Equal(d.Values, events.Metrics{"loss": 0.75, "accuracy": 0.25}) {
+		t.Errorf("message %s on %s: %+v", m.ID, m.Subject, d)
+	}
+	if _, ok := f.metricMsg(context.Background(), backend.LogLine{Seq: 13, Line: "Epoch 2/4"}); ok {
+		t.Error("a line without a match published")
+	}
+}
