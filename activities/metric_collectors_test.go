@@ -217,7 +217,7 @@ type dirBackend struct {
 	dir string
 }
 
-func (b dirBackend) WorkingDir(string) string { return b.dir }
+func (b dirBackend) WorkingDir(string) (string, bool) { return b.dir, true }
 
 func newTail(t *testing.T, s *memStream, dir string, c schemas.FileCollector, since time.Time) *fileTail {
 	t.Helper()
@@ -486,3 +486,63 @@ func TestForwarderPublishesRegexMatches(t *testing.T) {
 		t.Error("a line without a match published")
 	}
 }
+
+// A metrics file that is a symbolic link out of the working directory is not read: a
+// job cannot have the worker read another file of the host. A link inside it is.
+func TestFileTailStaysInTheWorkingDirectory(t *testing.T) {
+	root := t.TempDir()
+	wd, outside := filepath.Join(root, "wd"), filepath.Join(root, "secret.csv")
+	if err := os.MkdirAll(filepath.Join(wd, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("epoch,secret\n0,42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(wd, "metrics.csv")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../..", filepath.Join(wd, "logs", "up")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"metrics.csv", "logs/up/secret.csv"} {
+		s := &memStream{}
+		tail := newTail(t, s, wd, schemas.FileCollector{Path: p, Format: schemas.MetricFileCSV}, time.Time{})
+		if err := tail.read(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+		if rows, _ := s.rows(t); len(rows) != 0 || !strings.Contains(tail.warned, "leads out of the working directory") {
+			t.Errorf("%s: read %v (warned %q)", p, rows, tail.warned)
+		}
+	}
+	// A link that stays inside is followed.
+	if err := os.WriteFile(filepath.Join(wd, "logs", "real.csv"), []byte("epoch,loss\n0,0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("logs/real.csv", filepath.Join(wd, "inside.csv")); err != nil {
+		t.Fatal(err)
+	}
+	s := &memStream{}
+	tail := newTail(t, s, wd, schemas.FileCollector{Path: "inside.csv", Format: schemas.MetricFileCSV}, time.Time{})
+	if err := tail.read(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := s.rows(t); len(rows) != 1 || rows[0].Values["loss"] != 0.5 {
+		t.Errorf("a link inside the working directory: %v", rows)
+	}
+}
+
+// In the local sandbox the worker reads no file of the working directory; S3 objects
+// it still reads.
+func TestFileTailInTheSandbox(t *testing.T) {
+	a := &JobActivities{Backend: sandboxed{}, MetricObjects: s3Objects{}}
+	in := ForwardLogsInput{Replicas: []schemas.ReplicaStatus{{Name: "r"}}, MetricFiles: []schemas.FileCollector{
+		{Path: "m.csv", Format: schemas.MetricFileCSV}, {Path: "s3://dlc/ws/m.csv", Format: schemas.MetricFileCSV}}}
+	tails := a.metricFileTails(context.Background(), in, nil)
+	if len(tails) != 1 || tails[0].path != "s3://dlc/ws/m.csv" {
+		t.Errorf("tails in the sandbox: %+v", tails)
+	}
+}
+
+type sandboxed struct{ backend.Backend }
+
+func (sandboxed) WorkingDir(wd string) (string, bool) { return wd, false }

@@ -48,6 +48,8 @@ type fileTail struct {
 	// current is the newest), or the S3 object (s3://).
 	path    string
 	current string
+	// dir is the working directory a local path must stay in, symbolic links resolved.
+	dir string
 	// onValues hands each published row's values to the forwarding's result.
 	onValues func(events.Metrics)
 
@@ -72,6 +74,10 @@ func (a *JobActivities) metricFileTails(ctx context.Context, in ForwardLogsInput
 		return nil
 	}
 	dirs, local := a.Backend.(backend.WorkingDirs)
+	wd, readable := "", false
+	if local {
+		wd, readable = dirs.WorkingDir(in.WorkingDir)
+	}
 	out := make([]*fileTail, 0, len(in.MetricFiles))
 	for i, c := range in.MetricFiles {
 		t := &fileTail{a: a, in: in, replica: in.Replicas[0], index: i, collector: c, path: c.Path, onValues: onValues}
@@ -85,8 +91,12 @@ func (a *JobActivities) metricFileTails(ctx context.Context, in ForwardLogsInput
 			warn(ctx, "metrics files in the working directory are read on the local backend only: not read",
 				"job", in.Ref.Job, "file", c.Path, "backend", a.Backend.Name())
 			continue
+		case !readable:
+			warn(ctx, "metrics files in the working directory are not read in the local sandbox (use an s3:// path): not read",
+				"job", in.Ref.Job, "file", c.Path)
+			continue
 		default:
-			t.path = filepath.Join(dirs.WorkingDir(in.WorkingDir), filepath.FromSlash(c.Path))
+			t.dir, t.path = wd, filepath.Join(wd, filepath.FromSlash(c.Path))
 		}
 		out = append(out, t)
 	}
@@ -240,14 +250,36 @@ func (t *fileTail) stat(ctx context.Context) (checkpoint.ObjectInfo, bool, error
 	if strings.ContainsAny(t.path, "*?[") {
 		return t.newestMatch()
 	}
-	st, err := os.Stat(t.path)
+	return t.statLocal(t.path)
+}
+
+// statLocal describes the local file p, which must be a regular file inside the
+// working directory once symbolic links are resolved: a link out of it is refused, so
+// a job cannot have the worker read another file of the host.
+func (t *fileTail) statLocal(p string) (checkpoint.ObjectInfo, bool, error) {
+	real, err := filepath.EvalSymlinks(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return checkpoint.ObjectInfo{}, false, nil
 	}
 	if err != nil {
 		return checkpoint.ObjectInfo{}, false, err
 	}
-	return checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime()}, true, nil
+	dir, err := filepath.EvalSymlinks(t.dir)
+	if err != nil {
+		return checkpoint.ObjectInfo{}, false, err
+	}
+	if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return checkpoint.ObjectInfo{}, false, fmt.Errorf("%s leads out of the working directory (to %s)", p, real)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return checkpoint.ObjectInfo{}, false, err
+	}
+	if !st.Mode().IsRegular() {
+		return checkpoint.ObjectInfo{}, false, fmt.Errorf("%s is not a regular file", p)
+	}
+	t.current = real
+	return checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime(), ETag: real}, true, nil
 }
 
 // newestMatch makes current the most recently modified file the pattern matches (the
@@ -259,15 +291,17 @@ func (t *fileTail) newestMatch() (checkpoint.ObjectInfo, bool, error) {
 	}
 	var best checkpoint.ObjectInfo
 	found := false
+	newest := ""
 	for _, m := range matches { // Glob sorts them
-		st, err := os.Stat(m)
-		if err != nil || !st.Mode().IsRegular() {
-			continue // removed meanwhile (save_total_limit), or a directory
+		st, ok, err := t.statLocal(m)
+		if err != nil || !ok {
+			continue // removed meanwhile (save_total_limit), a directory, or a link out
 		}
-		if !found || !st.ModTime().Before(best.Modified) {
-			best, found, t.current = checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime(), ETag: m}, true, m
+		if !found || !st.Modified.Before(best.Modified) {
+			best, found, newest = st, true, t.current
 		}
 	}
+	t.current = newest
 	return best, found, nil
 }
 

@@ -156,6 +156,8 @@ type LogLine struct {
 // worker can read (the local backend): the file metric collectors read there.
 type WorkingDirs interface {
 	// WorkingDir is where a replica with spec.workingDir wd runs, as a path of the
-	// worker's file system.
-	WorkingDir(wd string) string
+	// worker's file system; false when the worker must not read files there for the
+	// job (the local sandbox, whose replicas cannot write there and whose working
+	// directories the worker, as root, could read beyond the workspace's rights).
+	WorkingDir(wd string) (string, bool)
 }

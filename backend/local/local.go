@@ -681,8 +681,10 @@ func (b *Backend) environ(ws string, r backend.ReplicaSpec, wsEnv, fwEnv []schem
 var _ backend.WorkingDirs = (*Backend)(nil)
 
 // WorkingDir is where a replica with working directory wd runs: wd resolved against
-// the base directory. The sandbox binds it at the same path.
-func (b *Backend) WorkingDir(wd string) string { return b.workingDir(wd) }
+// the base directory; false in the sandbox, which mounts it read-only for the replicas
+// and confines them to their workspace's rights, which the worker reading as itself
+// would not respect.
+func (b *Backend) WorkingDir(wd string) (string, bool) { return b.workingDir(wd), b.sb == nil }
 
 // workingDir resolves a replica's working directory against the base directory.
 func (b *Backend) workingDir(wd string) string {
