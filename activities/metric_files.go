@@ -257,7 +257,7 @@ func (t *fileTail) stat(ctx context.Context) (checkpoint.ObjectInfo, bool, error
 // working directory once symbolic links are resolved: a link out of it is refused, so
 // a job cannot have the worker read another file of the host.
 func (t *fileTail) statLocal(p string) (checkpoint.ObjectInfo, bool, error) {
-	real, err := filepath.EvalSymlinks(p)
+	resolved, err := filepath.EvalSymlinks(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return checkpoint.ObjectInfo{}, false, nil
 	}
@@ -268,18 +268,18 @@ func (t *fileTail) statLocal(p string) (checkpoint.ObjectInfo, bool, error) {
 	if err != nil {
 		return checkpoint.ObjectInfo{}, false, err
 	}
-	if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return checkpoint.ObjectInfo{}, false, fmt.Errorf("%s leads out of the working directory (to %s)", p, real)
+	if rel, err := filepath.Rel(dir, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return checkpoint.ObjectInfo{}, false, fmt.Errorf("%s leads out of the working directory (to %s)", p, resolved)
 	}
-	st, err := os.Stat(real)
+	st, err := os.Stat(resolved)
 	if err != nil {
 		return checkpoint.ObjectInfo{}, false, err
 	}
 	if !st.Mode().IsRegular() {
 		return checkpoint.ObjectInfo{}, false, fmt.Errorf("%s is not a regular file", p)
 	}
-	t.current = real
-	return checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime(), ETag: real}, true, nil
+	t.current = resolved
+	return checkpoint.ObjectInfo{Size: st.Size(), Modified: st.ModTime(), ETag: resolved}, true, nil
 }
 
 // newestMatch makes current the most recently modified file the pattern matches (the
