@@ -193,7 +193,8 @@ func checkFileRowsOn(t *testing.T, ctx context.Context, js *jetstream.Client, ws
 
 // A weighted objective: each trial's value is the mean accuracy minus a thousandth of
 // the mean latency, both read from a JSON lines file; the trials never report the
-// objective's own name.
+// objective's own name. The two trials run at once, each writing a file its parameter
+// names (${params.lr} in the collector's path).
 func TestExperimentWeightedObjectiveFromAFile(t *testing.T) {
 	t.Parallel()
 	ctx := itest.Context(t, 4*time.Minute)
@@ -213,14 +214,15 @@ spec:
     metrics: [{metric: accuracy, weight: 1}, {metric: latency_ms, weight: -0.001}]
   algorithm: {name: grid}
   maxTrials: 2
-  parallelism: 1
+  parallelism: 2
   maxTrialRetries: 0
   trialTemplate:
     framework: custom
     workingDir: %s
-    command: [/usr/bin/python3, %s, jsonl, "${params.lr}", "%d", "0.2"]
+    command: [/usr/bin/python3, %s, jsonl, "${params.lr}", "%d", "0.3"]
+    env: [{name: METRICS_FILE, value: "run-${params.lr}.jsonl"}]
     roles: {worker: {replicas: 1}}
-    metrics: {collectors: [{file: {path: metrics.jsonl, format: jsonl}}]}
+    metrics: {collectors: [{file: {path: "run-${params.lr}.jsonl", format: jsonl}}]}
 `, ws, dir, metricWriter(t), writerEpochs)
 	if _, err := env.api.CreateExperiment(ctx, []byte(spec)); err != nil {
 		t.Fatal(err)
@@ -239,6 +241,10 @@ spec:
 		if tr.Phase != schemas.TrialCompleted || tr.Value == nil || math.Abs(*tr.Value-want) > 1e-9 {
 			t.Errorf("trial %d (lr %g): %s %q, value %v, want %v", tr.ID, lr, tr.Phase, tr.Message, tr.Value, want)
 		}
+		checkFileRows(t, ctx, ws, tr.Job, writerEpochs)
+	}
+	if a, b := x.Status.Trials[0], x.Status.Trials[1]; a.FinishTime == nil || b.StartTime == nil || !b.StartTime.Before(*a.FinishTime) {
+		t.Errorf("the trials did not run at once: %v-%v, %v-%v", a.StartTime, a.FinishTime, b.StartTime, b.FinishTime)
 	}
 	if x.Status.BestTrial == nil || fmt.Sprint(x.Status.Trials[*x.Status.BestTrial].Params["lr"]) != "1" {
 		t.Errorf("best trial %v of %+v, want lr 1.0's", x.Status.BestTrial, x.Status.Trials)

@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -137,5 +138,42 @@ func TestValidateObjectiveAggregate(t *testing.T) {
 				t.Errorf("message %v, want %q", errs, tc.message)
 			}
 		})
+	}
+}
+
+// A trial template's metrics file path takes ${params.NAME}, so trials that run at
+// once can write files of their own; an unknown parameter is refused at the path.
+func TestTrialMetricsFilePathsTakeParameters(t *testing.T) {
+	e := testExp(func(e *schemas.Experiment) {
+		e.Spec.TrialTemplate.Metrics = &schemas.MetricsSpec{Collectors: []schemas.MetricCollector{
+			{File: &schemas.FileCollector{Path: "runs/lr-${params.lr}/metrics.csv", Format: schemas.MetricFileCSV}},
+			{File: &schemas.FileCollector{Path: "s3://dlc/vision/${params.batch_size}/m.jsonl", Format: schemas.MetricFileJSONL}},
+			{Stdout: &schemas.StdoutCollector{Regex: `loss=(?P<loss>\S+)`}},
+		}}
+	})
+	if errs := e.Validate(); errs != nil {
+		t.Fatal(errs)
+	}
+	job, err := e.TrialJob("tune-t1", 1, map[string]string{"lr": "0.01", "l2": "0", "batch_size": "32", "epochs": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{job.Spec.Metrics.Collectors[0].File.Path, job.Spec.Metrics.Collectors[1].File.Path}
+	if diff := cmp.Diff([]string{"runs/lr-0.01/metrics.csv", "s3://dlc/vision/32/m.jsonl"}, got); diff != "" {
+		t.Errorf("paths (-want +got):\n%s", diff)
+	}
+	if p := e.Spec.TrialTemplate.Metrics.Collectors[0].File.Path; p != "runs/lr-${params.lr}/metrics.csv" {
+		t.Errorf("the template changed: %s", p)
+	}
+	// A pipeline step's copy is substituted without touching the step.
+	c := schemas.CopyJobSpec(&e.Spec.TrialTemplate)
+	c.Metrics.Collectors[0].File.Path = "x"
+	if e.Spec.TrialTemplate.Metrics.Collectors[0].File.Path == "x" {
+		t.Error("CopyJobSpec shares the metrics files")
+	}
+
+	e.Spec.TrialTemplate.Metrics.Collectors[0].File.Path = "runs/${params.rate}/metrics.csv"
+	if errs := e.Validate(); !slices.Contains(errs.Fields(), "spec.trialTemplate.metrics.collectors[0].file.path") {
+		t.Errorf("unknown parameter in a path: %v", errs)
 	}
 }

@@ -3,7 +3,8 @@ metric collector tests (integration/metric_collectors_test.go).
 
     metric_writer.py FORMAT LR EPOCHS SLEEP
 
-FORMAT is stdout (Keras' progress line), jsonl, lightning (Lightning's CSVLogger
+FORMAT is stdout (Keras' progress line), jsonl (to $METRICS_FILE, default
+metrics.jsonl), lightning (Lightning's CSVLogger
 metrics.csv), keras (Keras' CSVLogger training.log), hf (Hugging Face Trainer's
 trainer_state.json in each checkpoint-<step>/ directory, the last two kept, and in out/
 at the end) or s3-jsonl (JSON lines uploaded whole to the S3 object
@@ -43,7 +44,7 @@ def stdout(lr, epochs, pause):
 
 
 def jsonl(lr, epochs, pause):
-    with open("metrics.jsonl", "w") as f:
+    with open(os.environ.get("METRICS_FILE", "metrics.jsonl"), "w") as f:
         for e in range(1, epochs + 1):
             time.sleep(pause)
             row = {"step": e, "accuracy": accuracy(lr, e), "latency_ms": latency(e), "split": "eval"}
