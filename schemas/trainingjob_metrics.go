@@ -70,6 +70,7 @@ type FileCollector struct {
 	// ".." (local backend only), or an S3 object, s3://bucket/key, inside the
 	// workspace's storage (any backend). For hf-trainer-state a relative path may be a
 	// pattern (out/checkpoint-*/trainer_state.json): the newest file it matches is read.
+	// In a trial template, ${params.NAME} is replaced by the trial's value.
 	Path string `json:"path" jsonschema:"maxLength=1024"`
 	// Format is jsonl, csv or hf-trainer-state.
 	Format MetricFileFormat `json:"format" jsonschema:"enum=jsonl,enum=csv,enum=hf-trainer-state"`
