@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -350,5 +352,71 @@ spec:
 			t.Errorf("trial %d (lr %g): %s %q, value %v, want %v; reports %+v", tr.ID, lr, tr.Phase, tr.Message, tr.Value, want, tr.Reports)
 		}
 		checkFileRows(t, ctx, ws, tr.Job, writerEpochs)
+	}
+}
+
+// A pipeline's condition reads a metric a job step's collector read from a Keras CSV
+// file, and a step's ${steps.<step>.metrics.<key>} gets its value.
+func TestPipelineConditionReadsACollectedMetric(t *testing.T) {
+	t.Parallel()
+	ctx := itest.Context(t, 4*time.Minute)
+	ws := workspace(t)
+	dir := t.TempDir()
+	spec := fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: collected, workspace: %s}
+spec:
+  steps:
+    - name: train
+      job:
+        framework: custom
+        workingDir: %s
+        command: [/usr/bin/python3, %s, keras, "1.0", "%d", "0.1"]
+        roles: {worker: {replicas: 1}}
+        metrics: {collectors: [{file: {path: training.log, format: csv}}]}
+    - name: good
+      dependsOn: [train]
+      condition: {expression: "steps.train.metrics.val_accuracy > 0.75"}
+    - name: report
+      dependsOn: [good]
+      job:
+        framework: custom
+        command: [sh, -c, 'echo "val_accuracy=$0"', "${steps.train.metrics.val_accuracy}"]
+        roles: {worker: {replicas: 1}}
+`, ws, dir, metricWriter(t), writerEpochs)
+	if _, err := env.api.RunPipeline(ctx, []byte(spec), nil); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPipeline(t, ctx, ws, "collected")
+	if p.Status.Phase != schemas.PipelineSucceeded {
+		t.Fatalf("pipeline %s: %s", p.Status.Phase, p.Status.Message)
+	}
+	last := writerAccuracy(1, writerEpochs) // 0.8: the last epoch's
+	for _, st := range p.Status.Steps {
+		switch st.Name {
+		case "train":
+			if v, ok := st.Metrics["val_accuracy"]; !ok || v != last {
+				t.Errorf("train step metrics %v, want val_accuracy %v", st.Metrics, last)
+			}
+		case "good":
+			if st.ConditionResult == nil || !*st.ConditionResult {
+				t.Errorf("condition %v: %s", st.ConditionResult, st.Message)
+			}
+		case "report":
+			if st.Phase != schemas.StepSucceeded {
+				t.Fatalf("report step %s: %s", st.Phase, st.Message)
+			}
+			var lines []string
+			if err := env.api.Logs(ctx, ws, st.Job, dlc.LogOptions{}, func(r events.LogRecord) error {
+				lines = append(lines, r.Line)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(lines, fmt.Sprintf("val_accuracy=%g", last)) {
+				t.Errorf("report step printed %q, want val_accuracy=%g", lines, last)
+			}
+		}
 	}
 }
