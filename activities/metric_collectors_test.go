@@ -546,3 +546,47 @@ func TestFileTailInTheSandbox(t *testing.T) {
 type sandboxed struct{ backend.Backend }
 
 func (sandboxed) WorkingDir(wd string) (string, bool) { return wd, false }
+
+// tmpBackend keeps its replicas' /tmp in one directory.
+type tmpBackend struct {
+	backend.Backend
+	tmp string
+}
+
+func (b tmpBackend) ReplicaTmpDir(ref backend.GangRef, replica string) (string, bool) {
+	return filepath.Join(b.tmp, ref.ID(), replica), true
+}
+
+// A /tmp/... path is read in the replica's own /tmp, as the backend places it (the
+// sandbox's per-replica directory), whatever the working directory.
+func TestFileTailReadsTheReplicasTmp(t *testing.T) {
+	ctx := context.Background()
+	b := tmpBackend{tmp: t.TempDir()}
+	s := &memStream{}
+	a := &JobActivities{Publisher: s, Events: s, Backend: b}
+	in := ForwardLogsInput{Ref: backend.GangRef{Workspace: "ml", Job: "train", Attempt: 2}, UID: "u1",
+		Replicas:    []schemas.ReplicaStatus{{Name: "train-a2-worker-0"}},
+		MetricFiles: []schemas.FileCollector{{Path: "/tmp/run/metrics.jsonl", Format: schemas.MetricFileJSONL}, {Path: "m.csv", Format: schemas.MetricFileCSV}}}
+	tails := a.metricFileTails(ctx, in, func(events.Metrics) {})
+	if len(tails) != 1 {
+		t.Fatalf("%d tails, want the /tmp one (the backend has no working directories)", len(tails))
+	}
+	dir, _ := b.ReplicaTmpDir(in.Ref, "train-a2-worker-0")
+	if err := os.MkdirAll(filepath.Join(dir, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run", "metrics.jsonl"), readFixture(t, "metrics.jsonl"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tails[0].resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tails[0].read(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if rows, dups := s.rows(t); len(rows) != 3 || len(dups) > 0 || rows[2].N != 4 {
+		t.Errorf("rows %v, published twice %v", rows, dups)
+	}
+}
+
+func (tmpBackend) Name() string { return "test" }

@@ -87,6 +87,18 @@ func (a *JobActivities) metricFileTails(ctx context.Context, in ForwardLogsInput
 				warn(ctx, "this worker reads no S3 objects: metrics file not read", "job", in.Ref.Job, "file", c.Path)
 				continue
 			}
+		case strings.HasPrefix(c.Path, "/tmp/"):
+			tmps, ok := a.Backend.(backend.ReplicaTmpDirs)
+			dir := ""
+			if ok {
+				dir, ok = tmps.ReplicaTmpDir(in.Ref, in.Replicas[0].Name)
+			}
+			if !ok {
+				warn(ctx, "metrics files in a replica's /tmp are read on the local backend only: not read",
+					"job", in.Ref.Job, "file", c.Path, "backend", a.Backend.Name())
+				continue
+			}
+			t.dir, t.path = dir, filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(c.Path, "/tmp/")))
 		case !local:
 			warn(ctx, "metrics files in the working directory are read on the local backend only: not read",
 				"job", in.Ref.Job, "file", c.Path, "backend", a.Backend.Name())

@@ -161,3 +161,12 @@ type WorkingDirs interface {
 	// directories the worker, as root, could read beyond the workspace's rights).
 	WorkingDir(wd string) (string, bool)
 }
+
+// ReplicaTmpDirs is implemented by a backend whose replicas' /tmp the worker can read
+// (the local backend): a metrics file collector's /tmp/... path is read there.
+type ReplicaTmpDirs interface {
+	// ReplicaTmpDir is where the replica's /tmp lies on the worker's file system: the
+	// replica's own directory in the local sandbox, the host's /tmp without it; false
+	// when there is none.
+	ReplicaTmpDir(ref GangRef, replica string) (string, bool)
+}

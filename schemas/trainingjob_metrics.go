@@ -67,8 +67,9 @@ var MetricFileFormats = []MetricFileFormat{MetricFileJSONL, MetricFileCSV, Metri
 // only) and once more when it ends.
 type FileCollector struct {
 	// Path is relative to the replica's working directory (spec.workingDir), without
-	// ".." (local backend only), or an S3 object, s3://bucket/key, inside the
-	// workspace's storage (any backend). For hf-trainer-state a relative path may be a
+	// ".." (local backend without the sandbox), below the replica's /tmp/ (local
+	// backend), or an S3 object, s3://bucket/key, inside the workspace's storage (any
+	// backend). For hf-trainer-state a relative path may be a
 	// pattern (out/checkpoint-*/trainer_state.json): the newest file it matches is read.
 	// In a trial template, ${params.NAME} is replaced by the trial's value.
 	Path string `json:"path" jsonschema:"maxLength=1024"`
@@ -119,8 +120,17 @@ func (s *TrainingJobSpec) validateMetrics(p Path, errs *ErrorList) {
 			} else {
 				paths[f.Path] = i
 			}
+		case strings.HasPrefix(f.Path, "/tmp/") && path.Clean(f.Path) != "/tmp" && strings.HasPrefix(path.Clean(f.Path), "/tmp/"):
+			// the replica's /tmp (local backend)
+			if strings.ContainsAny(f.Path, "*?[") && f.Format != MetricFileHFTrainerState {
+				add(Invalid(fp.Child("path"), "a pattern (*, ?, [...]) is for format hf-trainer-state only (the newest checkpoint-*/trainer_state.json)"))
+			} else if j, dup := paths[path.Clean(f.Path)]; dup {
+				add(Invalid(fp.Child("path"), "duplicate file (first at %s)", cp.Index(j)))
+			} else {
+				paths[path.Clean(f.Path)] = i
+			}
 		case path.IsAbs(f.Path) || strings.HasPrefix(f.Path, "\\"):
-			add(Invalid(fp.Child("path"), "must be relative to the replica's working directory"))
+			add(Invalid(fp.Child("path"), "must be relative to the replica's working directory, in the replica's /tmp/, or an s3:// object"))
 		case path.Clean(f.Path) == ".." || strings.HasPrefix(path.Clean(f.Path), "../"):
 			add(Invalid(fp.Child("path"), "must stay inside the working directory (no ..)"))
 		case strings.ContainsRune(f.Path, 0):

@@ -686,6 +686,20 @@ var _ backend.WorkingDirs = (*Backend)(nil)
 // would not respect.
 func (b *Backend) WorkingDir(wd string) (string, bool) { return b.workingDir(wd), b.sb == nil }
 
+var _ backend.ReplicaTmpDirs = (*Backend)(nil)
+
+// ReplicaTmpDir is where the replica's /tmp lies: in the sandbox its own directory
+// (which only the replica's workspace user writes), without it the host's /tmp.
+func (b *Backend) ReplicaTmpDir(ref backend.GangRef, replica string) (string, bool) {
+	if b.sb == nil {
+		return "/tmp", true
+	}
+	if !isPathElem(replica) {
+		return "", false
+	}
+	return filepath.Join(b.gangDir(ref.ID()), replica, replicaTmpDir), true
+}
+
 // workingDir resolves a replica's working directory against the base directory.
 func (b *Backend) workingDir(wd string) string {
 	if wd == "" {
