@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,8 +15,10 @@ import (
 	"time"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/backend/local"
 	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/integration/itest"
@@ -418,5 +423,64 @@ spec:
 				t.Errorf("report step printed %q, want val_accuracy=%g", lines, last)
 			}
 		}
+	}
+}
+
+// In the local sandbox (dlc up's default as root) a replica writes its metrics file
+// into its own /tmp, which the collector reads; a collector of the working directory,
+// which the sandbox mounts read-only and the worker does not read there, is left out.
+func TestSandboxedReplicaLogsToItsTmp(t *testing.T) {
+	if err := local.SandboxAvailable(); err != nil {
+		t.Fatalf("the sandbox tests need root and bubblewrap (`task deps` installs it): %v", err)
+	}
+	t.Parallel()
+	ctx := itest.Context(t, 5*time.Minute)
+	wd := sandboxWorkDir(t)
+	writer, err := os.ReadFile(metricWriter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wd, "metric_writer.py"), writer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := itest.StartStack(t, ctx, embedded.Config{WorkDir: wd, StorageIsolation: true, Sandbox: true})
+	if !e.Sandboxed() {
+		t.Fatal("the stack's local backend is not sandboxed")
+	}
+	c := itest.AdminClient(t, e)
+	js, err := jetstream.Connect(e.Stack.NATS.URL, e.Stack.NATS.ClientOptions(devstack.NATSUserServer)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+
+	const ws, name = "sandbox-metrics", "boxed"
+	itest.Submit(t, ctx, c, itest.JobDoc(name, ws, fmt.Sprintf(`
+  framework: custom
+  command: [/usr/bin/python3, metric_writer.py, jsonl, "1.0", "%d", "0.2"]
+  env: [{name: METRICS_FILE, value: /tmp/metrics.jsonl}]
+  roles: {worker: {replicas: 1}}
+  metrics:
+    collectors:
+      - {file: {path: /tmp/metrics.jsonl, format: jsonl}}
+      - {file: {path: wd-metrics.csv, format: csv}}
+`, writerEpochs)))
+	j := itest.WaitJob(t, ctx, c, ws, name, "terminal", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("job %s: %s", j.Status.Phase, j.Status.Message)
+	}
+	if v, ok := j.Status.Metrics["accuracy"]; !ok || v != writerAccuracy(1, writerEpochs) {
+		t.Errorf("status metrics %v, want accuracy %v", j.Status.Metrics, writerAccuracy(1, writerEpochs))
+	}
+	checkFileRowsOn(t, ctx, js, ws, name, writerEpochs)
+	_, data := streamEvents[events.MetricData](t, ctx, js, events.JobMetricsSubject(ws, name))
+	for _, d := range data {
+		if d.Source != "file:/tmp/metrics.jsonl" {
+			t.Errorf("a metric event from %q", d.Source)
+		}
+	}
+	// The file was the replica's own, not the host's /tmp.
+	if _, err := os.Stat("/tmp/metrics.jsonl"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the host's /tmp/metrics.jsonl: %v, want none", err)
 	}
 }
