@@ -1,6 +1,5 @@
 """A toy trainer for examples/experiment/collectors.yaml: it logs like PyTorch
-Lightning's CSVLogger (lightning_logs/version_0/metrics.csv, written with the csv
-module: a sorted header, training and validation rows at the same step with the other's
+Lightning's CSVLogger (metrics.csv, at --out, written with the csv module: a sorted header, training and validation rows at the same step with the other's
 cells empty, the file rewritten when validation's columns first appear) and prints a
 progress line per epoch."""
 
@@ -13,9 +12,10 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, required=True)
 parser.add_argument("--epochs", type=int, default=6)
+parser.add_argument("--out", default="lightning_logs/version_0/metrics.csv")
 args = parser.parse_args()
 
-path = "lightning_logs/version_0/metrics.csv"
+path = args.out
 os.makedirs(os.path.dirname(path), exist_ok=True)
 keys, rows = [], []
 
