@@ -63,10 +63,16 @@ type WatchTrialMetricsInput struct {
 	// Others are the other objectives of a multi-objective experiment: their latest
 	// values are returned in Others.
 	Others []string `json:"others,omitempty"`
+	// Components are the metrics of a weighted objective: each of their reports is
+	// returned in Components.
+	Components []string `json:"components,omitempty"`
 }
 
 // MetricReport is one value of the objective a trial reported.
 type MetricReport struct {
+	// Metric names the metric of a weighted objective's component (empty for the
+	// objective itself).
+	Metric string `json:"metric,omitempty"`
 	// Step is the value of the step metric in the same report, if it had one.
 	Step    *int64  `json:"step,omitempty"`
 	Value   float64 `json:"value"`
@@ -84,6 +90,9 @@ type WatchTrialMetricsResult struct {
 	// Others maps each of the input's other objectives that was reported, finite, in
 	// the messages read to its latest value.
 	Others map[string]float64 `json:"others,omitempty"`
+	// Components are the reports of the input's components, in stream order (and in
+	// the input's order within one event).
+	Components []MetricReport `json:"components,omitempty"`
 }
 
 // maxReadBatch bounds the messages one read delivers.
@@ -116,6 +125,9 @@ func (a *ExperimentActivities) WatchTrialMetrics(ctx context.Context, in WatchTr
 			if r, ok := parseTrialMetric(data, in); ok {
 				res.Reports = append(res.Reports, r)
 			}
+			if len(in.Components) > 0 {
+				res.Components = append(res.Components, componentReports(data, in)...)
+			}
 			if len(in.Others) > 0 {
 				res.Others = otherObjectives(data, in, res.Others)
 			}
@@ -134,7 +146,7 @@ func (a *ExperimentActivities) WatchTrialMetrics(ctx context.Context, in WatchTr
 		if in.Drain {
 			return res, nil
 		}
-		if len(res.Reports) > 0 || !time.Now().Before(deadline) {
+		if len(res.Reports) > 0 || len(res.Components) > 0 || !time.Now().Before(deadline) {
 			return res, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -148,15 +160,29 @@ func (a *ExperimentActivities) WatchTrialMetrics(ctx context.Context, in WatchTr
 
 // parseTrialMetric reads the objective from a metric event of the trial's job.
 func parseTrialMetric(data []byte, in WatchTrialMetricsInput) (MetricReport, bool) {
+	d, ok := trialMetricData(data, in)
+	if !ok {
+		return MetricReport{}, false
+	}
+	return metricReport(d, in, in.Metric)
+}
+
+// trialMetricData is the data of a metric event of the trial's job.
+func trialMetricData(data []byte, in WatchTrialMetricsInput) (events.MetricData, bool) {
 	var ev events.Event
 	if json.Unmarshal(data, &ev) != nil || ev.Type != events.TypeJobMetric {
-		return MetricReport{}, false
+		return events.MetricData{}, false
 	}
 	var d events.MetricData
 	if json.Unmarshal(ev.Data, &d) != nil || d.UID != in.UID {
-		return MetricReport{}, false
+		return events.MetricData{}, false
 	}
-	v, ok := d.Values[in.Metric]
+	return d, true
+}
+
+// metricReport is the report of metric in d, numbered by the step metric.
+func metricReport(d events.MetricData, in WatchTrialMetricsInput, metric string) (MetricReport, bool) {
+	v, ok := d.Values[metric]
 	if !ok {
 		return MetricReport{}, false
 	}
@@ -169,6 +195,23 @@ func parseTrialMetric(data []byte, in WatchTrialMetricsInput) (MetricReport, boo
 		r.Step = &step
 	}
 	return r, true
+}
+
+// componentReports are the reports of a weighted objective's metrics in a metric event
+// of the trial's job.
+func componentReports(data []byte, in WatchTrialMetricsInput) []MetricReport {
+	d, ok := trialMetricData(data, in)
+	if !ok {
+		return nil
+	}
+	var out []MetricReport
+	for _, m := range in.Components {
+		if r, ok := metricReport(d, in, m); ok {
+			r.Metric = m
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // otherObjectives records in into the finite values of in.Others that a metric event of

@@ -74,6 +74,20 @@ func TestWatchTrialMetrics(t *testing.T) {
 		t.Errorf("the same read again gave %+v, want %+v", again, first)
 	}
 
+	// A weighted objective's metrics are returned as components, each report with its
+	// step; the objective's own name is reported by no one.
+	comps := watch(activities.WatchTrialMetricsInput{Workspace: "ws", Job: "tune-t0", UID: "uid1", Metric: "score",
+		StepMetric: "epoch", MaxWait: 5 * time.Second, Components: []string{"loss", "accuracy"}})
+	wantComps := []activities.MetricReport{
+		{Metric: "loss", Step: step(1), Value: 0.7, Replica: "tune-t0-worker-0-a0"},
+		{Metric: "accuracy", Step: step(1), Value: 0.5, Replica: "tune-t0-worker-0-a0"},
+		{Metric: "loss", Value: 0.6, Replica: "tune-t0-worker-0-a0"},
+		{Metric: "accuracy", Value: 0.6, Replica: "tune-t0-worker-0-a0"},
+	}
+	if diff := cmp.Diff(wantComps, comps.Components); diff != "" || len(comps.Reports) != 0 || comps.LastSeq != first.LastSeq {
+		t.Errorf("components (-want +got):\n%s\nreports %v, last seq %d (want %d)", diff, comps.Reports, comps.LastSeq, first.LastSeq)
+	}
+
 	// Nothing new: a drain returns at once, a watch after MaxWait.
 	in.AfterSeq = first.LastSeq
 	in.Drain = true

@@ -50,6 +50,15 @@ type JobActivities struct {
 	// LogStream is the JetStream stream holding log records, used to find where a
 	// restarted forwarder resumes.
 	LogStream string
+	// Events reads the metric events back (EventStream, jetstream.EventsStream), to
+	// find where a restarted metrics file tail resumes (metric_files.go).
+	Events      EventReader
+	EventStream string
+	// MetricObjects reads the metrics files with s3:// paths; nil reads none.
+	MetricObjects MetricObjects
+	// MetricFilePoll is how often a metrics file is read while its replica runs.
+	// Default DefaultMetricFilePoll.
+	MetricFilePoll time.Duration
 	// PollInterval is how often WatchGang observes the backend. Default 200ms.
 	PollInterval time.Duration
 	// WatchCoalesce is how long WatchGang holds a change that is only progress of a
@@ -328,6 +337,16 @@ type ForwardLogsInput struct {
 	// LogPatterns are regular expressions (the job's failure rules) whose first match
 	// in any replica's output is reported.
 	LogPatterns []string `json:"logPatterns,omitempty"`
+	// MetricRegexes are the job's stdout collectors' regular expressions
+	// (spec.metrics.collectors): their named groups in an output line are metrics.
+	MetricRegexes []string `json:"metricRegexes,omitempty"`
+	// MetricFiles are the job's file collectors, read for the first of Replicas
+	// (metric_files.go), in its working directory WorkingDir (spec.workingDir).
+	MetricFiles []schemas.FileCollector `json:"metricFiles,omitempty"`
+	WorkingDir  string                  `json:"workingDir,omitempty"`
+	// Since is when the attempt started: a metrics file last written before is an
+	// earlier run's and is not read.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // ForwardLogsResult says how the forwarding ended.
@@ -338,8 +357,9 @@ type ForwardLogsResult struct {
 	Quiet time.Duration `json:"quiet,omitempty"`
 	// Matches are the log patterns seen, each with the first line that matched.
 	Matches []LogMatch `json:"matches,omitempty"`
-	// Metrics are the last value of each metric the replicas reported (to this
-	// forwarder: a forwarder restarted with its worker sees only later lines).
+	// Metrics are the last value of each metric the replicas reported, in lines and
+	// metrics files (to this forwarder: a forwarder restarted with its worker sees only
+	// later lines and rows).
 	Metrics events.Metrics `json:"metrics,omitempty"`
 	// Resources summarises the replicas' resource samples; nil without any.
 	Resources *schemas.ResourceUse `json:"resources,omitempty"`
@@ -372,6 +392,10 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 		}
 		patterns = append(patterns, re)
 	}
+	parser, err := newLineParser(in.MetricRegexes)
+	if err != nil {
+		return ForwardLogsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidSpec, err)
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -400,21 +424,44 @@ func (a *JobActivities) ForwardLogs(ctx context.Context, in ForwardLogsInput) (F
 				result.Matches = append(result.Matches, LogMatch{Pattern: i, Replica: replica, Line: truncate(line, 1024)})
 			}
 		}
-		if vals, ok := events.ParseMetricLine(line); ok {
+		if vals, _ := parser.parse(line); len(vals) > 0 {
 			if result.Metrics == nil {
 				result.Metrics = events.Metrics{}
 			}
 			maps.Copy(result.Metrics, vals)
 		}
 	}
-	for _, r := range in.Replicas {
+	onValues := func(vals events.Metrics) {
+		mu.Lock()
+		defer mu.Unlock()
+		if result.Metrics == nil {
+			result.Metrics = events.Metrics{}
+		}
+		maps.Copy(result.Metrics, vals)
+	}
+	// The first replica's metrics files are read while its output is followed, and
+	// once more when it is drained (filesDone).
+	tails := a.metricFileTails(ctx, in, onValues)
+	filesDone := make(chan struct{})
+	for _, t := range tails {
 		wg.Go(func() {
-			f := &logForwarder{a: a, in: in, replica: r, onLine: onLine, onProgress: func(seq int64) {
+			if err := t.run(ctx, filesDone); err != nil && ctx.Err() == nil {
+				fail(err)
+			}
+		})
+	}
+	for i, r := range in.Replicas {
+		wg.Go(func() {
+			f := &logForwarder{a: a, in: in, replica: r, parser: parser, onLine: onLine, onProgress: func(seq int64) {
 				mu.Lock()
 				progress[r.Name] = seq
 				mu.Unlock()
 			}}
-			if err := f.run(ctx); err != nil {
+			err := f.run(ctx)
+			if i == 0 {
+				close(filesDone)
+			}
+			if err != nil {
 				fail(fmt.Errorf("forward logs of %s: %w", r.Name, err))
 			}
 		})
@@ -512,6 +559,8 @@ type logForwarder struct {
 	replica    schemas.ReplicaStatus
 	onProgress func(seq int64)
 	onLine     func(replica, line string)
+	// parser reads the metrics of a line (OpenDLC's metric lines, stdout collectors).
+	parser *lineParser
 
 	mu      sync.Mutex
 	batch   []events.Msg
@@ -658,12 +707,13 @@ func followLogs(ctx context.Context, b backend.Backend, ref backend.GangRef, rep
 	return b.FollowLogs(ctx, ref, replica, after.Seq, fn)
 }
 
-// metricMsg is the metric event of a metric line (false for other lines). NaN and
+// metricMsg is the metric event of a metric line, or of a line a stdout collector
+// matched (false for other lines). NaN and
 // infinite values are carried (events.Metrics); fields that are not numbers are left out
 // with a warning. A line that cannot be encoded all the same is skipped with a warning:
 // a metric must never stop the log from being forwarded.
 func (f *logForwarder) metricMsg(ctx context.Context, l backend.LogLine) (events.Msg, bool) {
-	vals, invalid := events.ParseMetrics(l.Line)
+	vals, invalid := f.parser.parse(l.Line)
 	if len(invalid) > 0 {
 		warn(ctx, "metric fields that are not numbers left out",
 			"job", f.in.Ref.Job, "replica", f.replica.Name, "seq", l.Seq, "fields", invalid)

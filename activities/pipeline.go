@@ -26,7 +26,7 @@ type WorkflowUpdater interface {
 }
 
 // EventReader reads stored events back: the part of events/jetstream's Client the
-// pipeline activities use.
+// pipeline activities and the metrics file tails use.
 type EventReader interface {
 	ReadUntil(ctx context.Context, stream, filter string, done func() bool, fn func(subject string, data []byte) error) error
 }

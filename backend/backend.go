@@ -151,3 +151,22 @@ type LogLine struct {
 	Time    time.Time `json:"time"`
 	Line    string    `json:"line"`
 }
+
+// WorkingDirs is implemented by a backend whose replicas' working directories the
+// worker can read (the local backend): the file metric collectors read there.
+type WorkingDirs interface {
+	// WorkingDir is where a replica with spec.workingDir wd runs, as a path of the
+	// worker's file system; false when the worker must not read files there for the
+	// job (the local sandbox, whose replicas cannot write there and whose working
+	// directories the worker, as root, could read beyond the workspace's rights).
+	WorkingDir(wd string) (string, bool)
+}
+
+// ReplicaTmpDirs is implemented by a backend whose replicas' /tmp the worker can read
+// (the local backend): a metrics file collector's /tmp/... path is read there.
+type ReplicaTmpDirs interface {
+	// ReplicaTmpDir is where the replica's /tmp lies on the worker's file system: the
+	// replica's own directory in the local sandbox, the host's /tmp without it; false
+	// when there is none.
+	ReplicaTmpDir(ref GangRef, replica string) (string, bool)
+}

@@ -40,3 +40,40 @@ func (s *Store) FirstModifiedAfter(ctx context.Context, uri string, t time.Time)
 	}
 	return "", time.Time{}, false, nil
 }
+
+// ObjectInfo describes one S3 object.
+type ObjectInfo struct {
+	Size     int64
+	Modified time.Time
+	ETag     string
+}
+
+// StatObject describes the object uri (s3://bucket/key); found is false when there is
+// none. The metrics file collectors use it to read an object again only when it changed.
+func (s *Store) StatObject(ctx context.Context, uri string) (info ObjectInfo, found bool, err error) {
+	bucket, key, err := ParseURI(uri)
+	if err != nil {
+		return ObjectInfo{}, false, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+	if isNotFound(err) {
+		return ObjectInfo{}, false, nil
+	}
+	if err != nil {
+		return ObjectInfo{}, false, fmt.Errorf("checkpoint: head %s: %w", uri, err)
+	}
+	return ObjectInfo{Size: aws.ToInt64(out.ContentLength), Modified: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, true, nil
+}
+
+// ReadObject returns the content of the object uri (s3://bucket/key).
+func (s *Store) ReadObject(ctx context.Context, uri string) ([]byte, error) {
+	bucket, key, err := ParseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.get(ctx, bucket, key)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: get %s: %w", uri, err)
+	}
+	return data, nil
+}

@@ -69,14 +69,20 @@ type JobPhaseData struct {
 	Framework string            `json:"framework,omitempty"`
 }
 
-// MetricData is the data of a TypeJobMetric event: one `dlc:metric` line.
+// MetricData is the data of a TypeJobMetric event: one `dlc:metric` line, one line a
+// stdout collector matched, or one row of a metrics file.
 type MetricData struct {
-	Job     string  `json:"job"`
-	UID     string  `json:"uid"`
-	Attempt int     `json:"attempt"`
-	Replica string  `json:"replica"`
-	Seq     int64   `json:"seq"`
-	Values  Metrics `json:"values"`
+	Job     string `json:"job"`
+	UID     string `json:"uid"`
+	Attempt int    `json:"attempt"`
+	Replica string `json:"replica"`
+	// Seq is the log line's sequence number, or, for a metric file's row, the row's
+	// number in the file (from 1).
+	Seq    int64   `json:"seq"`
+	Values Metrics `json:"values"`
+	// Source is empty for a metric read from a log line, "file:<path>" for a row of a
+	// metrics file (spec.metrics.collectors).
+	Source string `json:"source,omitempty"`
 }
 
 // LogRecord is one line a replica wrote, as forwarded to the log stream.

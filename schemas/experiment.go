@@ -220,7 +220,9 @@ const (
 // ObjectiveSpec is what the search optimises.
 type ObjectiveSpec struct {
 	// Metric is the name of the metric the trials report (`dlc:metric accuracy=0.91`).
-	// A trial's value is the last value it reported.
+	// A trial's value is the aggregate of the values it reported (the last by default).
+	// With metrics (a weighted objective) it names the weighted sum, which the trials
+	// need not report.
 	Metric string `json:"metric" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
 	// Direction is minimize or maximize.
 	Direction ObjectiveDirection `json:"direction" jsonschema:"enum=minimize,enum=maximize"`
@@ -231,7 +233,47 @@ type ObjectiveSpec struct {
 	// step...) which early stopping compares; default step. A report without it is
 	// numbered by its position.
 	StepMetric string `json:"stepMetric,omitempty" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+	// Aggregate makes a trial's value out of the values it reported: last (the
+	// default), best (by direction), mean, min or max. Single objective only.
+	Aggregate ObjectiveAggregate `json:"aggregate,omitempty" jsonschema:"enum=last,enum=best,enum=mean,enum=min,enum=max"`
+	// Metrics, when set, make the objective a weighted one: a trial's value is the sum
+	// of each metric's aggregate times its weight (2 to 8 metrics; single objective,
+	// no early stopping).
+	Metrics []WeightedMetric `json:"metrics,omitempty" jsonschema:"maxItems=8"`
 }
+
+// ObjectiveAggregate says how a trial's reported values make its value.
+type ObjectiveAggregate string
+
+// Aggregates.
+const (
+	AggregateLast ObjectiveAggregate = "last"
+	AggregateBest ObjectiveAggregate = "best"
+	AggregateMean ObjectiveAggregate = "mean"
+	AggregateMin  ObjectiveAggregate = "min"
+	AggregateMax  ObjectiveAggregate = "max"
+)
+
+// ObjectiveAggregates are the aggregates an objective accepts.
+var ObjectiveAggregates = []ObjectiveAggregate{AggregateLast, AggregateBest, AggregateMean, AggregateMin, AggregateMax}
+
+// WeightedMetric is one term of a weighted objective.
+type WeightedMetric struct {
+	// Metric is a metric the trials report.
+	Metric string `json:"metric" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+	// Weight multiplies the metric's aggregate; a negative weight counts against the
+	// objective. Not zero.
+	Weight float64 `json:"weight"`
+}
+
+// IsZero reports whether the objective is unset (comparable fields and no metrics).
+func (o *ObjectiveSpec) IsZero() bool {
+	return o.Metric == "" && o.Direction == "" && o.Goal == nil && o.StepMetric == "" &&
+		o.Aggregate == "" && len(o.Metrics) == 0
+}
+
+// Weighted reports whether the objective is a weighted sum of metrics.
+func (o *ObjectiveSpec) Weighted() bool { return len(o.Metrics) > 0 }
 
 // WarmStartSpec names earlier experiments whose completed trials the algorithm sees as
 // if they were this experiment's: those whose parameters are a point of this search
@@ -451,8 +493,9 @@ type TrialStatus struct {
 	// Params are the trial's parameter values: numbers, or the chosen categorical
 	// values.
 	Params map[string]any `json:"params"`
-	// Value is the trial's objective: its last reported value (for a pruned trial, the
-	// value at the step where it was stopped). With objectives, the first one's.
+	// Value is the trial's objective: the aggregate of its reports (objective.aggregate:
+	// the last value by default), or a weighted objective's sum (for a pruned trial, up
+	// to the step where it was stopped). With objectives, the first one's last value.
 	Value *float64 `json:"value,omitempty"`
 	// Values are, with objectives, the last reported value of each objective metric.
 	Values map[string]float64 `json:"values,omitempty"`

@@ -50,7 +50,7 @@ func (s *ExperimentSpec) validateObjectives(p Path, errs *ErrorList) {
 		return
 	}
 	osp := p.Child("objectives")
-	if s.Objective != (ObjectiveSpec{}) {
+	if !s.Objective.IsZero() {
 		add(Invalid(p.Child("objective"), "give either objective or objectives, not both"))
 	}
 	if len(s.Objectives) < 2 {
@@ -69,6 +69,12 @@ func (s *ExperimentSpec) validateObjectives(p Path, errs *ErrorList) {
 		}
 		if i > 0 && o.StepMetric != "" {
 			add(Invalid(ip.Child("stepMetric"), "only the first objective's stepMetric numbers the reports"))
+		}
+		if o.Aggregate != "" {
+			add(Invalid(ip.Child("aggregate"), "applies to a single objective (spec.objective) only"))
+		}
+		if len(o.Metrics) > 0 {
+			add(Invalid(ip.Child("metrics"), "applies to a single objective (spec.objective) only"))
 		}
 		if o.StepMetric != "" && s.Objectives[0].StepMetric == o.Metric {
 			add(Invalid(osp.Index(0).Child("stepMetric"), "must differ from every objective's metric"))
@@ -112,10 +118,46 @@ func (s *ExperimentSpec) validateAlgorithm(p Path, errs *ErrorList) {
 	}
 }
 
+// validateAggregate checks spec.objective's aggregate and weighted metrics.
+func (s *ExperimentSpec) validateAggregate(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) }
+	o, op := &s.Objective, p.Child("objective")
+	if len(o.Metrics) == 0 { // the aggregate's values are checked by its tag
+		return
+	}
+	mp := op.Child("metrics")
+	if len(o.Metrics) < 2 {
+		add(Invalid(mp, "must have at least 2 metrics (a weighted objective sums them)"))
+	}
+	seen := map[string]int{}
+	for i, m := range o.Metrics {
+		ip := mp.Index(i)
+		switch {
+		case m.Metric == "": // required by its tag
+		case m.Metric == o.Metric:
+			add(Invalid(ip.Child("metric"), "must differ from spec.objective.metric, which names the weighted sum"))
+		case m.Metric == o.StepMetric:
+			add(Invalid(ip.Child("metric"), "must differ from spec.objective.stepMetric"))
+		default:
+			if j, ok := seen[m.Metric]; ok {
+				add(Invalid(ip.Child("metric"), "duplicate metric %q (first at %s)", m.Metric, mp.Index(j)))
+			} else {
+				seen[m.Metric] = i
+			}
+		}
+		if m.Weight == 0 || math.IsNaN(m.Weight) || math.IsInf(m.Weight, 0) {
+			add(Invalid(ip.Child("weight"), "must be a finite number other than 0"))
+		}
+	}
+	if r := s.EarlyStopping.Rule; r != "" && r != EarlyStoppingNone {
+		add(Invalid(p.Child("earlyStopping", "rule"), "must be none with a weighted objective (spec.objective.metrics)"))
+	}
+}
+
 // withoutObjectiveRequired drops what the field tags say of an empty spec.objective
 // (its metric and direction are required) when spec.objectives replaces it.
 func (s *ExperimentSpec) withoutObjectiveRequired(errs ErrorList) ErrorList {
-	if len(s.Objectives) == 0 || s.Objective != (ObjectiveSpec{}) {
+	if len(s.Objectives) == 0 || !s.Objective.IsZero() {
 		return errs
 	}
 	out := errs[:0]

@@ -128,6 +128,7 @@ func (s *ExperimentSpec) validateWith(p Path, outer []string, errs *ErrorList) {
 		add(Invalid(op.Child("stepMetric"), "must differ from metric"))
 	}
 	s.validateObjectives(p, errs)
+	s.validateAggregate(p, errs)
 	s.validateConstraints(p, errs)
 	s.validateConditions(p, errs)
 
@@ -296,7 +297,8 @@ func validateParamRefs(t *TrainingJobSpec, defined []string, p Path, errs *Error
 }
 
 // forTemplateStrings calls fn with every string of a template where parameters are
-// substituted: command, args and env values, the job's and each role's.
+// substituted: command, args and env values, the job's and each role's, and the
+// metrics files' paths.
 func forTemplateStrings(t *TrainingJobSpec, p Path, fn func(s string, p Path)) {
 	list := func(l []string, lp Path) {
 		for i, s := range l {
@@ -316,6 +318,13 @@ func forTemplateStrings(t *TrainingJobSpec, p Path, fn func(s string, p Path)) {
 		list(r.Command, rp.Child("command"))
 		list(r.Args, rp.Child("args"))
 		env(r.Env, rp.Child("env"))
+	}
+	if t.Metrics != nil {
+		for i, c := range t.Metrics.Collectors {
+			if c.File != nil {
+				fn(c.File.Path, p.Child("metrics", "collectors").Index(i).Child("file", "path"))
+			}
+		}
 	}
 }
 

@@ -220,6 +220,13 @@ func JobTemplateFields(spec *TrainingJobSpec, p Path, fn func(Path, *string)) {
 	for i := range spec.Data {
 		fn(p.Child("data").Index(i).Child("uri"), &spec.Data[i].URI)
 	}
+	if spec.Metrics != nil {
+		for i, c := range spec.Metrics.Collectors {
+			if c.File != nil {
+				fn(p.Child("metrics", "collectors").Index(i).Child("file", "path"), &c.File.Path)
+			}
+		}
+	}
 }
 
 // CopyJobSpec returns a deep enough copy of a job spec for JobTemplateFields to change
@@ -230,6 +237,16 @@ func CopyJobSpec(spec *TrainingJobSpec) TrainingJobSpec {
 	c.Args = append([]string(nil), spec.Args...)
 	c.Env = append([]EnvVar(nil), spec.Env...)
 	c.Data = append([]DataSource(nil), spec.Data...)
+	if spec.Metrics != nil {
+		m := MetricsSpec{Collectors: append([]MetricCollector(nil), spec.Metrics.Collectors...)}
+		for i, col := range m.Collectors {
+			if col.File != nil {
+				f := *col.File
+				m.Collectors[i].File = &f
+			}
+		}
+		c.Metrics = &m
+	}
 	if spec.Checkpoint != nil {
 		ck := *spec.Checkpoint
 		c.Checkpoint = &ck

@@ -54,6 +54,9 @@ type TrainingJobSpec struct {
 	Data []DataSource `json:"data,omitempty" jsonschema:"maxItems=32"`
 	// Logs configures log forwarding.
 	Logs LogSpec `json:"logs,omitempty,omitzero"`
+	// Metrics adds metric collectors (regular expressions over the output, metrics
+	// files) to OpenDLC's own metric lines.
+	Metrics *MetricsSpec `json:"metrics,omitempty"`
 	// Pod sets what the job's pods get beyond their containers: service account, image
 	// pull secrets, /dev/shm size, volumes and host networking (kubernetes backend;
 	// the local backend ignores it).

@@ -141,6 +141,7 @@ func (s *TrainingJobSpec) validate(p Path, errs *ErrorList) {
 	validateData(s.Data, p.Child("data"), errs)
 	validatePod(s.Pod, s.Data, p.Child("pod"), errs)
 	s.validateFaultTolerance(p, errs)
+	s.validateMetrics(p.Child("metrics"), errs)
 	if ck := s.Checkpoint; ck != nil && ck.ResumeFrom != "" && len(ck.ResumeFrom) <= 1100 && !checkpointRefRE.MatchString(ck.ResumeFrom) {
 		add(Invalid(p.Child("checkpoint", "resumeFrom"), "must be a checkpoint: s3://bucket/prefix/<step>, the step in digits"))
 	}

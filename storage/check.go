@@ -15,7 +15,8 @@ type URI struct {
 
 // URIs returns every S3 URI doc names, in field order: checkpoint.uri and
 // checkpoint.resumeFrom, the uri of each data source without a secretRef (one with a
-// secretRef is read with the workspace's own credentials, not the platform's), and
+// secretRef is read with the workspace's own credentials, not the platform's), the
+// s3:// path of each metrics file collector (which the worker reads), and
 // skipIfNoNewDataUnder, wherever they appear (a job's spec, an experiment's trial
 // template, a pipeline's steps, a schedule's or a trigger's templates). doc is a
 // pointer to any kind's document, or a spec.
@@ -28,6 +29,7 @@ func URIs(doc any) []URI {
 var (
 	checkpointType = reflect.TypeFor[schemas.CheckpointSpec]()
 	dataType       = reflect.TypeFor[schemas.DataSource]()
+	fileType       = reflect.TypeFor[schemas.FileCollector]()
 )
 
 // walk visits v, whose field path is p, and collects its URIs.
@@ -64,6 +66,11 @@ func walkStruct(v reflect.Value, p schemas.Path, out *[]URI) {
 		d := v.Interface().(schemas.DataSource)
 		if d.SecretRef == "" && strings.HasPrefix(d.URI, "s3://") {
 			add(out, p.Child("uri"), d.URI)
+		}
+		return
+	case fileType:
+		if f := v.Interface().(schemas.FileCollector); strings.HasPrefix(f.Path, "s3://") {
+			add(out, p.Child("path"), f.Path)
 		}
 		return
 	}

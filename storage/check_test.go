@@ -102,3 +102,22 @@ func TestCheckEveryKind(t *testing.T) {
 		t.Errorf("no locations (unrestricted): %v", errs)
 	}
 }
+
+// A metrics file collector's s3:// path is read by the worker: it must be inside the
+// workspace's storage; a path relative to the working directory is no URI.
+func TestMetricFileCollectorsAreChecked(t *testing.T) {
+	locs := []Location{{Bucket: "dlc", Prefix: "workspaces/a/"}}
+	job := &schemas.TrainingJob{Spec: schemas.TrainingJobSpec{Metrics: &schemas.MetricsSpec{Collectors: []schemas.MetricCollector{
+		{File: &schemas.FileCollector{Path: "s3://dlc/workspaces/a/runs/m.jsonl", Format: schemas.MetricFileJSONL}},
+		{File: &schemas.FileCollector{Path: "s3://dlc/workspaces/b/runs/m.jsonl", Format: schemas.MetricFileJSONL}},
+		{File: &schemas.FileCollector{Path: "out/trainer_state.json", Format: schemas.MetricFileHFTrainerState}},
+		{Stdout: &schemas.StdoutCollector{Regex: `(?P<loss>\S+)`}},
+	}}}}
+	if got := Check(job, locs).Fields(); !slices.Equal(got, []string{"spec.metrics.collectors[1].file.path"}) {
+		t.Errorf("refused %v", got)
+	}
+	exp := &schemas.Experiment{Spec: schemas.ExperimentSpec{TrialTemplate: job.Spec}}
+	if got := Check(exp, locs).Fields(); !slices.Equal(got, []string{"spec.trialTemplate.metrics.collectors[1].file.path"}) {
+		t.Errorf("experiment: refused %v", got)
+	}
+}

@@ -1,12 +1,13 @@
 // Package storage confines each workspace to its own S3 locations.
 //
 // A workspace's locations are the S3 buckets and prefixes its documents may name
-// (checkpoint.uri, checkpoint.resumeFrom, data URIs, skipIfNoNewDataUnder, in every kind
-// and every template). By default a workspace has one: <root>/<workspace>/, a prefix of
-// the stack's bucket (Policy.Root); an administrator may set others in the workspace's
-// registry entry (api.Workspace.Storage). Check finds every URI of a document and says
-// which fields name a place outside the locations; the API service calls it when a
-// document is submitted, and the worker again when a job launches.
+// (checkpoint.uri, checkpoint.resumeFrom, data URIs, skipIfNoNewDataUnder, s3:// metrics
+// files, in every kind and every template). By default a workspace has one:
+// <root>/<workspace>/, a prefix of the stack's bucket (Policy.Root); an administrator
+// may set others in the workspace's registry entry (api.Workspace.Storage). Check finds
+// every URI of a document and says which fields name a place outside the locations;
+// the API service calls it when a document is submitted, and the worker again when a
+// job launches.
 //
 // The gateway enforces the same confinement on the credentials replicas get: Provisioner
 // gives every workspace its own versitygw account, and a bucket policy that lets the

@@ -56,7 +56,11 @@ var workerKinds = registerWorkerKinds(
 				Workspaces:  d.workspaces,
 				Storage:     &storage.Policy{Root: d.cfg.StorageRoot, Workspaces: d.workspaces},
 				LogStream:   jetstream.LogsStream,
+				Events:      d.ev,
+				EventStream: jetstream.EventsStream,
 				Metrics:     d.cfg.Metrics,
+
+				MetricObjects: d.store,
 
 				HeartbeatBudget:  d.cfg.HeartbeatBudget,
 				ResourceInterval: d.cfg.ResourceInterval,

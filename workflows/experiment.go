@@ -110,11 +110,14 @@ type TrialState struct {
 	Reports  []schemas.TrialReport `json:"reports,omitempty"`
 	Value    *float64              `json:"value,omitempty"`
 	// Values are, with several objectives, each objective metric's latest value.
-	Values     map[string]float64 `json:"values,omitempty"`
-	Step       int64              `json:"step,omitempty"`
-	Message    string             `json:"message,omitempty"`
-	StartTime  *time.Time         `json:"startTime,omitempty"`
-	FinishTime *time.Time         `json:"finishTime,omitempty"`
+	Values map[string]float64 `json:"values,omitempty"`
+	// Aggs are, with spec.objective.aggregate other than last or a weighted objective,
+	// what the value is made of (experiment_aggregate.go); reset for a retried trial.
+	Aggs       []metricAgg `json:"aggs,omitempty"`
+	Step       int64       `json:"step,omitempty"`
+	Message    string      `json:"message,omitempty"`
+	StartTime  *time.Time  `json:"startTime,omitempty"`
+	FinishTime *time.Time  `json:"finishTime,omitempty"`
 	// PBT is the trial's lineage with algorithm pbt.
 	PBT *pbtLineage `json:"pbt,omitempty"`
 	// Enqueued is set on a trial whose parameters were enqueued rather than suggested.

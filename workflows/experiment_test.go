@@ -74,6 +74,7 @@ type simTrial struct {
 	job     schemas.TrainingJob
 	params  map[string]any
 	reports []float64
+	comps   []map[string]float64
 	stopped bool
 }
 
@@ -87,6 +88,11 @@ type expHarness struct {
 	fail      func(job string) bool
 	// diverge makes a job report a NaN objective at epoch 2.
 	diverge func(job string) bool
+	// value, when set, is what a job reports at epoch e instead of simAccuracy.
+	value func(job string, e int) float64
+	// components, when set, are the metrics of a weighted objective a job reports at
+	// epoch e (instead of the objective).
+	components func(job string, e int) map[string]float64
 
 	mu          sync.Mutex
 	trials      map[string]*simTrial
@@ -146,6 +152,15 @@ func newExpHarness(t *testing.T) *expHarness {
 		res := activities.WatchTrialMetricsResult{LastSeq: in.AfterSeq}
 		for i := int(in.AfterSeq); tr != nil && i < len(tr.reports); i++ {
 			step := int64(i + 1)
+			if len(in.Components) > 0 {
+				for _, m := range in.Components {
+					if v, ok := tr.comps[i][m]; ok {
+						res.Components = append(res.Components, activities.MetricReport{Metric: m, Step: &step, Value: v})
+					}
+				}
+				res.LastSeq = uint64(i + 1)
+				continue
+			}
 			r := activities.MetricReport{Step: &step, Value: tr.reports[i]}
 			if name := events.NonFiniteName(r.Value); name != "" { // as the activity reports it
 				r.Value, r.NonFinite = 0, name
@@ -199,11 +214,17 @@ func (h *expHarness) trialJob(ctx workflow.Context, in workflows.TrainingJobInpu
 			return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobFailed, Message: "replica exited 1"}}, nil
 		}
 		acc := simAccuracy(in.Params, e)
+		if h.value != nil {
+			acc = h.value(name, e)
+		}
 		if h.diverge(name) && e == 2 {
 			acc = math.NaN()
 		}
 		h.mu.Lock()
 		tr.reports = append(tr.reports, acc)
+		if h.components != nil {
+			tr.comps = append(tr.comps, h.components(name, e))
+		}
 		h.mu.Unlock()
 	}
 	return workflows.TrainingJobResult{Status: schemas.JobStatus{Phase: schemas.JobSucceeded}}, nil

@@ -169,6 +169,7 @@ func (w *experimentWorkflow) runTrial(ctx workflow.Context, t *TrialState, run *
 				t.Message = msg + "; retrying"
 				w.trialEvent(ctx, t)
 				t.Attempt++
+				t.Aggs = nil
 				*run = trialRun{wake: run.wake}
 				continue
 			}
@@ -249,6 +250,8 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		return attemptFailed, run.stopReason
 	case childErr != nil:
 		return attemptFailed, fmt.Sprintf("job %s: %s", t.Job, rootMessage(childErr))
+	case res.Status.Phase == schemas.JobSucceeded && t.Value == nil && w.missingComponents(t) != "":
+		return attemptFailed, fmt.Sprintf("job %s succeeded without reporting %s (of the weighted objective %s)", t.Job, w.missingComponents(t), metric)
 	case res.Status.Phase == schemas.JobSucceeded && t.Value == nil:
 		return attemptFailed, fmt.Sprintf("job %s succeeded without reporting %s", t.Job, metric)
 	case res.Status.Phase == schemas.JobSucceeded && w.missingObjective(t) != "":
@@ -271,6 +274,7 @@ func (w *experimentWorkflow) watchInput(t *TrialState, run *trialRun, drain bool
 		Workspace: w.exp.Metadata.Workspace, Job: t.Job, UID: run.uid,
 		Metric: w.exp.Spec.PrimaryObjective().Metric, StepMetric: w.exp.Spec.PrimaryObjective().StepMetric,
 		AfterSeq: run.lastSeq, MaxWait: w.opts.MetricsWait, Drain: drain, Others: w.watchedMetrics(),
+		Components: w.componentMetrics(),
 	}
 }
 
@@ -305,6 +309,7 @@ func (run *trialRun) number(got activities.WatchTrialMetricsResult) []numberedRe
 func (w *experimentWorkflow) addReports(ctx workflow.Context, t *TrialState, run *trialRun, got activities.WatchTrialMetricsResult) {
 	run.lastSeq = max(run.lastSeq, got.LastSeq)
 	w.addOthers(t, got.Others)
+	w.addComponents(t, run, got.Components)
 	reps := run.number(got)
 	if run.stop == stopPruned || run.stop == stopDiverged || len(reps) == 0 {
 		return
@@ -328,10 +333,15 @@ func (w *experimentWorkflow) addReports(ctx workflow.Context, t *TrialState, run
 			prune = -1
 		}
 	}
+	weighted := w.exp.Spec.PrimaryObjective().Weighted()
 	for i, r := range reps {
 		t.Reports = withReport(t.Reports, r.Step, r.Value)
 		v := r.Value
-		t.Value, t.Step = &v, r.Step
+		if !weighted { // a weighted objective's value is its metrics' (addComponents)
+			agg := w.reportValue(t, v)
+			t.Value = &agg
+		}
+		t.Step = r.Step
 		if i == prune {
 			w.requestStop(run, stopPruned, fmt.Sprintf("stopped early at step %d by rule %s: %s = %g",
 				r.Step, w.exp.Spec.EarlyStopping.Rule, w.exp.Spec.PrimaryObjective().Metric, v))

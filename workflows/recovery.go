@@ -303,6 +303,33 @@ func (w *jobWorkflow) currentAttempt() *schemas.AttemptRecord {
 }
 
 // logPatterns are the failure rules' log patterns in rule order.
+// withCollectors adds the job's metric collectors (spec.metrics) to the input of the
+// attempt's log forwarder: the stdout collectors' regular expressions, and the file
+// collectors with the working directory and the attempt's start. A job without
+// collectors leaves the input as it was, so the forwarders of jobs started before
+// collectors existed are scheduled with the same input. The files are read by the
+// attempt's forwarder only (files false: one of replicas added later).
+func (w *jobWorkflow) withCollectors(in *activities.ForwardLogsInput, files bool) {
+	m := w.in.Job.Spec.Metrics
+	if m == nil {
+		return
+	}
+	for _, c := range m.Collectors {
+		switch {
+		case c.Stdout != nil:
+			in.MetricRegexes = append(in.MetricRegexes, c.Stdout.Patterns()...)
+		case c.File != nil && files:
+			in.MetricFiles = append(in.MetricFiles, *c.File)
+		}
+	}
+	if len(in.MetricFiles) > 0 {
+		in.WorkingDir = w.in.Job.Spec.WorkingDir
+		if n := len(w.status.Attempts); n > 0 {
+			in.Since = w.status.Attempts[n-1].StartTime
+		}
+	}
+}
+
 func logPatterns(job *schemas.TrainingJob) []string {
 	var out []string
 	for _, r := range job.Spec.FaultTolerance.Rules {

@@ -140,10 +140,12 @@ func (a *attempt) follow(ctx workflow.Context, launched *activities.LaunchGangRe
 	if job.Spec.Logs.ForwardLogs() {
 		lctx, cancel := workflow.WithCancel(ctx)
 		a.cancelLogs = cancel
-		f := forwardLogs(lctx, activities.ForwardLogsInput{
+		in := activities.ForwardLogsInput{
 			Ref: a.ref, UID: w.uid, Replicas: w.status.Replicas,
 			HangTimeout: job.Spec.FaultTolerance.HangTimeout.D(), LogPatterns: logPatterns(job),
-		})
+		}
+		w.withCollectors(&in, true)
+		f := forwardLogs(lctx, in)
 		a.logs = &f
 	}
 

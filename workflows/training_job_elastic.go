@@ -271,9 +271,9 @@ func (a *attempt) forwardNewLogs(ctx workflow.Context, reps []schemas.ReplicaSta
 	if len(fresh) == 0 {
 		return
 	}
-	a.extraLogs = append(a.extraLogs, forwardLogs(ctx, activities.ForwardLogsInput{
-		Ref: a.ref, UID: w.uid, Replicas: fresh, LogPatterns: logPatterns(&w.in.Job),
-	}))
+	in := activities.ForwardLogsInput{Ref: a.ref, UID: w.uid, Replicas: fresh, LogPatterns: logPatterns(&w.in.Job)}
+	w.withCollectors(&in, false)
+	a.extraLogs = append(a.extraLogs, forwardLogs(ctx, in))
 }
 
 // waitExtraLogs waits, for a bounded time, for the forwarders of added and replaced

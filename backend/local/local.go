@@ -680,6 +680,28 @@ func (b *Backend) environ(ws string, r backend.ReplicaSpec, wsEnv, fwEnv []schem
 	return append(env, replicaMarker+"="+rdir)
 }
 
+var _ backend.WorkingDirs = (*Backend)(nil)
+
+// WorkingDir is where a replica with working directory wd runs: wd resolved against
+// the base directory; false in the sandbox, which mounts it read-only for the replicas
+// and confines them to their workspace's rights, which the worker reading as itself
+// would not respect.
+func (b *Backend) WorkingDir(wd string) (string, bool) { return b.workingDir(wd), b.sb == nil }
+
+var _ backend.ReplicaTmpDirs = (*Backend)(nil)
+
+// ReplicaTmpDir is where the replica's /tmp lies: in the sandbox its own directory
+// (which only the replica's workspace user writes), without it the host's /tmp.
+func (b *Backend) ReplicaTmpDir(ref backend.GangRef, replica string) (string, bool) {
+	if b.sb == nil {
+		return "/tmp", true
+	}
+	if !isPathElem(replica) {
+		return "", false
+	}
+	return filepath.Join(b.gangDir(ref.ID()), replica, replicaTmpDir), true
+}
+
 // workingDir resolves a replica's working directory against the base directory.
 func (b *Backend) workingDir(wd string) string {
 	if wd == "" {

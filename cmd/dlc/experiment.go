@@ -267,7 +267,7 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 	if spec.MultiObjective() {
 		fmt.Fprintf(w, "Objectives:  %s", formatObjectives(spec.Objectives))
 	} else {
-		fmt.Fprintf(w, "Objective:   %s %s", spec.Objective.Direction, spec.Objective.Metric)
+		fmt.Fprintf(w, "Objective:   %s %s%s", spec.Objective.Direction, spec.Objective.Metric, formatAggregate(spec.Objective))
 	}
 	if spec.Objective.Goal != nil {
 		fmt.Fprintf(w, " (goal %g)", *spec.Objective.Goal)
@@ -332,4 +332,35 @@ func printExperiment(w io.Writer, e *api.ExperimentDetail) error {
 		fmt.Fprintln(tw, strings.Join(append(row, t.Message), "\t"))
 	}
 	return tw.Flush()
+}
+
+// formatAggregate says how a single objective is made of the reports: " = 1×accuracy
+// - 0.001×latency_ms (mean of each)", " (best)"; "" for the last value of one metric.
+func formatAggregate(o schemas.ObjectiveSpec) string {
+	agg := o.Aggregate
+	if agg == "" {
+		agg = schemas.AggregateLast
+	}
+	if !o.Weighted() {
+		if agg == schemas.AggregateLast {
+			return ""
+		}
+		return " (" + string(agg) + ")"
+	}
+	var b strings.Builder
+	b.WriteString(" =")
+	for i, m := range o.Metrics {
+		switch {
+		case i == 0 && m.Weight < 0:
+			fmt.Fprintf(&b, " -%g×%s", -m.Weight, m.Metric)
+		case i == 0:
+			fmt.Fprintf(&b, " %g×%s", m.Weight, m.Metric)
+		case m.Weight < 0:
+			fmt.Fprintf(&b, " - %g×%s", -m.Weight, m.Metric)
+		default:
+			fmt.Fprintf(&b, " + %g×%s", m.Weight, m.Metric)
+		}
+	}
+	fmt.Fprintf(&b, " (%s of each)", agg)
+	return b.String()
 }

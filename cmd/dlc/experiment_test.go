@@ -68,3 +68,22 @@ func TestPrintExperiment(t *testing.T) {
 		t.Errorf("rows (-want +got):\n%s\n%s", diff, out)
 	}
 }
+
+func TestFormatAggregate(t *testing.T) {
+	for _, tc := range []struct {
+		o    schemas.ObjectiveSpec
+		want string
+	}{
+		{schemas.ObjectiveSpec{Metric: "accuracy"}, ""},
+		{schemas.ObjectiveSpec{Metric: "accuracy", Aggregate: schemas.AggregateLast}, ""},
+		{schemas.ObjectiveSpec{Metric: "accuracy", Aggregate: schemas.AggregateBest}, " (best)"},
+		{schemas.ObjectiveSpec{Metric: "score", Metrics: []schemas.WeightedMetric{{Metric: "accuracy", Weight: 1}, {Metric: "latency_ms", Weight: -0.001}}},
+			" = 1×accuracy - 0.001×latency_ms (last of each)"},
+		{schemas.ObjectiveSpec{Metric: "score", Aggregate: schemas.AggregateMean, Metrics: []schemas.WeightedMetric{{Metric: "loss", Weight: -2}, {Metric: "acc", Weight: 0.5}}},
+			" = -2×loss + 0.5×acc (mean of each)"},
+	} {
+		if got := formatAggregate(tc.o); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
+		}
+	}
+}

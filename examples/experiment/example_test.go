@@ -24,3 +24,21 @@ func TestTuneExampleIsValid(t *testing.T) {
 		t.Errorf("trial job: %v", errs)
 	}
 }
+
+// collectors.yaml reads its objective from a CSV file with a file collector, the best
+// value of each trial.
+func TestCollectorsExampleIsValid(t *testing.T) {
+	e := schemastest.ReadValid(t, "collectors.yaml", schemas.DecodeExperiment)
+	s := e.Spec
+	if s.Objective.Aggregate != schemas.AggregateBest || s.TrialTemplate.Metrics == nil || len(s.TrialTemplate.Metrics.Collectors) != 1 ||
+		s.TrialTemplate.Metrics.Collectors[0].File == nil || s.TrialTemplate.Metrics.Collectors[0].File.Format != schemas.MetricFileCSV {
+		t.Errorf("spec %+v", s)
+	}
+	job, err := e.TrialJob("tune-csv-t0", 0, map[string]string{"lr": "0.05"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := job.Validate(); errs != nil {
+		t.Errorf("trial job: %v", errs)
+	}
+}
