@@ -1,0 +1,254 @@
+package notify_test
+
+import (
+		"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/opendlc/opendlc/events"
+	"github.com/opendlc/opendlc/internal/testutil"
+	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/schemas"
+)
+
+// alertRule returns a rule of ws that alerts on the jobs labelled team=cv and posts the
+// alerts to url.
+func alertRule(ws, name, url string, a schemas.NotificationAlert) *schemas.NotificationRule {
+	return webhookRule(ws, name, url, func(r *schemas.NotificationRule) {
+		r.Spec.Match = schemas.NotificationMatch{Labels: map[string]string{"team": "cv"}}
+		r.Spec.Alert = &a
+	})
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// resources publishes a resource sample of one replica of job, as the sampler does,
+// with the given GPU utilization at time t.
+func (e *env) resources(ws, job, replica string, seq int64, t time.Time, gpuUtil float64) published {
+	e.t.Helper()
+	uid := ws + "-" + job + "-uid"
+	ev, err := events.New(fmt.Sprintf("%s:a0:%s:r%d", uid, replica, seq), events.TypeJobResources, ws,
+		events.JobSource(ws, job), job, t,
+		events.ResourceData{Job: job, UID: uid, Replica: replica, Seq: seq, CPU: 1, MemoryBytes: 1 << 20,
+			GPUs: []events.GPUSample{{Index: 0, Utilization: gpuUtil}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.publish(ws, events.JobResourcesSubject(ws, job), ev)
+}
+
+// metricAt publishes a metric event of job with loss at time t.
+func (e *env) metricAt(ws, job string, seq int64, t time.Time, loss float64) published {
+	e.t.Helper()
+	uid := ws + "-" + job + "-uid"
+	ev, err := events.New(fmt.Sprintf("%s:a0:worker-0:m%d", uid, seq), events.TypeJobMetric, ws,
+		events.JobSource(ws, job), job, t,
+		events.MetricData{Job: job, UID: uid, Replica: "worker-0", Seq: seq, Values: map[string]float64{"loss": loss}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.publish(ws, events.JobMetricsSubject(ws, job), ev)
+}
+
+// alerts returns the alert events rc received, in order.
+func alerts(t *testing.T, rc *receiver) []events.AlertData {
+	t.Helper()
+	var out []events.AlertData
+	for _, r := range rc.all() {
+		var ev events.Event
+		var d events.AlertData
+		if err := json.Unmarshal(r.body, &ev); err != nil || ev.Type != events.TypeAlert {
+			t.Errorf("the alert rule delivered something else than an alert: %s", r.body)
+			continue
+		}
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// states returns "<job>:<state>[:<reason>]" of each alert.
+func states(as []events.AlertData) []string {
+	var out []string
+	for _, a := range as {
+		s := a.Job + ":" + a.State
+		if a.Reason != "" {
+			s += ":" + a.Reason
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+var cv = map[string]string{"team": "cv"}
+
+// TestAlertFiresAfterTheWindowAndResolves: a below condition fires once it held for the
+// whole window on every replica, not before; a sample that breaks it resolves the
+// alert; jobs the match does not select are not watched.
+func TestAlertFiresAfterTheWindowAndResolves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	// The job runs before the rule exists: the dispatcher learns it from its status.
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	e.phase("a", "other", 1, schemas.JobRunning, map[string]string{"team": "nlp"})
+	d := e.start()
+	e.put(d, alertRule("a", "idle", rc.url(), schemas.NotificationAlert{
+		Metric: events.ResourceGPUUtilization, Below: ptr(10), For: schemas.Duration(2 * time.Second)}))
+	t0 := time.Now().Add(time.Second)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+
+	e.resources("a", "j", "worker-0", 1, sec(0), 5)
+	e.resources("a", "j", "worker-1", 1, sec(0), 3)
+	e.resources("a", "j", "worker-0", 2, sec(1), 5)
+	e.resources("a", "j", "worker-1", 2, sec(1), 50) // one busy replica: not idle
+	e.resources("a", "j", "worker-0", 3, sec(2), 5)
+	e.resources("a", "j", "worker-1", 3, sec(2), 4) // idle again from sec(2)
+	e.resources("a", "j", "worker-0", 4, sec(3), 5)
+	e.resources("a", "other", "worker-0", 1, sec(0), 0)
+	e.resources("a", "other", "worker-0", 2, sec(5), 0)
+	e.waitProcessed("a")
+	testutil.Consistently(t, time.Second, "no alert before the window", func() error {
+		if n := len(rc.all()); n != 0 {
+			return fmt.Errorf("%d deliveries: %v", n, states(alerts(t, rc)))
+		}
+		return nil
+	})
+
+	e.resources("a", "j", "worker-1", 4, sec(4), 2) // sec(2)..sec(4): 2s idle
+	rc.waitDelivered(1)
+	e.resources("a", "j", "worker-0", 5, sec(5), 1)
+	e.resources("a", "j", "worker-0", 6, sec(6), 80)
+	e.resources("a", "j", "worker-1", 5, sec(6), 1)
+	rc.waitDelivered(2)
+	e.waitProcessed("a")
+	got := alerts(t, rc)
+	wantEqual(t, "alerts", []string{"j:firing", "j:resolved:Recovered"}, states(got))
+	if len(got) == 2 {
+		f, r := got[0], got[1]
+		if !f.Since.Equal(sec(2).UTC().Truncate(0)) || !r.Since.Equal(f.Since) {
+			t.Errorf("since: firing %v, resolved %v; want %v", f.Since, r.Since, sec(2))
+		}
+		if f.Value == nil || *f.Value != 2 || r.Value == nil || *r.Value != 80 {
+			t.Errorf("values: firing %v, resolved %v; want 2 and 80", f.Value, r.Value)
+		}
+		if f.Threshold == nil || *f.Threshold != 10 || f.Rule != "idle" || f.Metric != "gpu.utilization" ||
+			f.Condition != "below 10 for 2s" || f.Labels["team"] != "cv" {
+			t.Errorf("firing alert: %+v", f)
+		}
+	}
+	// The webhook got the events as published, on the rule's alert subject.
+	for _, r := range rc.all() {
+		if !notify.VerifySignature([]byte(testSecret), r.body, r.header.Get(notify.HeaderSignature)) {
+			t.Errorf("bad signature on %s", r.eventID)
+		}
+	}
+}
+
+// TestAlertResolvesWhenTheJobEnds: a firing alert resolves when its job leaves Running,
+// and late samples of the ended job raise nothing.
+func TestAlertResolvesWhenTheJobEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	d := e.start()
+	e.put(d, alertRule("a", "mem", rc.url(), schemas.NotificationAlert{
+		Metric: events.ResourceGPUUtilization, Above: ptr(90), For: schemas.Duration(time.Second)}))
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	t0 := time.Now().Add(time.Second)
+	e.resources("a", "j", "worker-0", 1, t0, 95)
+	e.resources("a", "j", "worker-0", 2, t0.Add(time.Second), 99)
+	rc.waitDelivered(1)
+	e.phase("a", "j", 2, schemas.JobSucceeded, cv)
+	rc.waitDelivered(2)
+	e.resources("a", "j", "worker-0", 3, t0.Add(2*time.Second), 99)
+	e.resources("a", "j", "worker-0", 4, t0.Add(4*time.Second), 99)
+	e.waitProcessed("a")
+	wantEqual(t, "alerts", []string{"j:firing", "j:resolved:JobEnded"}, states(alerts(t, rc)))
+}
+
+// TestAlertAbsentMetric: absentFor fires when a running job reports no sample of the
+// metric for the window, from its last sample; a new sample resolves it.
+func TestAlertAbsentMetric(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	d := e.start()
+	e.put(d, alertRule("a", "silent", rc.url(), schemas.NotificationAlert{
+		Metric: "loss", AbsentFor: schemas.Duration(2 * time.Second)}))
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	// Samples every 500ms for 3s: never 2s without one.
+	// The job reports every 500ms, as a training loop does, for 3s: never 2s without.
+	var last time.Time
+	pace := time.NewTicker(500 * time.Millisecond)
+	for i := range 6 {
+		last = time.Now()
+		e.metricAt("a", "j", int64(i+1), last, 1)
+		<-pace.C
+	}
+	pace.Stop()
+	if n := len(rc.all()); n != 0 {
+		t.Fatalf("%d alerts while the metric came every 500ms: %v", n, states(alerts(t, rc)))
+	}
+	rc.waitDelivered(1)
+	if fired := time.Now(); fired.Sub(last) < 2*time.Second {
+		t.Errorf("absent alert %v after the last sample, before the 2s window", fired.Sub(last))
+	}
+	e.metricAt("a", "j", 7, time.Now(), 1)
+	rc.waitDelivered(2)
+	got := alerts(t, rc)
+	wantEqual(t, "alerts", []string{"j:firing", "j:resolved:Recovered"}, states(got))
+	if len(got) == 2 && !got[0].Since.Equal(last.UTC().Truncate(0)) {
+		t.Errorf("since %v, want the last sample's time %v", got[0].Since, last)
+	}
+	// A job that ends is no longer watched.
+	e.phase("a", "j", 2, schemas.JobSucceeded, cv)
+	e.waitProcessed("a")
+	testutil.Consistently(t, 3*time.Second, "no alert about an ended job", func() error {
+		if n := len(rc.all()); n != 2 {
+			return fmt.Errorf("%d deliveries: %v", n, states(alerts(t, rc)))
+		}
+		return nil
+	})
+}
+
+// TestAlertStateSurvivesRestart: a dispatcher that restarts goes on from the stored
+// state: the window that started before the restart fires once, after it; a firing
+// alert is not notified again by the next dispatcher, and resolves once.
+func TestAlertStateSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	d1 := e.start()
+	e.put(d1, alertRule("a", "idle", rc.url(), schemas.NotificationAlert{
+		Metric: events.ResourceGPUUtilization, Below: ptr(10), For: schemas.Duration(2 * time.Second)}))
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	t0 := time.Now().Add(time.Second)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	e.resources("a", "j", "worker-0", 1, sec(0), 1)
+	e.resources("a", "j", "worker-0", 2, sec(1), 1)
+	e.waitProcessed("a")
+	closeDispatcher(t, d1)
+
+	e.resources("a", "j", "worker-0", 3, sec(2), 1) // fires: the window started before the restart
+	d2 := e.start()
+	rc.waitDelivered(1)
+	e.waitProcessed("a")
+	closeDispatcher(t, d2)
+
+	e.resources("a", "j", "worker-0", 4, sec(3), 1) // still firing: nothing new
+	d3 := e.start()
+	e.waitProcessed("a")
+	e.resources("a", "j", "worker-0", 5, sec(4), 70)
+	rc.waitDelivered(2)
+	e.waitProcessed("a")
+	_ = d3
+	got := alerts(t, rc)
+	wantEqual(t, "alerts", []string{"j:firing", "j:resolved:Recovered"}, states(got))
+	if len(got) > 0 && !got[0].Since.Equal(sec(0).UTC().Truncate(0)) {
+		t.Errorf("since %v, want %v: the window from before the restart", got[0].Since, sec(0))
+	}
+}
