@@ -1,7 +1,7 @@
 package notify_test
 
 import (
-		"encoding/json"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
