@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// TypeAlert: a notification rule's alert started or stopped firing for a job. Data:
-// AlertData. Published on AlertSubject by the notification dispatcher
-// (docs/alerts.md).
+// TypeAlert is the type of the event that says a notification rule's alert started
+// or stopped firing for a job. Data: AlertData. Published on AlertSubject by the
+// notification dispatcher (docs/alerts.md).
 const TypeAlert = "opendlc.alert.v1"
 
 // Alert states.

@@ -21,8 +21,6 @@ func alertRule(ws, name, url string, a schemas.NotificationAlert) *schemas.Notif
 	})
 }
 
-func ptr(v float64) *float64 { return &v }
-
 // resources publishes a resource sample of one replica of job, as the sampler does,
 // with the given GPU utilization at time t.
 func (e *env) resources(ws, job, replica string, seq int64, t time.Time, gpuUtil float64) published {
@@ -97,7 +95,7 @@ func TestAlertFiresAfterTheWindowAndResolves(t *testing.T) {
 	e.phase("a", "other", 1, schemas.JobRunning, map[string]string{"team": "nlp"})
 	d := e.start()
 	e.put(d, alertRule("a", "idle", rc.url(), schemas.NotificationAlert{
-		Metric: events.ResourceGPUUtilization, Below: ptr(10), For: schemas.Duration(2 * time.Second)}))
+		Metric: events.ResourceGPUUtilization, Below: new(10.0), For: schemas.Duration(2 * time.Second)}))
 	t0 := time.Now().Add(time.Second)
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 
@@ -156,7 +154,7 @@ func TestAlertResolvesWhenTheJobEnds(t *testing.T) {
 	rc := newReceiver(t, ok)
 	d := e.start()
 	e.put(d, alertRule("a", "mem", rc.url(), schemas.NotificationAlert{
-		Metric: events.ResourceGPUUtilization, Above: ptr(90), For: schemas.Duration(time.Second)}))
+		Metric: events.ResourceGPUUtilization, Above: new(90.0), For: schemas.Duration(time.Second)}))
 	e.phase("a", "j", 1, schemas.JobRunning, cv)
 	t0 := time.Now().Add(time.Second)
 	e.resources("a", "j", "worker-0", 1, t0, 95)
@@ -224,7 +222,7 @@ func TestAlertStateSurvivesRestart(t *testing.T) {
 	rc := newReceiver(t, ok)
 	d1 := e.start()
 	e.put(d1, alertRule("a", "idle", rc.url(), schemas.NotificationAlert{
-		Metric: events.ResourceGPUUtilization, Below: ptr(10), For: schemas.Duration(2 * time.Second)}))
+		Metric: events.ResourceGPUUtilization, Below: new(10.0), For: schemas.Duration(2 * time.Second)}))
 	e.phase("a", "j", 1, schemas.JobRunning, cv)
 	t0 := time.Now().Add(time.Second)
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }

@@ -82,7 +82,11 @@ func message(ev *event, consoleURL string) *schemas.NotificationMessage {
 		}
 	}
 	line("workspace", m.Workspace)
-	line(strings.ToLower(m.Kind), m.Name)
+	if m.Kind == "Alert" {
+		line("rule", m.Name)
+	} else {
+		line(strings.ToLower(m.Kind), m.Name)
+	}
 	line("step", m.Step)
 	line("job", jobOf(m, ev))
 	switch {
