@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -279,6 +280,40 @@ func (a *alerter) endJob(ctx context.Context, ws string, w *wsAlerts, jobName st
 		}
 		if err := a.forget(ctx, ws, w, name, jobName); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// sweep deletes the stored states of the rules that are not in live ("<workspace>.<rule>"),
+// once at start and again whenever the set of alert rules changes: those of rules
+// deleted while no dispatcher ran, or before it had loaded their states.
+func (a *alerter) sweep(ctx context.Context, live map[string]bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	lister, err := a.kv.ListKeys(lctx)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", AlertsBucket, err)
+	}
+	var stale []string
+	for k := range lister.Keys() {
+		parts := strings.SplitN(k, ".", 3)
+		if len(parts) == 3 && !live[parts[0]+"."+parts[1]] {
+			stale = append(stale, k)
+		}
+	}
+	if err := lctx.Err(); err != nil {
+		return fmt.Errorf("bucket %s: %w", AlertsBucket, err)
+	}
+	for _, k := range stale {
+		if err := a.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("bucket %s: %w", AlertsBucket, err)
+		}
+		parts := strings.SplitN(k, ".", 3)
+		if w := a.wss[parts[0]]; w != nil {
+			delete(w.states, alertKey{parts[1], parts[2]})
 		}
 	}
 	return nil

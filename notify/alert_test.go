@@ -2,9 +2,12 @@ package notify_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/internal/testutil"
@@ -248,5 +251,57 @@ func TestAlertStateSurvivesRestart(t *testing.T) {
 	wantEqual(t, "alerts", []string{"j:firing", "j:resolved:Recovered"}, states(got))
 	if len(got) > 0 && !got[0].Since.Equal(sec(0).UTC().Truncate(0)) {
 		t.Errorf("since %v, want %v: the window from before the restart", got[0].Since, sec(0))
+	}
+}
+
+// TestAlertStatesOfDeletedRulesAreForgotten: the stored states of a rule deleted while
+// no dispatcher ran are deleted by the next one, so a rule created later under that
+// name starts afresh and fires again.
+func TestAlertStatesOfDeletedRulesAreForgotten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	d1 := e.start()
+	rule := alertRule("a", "idle", rc.url(), schemas.NotificationAlert{
+		Metric: events.ResourceGPUUtilization, Below: new(10.0), For: schemas.Duration(time.Second)})
+	e.put(d1, rule)
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	t0 := time.Now().Add(time.Second)
+	e.resources("a", "j", "worker-0", 1, t0, 1)
+	e.resources("a", "j", "worker-0", 2, t0.Add(time.Second), 1)
+	rc.waitDelivered(1)
+	e.waitProcessed("a")
+	closeDispatcher(t, d1)
+	kv, err := e.js.KeyValue(e.ctx, notify.AlertsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(e.ctx, "a.idle.j"); err != nil {
+		t.Fatalf("the firing alert's state: %v", err)
+	}
+
+	if err := e.store.Delete(e.ctx, "a", "idle"); err != nil {
+		t.Fatal(err)
+	}
+	// Another rule keeps the workspace's consumer.
+	e.put(nil, webhookRule("a", "other", rc.url(), func(r *schemas.NotificationRule) { r.Spec.Match.Jobs = []string{"nothing"} }))
+	d2 := e.start()
+	testutil.Eventually(t, notifyWait, "the deleted rule's state deleted", func() error {
+		if _, err := kv.Get(e.ctx, "a.idle.j"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("state: %v", err)
+		}
+		return nil
+	})
+	rule.Spec.Alert.For = schemas.Duration(time.Second)
+	e.put(d2, rule)
+	t1 := time.Now().Add(time.Second)
+	e.resources("a", "j", "worker-0", 3, t1, 1)
+	e.resources("a", "j", "worker-0", 4, t1.Add(time.Second), 1)
+	rc.waitDelivered(2)
+	e.waitProcessed("a")
+	got := alerts(t, rc)
+	wantEqual(t, "alerts", []string{"j:firing", "j:firing"}, states(got))
+	if len(got) == 2 && !got[1].Since.Equal(t1.UTC().Truncate(0)) {
+		t.Errorf("the new rule's alert since %v, want %v", got[1].Since, t1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -900,14 +901,39 @@ func (d *Dispatcher) checkAbsent(ctx context.Context) {
 	defer close(d.alertsDone)
 	t := time.NewTicker(alertTick)
 	defer t.Stop()
+	var swept map[string]bool // the alert rules at the last sweep; nil before the first
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		if live := d.alertRuleNames(); swept == nil || !maps.Equal(live, swept) {
+			if err := d.alerts.sweep(ctx, live); err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("forgetting the alerts of deleted rules; retrying", "error", err)
+				}
+			} else {
+				swept = live
+			}
+		}
 		d.alerts.tick(ctx, d.workspaces())
 	}
+}
+
+// alertRuleNames returns "<workspace>.<rule>" of every rule with an alert.
+func (d *Dispatcher) alertRuleNames() map[string]bool {
+	d.rmu.RLock()
+	defer d.rmu.RUnlock()
+	out := map[string]bool{}
+	for ws, rules := range d.rules {
+		for n, e := range rules {
+			if e.rule.Spec.Alert != nil {
+				out[ws+"."+n] = true
+			}
+		}
+	}
+	return out
 }
 
 // finish counts one task of p as done and acknowledges p's event when it was the last.
