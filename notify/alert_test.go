@@ -288,7 +288,7 @@ func TestAlertStatesOfDeletedRulesAreForgotten(t *testing.T) {
 	d2 := e.start()
 	testutil.Eventually(t, notifyWait, "the deleted rule's state deleted", func() error {
 		if _, err := kv.Get(e.ctx, "a.idle.j"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("state: %v", err)
+			return fmt.Errorf("state: %w", err)
 		}
 		return nil
 	})
