@@ -106,18 +106,8 @@ func newAlerter(js jetstream.JetStream, stream jetstream.Stream, kv jetstream.Ke
 	return &alerter{js: js, stream: stream, kv: kv, rules: rules, now: time.Now, log: log, wss: map[string]*wsAlerts{}}
 }
 
-// condition says an alert's condition in words: "below 10 for 15m0s", "absent for 10m0s".
-func condition(a *schemas.NotificationAlert) string {
-	switch {
-	case a.AbsentFor != 0:
-		return "absent for " + a.AbsentFor.D().String()
-	case a.Above != nil:
-		return "above " + strconv.FormatFloat(*a.Above, 'g', -1, 64) + " for " + a.For.D().String()
-	case a.Below != nil:
-		return "below " + strconv.FormatFloat(*a.Below, 'g', -1, 64) + " for " + a.For.D().String()
-	}
-	return ""
-}
+// condition says an alert's condition in words.
+func condition(a *schemas.NotificationAlert) string { return a.Condition() }
 
 // holds reports whether v meets an above or below condition.
 func holds(a *schemas.NotificationAlert, v float64) bool {

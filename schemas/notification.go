@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -114,6 +115,20 @@ type NotificationAlert struct {
 	// AbsentFor fires when a running job reports no sample of Metric for this long:
 	// from 1s to 24h.
 	AbsentFor Duration `json:"absentFor,omitempty"`
+}
+
+// Condition says the alert's condition in words: "below 10 for 15m0s", "above 90 for
+// 1m0s", "absent for 10m0s".
+func (a *NotificationAlert) Condition() string {
+	switch {
+	case a.AbsentFor != 0:
+		return "absent for " + a.AbsentFor.D().String()
+	case a.Above != nil:
+		return "above " + strconv.FormatFloat(*a.Above, 'g', -1, 64) + " for " + a.For.D().String()
+	case a.Below != nil:
+		return "below " + strconv.FormatFloat(*a.Below, 'g', -1, 64) + " for " + a.For.D().String()
+	}
+	return ""
 }
 
 // Bounds of an alert's windows.
