@@ -57,8 +57,29 @@ type alerter struct {
 	now func() time.Time
 	log *slog.Logger
 
+	// caughtUp reports whether every event of the workspace published so far has been
+	// observed (or seen); an absent metric fires only then.
+	caughtUp func(ctx context.Context, ws string) bool
+
 	mu  sync.Mutex
 	wss map[string]*wsAlerts
+
+	seenMu sync.Mutex
+	seen   map[string]uint64 // workspace -> the newest stream sequence observed
+}
+
+// saw records that the workspace's events up to seq have been observed.
+func (a *alerter) saw(ws string, seq uint64) {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	a.seen[ws] = max(a.seen[ws], seq)
+}
+
+// seenUpTo is the newest stream sequence of the workspace observed.
+func (a *alerter) seenUpTo(ws string) uint64 {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	return a.seen[ws]
 }
 
 // wsAlerts is what the alerter knows of one workspace: its jobs' phases and its alerts.
@@ -103,7 +124,8 @@ type alertState struct {
 
 func newAlerter(js jetstream.JetStream, stream jetstream.Stream, kv jetstream.KeyValue, rules func(string) map[string]*ruleEntry,
 	log *slog.Logger) *alerter {
-	return &alerter{js: js, stream: stream, kv: kv, rules: rules, now: time.Now, log: log, wss: map[string]*wsAlerts{}}
+	return &alerter{js: js, stream: stream, kv: kv, rules: rules, now: time.Now, log: log, wss: map[string]*wsAlerts{},
+		seen: map[string]uint64{}, caughtUp: func(context.Context, string) bool { return true }}
 }
 
 // condition says an alert's condition in words.
@@ -347,6 +369,7 @@ func (a *alerter) tickWorkspace(ctx context.Context, ws string, rules map[string
 		}
 	}
 	now := a.now()
+	var caughtUp *bool // asked once, when an absent alert is due
 	for _, name := range slices.Sorted(maps.Keys(rules)) {
 		e := rules[name]
 		al := e.rule.Spec.Alert
@@ -367,6 +390,14 @@ func (a *alerter) tickWorkspace(ctx context.Context, ws string, rules map[string
 			}
 			base := latest(st.LastSample, job.running, e.created)
 			if now.Sub(base) < al.AbsentFor.D() {
+				continue
+			}
+			if caughtUp == nil {
+				caughtUp = new(a.caughtUp(ctx, ws))
+			}
+			if !*caughtUp {
+				// The workspace's events are not all read yet (a backlog after a
+				// restart): the sample may be among them.
 				continue
 			}
 			next := *st

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -303,5 +304,45 @@ func TestAlertStatesOfDeletedRulesAreForgotten(t *testing.T) {
 	wantEqual(t, "alerts", []string{"j:firing", "j:firing"}, states(got))
 	if len(got) == 2 && !got[1].Since.Equal(t1.UTC().Truncate(0)) {
 		t.Errorf("the new rule's alert since %v, want %v", got[1].Since, t1)
+	}
+}
+
+// TestAlertAbsentWaitsForTheBacklog: a dispatcher that starts with a backlog of samples
+// (published while none ran, read slowly) does not take the metric for absent before it
+// has read them: the alert that fires at last starts at the newest sample.
+func TestAlertAbsentWaitsForTheBacklog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	// A slow endpoint for the metric events, with one event in flight at a time: the
+	// backlog takes about 2s to read.
+	slow := newReceiver(t, func(*http.Request, int) int { <-time.After(200 * time.Millisecond); return http.StatusOK })
+	d1 := e.start(notify.WithMaxAckPending(1))
+	e.put(d1, alertRule("a", "silent", rc.url(), schemas.NotificationAlert{Metric: "loss", AbsentFor: schemas.Duration(time.Second)}))
+	e.put(d1, webhookRule("a", "slow", slow.url(), func(r *schemas.NotificationRule) { r.Spec.Match.Types = []string{events.TypeJobMetric} }))
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	e.metricAt("a", "j", 1, time.Now(), 1)
+	slow.waitDelivered(1)
+	e.waitProcessed("a")
+	closeDispatcher(t, d1)
+
+	// While no dispatcher runs, the job reports for 1.5s, every 150ms.
+	var last time.Time
+	pace := time.NewTicker(150 * time.Millisecond)
+	for i := range 10 {
+		last = time.Now()
+		e.metricAt("a", "j", int64(i+2), last, 1)
+		<-pace.C
+	}
+	pace.Stop()
+	e.start(notify.WithMaxAckPending(1))
+	rc.waitDelivered(1)
+	got := alerts(t, rc)
+	if len(got) != 1 || got[0].State != events.AlertFiring || !got[0].Since.Equal(last.UTC().Truncate(0)) {
+		t.Errorf("alerts %v, the first since %v; want one firing since the newest sample, %v", states(got), got[0].Since, last)
+	}
+	// Every metric event was read before (the last one's delivery may be under way).
+	if n := len(slow.all()); n < 10 {
+		t.Errorf("the slow endpoint got %d metric events before the alert fired, want at least 10 of 11", n)
 	}
 }

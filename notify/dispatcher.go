@@ -314,6 +314,7 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 		return nil, fmt.Errorf("notify: open bucket %s (created by jetstream.EnsureStreams): %w", AlertsBucket, err)
 	}
 	d.alerts = newAlerter(js, d.stream, alertsKV, d.alertRules, d.log)
+	d.alerts.caughtUp = d.caughtUp
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -836,11 +837,13 @@ func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 		// with the first copy, and acknowledge the newest.
 		p.msg = m
 		d.mu.Unlock()
+		d.alerts.saw(w.ws, seq)
 		return
 	}
 	if d.recent.has(seq) {
 		d.mu.Unlock()
 		_ = m.Ack()
+		d.alerts.saw(w.ws, seq)
 		return
 	}
 	d.mu.Unlock()
@@ -852,12 +855,14 @@ func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 	if err != nil {
 		d.log.Error("dropping an event that cannot be delivered", "subject", m.Subject(), "seq", seq, "error", err)
 		_ = m.Term()
+		d.alerts.saw(w.ws, seq)
 		return
 	}
 	ev.seq = seq
 	if !d.observeAlerts(w, ev) {
 		return // the dispatcher is closing: the event stays unacknowledged
 	}
+	d.alerts.saw(w.ws, seq)
 	tasks := d.match(ev)
 	if len(tasks) == 0 {
 		_ = m.Ack()
@@ -894,6 +899,24 @@ func (d *Dispatcher) observeAlerts(w *worker, ev *event) bool {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// caughtUp reports whether the dispatcher has observed every event of the workspace
+// that its consumer holds: none is left to deliver, and the last delivered was handled.
+func (d *Dispatcher) caughtUp(ctx context.Context, ws string) bool {
+	d.mu.Lock()
+	w := d.workers[ws]
+	d.mu.Unlock()
+	if w == nil || w.retired.Load() {
+		return false
+	}
+	ictx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	info, err := w.cons.Info(ictx)
+	if err != nil {
+		return false
+	}
+	return info.NumPending == 0 && d.alerts.seenUpTo(ws) >= info.Delivered.Stream
 }
 
 // checkAbsent checks the absent metrics of the alert rules until ctx ends.
