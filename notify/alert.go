@@ -118,8 +118,16 @@ type alertState struct {
 	Since  time.Time `json:"since,omitzero"`
 	// Value is the sample that fired the alert.
 	Value *float64 `json:"value,omitempty"`
-	// stored: the state is in the bucket.
+	// stored: the state is in the bucket; saved is the LastSample stored.
 	stored bool
+	saved  time.Time
+}
+
+// sampleWriteEvery is how far the last sample's time of an absentFor alert moves before
+// it is stored again, at most: a job that reports many times a second costs a few
+// writes a second. A restart can so take the metric for absent this much early.
+func sampleWriteEvery(a *schemas.NotificationAlert) time.Duration {
+	return min(time.Second, a.AbsentFor.D()/10)
 }
 
 func newAlerter(js jetstream.JetStream, stream jetstream.Stream, kv jetstream.KeyValue, rules func(string) map[string]*ruleEntry,
@@ -239,6 +247,11 @@ func (a *alerter) observe(ctx context.Context, ev *event) error {
 			}
 		}
 		if sameState(st, &next) {
+			continue
+		}
+		if onlySampleMoved(st, &next) && next.LastSample.Sub(st.saved) < sampleWriteEvery(al) {
+			// Only the last sample's time moved, a little: kept in memory.
+			w.states[alertKey{name, ev.data.Job}] = &next
 			continue
 		}
 		next.Seq = ev.seq
@@ -400,6 +413,13 @@ func (a *alerter) tickWorkspace(ctx context.Context, ws string, rules map[string
 				// restart): the sample may be among them.
 				continue
 			}
+			if !st.LastSample.Equal(st.saved) {
+				// Store the newest sample's time first: the alert's id derives from it, and
+				// a dispatcher that dies after publishing must derive the same.
+				if err := a.commit(ctx, ws, w, name, jobName, st, nil, now); err != nil {
+					return err
+				}
+			}
 			next := *st
 			next.Firing, next.Since = true, base
 			out := firing(name, jobName, job, al, &next)
@@ -423,6 +443,12 @@ func latest(ts ...time.Time) time.Time {
 
 func jobFacts(name string, job *alertJob) schemas.EventFacts {
 	return schemas.EventFacts{Type: events.TypeJobPhase, Job: name, Phase: job.phase, Labels: job.labels}
+}
+
+// onlySampleMoved reports whether b differs from a in LastSample only.
+func onlySampleMoved(a, b *alertState) bool {
+	return a.Condition == b.Condition && a.Holding.Equal(b.Holding) && a.Firing == b.Firing && a.Since.Equal(b.Since) &&
+		!a.LastSample.Equal(b.LastSample)
 }
 
 func sameState(a, b *alertState) bool {
@@ -505,7 +531,7 @@ func (a *alerter) commit(ctx context.Context, ws string, w *wsAlerts, rule, job 
 	if _, err := a.kv.Put(ctx, alertStateKey(ws, rule, job), b); err != nil {
 		return fmt.Errorf("bucket %s: %w", AlertsBucket, err)
 	}
-	st.stored = true
+	st.stored, st.saved = true, st.LastSample
 	w.states[alertKey{rule, job}] = st
 	return nil
 }
@@ -541,7 +567,7 @@ func (a *alerter) state(ctx context.Context, ws string, w *wsAlerts, rule, jobNa
 			if err := json.Unmarshal(e.Value(), st); err != nil {
 				st = &alertState{Condition: condition(al)}
 			}
-			st.stored = true
+			st.stored, st.saved = true, st.LastSample
 		}
 		w.states[k] = st
 	}

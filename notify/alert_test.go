@@ -346,3 +346,42 @@ func TestAlertAbsentWaitsForTheBacklog(t *testing.T) {
 		t.Errorf("the slow endpoint got %d metric events before the alert fired, want at least 10 of 11", n)
 	}
 }
+
+// TestAlertAbsentStoresSamplesAtABoundedRate: a job that reports many times a second
+// costs a bounded number of writes to DLC_ALERTS (the last sample's time is stored when
+// it moved by a tenth of the window, at most 1s), while the alert still starts at the
+// newest sample.
+func TestAlertAbsentStoresSamplesAtABoundedRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	d := e.start()
+	e.put(d, alertRule("a", "silent", rc.url(), schemas.NotificationAlert{Metric: "loss", AbsentFor: schemas.Duration(2 * time.Second)}))
+	e.phase("a", "j", 1, schemas.JobRunning, cv)
+	kv, err := e.js.KeyValue(e.ctx, notify.AlertsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	e.metricAt("a", "j", 1, t0, 1)
+	e.waitProcessed("a")
+	first, err := kv.Get(e.ctx, "a.silent.j")
+	if err != nil {
+		t.Fatalf("the state after the first sample: %v", err)
+	}
+	// 19 more within 190ms: the state is not written again.
+	last := t0
+	for i := 1; i < 20; i++ {
+		last = t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		e.metricAt("a", "j", int64(i+1), last, 1)
+	}
+	e.waitProcessed("a")
+	if now, err := kv.Get(e.ctx, "a.silent.j"); err != nil || now.Revision() != first.Revision() {
+		t.Errorf("the state was written again within 200ms of samples: %v", err)
+	}
+	rc.waitDelivered(1)
+	got := alerts(t, rc)
+	if len(got) != 1 || !got[0].Since.Equal(last.UTC().Truncate(0)) {
+		t.Errorf("alerts %v; want one firing since the newest sample %v", got, last)
+	}
+}
