@@ -383,15 +383,22 @@ func (a *alerter) tickWorkspace(ctx context.Context, ws string, rules map[string
 	}
 	now := a.now()
 	var caughtUp *bool // asked once, when an absent alert is due
+	var running []string
+	for name, job := range w.jobs {
+		if job.phase == string(schemas.JobRunning) {
+			running = append(running, name)
+		}
+	}
+	slices.Sort(running)
 	for _, name := range slices.Sorted(maps.Keys(rules)) {
 		e := rules[name]
 		al := e.rule.Spec.Alert
 		if al.AbsentFor == 0 {
 			continue
 		}
-		for _, jobName := range slices.Sorted(maps.Keys(w.jobs)) {
+		for _, jobName := range running {
 			job := w.jobs[jobName]
-			if job.phase != string(schemas.JobRunning) || !e.rule.Spec.Match.Matches(jobFacts(jobName, job)) {
+			if !e.rule.Spec.Match.Matches(jobFacts(jobName, job)) {
 				continue
 			}
 			st, err := a.state(ctx, ws, w, name, jobName, al)
