@@ -136,9 +136,6 @@ func newAlerter(js jetstream.JetStream, stream jetstream.Stream, kv jetstream.Ke
 		seen: map[string]uint64{}, caughtUp: func(context.Context, string) bool { return true }}
 }
 
-// condition says an alert's condition in words.
-func condition(a *schemas.NotificationAlert) string { return a.Condition() }
-
 // holds reports whether v meets an above or below condition.
 func holds(a *schemas.NotificationAlert, v float64) bool {
 	switch {
@@ -464,8 +461,7 @@ func sameState(a, b *alertState) bool {
 }
 
 func firing(rule, jobName string, job *alertJob, al *schemas.NotificationAlert, st *alertState) *events.AlertData {
-	d := alertData(rule, jobName, job, al, st, events.AlertFiring, st.Value, "")
-	return d
+	return alertData(rule, jobName, job, al, st, events.AlertFiring, st.Value, "")
 }
 
 // resolved ends st's firing and returns the resolved event's data.
@@ -476,7 +472,7 @@ func resolved(rule, jobName string, job *alertJob, al *schemas.NotificationAlert
 }
 
 func alertData(rule, jobName string, job *alertJob, al *schemas.NotificationAlert, st *alertState, state string, v *float64, reason string) *events.AlertData {
-	d := &events.AlertData{Rule: rule, Job: jobName, Metric: al.Metric, State: state, Condition: condition(al),
+	d := &events.AlertData{Rule: rule, Job: jobName, Metric: al.Metric, State: state, Condition: al.Condition(),
 		Since: st.Since.UTC(), Reason: reason, Labels: job.labels}
 	if v != nil && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
 		x := *v
@@ -567,18 +563,18 @@ func (a *alerter) state(ctx context.Context, ws string, w *wsAlerts, rule, jobNa
 		e, err := a.kv.Get(ctx, alertStateKey(ws, rule, jobName))
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			st.Condition = condition(al)
+			st.Condition = al.Condition()
 		case err != nil:
 			return nil, fmt.Errorf("bucket %s: %w", AlertsBucket, err)
 		default:
 			if err := json.Unmarshal(e.Value(), st); err != nil {
-				st = &alertState{Condition: condition(al)}
+				st = &alertState{Condition: al.Condition()}
 			}
 			st.stored, st.saved = true, st.LastSample
 		}
 		w.states[k] = st
 	}
-	if c := condition(al); st.Condition != c {
+	if c := al.Condition(); st.Condition != c {
 		next := &alertState{Condition: c, Seq: st.Seq, stored: st.stored}
 		if st.Firing {
 			old := *st
