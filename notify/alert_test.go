@@ -53,6 +53,21 @@ func (e *env) metricAt(ws, job string, seq int64, t time.Time, loss float64) pub
 	return e.publish(ws, events.JobMetricsSubject(ws, job), ev)
 }
 
+// reportLoss publishes n loss samples of job, numbered from seq, one every period as a
+// training loop reports them, and returns the last one's time.
+func (e *env) reportLoss(ws, job string, seq int64, n int, period time.Duration) time.Time {
+	e.t.Helper()
+	var last time.Time
+	pace := time.NewTicker(period)
+	defer pace.Stop()
+	for i := range n {
+		last = time.Now()
+		e.metricAt(ws, job, seq+int64(i), last, 1)
+		<-pace.C
+	}
+	return last
+}
+
 // alerts returns the alert events rc received, in order.
 func alerts(t *testing.T, rc *receiver) []events.AlertData {
 	t.Helper()
@@ -182,16 +197,8 @@ func TestAlertAbsentMetric(t *testing.T) {
 	e.put(d, alertRule("a", "silent", rc.url(), schemas.NotificationAlert{
 		Metric: "loss", AbsentFor: schemas.Duration(2 * time.Second)}))
 	e.phase("a", "j", 1, schemas.JobRunning, cv)
-	// Samples every 500ms for 3s: never 2s without one.
 	// The job reports every 500ms, as a training loop does, for 3s: never 2s without.
-	var last time.Time
-	pace := time.NewTicker(500 * time.Millisecond)
-	for i := range 6 {
-		last = time.Now()
-		e.metricAt("a", "j", int64(i+1), last, 1)
-		<-pace.C
-	}
-	pace.Stop()
+	last := e.reportLoss("a", "j", 1, 6, 500*time.Millisecond)
 	if n := len(rc.all()); n != 0 {
 		t.Fatalf("%d alerts while the metric came every 500ms: %v", n, states(alerts(t, rc)))
 	}
@@ -327,14 +334,7 @@ func TestAlertAbsentWaitsForTheBacklog(t *testing.T) {
 	closeDispatcher(t, d1)
 
 	// While no dispatcher runs, the job reports for 1.5s, every 150ms.
-	var last time.Time
-	pace := time.NewTicker(150 * time.Millisecond)
-	for i := range 10 {
-		last = time.Now()
-		e.metricAt("a", "j", int64(i+2), last, 1)
-		<-pace.C
-	}
-	pace.Stop()
+	last := e.reportLoss("a", "j", 2, 10, 150*time.Millisecond)
 	e.start(notify.WithMaxAckPending(1))
 	rc.waitDelivered(1)
 	got := alerts(t, rc)
