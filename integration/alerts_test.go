@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
+	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
@@ -261,6 +263,20 @@ spec:
 			!strings.Contains(msg.Text, "*Job:* train") {
 			t.Errorf("chat message %d: %s (%v), want it to start %q", i, chat.requests()[i].body, err, want)
 		}
+	}
+	// The API reads the alerts back from DLC_EVENTS, as dlc event tail --type does: the
+	// two rules' firing and resolution.
+	var read []string
+	if err := env.api.Events(ctx, ws, dlc.EventOptions{Type: events.TypeAlert}, func(ev events.Event) error {
+		d := alertOf(t, ev)
+		read = append(read, d.Rule+":"+d.State)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(read)
+	if got := strings.Join(read, ","); got != "idle-gpu-chat:firing,idle-gpu-chat:resolved,idle-gpu:firing,idle-gpu:resolved" {
+		t.Errorf("alert events read through the API: %s", got)
 	}
 	for _, j := range []string{"train", "other"} {
 		if _, err := env.api.StopJob(ctx, ws, j, "test over"); err != nil {
