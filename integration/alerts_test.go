@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"mime"
+	"mime/quotedprintable"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"slices"
@@ -302,6 +306,21 @@ spec:
 `, ws, hook.srv.URL, alertSecret))); err != nil {
 		t.Fatalf("apply rule: %v", err)
 	}
+	// The same alert by e-mail, to a real SMTP server on loopback.
+	sink := newMailSink(t)
+	if _, err := env.api.ApplyRule(ctx, []byte(fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: silent-mail, workspace: %s}
+spec:
+  alert: {metric: loss, absentFor: 2s}
+  email:
+    to: [oncall@example.com]
+    from: dlc@example.com
+    smtp: {host: 127.0.0.1, port: %d, tls: none}
+`, ws, sink.port))); err != nil {
+		t.Fatalf("apply e-mail rule: %v", err)
+	}
 	resume := filepath.Join(t.TempDir(), "resume")
 	// Reports its loss every 200ms for 2s, waits (silent) until the test creates the
 	// resume file, then reports again until stopped.
@@ -343,6 +362,27 @@ while :; do echo "dlc:metric loss=0.05"; sleep 0.2; done`, resume)
 	if r := alertOf(t, got[1]); !r.Since.Equal(f.Since) || r.Value == nil || *r.Value != 0.05 {
 		t.Errorf("resolved alert: %+v", r)
 	}
+	// Two e-mails: the firing and the resolution, each titled with the rule, job and
+	// state, the body one fact a line.
+	testutil.Eventually(t, itest.Left(ctx), "two e-mails", func() error {
+		if n := len(sink.messages()); n < 2 {
+			return fmt.Errorf("%d e-mails", n)
+		}
+		return nil
+	}, itest.PollInterval)
+	for i, want := range []string{"[OpenDLC] Alert silent-mail firing: job silent-job loss absent for 2s since ",
+		"[OpenDLC] Alert silent-mail resolved: job silent-job loss absent for 2s (last 0.05): resolved"} {
+		msg, err := mail.ReadMessage(strings.NewReader(string(sink.messages()[i])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject, _ := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+		body, _ := io.ReadAll(quotedprintable.NewReader(msg.Body))
+		if !strings.HasPrefix(subject, want) || !strings.Contains(string(body), "rule: silent-mail\r\n") ||
+			!strings.Contains(string(body), "job: silent-job\r\n") {
+			t.Errorf("e-mail %d: subject %q, body %q; want the subject to start %q", i, subject, body, want)
+		}
+	}
 	if _, err := env.api.StopJob(ctx, ws, "silent-job", "test over"); err != nil {
 		t.Errorf("stop: %v", err)
 	}
@@ -350,6 +390,9 @@ while :; do echo "dlc:metric loss=0.05"; sleep 0.2; done`, resume)
 	testutil.Consistently(t, 3*time.Second, "no alert about the stopped job", func() error {
 		if n := len(hook.requests()); n != 2 {
 			return fmt.Errorf("%d alerts: %v", n, alertStates(t, receivedAlerts(t, hook)))
+		}
+		if n := len(sink.messages()); n != 2 {
+			return fmt.Errorf("%d e-mails", n)
 		}
 		return nil
 	}, itest.PollInterval)
