@@ -34,6 +34,7 @@ var Types = []struct {
 	{TypeScheduleRun, ScheduleRunData{}},
 	{TypeNodeHealth, NodeHealthData{}},
 	{TypeTriggerFired, TriggerFiredData{}},
+	{TypeAlert, AlertData{}},
 	{TypeAudit, AuditData{}},
 }
 

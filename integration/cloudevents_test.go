@@ -174,6 +174,21 @@ spec:
 		t.Fatalf("trigger schedule: %+v, %v", fired, err)
 	}
 
+	// An alert: a job that reports no "never" metric for 1s fires it, and resolves it
+	// when it ends (the rule forwards its alerts to a subject of DLC_NOTIFY).
+	if _, err := env.api.ApplyRule(ctx, fmt.Appendf(nil, `
+apiVersion: opendlc.io/v1alpha1
+kind: NotificationRule
+metadata: {name: ce-alert, workspace: %[1]s}
+spec:
+  match: {jobs: [alerted]}
+  alert: {metric: never, absentFor: 1s}
+  subject: dlc.%[1]s.notify.ce-alert
+`, ws)); err != nil {
+		t.Fatalf("apply alert rule: %v", err)
+	}
+	submit(t, ctx, itest.ShellJob(ws, "alerted", "sleep 3"))
+
 	runName := schemas.TriggerRunName("ce", "/test/sdk ce-1")
 	if p := waitPipeline(t, ctx, ws, runName); p.Status.Phase != schemas.PipelineSucceeded {
 		t.Fatalf("pipeline %s: %s (%s)", runName, p.Status.Phase, p.Status.Message)
@@ -207,10 +222,14 @@ spec:
 				var d events.ScheduleRunData
 				_ = e.ce.DataAs(&d)
 				last[e.ce.Type()] = d.Action
+			case events.TypeAlert:
+				var d events.AlertData
+				_ = e.ce.DataAs(&d)
+				last[e.ce.Type()] = d.State
 			}
 		}
 		for typ, want := range map[string]string{events.TypeExperimentPhase: "Succeeded", events.TypePipelinePhase: "Succeeded",
-			events.TypeScheduleRun: "Finished"} {
+			events.TypeScheduleRun: "Finished", events.TypeAlert: events.AlertResolved} {
 			if last[typ] != want {
 				missing = append(missing, fmt.Sprintf("%s: last %q, want %s", typ, last[typ], want))
 			}

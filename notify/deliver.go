@@ -66,6 +66,7 @@ type DeadLetter struct {
 // event is what a delivery needs of one event.
 type event struct {
 	raw       []byte // the CloudEvent as published: the webhook body, the signed bytes
+	subject   string
 	id        string
 	workspace string
 	facts     schemas.EventFacts
@@ -103,6 +104,7 @@ func parseEvent(subject string, data []byte) (*event, error) {
 	phase := d.Phase
 	return &event{
 		raw:       data,
+		subject:   subject,
 		id:        env.ID,
 		workspace: ws,
 		env:       env,
@@ -127,6 +129,10 @@ type eventData struct {
 	Message    string            `json:"message"`
 	Action     string            `json:"action"`
 	Labels     map[string]string `json:"labels"`
+	// Rule, State and Metric are an alert's (events.AlertData).
+	Rule   string `json:"rule"`
+	State  string `json:"state"`
+	Metric string `json:"metric"`
 }
 
 // order is the key that orders deliveries: the job, experiment, pipeline or schedule

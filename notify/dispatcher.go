@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/opendlc/opendlc/events"
 	dlcjs "github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/schemas"
@@ -197,6 +199,10 @@ type Dispatcher struct {
 	notifyStream jetstream.Stream
 	stopRedrive  context.CancelFunc
 	redriveDone  chan struct{}
+	// alerts evaluates the rules' alerts; stopAlerts ends its absent checks.
+	alerts     *alerter
+	stopAlerts context.CancelFunc
+	alertsDone chan struct{}
 
 	// ctx bounds deliveries; cancelling it abandons the unfinished ones.
 	ctx    context.Context
@@ -303,6 +309,12 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 	if d.notifyStream, err = js.Stream(ctx, NotifyStream); err != nil {
 		return nil, fmt.Errorf("notify: stream %s: %w", NotifyStream, err)
 	}
+	alertsKV, err := js.KeyValue(ctx, AlertsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("notify: open bucket %s (created by jetstream.EnsureStreams): %w", AlertsBucket, err)
+	}
+	d.alerts = newAlerter(js, d.stream, alertsKV, d.alertRules, d.log)
+	d.alerts.caughtUp = d.caughtUp
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -352,6 +364,9 @@ func StartDispatcher(ctx context.Context, js jetstream.JetStream, opts ...Option
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	d.stopHeartbeat, d.heartbeatDone = stopHeartbeat, make(chan struct{})
 	go d.heartbeat(hbCtx)
+	alertsCtx, stopAlerts := context.WithCancel(context.Background())
+	d.stopAlerts, d.alertsDone = stopAlerts, make(chan struct{})
+	go d.checkAbsent(alertsCtx)
 	return d, nil
 }
 
@@ -369,6 +384,8 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 }
 
 func (d *Dispatcher) close(ctx context.Context) error {
+	d.stopAlerts()
+	<-d.alertsDone
 	d.stopWatch()
 	<-d.watchDone
 	d.stopRedrive()
@@ -597,7 +614,13 @@ func (d *Dispatcher) match(ev *event) []*task {
 	var tasks []*task
 	for _, n := range names {
 		r := rules[n].rule
-		if !r.Spec.Match.Matches(ev.facts) {
+		if r.Spec.Alert != nil {
+			// An alert rule delivers its own alert events only; its match selects the
+			// jobs it watches.
+			if ev.env.Type != events.TypeAlert || ev.subject != events.AlertSubject(ev.workspace, n) || ev.data.Rule != n {
+				continue
+			}
+		} else if !r.Spec.Match.Matches(ev.facts) {
 			continue
 		}
 		if r.Spec.Webhook != nil {
@@ -814,11 +837,13 @@ func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 		// with the first copy, and acknowledge the newest.
 		p.msg = m
 		d.mu.Unlock()
+		d.alerts.saw(w.ws, seq)
 		return
 	}
 	if d.recent.has(seq) {
 		d.mu.Unlock()
 		_ = m.Ack()
+		d.alerts.saw(w.ws, seq)
 		return
 	}
 	d.mu.Unlock()
@@ -830,9 +855,14 @@ func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 	if err != nil {
 		d.log.Error("dropping an event that cannot be delivered", "subject", m.Subject(), "seq", seq, "error", err)
 		_ = m.Term()
+		d.alerts.saw(w.ws, seq)
 		return
 	}
 	ev.seq = seq
+	if !d.observeAlerts(w, ev) {
+		return // the dispatcher is closing: the event stays unacknowledged
+	}
+	d.alerts.saw(w.ws, seq)
 	tasks := d.match(ev)
 	if len(tasks) == 0 {
 		_ = m.Ack()
@@ -846,6 +876,87 @@ func (d *Dispatcher) handle(w *worker, m jetstream.Msg) {
 		d.enqueueLocked(t)
 	}
 	d.mu.Unlock()
+}
+
+// observeAlerts applies ev to the workspace's alerts, retrying until NATS answers, so
+// that the workspace's events are evaluated in order. It reports false when the worker
+// stopped first.
+func (d *Dispatcher) observeAlerts(w *worker, ev *event) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+		err := d.alerts.observe(ctx, ev)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if d.ctx.Err() != nil || w.retired.Load() {
+			return false
+		}
+		d.log.Warn("evaluating alerts; retrying", "workspace", ev.workspace, "event", ev.id, "error", err)
+		if !sleepCtx(d.ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// caughtUp reports whether the dispatcher has observed every event of the workspace
+// that its consumer holds: none is left to deliver, and the last delivered was handled.
+func (d *Dispatcher) caughtUp(ctx context.Context, ws string) bool {
+	d.mu.Lock()
+	w := d.workers[ws]
+	d.mu.Unlock()
+	if w == nil || w.retired.Load() {
+		return false
+	}
+	ictx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	info, err := w.cons.Info(ictx)
+	if err != nil {
+		return false
+	}
+	return info.NumPending == 0 && d.alerts.seenUpTo(ws) >= info.Delivered.Stream
+}
+
+// checkAbsent checks the absent metrics of the alert rules until ctx ends.
+func (d *Dispatcher) checkAbsent(ctx context.Context) {
+	defer close(d.alertsDone)
+	t := time.NewTicker(alertTick)
+	defer t.Stop()
+	var swept map[string]bool // the alert rules at the last sweep; nil before the first
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if live := d.alertRuleNames(); swept == nil || !maps.Equal(live, swept) {
+			if err := d.alerts.sweep(ctx, live); err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("forgetting the alerts of deleted rules; retrying", "error", err)
+				}
+			} else {
+				swept = live
+			}
+		}
+		d.alerts.tick(ctx, d.workspaces())
+	}
+}
+
+// alertRuleNames returns "<workspace>.<rule>" of every rule with an alert.
+func (d *Dispatcher) alertRuleNames() map[string]bool {
+	d.rmu.RLock()
+	defer d.rmu.RUnlock()
+	out := map[string]bool{}
+	for ws, rules := range d.rules {
+		for n, e := range rules {
+			if e.rule.Spec.Alert != nil {
+				out[ws+"."+n] = true
+			}
+		}
+	}
+	return out
 }
 
 // finish counts one task of p as done and acknowledges p's event when it was the last.

@@ -116,11 +116,22 @@ func facts(m *schemas.NotificationMessage) [][2]string {
 		}
 	}
 	add("Workspace", m.Workspace)
-	add(m.Kind, m.Name)
-	add("Step", m.Step)
-	if m.Previous != "" && m.Phase != "" {
-		add("Phase", m.Previous+" → "+m.Phase)
+	if m.Kind == "Alert" {
+		// The alert's rule and job, and its state rather than a phase.
+		data, _ := m.Event["data"].(map[string]any)
+		job, _ := data["job"].(string)
+		add("Rule", m.Name)
+		add("Job", job)
+		add("State", m.Phase)
 	} else {
+		add(m.Kind, m.Name)
+	}
+	add("Step", m.Step)
+	switch {
+	case m.Kind == "Alert": // its state is above
+	case m.Previous != "" && m.Phase != "":
+		add("Phase", m.Previous+" → "+m.Phase)
+	default:
 		add("Phase", m.Phase)
 	}
 	add("Reason", m.Reason)
@@ -187,9 +198,9 @@ func feishuCard(m *schemas.NotificationMessage) map[string]any {
 	}
 	color := "blue"
 	switch m.Phase {
-	case "Failed":
+	case "Failed", "firing":
 		color = "red"
-	case "Succeeded":
+	case "Succeeded", "resolved":
 		color = "green"
 	case "Stopped", "Cancelled", "Skipped", "Missed":
 		color = "grey"

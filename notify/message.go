@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -22,6 +23,9 @@ func message(ev *event, consoleURL string) *schemas.NotificationMessage {
 	}
 	var page string // the console page under /ui/ws/<workspace>/
 	switch {
+	case ev.env.Type == events.TypeAlert:
+		// "Alert idle-gpu firing: job resnet gpu.utilization below 10 for 15m0s (last 3)"
+		m.Kind, m.Name, m.Phase, page = "Alert", d.Rule, d.State, "jobs/"+d.Job
 	case d.Pipeline != "":
 		m.Kind, m.Name, m.Step, page = "Pipeline", d.Pipeline, d.Step, "pipelines/"+d.Pipeline
 	case ev.env.Type == "opendlc.experiment.trial.v1":
@@ -59,7 +63,13 @@ func message(ev *event, consoleURL string) *schemas.NotificationMessage {
 	if m.Phase != "" {
 		t.WriteString(" " + m.Phase)
 	}
-	if m.Reason != "" {
+	switch {
+	case m.Kind == "Alert":
+		t.WriteString(": job " + d.Job)
+		if d.Message != "" {
+			t.WriteString(" " + truncate(d.Message, 200))
+		}
+	case m.Reason != "":
 		t.WriteString(": " + m.Reason)
 	}
 	m.Title = oneLine(t.String())
@@ -72,12 +82,19 @@ func message(ev *event, consoleURL string) *schemas.NotificationMessage {
 		}
 	}
 	line("workspace", m.Workspace)
-	line(strings.ToLower(m.Kind), m.Name)
+	if m.Kind == "Alert" {
+		line("rule", m.Name)
+	} else {
+		line(strings.ToLower(m.Kind), m.Name)
+	}
 	line("step", m.Step)
 	line("job", jobOf(m, ev))
-	if m.Previous != "" {
+	switch {
+	case m.Kind == "Alert":
+		line("state", m.Phase)
+	case m.Previous != "":
 		line("phase", m.Previous+" -> "+m.Phase)
-	} else {
+	default:
 		line("phase", m.Phase)
 	}
 	line("reason", m.Reason)

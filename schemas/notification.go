@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -40,8 +41,14 @@ type NotificationRule struct {
 // NotificationRuleSpec is what a rule matches and where it delivers. At least one of
 // Webhook, Email and Subject must be set.
 type NotificationRuleSpec struct {
-	// Match selects events; an empty match selects every event of the workspace.
+	// Match selects events; an empty match selects every event of the workspace. With
+	// Alert, it selects the jobs the alert watches, by jobs and labels only.
 	Match NotificationMatch `json:"match,omitempty,omitzero"`
+	// Alert makes the rule a threshold alert: instead of delivering the events it
+	// matches, it watches a metric of every running job that Match selects and delivers
+	// an opendlc.alert.v1 event when the condition starts to hold (firing) and when it
+	// stops (resolved). See docs/alerts.md.
+	Alert *NotificationAlert `json:"alert,omitempty"`
 	// Webhook receives each matched event as an HTTP POST: its CloudEvent JSON, or a
 	// chat message (see WebhookTarget.Format).
 	Webhook *WebhookTarget `json:"webhook,omitempty"`
@@ -88,6 +95,49 @@ type NotificationMatch struct {
 	// every schedule.
 	Schedules []string `json:"schedules,omitempty" jsonschema:"maxItems=64,maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
 }
+
+// NotificationAlert is a condition on one metric of a running job. Exactly one of Above,
+// Below and AbsentFor is set; For goes with Above and Below.
+type NotificationAlert struct {
+	// Metric is a resource metric (cpu, memory.bytes, memory, gpu.utilization,
+	// gpu.memory: opendlc.job.resources.v1 samples) or a training metric that the job
+	// reports (opendlc.job.metric.v1 values, such as loss).
+	Metric string `json:"metric" jsonschema:"maxLength=128,pattern=^[A-Za-z0-9_.:/-]+$"`
+	// Above holds when every sample of every replica of the job in the window is
+	// greater than this.
+	Above *float64 `json:"above,omitempty"`
+	// Below holds when every sample of every replica of the job in the window is less
+	// than this.
+	Below *float64 `json:"below,omitempty"`
+	// For is how long Above or Below must hold, without a sample that breaks it, before
+	// the alert fires: from 1s to 24h.
+	For Duration `json:"for,omitempty"`
+	// AbsentFor fires when a running job reports no sample of Metric for this long:
+	// from 1s to 24h.
+	AbsentFor Duration `json:"absentFor,omitempty"`
+}
+
+// Condition says the alert's condition in words: "below 10 for 15m0s", "above 90 for
+// 1m0s", "absent for 10m0s".
+func (a *NotificationAlert) Condition() string {
+	switch {
+	case a.AbsentFor != 0:
+		return "absent for " + a.AbsentFor.D().String()
+	case a.Above != nil:
+		return "above " + strconv.FormatFloat(*a.Above, 'g', -1, 64) + " for " + a.For.D().String()
+	case a.Below != nil:
+		return "below " + strconv.FormatFloat(*a.Below, 'g', -1, 64) + " for " + a.For.D().String()
+	}
+	return ""
+}
+
+// Bounds of an alert's windows.
+const (
+	// MinAlertWindow is the shortest for and absentFor; short, so that tests are fast.
+	MinAlertWindow = Duration(time.Second)
+	// MaxAlertWindow is the longest for and absentFor.
+	MaxAlertWindow = Duration(24 * time.Hour)
+)
 
 // WebhookTarget is an HTTP endpoint that receives events. Each request carries the
 // headers Content-Type (application/cloudevents+json for the cloudevents format),

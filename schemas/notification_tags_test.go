@@ -11,7 +11,7 @@ import (
 // jsonschema tags are the constants Validate and the JSON Schema use, each with a
 // message in words.
 func TestNotificationPatternTags(t *testing.T) {
-	checkTagPatterns(t, reflect.TypeFor[NotificationRule](), []string{dnsLabelPattern, eventTypePattern, natsSubjectPattern, reasonPattern})
+	checkTagPatterns(t, reflect.TypeFor[NotificationRule](), []string{dnsLabelPattern, eventTypePattern, metricNamePattern, natsSubjectPattern, reasonPattern})
 
 	f, _ := reflect.TypeFor[NotificationMatch]().FieldByName("Phases")
 	r := rulesFor(reflect.TypeFor[NotificationMatch](), f.Index[0])

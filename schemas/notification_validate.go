@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"math"
 	"mime"
 	"net/mail"
 	"net/netip"
@@ -140,6 +141,20 @@ func (s *NotificationRuleSpec) validate(workspace string, p Path, errs *ErrorLis
 		add(Invalid(p.Child("deadLetterSubject"), "must be under %s", NotifySubjectPrefix(workspace)))
 	}
 
+	if s.Alert != nil {
+		s.Alert.validate(p.Child("alert"), errs)
+		m, mp := s.Match, p.Child("match")
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"types", len(m.Types) > 0}, {"phases", len(m.Phases) > 0}, {"reasons", len(m.Reasons) > 0},
+			{"experiments", len(m.Experiments) > 0}, {"pipelines", len(m.Pipelines) > 0}, {"schedules", len(m.Schedules) > 0}} {
+			if f.set {
+				add(Invalid(mp.Child(f.name), "must not be set with alert: an alert's match selects jobs by jobs and labels"))
+			}
+		}
+	}
+
 	b, bp := s.Delivery.Backoff, p.Child("delivery", "backoff")
 	if b.Initial > maxBackoff {
 		add(Invalid(bp.Child("initial"), "must be at most %s", maxBackoff.D()))
@@ -153,6 +168,45 @@ func (s *NotificationRuleSpec) validate(workspace string, p Path, errs *ErrorLis
 }
 
 var natsSubjectRE = regexp.MustCompile(natsSubjectPattern)
+
+func (a *NotificationAlert) validate(p Path, errs *ErrorList) {
+	add := func(e *FieldError) { *errs = append(*errs, e) } // metric: required by its tags
+	n := 0
+	for _, set := range []bool{a.Above != nil, a.Below != nil, a.AbsentFor != 0} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		add(Invalid(p, "must set exactly one of above, below and absentFor"))
+	}
+	window := func(name string, d Duration) {
+		if d < MinAlertWindow || d > MaxAlertWindow {
+			add(Invalid(p.Child(name), "must be between %s and %s", MinAlertWindow.D(), MaxAlertWindow.D()))
+		}
+	}
+	for _, v := range []struct {
+		name string
+		x    *float64
+	}{{"above", a.Above}, {"below", a.Below}} {
+		if v.x != nil && (math.IsNaN(*v.x) || math.IsInf(*v.x, 0)) {
+			add(Invalid(p.Child(v.name), "must be a finite number"))
+		}
+	}
+	switch {
+	case a.AbsentFor != 0:
+		window("absentFor", a.AbsentFor)
+		if a.For != 0 {
+			add(Invalid(p.Child("for"), "must not be set with absentFor"))
+		}
+	case a.Above != nil || a.Below != nil:
+		if a.For == 0 {
+			add(Required(p.Child("for")))
+		} else {
+			window("for", a.For)
+		}
+	}
+}
 
 // validateOutSubject keeps a forwarding subject out of other workspaces and out of the
 // streams the system itself reads, so a rule can neither forge another workspace's

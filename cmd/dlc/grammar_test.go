@@ -149,7 +149,7 @@ func TestOldAndNewSpellingsAgree(t *testing.T) {
 		},
 		{
 			spellings: [][]string{{"rule", "list"}, {"rules", "list"}, {"notificationrules", "ls"}},
-			want:      "NAME  TYPES  PHASES  TARGET\nr1    t              s.x\n",
+			want:      "NAME  TYPES  PHASES  TARGET  ALERT\nr1    t              s.x     \n",
 			calls:     []string{"GET /v1/workspaces/ml/notificationrules"},
 		},
 		{

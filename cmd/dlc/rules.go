@@ -50,6 +50,12 @@ func newRuleCmd(g *globals) *cobra.Command {
 				}
 				return r.Spec.Subject
 			}},
+			{"ALERT", func(r schemas.NotificationRule) string {
+				if a := r.Spec.Alert; a != nil {
+					return a.Metric + " " + a.Condition()
+				}
+				return ""
+			}},
 		},
 
 		del:      (*client.Client).DeleteRule,

@@ -47,7 +47,7 @@ var streamKinds = registerStreamKinds(
 		events:  []subjectOf{events.TriggerFiredSubject},
 		inbound: []subjectOf{events.TriggerInboundSubject}},
 	kindSubjects{kind: schemas.KindPipeline, events: []subjectOf{events.PipelineStatusSubject}},
-	kindSubjects{kind: schemas.KindNotificationRule, notify: []subjectOf{notifySubject}},
+	kindSubjects{kind: schemas.KindNotificationRule, events: []subjectOf{events.AlertSubject}, notify: []subjectOf{notifySubject}},
 	kindSubjects{kind: schemas.KindPipelineTemplate,
 		none: "a pipeline template is a stored document; its runs publish as pipelines"},
 )

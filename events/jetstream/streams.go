@@ -51,6 +51,10 @@ const (
 	// "<workspace>.<rule>.<DLC_NOTIFY sequence>" (package notify): each is queued once,
 	// and the dispatcher marks it done after delivering it.
 	NotifyRedriveBucket = "DLC_NOTIFY_REDRIVE"
+	// AlertsBucket keeps the state of the notification rules' alerts, keyed
+	// "<workspace>.<rule>.<job>" (package notify): whether each fires, since when, and
+	// the last sample of an absent metric, so a restarted dispatcher goes on where it was.
+	AlertsBucket = "DLC_ALERTS"
 )
 
 // Subjects the streams capture.
@@ -259,6 +263,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...Option) 
 		// A key outlives its dead letter, so that a dead letter is never queued twice.
 		{Bucket: NotifyRedriveBucket, Description: "OpenDLC dead letters queued for redelivery, keyed <workspace>.<rule>.<sequence>", History: 1,
 			Storage: jetstream.FileStorage, TTL: redriveTTL(o.Notify.MaxAge)},
+		{Bucket: AlertsBucket, Description: "OpenDLC notification alerts' state, keyed <workspace>.<rule>.<job>", History: 1, Storage: jetstream.FileStorage},
 	}
 	for _, b := range buckets {
 		b.Replicas = replicasOf(ctx, js, kvStreamPrefix+b.Bucket, o.Replicas)
