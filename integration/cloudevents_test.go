@@ -175,7 +175,9 @@ spec:
 	}
 
 	// An alert: a job that reports no "never" metric for 1s fires it, and resolves it
-	// when it ends (the rule forwards its alerts to a subject of DLC_NOTIFY).
+	// when it ends (the rule forwards its alerts to a subject of DLC_NOTIFY). It runs
+	// for 7s, long enough for the shared stack's worker (a sample every 2s) to publish
+	// resource samples of its replica.
 	if _, err := env.api.ApplyRule(ctx, fmt.Appendf(nil, `
 apiVersion: opendlc.io/v1alpha1
 kind: NotificationRule
@@ -187,7 +189,7 @@ spec:
 `, ws)); err != nil {
 		t.Fatalf("apply alert rule: %v", err)
 	}
-	submit(t, ctx, itest.ShellJob(ws, "alerted", "sleep 3"))
+	submit(t, ctx, itest.ShellJob(ws, "alerted", "sleep 7"))
 
 	runName := schemas.TriggerRunName("ce", "/test/sdk ce-1")
 	if p := waitPipeline(t, ctx, ws, runName); p.Status.Phase != schemas.PipelineSucceeded {
