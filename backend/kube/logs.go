@@ -68,6 +68,10 @@ func (b *Backend) FollowLogsFrom(ctx context.Context, ref backend.GangRef, repli
 	}
 	f := newLogFollower(replica, from, b.clock.Now, fn)
 	err := b.followLogs(ctx, ns, ref, replica, f)
+	if f.dropped != "" {
+		b.logger.Warn("kube: the kubelet ended a replica's log with a message of its own, not delivered as a line",
+			"namespace", ns, "replica", replica, "message", f.dropped)
+	}
 	if fnErr, ok := errors.AsType[*callbackError](err); ok {
 		return fnErr.err
 	}
@@ -417,8 +421,10 @@ type logFollower struct {
 	last      time.Time // the latest time of a line delivered (or from's); zero: none, or unknown
 	count     int64     // lines delivered with a time from last's second up to last, after floor
 	floor     time.Time // resumed after a gap record of this time: every line up to it is old
-	exact     bool      // count is known; !exact: resumed, the cursor's line is to be found
-	cursor    string    // !exact: the text of the cursor's line
+	// dropped is the kubelet's own text that ended the last read, unstamped (finish).
+	dropped string
+	exact   bool   // count is known; !exact: resumed, the cursor's line is to be found
+	cursor  string // !exact: the text of the cursor's line
 
 	// One read.
 	seen     int64      // complete lines read
@@ -499,13 +505,23 @@ func (f *logFollower) consume(r io.Reader, final bool) error {
 	}
 }
 
-// finish delivers the unterminated last line of a finished log.
+// finish delivers the unterminated last line of a finished log. One without a timestamp
+// is not the container's: the kubelet stamps every line of a container's log when asked
+// to (every read here asks), and when the log file goes away in the middle of a
+// followed read (the container removed with its pod) it writes its own error after the
+// lines it sent, unterminated ("failed to try resolving symlinks in path ...: no such
+// file or directory"). That text is not delivered as a line; dropped keeps it for the
+// caller to log.
 func (f *logFollower) finish() error {
 	if len(f.partial) == 0 {
 		return nil
 	}
 	p := f.partial
 	f.partial = nil
+	if _, text, stamped := splitTimestamp(p, f.now); !stamped {
+		f.dropped = text
+		return nil
+	}
 	return f.line(p)
 }
 

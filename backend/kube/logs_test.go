@@ -52,6 +52,11 @@ func TestLogFollower(t *testing.T) {
 		final   bool
 		want    []line
 	}{
+		"the kubelet's own error after the last line is not a line": {
+			streams: []string{ts1 + " epoch 1\n" + ts2 + " done\nfailed to try resolving symlinks in path \"/var/log/pods/ns_p_u/main/0.log\": lstat /var/log/pods/ns_p_u/main/0.log: no such file or directory"},
+			final:   true,
+			want:    []line{{1, ts1, "epoch 1"}, {2, ts2, "done"}},
+		},
 		"from the start": {
 			streams: []string{ts1 + " epoch 1\n" + ts2 + " epoch 2\n"},
 			want:    []line{{1, ts1, "epoch 1"}, {2, ts2, "epoch 2"}},
