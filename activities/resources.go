@@ -108,7 +108,11 @@ func (r *resourceRecorder) run(ctx context.Context) {
 		case <-t.C:
 		}
 		for _, rep := range r.in.Replicas {
-			if err := r.sample(ctx, rep.Name); err != nil && ctx.Err() == nil && !errors.Is(err, backend.ErrNotRunning) {
+			err := r.sample(ctx, rep.Name)
+			switch {
+			case errors.Is(err, errors.ErrUnsupported):
+				return // this backend, as configured, cannot sample
+			case err != nil && ctx.Err() == nil && !errors.Is(err, backend.ErrNotRunning):
 				warn(ctx, "resource sample not taken", "job", r.in.Ref.Job, "replica", rep.Name, "error", err)
 			}
 		}

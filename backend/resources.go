@@ -15,7 +15,8 @@ var ErrNotRunning = errors.New("backend: replica not running")
 // the samples (events.TypeJobResources).
 type ResourceSampler interface {
 	// SampleResources reads replica's use now. A replica that is not running answers
-	// an error wrapping ErrNotRunning.
+	// an error wrapping ErrNotRunning; a backend that cannot sample as configured, one
+	// wrapping errors.ErrUnsupported (the forwarder then stops asking).
 	SampleResources(ctx context.Context, ref GangRef, replica string) (ResourceSample, error)
 }
 

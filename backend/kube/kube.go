@@ -70,6 +70,9 @@ const (
 type Backend struct {
 	client kubernetes.Interface
 
+	nodeStats bool          // WithNodeStats (resources.go)
+	summaries nodeSummaries // the kubelets' statistics, briefly kept
+
 	nsPrefix         string
 	createNamespaces bool
 	onlyNamespaces   []string // namespaced mode (namespaces.go); nil: cluster-wide

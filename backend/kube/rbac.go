@@ -87,3 +87,17 @@ func NodeHealthRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"patch"}},
 	}
 }
+
+// WorkerNodeStatsClusterRole is the cluster role that lets the worker read the kubelets'
+// statistics (deploy/rbac-node-stats.yaml); bind it only with WithNodeStats.
+const WorkerNodeStatsClusterRole = "opendlc-worker-node-stats"
+
+// NodeStatsRules let WithNodeStats read a node's statistics summary through the API
+// server's node proxy. Not in PolicyRules: get on nodes/proxy reaches every endpoint
+// of every kubelet the API server proxies to, more than a worker needs otherwise, so
+// it is granted apart, where an operator chooses resource sampling on Kubernetes.
+func NodeStatsRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+	}
+}

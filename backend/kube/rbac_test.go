@@ -110,6 +110,16 @@ func TestRBACManifest(t *testing.T) {
 	})
 }
 
+// deploy/rbac-node-stats.yaml grants exactly NodeStatsRules, apart from rbac.yaml.
+func TestNodeStatsRBACManifest(t *testing.T) {
+	checkManifest(t, "../../deploy/rbac-node-stats.yaml", []string{
+		"ClusterRole//" + WorkerNodeStatsClusterRole,
+		"ClusterRoleBinding//" + WorkerNodeStatsClusterRole,
+	}, map[string][]rbacv1.PolicyRule{
+		"ClusterRole/" + WorkerNodeStatsClusterRole: NodeStatsRules(),
+	})
+}
+
 // Every request the backend makes through a whole life cycle (informers, Launch twice,
 // of a pytorch and an MPI gang,
 // Observe, FollowLogs, Stop, Cleanup, with and without a cache, then a node health

@@ -552,7 +552,7 @@ func checkAccess(t *testing.T, ctx context.Context, c chartCase) {
 // RBAC is deploy/rbac.yaml (cluster-wide) and deploy/rbac-namespaced.yaml (namespaced,
 // namespace team-a) object for object, rule for rule, less the Namespace (helm install
 // --create-namespace makes it); with health checks off, less the objects those files
-// say to drop.
+// say to drop; with worker.nodeStats, with deploy/rbac-node-stats.yaml's too.
 func TestRBACEqualsManifests(t *testing.T) {
 	ctx := itest.Context(t, 3*time.Minute)
 	nodeHealth := []string{
@@ -564,18 +564,23 @@ func TestRBACEqualsManifests(t *testing.T) {
 	}{
 		{"../rbac.yaml", `{}`, nil},
 		{"../rbac.yaml", `worker: {healthChecks: false}`, nodeHealth},
+		{"../rbac.yaml ../rbac-node-stats.yaml", `worker: {nodeStats: true}`, nil},
 		{"../rbac-namespaced.yaml", `rbac: {mode: namespaced, namespaces: [team-a]}`, nil},
 		{"../rbac-namespaced.yaml", `{rbac: {mode: namespaced, namespaces: [team-a]}, worker: {healthChecks: false}}`,
 			append(slices.Clone(nodeHealth),
 				"Role/"+kube.WorkerNamespace+"/"+kube.WorkerRole, "RoleBinding/"+kube.WorkerNamespace+"/"+kube.WorkerRole)},
 	} {
-		data, err := os.ReadFile(tc.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fileObjs, err := decodeAll(data)
-		if err != nil {
-			t.Fatal(err)
+		var fileObjs []*unstructured.Unstructured
+		for f := range strings.FieldsSeq(tc.file) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := decodeAll(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fileObjs = append(fileObjs, objs...)
 		}
 		want := rbacObjects(t, fileObjs, tc.drop)
 		got := rbacObjects(t, render(t, ctx, "opendlc", kube.WorkerNamespace, tc.values), nil)

@@ -4,7 +4,8 @@
 // and the training image (package images: Debian with PyTorch, XGBoost, Open MPI and the
 // project's Python library and examples) imported into both nodes. The Temporal dev
 // server, NATS JetStream and S3 run as in the other integration packages, and a `dlc
-// worker --kubeconfig` process acts as the service account of deploy/rbac.yaml. Pods
+// worker --kubeconfig` process acts as the service account of deploy/rbac.yaml (and
+// deploy/rbac-node-stats.yaml, for its resource samples). Pods
 // reach the stack's S3 through kubestack.ExposeToPods (the machine's address on the pod
 // bridge).
 //
@@ -106,8 +107,11 @@ func setup(ctx context.Context, dir string) error {
 		// What a cluster start costs is worth seeing in CI's log.
 		fmt.Fprintf(os.Stderr, "realnode: cluster with 2 real nodes ready in %s (%s)\n",
 			time.Since(start).Round(100*time.Millisecond), strings.Join(env.cluster.ImageStores(), "; "))
-		if err := kubestack.ApplyManifest(ctx, env.cluster.Client, filepath.Join(itest.Root(), "deploy", "rbac.yaml")); err != nil {
-			return err
+		// The worker's RBAC, and the node statistics its resource samples read.
+		for _, m := range []string{"rbac.yaml", "rbac-node-stats.yaml"} {
+			if err := kubestack.ApplyManifest(ctx, env.cluster.Client, filepath.Join(itest.Root(), "deploy", m)); err != nil {
+				return err
+			}
 		}
 		env.workerKub, _, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour)
 		return err
@@ -141,6 +145,8 @@ func startWorker() error {
 	env.worker, err = itest.StartWorker(env.dlcBin, env.stack, filepath.Join(env.dir, "worker.log"),
 		"--kubeconfig", env.workerKub, "--pod-s3-endpoint", env.podS3, "--image-pull-grace", testImagePullGrace.String(),
 		"--node-lost-grace", "5s",
+		// Resource samples from the kubelets, every 2 s (TestResourceSamplesFromTheKubelet).
+		"--node-stats", "--resource-interval", "2s",
 		// The node health check pods run the training image (it has sh and df): nothing
 		// can be pulled from outside the machine.
 		"--health-probe-image", env.training.Root.Ref)

@@ -1,0 +1,142 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/opendlc/opendlc/backend"
+)
+
+// Resource use of a replica's pod (backend.ResourceSampler), with WithNodeStats: the
+// kubelet's statistics summary of the pod's node (GET
+// /api/v1/nodes/NODE/proxy/stats/summary through the API server, which needs get on
+// nodes/proxy: deploy/rbac-node-stats.yaml), the replica container's cumulative CPU
+// time and working set; the memory limit is the container's. GPUs are not read (a
+// DCGM exporter's per-pod metrics are not scraped yet). Without WithNodeStats, the
+// backend answers errors.ErrUnsupported and the forwarder samples nothing.
+
+var _ backend.ResourceSampler = (*Backend)(nil)
+
+// WithNodeStats reads replicas' resource use from the kubelets' statistics summaries.
+// The worker then needs get on nodes/proxy, which also lets it reach every kubelet's
+// other endpoints through the API server: off by default.
+func WithNodeStats(on bool) Option {
+	return func(b *Backend) error {
+		b.nodeStats = on
+		return nil
+	}
+}
+
+// nodeStatsMaxAge is how long one node's summary serves the samples of its pods.
+const nodeStatsMaxAge = time.Second
+
+// statsSummary is the part of the kubelet's /stats/summary (the stats/v1alpha1 API)
+// that a sample reads.
+type statsSummary struct {
+	Pods []struct {
+		PodRef struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"podRef"`
+		Containers []struct {
+			Name string `json:"name"`
+			CPU  *struct {
+				Time                 time.Time `json:"time"`
+				UsageCoreNanoSeconds *uint64   `json:"usageCoreNanoSeconds"`
+			} `json:"cpu"`
+			Memory *struct {
+				WorkingSetBytes *uint64 `json:"workingSetBytes"`
+			} `json:"memory"`
+		} `json:"containers"`
+	} `json:"pods"`
+}
+
+// nodeSummaries caches each node's summary for nodeStatsMaxAge.
+type nodeSummaries struct {
+	mu sync.Mutex
+	at map[string]time.Time
+	by map[string]*statsSummary
+}
+
+// SampleResources reads the replica container's use from its node's kubelet.
+func (b *Backend) SampleResources(ctx context.Context, ref backend.GangRef, replica string) (backend.ResourceSample, error) {
+	if !b.nodeStats {
+		return backend.ResourceSample{}, fmt.Errorf("kube: node statistics are off (WithNodeStats): %w", errors.ErrUnsupported)
+	}
+	b.cache.start()
+	ns := b.namespaceOf(ref)
+	if !b.mayUse(ns) {
+		return backend.ResourceSample{}, fmt.Errorf("%w: %s (namespace %s is not the worker's)", backend.ErrGangNotFound, ref.ID(), ns)
+	}
+	pod, err := b.cache.pod(ctx, ns, replica)
+	if err != nil {
+		return backend.ResourceSample{}, err
+	}
+	if pod == nil || pod.Labels[LabelGang] != gangValue(ref) || pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName == "" {
+		return backend.ResourceSample{}, fmt.Errorf("%w: %s", backend.ErrNotRunning, replica)
+	}
+	sum, err := b.nodeSummary(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return backend.ResourceSample{}, err
+	}
+	s := backend.ResourceSample{Node: pod.Spec.NodeName}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == ContainerName {
+			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+				s.MemoryLimitBytes = q.Value()
+			}
+		}
+	}
+	for _, p := range sum.Pods {
+		if p.PodRef.Name != pod.Name || p.PodRef.Namespace != pod.Namespace {
+			continue
+		}
+		for _, c := range p.Containers {
+			if c.Name != ContainerName || c.CPU == nil || c.CPU.UsageCoreNanoSeconds == nil {
+				continue
+			}
+			s.Time = c.CPU.Time
+			s.CPUSeconds = float64(*c.CPU.UsageCoreNanoSeconds) / 1e9
+			if c.Memory != nil && c.Memory.WorkingSetBytes != nil {
+				s.MemoryBytes = int64(*c.Memory.WorkingSetBytes)
+			}
+			if s.Time.IsZero() {
+				s.Time = time.Now()
+			}
+			return s, nil
+		}
+	}
+	// A container the kubelet has not measured yet (it just started).
+	return backend.ResourceSample{}, fmt.Errorf("%w: the kubelet of %s has no statistics of %s yet", backend.ErrNotRunning, pod.Spec.NodeName, replica)
+}
+
+// nodeSummary is the kubelet's summary of node, at most nodeStatsMaxAge old.
+func (b *Backend) nodeSummary(ctx context.Context, node string) (*statsSummary, error) {
+	c := &b.summaries
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.by[node]; ok && time.Since(c.at[node]) < nodeStatsMaxAge {
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := b.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "stats", "summary").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kube: the statistics of node %s: %w", node, err)
+	}
+	var s statsSummary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("kube: the statistics of node %s: %w", node, err)
+	}
+	if c.by == nil {
+		c.by, c.at = map[string]*statsSummary{}, map[string]time.Time{}
+	}
+	c.by[node], c.at[node] = &s, time.Now()
+	return &s, nil
+}
