@@ -40,7 +40,8 @@ type chart struct {
 const stepKey = "step"
 
 // metricCharts reads every metric report of the job's run from the event stream and
-// makes one chart per metric, by step, one line per replica.
+// makes one chart per metric, by step, one line per replica; then the charts of its
+// resource samples (resourceCharts).
 func (c *Console) metricCharts(r *http.Request, k *call, job *api.Job) ([]chart, error) {
 	since := time.Hour
 	if st := job.Status.StartTime; st != nil {
@@ -87,7 +88,7 @@ func (c *Console) metricCharts(r *http.Request, k *call, job *api.Job) ([]chart,
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	charts := make([]chart, 0, len(names))
+	charts := make([]chart, 0, len(names)+3)
 	for _, n := range names {
 		ch := chart{ID: "metric-" + n, Title: n, XLabel: stepKey, YLabel: n}
 		reps := make([]string, 0, len(byMetric[n]))
@@ -97,6 +98,73 @@ func (c *Console) metricCharts(r *http.Request, k *call, job *api.Job) ([]chart,
 		slices.Sort(reps)
 		for _, rep := range reps {
 			ch.Series = append(ch.Series, *byMetric[n][rep])
+		}
+		charts = append(charts, ch)
+	}
+	res, err := resourceCharts(r, k, job, since)
+	if err != nil {
+		return nil, err
+	}
+	return append(charts, res...), nil
+}
+
+// resourceCharts reads the resource samples of the job's run (docs/metrics.md, "Resource
+// use") and makes a chart of CPU, of memory and, when a sample read GPUs, of their
+// utilization, by seconds since the first sample, one line per replica; none without
+// samples.
+func resourceCharts(r *http.Request, k *call, job *api.Job, since time.Duration) ([]chart, error) {
+	type by = map[string]*series
+	cpu, mem, gpu := by{}, by{}, by{}
+	var start time.Time
+	add := func(m by, replica string, x, y float64) {
+		s := m[replica]
+		if s == nil {
+			s = &series{Name: replica}
+			m[replica] = s
+		}
+		s.Points = append(s.Points, point{x, y})
+	}
+	err := k.api.Events(r.Context(), k.ws, client.EventOptions{Type: events.TypeJobResources, Job: job.Spec.Metadata.Name, Since: since},
+		func(ev events.Event) error {
+			var d events.ResourceData
+			if json.Unmarshal(ev.Data, &d) != nil || d.UID != job.UID {
+				return nil //nolint:nilerr // unreadable or another run's: skip it
+			}
+			if start.IsZero() {
+				start = ev.Time
+			}
+			x := ev.Time.Sub(start).Seconds()
+			m := d.ResourceMetrics()
+			add(cpu, d.Replica, x, m[events.ResourceCPU])
+			add(mem, d.Replica, x, m[events.ResourceMemoryBytes]/(1<<20))
+			if u, ok := m[events.ResourceGPUUtilization]; ok {
+				add(gpu, d.Replica, x, u)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	var charts []chart
+	for _, c := range []struct {
+		id, title, y string
+		m            by
+	}{
+		{"resource-cpu", "CPU", "cores", cpu},
+		{"resource-memory", "memory", "MiB", mem},
+		{"resource-gpu-utilization", "GPU utilization", "percent", gpu},
+	} {
+		if len(c.m) == 0 {
+			continue
+		}
+		ch := chart{ID: c.id, Title: c.title, XLabel: "seconds", YLabel: c.y}
+		reps := make([]string, 0, len(c.m))
+		for rep := range c.m {
+			reps = append(reps, rep)
+		}
+		slices.Sort(reps)
+		for _, rep := range reps {
+			ch.Series = append(ch.Series, *c.m[rep])
 		}
 		charts = append(charts, ch)
 	}

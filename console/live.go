@@ -93,6 +93,13 @@ func (c *Console) streamEvents(w http.ResponseWriter, r *http.Request, k *call, 
 				return nil //nolint:nilerr // unreadable: skip it
 			}
 			return out.send("metric", liveEvent{Job: d.Job})
+		case events.TypeJobResources:
+			// A resource sample redraws the charts as a metric report does.
+			var d events.ResourceData
+			if json.Unmarshal(ev.Data, &d) != nil {
+				return nil //nolint:nilerr // unreadable: skip it
+			}
+			return out.send("metric", liveEvent{Job: d.Job})
 		}
 		return nil
 	})

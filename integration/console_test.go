@@ -190,7 +190,8 @@ func consoleJob(ws, name string, n int) string {
 // TestConsoleInChromium drives the web console in headless Chromium against the whole
 // stack: sign in with a token (the session cookie is HttpOnly and SameSite=Strict), a
 // job submitted meanwhile appears on the jobs page without a reload (server-sent
-// events), its page streams its log lines and draws its loss chart as it reports,
+// events), its page streams its log lines and draws its loss chart as it reports, and
+// charts of its replica's CPU and memory from the resource samples,
 // the Stop button stops it; a POST without the CSRF token is refused and changes
 // nothing, and a token of another workspace sees none of the first workspace's jobs,
 // neither listed nor by URL, and cannot stop them.
@@ -245,6 +246,9 @@ func TestConsoleInChromium(t *testing.T) {
 	p.waitJS("a loss chart with several points", `(() => { const s = document.querySelector('#charts svg#metric-loss'); return !!s && Number(s.dataset.points) >= 6; })()`)
 	first := eval[int](p, "points now", `Number(document.querySelector('#charts svg#metric-loss').dataset.points)`)
 	p.waitJS("the chart to grow live", fmt.Sprintf(`Number(document.querySelector('#charts svg#metric-loss').dataset.points) > %d`, first))
+	// And the replica's resource samples (every 2 s on this stack) as CPU and memory charts.
+	p.waitJS("the CPU and memory charts of the replica's resource samples",
+		`(() => { const c = document.querySelector('#charts svg#resource-cpu'), m = document.querySelector('#charts svg#resource-memory'); return !!c && !!m && Number(c.dataset.points) >= 2 && Number(m.dataset.points) >= 2; })()`)
 	p.do("search the logs", chromedp.SendKeys(chromedp.CSS("#log-search"), "line 3"))
 	visible := eval[[]string](p, "visible lines", `Array.from(document.querySelectorAll('#log .line')).filter(l => !l.hidden).map(l => l.textContent)`)
 	if len(visible) == 0 {

@@ -71,6 +71,7 @@ type Backend struct {
 	client kubernetes.Interface
 
 	nodeStats bool          // WithNodeStats (resources.go)
+	dcgmPort  int           // WithDCGMExporter (dcgm.go); 0: none
 	summaries nodeSummaries // the kubelets' statistics, briefly kept
 
 	nsPrefix         string

@@ -17,9 +17,9 @@ import (
 // kubelet's statistics summary of the pod's node (GET
 // /api/v1/nodes/NODE/proxy/stats/summary through the API server, which needs get on
 // nodes/proxy: deploy/rbac-node-stats.yaml), the replica container's cumulative CPU
-// time and working set; the memory limit is the container's. GPUs are not read (a
-// DCGM exporter's per-pod metrics are not scraped yet). Without WithNodeStats, the
-// backend answers errors.ErrUnsupported and the forwarder samples nothing.
+// time and working set; the memory limit is the container's. GPUs come from the node's
+// DCGM exporter with WithDCGMExporter (dcgm.go). Without WithNodeStats, the backend
+// answers errors.ErrUnsupported and the forwarder samples nothing.
 
 var _ backend.ResourceSampler = (*Backend)(nil)
 
@@ -57,11 +57,14 @@ type statsSummary struct {
 	} `json:"pods"`
 }
 
-// nodeSummaries caches each node's summary for nodeStatsMaxAge.
+// nodeSummaries caches each node's summary, and its DCGM exporter's GPUs (dcgm.go), for
+// nodeStatsMaxAge.
 type nodeSummaries struct {
-	mu sync.Mutex
-	at map[string]time.Time
-	by map[string]*statsSummary
+	mu     sync.Mutex
+	at     map[string]time.Time
+	by     map[string]*statsSummary
+	gpusAt map[string]time.Time
+	gpus   map[string][]dcgmGPU
 }
 
 // SampleResources reads the replica container's use from its node's kubelet.
@@ -108,6 +111,10 @@ func (b *Backend) SampleResources(ctx context.Context, ref backend.GangRef, repl
 			}
 			if s.Time.IsZero() {
 				s.Time = time.Now()
+			}
+			// The GPUs are best effort: an exporter that cannot be read leaves them out.
+			if s.GPUs, err = b.podGPUs(ctx, pod.Status.HostIP, pod.Namespace, pod.Name); err != nil {
+				b.logger.Warn("kube: GPUs not sampled", "replica", replica, "error", err)
 			}
 			return s, nil
 		}

@@ -167,6 +167,7 @@ type KubernetesConfig struct {
 	PodAnnotations    map[string]string `json:"podAnnotations"`
 	HealthChecks      bool              `json:"healthChecks"`
 	NodeStats         bool              `json:"nodeStats"`
+	DCGMExporterPort  int               `json:"dcgmExporterPort"`
 	HealthProbe       HealthProbeConfig `json:"healthProbe"`
 	LaunchConcurrency int               `json:"launchConcurrency"`
 	Client            kubeClientFlags   `json:"client"`
@@ -251,6 +252,7 @@ var configFields = []configField{
 	{"pod-annotation", "worker.kubernetes.podAnnotations", ""},
 	{"health-checks", "worker.kubernetes.healthChecks", ""},
 	{"node-stats", "worker.kubernetes.nodeStats", ""},
+	{"dcgm-exporter-port", "worker.kubernetes.dcgmExporterPort", ""},
 	{"health-probe-image", "worker.kubernetes.healthProbe.image", ""},
 	{"health-probe-annotation", "worker.kubernetes.healthProbe.annotations", ""},
 	{"launch-concurrency", "worker.kubernetes.launchConcurrency", ""},
@@ -343,6 +345,7 @@ func bindConfigFlags(fs *pflag.FlagSet, c *Config, command string) {
 		fs.StringToStringVar(&k.PodAnnotations, "pod-annotation", nil, "kubernetes: annotation KEY=VALUE on every pod (repeatable)")
 		fs.StringArrayVar(&k.Namespaces, "kube-namespace", nil, "kubernetes: namespaced mode: run gangs only in this namespace, watch it alone, create none (repeatable; see deploy/rbac-namespaced.yaml)")
 		fs.BoolVar(&k.NodeStats, "node-stats", false, "kubernetes: sample replicas' CPU and memory from their nodes' kubelet statistics (needs get on nodes/proxy: deploy/rbac-node-stats.yaml; docs/metrics.md)")
+		fs.IntVar(&k.DCGMExporterPort, "dcgm-exporter-port", 0, "kubernetes, with --node-stats: read replicas' GPUs from the DCGM exporter on this port of their node (9400 by default there; 0: none)")
 		fs.BoolVar(&k.HealthChecks, "health-checks", true, "kubernetes: node health checks (pre-flight checks, quarantine and re-checks; off, the worker needs no patch on nodes)")
 		fs.StringVar(&k.HealthProbe.Image, "health-probe-image", "", "kubernetes: image of the node health check pods (default "+kube.DefaultHealthProbeImage+")")
 		fs.StringToStringVar(&k.HealthProbe.Annotations, "health-probe-annotation", nil, "kubernetes: annotation KEY=VALUE on every node health check pod (repeatable)")

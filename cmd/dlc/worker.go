@@ -115,7 +115,7 @@ func (o *workerOptions) appConfig() (app.Config, error) {
 		return app.Config{}, err
 	}
 	opts = append(opts, batchOpts...)
-	opts = append(opts, kube.WithNamespaces(k.Namespaces...), kube.WithHealthChecks(k.HealthChecks), kube.WithNodeStats(k.NodeStats),
+	opts = append(opts, kube.WithNamespaces(k.Namespaces...), kube.WithHealthChecks(k.HealthChecks), kube.WithNodeStats(k.NodeStats), kube.WithDCGMExporter(k.DCGMExporterPort),
 		kube.WithLaunchConcurrency(k.LaunchConcurrency))
 	if k.S3Secret != "" {
 		opts = append(opts, kube.WithEnvFromSecret(k.S3Secret))
