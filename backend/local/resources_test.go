@@ -60,11 +60,16 @@ while time.time() < end:
 		first = s
 		return s.MemoryBytes >= 200<<20
 	}, 100*time.Millisecond)
-	time.Sleep(time.Second)
-	second, err := b.SampleResources(ctx, g.GangRef, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A second reading at least a second after the first, for the CPU between them.
+	var second backend.ResourceSample
+	testutil.Eventually(t, 20*time.Second, "a reading a second after the first", func() bool {
+		s, err := b.SampleResources(ctx, g.GangRef, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second = s
+		return s.Time.Sub(first.Time) >= time.Second
+	}, 100*time.Millisecond)
 	cores := (second.CPUSeconds - first.CPUSeconds) / second.Time.Sub(first.Time).Seconds()
 	t.Logf("cores %.2f, memory %d MiB of %d MiB, gpus %+v", cores, second.MemoryBytes>>20, second.MemoryLimitBytes>>20, second.GPUs)
 	// One core busy: some of it, however loaded the machine, and no more than a core.
