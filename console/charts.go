@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -39,9 +40,32 @@ type chart struct {
 // position.
 const stepKey = "step"
 
-// metricCharts reads every metric report of the job's run from the event stream and
-// makes one chart per metric, by step, one line per replica; then the charts of its
-// resource samples (resourceCharts).
+// byReplica is one chart's lines, by replica.
+type byReplica map[string]*series
+
+// add appends a point to replica's line.
+func (m byReplica) add(replica string, x, y float64) {
+	s := m[replica]
+	if s == nil {
+		s = &series{Name: replica}
+		m[replica] = s
+	}
+	s.Points = append(s.Points, point{x, y})
+}
+
+// chart is the chart of these lines, in replica order.
+func (m byReplica) chart(id, title, xLabel, yLabel string) chart {
+	ch := chart{ID: id, Title: title, XLabel: xLabel, YLabel: yLabel}
+	for _, rep := range slices.Sorted(maps.Keys(m)) {
+		ch.Series = append(ch.Series, *m[rep])
+	}
+	return ch
+}
+
+// metricCharts reads the job's run's events once and makes one chart per metric it
+// reported, by step, one line per replica; then, from its resource samples
+// (docs/metrics.md, "Resource use"), a chart of CPU, of memory and, when a sample read
+// GPUs, of their utilization, by seconds since the first sample.
 func (c *Console) metricCharts(r *http.Request, k *call, job *api.Job) ([]chart, error) {
 	since := time.Hour
 	if st := job.Status.StartTime; st != nil {
@@ -49,124 +73,68 @@ func (c *Console) metricCharts(r *http.Request, k *call, job *api.Job) ([]chart,
 	} else if len(job.Status.Timeline) > 0 {
 		since = time.Since(job.Status.Timeline[0].Time) + time.Minute
 	}
-	byMetric := map[string]map[string]*series{}
+	byMetric := map[string]byReplica{}
 	count := map[string]int{}
-	err := k.api.Events(r.Context(), k.ws, client.EventOptions{Type: events.TypeJobMetric, Job: job.Spec.Metadata.Name, Since: since},
+	cpu, mem, gpu := byReplica{}, byReplica{}, byReplica{}
+	var firstSample time.Time
+	err := k.api.Events(r.Context(), k.ws, client.EventOptions{Job: job.Spec.Metadata.Name, Since: since},
 		func(ev events.Event) error {
-			var d events.MetricData
-			if json.Unmarshal(ev.Data, &d) != nil || d.UID != job.UID {
-				return nil //nolint:nilerr // unreadable or another run's: skip it
-			}
-			count[d.Replica]++
-			x, ok := d.Values[stepKey]
-			if !ok {
-				x = float64(count[d.Replica])
-			}
-			for name, v := range d.Values {
-				if name == stepKey || math.IsNaN(v) || math.IsInf(v, 0) {
-					continue
+			switch ev.Type {
+			case events.TypeJobMetric:
+				var d events.MetricData
+				if json.Unmarshal(ev.Data, &d) != nil || d.UID != job.UID {
+					return nil //nolint:nilerr // unreadable or another run's: skip it
 				}
-				m := byMetric[name]
-				if m == nil {
-					m = map[string]*series{}
-					byMetric[name] = m
+				count[d.Replica]++
+				x, ok := d.Values[stepKey]
+				if !ok {
+					x = float64(count[d.Replica])
 				}
-				s := m[d.Replica]
-				if s == nil {
-					s = &series{Name: d.Replica}
-					m[d.Replica] = s
+				for name, v := range d.Values {
+					if name == stepKey || math.IsNaN(v) || math.IsInf(v, 0) {
+						continue
+					}
+					if byMetric[name] == nil {
+						byMetric[name] = byReplica{}
+					}
+					byMetric[name].add(d.Replica, x, v)
 				}
-				s.Points = append(s.Points, point{x, v})
+			case events.TypeJobResources:
+				var d events.ResourceData
+				if json.Unmarshal(ev.Data, &d) != nil || d.UID != job.UID {
+					return nil //nolint:nilerr // unreadable or another run's: skip it
+				}
+				if firstSample.IsZero() {
+					firstSample = ev.Time
+				}
+				x := ev.Time.Sub(firstSample).Seconds()
+				m := d.ResourceMetrics()
+				cpu.add(d.Replica, x, m[events.ResourceCPU])
+				mem.add(d.Replica, x, m[events.ResourceMemoryBytes]/(1<<20))
+				if u, ok := m[events.ResourceGPUUtilization]; ok {
+					gpu.add(d.Replica, x, u)
+				}
 			}
 			return nil
 		})
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(byMetric))
-	for n := range byMetric {
-		names = append(names, n)
+	charts := make([]chart, 0, len(byMetric)+3)
+	for _, n := range slices.Sorted(maps.Keys(byMetric)) {
+		charts = append(charts, byMetric[n].chart("metric-"+n, n, stepKey, n))
 	}
-	slices.Sort(names)
-	charts := make([]chart, 0, len(names)+3)
-	for _, n := range names {
-		ch := chart{ID: "metric-" + n, Title: n, XLabel: stepKey, YLabel: n}
-		reps := make([]string, 0, len(byMetric[n]))
-		for rep := range byMetric[n] {
-			reps = append(reps, rep)
-		}
-		slices.Sort(reps)
-		for _, rep := range reps {
-			ch.Series = append(ch.Series, *byMetric[n][rep])
-		}
-		charts = append(charts, ch)
-	}
-	res, err := resourceCharts(r, k, job, since)
-	if err != nil {
-		return nil, err
-	}
-	return append(charts, res...), nil
-}
-
-// resourceCharts reads the resource samples of the job's run (docs/metrics.md, "Resource
-// use") and makes a chart of CPU, of memory and, when a sample read GPUs, of their
-// utilization, by seconds since the first sample, one line per replica; none without
-// samples.
-func resourceCharts(r *http.Request, k *call, job *api.Job, since time.Duration) ([]chart, error) {
-	type by = map[string]*series
-	cpu, mem, gpu := by{}, by{}, by{}
-	var start time.Time
-	add := func(m by, replica string, x, y float64) {
-		s := m[replica]
-		if s == nil {
-			s = &series{Name: replica}
-			m[replica] = s
-		}
-		s.Points = append(s.Points, point{x, y})
-	}
-	err := k.api.Events(r.Context(), k.ws, client.EventOptions{Type: events.TypeJobResources, Job: job.Spec.Metadata.Name, Since: since},
-		func(ev events.Event) error {
-			var d events.ResourceData
-			if json.Unmarshal(ev.Data, &d) != nil || d.UID != job.UID {
-				return nil //nolint:nilerr // unreadable or another run's: skip it
-			}
-			if start.IsZero() {
-				start = ev.Time
-			}
-			x := ev.Time.Sub(start).Seconds()
-			m := d.ResourceMetrics()
-			add(cpu, d.Replica, x, m[events.ResourceCPU])
-			add(mem, d.Replica, x, m[events.ResourceMemoryBytes]/(1<<20))
-			if u, ok := m[events.ResourceGPUUtilization]; ok {
-				add(gpu, d.Replica, x, u)
-			}
-			return nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	var charts []chart
 	for _, c := range []struct {
-		id, title, y string
-		m            by
+		id, title, unit string
+		m               byReplica
 	}{
 		{"resource-cpu", "CPU", "cores", cpu},
 		{"resource-memory", "memory", "MiB", mem},
 		{"resource-gpu-utilization", "GPU utilization", "percent", gpu},
 	} {
-		if len(c.m) == 0 {
-			continue
+		if len(c.m) > 0 {
+			charts = append(charts, c.m.chart(c.id, c.title, "seconds", c.unit))
 		}
-		ch := chart{ID: c.id, Title: c.title, XLabel: "seconds", YLabel: c.y}
-		reps := make([]string, 0, len(c.m))
-		for rep := range c.m {
-			reps = append(reps, rep)
-		}
-		slices.Sort(reps)
-		for _, rep := range reps {
-			ch.Series = append(ch.Series, *c.m[rep])
-		}
-		charts = append(charts, ch)
 	}
 	return charts, nil
 }
