@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
@@ -34,15 +32,8 @@ func TestResourceSamplesOfLocalReplicas(t *testing.T) {
 	samples := map[string][]events.ResourceData{}
 	readSamples := func() {
 		samples = map[string][]events.ResourceData{}
-		if err := env.api.Events(ctx, ws, dlc.EventOptions{Type: events.TypeJobResources, Job: "busy", Since: time.Hour}, func(ev events.Event) error {
-			var d events.ResourceData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return err
-			}
+		for _, d := range itest.ResourceSamples(t, ctx, env.api, ws, "busy") {
 			samples[d.Replica] = append(samples[d.Replica], d)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
 		}
 	}
 	// While they run: a sample of each holding the memory, and dlc job top showing it.

@@ -7,6 +7,7 @@ package itest
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -286,4 +287,22 @@ func JobLogs(t testing.TB, ctx context.Context, c *dlc.Client, ws, name string) 
 		t.Fatalf("logs: %v", err)
 	}
 	return recs
+}
+
+// ResourceSamples reads a job's resource samples (events.TypeJobResources) of the last
+// hour through c, in stream order.
+func ResourceSamples(t testing.TB, ctx context.Context, c *dlc.Client, ws, job string) []events.ResourceData {
+	t.Helper()
+	var out []events.ResourceData
+	if err := c.Events(ctx, ws, dlc.EventOptions{Type: events.TypeJobResources, Job: job, Since: time.Hour}, func(ev events.Event) error {
+		var d events.ResourceData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return fmt.Errorf("resource sample %s: %w", ev.ID, err)
+		}
+		out = append(out, d)
+		return nil
+	}); err != nil {
+		t.Fatalf("resource samples of %s: %v", job, err)
+	}
+	return out
 }

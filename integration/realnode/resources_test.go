@@ -1,14 +1,12 @@
 package realnode
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
-	dlc "github.com/opendlc/opendlc/client"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
@@ -37,19 +35,7 @@ spec:
   timeout: 3m
 `, name, ws, env.training.Root.Ref))
 	var samples []events.ResourceData
-	read := func() {
-		samples = nil
-		if err := env.api.Events(ctx, ws, dlc.EventOptions{Type: events.TypeJobResources, Job: name, Since: time.Hour}, func(ev events.Event) error {
-			var d events.ResourceData
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return err
-			}
-			samples = append(samples, d)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	read := func() { samples = itest.ResourceSamples(t, ctx, env.api, ws, name) }
 	testutil.Eventually(t, itest.Left(ctx), "a sample of the container holding 150 MiB", func() bool {
 		read()
 		for _, d := range samples {
