@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -213,33 +214,31 @@ func (r *resourceRecorder) use() *schemas.ResourceUse {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var all resourceAcc
-	out := &schemas.ResourceUse{}
-	names := make([]string, 0, len(r.accs))
-	for name := range r.accs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		acc := r.accs[name]
-		if acc.Samples == 0 {
-			continue
+	var replicas []schemas.ResourceUse
+	for _, name := range slices.Sorted(maps.Keys(r.accs)) {
+		if acc := r.accs[name]; acc.Samples > 0 {
+			replicas = append(replicas, acc.summary(name))
+			all.merge(acc)
 		}
-		out.Replicas = append(out.Replicas, acc.summary(name))
-		all.Samples += acc.Samples
-		all.CPUSum += acc.CPUSum
-		all.PeakCPU = max(all.PeakCPU, acc.PeakCPU)
-		all.PeakMem = max(all.PeakMem, acc.PeakMem)
-		all.Limit = max(all.Limit, acc.Limit)
-		all.GPUSamples += acc.GPUSamples
-		all.GPUUtilSum += acc.GPUUtilSum
-		all.PeakGPUMem = max(all.PeakGPUMem, acc.PeakGPUMem)
 	}
 	if all.Samples == 0 {
 		return nil
 	}
 	sum := all.summary("")
-	sum.Replicas = out.Replicas
+	sum.Replicas = replicas
 	return &sum
+}
+
+// merge adds another replica's sums: counts and sums add, peaks take the higher.
+func (acc *resourceAcc) merge(o *resourceAcc) {
+	acc.Samples += o.Samples
+	acc.CPUSum += o.CPUSum
+	acc.PeakCPU = max(acc.PeakCPU, o.PeakCPU)
+	acc.PeakMem = max(acc.PeakMem, o.PeakMem)
+	acc.Limit = max(acc.Limit, o.Limit)
+	acc.GPUSamples += o.GPUSamples
+	acc.GPUUtilSum += o.GPUUtilSum
+	acc.PeakGPUMem = max(acc.PeakGPUMem, o.PeakGPUMem)
 }
 
 func (acc *resourceAcc) summary(replica string) schemas.ResourceUse {
