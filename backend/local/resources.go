@@ -42,9 +42,15 @@ func (b *Backend) SampleResources(ctx context.Context, ref backend.GangRef, repl
 		return backend.ResourceSample{}, fmt.Errorf("%w: %s", backend.ErrNotRunning, replica)
 	}
 	s := backend.ResourceSample{Time: time.Now(), Node: b.node}
-	for _, p := range descendants(pid, b.procChildren()) {
-		cpu, rss, ok := procUsage(p)
-		if ok {
+	// The supervisor first: once it has ended (a zombie until the worker reaps it), the
+	// replica has too, and what is left of its tree is no reading of it.
+	supCPU, supRSS, ok := procUsage(pid)
+	if !ok {
+		return backend.ResourceSample{}, fmt.Errorf("%w: %s is ending", backend.ErrNotRunning, replica)
+	}
+	s.CPUSeconds, s.MemoryBytes = supCPU, supRSS
+	for _, p := range descendants(pid, b.procChildren())[1:] {
+		if cpu, rss, ok := procUsage(p); ok {
 			s.CPUSeconds += cpu
 			s.MemoryBytes += rss
 		}

@@ -187,9 +187,10 @@ func procUsage(pid int) (cpu float64, rss int64, ok bool) {
 	if i < 0 {
 		return 0, 0, false
 	}
-	// After "pid (comm)": state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+	// After "pid (comm)": state is field 3, utime 14, stime 15, cutime 16, cstime 17. A
+	// zombie has ended (its memory reads 0 and its children's time is gone): not read.
 	f := bytes.Fields(stat[i+1:])
-	if len(f) < 15 {
+	if len(f) < 15 || string(f[0]) == "Z" || string(f[0]) == "X" {
 		return 0, 0, false
 	}
 	var ticks int64
