@@ -15,8 +15,14 @@ import (
 )
 
 // natsClusterReadyTimeout bounds how long StartNATSCluster and Restart wait for the
-// cluster's JetStream.
-const natsClusterReadyTimeout = 60 * time.Second
+// cluster's JetStream; a restarted server catches up on every stream it holds a replica
+// of, which on a loaded two-core machine takes tens of seconds.
+const natsClusterReadyTimeout = 2 * time.Minute
+
+// natsReadyProbeTimeout bounds one JetStream call of a readiness probe: a request sent
+// while the meta group has no leader may get no answer at all, and the probe asks again
+// instead of waiting for it until the whole wait is over.
+const natsReadyProbeTimeout = 3 * time.Second
 
 // NATSClusterOptions configures StartNATSCluster.
 type NATSClusterOptions struct {
@@ -185,8 +191,12 @@ func (c *NATSCluster) ready(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = js.AccountInfo(ctx)
-	return err
+	probe, cancel := context.WithTimeout(ctx, natsReadyProbeTimeout)
+	defer cancel()
+	if _, err := js.AccountInfo(probe); err != nil {
+		return fmt.Errorf("server %d: JetStream account info: %w", i, err)
+	}
+	return nil
 }
 
 // running is the index of a running server, or -1.
