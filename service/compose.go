@@ -12,6 +12,7 @@ import (
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
@@ -51,6 +52,9 @@ type Config struct {
 	// LogArchive reads deleted jobs' archived logs (with Events); nil: the log stream
 	// only.
 	LogArchive *logarchive.Store
+	// Runs is the run record database (package runs): purging a job, and deleting an
+	// experiment or a pipeline run, removes their records (SetRunRecords). Nil: none.
+	Runs runs.Store
 }
 
 // TriggerStore is the store of triggers (triggers.Store; this package cannot import
@@ -84,6 +88,9 @@ func Compose(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.Storage != nil {
 		s.SetStorage(cfg.Storage)
+	}
+	if cfg.Runs != nil {
+		s.SetRunRecords(cfg.Runs)
 	}
 	if cfg.Events != nil {
 		s.Nodes = NewNodes(cfg.Temporal, cfg.Events)

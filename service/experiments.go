@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -133,7 +134,7 @@ func (s *Experiments) update(ctx context.Context, ws, name, update string, req a
 // attempt of each trial.
 func (s *Experiments) Delete(ctx context.Context, ws, name string) error {
 	return deleteWithJobs(ctx, s.temporalBase, s.jobs, parentDelete[api.ExperimentDetail]{
-		kind: "experiment", child: "trial job", query: s.query, jobs: trialJobs,
+		kind: "experiment", record: runs.KindExperiment, child: "trial job", query: s.query, jobs: trialJobs,
 		stop: func(ctx context.Context, ws, name string) error {
 			_, err := s.update(ctx, ws, name, workflows.UpdateStop, workflows.StopRequest{Reason: "deleted"})
 			return err

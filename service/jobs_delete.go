@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -63,6 +64,9 @@ func (s *Jobs) Delete(ctx context.Context, ws, name string, o ...DeleteOptions) 
 	}
 	if err := s.waitDeleted(ctx, id); err != nil {
 		return fmt.Errorf("delete job: %w", err)
+	}
+	if err := s.deleteRecords(ctx, runs.KindJob, ws, name, view.UID); err != nil {
+		return err
 	}
 	if s.history == nil {
 		return nil

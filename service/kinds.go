@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -140,8 +141,9 @@ func (t *temporalBase) describe(ctx context.Context, kind, ws, name, id string) 
 // parentDelete is what deleteWithJobs needs of a kind whose workflow runs jobs (an
 // experiment's trials, a pipeline's steps).
 type parentDelete[R any] struct {
-	kind  string // "experiment", "pipeline"
-	child string // how its jobs are named in errors: "trial job", "step job"
+	kind   string    // "experiment", "pipeline"
+	record runs.Kind // the kind of its run records
+	child  string    // how its jobs are named in errors: "trial job", "step job"
 	// query answers the object's view; stop stops it; jobs names the jobs the view ran.
 	query func(context.Context, string, string) (R, error)
 	stop  func(context.Context, string, string) error
@@ -181,7 +183,7 @@ func deleteWithJobs[R any](ctx context.Context, t *temporalBase, jobs *Jobs, p p
 	if err := t.waitDeleted(ctx, id); err != nil {
 		return fmt.Errorf("delete %s: %w", p.kind, err)
 	}
-	return nil
+	return t.deleteRecords(ctx, p.record, ws, name, "")
 }
 
 // jobNames collects job names in order, each once, leaving out empty ones.

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -87,7 +88,7 @@ func (s *Pipelines) Stop(ctx context.Context, ws, name string, req api.StopReque
 // id) is deleted. The step jobs are the ones its status names.
 func (s *Pipelines) Delete(ctx context.Context, ws, name string) error {
 	return deleteWithJobs(ctx, s.temporalBase, s.jobs, parentDelete[api.PipelineRun]{
-		kind: "pipeline", child: "step job", query: s.query, jobs: stepJobs,
+		kind: "pipeline", record: runs.KindPipeline, child: "step job", query: s.query, jobs: stepJobs,
 		stop: func(ctx context.Context, ws, name string) error {
 			if _, err := s.Stop(ctx, ws, name, api.StopRequest{Reason: "deleted"}); err != nil && !errors.Is(err, ErrNotFound) {
 				return err

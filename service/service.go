@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/workflows"
@@ -89,6 +90,9 @@ type temporalBase struct {
 	history *JobHistory
 	// pages seals the page tokens of listings (pagetoken.go).
 	pages *pageSealer
+	// records, when set, is the run record database (package runs): a purge removes a
+	// job's records, a delete an experiment's or pipeline run's (SetRunRecords).
+	records runs.Store
 }
 
 // start starts spec's workflow, listed under ctx's owner (DlcOwner, WithOwner); a

@@ -17,6 +17,7 @@ import (
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/events/jetstream"
 	"github.com/opendlc/opendlc/metrics"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/templates"
 	"github.com/opendlc/opendlc/workflows"
@@ -61,6 +62,10 @@ type Config struct {
 	// ResourceInterval is how often replicas' resources are sampled
 	// (activities.JobActivities.ResourceInterval); 0: the default, negative: never.
 	ResourceInterval time.Duration
+	// Runs is the run record database the jobs, experiments and pipeline runs write
+	// their records to when they end (package runs); nil: no records are kept.
+	// Close leaves it open.
+	Runs runs.Store
 	// LongHeartbeatTimeout is the heartbeat timeout of the job-long activities
 	// (workflows.SetLongHeartbeatTimeout; it applies to the whole process); 0: the
 	// default, workflows.DefaultLongHeartbeatTimeout.
@@ -120,6 +125,7 @@ func Start(ctx context.Context, cfg Config) (*Main, error) {
 		}
 	}
 	RegisterQuotaActivities(w, &activities.QuotaActivities{Client: tc, StartOptions: workflows.QuotaStartOptions})
+	RegisterRunRecordActivities(w, &activities.RunRecordActivities{Store: cfg.Runs})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("workers: start: %w", err)
 	}

@@ -55,6 +55,12 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 	}
 }
 
+// RegisterRunRecordActivities registers RecordRun, which the job, experiment and
+// pipeline workflows call when they end.
+func RegisterRunRecordActivities(r ActivityRegistry, a *activities.RunRecordActivities) {
+	r.RegisterActivityWithOptions(a.RecordRun, activity.RegisterOptions{Name: workflows.ActivityRecordRun})
+}
+
 // RegisterQuotaActivities registers the workspace quota's activities.
 func RegisterQuotaActivities(r ActivityRegistry, a *activities.QuotaActivities) {
 	r.RegisterActivityWithOptions(a.RequestQuota, activity.RegisterOptions{Name: workflows.ActivityRequestQuota})

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/opendlc/opendlc/activities"
 	"github.com/opendlc/opendlc/hpo"
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -42,6 +43,9 @@ type ExperimentInput struct {
 	State *ExperimentState `json:"state,omitempty"`
 	// Options tune the workflow; the zero value is right outside tests.
 	Options ExperimentOptions `json:"options,omitzero"`
+	// Parent is the uid of the pipeline run that started the experiment (a step); its
+	// run record names it.
+	Parent string `json:"parent,omitempty"`
 }
 
 // ExperimentOptions tune the Experiment workflow.
@@ -380,6 +384,8 @@ func (w *experimentWorkflow) finish(ctx workflow.Context, out experimentOutcome)
 	now := workflow.Now(ctx)
 	w.st.FinishTime = &now
 	w.setPhase(ctx, out)
+	st := w.status()
+	recordRun(ctx, w.logger, activities.RecordRunInput{UID: w.st.UID, Parent: w.in.Parent, Experiment: w.exp, ExperimentStatus: &st})
 	w.drainOutbox(ctx)
 	return ExperimentResult{Status: w.status()}, nil
 }

@@ -70,7 +70,7 @@ func (w *experimentWorkflow) continueCarrying(ctx workflow.Context) error {
 	w.logger.Info("continuing as new with running trials", "running", w.running,
 		"events", workflow.GetInfo(ctx).GetCurrentHistoryLength())
 	return workflow.NewContinueAsNewError(ctx, ExperimentWorkflowName,
-		ExperimentInput{Experiment: w.in.Experiment, State: w.st, Options: w.in.Options})
+		ExperimentInput{Experiment: w.in.Experiment, State: w.st, Options: w.in.Options, Parent: w.in.Parent})
 }
 
 // followCarried starts following the trials a previous run carried.

@@ -198,7 +198,7 @@ func (w *experimentWorkflow) runAttempt(ctx workflow.Context, t *TrialState, run
 		w.pbtJob(t, &job)
 		// The experiment stops its trials itself; a trial whose experiment was terminated
 		// runs to its end and cleans up after itself.
-		c := TrialJobStart(TrainingJobInput{Job: job, Params: w.paramValues(t.Params)}).ExecuteChild(ctx)
+		c := TrialJobStart(TrainingJobInput{Job: job, Params: w.paramValues(t.Params), Parent: w.st.UID}).ExecuteChild(ctx)
 		var exec workflow.Execution
 		if err := c.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
 			return attemptFailed, fmt.Sprintf("could not start job %s: %s", t.Job, rootMessage(err))

@@ -323,7 +323,7 @@ func (w *pipelineWorkflow) startJob(ctx workflow.Context, i int) {
 	w.retryName(i, &built)
 	// The job is stopped through its stop update (which cleans its replicas up), not by
 	// Temporal closing it with the pipeline.
-	fut := JobStartWithLabels(TrainingJobInput{Job: *job}, built.LabelKeywords).ExecuteChild(ctx)
+	fut := JobStartWithLabels(TrainingJobInput{Job: *job, Parent: w.uid}, built.LabelKeywords).ExecuteChild(ctx)
 	w.jobs[i] = &stepJob{future: fut}
 	w.startTimeout(ctx, i)
 	previous := w.status.Steps[i].Phase
@@ -507,6 +507,8 @@ func (w *pipelineWorkflow) finish(ctx workflow.Context) {
 	now := workflow.Now(ctx)
 	w.status.FinishTime = &now
 	w.transition(ctx, w.exitOutcome(w.stepsOutcome(len(w.steps))))
+	st := w.status
+	recordRun(ctx, w.logger, activities.RecordRunInput{UID: w.uid, Pipeline: &w.in.Pipeline, PipelineStatus: &st})
 	w.drainPhaseEvents(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }

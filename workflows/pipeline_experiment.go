@@ -49,7 +49,7 @@ func (w *pipelineWorkflow) startExperiment(ctx workflow.Context, i int, built *a
 	exp := built.Experiment
 	// Its labels (the run's, opendlc.io/pipeline and opendlc.io/pipeline-step) list it
 	// as the API lists experiments.
-	fut := ExperimentStart(ExperimentInput{Experiment: *exp}).ExecuteChild(ctx)
+	fut := ExperimentStart(ExperimentInput{Experiment: *exp, Parent: w.uid}).ExecuteChild(ctx)
 	w.jobs[i] = &stepJob{future: fut, experiment: exp}
 	st := &w.status.Steps[i]
 	previous := st.Phase

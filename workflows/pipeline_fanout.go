@@ -66,7 +66,7 @@ func (w *pipelineWorkflow) startFanOutChildren(ctx workflow.Context, i int, f *f
 		k := f.next
 		f.next++
 		c := &f.children[k]
-		fut := JobStartWithLabels(TrainingJobInput{Job: c.Job}, c.LabelKeywords).ExecuteChild(ctx)
+		fut := JobStartWithLabels(TrainingJobInput{Job: c.Job, Parent: w.uid}, c.LabelKeywords).ExecuteChild(ctx)
 		f.futures[k] = fut
 		f.running++
 		w.status.Steps[i].Children[k].Phase = schemas.StepRunning

@@ -55,6 +55,9 @@ type TrainingJobInput struct {
 	// HistoryBound overrides the history bound of continue_as_new.go; nil for the
 	// defaults. Tests lower it to make a short job continue as new.
 	HistoryBound *HistoryBound `json:"historyBound,omitempty"`
+	// Parent is the uid of the experiment or pipeline run that started the job (a
+	// trial, a step); its run record names it.
+	Parent string `json:"parent,omitempty"`
 }
 
 // TrainingJobResult is the job's final status.
@@ -297,6 +300,7 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobO
 	if w.quotaRequested {
 		w.releaseQuota(ctx)
 	}
+	w.recordJob(ctx)
 	w.events.drain(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	return TrainingJobResult{Status: w.status}, nil

@@ -39,6 +39,9 @@ const (
 	// (spec.action.pipelineTemplateRef) reads the template with an activity when it
 	// fires (schedule_runs.go).
 	changeSchedulePipelineTemplateRef = "schedule-pipeline-template-ref"
+	// changeRunRecords: a job, an experiment and a pipeline run write their run record
+	// (package runs) when they end (runrecord.go).
+	changeRunRecords = "run-records"
 )
 
 // versions lists every versioned change, oldest first.
@@ -51,6 +54,8 @@ var versions = []change{
 		what: "a schedule publishes an opendlc.schedule.run.v1 event for each run it starts, skips, misses or sees end, through an outbox drained before continue-as-new (schedule_run_events.json; the older histories publish none)"},
 	{id: changeSchedulePipelineTemplateRef, since: "2026-12-07",
 		what: "a schedule whose action names a stored pipeline template (pipelineTemplateRef) reads it with the ResolvePipelineTemplate activity at each fire and starts the run it returns, or records StartFailed (schedule_pipeline_template_ref.json; no older history takes this path)"},
+	{id: changeRunRecords, since: "2026-12-07",
+		what: "a job, an experiment and a pipeline run write their run record with the RecordRun activity when they end, before their last events are published (run_record_job.json; the older histories write none)"},
 }
 
 // retiredChangeIDs are the change ids whose branches are gone (folded into the first
