@@ -39,6 +39,7 @@ import (
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
 	"github.com/opendlc/opendlc/templates"
@@ -95,6 +96,8 @@ type Config struct {
 	StorageRoot string
 	// LogArchive configures the archive of finished jobs' logs in S3 (logarchive.go).
 	LogArchive LogArchiveConfig
+	// Runs is the run record database (runrecords.go); its zero value keeps none.
+	Runs RunsConfig
 	// TaskQueue the worker polls and the API and triggers start work on; default
 	// workflows.TaskQueue.
 	TaskQueue string
@@ -185,6 +188,9 @@ type Process struct {
 	APIAddr net.Addr
 	// Metrics is the process's metrics registry.
 	Metrics *metrics.Registry
+	// Runs is the run record database (Config.Runs); nil when none is configured or
+	// the process runs neither a worker nor the API.
+	Runs runs.Store
 	// MetricsURL is where the metrics are served, http://host:port/metrics; "" when
 	// they are not.
 	MetricsURL string
@@ -247,6 +253,9 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if err := jetstream.EnsureStreams(ctx, js, cfg.Streams...); err != nil {
 		return nil, err
 	}
+	if err := p.openRuns(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Worker {
 		if p.Backend, err = p.backend(cfg); err != nil {
 			return nil, err
@@ -255,6 +264,7 @@ func Start(ctx context.Context, cfg Config) (_ *Process, err error) {
 			Temporal: p.Temporal, Events: p.Events, TaskQueue: cfg.TaskQueue,
 			S3: cfg.S3, StorageRoot: cfg.StorageRoot, LogArchiveRoot: cfg.LogArchive.Root, Backend: p.Backend, Logger: cfg.Logger, Interceptors: cfg.Interceptors,
 			Metrics: p.Metrics, HeartbeatBudget: cfg.HeartbeatBudget, ResourceInterval: cfg.ResourceInterval, LongHeartbeatTimeout: cfg.LongHeartbeatTimeout,
+			Runs: p.Runs,
 		})
 		if err != nil {
 			return nil, err
@@ -364,6 +374,7 @@ func (p *Process) compose(ctx context.Context, cfg Config) (*service.Service, er
 			return nil, err
 		}
 		sc.Events, sc.Auth, sc.Rules, sc.Triggers, sc.LogArchive = p.Events, p.Auth, rules, triggerStore, p.archive
+		sc.Runs = p.Runs
 		registry = p.Auth
 	} else {
 		reader, err := auth.OpenWorkspaceReader(ctx, js)

@@ -190,3 +190,18 @@ func initdb(ctx context.Context, bin, data string, runAs []string) error {
 	}
 	return nil
 }
+
+// DSN is the URL of database name on the server, as the superuser (no password).
+func (p *Postgres) DSN(name string) string {
+	return "postgres://" + p.User + "@" + p.Address() + "/" + name + "?sslmode=disable"
+}
+
+// CreateDatabase creates database name unless it exists (createdb).
+func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, "createdb"), "-h", p.Host, "-p", strconv.Itoa(p.Port), "-U", p.User, name)
+	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "already exists") {
+		return fmt.Errorf("devstack: createdb %s: %w: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -119,6 +119,13 @@ type Config struct {
 	// StorageRoot is the root of the default locations with StorageIsolation; default
 	// DefaultStorageRoot.
 	StorageRoot string
+	// RunsDatabase is the run record database (app.RunsConfig.Database). Default: with
+	// TemporalOnPostgres, the database opendlc_runs on the stack's PostgreSQL; else
+	// SQLite in Dir/runs.db. "none" keeps no records.
+	RunsDatabase string
+	// RunsRetention is how long run records are kept (app.RunsConfig.Retention); zero
+	// keeps them.
+	RunsRetention time.Duration
 	// LogArchiveRetention is how long finished jobs' log archives are kept
 	// (app.LogArchiveConfig.Retention); zero keeps them. The archives lie under each
 	// workspace's location, or DefaultStorageRoot/<workspace>/ without StorageIsolation.
@@ -183,6 +190,9 @@ type Embedded struct {
 	// PodS3Endpoint is the S3 endpoint pods are given (Config.PodS3Endpoint, or the
 	// stack's own); "" without Config.Kubeconfig.
 	PodS3Endpoint string
+	// RunsDatabase is the DSN of the run record database (Config.RunsDatabase), which
+	// a `dlc worker` of the stack is given too; "" when none is kept.
+	RunsDatabase string
 
 	// accounts and storageRoot are set with Config.StorageIsolation (storage.go).
 	accounts    *storage.Accounts
@@ -253,6 +263,9 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 	if cfg.Kubeconfig != "" {
 		e.PodS3Endpoint = cmp.Or(cfg.PodS3Endpoint, e.Stack.S3.Endpoint)
 	}
+	if e.RunsDatabase, err = e.runsDatabase(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.StorageIsolation {
 		if err := e.startStorage(cfg); err != nil {
 			return nil, err
@@ -290,6 +303,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits, SingleTenant: cfg.SingleTenant},
 		Metrics:    metricsConfig(cfg.MetricsAddr),
 		LogArchive: app.LogArchiveConfig{Root: DefaultStorageRoot, Retention: cfg.LogArchiveRetention},
+		Runs:       app.RunsConfig{Database: e.RunsDatabase, Retention: cfg.RunsRetention},
 	}))
 	if err != nil {
 		return nil, err
@@ -430,4 +444,22 @@ func (e *Embedded) Close() error {
 		errs = append(errs, e.Stack.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// runsDatabase is the DSN of the stack's run record database (Config.RunsDatabase),
+// creating the PostgreSQL database when it is the stack's.
+func (e *Embedded) runsDatabase(ctx context.Context, cfg Config) (string, error) {
+	switch {
+	case cfg.RunsDatabase == "none":
+		return "", nil
+	case cfg.RunsDatabase != "":
+		return cfg.RunsDatabase, nil
+	case e.Stack.Postgres != nil:
+		const name = "opendlc_runs"
+		if err := e.Stack.Postgres.CreateDatabase(ctx, name); err != nil {
+			return "", err
+		}
+		return e.Stack.Postgres.DSN(name), nil
+	}
+	return "sqlite:" + filepath.Join(e.Dir, "runs.db"), nil
 }

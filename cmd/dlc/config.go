@@ -52,6 +52,14 @@ type Config struct {
 	// Secrets are the secrets documents name by reference (`dlc server`'s trigger
 	// webhooks, `dlc notifier`'s rules).
 	Secrets SecretsConfig `json:"secrets"`
+	// Runs is the run record database (`dlc server` and `dlc worker`).
+	Runs RunsConfig `json:"runs"`
+}
+
+// RunsConfig is app.RunsConfig in the file.
+type RunsConfig struct {
+	Database  string   `json:"database"`
+	Retention Duration `json:"retention"`
 }
 
 // NotificationsConfig is the notification dispatcher of `dlc notifier`.
@@ -226,6 +234,8 @@ var configFields = []configField{
 	{"log-archive-root", "storage.logArchive.root", "DLC_LOG_ARCHIVE_ROOT"},
 	{"log-archive-retention", "storage.logArchive.retention", ""},
 	{"metrics-addr", "metrics.addr", "DLC_METRICS_ADDR"},
+	{"runs-database", "runs.database", "DLC_RUNS_DATABASE"},
+	{"runs-retention", "runs.retention", ""},
 	{"verbose", "log.verbose", ""},
 
 	{"addr", "api.addr", ""},
@@ -317,6 +327,12 @@ func bindConfigFlags(fs *pflag.FlagSet, c *Config, command string) {
 	fs.StringVar(&c.Temporal.TLS.CA, "temporal-tls-ca", "", "CA certificate of the Temporal frontend (default: the system's roots)")
 	fs.StringVar(&c.Temporal.TLS.ServerName, "temporal-tls-server-name", "", "name to verify the Temporal frontend's certificate against (default: the host of --temporal)")
 	registerMetricsAddr(fs, &c.Metrics.Addr, "")
+	if command == serverCommand || command == workerCommand || command == bothCommands {
+		fs.StringVar(&c.Runs.Database, "runs-database", "", runsDatabaseUsage)
+	}
+	if command == serverCommand || command == bothCommands {
+		fs.DurationVar((*time.Duration)(&c.Runs.Retention), "runs-retention", 0, runsRetentionUsage)
+	}
 	if command == serverCommand || command == notifierCommand || command == bothCommands {
 		fs.StringVar(&c.Secrets.Dir, "secrets-dir", "", "read the secrets that trigger webhooks and notification rules name by reference (secretRef, botSecretRef, passwordRef) from this directory: one file WORKSPACE.NAME, or WORKSPACE.NAME.KEY for a reference with a key, as a Kubernetes Secret mounted as a volume lays them out (default: none, and such a reference fails)")
 	}
@@ -551,6 +567,12 @@ func (c *Config) Validate() schemas.ErrorList {
 	if n := c.NATS.StreamReplicas; n < 0 || n > jetstream.MaxReplicas {
 		add("nats.streamReplicas", "%d: must be 1 to %d (0: keep what the streams have)", n, jetstream.MaxReplicas)
 	}
+	if c.Runs.Retention < 0 {
+		add("runs.retention", "%s is negative", time.Duration(c.Runs.Retention))
+	}
+	if c.Runs.Retention > 0 && c.Runs.Database == "" {
+		add("runs.retention", "set without runs.database")
+	}
 	if c.Storage.LogArchive.Retention < 0 {
 		add("storage.logArchive.retention", "%s is negative", time.Duration(c.Storage.LogArchive.Retention))
 	}
@@ -771,6 +793,7 @@ func (c *Config) appConfig() (app.Config, error) {
 		NATSURL: c.NATS.URL, NATSOptions: c.natsOptions(), Logger: newLogger(c.Log.Verbose),
 		StorageRoot: c.Storage.Root, Streams: streams,
 		LogArchive: app.LogArchiveConfig{Root: c.Storage.LogArchive.Root, Retention: time.Duration(c.Storage.LogArchive.Retention)},
+		Runs:       app.RunsConfig{Database: c.Runs.Database, Retention: time.Duration(c.Runs.Retention)},
 		Metrics:    metricsConfig(c.Metrics.Addr),
 		Secrets:    secretsSource(c.Secrets.Dir),
 	}, nil

@@ -7,3 +7,9 @@ const (
 	logArchiveRetentionUsage = "delete finished jobs' log archives this long after they were written (0: keep them); " +
 		"the API process sweeps every hour"
 )
+
+const (
+	runsDatabaseUsage = "keep run records (history, lineage, usage) in this database: postgres://USER@HOST/DB " +
+		"(the password from PGPASSWORD or a .pgpass file) or sqlite:PATH; default: no records"
+	runsRetentionUsage = "delete run records this long after their run ended (0: keep them)"
+)

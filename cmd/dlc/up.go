@@ -70,6 +70,9 @@ func newUpCmd() *cobra.Command {
 	f.BoolVar(&opts.StorageIsolation, "storage-isolation", true, "confine each workspace to its own S3 location (--storage-root/WORKSPACE/, or its registry entry's storage.locations) and give its replicas their own gateway account")
 	f.StringVar(&opts.StorageRoot, "storage-root", embedded.DefaultStorageRoot, "with --storage-isolation: the root of the workspaces' default S3 locations")
 	f.DurationVar(&opts.LogArchiveRetention, "log-archive-retention", 0, logArchiveRetentionUsage)
+	f.StringVar(&opts.RunsDatabase, "runs-database", "", "keep run records (history, lineage, usage) in this database: postgres://USER@HOST/DB "+
+		"or sqlite:PATH; none keeps no records (default: SQLite in DIR/runs.db)")
+	f.DurationVar(&opts.RunsRetention, "runs-retention", 0, runsRetentionUsage)
 	f.BoolVar(&opts.NATSTLS, "nats-tls", false, "serve NATS over TLS only, with a CA generated into DIR/nats/tls (clients trust DIR/nats/tls/ca.pem)")
 	registerMetricsAddr(f, &opts.MetricsAddr, os.Getenv("DLC_METRICS_ADDR"))
 	f.StringVar(&opts.ConsoleURL, "console-url", "", "the web console's external base URL (https://dlc.example.com), which notification messages and e-mails link to; default: no links")

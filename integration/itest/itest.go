@@ -168,6 +168,9 @@ func WorkerArgs(e *embedded.Embedded, extra ...string) []string {
 	if s.NATS.CAFile != "" {
 		args = append(args, "--nats-tls-ca", s.NATS.CAFile)
 	}
+	if e.RunsDatabase != "" {
+		args = append(args, "--runs-database", e.RunsDatabase)
+	}
 	return append(args, extra...)
 }
 
