@@ -90,6 +90,7 @@ func tableRoutes() []route {
 		out = append(out, k.routes...)
 		if i == 0 {
 			out = append(out, clusterRoutes...)
+			out = append(out, historyRoutes...)
 		}
 	}
 	return out

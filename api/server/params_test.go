@@ -28,6 +28,12 @@ func hostileFor(param string) []string {
 	case "pageToken":
 		// a sealed token: version 1, a MAC and Temporal's bytes in base64url, bounded
 		return append(hostile, strings.Repeat("a", maxPageTokenLength+1), "eyJhIjoxfQ==", "eyJhIjoxfQ")
+	case "groupByLabel":
+		return without(without(hostile, "a.b"), "A") // label keys may be dotted and capitalized
+	case "after":
+		// an opaque cursor of base64url characters: "A" and "-a" are of its form; the
+		// store refuses a cursor it did not make
+		return append(without(without(without(hostile, "A"), "-a"), strings.Repeat("a", 300)), strings.Repeat("a", maxCursorLength+1))
 	case "param":
 		return append(hostile, "x=a\x00b", "x="+strings.Repeat("v", 5000), "a.b=1", "=1")
 	}
@@ -50,8 +56,13 @@ func pathWith(rt *route, which, v string) string {
 	p := rt.path
 	for _, name := range pathParams(rt.path) {
 		val := "x"
-		if name == "ws" {
+		switch name {
+		case "ws":
 			val = "alpha"
+		case "kind":
+			val = "TrainingJob"
+		case "uid":
+			val = testUID
 		}
 		if name == which {
 			val = url.PathEscape(v)

@@ -51,7 +51,7 @@ func bodyFor(rt *route, ws string) []byte {
 }
 
 func concretePath(rt *route, ws string) string {
-	return strings.NewReplacer("{ws}", ws, "{name}", "x", "{trial}", "0").Replace(rt.path)
+	return strings.NewReplacer("{ws}", ws, "{name}", "x", "{trial}", "0", "{kind}", "TrainingJob", "{uid}", testUID).Replace(rt.path)
 }
 
 func errorCode(t *testing.T, body []byte) string {

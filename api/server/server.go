@@ -20,6 +20,7 @@ import (
 	"github.com/opendlc/opendlc/logarchive"
 	"github.com/opendlc/opendlc/metrics"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
 )
@@ -40,6 +41,9 @@ type Options struct {
 	LogArchive *logarchive.Store
 	// WebhookSecrets resolves triggers' webhook secretRefs (WithWebhookSecrets).
 	WebhookSecrets notify.SecretSource
+	// Runs reads run records: history, lineage and usage (WithRuns); nil: those
+	// routes answer 503.
+	Runs runs.Store
 }
 
 // Option changes Options.
