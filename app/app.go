@@ -398,7 +398,7 @@ func (p *Process) startAPI(cfg Config, svc *service.Service, tlsConfig *tls.Conf
 	}
 	p.http = server.New(svc, p.Events, server.WithLogger(cfg.Logger), server.WithAuth(p.Auth),
 		server.WithRateLimits(cfg.API.RateLimits), server.WithMetrics(p.Metrics), server.WithLogArchive(p.archive),
-		server.WithWebhookSecrets(cfg.Secrets)).HTTPServer(tlsConfig)
+		server.WithWebhookSecrets(cfg.Secrets), server.WithRuns(p.Runs)).HTTPServer(tlsConfig)
 	if !cfg.API.NoConsole {
 		// The web console, under /ui/, calls the API handler in-process.
 		p.http.Handler = console.Mount(p.http.Handler, console.Options{TLS: tlsConfig != nil, Logger: cfg.Logger})
