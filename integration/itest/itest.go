@@ -309,3 +309,20 @@ func ResourceSamples(t testing.TB, ctx context.Context, c *dlc.Client, ws, job s
 	}
 	return out
 }
+
+// PostgresDir is a state directory for a stack with PostgreSQL
+// (embedded.Config.TemporalOnPostgres): the server runs as the postgres user, which
+// must be able to reach it, so it is made under the system's temporary directory with
+// mode 0755 rather than under t.TempDir (0700). It is removed when the test ends.
+func PostgresDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "opendlc-postgres-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
