@@ -88,7 +88,6 @@ func aggregateField(agg schemas.ObjectiveAggregate) string {
 // each file row once.
 func TestExperimentObjectiveThroughEachCollector(t *testing.T) {
 	t.Parallel()
-	ctx := itest.Context(t, 5*time.Minute)
 	ws := workspace(t)
 	writer := metricWriter(t)
 	for _, tc := range []struct {
@@ -104,6 +103,9 @@ func TestExperimentObjectiveThroughEachCollector(t *testing.T) {
 	} {
 		t.Run(tc.format, func(t *testing.T) {
 			t.Parallel()
+			// The context starts with the subtest: a parallel subtest waits for a slot
+			// after its parent has returned.
+			ctx := itest.Context(t, 5*time.Minute)
 			dir := t.TempDir()
 			spec := fmt.Sprintf(`
 apiVersion: opendlc.io/v1alpha1

@@ -57,6 +57,7 @@ func TestLocalSandboxFrameworks(t *testing.T) {
 
 	t.Run("ddp", func(t *testing.T) {
 		t.Parallel()
+		ctx := itest.Context(t, 6*time.Minute) // from when the subtest runs, not from when it was queued
 		const ws, steps = "sandbox-ddp", 20
 		uri := "s3://dlc/workspaces/" + ws + "/ddp"
 		itest.Submit(t, ctx, c, torchExample(t, "ddp/job.yaml",
@@ -77,6 +78,7 @@ func TestLocalSandboxFrameworks(t *testing.T) {
 
 	t.Run("xgboost", func(t *testing.T) {
 		t.Parallel()
+		ctx := itest.Context(t, 6*time.Minute) // from when the subtest runs, not from when it was queued
 		const ws = "sandbox-xgboost"
 		spec, name := exampleJob(t, "xgboost/job.yaml", ws)
 		itest.Submit(t, ctx, c, spec)
@@ -86,6 +88,7 @@ func TestLocalSandboxFrameworks(t *testing.T) {
 
 	t.Run("mpi", func(t *testing.T) {
 		t.Parallel()
+		ctx := itest.Context(t, 6*time.Minute) // from when the subtest runs, not from when it was queued
 		const ws = "sandbox-mpi"
 		spec, name := exampleJob(t, "mpi/job.yaml", ws)
 		itest.Submit(t, ctx, c, spec)
