@@ -48,13 +48,19 @@ type workerProc struct {
 
 func startWorker(t *testing.T, e *embedded.Embedded, stateDir string) *workerProc {
 	t.Helper()
+	return startWorkerEnv(t, e, stateDir)
+}
+
+// startWorkerEnv is startWorker with variables added to the worker's environment.
+func startWorkerEnv(t *testing.T, e *embedded.Embedded, stateDir string, extraEnv ...string) *workerProc {
+	t.Helper()
 	bin := dlcBinary(t)
 	logf, err := os.CreateTemp(t.TempDir(), "worker-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, itest.WorkerArgs(e, "--state-dir", stateDir, "--workdir", env.dir)...)
-	cmd.Env = itest.WorkerEnv(e)
+	cmd.Env = append(itest.WorkerEnv(e), extraEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
