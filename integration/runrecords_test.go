@@ -219,3 +219,64 @@ func forgetWorkflow(t *testing.T, ctx context.Context, tc client.Client, namespa
 		return nil
 	})
 }
+
+// Deleting a job keeps its run record; purging it removes the record. Deleting a
+// pipeline run removes its record and its steps' records.
+func TestPurgeRemovesRunRecords(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := workspace(t)
+	c := env.api
+	records := func(q dlc.HistoryQuery) []runs.Record {
+		t.Helper()
+		page, err := c.History(ctx, ws, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.Records
+	}
+	ended := func(kind runs.Kind, name string) {
+		t.Helper()
+		testutil.Eventually(t, 2*time.Minute, "the record of "+name, func() error {
+			if n := len(records(dlc.HistoryQuery{Kind: kind, Name: name})); n != 1 {
+				return fmt.Errorf("%d records", n)
+			}
+			return nil
+		})
+	}
+
+	first := itest.Submit(t, ctx, c, itest.ShellJob(ws, "scratch", "echo one"))
+	ended(runs.KindJob, "scratch")
+	if err := c.DeleteJob(ctx, ws, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(dlc.HistoryQuery{Name: "scratch"}); len(got) != 1 || got[0].UID != first.UID {
+		t.Fatalf("after a delete: records %+v, want the run's record kept", got)
+	}
+	if err := c.PurgeJob(ctx, ws, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(dlc.HistoryQuery{Name: "scratch"}); len(got) != 0 {
+		t.Fatalf("after a purge: records %+v, want none", got)
+	}
+
+	if _, err := c.RunPipeline(ctx, []byte(fmt.Sprintf(`
+apiVersion: opendlc.io/v1alpha1
+kind: Pipeline
+metadata: {name: gone, workspace: %s}
+spec:
+  steps:
+    - name: only
+      job: {framework: custom, command: [sh, -c, 'echo step'], roles: {worker: {replicas: 1}}}
+`, ws)), nil); err != nil {
+		t.Fatal(err)
+	}
+	ended(runs.KindPipeline, "gone")
+	ended(runs.KindJob, schemas.StepJobName("gone", "only"))
+	if err := c.DeletePipeline(ctx, ws, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(dlc.HistoryQuery{}); len(got) != 0 {
+		t.Fatalf("after deleting the pipeline run: records %+v, want none (its own and its step's gone)", got)
+	}
+}
