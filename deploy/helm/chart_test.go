@@ -42,6 +42,8 @@ type chartCase struct {
 	generatedToken bool
 	// noMetrics: metrics.enabled false (the worker then has no probes).
 	noMetrics bool
+	// runs: runs.database, its password Secret and a retention are set.
+	runs bool
 }
 
 var cases = []chartCase{{
@@ -86,8 +88,12 @@ ingress:
 metrics:
   enabled: true
   serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}
+runs:
+  database: "postgres://opendlc@postgres.db.svc:5432/opendlc_runs?sslmode=require"
+  passwordSecret: {name: runs-db}
+  retention: 8760h
 `,
-	healthChecks: true, kinds: []string{"Ingress", "ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy"},
+	healthChecks: true, kinds: []string{"Ingress", "ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy"}, runs: true,
 }, {
 	name: "namespaced",
 	values: `
@@ -286,6 +292,7 @@ func checkObjects(t *testing.T, c chartCase, objs []*unstructured.Unstructured) 
 		t.Errorf("no ServiceAccount %s-worker", full)
 	}
 	wctr := wd.Spec.Template.Spec.Containers[0]
+	checkRunsEnv(t, c, ctr, wctr)
 	if c.noMetrics {
 		if wctr.ReadinessProbe != nil || wctr.LivenessProbe != nil {
 			t.Errorf("worker probes %+v %+v with metrics off, want none (its health is on the metrics port)", wctr.ReadinessProbe, wctr.LivenessProbe)
@@ -626,4 +633,30 @@ func rbacObjects(t *testing.T, objs []*unstructured.Unstructured, drop []string)
 		}
 	}
 	return out
+}
+
+// checkRunsEnv checks the run record database's settings: with runs.database both
+// processes read its DSN from the ConfigMap and the password from the Secret, and the
+// server has the retention; without, neither has any.
+func checkRunsEnv(t *testing.T, c chartCase, server, worker corev1.Container) {
+	t.Helper()
+	for _, ctr := range []corev1.Container{server, worker} {
+		var dsn, password bool
+		for _, e := range ctr.Env {
+			switch {
+			case e.Name == "DLC_RUNS_DATABASE" && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil &&
+				e.ValueFrom.ConfigMapKeyRef.Name == c.fullname()+"-config":
+				dsn = true
+			case e.Name == "PGPASSWORD" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil &&
+				e.ValueFrom.SecretKeyRef.Name == "runs-db" && e.ValueFrom.SecretKeyRef.Key == "password":
+				password = true
+			}
+		}
+		if dsn != c.runs || password != c.runs {
+			t.Errorf("%s: DLC_RUNS_DATABASE from the ConfigMap %v, PGPASSWORD from runs-db %v; want both %v", ctr.Name, dsn, password, c.runs)
+		}
+	}
+	if got := slices.Contains(server.Args, "--runs-retention=8760h"); got != c.runs {
+		t.Errorf("server args %q: --runs-retention=8760h %v, want %v", server.Args, got, c.runs)
+	}
 }

@@ -178,6 +178,20 @@ connections. Call each with the root context. */}}
 {{- end }}
 {{- end -}}
 
+{{/* The run record database's environment, for the server and the worker. */}}
+{{- define "opendlc.runsEnv" -}}
+{{- if .Values.runs.database }}
+- name: DLC_RUNS_DATABASE
+  valueFrom: {configMapKeyRef: {name: {{ include "opendlc.fullname" . }}-config, key: DLC_RUNS_DATABASE}}
+{{- with .Values.runs.passwordSecret }}
+{{- if .name }}
+- name: PGPASSWORD
+  valueFrom: {secretKeyRef: {name: {{ .name }}, key: {{ .key }}}}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{- define "opendlc.connectionVolumeMounts" -}}
 - {name: tmp, mountPath: /tmp}
 {{- if and .Values.temporal.tls.enabled .Values.temporal.tls.existingSecret }}
