@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-	_ "modernc.org/sqlite"              // the "sqlite" database/sql driver
+	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver
 
 	"github.com/opendlc/opendlc/schemas"
 )
