@@ -89,7 +89,7 @@ func openAt(ctx context.Context, dsn string, version int) (*store, error) {
 	}
 	if err := migrate(ctx, db, d, version); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("runs: %s store %s: %w", d.name, where, err)
+		return nil, fmt.Errorf("%w (%s store %s)", err, d.name, where)
 	}
 	return &store{db: db, d: d}, nil
 }
