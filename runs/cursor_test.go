@@ -44,6 +44,24 @@ func TestCursorEncoding(t *testing.T) {
 	}
 }
 
+func TestPageLimit(t *testing.T) {
+	for limit, want := range map[int]int{0: DefaultLimit, 1: 1, 7: 7, MaxLimit: MaxLimit, MaxLimit + 1: MaxLimit, 1 << 40: MaxLimit} {
+		if got := pageLimit(limit); got != want {
+			t.Errorf("pageLimit(%d) = %d, want %d", limit, got, want)
+		}
+	}
+}
+
+// The migrations are numbered 1, 2, ... in order: migrate applies migrations[v] to a
+// database at version v.
+func TestMigrationsNumbered(t *testing.T) {
+	for i, m := range migrations {
+		if m.version != i+1 || len(m.stmts) == 0 || m.what == "" {
+			t.Errorf("migrations[%d] is version %d with %d statements (%q), want version %d with some", i, m.version, len(m.stmts), m.what, i+1)
+		}
+	}
+}
+
 func TestPathPrefix(t *testing.T) {
 	for _, c := range []struct{ in, exact, lo, hi string }{
 		{"s3://b/model", "s3://b/model", "s3://b/model/", "s3://b/model0"},

@@ -419,11 +419,7 @@ func (s *store) List(ctx context.Context, q Query) (Page, error) {
 	if err := invalid("run query", errs); err != nil {
 		return Page{}, err
 	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := pageLimit(q.Limit)
 
 	var args sqlArgs
 	var where []string
@@ -487,6 +483,14 @@ func (s *store) List(ctx context.Context, q Query) (Page, error) {
 		page.Next = cursorOf(page.Records[limit-1]).encode()
 	}
 	return page, nil
+}
+
+// pageLimit is how many records a page of a query with Limit limit (>= 0) holds.
+func pageLimit(limit int) int {
+	if limit == 0 {
+		return DefaultLimit
+	}
+	return min(limit, MaxLimit)
 }
 
 // runKey is a record's key.

@@ -430,10 +430,7 @@ func testListPages(t *testing.T, ctx context.Context, dsn func(*testing.T) strin
 				t.Fatalf("list page %d: %v", pages, err)
 			}
 			pages++
-			limit := q.Limit
-			if limit == 0 {
-				limit = DefaultLimit
-			}
+			limit := pageLimit(q.Limit)
 			if len(p.Records) > limit || (p.Next != "" && len(p.Records) != limit) {
 				t.Fatalf("page %d: %d records, next %q (limit %d)", pages, len(p.Records), p.Next, limit)
 			}
@@ -787,11 +784,19 @@ func testConcurrentOpens(t *testing.T, ctx context.Context, dsn func(*testing.T)
 	if got := versions(t, ctx, s); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("versions: %v, want [1 2], each once", got)
 	}
-	// Every store works on the one schema.
+	// Every store works on the one schema, writing at once (on SQLite: as processes
+	// that share the file do, each with connections of its own).
 	for i, st := range stores {
-		put(t, ctx, st, rec("a", KindJob, "train", fmt.Sprintf("u%d", i), t0))
+		wg.Go(func() {
+			for j := range 5 {
+				if _, err := st.Put(ctx, rec("a", KindJob, "train", fmt.Sprintf("u%d-%d", i, j), t0)); err != nil {
+					t.Errorf("store %d: put: %v", i, err)
+				}
+			}
+		})
 	}
-	if n := len(uids(t, ctx, s, Query{})); n != openers {
-		t.Errorf("%d records, want %d", n, openers)
+	wg.Wait()
+	if n := len(uids(t, ctx, s, Query{})); n != openers*5 {
+		t.Errorf("%d records, want %d", n, openers*5)
 	}
 }
