@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opendlc/opendlc/devstack"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // backend makes fresh, empty databases of one kind for the conformance cases.
@@ -798,5 +800,77 @@ func testConcurrentOpens(t *testing.T, ctx context.Context, dsn func(*testing.T)
 	wg.Wait()
 	if n := len(uids(t, ctx, s, Query{})); n != openers*5 {
 		t.Errorf("%d records, want %d", n, openers*5)
+	}
+}
+
+// Environment of the writer process of TestSQLiteSharedByTwoProcesses.
+const (
+	writerDSNEnv    = "OPENDLC_RUNS_TEST_WRITER_DSN"
+	writerPrefixEnv = "OPENDLC_RUNS_TEST_WRITER_PREFIX"
+)
+
+// sharedWrites is how many records each process writes.
+const sharedWrites = 40
+
+// Two processes (as the API server and a worker of `dlc up`) open one fresh SQLite file
+// at once, both migrate it, and write into it at the same time: every record of both
+// is there, and each migration step once. The second process is this test binary run
+// again as a writer.
+func TestSQLiteSharedByTwoProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if dsn := os.Getenv(writerDSNEnv); dsn != "" {
+		writeShared(t, ctx, dsn, os.Getenv(writerPrefixEnv), "parent")
+		return
+	}
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "runs.db")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSQLiteSharedByTwoProcesses$", "-test.count=1")
+	cmd.Env = append(os.Environ(), writerDSNEnv+"="+dsn, writerPrefixEnv+"=child")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	writeShared(t, ctx, dsn, "parent", "child")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("writer process: %v\n%s", err, out.String())
+	}
+	s := open(t, ctx, dsn)
+	got := uids(t, ctx, s, Query{Limit: MaxLimit})
+	for _, prefix := range []string{"parent", "child"} {
+		n := 0
+		for _, u := range got {
+			if strings.HasPrefix(u, prefix+"-") {
+				n++
+			}
+		}
+		if n != sharedWrites {
+			t.Errorf("%d records of the %s process, want %d", n, prefix, sharedWrites)
+		}
+	}
+	if v := versions(t, ctx, s); !slices.Equal(v, []int{1, 2}) {
+		t.Errorf("versions: %v, want [1 2], each once", v)
+	}
+}
+
+// writeShared opens dsn and writes sharedWrites records whose uids start with prefix;
+// after the first, it waits for the other process's first, so that the two write the
+// rest at the same time.
+func writeShared(t *testing.T, ctx context.Context, dsn, prefix, other string) {
+	s := open(t, ctx, dsn)
+	for i := range sharedWrites {
+		if i == 1 {
+			testutil.Eventually(t, time.Minute, "the "+other+" process's first record", func() bool {
+				_, err := s.Get(ctx, "a", KindJob, other+"-000")
+				return err == nil
+			})
+		}
+		r := rec("a", KindJob, "train", fmt.Sprintf("%s-%03d", prefix, i), t0.Add(time.Duration(i)*time.Second), func(r *Record) {
+			r.Labels = map[string]string{"by": prefix}
+			r.Attempts = []Attempt{{Attempt: 1, Start: t0.Add(-time.Hour)}}
+		})
+		if ok, err := s.Put(ctx, r); err != nil || !ok {
+			t.Fatalf("%s: put %s: %v, %v", prefix, r.UID, ok, err)
+		}
 	}
 }
