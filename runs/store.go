@@ -532,15 +532,20 @@ func (s *store) Delete(ctx context.Context, workspace string, kind Kind, name, u
 const expireBatch = 500
 
 func (s *store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	return s.expire(ctx, cutoff, expireBatch)
+}
+
+// expire is Expire in transactions of batch expired records each.
+func (s *store) expire(ctx context.Context, cutoff time.Time, batch int) (int, error) {
 	total := 0
 	for {
 		n, roots, err := s.deleteSelected(ctx,
-			`SELECT workspace, kind, uid FROM runs WHERE finished < $1 ORDER BY finished LIMIT $2`, micros(cutoff), expireBatch)
+			`SELECT workspace, kind, uid FROM runs WHERE finished < $1 ORDER BY finished LIMIT $2`, micros(cutoff), batch)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("runs: expire records finished before %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 		}
-		if roots < expireBatch {
+		if roots < batch {
 			return total, nil
 		}
 	}

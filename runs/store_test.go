@@ -659,8 +659,10 @@ func testExpire(t *testing.T, ctx context.Context, dsn func(*testing.T) string) 
 		rec("a", KindJob, "old-trial", "c1", t0.Add(5*time.Hour), parent("old1")),
 		rec("a", KindJob, "new-trial", "c2", t0.Add(time.Hour), parent("new1")),
 	)
-	if n, err := s.Expire(ctx, t0.Add(2*time.Hour)); err != nil || n != 4 {
-		t.Fatalf("expire: %d, %v; want 4", n, err)
+	// Three records finished before the cutoff (old1, old2, c2): in batches of two, two
+	// transactions.
+	if n, err := s.expire(ctx, t0.Add(2*time.Hour), 2); err != nil || n != 4 {
+		t.Fatalf("expire in batches of 2: %d, %v; want 4", n, err)
 	}
 	if got, want := uids(t, ctx, s, Query{}), []string{"new1"}; !slices.Equal(got, want) {
 		t.Errorf("after expiring: %v, want %v", got, want)
