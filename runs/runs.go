@@ -11,6 +11,43 @@
 // Two stores implement Store over database/sql: SQLite (modernc.org/sqlite, pure Go,
 // the default of `dlc up`) and PostgreSQL (pgx, production). Their schemas are
 // versioned migrations (migrations.go), applied when the store opens.
+//
+// # Opening a store
+//
+// Open takes a DSN:
+//
+//   - postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=...] (or postgresql://):
+//     a PostgreSQL database, which must exist; the URL is pgx's (libpq's) form.
+//   - sqlite:PATH, sqlite:///ABSOLUTE/PATH or a plain file path: a SQLite file, made
+//     with its parent directories when missing. The store sets the connection's options
+//     itself (so PATH may not hold '?' or '#'): WAL journal, a 10 s busy timeout,
+//     IMMEDIATE transactions and foreign keys, so that two processes on one machine (the
+//     API and a worker of `dlc up`) share the file.
+//
+// Open applies the migrations the database lacks, each step in a transaction of its
+// own with its row in schema_migrations; two processes opening at once apply each step
+// once (PostgreSQL: an advisory lock; SQLite: the write lock). A database migrated by a
+// newer program is refused with ErrSchemaTooNew.
+//
+// # Schema
+//
+// Both databases have the same tables; times are UTC unix microseconds (BIGINT), and
+// text that is compared or sorted is compared byte by byte (PostgreSQL: COLLATE "C"),
+// so that both answer every query alike. A record's times are kept in UTC, to the
+// microsecond.
+//
+//   - runs: one row per record, keyed by (workspace, kind, uid), with the columns the
+//     queries filter on (name, phase, origin_kind, origin_name, parent, submitted_by,
+//     checkpoint, submitted, finished) and the whole record as JSON (record).
+//   - run_labels (key, value), run_inputs (uri): the label filters and lineage.
+//   - attempts (attempt, start_us, end_us, gpu, cpu, memory_bytes): usage; end_us is
+//     NULL for an attempt without an End, which counts up to the record's Finished.
+//
+// The child tables reference runs ON DELETE CASCADE. List orders by finished, uid,
+// kind and workspace, newest first, and pages with an opaque cursor of those four.
+// A lineage query (Query.Checkpoint) matches as a path prefix at a '/' boundary:
+// "s3://b/model" matches "s3://b/model" and "s3://b/model/ckpt-1", not
+// "s3://b/model2".
 package runs
 
 import (
@@ -142,7 +179,8 @@ type Query struct {
 	Parent string
 	// Checkpoint selects runs whose Checkpoint starts with it, or whose Inputs hold a
 	// URI that starts with it: lineage from a checkpoint or model URI to the runs that
-	// wrote or read it.
+	// wrote or read it. It matches as a path, at a '/' boundary: "s3://b/model" selects
+	// "s3://b/model" and "s3://b/model/ckpt-1", not "s3://b/model2".
 	Checkpoint string
 	Limit      int
 	After      string

@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-	_ "modernc.org/sqlite"              // the "sqlite" database/sql driver
+	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver
 
 	"github.com/opendlc/opendlc/schemas"
 )
@@ -89,7 +89,7 @@ func openAt(ctx context.Context, dsn string, version int) (*store, error) {
 	}
 	if err := migrate(ctx, db, d, version); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("runs: %s store %s: %w", d.name, where, err)
+		return nil, fmt.Errorf("%w (%s store %s)", err, d.name, where)
 	}
 	return &store{db: db, d: d}, nil
 }
@@ -419,11 +419,7 @@ func (s *store) List(ctx context.Context, q Query) (Page, error) {
 	if err := invalid("run query", errs); err != nil {
 		return Page{}, err
 	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := pageLimit(q.Limit)
 
 	var args sqlArgs
 	var where []string
@@ -489,6 +485,14 @@ func (s *store) List(ctx context.Context, q Query) (Page, error) {
 	return page, nil
 }
 
+// pageLimit is how many records a page of a query with Limit limit (>= 0) holds.
+func pageLimit(limit int) int {
+	if limit == 0 {
+		return DefaultLimit
+	}
+	return min(limit, MaxLimit)
+}
+
 // runKey is a record's key.
 type runKey struct {
 	workspace string
@@ -528,15 +532,20 @@ func (s *store) Delete(ctx context.Context, workspace string, kind Kind, name, u
 const expireBatch = 500
 
 func (s *store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	return s.expire(ctx, cutoff, expireBatch)
+}
+
+// expire is Expire in transactions of batch expired records each.
+func (s *store) expire(ctx context.Context, cutoff time.Time, batch int) (int, error) {
 	total := 0
 	for {
 		n, roots, err := s.deleteSelected(ctx,
-			`SELECT workspace, kind, uid FROM runs WHERE finished < $1 ORDER BY finished LIMIT $2`, micros(cutoff), expireBatch)
+			`SELECT workspace, kind, uid FROM runs WHERE finished < $1 ORDER BY finished LIMIT $2`, micros(cutoff), batch)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("runs: expire records finished before %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 		}
-		if roots < expireBatch {
+		if roots < batch {
 			return total, nil
 		}
 	}
