@@ -14,28 +14,14 @@ import (
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
 	"wsPath": wsPath,
-	// runSpan is a run record's time from start to finish; empty for a run that never
-	// started.
-	"runSpan": func(r runs.Record) string {
-		if r.Started == nil {
-			return ""
-		}
-		return brief(r.Finished.Sub(*r.Started))
-	},
-	"attemptSpan": func(a runs.Attempt) string {
-		if a.End == nil {
-			return ""
-		}
-		return brief(a.End.Sub(a.Start))
-	},
-	"age":   age,
-	"since": since,
-	"span":  span,
-	"when":  when,
-	"lower": strings.ToLower,
-	"deref": func(p *int32) int32 { return *p },
-	"fval":  func(p *float64) string { return fmt.Sprintf("%.6g", *p) },
-	"all":   func(ws string) bool { return ws == api.AllWorkspaces },
+	"age":    age,
+	"since":  since,
+	"span":   span,
+	"when":   when,
+	"lower":  strings.ToLower,
+	"deref":  func(p *int32) int32 { return *p },
+	"fval":   func(p *float64) string { return fmt.Sprintf("%.6g", *p) },
+	"all":    func(ws string) bool { return ws == api.AllWorkspaces },
 	// add3 is a parameter's column in the trials table (after trial, phase, value).
 	"add3":  func(i int) int { return i + 3 },
 	"runOf": func(p page, run schemas.ScheduleRun) scheduleRun { return scheduleRun{WS: p.WS, Run: run} },
@@ -50,6 +36,21 @@ var funcs = template.FuncMap{
 		}{p.WS, j}
 	},
 	"deref64": func(p *int64) int64 { return *p },
+
+	// runSpan is a run record's time from start to finish; empty for a run that never
+	// started. attemptSpan is an attempt's.
+	"runSpan": func(r runs.Record) string {
+		if r.Started == nil {
+			return ""
+		}
+		return brief(r.Finished.Sub(*r.Started))
+	},
+	"attemptSpan": func(a runs.Attempt) string {
+		if a.End == nil {
+			return ""
+		}
+		return brief(a.End.Sub(a.Start))
+	},
 }
 
 // formOf is the argument of the docform template: the page and its form.
