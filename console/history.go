@@ -30,7 +30,10 @@ type historyData struct {
 	Kind    string
 	Phase   string
 	Name    string
-	Kinds   []runs.Kind
+	// Checkpoint, when set, keeps the runs that wrote or read under this URI (the
+	// links of a run record's checkpoint and inputs).
+	Checkpoint string
+	Kinds      []runs.Kind
 	Phases  []string
 	// Next is the next page's query; empty on the last page.
 	Next string
@@ -39,12 +42,14 @@ type historyData struct {
 }
 
 // historyPage lists the workspace's run records, newest first, filtered by kind,
-// phase and name.
+// phase and name, and by a checkpoint or data URI (the runs that wrote or read under
+// it) when a run record's page links to it.
 func (c *Console) historyPage(w http.ResponseWriter, r *http.Request, k *call) error {
 	q := r.URL.Query()
-	d := historyData{Kind: q.Get("kind"), Phase: q.Get("phase"), Name: q.Get("name"), Kinds: historyKinds, Phases: historyPhases}
+	d := historyData{Kind: q.Get("kind"), Phase: q.Get("phase"), Name: q.Get("name"), Checkpoint: q.Get("checkpoint"),
+		Kinds: historyKinds, Phases: historyPhases}
 	page, err := k.api.History(r.Context(), k.ws, client.HistoryQuery{Kind: runs.Kind(d.Kind), Phase: d.Phase, Name: d.Name,
-		Limit: 100, After: q.Get("after")})
+		Checkpoint: d.Checkpoint, Limit: 100, After: q.Get("after")})
 	if d.Off, err = runRecordsOff(err); err != nil {
 		return err
 	}

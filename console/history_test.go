@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func (f *runsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/workspaces/{ws}/history", func(http.ResponseWriter, *http.Request) {
 		answer(f.store.List(r.Context(), runs.Query{Workspaces: []string{who.Workspace}, Kind: runs.Kind(q.Get("kind")),
-			Phase: q.Get("phase"), Name: q.Get("name"), Parent: q.Get("parent"), After: q.Get("after"), Limit: 100}))
+			Phase: q.Get("phase"), Name: q.Get("name"), Parent: q.Get("parent"), Checkpoint: q.Get("checkpoint"), After: q.Get("after"), Limit: 100}))
 	})
 	mux.HandleFunc("GET /v1/workspaces/{ws}/history/{kind}/{uid}", func(_ http.ResponseWriter, r *http.Request) {
 		answer(f.store.Get(r.Context(), who.Workspace, runs.Kind(r.PathValue("kind")), r.PathValue("uid")))
@@ -143,6 +144,14 @@ func TestHistoryPages(t *testing.T) {
 		`data-metric="acc"`, "0.75", "s3://data/imagenet", "s3://ckpt/sweep-0/step-9", "Experiment/sweep", "(trial 0)",
 		`href="/ui/ws/a/history/Experiment/`+expUID+`"`, "OOMKilled", "2 GPUs") {
 		t.Fatalf("the trial's record: %d %s", code, body)
+	}
+	// The checkpoint links to its lineage: the runs that wrote or read under it.
+	if !contains(body, `href="/ui/ws/a/history?checkpoint=s3%3a%2f%2fckpt%2fsweep-0%2fstep-9"`) {
+		t.Fatalf("the checkpoint does not link to its lineage: %s", body)
+	}
+	code, body = get("/ui/ws/a/history?checkpoint=" + url.QueryEscape("s3://data/imagenet"))
+	if code != http.StatusOK || !contains(body, `id="lineage-of"`, `data-uid="`+trialUID+`"`) || strings.Contains(body, `data-uid="`+expUID+`"`) {
+		t.Fatalf("the runs that read s3://data/imagenet: %d %s", code, body)
 	}
 	code, body = get("/ui/ws/a/history/Experiment/" + expUID)
 	if code != http.StatusOK || !contains(body, `id="children"`, `data-uid="`+trialUID+`"`, "sweep-0") {
