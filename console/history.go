@@ -34,7 +34,7 @@ type historyData struct {
 	// links of a run record's checkpoint and inputs).
 	Checkpoint string
 	Kinds      []runs.Kind
-	Phases  []string
+	Phases     []string
 	// Next is the next page's query; empty on the last page.
 	Next string
 	// Off is the API's message when the server keeps no run records.
