@@ -118,6 +118,9 @@ func (c *Console) routes() {
 
 	m.HandleFunc("GET /ui/ws/{ws}/nodes", c.signedIn(c.nodesPage))
 	m.HandleFunc("GET /ui/ws/{ws}/workspace", c.signedIn(c.workspacePage))
+	m.HandleFunc("GET /ui/ws/{ws}/history", c.signedIn(c.historyPage))
+	m.HandleFunc("GET /ui/ws/{ws}/history/{kind}/{uid}", c.signedIn(c.runPage))
+	m.HandleFunc("GET /ui/ws/{ws}/usage", c.signedIn(c.usagePage))
 	c.mux = m
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 )
 
@@ -35,6 +36,21 @@ var funcs = template.FuncMap{
 		}{p.WS, j}
 	},
 	"deref64": func(p *int64) int64 { return *p },
+
+	// runSpan is a run record's time from start to finish; empty for a run that never
+	// started. attemptSpan is an attempt's.
+	"runSpan": func(r runs.Record) string {
+		if r.Started == nil {
+			return ""
+		}
+		return brief(r.Finished.Sub(*r.Started))
+	},
+	"attemptSpan": func(a runs.Attempt) string {
+		if a.End == nil {
+			return ""
+		}
+		return brief(a.End.Sub(a.Start))
+	},
 }
 
 // formOf is the argument of the docform template: the page and its form.

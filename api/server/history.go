@@ -47,8 +47,10 @@ const (
 )
 
 var (
-	uriParamRE    = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://[^\s\x00-\x1f\x7f]+$`)
-	cursorParamRE = regexp.MustCompile(`^[A-Za-z0-9_=-]+$`)
+	uriParamRE = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://[^\s\x00-\x1f\x7f]+$`)
+	// cursorParamRE is a store's page cursor: opaque, but of base64 (either alphabet)
+	// and separator characters only.
+	cursorParamRE = regexp.MustCompile(`^[A-Za-z0-9_=+/.:-]+$`)
 )
 
 // historyRoutes are the run record routes.

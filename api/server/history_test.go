@@ -261,3 +261,34 @@ func TestUsage(t *testing.T) {
 		t.Errorf("an admin's usage of beta: %s", rec.Body)
 	}
 }
+
+// Valid values of the run record parameters pass their checks.
+func TestHistoryValidParamsPass(t *testing.T) {
+	for name, values := range map[string][]string{
+		"kind":           {"TrainingJob", "Experiment", "Pipeline"},
+		"name":           {"train", "sweep-0"},
+		"schedule":       {"nightly"},
+		"finishedAfter":  {"2026-03-01", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00.123456789+02:00"},
+		"finishedBefore": {"2026-03-01"},
+		"from":           {"2026-03-01"},
+		"to":             {"2026-03-01T00:00:00Z"},
+		"origin":         {"User", "Schedule/nightly", "Trigger/on-data", "Pipeline/p", "Experiment/sweep"},
+		"parent":         {testUID},
+		"checkpoint":     {"s3://ckpt", "s3://ckpt/train/step-100/", "file:///data/x", "gs://b/a"},
+		"after":          {"c1", "eyJhIjoxfQ", "eyJhIjoxfQ==", "AbC+/x=", "2026-03-01T12:00:00Z/" + testUID},
+		"groupByLabel":   {"team", "app.kubernetes.io/name"},
+	} {
+		for _, v := range values {
+			if msg := queryChecks[name](v); msg != "" {
+				t.Errorf("%s=%q refused: %s", name, v, msg)
+			}
+		}
+	}
+	for name, values := range map[string][]string{"kind": {"TrainingJob", "Pipeline"}, "uid": {testUID}} {
+		for _, v := range values {
+			if msg := pathChecks[name](v); msg != "" {
+				t.Errorf("{%s}=%q refused: %s", name, v, msg)
+			}
+		}
+	}
+}

@@ -31,9 +31,14 @@ func hostileFor(param string) []string {
 	case "groupByLabel":
 		return without(without(hostile, "a.b"), "A") // label keys may be dotted and capitalized
 	case "after":
-		// an opaque cursor of base64url characters: "A" and "-a" are of its form; the
-		// store refuses a cursor it did not make
-		return append(without(without(without(hostile, "A"), "-a"), strings.Repeat("a", 300)), strings.Repeat("a", maxCursorLength+1))
+		// an opaque cursor of base64 and separator characters, which reaches the run
+		// record store only: these are of its form, and the store refuses a cursor it
+		// did not make
+		l := hostile
+		for _, v := range []string{"A", "-a", "a.b", "/", "..", strings.Repeat("a", 300)} {
+			l = without(l, v)
+		}
+		return append(l, strings.Repeat("a", maxCursorLength+1), "a\nb", "a%b")
 	case "param":
 		return append(hostile, "x=a\x00b", "x="+strings.Repeat("v", 5000), "a.b=1", "=1")
 	}

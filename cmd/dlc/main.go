@@ -95,6 +95,9 @@ func newRoot() *cobra.Command {
 		newQuotaCmd(g),
 		newEventCmd(g),
 		newNodeCmd(g),
+		newHistoryCmd(g),
+		newLineageCmd(g),
+		newUsageCmd(g),
 	)
 	return root
 }

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
+import urllib.parse
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -203,3 +205,89 @@ def test_dataframe_without_pandas_names_the_package(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_pandas)
     with pytest.raises(ImportError, match="python3-pandas"):
         trials.to_dataframe()
+
+
+RUN_RECORD = {
+    "workspace": "ml", "kind": "TrainingJob", "name": "train", "uid": "0b7c8a52-3f4e-4c1d-9a2b-1c2d3e4f5a6b",
+    "phase": "Succeeded", "labels": {"team": "cv"}, "submittedBy": "alice",
+    "origin": {"kind": "Schedule", "name": "nightly"},
+    "submitted": "2026-03-01T10:00:00Z", "started": "2026-03-01T10:30:00.5Z", "finished": "2026-03-01T12:00:00Z",
+    "image": "pytorch:2", "inputs": ["s3://data/a"], "checkpoint": "s3://ckpt/train/step-100",
+    "metrics": {"loss": 0.25, "steps": 100},
+    "attempts": [
+        {"attempt": 1, "start": "2026-03-01T10:30:00Z", "end": "2026-03-01T11:00:00Z", "outcome": "Restarting",
+         "reason": "NodeLost", "nodes": ["n1"]},
+        {"attempt": 2, "start": "2026-03-01T11:00:00Z", "end": "2026-03-01T12:00:00Z", "outcome": "Succeeded",
+         "nodes": ["n2"], "resumedFrom": "s3://ckpt/train/step-50"},
+    ],
+    "demand": {"gpu": 8, "cpu": 32, "memoryBytes": 274877906944},
+    "spec": {"kind": "TrainingJob"}, "result": {"phase": "Succeeded"},
+}
+
+
+def test_run_records_requests_and_answers():
+    """history, history_record, lineage and usage send the API's parameters and read
+    its answers; the answers here are valid against docs/openapi.json, so they are the
+    server's shapes."""
+    page = {"records": [RUN_RECORD], "next": "c1"}
+    lineage = {"records": [RUN_RECORD, {**RUN_RECORD, "uid": "1b7c8a52-3f4e-4c1d-9a2b-1c2d3e4f5a6b", "name": "eval",
+                                        "origin": {"kind": "Pipeline", "name": "p", "step": "eval"}}]}
+    usage = {"from": "2026-02-01T00:00:00Z", "to": "2026-03-02T00:00:00Z",
+             "rows": [{"workspace": "ml", "day": "2026-03-01", "label": "cv", "gpuHours": 12, "cpuHours": 48.5,
+                       "memoryGiBHours": 384, "runs": 1}]}
+    c, t = client(*(FakeResponse(200, json.dumps(a).encode()) for a in (page, RUN_RECORD, lineage, usage)),
+                  workspace="ml")
+    got = c.history(kind="TrainingJob", labels={"team": "cv"}, phase="Succeeded", origin="Schedule/nightly",
+                    finished_after=datetime(2026, 3, 1), limit=10, after="c0", checkpoint="s3://ckpt")
+    assert got.next_page_token == "c1" and len(got) == 1
+    r = got[0]
+    assert (r.name, r.kind, r.phase, r.origin.kind, r.origin.name) == ("train", "TrainingJob", "Succeeded",
+                                                                       "Schedule", "nightly")
+    assert r.duration == timedelta(hours=1, minutes=29, seconds=59, milliseconds=500)
+    assert [a.outcome for a in r.attempts] == ["Restarting", "Succeeded"]
+    assert r.attempts[1].resumed_from == "s3://ckpt/train/step-50" and r.attempts[0].end == parse_time("2026-03-01T11:00:00Z")
+    assert r.metrics == {"loss": 0.25, "steps": 100.0} and r.demand["gpu"] == 8 and r.spec == {"kind": "TrainingJob"}
+    assert c.history_record("TrainingJob", r.uid).checkpoint == "s3://ckpt/train/step-100"
+    l = c.lineage(schedule="nightly")
+    assert [x.name for x in l] == ["train", "eval"] and not l.truncated and l.records[1].origin.step == "eval"
+    u = c.usage(["ml", "other"], start=datetime(2026, 2, 1, tzinfo=timezone.utc), group_by_label="team")
+    assert u.start == datetime(2026, 2, 1, tzinfo=timezone.utc) and len(u) == 1
+    assert (u.rows[0].gpu_hours, u.rows[0].cpu_hours, u.rows[0].memory_gib_hours, u.rows[0].runs, u.rows[0].label) == \
+        (12.0, 48.5, 384.0, 1, "cv")
+
+    urls = [urllib.parse.urlparse(req["url"]) for req in t.requests]
+    assert [u.path for u in urls] == ["/v1/workspaces/ml/history",
+                                      "/v1/workspaces/ml/history/TrainingJob/0b7c8a52-3f4e-4c1d-9a2b-1c2d3e4f5a6b",
+                                      "/v1/workspaces/ml/lineage", "/v1/usage"]
+    queries = [urllib.parse.parse_qs(u.query) for u in urls]
+    assert queries[0] == {"kind": ["TrainingJob"], "label": ["team=cv"], "phase": ["Succeeded"],
+                          "origin": ["Schedule/nightly"], "finishedAfter": ["2026-03-01T00:00:00+00:00"],
+                          "limit": ["10"], "after": ["c0"], "checkpoint": ["s3://ckpt"]}
+    assert queries[2] == {"schedule": ["nightly"]}
+    assert queries[3] == {"workspace": ["ml", "other"], "from": ["2026-02-01T00:00:00+00:00"], "groupByLabel": ["team"]}
+
+    from openapi_check import check
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "openapi.json")) as f:
+        doc = json.load(f)
+    records = [{"method": req["method"], "url": req["url"], "status": 200, "content_type": "", "body": None,
+                "stream": False, "answer": json.dumps(a).encode()}
+               for req, a in zip(t.requests, (page, RUN_RECORD, lineage, usage))]
+    mismatches, operations = check(doc, records)
+    assert not mismatches
+    assert operations == {"listHistory", "getHistory", "lineage", "usage"}
+
+
+def test_lineage_needs_one_of_checkpoint_and_schedule():
+    c, t = client()
+    with pytest.raises(ValueError, match="exactly one"):
+        c.lineage()
+    with pytest.raises(ValueError, match="exactly one"):
+        c.lineage(checkpoint="s3://x", schedule="n")
+    assert t.requests == []
+
+
+def test_history_record_not_found():
+    body = b'{"error":{"code":"NotFound","message":"no TrainingJob run record u in workspace ml"}}'
+    c, _ = client(FakeResponse(404, body))
+    with pytest.raises(NotFoundError, match="no TrainingJob run record"):
+        c.history_record("TrainingJob", "u")

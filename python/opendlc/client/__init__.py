@@ -19,9 +19,10 @@ from .errors import (AlreadyExistsError, APIError, ConfigError, ConflictError, F
                      InvalidRequestError, InvalidSpecError, NotFoundError, OpenDLCError, PermissionDeniedError,
                      RateLimitedError, RequestTooLargeError, ServerError, TransportError, UnauthenticatedError,
                      UnavailableError, WaitTimeout)
-from .models import (CreatedToken, Event, Experiment, ExperimentSummary, Identity, Job, JobSummary, LogRecord, Node,
-                     NotificationRule, Page, PipelineRun, PipelineSummary, Quota, QuotaStatus, Schedule,
-                     ScheduleRun, ScheduleSummary, Token, Trigger, TrialList, TrialStatus, Workspace)
+from .models import (CreatedToken, Event, Experiment, ExperimentSummary, Identity, Job, JobSummary, Lineage, LogRecord,
+                     Node, NotificationRule, Page, PipelineRun, PipelineSummary, Quota, QuotaStatus, RunRecord,
+                     Schedule, ScheduleRun, ScheduleSummary, Token, Trigger, TrialList, TrialStatus, Usage, UsageRow,
+                     Workspace)
 
 __all__ = [
     "Client", "Spec", "Stream", "Config", "default_state_dir", "resolve", "models",
@@ -32,4 +33,5 @@ __all__ = [
     "CreatedToken", "Event", "Experiment", "ExperimentSummary", "Identity", "Job", "JobSummary", "LogRecord",
     "Node", "NotificationRule", "Page", "PipelineRun", "PipelineSummary", "Quota", "QuotaStatus", "Schedule",
     "ScheduleRun", "ScheduleSummary", "Token", "Trigger", "TrialList", "TrialStatus", "Workspace",
+    "Lineage", "RunRecord", "Usage", "UsageRow",
 ]

@@ -273,6 +273,59 @@ class Client:
             q.append(("follow", "true"))
         return self._stream(self._wspath(workspace, "events"), q, m.Event.from_dict, follow, idle_timeout)
 
+    # --- run records ------------------------------------------------------------------
+
+    def history(self, workspace: Optional[str] = None, *, kind: Optional[str] = None, name: Optional[str] = None,
+                labels: Union[Mapping[str, str], Iterable[str], None] = None, phase: Optional[str] = None,
+                finished_after: Optional[datetime] = None, finished_before: Optional[datetime] = None,
+                origin: Optional[str] = None, parent: Optional[str] = None, checkpoint: Optional[str] = None,
+                limit: Optional[int] = None, after: Optional[str] = None) -> m.Page[m.RunRecord]:
+        """One page of a workspace's run records (finished jobs, experiments and
+        pipeline runs, kept after Temporal forgets them), newest first. kind is
+        TrainingJob, Experiment or Pipeline; origin "Kind" or "Kind/name" (such as
+        "Schedule/nightly"); parent an experiment's or pipeline run's uid; checkpoint a
+        URI prefix of the runs' checkpoint or inputs. The page's next_page_token is the
+        ``after`` of the next page."""
+        q = _list_query(phase, labels, limit, None, kind=kind, name=name, origin=origin, parent=parent,
+                        checkpoint=checkpoint, after=after)
+        if finished_after is not None:
+            q.append(("finishedAfter", _rfc3339(finished_after)))
+        if finished_before is not None:
+            q.append(("finishedBefore", _rfc3339(finished_before)))
+        d = self._call("GET", self._wspath(workspace, "history"), q) or {}
+        return m.Page([m.RunRecord.from_dict(r) for r in d.get("records") or []], d.get("next", "") or "")
+
+    def history_record(self, kind: str, uid: str, workspace: Optional[str] = None) -> m.RunRecord:
+        """One run record by its kind (TrainingJob, Experiment, Pipeline) and uid;
+        NotFoundError when the workspace has none."""
+        return m.RunRecord.from_dict(self._call("GET", self._wspath(workspace, "history", kind, uid)))
+
+    def lineage(self, workspace: Optional[str] = None, *, checkpoint: Optional[str] = None,
+                schedule: Optional[str] = None) -> m.Lineage:
+        """The runs that wrote or read under a checkpoint URI (each with its inputs), or
+        every run a schedule started and those runs' own (trials, steps): exactly one
+        of checkpoint and schedule."""
+        if (checkpoint is None) == (schedule is None):
+            raise ValueError("lineage: give exactly one of checkpoint and schedule")
+        q = [("checkpoint", checkpoint)] if checkpoint is not None else [("schedule", str(schedule))]
+        return m.Lineage.from_dict(self._call("GET", self._wspath(workspace, "lineage"), q) or {})
+
+    def usage(self, workspaces: Union[str, Iterable[str], None] = None, *, start: Optional[datetime] = None,
+              end: Optional[datetime] = None, group_by_label: Optional[str] = None) -> m.Usage:
+        """GPU-, CPU- and memory-hours per workspace and UTC day (and label value) over
+        [start, end), from the runs' attempts. Default: the token's workspace (every
+        workspace for an admin's token) over the last 30 days."""
+        if isinstance(workspaces, str):
+            workspaces = [workspaces]
+        q: List[Tuple[str, str]] = [("workspace", w) for w in workspaces or []]
+        if start is not None:
+            q.append(("from", _rfc3339(start)))
+        if end is not None:
+            q.append(("to", _rfc3339(end)))
+        if group_by_label:
+            q.append(("groupByLabel", group_by_label))
+        return m.Usage.from_dict(self._call("GET", "/v1/usage", q) or {})
+
     # --- waiting ----------------------------------------------------------------------
 
     def _wait(self, what: str, get: Callable[[], T], done: Callable[[T], bool],

@@ -20,6 +20,7 @@ __all__ = [
     "Experiment", "ExperimentSummary", "ExperimentActionResult", "TrialList", "ScheduleRun",
     "ScheduleStatus", "Schedule", "ScheduleSummary", "StepStatus", "PipelineStatus",
     "PipelineRun", "PipelineSummary", "Trigger", "NotificationRule", "Node", "Page",
+    "RunOrigin", "RunAttempt", "RunRecord", "Lineage", "UsageRow", "Usage",
 ]
 
 JOB_TERMINAL = frozenset({"Succeeded", "Failed", "Stopped"})
@@ -751,6 +752,150 @@ class Node:
     def from_dict(cls, d: Mapping[str, Any]) -> "Node":
         return cls(d.get("name", ""), d.get("status", ""), bool(d.get("quarantined")), parse_time(d.get("checkedAt")),
                    d.get("job", ""), _list(d, "checks"), int(d.get("verdicts", 0) or 0), dict(d))
+
+
+# --- run records (GET /v1/workspaces/{ws}/history, lineage, /v1/usage) ---------------
+
+@dataclass(frozen=True)
+class RunOrigin:
+    """What started a run: kind User, Schedule, Trigger, Pipeline or Experiment, and
+    the schedule's, trigger's, pipeline's or experiment's name; event is a trigger's
+    event id, step a pipeline step, trial an experiment's trial number."""
+    kind: str
+    name: str
+    event: str
+    step: str
+    trial: Optional[int]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunOrigin":
+        trial = d.get("trial")
+        return cls(d.get("kind", ""), d.get("name", ""), d.get("event", ""), d.get("step", ""),
+                   None if trial is None else int(trial))
+
+
+@dataclass(frozen=True)
+class RunAttempt:
+    """One attempt of a job run: when and where it ran and how it ended."""
+    attempt: int
+    start: Optional[datetime]
+    end: Optional[datetime]
+    outcome: str
+    reason: str
+    message: str
+    nodes: List[str]
+    resumed_from: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunAttempt":
+        return cls(int(d.get("attempt", 0) or 0), parse_time(d.get("start")), parse_time(d.get("end")),
+                   d.get("outcome", ""), d.get("reason", ""), d.get("message", ""), _list(d, "nodes"),
+                   d.get("resumedFrom", ""))
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished job, experiment or pipeline run, kept after Temporal forgets it: its
+    spec as it ran, attempts, final metrics, last checkpoint, inputs, image, who
+    submitted it and what started it. ``demand`` is what its replicas held together
+    (gpu, cpu cores, memoryBytes); ``spec`` and ``result`` are plain dicts."""
+    workspace: str
+    kind: str
+    name: str
+    uid: str
+    phase: str
+    reason: str
+    message: str
+    labels: Dict[str, str]
+    submitted_by: str
+    origin: RunOrigin
+    parent: str
+    submitted: Optional[datetime]
+    started: Optional[datetime]
+    finished: Optional[datetime]
+    image: str
+    digest: str
+    inputs: List[str]
+    checkpoint: str
+    outputs: Dict[str, str]
+    metrics: Dict[str, float]
+    attempts: List[RunAttempt]
+    demand: Dict[str, Any]
+    spec: Any
+    result: Any
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def duration(self) -> Optional[timedelta]:
+        """From start to finish; None for a run that never started."""
+        if self.started is None or self.finished is None:
+            return None
+        return self.finished - self.started
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunRecord":
+        return cls(d.get("workspace", ""), d.get("kind", ""), d.get("name", ""), d.get("uid", ""), d.get("phase", ""),
+                   d.get("reason", ""), d.get("message", ""), _dict(d, "labels"), d.get("submittedBy", ""),
+                   RunOrigin.from_dict(_dict(d, "origin")), d.get("parent", ""), parse_time(d.get("submitted")),
+                   parse_time(d.get("started")), parse_time(d.get("finished")), d.get("image", ""), d.get("digest", ""),
+                   _list(d, "inputs"), d.get("checkpoint", ""), _dict(d, "outputs"),
+                   {k: float(v) for k, v in _dict(d, "metrics").items()},
+                   [RunAttempt.from_dict(a) for a in _list(d, "attempts")], _dict(d, "demand"),
+                   d.get("spec"), d.get("result"), dict(d))
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The runs of a checkpoint's or a schedule's lineage, newest first; truncated when
+    there were more than one answer holds. Iterating it iterates the records."""
+    records: List[RunRecord]
+    truncated: bool
+
+    def __iter__(self) -> Iterator[RunRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Lineage":
+        return cls([RunRecord.from_dict(r) for r in _list(d, "records")], bool(d.get("truncated")))
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One workspace's (and label value's) resource-hours on one UTC day."""
+    workspace: str
+    day: str
+    label: str
+    gpu_hours: float
+    cpu_hours: float
+    memory_gib_hours: float
+    runs: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "UsageRow":
+        return cls(d.get("workspace", ""), d.get("day", ""), d.get("label", ""), float(d.get("gpuHours", 0) or 0),
+                   float(d.get("cpuHours", 0) or 0), float(d.get("memoryGiBHours", 0) or 0), int(d.get("runs", 0) or 0))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Resource-hours over [start, end) (``from`` and ``to`` in the API), a row per
+    workspace, day (and label value). Iterating it iterates the rows."""
+    start: Optional[datetime]
+    end: Optional[datetime]
+    rows: List[UsageRow]
+
+    def __iter__(self) -> Iterator[UsageRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Usage":
+        return cls(parse_time(d.get("from")), parse_time(d.get("to")), [UsageRow.from_dict(r) for r in _list(d, "rows")])
 
 
 T = TypeVar("T")
