@@ -148,6 +148,12 @@ spec:
 	if rec.Checkpoint == "" || rec.Checkpoint != job.Status.LastCheckpoint || rec.Demand.CPU != 1 || rec.Demand.MemoryBytes != 256<<20 {
 		t.Errorf("record checkpoint %q (status %q), demand %+v; want the status's checkpoint, 1 core and 256 MiB", rec.Checkpoint, job.Status.LastCheckpoint, rec.Demand)
 	}
+	// A cursor the store did not make is the caller's error, naming the parameter.
+	_, err = c.History(ctx, ws, dlc.HistoryQuery{After: "bm90LWEtY3Vyc29y"})
+	var apiErr *dlc.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Error(), "after") {
+		t.Errorf("history with a cursor the store did not make: %v, want 400 naming after", err)
+	}
 	if got, err := c.HistoryRecord(ctx, ws, runs.KindJob, job.UID); err != nil || got.UID != job.UID || len(got.Spec) == 0 {
 		t.Errorf("history record %s: %v (%v), want the record with its spec", job.UID, got, err)
 	}

@@ -234,7 +234,7 @@ func (s *Server) listHistory(r *http.Request) (any, error) {
 	q.Workspaces = []string{r.PathValue("ws")}
 	page, err := s.opts.Runs.List(r.Context(), q)
 	if err != nil {
-		return nil, fmt.Errorf("reading run records: %w", err)
+		return nil, storeError("reading run records", err)
 	}
 	if page.Records == nil {
 		page.Records = []runs.Record{}
@@ -380,10 +380,25 @@ func (s *Server) usage(r *http.Request) (any, error) {
 	}
 	rows, err := s.opts.Runs.Usage(r.Context(), runs.UsageQuery{Workspaces: wss, From: from, To: to, GroupByLabel: q.Get("groupByLabel")})
 	if err != nil {
-		return nil, fmt.Errorf("summing usage: %w", err)
+		return nil, storeError("summing usage", err)
 	}
 	if rows == nil {
 		rows = []runs.UsageRow{}
 	}
 	return api.Usage{From: from, To: to, Rows: rows}, nil
+}
+
+// storeError is a run record store's error as the API answers it: a query the store
+// refuses (runs.ErrInvalid, such as a cursor it did not make) is the caller's 400,
+// naming each parameter; anything else is the server's.
+func storeError(what string, err error) error {
+	var list schemas.ErrorList
+	if errors.Is(err, runs.ErrInvalid) && errors.As(err, &list) && len(list) > 0 {
+		details := make([]schemas.FieldError, len(list))
+		for i, fe := range list {
+			details[i] = *fe
+		}
+		return &httpError{http.StatusBadRequest, api.Error{Code: api.CodeInvalidArgument, Message: err.Error(), Details: details}}
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
