@@ -215,11 +215,10 @@ func forgetWorkflow(t *testing.T, ctx context.Context, tc client.Client, namespa
 	}
 	testutil.Eventually(t, time.Minute, "Temporal to forget workflow "+id, func() error {
 		_, err := tc.DescribeWorkflowExecution(ctx, id, "")
-		var nf *serviceerror.NotFound
 		if err == nil {
-			return fmt.Errorf("still described")
+			return errors.New("still described")
 		}
-		if !errors.As(err, &nf) {
+		if _, ok := errors.AsType[*serviceerror.NotFound](err); !ok {
 			return err
 		}
 		return nil
