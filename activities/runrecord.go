@@ -192,7 +192,7 @@ func originOf(meta schemas.ObjectMeta) runs.Origin {
 		}
 		return o
 	case l[schemas.LabelTrigger] != "":
-		return runs.Origin{Kind: runs.OriginTrigger, Name: l[schemas.LabelTrigger]}
+		return runs.Origin{Kind: runs.OriginTrigger, Name: l[schemas.LabelTrigger], Event: meta.Annotations[schemas.AnnotationTriggerEvent]}
 	case l[schemas.LabelSchedule] != "":
 		return runs.Origin{Kind: runs.OriginSchedule, Name: l[schemas.LabelSchedule]}
 	}

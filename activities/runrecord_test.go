@@ -67,12 +67,12 @@ func TestOriginOfLabels(t *testing.T) {
 		want   runs.Origin
 	}{
 		"user":     {nil, runs.Origin{Kind: runs.OriginUser}},
-		"trigger":  {map[string]string{schemas.LabelTrigger: "on-data"}, runs.Origin{Kind: runs.OriginTrigger, Name: "on-data"}},
+		"trigger":  {map[string]string{schemas.LabelTrigger: "on-data"}, runs.Origin{Kind: runs.OriginTrigger, Name: "on-data", Event: "ev-1"}},
 		"pipeline": {map[string]string{schemas.LabelPipeline: "loop", schemas.LabelPipelineStep: "train", schemas.LabelSchedule: "nightly"}, runs.Origin{Kind: runs.OriginPipeline, Name: "loop", Step: "train"}},
 		"trial":    {map[string]string{schemas.LabelExperiment: "tune", schemas.LabelTrial: "3"}, runs.Origin{Kind: runs.OriginExperiment, Name: "tune", Trial: &trial}},
 	} {
-		got := originOf(schemas.ObjectMeta{Labels: tc.labels})
-		if got.Kind != tc.want.Kind || got.Name != tc.want.Name || got.Step != tc.want.Step || (got.Trial == nil) != (tc.want.Trial == nil) ||
+		got := originOf(schemas.ObjectMeta{Labels: tc.labels, Annotations: map[string]string{schemas.AnnotationTriggerEvent: "ev-1"}})
+		if got.Kind != tc.want.Kind || got.Name != tc.want.Name || got.Step != tc.want.Step || got.Event != tc.want.Event || (got.Trial == nil) != (tc.want.Trial == nil) ||
 			(got.Trial != nil && *got.Trial != *tc.want.Trial) {
 			t.Errorf("%s: origin %+v, want %+v", name, got, tc.want)
 		}

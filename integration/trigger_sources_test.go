@@ -21,6 +21,7 @@ import (
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/notify"
+	"github.com/opendlc/opendlc/runs"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
 	"github.com/opendlc/opendlc/storage"
@@ -180,6 +181,20 @@ func TestTriggerOnOwnJobEvents(t *testing.T) {
 	if logs := logLines(t, ctx, ws, evalRun); !strings.Contains(logs, "evaluate train\n") {
 		t.Errorf("the trigger's job did not get the event's job name:\n%s", logs)
 	}
+	// Its run record names the trigger and the event it ran for.
+	testutil.Eventually(t, time.Minute, "the run record of "+evalRun, func() error {
+		page, err := env.api.History(ctx, ws, dlc.HistoryQuery{Name: evalRun})
+		if err != nil {
+			return err
+		}
+		if len(page.Records) != 1 {
+			return fmt.Errorf("%d records", len(page.Records))
+		}
+		if o := page.Records[0].Origin; o.Kind != runs.OriginTrigger || o.Name != "evaluate" || o.Event != trainEvent {
+			return fmt.Errorf("origin %+v, want trigger evaluate for event %s", o, trainEvent)
+		}
+		return nil
+	})
 	// audit fires for train and for evaluate's job, not for its own jobs.
 	auditTrain := schemas.TriggerRunName("audit", trainEvent)
 	auditEval := schemas.TriggerRunName("audit", succeededEventID(t, ctx, ws, evalRun))

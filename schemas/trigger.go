@@ -18,6 +18,9 @@ const (
 	// token name) that applied it, under which the trigger's runs are listed
 	// (DlcOwner). A value in the applied document is replaced.
 	AnnotationOwner = "opendlc.io/owner"
+	// AnnotationTriggerEvent is the id of the event a trigger started a job, pipeline
+	// run or experiment for (the first of a debounced window's); run records name it.
+	AnnotationTriggerEvent = "opendlc.io/trigger-event"
 )
 
 // KindTrigger is the kind of a Trigger document.

@@ -456,7 +456,7 @@ func (d *Dispatcher) startRun(parent context.Context, t *schemas.Trigger, runNam
 		p := schemas.Pipeline{
 			APIVersion: schemas.APIVersion,
 			Kind:       schemas.KindPipeline,
-			Metadata:   schemas.ObjectMeta{Name: runName, Workspace: ws, Labels: labels},
+			Metadata:   schemas.ObjectMeta{Name: runName, Workspace: ws, Labels: labels, Annotations: eventAnnotation(eventID)},
 			Spec:       *a.Pipeline,
 		}
 		if errs := p.Validate(); len(errs) > 0 {
@@ -476,6 +476,7 @@ func (d *Dispatcher) startRun(parent context.Context, t *schemas.Trigger, runNam
 		if err != nil {
 			return "", err
 		}
+		exp.Metadata.Annotations = eventAnnotation(eventID)
 		kind = schemas.KindExperiment
 		start = func(ctx context.Context) error {
 			_, err := d.experiments.Start(ctx, exp)
@@ -497,7 +498,7 @@ func (d *Dispatcher) startRun(parent context.Context, t *schemas.Trigger, runNam
 		job := schemas.TrainingJob{
 			APIVersion: schemas.APIVersion,
 			Kind:       schemas.KindTrainingJob,
-			Metadata:   schemas.ObjectMeta{Name: runName, Workspace: ws, Labels: labels},
+			Metadata:   schemas.ObjectMeta{Name: runName, Workspace: ws, Labels: labels, Annotations: eventAnnotation(eventID)},
 			Spec:       spec,
 		}
 		job.Default()
@@ -563,4 +564,12 @@ func (d *Dispatcher) publishFired(ctx context.Context, t *schemas.Trigger, sourc
 	if err != nil {
 		d.log.Warn("fired event not published", "workspace", ws, "trigger", name, "error", err)
 	}
+}
+
+// eventAnnotation is the annotation that names the event a run was started for.
+func eventAnnotation(eventID string) map[string]string {
+	if eventID == "" {
+		return nil
+	}
+	return map[string]string{schemas.AnnotationTriggerEvent: eventID}
 }
