@@ -275,6 +275,29 @@ spec:
 			t.Errorf("run %s: pipeline listed %d times, step job %d times; want once each", run, pipelines[run], jobs[schemas.StepJobName(run, "eval")])
 		}
 	}
+	// Lineage from the schedule: every pipeline run it made and each run's step job, from
+	// their run records.
+	testutil.Eventually(t, itest.Left(ctx), "the schedule's lineage to hold every run and step", func() error {
+		lin, err := c.Lineage(ctx, ws, dlc.LineageQuery{Schedule: name})
+		if err != nil {
+			return err
+		}
+		got := map[string]bool{}
+		for _, r := range lin.Records {
+			got[string(r.Kind)+"/"+r.Name] = true
+		}
+		for run := range runs {
+			for _, want := range []string{"Pipeline/" + run, "TrainingJob/" + schemas.StepJobName(run, "eval")} {
+				if !got[want] {
+					return fmt.Errorf("lineage %v lacks %s", got, want)
+				}
+			}
+		}
+		if len(got) != 2*len(runs) {
+			return fmt.Errorf("lineage %v, want the %d runs and their steps only", got, len(runs))
+		}
+		return nil
+	})
 	recordHistory(t, ctx, workflows.ScheduleWorkflowID(ws, name), "schedule_pipeline_every_3s.json")
 	if err := c.DeleteSchedule(ctx, ws, name); err != nil {
 		t.Errorf("delete: %v", err)
