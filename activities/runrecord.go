@@ -89,16 +89,9 @@ func BuildRunRecord(in RecordRunInput) (runs.Record, error) {
 
 func jobRecord(in RecordRunInput) (runs.Record, error) {
 	job, st := in.Job, in.JobStatus
-	rec := baseRecord(runs.KindJob, job.Metadata, in)
-	rec.Phase, rec.Reason, rec.Message = string(st.Phase), st.Reason, st.Message
-	rec.Submitted, rec.Finished = timeOr(st.StartTime, time.Time{}), timeOr(st.FinishTime, time.Time{})
-	rec.Image = job.Spec.Image
+	rec := baseRecord(runs.KindJob, job.Metadata, in, ending{string(st.Phase), st.Reason, st.Message, st.StartTime, st.FinishTime})
+	rec.Image, rec.Inputs = job.Spec.Image, dataInputs(job.Spec.Data)
 	rec.Checkpoint = st.LastCheckpoint
-	for _, d := range job.Spec.Data {
-		if d.URI != "" {
-			rec.Inputs = append(rec.Inputs, d.URI)
-		}
-	}
 	rec.Metrics = finiteMetrics(st.Metrics)
 	rec.Demand = in.Demand
 	for i, at := range st.Attempts {
@@ -129,16 +122,9 @@ func jobRecord(in RecordRunInput) (runs.Record, error) {
 
 func experimentRecord(in RecordRunInput) (runs.Record, error) {
 	exp, st := in.Experiment, in.ExperimentStatus
-	rec := baseRecord(runs.KindExperiment, exp.Metadata, in)
-	rec.Phase, rec.Reason, rec.Message = string(st.Phase), st.Reason, st.Message
-	rec.Submitted, rec.Finished = timeOr(st.StartTime, time.Time{}), timeOr(st.FinishTime, time.Time{})
+	rec := baseRecord(runs.KindExperiment, exp.Metadata, in, ending{string(st.Phase), st.Reason, st.Message, st.StartTime, st.FinishTime})
 	rec.Started = st.StartTime
-	rec.Image = exp.Spec.TrialTemplate.Image
-	for _, d := range exp.Spec.TrialTemplate.Data {
-		if d.URI != "" {
-			rec.Inputs = append(rec.Inputs, d.URI)
-		}
-	}
+	rec.Image, rec.Inputs = exp.Spec.TrialTemplate.Image, dataInputs(exp.Spec.TrialTemplate.Data)
 	if st.BestTrial != nil {
 		for _, t := range st.Trials {
 			if t.ID == *st.BestTrial {
@@ -147,17 +133,15 @@ func experimentRecord(in RecordRunInput) (runs.Record, error) {
 			}
 		}
 	}
-	if st.BestValue != nil && !math.IsNaN(*st.BestValue) && !math.IsInf(*st.BestValue, 0) {
-		rec.Metrics = map[string]float64{exp.Spec.PrimaryObjective().Metric: *st.BestValue}
+	if st.BestValue != nil {
+		rec.Metrics = finiteMetrics(map[string]float64{exp.Spec.PrimaryObjective().Metric: *st.BestValue})
 	}
 	return withDocuments(rec, exp, st)
 }
 
 func pipelineRecord(in RecordRunInput) (runs.Record, error) {
 	p, st := in.Pipeline, in.PipelineStatus
-	rec := baseRecord(runs.KindPipeline, p.Metadata, in)
-	rec.Phase, rec.Reason, rec.Message = string(st.Phase), st.Reason, st.Message
-	rec.Submitted, rec.Finished = timeOr(st.StartTime, time.Time{}), timeOr(st.FinishTime, time.Time{})
+	rec := baseRecord(runs.KindPipeline, p.Metadata, in, ending{string(st.Phase), st.Reason, st.Message, st.StartTime, st.FinishTime})
 	rec.Started = st.StartTime
 	for _, s := range st.Steps {
 		for k, v := range s.Outputs {
@@ -170,11 +154,31 @@ func pipelineRecord(in RecordRunInput) (runs.Record, error) {
 	return withDocuments(rec, p, st)
 }
 
-// baseRecord is what every kind's record takes from the document's metadata and the
-// workflow: names, labels, owner and origin.
-func baseRecord(kind runs.Kind, meta schemas.ObjectMeta, in RecordRunInput) runs.Record {
+// ending is how a run ended, as each kind's status tells it: its terminal phase, why,
+// and when it was submitted (accepted) and finished.
+type ending struct {
+	phase, reason, message string
+	submitted, finished    *time.Time
+}
+
+// baseRecord is what every kind's record takes from the document's metadata, the
+// workflow and its ending: names, labels, owner, origin, phase and times.
+func baseRecord(kind runs.Kind, meta schemas.ObjectMeta, in RecordRunInput, e ending) runs.Record {
 	return runs.Record{Workspace: meta.Workspace, Kind: kind, Name: meta.Name, UID: in.UID, Parent: in.Parent,
-		Labels: meta.Labels, SubmittedBy: in.Owner, Origin: originOf(meta)}
+		Labels: meta.Labels, SubmittedBy: in.Owner, Origin: originOf(meta),
+		Phase: e.phase, Reason: e.reason, Message: e.message,
+		Submitted: timeOr(e.submitted, time.Time{}), Finished: timeOr(e.finished, time.Time{})}
+}
+
+// dataInputs are the URIs of a job's data sources (a PVC is not a URI).
+func dataInputs(sources []schemas.DataSource) []string {
+	var uris []string
+	for _, d := range sources {
+		if d.URI != "" {
+			uris = append(uris, d.URI)
+		}
+	}
+	return uris
 }
 
 // originOf is what started a run, from the labels the starters put on what they start:
