@@ -129,7 +129,13 @@ func openDB(ctx context.Context, dsn string) (db *sql.DB, d dialect, where strin
 			return nil, d, "", err
 		}
 		where = path
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, d, "", fmt.Errorf("runs: SQLite store %s: %w", path, err)
+		}
+		// The records hold the runs' specs (environment values among them): the file is
+		// its owner's only, and SQLite gives its -wal and -shm files the database
+		// file's mode.
+		if err := createPrivate(path); err != nil {
 			return nil, d, "", fmt.Errorf("runs: SQLite store %s: %w", path, err)
 		}
 		// WAL: readers and one writer at once, across processes; busy_timeout: a
@@ -616,4 +622,13 @@ func selectKeys(ctx context.Context, q queryer, query string, args ...any) ([]ru
 		keys = append(keys, k)
 	}
 	return keys, rows.Err()
+}
+
+// createPrivate makes the file at path, mode 0600, unless it exists.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

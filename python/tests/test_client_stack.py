@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -124,6 +125,22 @@ def test_job_submit_follow_logs_wait_get_list_clone_delete(dlc, tmp_path):
     clone = dlc.jobs.clone(name, name + "-c", overrides={"spec": {"command": ["sh", "-c", "echo cloned"]}})
     assert clone.name == name + "-c" and clone.spec["spec"]["command"] == ["sh", "-c", "echo cloned"]
     assert dlc.jobs.wait(clone.name, timeout=60, progress=False).phase == "Succeeded"
+
+    # the run record (history), written as the job's workflow ends
+    rec = None
+    deadline = datetime.now(timezone.utc) + timedelta(seconds=60)
+    while rec is None and datetime.now(timezone.utc) < deadline:
+        rec = next(iter(dlc.history(kind="TrainingJob", name=name, labels={"suite": "pyclient"})), None)
+        if rec is None:
+            time.sleep(0.5)
+    assert rec is not None, f"no run record of {name}"
+    assert rec.uid == job.uid and rec.phase == "Succeeded" and rec.origin.kind == "User"
+    assert len(rec.attempts) == 1 and rec.attempts[0].start is not None and rec.finished is not None
+    assert dlc.history_record("TrainingJob", job.uid).name == name
+    # usage counts the attempt's running time times the one core it held
+    held = (rec.attempts[0].end - rec.attempts[0].start).total_seconds() / 3600
+    rows = dlc.usage("default", start=rec.attempts[0].start - timedelta(minutes=1), group_by_label="suite").rows
+    assert sum(r.cpu_hours for r in rows if r.label == "pyclient") >= held > 0
 
     for n in (name, clone.name):
         dlc.jobs.delete(n)
