@@ -229,7 +229,7 @@ func forgetWorkflow(t *testing.T, ctx context.Context, tc client.Client, namespa
 // pipeline run removes its record and its steps' records.
 func TestPurgeRemovesRunRecords(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := itest.Context(t, 5*time.Minute) // two runs, a purge and a pipeline's delete
 	ws := workspace(t)
 	c := env.api
 	records := func(q dlc.HistoryQuery) []runs.Record {
