@@ -103,7 +103,8 @@ func NewBOHB(opts ...Option) (*BOHBSampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	tpe, err := NewTPE(TPEMultivariate(true), TPEStartupTrials(0), TPEGamma(0.15, 25))
+	// BOHB's TPE keeps the densities it was measured with (docs/hpo.md).
+	tpe, err := NewTPE(TPEMultivariate(true), TPEStartupTrials(0), TPEGamma(0.15, 25), TPEKernelScores(TPEScoresDensity))
 	if err != nil {
 		return nil, err
 	}

@@ -205,8 +205,8 @@ func (s *TPESampler) multivariate(dims []dim, seed int64, id int, below, above [
 // multivariateGroup is multivariate for one group of parameters, its random stream kept
 // apart by group (0 for the whole space).
 func (s *TPESampler) multivariateGroup(dims []dim, seed int64, id int, group uint64, below, above []*Trial) map[string]float64 {
-	l := newMVParzen(dims, below, s.o.PriorWeight, s.o.unscaledKernels(true))
-	g := newMVParzen(dims, above, s.o.PriorWeight, s.o.unscaledKernels(true))
+	l := newMVParzen(dims, below, s.o.PriorWeight, s.o.unscaledKernels())
+	g := newMVParzen(dims, above, s.o.PriorWeight, s.o.unscaledKernels())
 	r := newRNG(seed, id, saltTPE^saltMultivariate^(group<<32))
 	D := len(dims)
 	p, best := newMVPoint(D), make([]float64, D)

@@ -49,8 +49,8 @@ type SamplerOptions struct {
 	// in parallel spread out. Default false.
 	ConstantLiar bool
 	// Scores says how TPE scores a candidate of a continuous parameter (TPEScores).
-	// Default TPEScoresAuto: bandwidth-free kernels for univariate TPE, densities for
-	// multivariate TPE.
+	// Default TPEScoresAuto: bandwidth-free kernels, univariate and multivariate (BOHB's
+	// TPE keeps densities).
 	Scores TPEScores
 	// PopulationSize is CMA-ES's first λ (default 4+⌊ln n⌋ for n numeric
 	// parameters) and NSGA-II's population (default 20).
@@ -192,9 +192,9 @@ func TPEConstantLiar(on bool) Option {
 type TPEScores int
 
 const (
-	// TPEScoresAuto is TPEScoresUnscaled for univariate TPE and TPEScoresDensity for
-	// multivariate TPE: what measured best on Branin, Hartmann-6 and Rosenbrock-10
-	// (docs/hpo.md, "TPE against Optuna 3.1").
+	// TPEScoresAuto is TPEScoresUnscaled, for univariate and multivariate TPE: what
+	// measured level with Optuna 3.1 on Branin, Hartmann-6 and Rosenbrock-10 (docs/hpo.md,
+	// "TPE against Optuna 3.1"). BOHB's TPE asks for TPEScoresDensity.
 	TPEScoresAuto TPEScores = iota
 	// TPEScoresDensity scores by the true mixture densities, each kernel's normal density
 	// divided by its bandwidth, as Optuna does since its PR #5110 (November 2023).
@@ -216,16 +216,13 @@ func TPEKernelScores(k TPEScores) Option {
 	}
 }
 
-// unscaledKernels reports whether TPE, univariate or multivariate, scores with
-// bandwidth-free kernels.
-func (o *SamplerOptions) unscaledKernels(multivariate bool) bool {
+// unscaledKernels reports whether TPE scores with bandwidth-free kernels.
+func (o *SamplerOptions) unscaledKernels() bool {
 	switch o.Scores {
 	case TPEScoresDensity:
 		return false
-	case TPEScoresUnscaled:
-		return true
 	}
-	return !multivariate
+	return true
 }
 
 // SamplerNames lists the names New accepts.

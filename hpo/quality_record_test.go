@@ -69,7 +69,7 @@ func BenchmarkQualityRecord(b *testing.B) {
 }
 
 var (
-	recordSamplers = flag.String("hpo.samplers", "tpe,tpe-mv,gp", "BenchmarkQualityRecord: comma-separated samplers (tpe, tpe-mv, tpe-density, tpe-mv-unscaled, gp, cmaes, random, ...)")
+	recordSamplers = flag.String("hpo.samplers", "tpe,tpe-mv,gp", "BenchmarkQualityRecord: comma-separated samplers (tpe, tpe-mv, tpe-density, tpe-mv-unscaled, tpe-mv-density, gp, cmaes, random, ...)")
 	recordOut      = flag.String("hpo.record", "", "BenchmarkQualityRecord: write every seed's best value to this JSON file")
 	recordCompare  = flag.String("hpo.compare", "", "BenchmarkQualityRecord: a JSON file of the same format to compare with (rank-sum p)")
 )
@@ -79,9 +79,13 @@ type qualityRecord map[string]map[string][]float64
 
 // recordSampler is the sampler a -hpo.samplers name stands for: a sampler name of New,
 // or tpe-mv (multivariate TPE), tpe-density (univariate TPE with TPEScoresDensity, TPE
-// before issue 42) or tpe-mv-unscaled (multivariate TPE with TPEScoresUnscaled).
+// before issue 42), tpe-mv-unscaled (multivariate TPE with TPEScoresUnscaled, its
+// default since 2026-12-07) or tpe-mv-density (multivariate TPE with TPEScoresDensity,
+// its default before).
 func recordSampler(b *testing.B, name string) Sampler {
 	switch name {
+	case "tpe-mv-density":
+		return mustSampler(b, SamplerTPE, TPEMultivariate(true), TPEKernelScores(TPEScoresDensity))
 	case "tpe-mv":
 		return mustSampler(b, SamplerTPE, TPEMultivariate(true))
 	case "tpe-density":

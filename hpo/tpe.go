@@ -209,9 +209,9 @@ func collect(ws *tpeWork, dims []dim, i int, trials []*Trial) ([]float64, []floa
 func (s *TPESampler) numeric(ws *tpeWork, dims []dim, i int, seed int64, id int, below, above []*Trial) float64 {
 	d := &dims[i]
 	xs, w := collect(ws, dims, i, below)
-	ws.l.build(xs, w, d.lo, d.hi, s.o.PriorWeight, s.o.unscaledKernels(false))
+	ws.l.build(xs, w, d.lo, d.hi, s.o.PriorWeight, s.o.unscaledKernels())
 	xs, w = collect(ws, dims, i, above)
-	ws.g.build(xs, w, d.lo, d.hi, s.o.PriorWeight, s.o.unscaledKernels(false))
+	ws.g.build(xs, w, d.lo, d.hi, s.o.PriorWeight, s.o.unscaledKernels())
 
 	r := newRNG(seed, id, d.salt^saltTPE)
 	bestScore, bestV := math.Inf(-1), math.NaN()
