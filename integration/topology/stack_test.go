@@ -215,7 +215,14 @@ func (tp *topo) startWorker(t *testing.T, i int) {
 	t.Helper()
 	// Both workers share one local backend state directory: either carries on the
 	// other's replicas.
-	args := append([]string{"worker", "--state-dir", filepath.Join(tp.dir, "local"), "--workdir", tp.dir}, tp.common()...)
+	// A killed worker's job-long activities (the log forwarder, the gang watch) are
+	// taken over once their heartbeat timeout passes: 15 s here, as the integration
+	// tests' workers (itest.LongHeartbeatTimeout), not the 1 min default. The forwarder
+	// taken over must send the rest of the job's 40,000 lines before the job's log
+	// drain (2 min from the job's end) gives up; on a loaded CI machine the minute of
+	// the default left it too little (CI lost 7,000 and 12,232 lines that way).
+	args := append([]string{"worker", "--state-dir", filepath.Join(tp.dir, "local"), "--workdir", tp.dir,
+		"--long-heartbeat-timeout", itest.LongHeartbeatTimeout.String()}, tp.common()...)
 	env := append(os.Environ(), "DLC_NATS_USER="+devstack.NATSUserWorker,
 		"DLC_NATS_PASSWORD="+tp.nats.Password(devstack.NATSUserWorker),
 		"DLC_S3_ENDPOINT="+tp.s3.Endpoint, "AWS_REGION="+tp.s3.Region,
