@@ -124,35 +124,27 @@ func (b *Backend) podGPUs(ctx context.Context, hostIP, ns, name string) ([]backe
 
 // dcgmOf is the exporter's reading of a node, at most nodeStatsMaxAge old.
 func (b *Backend) dcgmOf(ctx context.Context, hostIP string) ([]dcgmGPU, error) {
-	c := &b.summaries
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if g, ok := c.gpus[hostIP]; ok && time.Since(c.gpusAt[hostIP]) < nodeStatsMaxAge {
-		return g, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	u := "http://" + net.JoinHostPort(hostIP, strconv.Itoa(b.dcgmPort)) + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("kube: the DCGM exporter %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("kube: the DCGM exporter %s: %s", u, resp.Status)
-	}
-	// An exporter's page is a few hundred KiB per node; more is not read.
-	gpus, err := parseDCGM(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("kube: the DCGM exporter %s: %w", u, err)
-	}
-	if c.gpus == nil {
-		c.gpus, c.gpusAt = map[string][]dcgmGPU{}, map[string]time.Time{}
-	}
-	c.gpus[hostIP], c.gpusAt[hostIP] = gpus, time.Now()
-	return gpus, nil
+	return b.gpus.get(hostIP, func() ([]dcgmGPU, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		u := "http://" + net.JoinHostPort(hostIP, strconv.Itoa(b.dcgmPort)) + "/metrics"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("kube: the DCGM exporter %s: %w", u, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("kube: the DCGM exporter %s: %s", u, resp.Status)
+		}
+		// An exporter's page is a few hundred KiB per node; more is not read.
+		gpus, err := parseDCGM(io.LimitReader(resp.Body, 16<<20))
+		if err != nil {
+			return nil, fmt.Errorf("kube: the DCGM exporter %s: %w", u, err)
+		}
+		return gpus, nil
+	})
 }

@@ -70,9 +70,10 @@ const (
 type Backend struct {
 	client kubernetes.Interface
 
-	nodeStats bool          // WithNodeStats (resources.go)
-	dcgmPort  int           // WithDCGMExporter (dcgm.go); 0: none
-	summaries nodeSummaries // the kubelets' statistics, briefly kept
+	nodeStats bool                      // WithNodeStats (resources.go)
+	dcgmPort  int                       // WithDCGMExporter (dcgm.go); 0: none
+	summaries freshCache[*statsSummary] // the kubelets' statistics by node, briefly kept
+	gpus      freshCache[[]dcgmGPU]     // the DCGM exporters' readings by node IP, briefly kept
 
 	nsPrefix         string
 	createNamespaces bool

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/opendlc/opendlc/backend"
@@ -57,14 +58,49 @@ type statsSummary struct {
 	} `json:"pods"`
 }
 
-// nodeSummaries caches each node's summary, and its DCGM exporter's GPUs (dcgm.go), for
-// nodeStatsMaxAge.
-type nodeSummaries struct {
-	mu     sync.Mutex
-	at     map[string]time.Time
-	by     map[string]*statsSummary
-	gpusAt map[string]time.Time
-	gpus   map[string][]dcgmGPU
+// freshCache keeps, per node, what was last read of it (the kubelet's summary, the DCGM
+// exporter's GPUs, dcgm.go) for nodeStatsMaxAge, so the samples of a node's pods share
+// one read.
+type freshCache[T any] struct {
+	mu      sync.Mutex
+	entries map[string]freshEntry[T]
+	flight  singleflight.Group
+}
+
+type freshEntry[T any] struct {
+	v  T
+	at time.Time
+}
+
+// get answers key's value if it was fetched less than nodeStatsMaxAge ago, else
+// fetches it. The fetch runs outside the lock, so one node's slow kubelet or exporter
+// does not hold up the samples of other nodes' pods; callers that miss on one key at
+// once share one fetch.
+func (c *freshCache[T]) get(key string, fetch func() (T, error)) (T, error) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && time.Since(e.at) < nodeStatsMaxAge {
+		return e.v, nil
+	}
+	v, err, _ := c.flight.Do(key, func() (any, error) {
+		v, err := fetch()
+		if err != nil {
+			return v, err
+		}
+		c.mu.Lock()
+		if c.entries == nil {
+			c.entries = map[string]freshEntry[T]{}
+		}
+		c.entries[key] = freshEntry[T]{v: v, at: time.Now()}
+		c.mu.Unlock()
+		return v, nil
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
 }
 
 // SampleResources reads the replica container's use from its node's kubelet.
@@ -125,25 +161,17 @@ func (b *Backend) SampleResources(ctx context.Context, ref backend.GangRef, repl
 
 // nodeSummary is the kubelet's summary of node, at most nodeStatsMaxAge old.
 func (b *Backend) nodeSummary(ctx context.Context, node string) (*statsSummary, error) {
-	c := &b.summaries
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.by[node]; ok && time.Since(c.at[node]) < nodeStatsMaxAge {
-		return s, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	raw, err := b.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "stats", "summary").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("kube: the statistics of node %s: %w", node, err)
-	}
-	var s statsSummary
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("kube: the statistics of node %s: %w", node, err)
-	}
-	if c.by == nil {
-		c.by, c.at = map[string]*statsSummary{}, map[string]time.Time{}
-	}
-	c.by[node], c.at[node] = &s, time.Now()
-	return &s, nil
+	return b.summaries.get(node, func() (*statsSummary, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		raw, err := b.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "stats", "summary").DoRaw(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kube: the statistics of node %s: %w", node, err)
+		}
+		var s statsSummary
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("kube: the statistics of node %s: %w", node, err)
+		}
+		return &s, nil
+	})
 }
