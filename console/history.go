@@ -20,7 +20,7 @@ import (
 
 // historyKinds and historyPhases are what the history filter offers.
 var (
-	historyKinds  = []runs.Kind{runs.KindJob, runs.KindExperiment, runs.KindPipeline}
+	historyKinds  = runs.Kinds
 	historyPhases = []string{string(schemas.JobSucceeded), string(schemas.JobFailed), string(schemas.JobStopped)}
 )
 

@@ -54,6 +54,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -67,10 +68,11 @@ const (
 	KindPipeline   Kind = "Pipeline"
 )
 
-// Valid reports whether k is one of the kinds above.
-func (k Kind) Valid() bool {
-	return k == KindJob || k == KindExperiment || k == KindPipeline
-}
+// Kinds are the kinds of run.
+var Kinds = []Kind{KindJob, KindExperiment, KindPipeline}
+
+// Valid reports whether k is one of Kinds.
+func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
 // Origin kinds: what started a run (Origin.Kind).
 const (

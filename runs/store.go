@@ -242,7 +242,7 @@ func validateRecord(r Record) error {
 		}
 	}
 	if !r.Kind.Valid() {
-		errs = append(errs, schemas.NotSupported(schemas.NewPath("kind"), []Kind{KindJob, KindExperiment, KindPipeline}))
+		errs = append(errs, schemas.NotSupported(schemas.NewPath("kind"), Kinds))
 	}
 	if r.Finished.IsZero() {
 		errs = append(errs, schemas.Required(schemas.NewPath("finished")))
@@ -406,7 +406,7 @@ const sameRun = "%[1]s.workspace = r.workspace AND %[1]s.kind = r.kind AND %[1]s
 func (s *store) List(ctx context.Context, q Query) (Page, error) {
 	var errs schemas.ErrorList
 	if q.Kind != "" && !q.Kind.Valid() {
-		errs = append(errs, schemas.NotSupported(schemas.NewPath("kind"), []Kind{KindJob, KindExperiment, KindPipeline}))
+		errs = append(errs, schemas.NotSupported(schemas.NewPath("kind"), Kinds))
 	}
 	if q.Limit < 0 {
 		errs = append(errs, schemas.Invalid(schemas.NewPath("limit"), "must be >= 0 (0 is %d)", DefaultLimit))
@@ -512,7 +512,7 @@ func (s *store) Delete(ctx context.Context, workspace string, kind Kind, name, u
 		errs = append(errs, schemas.Required(schemas.NewPath("workspace")))
 	}
 	if !kind.Valid() {
-		errs = append(errs, schemas.NotSupported(schemas.NewPath("kind"), []Kind{KindJob, KindExperiment, KindPipeline}))
+		errs = append(errs, schemas.NotSupported(schemas.NewPath("kind"), Kinds))
 	}
 	if name == "" {
 		errs = append(errs, schemas.Required(schemas.NewPath("name")))

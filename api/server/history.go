@@ -296,7 +296,7 @@ func (l *lineageWalk) collect(ctx context.Context, store runs.Store, q runs.Quer
 		l.seen = map[string]bool{}
 		l.out.Records = []runs.Record{}
 	}
-	q.Limit = 1000
+	q.Limit = runs.MaxLimit
 	for {
 		page, err := store.List(ctx, q)
 		if err != nil {
