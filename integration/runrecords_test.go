@@ -2,9 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,6 +161,25 @@ spec:
 		t.Errorf("history record %s: %v (%v), want the record with its spec", job.UID, got, err)
 	}
 
+	// The CLI reads the same record and usage through the API.
+	dlcJSON := func(out any, args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, dlcBinary(t), append([]string{"--server", e.APIURL, "-o", "json"}, args...)...)
+		cmd.Env = append(os.Environ(), "DLC_TOKEN="+e.AdminToken)
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("dlc %s: %v", strings.Join(args, " "), err)
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("dlc %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	var cliPage runs.Page
+	dlcJSON(&cliPage, "-w", ws, "history", "--kind", "job", "--name", "train")
+	if len(cliPage.Records) != 1 || cliPage.Records[0].UID != job.UID || len(cliPage.Records[0].Attempts) != 2 {
+		t.Errorf("dlc history --name train: %+v, want the job's run with its 2 attempts", cliPage.Records)
+	}
+
 	// Lineage: the checkpoint's run; the pipeline run's step by its parent.
 	lin, err := c.Lineage(ctx, ws, dlc.LineageQuery{Checkpoint: model})
 	if err != nil {
@@ -201,6 +223,15 @@ spec:
 	}
 	if hours <= 0 || math.Abs(cpu-hours) > 1e-9 || math.Abs(mem-hours/4) > 1e-9 || gpu != 0 {
 		t.Errorf("usage of %s: %.9f CPU-h, %.9f GiB-h, %g GPU-h; want %.9f, %.9f and 0 (rows %+v)", ws, cpu, mem, gpu, hours, hours/4, use.Rows)
+	}
+	var cliUse api.Usage
+	dlcJSON(&cliUse, "usage", "-w", ws)
+	var cliCPU float64
+	for _, r := range cliUse.Rows {
+		cliCPU += r.CPUHours
+	}
+	if math.Abs(cliCPU-cpu) > 1e-9 {
+		t.Errorf("dlc usage -w %s: %.9f CPU-h, want the API's %.9f", ws, cliCPU, cpu)
 	}
 }
 
