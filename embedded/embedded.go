@@ -124,8 +124,8 @@ type Config struct {
 	// SQLite in Dir/runs.db. "none" keeps no records.
 	RunsDatabase string
 	// RunsRetention is how long run records are kept (app.RunsConfig.Retention); zero
-	// keeps them.
-	RunsRetention time.Duration
+	// keeps them. RunsSweepEvery is the time between sweeps (default hourly).
+	RunsRetention, RunsSweepEvery time.Duration
 	// LogArchiveRetention is how long finished jobs' log archives are kept
 	// (app.LogArchiveConfig.Retention); zero keeps them. The archives lie under each
 	// workspace's location, or DefaultStorageRoot/<workspace>/ without StorageIsolation.
@@ -303,7 +303,7 @@ func Start(ctx context.Context, cfg Config) (_ *Embedded, err error) {
 			AdminTokenFile: cfg.AdminTokenFile, RateLimits: cfg.RateLimits, SingleTenant: cfg.SingleTenant},
 		Metrics:    metricsConfig(cfg.MetricsAddr),
 		LogArchive: app.LogArchiveConfig{Root: DefaultStorageRoot, Retention: cfg.LogArchiveRetention},
-		Runs:       app.RunsConfig{Database: e.RunsDatabase, Retention: cfg.RunsRetention},
+		Runs:       app.RunsConfig{Database: e.RunsDatabase, Retention: cfg.RunsRetention, SweepEvery: cfg.RunsSweepEvery},
 	}))
 	if err != nil {
 		return nil, err

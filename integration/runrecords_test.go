@@ -316,3 +316,42 @@ spec:
 		t.Fatalf("after deleting the pipeline run: records %+v, want none (its own and its step's gone)", got)
 	}
 }
+
+// The records' own retention: the API process expires a record once its run finished
+// longer ago than the retention, while Temporal still keeps the run.
+func TestRunRecordRetention(t *testing.T) {
+	t.Parallel()
+	ctx := itest.Context(t, 4*time.Minute)
+	const retention = 20 * time.Second
+	e := itest.StartStack(t, ctx, embedded.Config{Dir: filepath.Join(t.TempDir(), "stack"), WorkDir: env.dir,
+		RunsRetention: retention, RunsSweepEvery: time.Second})
+	c := itest.AdminClient(t, e)
+	const ws = "records-retention"
+	job := itest.Submit(t, ctx, c, itest.ShellJob(ws, "short", "echo done"))
+	count := func() int {
+		page, err := c.History(ctx, ws, dlc.HistoryQuery{Name: "short"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Records)
+	}
+	testutil.Eventually(t, retention, "the job's record", func() error {
+		if n := count(); n != 1 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	testutil.Eventually(t, time.Minute, "the record to expire", func() error {
+		if n := count(); n != 0 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	got, err := c.GetJob(ctx, ws, "short")
+	if err != nil || got.UID != job.UID || got.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("the job after its record expired: %+v (%v), want it still in Temporal, Succeeded", got, err)
+	}
+	if age := time.Since(*got.Status.FinishTime); age < retention {
+		t.Errorf("the record expired %s after the run finished, before the %s retention", age, retention)
+	}
+}
