@@ -17,13 +17,25 @@ type QuotaAmounts struct {
 	GPU         int64 `json:"gpu,omitempty"`
 	MilliCPU    int64 `json:"milliCPU,omitempty"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// GPUModels are the GPUs of a given accelerator model (the value of the node
+	// label nvidia.com/gpu.product a role selects), by model. They are part of GPU too.
+	GPUModels map[string]int64 `json:"gpuModels,omitempty"`
 }
 
 // Add returns a+b, each amount saturating: a sum past math.MaxInt64 is math.MaxInt64,
 // and a negative amount counts as 0, so that no sum wraps around or goes negative.
 func (a QuotaAmounts) Add(b QuotaAmounts) QuotaAmounts {
-	return QuotaAmounts{GPU: SaturatingAdd(a.GPU, b.GPU), MilliCPU: SaturatingAdd(a.MilliCPU, b.MilliCPU),
+	sum := QuotaAmounts{GPU: SaturatingAdd(a.GPU, b.GPU), MilliCPU: SaturatingAdd(a.MilliCPU, b.MilliCPU),
 		MemoryBytes: SaturatingAdd(a.MemoryBytes, b.MemoryBytes)}
+	for _, m := range []map[string]int64{a.GPUModels, b.GPUModels} {
+		for model, n := range m {
+			if sum.GPUModels == nil {
+				sum.GPUModels = map[string]int64{}
+			}
+			sum.GPUModels[model] = SaturatingAdd(sum.GPUModels[model], n)
+		}
+	}
+	return sum
 }
 
 // Sub returns a-b, each amount at least 0.
@@ -32,7 +44,16 @@ func (a QuotaAmounts) Sub(b QuotaAmounts) QuotaAmounts {
 		x, y = max(x, 0), max(y, 0)
 		return max(x-y, 0) // both non-negative: x-y cannot overflow
 	}
-	return QuotaAmounts{GPU: sub(a.GPU, b.GPU), MilliCPU: sub(a.MilliCPU, b.MilliCPU), MemoryBytes: sub(a.MemoryBytes, b.MemoryBytes)}
+	d := QuotaAmounts{GPU: sub(a.GPU, b.GPU), MilliCPU: sub(a.MilliCPU, b.MilliCPU), MemoryBytes: sub(a.MemoryBytes, b.MemoryBytes)}
+	for model, n := range a.GPUModels {
+		if left := sub(n, b.GPUModels[model]); left > 0 {
+			if d.GPUModels == nil {
+				d.GPUModels = map[string]int64{}
+			}
+			d.GPUModels[model] = left
+		}
+	}
+	return d
 }
 
 // SaturatingAdd is x+y for amounts: negative ones count as 0, and a sum past

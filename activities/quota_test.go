@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -143,10 +144,17 @@ func TestQuotaAmountsSaturate(t *testing.T) {
 		}
 	}
 	a := QuotaAmounts{GPU: top, MilliCPU: 1, MemoryBytes: top - 1}
-	if got := a.Add(QuotaAmounts{GPU: 1, MilliCPU: 1, MemoryBytes: 2}); got != (QuotaAmounts{GPU: top, MilliCPU: 2, MemoryBytes: top}) {
+	if got := a.Add(QuotaAmounts{GPU: 1, MilliCPU: 1, MemoryBytes: 2}); !reflect.DeepEqual(got, QuotaAmounts{GPU: top, MilliCPU: 2, MemoryBytes: top}) {
 		t.Errorf("Add: %+v", got)
 	}
-	if got := (QuotaAmounts{GPU: 1, MilliCPU: 1000}).Sub(QuotaAmounts{GPU: 2, MilliCPU: top}); got != (QuotaAmounts{}) {
+	if got := (QuotaAmounts{GPU: 1, MilliCPU: 1000}).Sub(QuotaAmounts{GPU: 2, MilliCPU: top}); !reflect.DeepEqual(got, QuotaAmounts{}) {
 		t.Errorf("Sub below zero: %+v, want zero", got)
+	}
+	models := QuotaAmounts{GPU: 3, GPUModels: map[string]int64{"A100": 2, "H100": 1}}.Add(QuotaAmounts{GPU: 1, GPUModels: map[string]int64{"A100": 1}})
+	if !reflect.DeepEqual(models, QuotaAmounts{GPU: 4, GPUModels: map[string]int64{"A100": 3, "H100": 1}}) {
+		t.Errorf("Add by model: %+v", models)
+	}
+	if got := models.Sub(QuotaAmounts{GPU: 1, GPUModels: map[string]int64{"H100": 1}}); !reflect.DeepEqual(got, QuotaAmounts{GPU: 3, GPUModels: map[string]int64{"A100": 3}}) {
+		t.Errorf("Sub by model: %+v", got)
 	}
 }

@@ -69,9 +69,13 @@ type JobContinuation struct {
 	PlacementTimeout time.Duration `json:"placementTimeout,omitempty"`
 	// QuotaRequested is set when the job holds (or waits for) a share of its
 	// workspace's quota, which it gives back when it ends.
-	QuotaRequested bool                 `json:"quotaRequested,omitempty"`
-	SpotWaitSince  *time.Time           `json:"spotWaitSince,omitempty"`
-	PodDefaults    *schemas.PodDefaults `json:"podDefaults,omitempty"`
+	QuotaRequested bool `json:"quotaRequested,omitempty"`
+	// QuotaLedger is the quota workflow that admitted the job ("" the workspace's),
+	// and QuotaAsks how many admissions it asked.
+	QuotaLedger   string               `json:"quotaLedger,omitempty"`
+	QuotaAsks     int                  `json:"quotaAsks,omitempty"`
+	SpotWaitSince *time.Time           `json:"spotWaitSince,omitempty"`
+	PodDefaults   *schemas.PodDefaults `json:"podDefaults,omitempty"`
 	// Clock is the time run and Queued so far (training_job_timeouts.go).
 	Clock ClockState `json:"clock"`
 }
@@ -129,6 +133,7 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, a
 	c := JobContinuation{
 		UID: w.uid, Status: w.status, EventSeq: w.eventSeq, Ref: ref, Backoff: backoff,
 		PlacementTimeout: a.placementTimeout, QuotaRequested: w.quotaRequested,
+		QuotaLedger: w.quotaLedger, QuotaAsks: w.quotaAsks,
 		SpotWaitSince: w.spotWaitSince, PodDefaults: w.podDefaults,
 		Clock: ClockState{RunSince: w.clock.runSince, Ran: w.clock.ran, QueuedSince: w.clock.queuedSince, Queued: w.clock.queued},
 	}
@@ -152,6 +157,7 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, a
 func (w *jobWorkflow) resume(ctx workflow.Context, c JobContinuation) (TrainingJobResult, error) {
 	w.uid, w.status, w.eventSeq = c.UID, c.Status, c.EventSeq
 	w.quotaRequested, w.spotWaitSince, w.podDefaults = c.QuotaRequested, c.SpotWaitSince, c.PodDefaults
+	w.quotaLedger, w.quotaAsks = c.QuotaLedger, c.QuotaAsks
 	w.clock = jobClock{runSince: c.Clock.RunSince, ran: c.Clock.Ran, queuedSince: c.Clock.QueuedSince, queued: c.Clock.Queued}
 	if w.status.Phase == schemas.JobQueued && w.clock.queuedSince != nil {
 		// The queue timer of the previous run went with it: start it again for what is

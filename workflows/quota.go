@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -42,6 +44,14 @@ const (
 	SignalQuotaSet = "set"
 	// SignalQuotaDecision tells a queued job it was admitted or rejected (QuotaDecision).
 	SignalQuotaDecision = "quota-decision"
+	// SignalQuotaPreempt tells an admitted job it is preempted (QuotaPreemptNotice).
+	SignalQuotaPreempt = "quota-preempt"
+	// SignalQuotaMember adds, changes or removes a cohort's member (QuotaMemberSet).
+	SignalQuotaMember = "member"
+	// SignalQuotaPriority changes a job's priority (QuotaPriority).
+	SignalQuotaPriority = "priority"
+	// CohortQuotaKind is the Kind search attribute of a cohort's quota workflow.
+	CohortQuotaKind = "CohortQuota"
 	// QueryQuota returns a QuotaView.
 	QueryQuota = "quota"
 
@@ -64,25 +74,26 @@ const (
 // Amounts are resources in the units the quota counts: whole GPUs, millicores, bytes.
 type Amounts = activities.QuotaAmounts
 
-// QuotaLimits are a workspace's limits; a nil field is unlimited.
+// QuotaLimits are a workspace's limits; a nil field is unlimited. GPU, MilliCPU,
+// MemoryBytes and GPUModels are the nominal quota; the rest says how the workspace
+// shares it in its cohort (quota_ledger.go, docs/quota.md).
 type QuotaLimits struct {
 	GPU         *int64 `json:"gpu,omitempty"`
 	MilliCPU    *int64 `json:"milliCPU,omitempty"`
 	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
-}
-
-// exceeded names the first resource for which used+add passes the limits, or "". The
-// sums saturate (activities.SaturatingAdd), so a huge request cannot wrap around to fit.
-func (l QuotaLimits) exceeded(used, add Amounts) string {
-	switch {
-	case l.GPU != nil && activities.SaturatingAdd(used.GPU, add.GPU) > *l.GPU:
-		return fmt.Sprintf("gpu: %d requested, %d of %d in use", add.GPU, used.GPU, *l.GPU)
-	case l.MilliCPU != nil && activities.SaturatingAdd(used.MilliCPU, add.MilliCPU) > *l.MilliCPU:
-		return fmt.Sprintf("cpu: %dm requested, %dm of %dm in use", add.MilliCPU, used.MilliCPU, *l.MilliCPU)
-	case l.MemoryBytes != nil && activities.SaturatingAdd(used.MemoryBytes, add.MemoryBytes) > *l.MemoryBytes:
-		return fmt.Sprintf("memory: %d bytes requested, %d of %d in use", add.MemoryBytes, used.MemoryBytes, *l.MemoryBytes)
-	}
-	return ""
+	// GPUModels bound the GPUs of each accelerator model (a role's nodeSelector
+	// nvidia.com/gpu.product); a model not named is bounded only by GPU.
+	GPUModels map[string]int64 `json:"gpuModels,omitempty"`
+	// Cohort is the cohort the workspace belongs to, if any: its jobs are admitted by
+	// the cohort's quota workflow (CohortQuotaWorkflowID).
+	Cohort string `json:"cohort,omitempty"`
+	// Borrowing bounds what the workspace uses beyond its nominal quota (default:
+	// unbounded); Lending, how much of its nominal quota others may use (default: all).
+	Borrowing *QuotaCaps `json:"borrowing,omitempty"`
+	Lending   *QuotaCaps `json:"lending,omitempty"`
+	// Weight is the workspace's fair-sharing weight in its cohort (default 1).
+	Weight     int64           `json:"weight,omitempty"`
+	Preemption QuotaPreemption `json:"preemption,omitempty"`
 }
 
 // QuotaRequest asks for a job's admission.
@@ -91,6 +102,8 @@ type QuotaRequest struct {
 	JobID     string  `json:"jobID"`
 	Priority  int32   `json:"priority,omitempty"`
 	Resources Amounts `json:"resources"`
+	// Workspace is the job's workspace: the member a cohort's quota admits it under.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // QuotaDecision answers a QuotaRequest.
@@ -101,11 +114,50 @@ type QuotaDecision struct {
 	// Position is the job's place in the queue (1 = next) when neither granted nor
 	// rejected.
 	Position int `json:"position,omitempty"`
+	// Ledger, when set, is the quota workflow to ask instead: the workspace's cohort's,
+	// or back to the workspace's own once it has left the cohort.
+	Ledger string `json:"ledger,omitempty"`
 }
 
 // QuotaRelease gives a job's share back (or takes it out of the queue).
 type QuotaRelease struct {
 	JobID string `json:"jobID"`
+}
+
+// QuotaPriority changes the priority of a queued or admitted job.
+type QuotaPriority struct {
+	JobID    string `json:"jobID"`
+	Priority int32  `json:"priority"`
+}
+
+// QuotaMemberSet adds a workspace to a cohort's quota, sets its limits, or (Remove)
+// takes it out: its queued jobs go back to the workspace's own quota, its admitted
+// jobs keep their share until they end.
+type QuotaMemberSet struct {
+	Workspace string      `json:"workspace"`
+	Limits    QuotaLimits `json:"limits"`
+	Remove    bool        `json:"remove,omitempty"`
+}
+
+// QuotaPreemptNotice tells an admitted job it is preempted (SignalQuotaPreempt): it
+// stops, releases its share and asks again.
+type QuotaPreemptNotice struct {
+	// By is the job (workflow id) the capacity goes to, of workspace ByWorkspace.
+	By          string `json:"by"`
+	ByWorkspace string `json:"byWorkspace,omitempty"`
+	// Reason is Reclaimed (the cohort gives a workspace back its nominal quota) or
+	// PreemptedByPriority.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// QuotaEviction marks an admitted job being preempted: it keeps its share until it
+// releases it.
+type QuotaEviction struct {
+	By          string    `json:"by"`
+	ByWorkspace string    `json:"byWorkspace,omitempty"`
+	Reason      string    `json:"reason"`
+	Since       time.Time `json:"since"`
 }
 
 // QuotaEntry is one admitted or queued job.
@@ -116,10 +168,30 @@ type QuotaEntry struct {
 	Since     time.Time `json:"since"`
 	// Seq orders requests of equal priority.
 	Seq int64 `json:"seq"`
+	// Borrowing: admitted beyond its workspace's nominal quota.
+	Borrowing bool `json:"borrowing,omitempty"`
+	// Evicting: admitted, and being preempted.
+	Evicting *QuotaEviction `json:"evicting,omitempty"`
+	// Reserved: queued, waiting for its Victims to stop; its demand counts as used.
+	Reserved bool     `json:"reserved,omitempty"`
+	Victims  []string `json:"victims,omitempty"`
+}
+
+// QuotaMember is one workspace's part of a quota workflow.
+type QuotaMember struct {
+	Workspace string       `json:"workspace"`
+	Limits    QuotaLimits  `json:"limits"`
+	Used      Amounts      `json:"used"`
+	Admitted  []QuotaEntry `json:"admitted"`
+	Queue     []QuotaEntry `json:"queue"`
+	// Removed: the workspace left the cohort; its admitted jobs drain.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // QuotaView is the quota workflow's state, as the query returns it and as it is carried
-// across continue-as-new.
+// across continue-as-new. A workspace's quota workflow has Workspace set and keeps
+// the workspace's own part in Limits, Used, Admitted and Queue; a cohort's has Cohort
+// set and one Members entry per workspace.
 type QuotaView struct {
 	Workspace string       `json:"workspace"`
 	Limits    QuotaLimits  `json:"limits"`
@@ -127,19 +199,32 @@ type QuotaView struct {
 	Admitted  []QuotaEntry `json:"admitted"`
 	Queue     []QuotaEntry `json:"queue"`
 	NextSeq   int64        `json:"nextSeq"`
+	// Cohort names a cohort's quota workflow; Members are its workspaces.
+	Cohort  string        `json:"cohort,omitempty"`
+	Members []QuotaMember `json:"members,omitempty"`
 	// HistoryBound overrides the bound on a run's history (quotaHistoryLimit); only
 	// MaxEvents counts. It is a test knob: the API never sets it.
 	HistoryBound *HistoryBound `json:"historyBound,omitempty"`
 }
 
-// QuotaWorkflow keeps one workspace's quota (see the comment on QuotaWorkflowName).
+// QuotaWorkflow keeps one workspace's quota, or one cohort's (see the comment on
+// QuotaWorkflowName and quota_ledger.go).
 func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 	q := &quotaWorkflow{state: state, logger: workflow.GetLogger(ctx)}
-	if q.state.Workspace == "" {
-		q.state.Workspace = workspaceOfQuotaID(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if q.state.Workspace == "" && q.state.Cohort == "" {
+		if c, ok := cohortOfQuotaID(id); ok {
+			q.state.Cohort = c
+		} else {
+			q.state.Workspace = workspaceOfQuotaID(id)
+		}
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		WorkspaceKey.ValueSet(q.state.Workspace), KindKey.ValueSet(QuotaWorkflowName)); err != nil {
+	q.load()
+	attrs := []temporal.SearchAttributeUpdate{KindKey.ValueSet(CohortQuotaKind)}
+	if q.state.Workspace != "" {
+		attrs = []temporal.SearchAttributeUpdate{WorkspaceKey.ValueSet(q.state.Workspace), KindKey.ValueSet(QuotaWorkflowName)}
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		q.logger.Warn("upsert search attributes failed", "error", err)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryQuota, func() (QuotaView, error) { return q.view(), nil }); err != nil {
@@ -164,6 +249,8 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 	}
 	release := workflow.GetSignalChannel(ctx, SignalQuotaRelease)
 	set := workflow.GetSignalChannel(ctx, SignalQuotaSet)
+	member := workflow.GetSignalChannel(ctx, SignalQuotaMember)
+	priority := workflow.GetSignalChannel(ctx, SignalQuotaPriority)
 	onRelease := func(c workflow.ReceiveChannel, _ bool) {
 		var r QuotaRelease
 		c.Receive(ctx, &r)
@@ -172,19 +259,37 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 	onSet := func(c workflow.ReceiveChannel, _ bool) {
 		var l QuotaLimits
 		c.Receive(ctx, &l)
-		q.state.Limits = l
+		if q.state.Workspace != "" {
+			q.members[0].Limits = l
+		}
 	}
+	onMember := func(c workflow.ReceiveChannel, _ bool) {
+		var m QuotaMemberSet
+		c.Receive(ctx, &m)
+		q.setMember(ctx, m)
+	}
+	onPriority := func(c workflow.ReceiveChannel, _ bool) {
+		var p QuotaPriority
+		c.Receive(ctx, &p)
+		q.setPriority(p)
+	}
+	receive := func(sel workflow.Selector) {
+		sel.AddReceive(release, onRelease)
+		sel.AddReceive(set, onSet)
+		sel.AddReceive(member, onMember)
+		sel.AddReceive(priority, onPriority)
+	}
+	pending := func() bool { return release.Len()+set.Len()+member.Len()+priority.Len() > 0 }
 	var sweep workflow.Future
 	for {
 		if err := ctx.Err(); err != nil {
 			return err // cancelled: the quota goes with it
 		}
-		if sweep == nil && len(q.state.Admitted)+len(q.state.Queue) > 0 {
+		if sweep == nil && q.holdsJobs() {
 			sweep = workflow.NewTimer(ctx, quotaSweepInterval)
 		}
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(release, onRelease)
-		sel.AddReceive(set, onSet)
+		receive(sel)
 		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 		if sweep != nil {
 			sel.AddFuture(sweep, func(workflow.Future) {
@@ -199,10 +304,9 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > q.historyLimit() {
 			// Take in what already arrived, then carry the state over.
 			takeIn := func() {
-				for release.Len() > 0 || set.Len() > 0 {
+				for pending() {
 					sel := workflow.NewSelector(ctx)
-					sel.AddReceive(release, onRelease)
-					sel.AddReceive(set, onSet)
+					receive(sel)
 					sel.Select(ctx)
 				}
 				q.admit(ctx)
@@ -217,12 +321,12 @@ func QuotaWorkflow(ctx workflow.Context, state QuotaView) error {
 					return err // cancelled
 				}
 				q.settle(ctx)
-				if release.Len() == 0 && set.Len() == 0 {
+				if !pending() {
 					break
 				}
 				takeIn()
 			}
-			return workflow.NewContinueAsNewError(ctx, QuotaWorkflowName, q.state)
+			return workflow.NewContinueAsNewError(ctx, QuotaWorkflowName, q.view())
 		}
 	}
 }
@@ -236,23 +340,82 @@ func (q *quotaWorkflow) historyLimit() int {
 	return quotaHistoryLimit
 }
 
-const quotaPrefix = "dlc/"
+const (
+	quotaPrefix       = "dlc/"
+	cohortQuotaPrefix = "dlc-cohort/"
+	quotaSuffix       = "/quota"
+)
 
 // workspaceOfQuotaID is QuotaWorkflowID's inverse.
 func workspaceOfQuotaID(id string) string {
-	ws := id[len(quotaPrefix):]
-	return ws[:len(ws)-len("/quota")]
+	ws := strings.TrimPrefix(id, quotaPrefix)
+	return strings.TrimSuffix(ws, quotaSuffix)
+}
+
+// CohortQuotaWorkflowID is the id of a cohort's quota workflow. Its prefix is not
+// "dlc/", so it cannot be any workspace's workflow id.
+func CohortQuotaWorkflowID(cohort string) string { return cohortQuotaPrefix + cohort + quotaSuffix }
+
+// cohortOfQuotaID is CohortQuotaWorkflowID's inverse.
+func cohortOfQuotaID(id string) (string, bool) {
+	c, ok := strings.CutPrefix(id, cohortQuotaPrefix)
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSuffix(c, quotaSuffix), true
 }
 
 type quotaWorkflow struct {
-	state  QuotaView
-	logger log.Logger
-	// telling are the quota-decision signals sent whose delivery the server has not
-	// confirmed yet.
+	state QuotaView
+	// members are the ledger's members: the workspace's own part (one), or the
+	// cohort's workspaces. view() writes them back into the state.
+	members []*QuotaMember
+	logger  log.Logger
+	// telling are the quota-decision and preempt signals sent whose delivery the
+	// server has not confirmed yet.
 	telling []decisionSent
 }
 
-// decisionSent is a quota-decision signal on its way to a job.
+// load takes the members out of the state.
+func (q *quotaWorkflow) load() {
+	if q.state.Workspace != "" {
+		q.members = []*QuotaMember{{Workspace: q.state.Workspace, Limits: q.state.Limits, Used: q.state.Used,
+			Admitted: q.state.Admitted, Queue: q.state.Queue}}
+		return
+	}
+	for i := range q.state.Members {
+		m := q.state.Members[i]
+		q.members = append(q.members, &m)
+	}
+}
+
+func (q *quotaWorkflow) ledger() *ledger {
+	return &ledger{members: q.members, cohort: q.state.Workspace == ""}
+}
+
+func (q *quotaWorkflow) holdsJobs() bool {
+	for _, m := range q.members {
+		if len(m.Admitted)+len(m.Queue) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// member is the workspace's member, or nil.
+func (q *quotaWorkflow) member(ws string) *QuotaMember {
+	if q.state.Workspace != "" {
+		return q.members[0]
+	}
+	for _, m := range q.members {
+		if m.Workspace == ws {
+			return m
+		}
+	}
+	return nil
+}
+
+// decisionSent is a quota-decision or preempt signal on its way to a job.
 type decisionSent struct {
 	jobID string
 	sent  workflow.Future
@@ -287,29 +450,62 @@ func (q *quotaWorkflow) settle(ctx workflow.Context) {
 
 func (q *quotaWorkflow) view() QuotaView {
 	v := q.state
-	v.Admitted = append([]QuotaEntry{}, q.state.Admitted...)
-	v.Queue = append([]QuotaEntry{}, q.state.Queue...)
+	copyMember := func(m *QuotaMember) QuotaMember {
+		c := *m
+		c.Admitted = append([]QuotaEntry{}, m.Admitted...)
+		c.Queue = append([]QuotaEntry{}, m.Queue...)
+		return c
+	}
+	if v.Workspace != "" {
+		m := copyMember(q.members[0])
+		v.Limits, v.Used, v.Admitted, v.Queue = m.Limits, m.Used, m.Admitted, m.Queue
+		v.Members = nil
+		return v
+	}
+	v.Members = nil
+	for _, m := range q.members {
+		v.Members = append(v.Members, copyMember(m))
+	}
 	return v
 }
 
 // request answers a job's admission request. It is idempotent: a job already admitted
-// is granted again, a job already queued keeps its place.
+// is granted again, a job already queued keeps its place. A workspace's quota whose
+// workspace is in a cohort sends the job to the cohort's; a cohort's quota sends a job
+// of a workspace that is not (or no longer) its member back to the workspace's own.
 func (q *quotaWorkflow) request(ctx workflow.Context, req QuotaRequest) QuotaDecision {
-	for _, e := range q.state.Admitted {
-		if e.JobID == req.JobID {
-			return QuotaDecision{Granted: true}
+	for _, m := range q.members {
+		for _, e := range m.Admitted {
+			if e.JobID == req.JobID {
+				return QuotaDecision{Granted: true}
+			}
 		}
 	}
+	ws := req.Workspace
+	if q.state.Workspace != "" {
+		ws = q.state.Workspace
+	}
+	m := q.member(ws)
 	queued := false
-	for _, e := range q.state.Queue {
-		queued = queued || e.JobID == req.JobID
+	if m != nil {
+		for _, e := range m.Queue {
+			queued = queued || e.JobID == req.JobID
+		}
 	}
 	if !queued {
-		if why := q.state.Limits.exceeded(Amounts{}, req.Resources); why != "" {
-			return QuotaDecision{Rejected: true, Message: "the job alone exceeds the workspace quota: " + why}
+		switch {
+		case q.state.Workspace != "" && m.Limits.Cohort != "":
+			return QuotaDecision{Ledger: CohortQuotaWorkflowID(m.Limits.Cohort),
+				Message: "the workspace is in cohort " + m.Limits.Cohort}
+		case m == nil || m.Removed:
+			return QuotaDecision{Ledger: QuotaWorkflowID(ws),
+				Message: fmt.Sprintf("workspace %s is not in cohort %s", ws, q.state.Cohort)}
+		}
+		if why := q.ledger().tooBig(m, vecOf(req.Resources)); why != "" {
+			return QuotaDecision{Rejected: true, Message: why}
 		}
 		q.state.NextSeq++
-		q.state.Queue = append(q.state.Queue, QuotaEntry{
+		m.Queue = append(m.Queue, QuotaEntry{
 			JobID: req.JobID, Priority: req.Priority, Resources: req.Resources,
 			Since: workflow.Now(ctx), Seq: q.state.NextSeq,
 		})
@@ -318,100 +514,121 @@ func (q *quotaWorkflow) request(ctx workflow.Context, req QuotaRequest) QuotaDec
 	if d, ok := decisions[req.JobID]; ok {
 		return d
 	}
-	return q.queuedDecision(req.JobID)
-}
-
-// queuedDecision says why a queued job waits and where it stands.
-func (q *quotaWorkflow) queuedDecision(jobID string) QuotaDecision {
-	for i, e := range q.state.Queue {
-		if e.JobID != jobID {
-			continue
-		}
-		why := q.state.Limits.exceeded(q.state.Used, e.Resources)
-		if i > 0 {
-			why = fmt.Sprintf("%d job(s) ahead in the workspace queue", i)
-		}
-		return QuotaDecision{Position: i + 1, Message: "waiting for workspace quota: " + why}
+	if d, ok := q.ledger().waitReason(m, req.JobID); ok {
+		return d
 	}
 	return QuotaDecision{Granted: true}
 }
 
-// admit grants queued jobs in order while they fit, tells each granted or rejected job
-// by signal (except skip, which gets its answer as the update's result), and returns
-// the decisions made.
+// admit runs the ledger's admission pass, tells each granted or rejected job by signal
+// (except skip, which gets its answer as the update's result) and each victim it is
+// preempted, and returns the decisions made.
 func (q *quotaWorkflow) admit(ctx workflow.Context, skip ...string) map[string]QuotaDecision {
-	sort.SliceStable(q.state.Queue, func(i, j int) bool {
-		a, b := q.state.Queue[i], q.state.Queue[j]
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		return a.Seq < b.Seq
-	})
-	decisions := map[string]QuotaDecision{}
-	var order []string
-	for len(q.state.Queue) > 0 {
-		head := q.state.Queue[0]
-		if why := q.state.Limits.exceeded(Amounts{}, head.Resources); why != "" {
-			decisions[head.JobID] = QuotaDecision{Rejected: true, Message: "the job alone exceeds the workspace quota: " + why}
-		} else if q.state.Limits.exceeded(q.state.Used, head.Resources) != "" {
-			break // the head waits, and nobody overtakes it
-		} else {
-			q.state.Used = q.state.Used.Add(head.Resources)
-			head.Since = workflow.Now(ctx)
-			q.state.Admitted = append(q.state.Admitted, head)
-			decisions[head.JobID] = QuotaDecision{Granted: true}
-		}
-		order = append(order, head.JobID)
-		q.state.Queue = q.state.Queue[1:]
-	}
-	for _, id := range order {
+	out := q.ledger().admit(workflow.Now(ctx))
+	for _, id := range out.order {
 		if len(skip) > 0 && skip[0] == id {
 			continue
 		}
 		// A job that has ended meanwhile cannot be signalled; the sweep then
 		// returns its share. settle looks at the outcome.
 		q.telling = append(q.telling, decisionSent{jobID: id,
-			sent: workflow.SignalExternalWorkflow(ctx, id, "", SignalQuotaDecision, decisions[id])})
+			sent: workflow.SignalExternalWorkflow(ctx, id, "", SignalQuotaDecision, out.decisions[id])})
 	}
-	return decisions
+	for _, p := range out.preempt {
+		q.logger.Info("preempting a job", "job", p.victim, "for", p.notice.By, "reason", p.notice.Reason)
+		q.telling = append(q.telling, decisionSent{jobID: p.victim,
+			sent: workflow.SignalExternalWorkflow(ctx, p.victim, "", SignalQuotaPreempt, p.notice)})
+	}
+	return out.decisions
 }
 
 // release returns a job's share, or takes it out of the queue.
 func (q *quotaWorkflow) release(jobID string) {
-	for i, e := range q.state.Admitted {
-		if e.JobID == jobID {
-			q.state.Admitted = append(q.state.Admitted[:i:i], q.state.Admitted[i+1:]...)
-			q.recount()
-			return
+	for _, m := range q.members {
+		for i, e := range m.Admitted {
+			if e.JobID == jobID {
+				m.Admitted = append(m.Admitted[:i:i], m.Admitted[i+1:]...)
+				m.recount()
+				q.dropRemoved()
+				return
+			}
 		}
-	}
-	for i, e := range q.state.Queue {
-		if e.JobID == jobID {
-			q.state.Queue = append(q.state.Queue[:i:i], q.state.Queue[i+1:]...)
-			return
+		for i, e := range m.Queue {
+			if e.JobID == jobID {
+				m.Queue = append(m.Queue[:i:i], m.Queue[i+1:]...)
+				return
+			}
 		}
 	}
 }
 
-// recount sets the use to the sum of the admitted jobs' shares. A saturated sum
-// (activities.SaturatingAdd) less a share is not the use of the others, so the use is
-// added up again rather than subtracted from.
-func (q *quotaWorkflow) recount() {
-	var used Amounts
-	for _, e := range q.state.Admitted {
-		used = used.Add(e.Resources)
+// setMember adds, changes or removes a cohort member. A removed member's queued jobs
+// are sent back to the workspace's own quota; its admitted jobs drain.
+func (q *quotaWorkflow) setMember(ctx workflow.Context, set QuotaMemberSet) {
+	if q.state.Workspace != "" || set.Workspace == "" {
+		return // only a cohort's quota has members
 	}
-	q.state.Used = used
+	m := q.member(set.Workspace)
+	if m == nil {
+		if set.Remove {
+			return
+		}
+		m = &QuotaMember{Workspace: set.Workspace}
+		q.members = append(q.members, m)
+		sort.SliceStable(q.members, func(i, j int) bool { return q.members[i].Workspace < q.members[j].Workspace })
+	}
+	m.Limits, m.Removed = set.Limits, set.Remove
+	if !set.Remove {
+		return
+	}
+	back := QuotaDecision{Ledger: QuotaWorkflowID(m.Workspace), Message: fmt.Sprintf("workspace %s left cohort %s", m.Workspace, q.state.Cohort)}
+	for _, e := range m.Queue {
+		q.telling = append(q.telling, decisionSent{jobID: e.JobID,
+			sent: workflow.SignalExternalWorkflow(ctx, e.JobID, "", SignalQuotaDecision, back)})
+	}
+	m.Queue = nil
+	q.dropRemoved()
+}
+
+// dropRemoved forgets removed members whose jobs have all ended.
+func (q *quotaWorkflow) dropRemoved() {
+	if q.state.Workspace != "" {
+		return
+	}
+	kept := q.members[:0]
+	for _, m := range q.members {
+		if !m.Removed || len(m.Admitted)+len(m.Queue) > 0 {
+			kept = append(kept, m)
+		}
+	}
+	q.members = kept
+}
+
+// setPriority changes a job's priority, queued or admitted; the queue is reordered at
+// the next admission pass.
+func (q *quotaWorkflow) setPriority(p QuotaPriority) {
+	for _, m := range q.members {
+		for _, list := range [][]QuotaEntry{m.Admitted, m.Queue} {
+			for i := range list {
+				if list[i].JobID == p.JobID {
+					list[i].Priority = p.Priority
+					return
+				}
+			}
+		}
+	}
 }
 
 // sweep releases the jobs that ended without releasing (terminated, or deleted).
 func (q *quotaWorkflow) sweep(ctx workflow.Context) {
 	var ids []string
-	for _, e := range q.state.Admitted {
-		ids = append(ids, e.JobID)
-	}
-	for _, e := range q.state.Queue {
-		ids = append(ids, e.JobID)
+	for _, m := range q.members {
+		for _, e := range m.Admitted {
+			ids = append(ids, e.JobID)
+		}
+		for _, e := range m.Queue {
+			ids = append(ids, e.JobID)
+		}
 	}
 	if len(ids) == 0 {
 		return
@@ -425,6 +642,11 @@ func (q *quotaWorkflow) sweep(ctx workflow.Context) {
 		q.release(id)
 	}
 }
+
+// GPUModelLabel is the node label naming a node's GPU model (NVIDIA's GPU feature
+// discovery sets it): a role that selects it counts its GPUs against the quota of
+// that model (QuotaLimits.GPUModels) as well as against GPU.
+const GPUModelLabel = "nvidia.com/gpu.product"
 
 // jobDemand is what a job counts against its workspace's quota: the sum over its
 // replicas. Validation bounds each replica's request (schemas.MaxReplicaCPU and
@@ -440,11 +662,15 @@ func jobDemand(job *schemas.TrainingJob) Amounts {
 	for _, name := range names {
 		r := job.Spec.Roles[name]
 		n := int64(r.Replicas)
-		a = a.Add(Amounts{
+		add := Amounts{
 			GPU:         activities.SaturatingMul(n, int64(r.Resources.GPU)),
 			MilliCPU:    activities.SaturatingMul(n, quantityCount(r.Resources.CPU, true)),
 			MemoryBytes: activities.SaturatingMul(n, quantityCount(r.Resources.Memory, false)),
-		})
+		}
+		if model := r.NodeSelector[GPUModelLabel]; model != "" && add.GPU > 0 {
+			add.GPUModels = map[string]int64{model: add.GPU}
+		}
+		a = a.Add(add)
 	}
 	return a
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -39,10 +40,11 @@ func TestJobDemandSaturates(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := jobDemand(tc.job)
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("demand %+v, want %+v", got, tc.want)
 			}
-			fits := twoCPUs.exceeded(Amounts{}, got) == ""
+			l := &ledger{members: []*QuotaMember{{Workspace: "ws", Limits: twoCPUs}}}
+			fits, _ := l.fits(l.members[0], vecOf(got), nil, "")
 			if wantFits := name == "ordinary"; fits != wantFits {
 				t.Errorf("fits a 2-CPU, 1 TiB quota: %v, want %v", fits, wantFits)
 			}
@@ -53,26 +55,27 @@ func TestJobDemandSaturates(t *testing.T) {
 // The quota's use never wraps around nor goes negative: a saturated share added to
 // others and released again leaves the others' use.
 func TestQuotaUseSaturates(t *testing.T) {
-	q := &quotaWorkflow{state: QuotaView{Workspace: "ws"}}
+	m := &QuotaMember{Workspace: "ws"}
+	q := &quotaWorkflow{state: QuotaView{Workspace: "ws"}, members: []*QuotaMember{m}}
 	huge := Amounts{MilliCPU: math.MaxInt64, MemoryBytes: math.MaxInt64, GPU: math.MaxInt64}
 	small := Amounts{MilliCPU: 1000, MemoryBytes: 1 << 30, GPU: 1}
-	q.state.Admitted = []QuotaEntry{{JobID: "small", Resources: small}, {JobID: "huge", Resources: huge}}
-	q.recount()
-	if q.state.Used != huge {
-		t.Fatalf("use with a saturated share %+v, want %+v", q.state.Used, huge)
+	m.Admitted = []QuotaEntry{{JobID: "small", Resources: small}, {JobID: "huge", Resources: huge}}
+	m.recount()
+	if !reflect.DeepEqual(m.Used, huge) {
+		t.Fatalf("use with a saturated share %+v, want %+v", m.Used, huge)
 	}
-	one := new(int64(math.MaxInt64 - 1))
-	if why := (QuotaLimits{MilliCPU: one}).exceeded(q.state.Used, small); why == "" {
+	m.Limits = QuotaLimits{MilliCPU: new(int64(math.MaxInt64 - 1))}
+	if ok, _ := q.ledger().fits(m, vecOf(small), nil, ""); ok {
 		t.Error("a request on top of a saturated use fits a limit below math.MaxInt64")
 	}
 	q.release("huge")
-	if q.state.Used != small {
-		t.Errorf("use after the saturated share is released %+v, want %+v", q.state.Used, small)
+	if !reflect.DeepEqual(m.Used, small) {
+		t.Errorf("use after the saturated share is released %+v, want %+v", m.Used, small)
 	}
 	q.release("small")
 	q.release("small")
-	if q.state.Used != (Amounts{}) {
-		t.Errorf("use after every release %+v, want nothing", q.state.Used)
+	if !reflect.DeepEqual(m.Used, Amounts{}) {
+		t.Errorf("use after every release %+v, want nothing", m.Used)
 	}
 	if got := (Amounts{MilliCPU: 5}).Sub(Amounts{MilliCPU: 7}); got.MilliCPU != 0 {
 		t.Errorf("5m less 7m: %dm, want 0", got.MilliCPU)

@@ -138,9 +138,23 @@ func QuotaStart(workspace string) StartSpec {
 	}
 }
 
-// QuotaStartOptions are QuotaStart's client options for the quota workflow of id (a
-// QuotaWorkflowID) on taskQueue: what the quota request activity starts it with.
+// CohortQuotaStart starts (or finds) a cohort's quota workflow.
+func CohortQuotaStart(cohort string) StartSpec {
+	return StartSpec{
+		ID:           CohortQuotaWorkflowID(cohort),
+		WorkflowType: QuotaWorkflowName,
+		Input:        QuotaView{Cohort: cohort},
+		Conflict:     enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// QuotaStartOptions are the client options for the quota workflow of id (a
+// QuotaWorkflowID or a CohortQuotaWorkflowID) on taskQueue: what the quota request
+// activity starts it with.
 func QuotaStartOptions(id, taskQueue string) client.StartWorkflowOptions {
+	if c, ok := cohortOfQuotaID(id); ok {
+		return CohortQuotaStart(c).ClientOptions(taskQueue)
+	}
 	return QuotaStart(workspaceOfQuotaID(id)).ClientOptions(taskQueue)
 }
 

@@ -125,6 +125,15 @@ type jobWorkflow struct {
 	// quotaRequested is set once the job has asked its workspace's quota workflow for
 	// admission: it must give its share back when it ends.
 	quotaRequested bool
+	// quotaLedger is the quota workflow that admitted (or queues) the job: its
+	// workspace's, or its cohort's; "" is the workspace's. quotaAsks counts the
+	// admissions asked, each one request (training_job_quota.go).
+	quotaLedger string
+	quotaAsks   int
+	// preemptCh receives the quota's preemption notices (QuotaPreemptNotice), and
+	// preempted is the one being acted on.
+	preemptCh workflow.ReceiveChannel
+	preempted *QuotaPreemptNotice
 	// podDefaults are the workspace's pod defaults, read when the job started.
 	podDefaults *schemas.PodDefaults
 	// clock adds up the time run and Queued, for spec.timeout and spec.queueTimeout.
@@ -154,6 +163,7 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 		return err
 	}
 	w.events = newOutbox(ctx, "status events")
+	w.preemptCh = workflow.GetSignalChannel(ctx, SignalQuotaPreempt)
 	return w.setupScale(ctx)
 }
 
@@ -234,6 +244,8 @@ func (w *jobWorkflow) retry(ctx workflow.Context, a *attempt, out jobOutcome, ba
 		return true, jobOutcome{}
 	case out.reason == ReasonPlacementTimeout:
 		return w.retryPlacement(ctx, a.ref, out, backoff)
+	case out.reason == ReasonQuotaPreempted:
+		return w.requeue(ctx, a)
 	}
 	return false, out
 }
@@ -304,62 +316,6 @@ func (w *jobWorkflow) finish(ctx workflow.Context, ref backend.GangRef, out jobO
 	w.events.drain(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	return TrainingJobResult{Status: w.status}, nil
-}
-
-// admitToQuota asks the workspace's quota workflow to admit the job and waits, in
-// Queued, until it does. It returns false with the job's terminal outcome when the job
-// is stopped while it waits, or when it alone asks for more than the quota.
-func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
-	job := &w.in.Job
-	info := workflow.GetInfo(ctx)
-	asked := workflow.Now(ctx)
-	decisions := workflow.GetSignalChannel(ctx, SignalQuotaDecision)
-	quota := QuotaStart(job.Metadata.Workspace)
-	d, err := requestQuota(ctx, activities.RequestQuotaInput{
-		WorkflowID:   quota.ID,
-		WorkflowType: quota.WorkflowType,
-		TaskQueue:    info.TaskQueueName,
-		UpdateName:   UpdateQuotaRequest,
-		UpdateID:     w.uid + ":quota",
-		Request: QuotaRequest{
-			JobID: info.WorkflowExecution.ID, Priority: job.Spec.Resources.Priority, Resources: jobDemand(job),
-		},
-		InitialState: quota.Input,
-	})
-	if err != nil {
-		return jobOutcome{schemas.JobFailed, ReasonQuotaUnavailable, "could not reach the workspace quota: " + rootMessage(err)}, false
-	}
-	w.quotaRequested = true
-	for !d.Granted {
-		if d.Rejected {
-			return jobOutcome{schemas.JobFailed, ReasonQuotaExceeded, d.Message}, false
-		}
-		if w.status.Phase != schemas.JobQueued || w.status.Message != d.Message {
-			w.transition(ctx, jobOutcome{schemas.JobQueued, ReasonQuotaExceeded, d.Message})
-		}
-		stopped := false
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(decisions, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &d) })
-		sel.AddReceive(w.stopCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); stopped = true })
-		sel.Select(ctx)
-		if stopped {
-			return w.stopped(), false
-		}
-	}
-	w.setCondition(ctx, schemas.ConditionAdmitted, schemas.ConditionTrue, "QuotaGranted", "admitted by the workspace quota")
-	w.recordAdmissionWait(ctx, asked)
-	return jobOutcome{}, true
-}
-
-// releaseQuota gives the job's share of the workspace quota back (or leaves the queue).
-// If the signal cannot be delivered, the quota workflow's sweep returns the share.
-func (w *jobWorkflow) releaseQuota(ctx workflow.Context) {
-	id := QuotaWorkflowID(w.in.Job.Metadata.Workspace)
-	err := workflow.SignalExternalWorkflow(ctx, id, "", SignalQuotaRelease,
-		QuotaRelease{JobID: workflow.GetInfo(ctx).WorkflowExecution.ID}).Get(ctx, nil)
-	if err != nil {
-		w.logger.Warn("could not release the workspace quota", "error", err)
-	}
 }
 
 // transition moves the job to a phase: timeline, search attribute, status event.

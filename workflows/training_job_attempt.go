@@ -79,6 +79,8 @@ const (
 	eventSpotWaitOver
 	// eventScale: the scale update asks for another replica count.
 	eventScale
+	// eventPreempted: the quota preempted the job (training_job_quota.go).
+	eventPreempted
 )
 
 // newAttempt records a new attempt, numbered ref.Attempt, in the job's attempt history.
@@ -199,6 +201,9 @@ func (a *attempt) watch(ctx workflow.Context) jobOutcome {
 			return out
 		}
 		a.notePlaced(ctx)
+		if w.takePreemption(ctx) {
+			return a.ended(ctx, eventPreempted) // a notice that came before the watch
+		}
 		if w.status.Phase == schemas.JobRunning && w.boundReached(ctx) {
 			return jobOutcome{reason: reasonContinueAsNew} // placed: no placement timer to hand over
 		}
@@ -208,7 +213,7 @@ func (a *attempt) watch(ctx workflow.Context) jobOutcome {
 		})
 		ev, result, watchErr := a.next(ctx, pending)
 		switch ev {
-		case eventStop, eventTimeout, eventNotPlaced, eventHang, eventSpotWaitOver:
+		case eventStop, eventTimeout, eventNotPlaced, eventHang, eventSpotWaitOver, eventPreempted:
 			// Wait for the watch to acknowledge the cancellation, so it is not still
 			// observing the gang while it is stopped and cleaned up.
 			cancelWatch()
@@ -250,6 +255,11 @@ func (a *attempt) next(ctx workflow.Context, pending future[activities.WatchGang
 		sel.AddFuture(a.spotTimer, func(workflow.Future) { ev = eventSpotWaitOver })
 	}
 	sel.AddReceive(w.scale.ch, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); ev = eventScale })
+	sel.AddReceive(w.preemptCh, func(c workflow.ReceiveChannel, _ bool) {
+		var n QuotaPreemptNotice
+		c.Receive(ctx, &n)
+		w.preempted, ev = &n, eventPreempted
+	})
 	if a.hang != nil {
 		h := *a.hang
 		sel.AddFuture(h.Future, func(workflow.Future) {
@@ -281,6 +291,8 @@ func (a *attempt) ended(ctx workflow.Context, ev attemptEvent) jobOutcome {
 		return jobOutcome{"", ReasonPlacementTimeout, notPlacedMessage(w.status.Replicas, a.placementTimeout)}
 	case eventSpotWaitOver:
 		return w.spotFallbackOutcome()
+	case eventPreempted:
+		return w.preemptedOutcome()
 	}
 	return jobOutcome{schemas.JobFailed, ReasonTimeout, fmt.Sprintf("the job ran longer than its timeout %s", w.in.Job.Spec.Timeout.D())}
 }
