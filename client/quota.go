@@ -25,3 +25,8 @@ func (c *Client) GetQuota(ctx context.Context, workspace string) (*api.QuotaStat
 func quotaPath(workspace string) string {
 	return workspacePath(workspace, "quota")
 }
+
+// SetJobPriority changes the priority of a job in the quota, queued or admitted.
+func (c *Client) SetJobPriority(ctx context.Context, workspace, name string, priority int32) (*api.JobPriority, error) {
+	return callJSON[api.JobPriority](ctx, c, http.MethodPost, jobPath(workspace, name)+"/priority", api.JobPriority{Priority: priority})
+}

@@ -617,3 +617,80 @@ func (l *ledger) waitReason(m *QuotaMember, jobID string) (QuotaDecision, bool) 
 	}
 	return QuotaDecision{}, false
 }
+
+// amountsOf is vecOf's inverse.
+func amountsOf(v resVec) Amounts {
+	a := Amounts{GPU: v[resGPU], MilliCPU: v[resCPU], MemoryBytes: v[resMemory]}
+	for r, n := range v {
+		if model, ok := strings.CutPrefix(r, resGPUModel); ok && n != 0 {
+			if a.GPUModels == nil {
+				a.GPUModels = map[string]int64{}
+			}
+			a.GPUModels[model] = n
+		}
+	}
+	return a
+}
+
+// MemberFigures are one member's figures in a quota view: its nominal quota (the
+// resources it bounds), what it uses, borrows and lends, and its weighted dominant
+// share of borrowed capacity.
+type MemberFigures struct {
+	Workspace string
+	Nominal   Amounts
+	Used      Amounts
+	Borrowed  Amounts
+	Lent      Amounts
+	Share     float64
+}
+
+// QuotaFigures are a quota view's figures: the pool (the members' lendable quota, by
+// resource) and each member's. What members borrow is attributed to the lenders in
+// proportion to the idle part of their lendable quota.
+func QuotaFigures(v QuotaView) (pool Amounts, members []MemberFigures) {
+	l := &ledger{cohort: v.Workspace == ""}
+	if v.Workspace != "" {
+		l.members = []*QuotaMember{{Workspace: v.Workspace, Limits: v.Limits, Used: v.Used, Admitted: v.Admitted, Queue: v.Queue}}
+	} else {
+		for i := range v.Members {
+			l.members = append(l.members, &v.Members[i])
+		}
+	}
+	poolVec, borrowed, idle := resVec{}, map[string]resVec{}, map[string]resVec{}
+	total, idleTotal := resVec{}, resVec{}
+	for _, m := range l.members {
+		c := l.caps(m)
+		u := vecOf(m.Used)
+		borrowed[m.Workspace], idle[m.Workspace] = resVec{}, resVec{}
+		for r, n := range c.nominal {
+			if !l.cohort {
+				continue
+			}
+			if !m.Removed {
+				poolVec[r] = activities.SaturatingAdd(poolVec[r], c.lendable(r))
+			}
+			if b := u[r] - n; b > 0 {
+				borrowed[m.Workspace][r] = b
+				total[r] = activities.SaturatingAdd(total[r], b)
+			}
+			if i := min(c.lendable(r), max(0, n-u[r])); i > 0 {
+				idle[m.Workspace][r] = i
+				idleTotal[r] = activities.SaturatingAdd(idleTotal[r], i)
+			}
+		}
+	}
+	for _, m := range l.members {
+		c := l.caps(m)
+		lent := resVec{}
+		for r, i := range idle[m.Workspace] {
+			if total[r] > 0 && idleTotal[r] > 0 {
+				lent[r] = int64(float64(total[r]) * float64(i) / float64(idleTotal[r]))
+			}
+		}
+		members = append(members, MemberFigures{
+			Workspace: m.Workspace, Nominal: amountsOf(c.nominal), Used: m.Used,
+			Borrowed: amountsOf(borrowed[m.Workspace]), Lent: amountsOf(lent), Share: l.share(m, nil),
+		})
+	}
+	return amountsOf(poolVec), members
+}

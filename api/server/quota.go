@@ -22,3 +22,8 @@ func (s *Server) setQuota(r *http.Request) (any, error) {
 func (s *Server) getQuota(r *http.Request) (any, error) {
 	return s.svc.Quotas.Get(r.Context(), r.PathValue("ws"))
 }
+
+// setJobPriority changes a quota job's priority.
+func (s *Server) setJobPriority(r *http.Request) (any, error) {
+	return actOn(r, requiredBody, s.svc.Quotas.SetPriority)
+}
