@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -33,6 +34,13 @@ type syncState struct {
 	Epoch int   // the last epoch completed
 	Step  int64 // optimizer steps so far, as counted by rank 0
 	Model Model
+}
+
+// clone is a copy of st that shares no memory with it (TrainEpoch updates weights in
+// place).
+func (st syncState) clone() syncState {
+	st.Model.W = slices.Clone(st.Model.W)
+	return st
 }
 
 // hello is a worker's first message.

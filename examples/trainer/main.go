@@ -10,6 +10,12 @@
 //     to DLC_CHECKPOINT_KEEP;
 //   - resume from DLC_RESUME_FROM: rank 0 loads it and sends the state to the other ranks
 //     in the first exchange, so only rank 0 needs S3;
+//   - a final checkpoint on notice: when the replica is stopped (SIGTERM: a preemption, a
+//     quota reclaim, a spot node reclaimed, a user's stop; or SIGINT), rank 0 does not
+//     start another epoch, prints "dlc:notice signal=SIGTERM step=S", saves the state
+//     after the last epoch every rank completed, at step S, unless that one is saved
+//     already, prints its "dlc:checkpoint step=S uri=REF" once complete, and exits 128+N
+//     (--notice-checkpoint, on by default; the other ranks exit at once);
 //   - stop after epoch DLC_STOP_AT_STEP when it is set (an experiment with algorithm pbt
 //     and stepMetric epoch sets it to the end of the trial's generation), with a
 //     checkpoint there.
@@ -37,17 +43,17 @@ import (
 
 func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
+	n := newNotice(cancel)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	code := make(chan int, 1)
 	go func() {
-		sig := <-sigs
-		code <- 128 + int(sig.(syscall.Signal))
-		cancel(fmt.Errorf("stopped by signal %v", sig))
+		for sig := range sigs {
+			n.deliver(sig)
+		}
 	}()
-	rc := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	if ctx.Err() != nil {
-		rc = <-code
+	rc := run(ctx, n, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	if sig, _ := n.received(); sig != nil {
+		rc = exitCode(sig)
 	}
 	os.Exit(rc)
 }
@@ -59,6 +65,7 @@ type config struct {
 	Seed              uint64
 	CheckpointEvery   int
 	AsyncCheckpoint   bool
+	NoticeCheckpoint  bool
 	EpochSleep        time.Duration
 	FailAtEpoch       int
 	FailAttempt       string
@@ -87,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (cf
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the row order in each epoch")
 	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", 1, "save a checkpoint every N epochs (and after the last) when DLC_CHECKPOINT_URI is set")
 	fs.BoolVar(&cfg.AsyncCheckpoint, "async-checkpoint", false, "upload checkpoints in the background while training goes on (one at a time, in order); the dlc:checkpoint line follows once the upload is complete")
+	fs.BoolVar(&cfg.NoticeCheckpoint, "notice-checkpoint", true, "on SIGTERM or SIGINT, rank 0 ends the epoch it is in, saves a final checkpoint of the last epoch every rank completed (unless saved already) and exits 128+N, when DLC_CHECKPOINT_URI is set; a second signal stops at once")
 	fs.DurationVar(&cfg.EpochSleep, "epoch-sleep", 0, "sleep this long after each epoch (tests use it to stop a job mid-run)")
 	fs.IntVar(&cfg.FailAtEpoch, "fail-at-epoch", 0, "exit with --exit-code when epoch N starts (0: never)")
 	fs.StringVar(&cfg.FailAttempt, "fail-attempt", "", "inject the failure only when DLC_ATTEMPT equals this (default: every attempt)")
@@ -181,10 +189,11 @@ func rendezvousEnv(getenv func(string) string) (rank, world int, master string, 
 type usageError struct{ error }
 
 // run is the whole program; it returns the exit status.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	res, err := runErr(ctx, args, getenv, stdout, stderr)
+func run(ctx context.Context, n *notice, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	res, err := runErr(ctx, n, args, getenv, stdout, stderr)
 	var exit *exitError
 	var usage usageError
+	var taken *noticeTaken
 	switch {
 	case err == nil:
 		if res.Epoch > 0 {
@@ -196,6 +205,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case errors.As(err, &exit):
 		fmt.Fprintln(stderr, "trainer:", err)
 		return exit.code
+	case errors.As(err, &taken):
+		fmt.Fprintln(stderr, "trainer:", err)
+		return exitCode(taken.sig)
 	case errors.As(err, &usage):
 		fmt.Fprintln(stderr, "trainer:", err)
 		return 2
@@ -205,7 +217,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-func runErr(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (result, error) {
+func runErr(ctx context.Context, n *notice, args []string, getenv func(string) string, stdout, stderr io.Writer) (result, error) {
 	cfg, warnings, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -220,7 +232,7 @@ func runErr(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return result{}, err
 	}
-	t := &trainer{cfg: cfg, train: train, test: test, out: stdout, log: stderr}
+	t := &trainer{cfg: cfg, train: train, test: test, out: stdout, log: stderr, notice: n}
 	if cfg.Rank == 0 && (cfg.CheckpointURI != "" || cfg.ResumeFrom != "") {
 		if t.store, err = checkpoint.NewStore(checkpoint.ConfigFromEnv()); err != nil {
 			return result{}, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opendlc/opendlc/checkpoint"
@@ -52,6 +53,13 @@ type trainer struct {
 	// uploads are the checkpoints being saved in the background (--async-checkpoint),
 	// oldest first.
 	uploads []*checkpoint.Pending
+	// notice is the stop signal; nil in tests that drive the loop directly.
+	notice *notice
+	// savedStep is the step of the newest checkpoint in DLC_CHECKPOINT_URI this run saved,
+	// queued or resumed from; -1 for none.
+	savedStep int64
+	// reported is the newest checkpoint this run printed a dlc:checkpoint line for.
+	reported *checkpoint.Manifest
 }
 
 // result is where a run ended.
@@ -60,14 +68,21 @@ type result struct {
 	Loss, Accuracy float64
 }
 
-// run trains from the start, or from DLC_RESUME_FROM, to the last epoch.
+// run trains from the start, or from DLC_RESUME_FROM, to the last epoch, or until a
+// notice (see final).
 func (t *trainer) run(ctx context.Context) (result, error) {
 	rank := t.group.Rank()
 	st := syncState{Model: NewModel(len(t.train.Features))}
+	t.savedStep = -1
 	if rank == 0 && t.cfg.ResumeFrom != "" {
 		var err error
 		if st, err = t.resume(ctx); err != nil {
 			return result{}, err
+		}
+		if uri, _, _ := checkpoint.ParseRef(t.cfg.ResumeFrom); uri == strings.TrimRight(t.cfg.CheckpointURI, "/") {
+			// The state resumed from is a checkpoint of this location already.
+			t.savedStep = st.Step
+			t.reported = &checkpoint.Manifest{Step: st.Step, Ref: checkpoint.RefFor(uri, st.Step)}
 		}
 	}
 	if err := t.group.Start(ctx, &st); err != nil {
@@ -80,12 +95,57 @@ func (t *trainer) run(ctx context.Context) (result, error) {
 		return result{}, err
 	}
 
+	// Rank 0 takes the notice over when it checkpoints: from here on the first signal
+	// no longer cancels ctx but closes noticed, and the loop ends with a final
+	// checkpoint. The exchanges then run under xctx, which ends noticeWait after the
+	// notice, so that a silent peer cannot hold rank 0 past the grace period.
+	var noticed <-chan struct{}
+	xctx := ctx
+	if rank == 0 && t.cfg.CheckpointURI != "" && t.cfg.NoticeCheckpoint && t.notice.takeOver() {
+		noticed = t.notice.c
+		var cancel context.CancelCauseFunc
+		xctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-noticed:
+			case <-xctx.Done():
+				return
+			}
+			select {
+			case <-time.After(noticeWait):
+				cancel(fmt.Errorf("the peers did not finish the exchange within %s of the notice", noticeWait))
+			case <-xctx.Done():
+			}
+		}()
+	}
+	isNoticed := func() bool {
+		select {
+		case <-noticed:
+			return true
+		default:
+			return false
+		}
+	}
+	// synced is the state after the last epoch every rank completed together: what a
+	// final checkpoint holds. A notice that lands mid-epoch lets the epoch finish (an
+	// epoch is one pass over a small in-memory shard) and its exchange complete when the
+	// peers take part; if they have exited on their own signals, the final checkpoint is
+	// of the epoch before. Either way it is an epoch boundary, with the exact epoch and
+	// step in state.json, so a resumed run continues with the next epoch and trains
+	// exactly as an uninterrupted one (the ranks only agree at epoch ends; a position
+	// within an epoch would hold weights no other rank has).
+	synced := st.clone()
+
 	shard := t.train.Shard(rank, t.group.Size())
 	hyper := Hyper{LR: t.cfg.LR, BatchSize: t.cfg.BatchSize, L2: t.cfg.L2}
 	if st.Epoch >= t.cfg.Epochs {
 		fmt.Fprintf(t.log, "rank %d: nothing to do: already trained %d epochs of %d\n", rank, st.Epoch, t.cfg.Epochs)
 	}
 	for epoch := st.Epoch + 1; epoch <= t.cfg.Epochs; epoch++ {
+		if isNoticed() { // no new epoch after a notice
+			return t.final(ctx, synced)
+		}
 		if t.cfg.FailAtEpoch == epoch && (t.cfg.FailAttempt == "" || t.cfg.FailAttempt == t.cfg.Attempt) {
 			return result{}, &exitError{code: t.cfg.ExitCode,
 				msg: fmt.Sprintf("rank %d: failing at epoch %d with exit code %d, as --fail-at-epoch asks", rank, epoch, t.cfg.ExitCode)}
@@ -95,12 +155,16 @@ func (t *trainer) run(ctx context.Context) (result, error) {
 		rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(epoch)<<16|uint64(rank)))
 		st.Step += int64(st.Model.TrainEpoch(shard, hyper, rng))
 		st.Epoch = epoch
-		if err := t.group.Average(ctx, &st, shard.Len()); err != nil {
+		if err := t.group.Average(xctx, &st, shard.Len()); err != nil {
+			if noticed != nil && ctx.Err() == nil && t.awaitNotice(noticed, err) {
+				return t.final(ctx, synced)
+			}
 			return result{}, err
 		}
 		if err := st.Model.Check(len(t.train.Features)); err != nil {
 			return result{}, fmt.Errorf("epoch %d: %w", epoch, err)
 		}
+		synced = st.clone()
 		if rank == 0 {
 			res := t.evaluate(st)
 			fmt.Fprintf(t.out, "dlc:metric epoch=%d step=%d loss=%.4f accuracy=%.4f\n", epoch, st.Step, res.Loss, res.Accuracy)
@@ -115,15 +179,79 @@ func (t *trainer) run(ctx context.Context) (result, error) {
 		} else {
 			fmt.Fprintf(t.log, "rank %d: epoch %d done, step %d\n", rank, epoch, st.Step)
 		}
+		if isNoticed() {
+			return t.final(ctx, synced)
+		}
 		if t.cfg.EpochSleep > 0 && epoch < t.cfg.Epochs {
 			select {
 			case <-ctx.Done():
 				return result{}, context.Cause(ctx)
+			case <-noticed:
+				return t.final(ctx, synced)
 			case <-time.After(t.cfg.EpochSleep):
 			}
 		}
 	}
 	return t.evaluate(st), nil
+}
+
+// awaitNotice is called by rank 0 when an exchange failed: if the notice has come, or
+// comes within noticeWait (a preemption signals every replica, and a peer may have
+// exited on its signal before this process got its own), the run ends with a final
+// checkpoint. Otherwise the failure stands.
+func (t *trainer) awaitNotice(noticed <-chan struct{}, err error) bool {
+	select {
+	case <-noticed:
+		return true
+	default:
+	}
+	fmt.Fprintf(t.log, "trainer: %v; waiting up to %s for a stop signal before failing\n", err, noticeWait)
+	select {
+	case <-noticed:
+		return true
+	case <-time.After(noticeWait):
+		return false
+	}
+}
+
+// final ends a noticed run: it prints the notice line, saves synced unless this run has
+// already saved (or resumed from) that step, waits for every background upload, prints
+// the dlc:checkpoint line of synced's step once it is complete (again, if it was printed
+// before the notice), and returns a *noticeTaken. ctx still runs: only a second signal
+// cancels it, which aborts the save and leaves at most an incomplete step (no manifest)
+// that nothing resumes from.
+func (t *trainer) final(ctx context.Context, synced syncState) (result, error) {
+	sig, at := t.notice.received()
+	fmt.Fprintf(t.out, "dlc:notice signal=%s step=%d\n", signalName(sig), synced.Step)
+	before := t.reported
+	taken := &noticeTaken{sig: sig, step: synced.Step}
+	res := t.evaluate(synced)
+	switch {
+	case synced.Epoch == 0:
+		taken.what = "no epoch completed, nothing to checkpoint"
+	case t.savedStep == synced.Step:
+		taken.what = "the final checkpoint was saved before the notice"
+	default:
+		if err := t.save(ctx, res); err != nil {
+			return result{}, fmt.Errorf("final checkpoint at step %d: %w", synced.Step, err)
+		}
+		taken.what = "final checkpoint saved on the notice"
+	}
+	if err := t.reap(ctx, true); err != nil {
+		return result{}, fmt.Errorf("final checkpoint at step %d: %w", synced.Step, err)
+	}
+	if synced.Epoch > 0 {
+		m := t.reported
+		if m == nil || m.Step != synced.Step {
+			return result{}, fmt.Errorf("final checkpoint at step %d: not reported complete", synced.Step)
+		}
+		if m == before {
+			// Complete before the notice: say so again, after the notice line.
+			fmt.Fprintf(t.out, "dlc:checkpoint step=%d uri=%s\n", m.Step, m.Ref)
+		}
+	}
+	taken.took = time.Since(at)
+	return res, taken
 }
 
 // evaluate measures st's model: the log-loss on the whole training set, the accuracy on
@@ -144,6 +272,7 @@ func (t *trainer) save(ctx context.Context, res result) error {
 	}
 	metrics := map[string]float64{"epoch": float64(res.Epoch), "loss": res.Loss, "accuracy": res.Accuracy}
 	files := map[string][]byte{modelFile: mj, stateFile: sj}
+	t.savedStep = res.Step
 	if t.cfg.AsyncCheckpoint {
 		t.uploads = append(t.uploads, t.store.SaveAsync(ctx, t.cfg.CheckpointURI, res.Step, files, metrics))
 		return nil
@@ -181,6 +310,7 @@ func (t *trainer) reap(ctx context.Context, all bool) error {
 // saved reports a complete checkpoint, then prunes to DLC_CHECKPOINT_KEEP.
 func (t *trainer) saved(ctx context.Context, m checkpoint.Manifest) error {
 	fmt.Fprintf(t.out, "dlc:checkpoint step=%d uri=%s\n", m.Step, m.Ref)
+	t.reported = &m
 	if t.cfg.CheckpointKeep > 0 {
 		pruned, err := t.store.Prune(ctx, t.cfg.CheckpointURI, t.cfg.CheckpointKeep)
 		if err != nil {

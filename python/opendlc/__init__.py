@@ -1,5 +1,6 @@
-"""OpenDLC's library for training code: the replica's environment, metric reports and
-checkpoints in the layout the control plane reads. See docs/python.md."""
+"""OpenDLC's library for training code: the replica's environment, metric reports,
+checkpoints in the layout the control plane reads, and a final checkpoint on a stop
+signal (opendlc.preemption). See docs/python.md."""
 
 from .checkpoint import (
     Checkpoints,
@@ -23,10 +24,11 @@ from .checkpoint import (
 )
 from .environment import DataSource, Env, Rendezvous, S3Config, env
 from .metrics import report
+from .preemption import Notice, on_notice
 
 __all__ = [
     "Checkpoints", "CheckpointError", "CorruptCheckpoint", "DataSource", "Env", "FileEntry", "InvalidURI",
-    "Manifest", "NoCheckpoint", "Rendezvous", "S3Config", "env", "latest", "list", "load", "parse_ref",
-    "parse_uri", "prune", "ref_for", "report", "resume", "save", "save_async", "wait",
+    "Manifest", "NoCheckpoint", "Notice", "Rendezvous", "S3Config", "env", "latest", "list", "load", "on_notice",
+    "parse_ref", "parse_uri", "prune", "ref_for", "report", "resume", "save", "save_async", "wait",
 ]
 __version__ = "0.1.0"

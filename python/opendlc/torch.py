@@ -1,5 +1,6 @@
-"""PyTorch helpers: a state dict as a checkpoint file. torch is imported on first use, so
-the rest of the library works without it."""
+"""PyTorch helpers: a state dict as a checkpoint file, and a preemption notice agreed by
+every rank. torch is imported on first use, so the rest of the library works without
+it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any, Mapping, Optional, Tuple, Union
 
 from . import checkpoint as _ckpt
 from . import environment as _env
+from . import preemption as _preemption
 
-__all__ = ["STATE_FILE", "save_state", "load_state"]
+__all__ = ["STATE_FILE", "save_state", "load_state", "save_on_notice", "notice_agreed"]
 
 STATE_FILE = "state.pt"
 
@@ -67,3 +69,42 @@ def load_state(step_or_ref: Union[None, int, str, _ckpt.Manifest] = None, *, map
         return m, torch.load(path, map_location=map_location)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_on_notice(notice: _preemption.Notice, step: int, state: Mapping[str, Any],
+                   metrics: Optional[Mapping[str, float]] = None, *,
+                   checkpoints: Optional[_ckpt.Checkpoints] = None, exit: bool = True) -> _ckpt.Manifest:
+    """Takes a notice with state as the final checkpoint: prints the notice line, saves
+    state as save_state does (after the saves already queued for the location), waits
+    for the upload, prints the dlc:checkpoint line, and exits 128+N (with exit=False,
+    returns the manifest). Call it on the rank that saves; the others call
+    notice.exit()."""
+    m = notice.finish(step, lambda: save_state(step, state, metrics, checkpoints=checkpoints), exit=exit)
+    assert m is not None
+    return m
+
+
+def notice_agreed(notice: _preemption.Notice, group: Any = None) -> bool:
+    """Whether any rank of the process group has a notice: an all-reduce (MAX) of each
+    rank's signal number (0 for none), so that every rank stops after the same step. In
+    data-parallel training the ranks get the signal at different moments; a rank that
+    stopped on its own flag would leave the others waiting in their next collective
+    until the process is killed. A rank that has no signal of its own takes the notice
+    with the signal another rank got (notice.requested, notice.signal and
+    notice.exit_code then answer as if it had come). Every rank must call it at the same
+    points (after each step, or every few steps to spare the collective). Without
+    torch.distributed initialized it is notice.requested."""
+    torch = _torch()
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return notice.requested
+    device: Any = "cpu"
+    if dist.get_backend(group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    sig = notice.signal
+    flag = torch.tensor([int(sig) if sig is not None else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    agreed = int(flag.item())
+    if agreed:
+        notice._take(agreed)
+    return agreed != 0
