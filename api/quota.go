@@ -77,15 +77,17 @@ type QuotaJob struct {
 	// Preempting, on an admitted job: it is being preempted, and releases its share
 	// once stopped.
 	Preempting *QuotaPreemptionInfo `json:"preempting,omitempty"`
-	// Waiting for, on a queued job: the jobs it preempts; it is admitted once they
-	// have stopped.
+	// Waiting for, on a queued job: the jobs it preempts (the workspace's own by
+	// name, another workspace's as "1 job(s) of workspace W"); it is admitted once
+	// they have stopped.
 	WaitingFor []string `json:"waitingFor,omitempty"`
 }
 
 // QuotaPreemptionInfo says who takes a preempted job's capacity and why.
 type QuotaPreemptionInfo struct {
-	// By is the job that takes the capacity, of workspace Workspace.
-	By        string `json:"by"`
+	// By is the job that takes the capacity when it is of the same workspace (another
+	// workspace's job names are not shown); Workspace is its workspace.
+	By        string `json:"by,omitempty"`
 	Workspace string `json:"workspace"`
 	// Reason is Reclaimed or PreemptedByPriority.
 	Reason string    `json:"reason"`

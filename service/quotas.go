@@ -330,11 +330,15 @@ func apiQuota(l workflows.QuotaLimits) api.Quota {
 
 func quotaEntry(ws string, e workflows.QuotaEntry) api.QuotaJob {
 	j := api.QuotaJob{Job: jobName(ws, e.JobID), Priority: e.Priority, Resources: usage(e.Resources), Since: e.Since, Borrowing: e.Borrowing}
+	// Another workspace's jobs are not named: their names are that tenant's.
 	if ev := e.Evicting; ev != nil {
-		j.Preempting = &api.QuotaPreemptionInfo{By: jobName(ev.ByWorkspace, ev.By), Workspace: ev.ByWorkspace, Reason: ev.Reason, Since: ev.Since}
+		j.Preempting = &api.QuotaPreemptionInfo{Workspace: ev.ByWorkspace, Reason: ev.Reason, Since: ev.Since}
+		if ev.ByWorkspace == ws {
+			j.Preempting.By = jobName(ws, ev.By)
+		}
 	}
 	for _, v := range e.Victims {
-		j.WaitingFor = append(j.WaitingFor, v)
+		j.WaitingFor = append(j.WaitingFor, workflows.DescribeJobs(ws, []string{v}))
 	}
 	return j
 }

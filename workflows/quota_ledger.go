@@ -450,7 +450,7 @@ func (l *ledger) admit(now time.Time) decided {
 			c.m.Queue = c.m.Queue[1:]
 			msg := ""
 			if e.Reserved {
-				msg = fmt.Sprintf("admitted after preempting %s", strings.Join(e.Victims, ", "))
+				msg = "admitted after preempting " + DescribeJobs(c.m.Workspace, e.Victims)
 			}
 			if l.cohort && !l.withinNominal(c.m, vecOf(e.Resources), nil, e.JobID) {
 				e.Borrowing = true
@@ -574,9 +574,10 @@ func (l *ledger) preemptFor(m *QuotaMember, e *QuotaEntry, now time.Time) []pree
 	}
 	var out []preemption
 	for _, v := range chosen {
-		reason, msg := "Reclaimed", fmt.Sprintf("preempted to give workspace %s back its own quota: job %s (priority %d) needs it", m.Workspace, e.JobID, e.Priority)
+		// A job of another workspace is not named: its name is that tenant's.
+		reason, msg := "Reclaimed", fmt.Sprintf("preempted to give workspace %s back its own quota, which your workspace borrowed", m.Workspace)
 		if !v.reclaim {
-			reason, msg = "PreemptedByPriority", fmt.Sprintf("preempted by job %s of priority %d (yours is %d)", e.JobID, e.Priority, v.e.Priority)
+			reason, msg = "PreemptedByPriority", fmt.Sprintf("preempted by job %s of priority %d (yours is %d)", JobNameOf(e.JobID), e.Priority, v.e.Priority)
 		}
 		v.e.Evicting = &QuotaEviction{By: e.JobID, ByWorkspace: m.Workspace, Reason: reason, Since: now}
 		e.Victims = append(e.Victims, v.e.JobID)
@@ -609,7 +610,7 @@ func (l *ledger) waitReason(m *QuotaMember, jobID string) (QuotaDecision, bool) 
 		case i > 0:
 			why = fmt.Sprintf("%d job(s) ahead in the workspace queue", i)
 		case e.Reserved:
-			why = fmt.Sprintf("preempting %s; admitted once they have stopped", strings.Join(e.Victims, ", "))
+			why = fmt.Sprintf("preempting %s; admitted once they have stopped", DescribeJobs(m.Workspace, e.Victims))
 		default:
 			_, why = l.fits(m, vecOf(e.Resources), nil, e.JobID)
 		}
@@ -693,4 +694,43 @@ func QuotaFigures(v QuotaView) (pool Amounts, members []MemberFigures) {
 		})
 	}
 	return amountsOf(poolVec), members
+}
+
+// JobNameOf is the name in a job's workflow id (JobWorkflowID), and WorkspaceOfJob
+// its workspace.
+func JobNameOf(id string) string {
+	if i := strings.LastIndex(id, "/job/"); i >= 0 {
+		return id[i+len("/job/"):]
+	}
+	return id
+}
+
+// WorkspaceOfJob is the workspace in a job's workflow id (JobWorkflowID).
+func WorkspaceOfJob(id string) string {
+	ws, _, _ := strings.Cut(strings.TrimPrefix(id, quotaPrefix), "/")
+	return ws
+}
+
+// DescribeJobs names the jobs (workflow ids) as workspace ws may read them: its own by
+// name, another workspace's only by count ("1 job of workspace b").
+func DescribeJobs(ws string, ids []string) string {
+	var own []string
+	others := map[string]int{}
+	for _, id := range ids {
+		if w := WorkspaceOfJob(id); w != ws {
+			others[w]++
+			continue
+		}
+		own = append(own, JobNameOf(id))
+	}
+	parts := own
+	names := make([]string, 0, len(others))
+	for w := range others {
+		names = append(names, w)
+	}
+	sort.Strings(names)
+	for _, w := range names {
+		parts = append(parts, fmt.Sprintf("%d job(s) of workspace %s", others[w], w))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -157,9 +157,10 @@ func (w *jobWorkflow) requeue(ctx workflow.Context, a *attempt) (bool, jobOutcom
 	// A notice sent twice must not preempt the next admission.
 	for w.preemptCh.ReceiveAsync(nil) {
 	}
-	by := n.By
+	// Another workspace's job is not named: its name is that tenant's.
+	by := "job " + JobNameOf(n.By)
 	if n.ByWorkspace != "" && n.ByWorkspace != w.in.Job.Metadata.Workspace {
-		by = fmt.Sprintf("%s (workspace %s)", n.By, n.ByWorkspace)
+		by = "a job of workspace " + n.ByWorkspace
 	}
 	w.setCondition(ctx, schemas.ConditionAdmitted, schemas.ConditionFalse, n.Reason,
 		fmt.Sprintf("attempt %d preempted for %s: %s", a.ref.Attempt, by, n.Message))

@@ -106,8 +106,11 @@ func TestCohortBorrowLendAndReclaim(t *testing.T) {
 	// The lender needs its 2 GPUs: a2 (the newest borrowing job) is reclaimed.
 	submit(t, ctx, quotaJob("b1", b, 0, 1, 2, "1h", ""))
 	pre := waitJob(t, ctx, a, "a2", "requeued", func(j *api.Job) bool {
-		return j.Status.Phase == schemas.JobQueued && j.Status.Reason == workflows.ReasonQuotaPreempted
+		return j.Status.Phase == schemas.JobQueued && j.Status.Preemptions == 1
 	})
+	if !slices.ContainsFunc(pre.Status.Timeline, func(e schemas.TimelineEntry) bool { return e.Reason == workflows.ReasonQuotaPreempted }) {
+		t.Errorf("a2's timeline has no %s step: %v", workflows.ReasonQuotaPreempted, timeline(pre.Status))
+	}
 	// The fault happened: a2's pod of attempt 0 was deleted.
 	testutil.Eventually(t, itest.Left(ctx), "a2's pod deleted", func() bool {
 		_, err := env.cluster.Client.CoreV1().Pods(a2Pods[0].Namespace).Get(ctx, a2Pods[0].Name, metav1.GetOptions{})
@@ -117,13 +120,14 @@ func TestCohortBorrowLendAndReclaim(t *testing.T) {
 		pre.Status.Attempts[0].Class != schemas.FailurePreempted {
 		t.Errorf("a2 after the reclaim: preemptions %d, restarts %d, attempts %+v", pre.Status.Preemptions, pre.Status.Restarts, pre.Status.Attempts)
 	}
+	// The lender's workspace is named, not its job: that name is the other tenant's.
 	if c := condition(pre, "Admitted"); c == nil || c.Status != schemas.ConditionFalse || c.Reason != "Reclaimed" ||
-		!strings.Contains(c.Message, "b1") || !strings.Contains(c.Message, b) {
-		t.Errorf("a2's Admitted condition %+v: want False, Reclaimed, naming b1 of %s", c, b)
+		strings.Contains(c.Message, "b1") || !strings.Contains(c.Message, b) {
+		t.Errorf("a2's Admitted condition %+v: want False, Reclaimed, naming workspace %s and not its job", c, b)
 	}
 	b1 := waitJob(t, ctx, b, "b1", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
-	if c := condition(b1, "Admitted"); c == nil || !strings.Contains(c.Message, "preempting") {
-		t.Errorf("b1's Admitted condition %+v: want it to name what it preempted", c)
+	if c := condition(b1, "Admitted"); c == nil || !strings.Contains(c.Message, "preempting 1 job(s) of workspace "+a) || strings.Contains(c.Message, "a2") {
+		t.Errorf("b1's Admitted condition %+v: want it to count what it preempted in %s, without the job's name", c, a)
 	}
 	if a1 := waitJob(t, ctx, a, "a1", "still running", func(j *api.Job) bool { return true }); a1.Status.Phase != schemas.JobRunning || a1.Status.Preemptions != 0 {
 		t.Errorf("a1 (within its own quota): %s, %d preemptions; want it untouched", a1.Status.Phase, a1.Status.Preemptions)
@@ -165,7 +169,7 @@ func TestPriorityPreemptionAndPriorityChange(t *testing.T) {
 	waitJob(t, ctx, ws, "low", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
 	submit(t, ctx, quotaJob("urgent", ws, 10, 1, 2, "1h", ""))
 	low := waitJob(t, ctx, ws, "low", "requeued", func(j *api.Job) bool {
-		return j.Status.Phase == schemas.JobQueued && j.Status.Reason == workflows.ReasonQuotaPreempted
+		return j.Status.Phase == schemas.JobQueued && j.Status.Preemptions == 1
 	})
 	if c := condition(low, "Admitted"); c == nil || c.Reason != "PreemptedByPriority" || !strings.Contains(c.Message, "urgent") {
 		t.Errorf("low's Admitted condition %+v: want PreemptedByPriority naming urgent", c)
