@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,12 +22,15 @@ type readsAPI struct {
 	mu      sync.Mutex
 	calls   []string
 	running bool
+	// quota is the workspace's quota status (none set: an empty one).
+	quota *api.QuotaStatus
 }
 
 var readsTokens = map[string]api.Identity{
 	"tok-wa":   {Name: "lead", Workspace: "a", Role: api.RoleWorkspaceAdmin},
 	"tok-m":    {Name: "dev", Workspace: "a", Role: api.RoleMember},
 	"tok-root": {Name: "root", Workspace: api.AllWorkspaces, Role: api.RoleAdmin},
+	"tok-v":    {Name: "val", Workspace: "a", Role: api.RoleViewer},
 }
 
 func (f *readsAPI) record(r *http.Request, who api.Identity) {
@@ -53,7 +57,26 @@ func (f *readsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux.HandleFunc("GET /v1/workspaces/{ws}", func(_ http.ResponseWriter, r *http.Request) {
 		answer(api.Workspace{Name: r.PathValue("ws"), Namespace: r.PathValue("ws")})
 	})
-	mux.HandleFunc("GET /v1/workspaces/{ws}/quota", func(http.ResponseWriter, *http.Request) { answer(api.QuotaStatus{}) })
+	mux.HandleFunc("GET /v1/workspaces/{ws}/quota", func(http.ResponseWriter, *http.Request) {
+		if f.quota != nil {
+			answer(f.quota)
+			return
+		}
+		answer(api.QuotaStatus{})
+	})
+	mux.HandleFunc("POST /v1/workspaces/{ws}/jobs/{name}/priority", func(w http.ResponseWriter, r *http.Request) {
+		var p api.JobPriority
+		_ = json.NewDecoder(r.Body).Decode(&p)
+		f.record(r, who)
+		f.mu.Lock()
+		f.calls[len(f.calls)-1] += fmt.Sprintf(" priority=%d", p.Priority)
+		f.mu.Unlock()
+		if who.Role == api.RoleViewer {
+			writeAPIError(w, http.StatusForbidden, "role viewer may not submit, change or delete here")
+			return
+		}
+		answer(p)
+	})
 	mux.HandleFunc("GET /v1/tokens", func(http.ResponseWriter, *http.Request) { answer(api.TokenList{}) })
 	mux.HandleFunc("GET /v1/workspaces/{ws}/audit", func(_ http.ResponseWriter, r *http.Request) {
 		f.record(r, who)

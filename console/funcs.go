@@ -23,18 +23,10 @@ var funcs = template.FuncMap{
 	"fval":   func(p *float64) string { return fmt.Sprintf("%.6g", *p) },
 	"all":    func(ws string) bool { return ws == api.AllWorkspaces },
 	// add3 is a parameter's column in the trials table (after trial, phase, value).
-	"add3":  func(i int) int { return i + 3 },
-	"runOf": func(p page, run schemas.ScheduleRun) scheduleRun { return scheduleRun{WS: p.WS, Run: run} },
-	"form":  func(p page, f docForm) formOf { return formOf{P: p, F: f} },
-	"qjobOf": func(p page, j api.QuotaJob) struct {
-		WS string
-		J  api.QuotaJob
-	} {
-		return struct {
-			WS string
-			J  api.QuotaJob
-		}{p.WS, j}
-	},
+	"add3":    func(i int) int { return i + 3 },
+	"runOf":   func(p page, run schemas.ScheduleRun) scheduleRun { return scheduleRun{WS: p.WS, Run: run} },
+	"form":    func(p page, f docForm) formOf { return formOf{P: p, F: f} },
+	"qjobOf":  func(p page, j api.QuotaJob) quotaJobRow { return quotaJobRow{WS: p.WS, P: p, J: j} },
 	"deref64": func(p *int64) int64 { return *p },
 
 	// runSpan is a run record's time from start to finish; empty for a run that never
@@ -57,6 +49,14 @@ var funcs = template.FuncMap{
 type formOf struct {
 	P page
 	F docForm
+}
+
+// quotaJobRow is one row of the workspace page's admitted jobs or queue: the page
+// (for the queue's priority form) and the job.
+type quotaJobRow struct {
+	WS string
+	P  page
+	J  api.QuotaJob
 }
 
 // scheduleRun is one row of a schedule's runs.

@@ -48,6 +48,7 @@ var consoleKinds = registerConsoleKinds(
 		{"POST /ui/ws/{ws}/jobs/{name}/stop", method((*Console).stopJob)},
 		{"POST /ui/ws/{ws}/jobs/{name}/delete", method((*Console).deleteJob)},
 		{"POST /ui/ws/{ws}/jobs/{name}/clone", method((*Console).cloneJob)},
+		{"POST /ui/ws/{ws}/jobs/{name}/priority", method((*Console).setJobPriority)},
 		{"GET /ui/ws/{ws}/submit", method((*Console).newJobPage)},
 		{"POST /ui/ws/{ws}/submit", method((*Console).submitJob)},
 	}},

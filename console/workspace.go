@@ -2,7 +2,11 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opendlc/opendlc/api"
@@ -21,6 +25,11 @@ const (
 type workspaceData struct {
 	Workspace *api.Workspace
 	Quota     *api.QuotaStatus
+	// QuotaRows are the quota's figures per resource: gpu, each GPU model, cpu and
+	// memory.
+	QuotaRows []quotaRow
+	// Reclaim and WithinWorkspace are the preemption policy, defaults spelled out.
+	Reclaim, WithinWorkspace string
 	// Admin says the session may see the workspace's tokens and audit records: a
 	// workspace admin of this workspace, or an admin.
 	Admin  bool
@@ -51,8 +60,12 @@ func (c *Console) workspacePage(w http.ResponseWriter, r *http.Request, k *call)
 	if err != nil {
 		return err
 	}
-	d := workspaceData{Workspace: ws, Quota: q, Now: time.Now(), AuditDays: int(auditWindow / (24 * time.Hour)),
+	d := workspaceData{Workspace: ws, Quota: q, QuotaRows: quotaRows(q), Reclaim: "Any", WithinWorkspace: "Never",
+		Now: time.Now(), AuditDays: int(auditWindow / (24 * time.Hour)),
 		Admin: auth.InWorkspace(k.s.who, k.ws) && auth.Allows(k.s.who.Role, auth.VerbTokens)}
+	if p := q.Limits.Preemption; p != nil {
+		d.Reclaim, d.WithinWorkspace = orDefault(p.ReclaimWithinCohort, d.Reclaim), orDefault(p.WithinWorkspace, d.WithinWorkspace)
+	}
 	if d.Admin {
 		toks, err := k.api.ListTokens(ctx, k.ws)
 		if err != nil {
@@ -71,4 +84,101 @@ func (c *Console) workspacePage(w http.ResponseWriter, r *http.Request, k *call)
 		}
 	}
 	return c.render(w, http.StatusOK, "workspace", "", k.page("Workspace "+k.ws, "workspace", d))
+}
+
+// quotaRow is one resource's quota figures, written for the page: Nominal
+// "unlimited" for no limit, BorrowingLimit "unbounded" and LendingLimit "all" where
+// the quota sets none.
+type quotaRow struct {
+	// Resource is gpu, gpu/MODEL, cpu or memory; Label the row's heading.
+	Resource, Label                                             string
+	Nominal, Used, Borrowed, Lent, BorrowingLimit, LendingLimit string
+}
+
+// quotaRows are a quota's figures per resource: gpu, then each GPU model the limits
+// or the figures name, then cpu and memory.
+func quotaRows(st *api.QuotaStatus) []quotaRow {
+	l := st.Limits
+	models := map[string]bool{}
+	for _, m := range []map[string]int64{l.GPUModels, st.Used.GPUModels, st.Borrowed.GPUModels, st.Lent.GPUModels} {
+		for k := range m {
+			models[k] = true
+		}
+	}
+	for _, lim := range []*api.QuotaLimit{l.BorrowingLimit, l.LendingLimit} {
+		if lim != nil {
+			for k := range lim.GPUModels {
+				models[k] = true
+			}
+		}
+	}
+	count := func(p *int64, none string) string {
+		if p == nil {
+			return none
+		}
+		return strconv.FormatInt(*p, 10)
+	}
+	limit := func(lim *api.QuotaLimit, none string, get func(*api.QuotaLimit) string) string {
+		if lim == nil {
+			return none
+		}
+		return orDefault(get(lim), none)
+	}
+	n := func(v int64) string { return strconv.FormatInt(v, 10) }
+	rows := []quotaRow{{Resource: "gpu", Label: "GPUs", Nominal: count(l.GPU, "unlimited"), Used: n(st.Used.GPU),
+		Borrowed: n(st.Borrowed.GPU), Lent: n(st.Lent.GPU),
+		BorrowingLimit: limit(l.BorrowingLimit, "unbounded", func(q *api.QuotaLimit) string { return count(q.GPU, "") }),
+		LendingLimit:   limit(l.LendingLimit, "all", func(q *api.QuotaLimit) string { return count(q.GPU, "") })}}
+	names := make([]string, 0, len(models))
+	for m := range models {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	for _, m := range names {
+		model := func(q *api.QuotaLimit) string {
+			if v, ok := q.GPUModels[m]; ok {
+				return n(v)
+			}
+			return ""
+		}
+		nominal := "unlimited"
+		if v, ok := l.GPUModels[m]; ok {
+			nominal = n(v)
+		}
+		rows = append(rows, quotaRow{Resource: "gpu/" + m, Label: "GPUs " + m, Nominal: nominal, Used: n(st.Used.GPUModels[m]),
+			Borrowed: n(st.Borrowed.GPUModels[m]), Lent: n(st.Lent.GPUModels[m]),
+			BorrowingLimit: limit(l.BorrowingLimit, "unbounded", model), LendingLimit: limit(l.LendingLimit, "all", model)})
+	}
+	cpu := func(q *api.QuotaLimit) string { return q.CPU }
+	mem := func(q *api.QuotaLimit) string { return q.Memory }
+	return append(rows,
+		quotaRow{Resource: "cpu", Label: "CPU", Nominal: orDefault(l.CPU, "unlimited"), Used: orDefault(st.Used.CPU, "0"),
+			Borrowed: orDefault(st.Borrowed.CPU, "0"), Lent: orDefault(st.Lent.CPU, "0"),
+			BorrowingLimit: limit(l.BorrowingLimit, "unbounded", cpu), LendingLimit: limit(l.LendingLimit, "all", cpu)},
+		quotaRow{Resource: "memory", Label: "Memory", Nominal: orDefault(l.Memory, "unlimited"), Used: orDefault(st.Used.Memory, "0"),
+			Borrowed: orDefault(st.Borrowed.Memory, "0"), Lent: orDefault(st.Lent.Memory, "0"),
+			BorrowingLimit: limit(l.BorrowingLimit, "unbounded", mem), LendingLimit: limit(l.LendingLimit, "all", mem)})
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// setJobPriority changes the priority of a job the quota holds (the queue's form),
+// then shows the workspace page again.
+func (c *Console) setJobPriority(w http.ResponseWriter, r *http.Request, k *call) error {
+	v := strings.TrimSpace(r.PostFormValue("priority"))
+	p, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || p < -1000 || p > 1000 {
+		c.errorPage(w, r, k.s, http.StatusUnprocessableEntity, fmt.Sprintf("priority %q: want a whole number from -1000 to 1000", v))
+		return nil
+	}
+	if _, err := k.api.SetJobPriority(r.Context(), k.ws, r.PathValue("name"), int32(p)); err != nil {
+		return err
+	}
+	http.Redirect(w, r, wsPath(k.ws, "workspace")+"#queue-h", http.StatusSeeOther)
+	return nil
 }

@@ -47,7 +47,7 @@ func newJobCmd(g *globals) *cobra.Command {
 		delShort: "Stop a job if it runs and delete it (its record, events and logs stay readable by uid; --purge removes them)",
 	}
 	k.more = func() []*cobra.Command {
-		return []*cobra.Command{newDescribeCmd(g), newLogsCmd(g), newStopCmd(g), newScaleCmd(g), newCloneCmd(g), newRunCmd(g), newTopCmd(g)}
+		return []*cobra.Command{newDescribeCmd(g), newLogsCmd(g), newStopCmd(g), newScaleCmd(g), newJobPriorityCmd(g), newCloneCmd(g), newRunCmd(g), newTopCmd(g)}
 	}
 	cmd := k.command(g)
 	addPurgeFlag(cmd, &purge)

@@ -291,3 +291,96 @@ def test_history_record_not_found():
     c, _ = client(FakeResponse(404, body))
     with pytest.raises(NotFoundError, match="no TrainingJob run record"):
         c.history_record("TrainingJob", "u")
+
+
+QUOTA_STATUS = {
+    "workspace": "ml",
+    "limits": {"gpu": 8, "cpu": "64", "memory": "256Gi", "gpuModels": {"NVIDIA-A100-SXM4-80GB": 4}, "cohort": "research",
+               "borrowingLimit": {"gpu": 4}, "lendingLimit": {"cpu": "32", "gpuModels": {"NVIDIA-A100-SXM4-80GB": 2}},
+               "weight": 2, "preemption": {"reclaimWithinCohort": "LowerPriority"}},
+    "used": {"gpu": 10, "cpu": "40", "memory": "160Gi", "gpuModels": {"NVIDIA-A100-SXM4-80GB": 4}},
+    "borrowed": {"gpu": 2, "cpu": "0", "memory": "0"},
+    "lent": {"gpu": 0, "cpu": "8", "memory": "0"},
+    "admitted": [
+        {"job": "train", "priority": 10, "resources": {"gpu": 8, "cpu": "32", "memory": "128Gi"},
+         "since": "2026-12-07T09:30:00Z"},
+        {"job": "extra", "resources": {"gpu": 2, "cpu": "8", "memory": "32Gi"}, "since": "2026-12-07T09:31:00Z",
+         "borrowing": True, "preempting": {"by": "eval", "workspace": "vision", "reason": "Reclaimed",
+                                           "since": "2026-12-07T09:32:00Z"}},
+    ],
+    "queue": [{"job": "big", "priority": 5, "resources": {"gpu": 4, "cpu": "16", "memory": "64Gi"},
+               "since": "2026-12-07T09:33:00Z", "waitingFor": ["small-1", "small-2"]}],
+    "cohort": {"name": "research", "pool": {"gpu": 16, "cpu": "96", "memory": "512Gi"},
+               "borrowed": {"gpu": 2, "cpu": "0", "memory": "0"},
+               "members": [
+                   {"workspace": "ml", "nominal": {"gpu": 8, "cpu": "64", "memory": "256Gi"},
+                    "used": {"gpu": 10, "cpu": "40", "memory": "160Gi"}, "borrowed": {"gpu": 2, "cpu": "0", "memory": "0"},
+                    "lent": {"gpu": 0, "cpu": "8", "memory": "0"}, "weight": 2, "share": 0.0625, "admitted": 2, "queued": 1},
+                   {"workspace": "vision", "nominal": {"gpu": 8, "cpu": "32", "memory": "256Gi"},
+                    "used": {"gpu": 6, "cpu": "12", "memory": "64Gi"}, "borrowed": {"gpu": 0, "cpu": "0", "memory": "0"},
+                    "lent": {"gpu": 2, "cpu": "0", "memory": "0"}, "weight": 1, "share": 0, "admitted": 1, "queued": 3}]},
+}
+
+
+def test_quota_cohort_fields_and_job_priority():
+    """quota.set sends the cohort, limits, weight and policy as the API spells them;
+    quota.get reads borrowed, lent, the jobs' borrowing, preemption and waiting-for and
+    the cohort's members; jobs.set_priority (and quota.set_job_priority) post the
+    priority. Requests and answers are valid against docs/openapi.json."""
+    from opendlc.client import QuotaLimit
+
+    put_answer = QUOTA_STATUS["limits"]
+    answers = (put_answer, QUOTA_STATUS, {"priority": -5}, {"priority": 100})
+    c, t = client(*(FakeResponse(200, json.dumps(a).encode()) for a in answers), workspace="ml")
+    q = c.quota.set(gpu=8, cpu=64, memory="256Gi", gpu_models={"NVIDIA-A100-SXM4-80GB": 4}, cohort="research",
+                    borrowing_limit={"gpu": 4}, lending_limit=QuotaLimit(None, "32", "", {"NVIDIA-A100-SXM4-80GB": 2}),
+                    weight=2, reclaim_within_cohort="LowerPriority")
+    assert json.loads(t.requests[0]["body"]) == put_answer
+    assert (t.requests[0]["method"], urllib.parse.urlparse(t.requests[0]["url"]).path) == ("PUT", "/v1/workspaces/ml/quota")
+    assert (q.gpu, q.cpu, q.gpu_models, q.cohort, q.weight) == (8, "64", {"NVIDIA-A100-SXM4-80GB": 4}, "research", 2)
+    assert q.borrowing_limit == QuotaLimit(4, "", "", {})
+    assert q.lending_limit == QuotaLimit(None, "32", "", {"NVIDIA-A100-SXM4-80GB": 2})
+    assert (q.preemption.reclaim_within_cohort, q.preemption.within_workspace) == ("LowerPriority", "")
+
+    st = c.quota.get()
+    assert (st.used.gpu, st.used.gpu_models, st.borrowed.gpu, st.lent.cpu) == (10, {"NVIDIA-A100-SXM4-80GB": 4}, 2, "8")
+    train, extra = st.admitted
+    assert not train.borrowing and train.preempting is None and train.waiting_for == []
+    assert extra.borrowing and (extra.preempting.by, extra.preempting.workspace, extra.preempting.reason) == \
+        ("eval", "vision", "Reclaimed")
+    assert extra.preempting.since == datetime(2026, 12, 7, 9, 32, tzinfo=timezone.utc)
+    assert st.queue[0].waiting_for == ["small-1", "small-2"] and st.queue[0].priority == 5
+    assert (st.cohort.name, st.cohort.pool.gpu, st.cohort.borrowed.gpu) == ("research", 16, 2)
+    ml, vision = st.cohort.members
+    assert (ml.workspace, ml.nominal.gpu, ml.used.gpu, ml.borrowed.gpu, ml.lent.cpu, ml.weight, ml.share, ml.admitted,
+            ml.queued) == ("ml", 8, 10, 2, "8", 2, 0.0625, 2, 1)
+    assert (vision.lent.gpu, vision.share, vision.queued) == (2, 0.0, 3)
+
+    assert c.jobs.set_priority("train", -5) == -5
+    assert c.quota.set_job_priority("train", 100, "ml") == 100
+    assert [(r["method"], urllib.parse.urlparse(r["url"]).path, json.loads(r["body"])) for r in t.requests[2:]] == [
+        ("POST", "/v1/workspaces/ml/jobs/train/priority", {"priority": -5}),
+        ("POST", "/v1/workspaces/ml/jobs/train/priority", {"priority": 100})]
+
+    from openapi_check import check
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "openapi.json")) as f:
+        doc = json.load(f)
+    records = [{"method": req["method"], "url": req["url"], "status": 200, "content_type": "application/json",
+                "body": req["body"], "stream": False, "answer": json.dumps(a).encode()}
+               for req, a in zip(t.requests, answers)]
+    mismatches, operations = check(doc, records)
+    assert not mismatches
+    assert operations == {"setQuota", "getQuota", "setJobPriority"}
+
+
+def test_quota_outside_a_cohort_and_bad_limits():
+    """An answer without the cohort fields reads as zero borrowed and lent and no
+    cohort; a limit with an unknown resource is refused before anything is sent."""
+    c, t = client(FakeResponse(200, b'{"workspace":"ml","limits":{"gpu":4},"used":{"gpu":1,"cpu":"2","memory":"4Gi"},'
+                                    b'"admitted":[],"queue":[]}'), workspace="ml")
+    st = c.quota.get()
+    assert st.cohort is None and st.borrowed.gpu == 0 and st.lent.memory == "0" and st.limits.cohort == ""
+    assert st.limits.borrowing_limit is None and st.limits.preemption is None and st.limits.gpu_models == {}
+    with pytest.raises(ValueError, match="borrowing_limit: unknown resource.*gpus"):
+        c.quota.set(cohort="c", borrowing_limit={"gpus": 4})
+    assert len(t.requests) == 1

@@ -19,8 +19,9 @@ from .errors import (AlreadyExistsError, APIError, ConfigError, ConflictError, F
                      InvalidRequestError, InvalidSpecError, NotFoundError, OpenDLCError, PermissionDeniedError,
                      RateLimitedError, RequestTooLargeError, ServerError, TransportError, UnauthenticatedError,
                      UnavailableError, WaitTimeout)
-from .models import (CreatedToken, Event, Experiment, ExperimentSummary, Identity, Job, JobSummary, Lineage, LogRecord,
-                     Node, NotificationRule, Page, PipelineRun, PipelineSummary, Quota, QuotaStatus, RunRecord,
+from .models import (CohortMember, CohortStatus, CreatedToken, Event, Experiment, ExperimentSummary, Identity, Job,
+                     JobSummary, Lineage, LogRecord, Node, NotificationRule, Page, PipelineRun, PipelineSummary, Quota,
+                     QuotaJob, QuotaLimit, QuotaPreemption, QuotaPreemptionInfo, QuotaStatus, QuotaUsage, RunRecord,
                      Schedule, ScheduleRun, ScheduleSummary, Token, Trigger, TrialList, TrialStatus, Usage, UsageRow,
                      Workspace)
 
@@ -33,5 +34,6 @@ __all__ = [
     "CreatedToken", "Event", "Experiment", "ExperimentSummary", "Identity", "Job", "JobSummary", "LogRecord",
     "Node", "NotificationRule", "Page", "PipelineRun", "PipelineSummary", "Quota", "QuotaStatus", "Schedule",
     "ScheduleRun", "ScheduleSummary", "Token", "Trigger", "TrialList", "TrialStatus", "Workspace",
-    "Lineage", "RunRecord", "Usage", "UsageRow",
+    "Lineage", "RunRecord", "Usage", "UsageRow", "QuotaJob", "QuotaLimit", "QuotaPreemption", "QuotaPreemptionInfo",
+    "QuotaUsage", "CohortMember", "CohortStatus",
 ]

@@ -433,6 +433,14 @@ class Jobs(_Kind):
         return m.ScaleResult.from_dict(
             self._c._call("POST", self._path(name, workspace, "scale"), body={"replicas": int(replicas)}))
 
+    def set_priority(self, name: str, priority: int, workspace: Optional[str] = None) -> int:
+        """Change the priority (-1000 to 1000, higher first) of a job in the quota pool,
+        queued (it moves in the queue) or admitted (it orders preemption); answers the
+        priority set. ConflictError for a job the quota does not hold (another pool's,
+        or ended)."""
+        d = self._c._call("POST", self._path(name, workspace, "priority"), body={"priority": int(priority)})
+        return int((d or {}).get("priority", priority))
+
     def delete(self, name: str, workspace: Optional[str] = None, *, purge: bool = False) -> None:
         """Stop the job if it runs and delete it; its records stay readable by uid
         unless purge."""
@@ -761,13 +769,26 @@ class Quotas(_Kind):
     """Workspace quotas (``dlc quota``)."""
 
     def get(self, workspace: Optional[str] = None) -> m.QuotaStatus:
-        """The quota, what admitted jobs use, and the queue."""
+        """The quota, what admitted jobs use, what the workspace borrows and lends, the
+        queue, and (in a cohort) every member's figures."""
         return m.QuotaStatus.from_dict(self._c._call("GET", self._c._wspath(workspace, "quota")))
 
     def set(self, workspace: Optional[str] = None, *, gpu: Optional[int] = None, cpu: Union[str, int, float, None] = None,
-            memory: Optional[str] = None) -> m.Quota:
-        """Set the quota (an admin's); a resource left out is unlimited. cpu and memory
-        are Kubernetes quantities ("8", "500m", "64Gi")."""
+            memory: Optional[str] = None, gpu_models: Optional[Mapping[str, int]] = None, cohort: str = "",
+            borrowing_limit: Union[Mapping[str, Any], m.QuotaLimit, None] = None,
+            lending_limit: Union[Mapping[str, Any], m.QuotaLimit, None] = None, weight: Optional[int] = None,
+            reclaim_within_cohort: str = "", preempt_within_workspace: str = "") -> m.Quota:
+        """Set the quota (an admin's); it replaces the whole quota: a resource left out is
+        unlimited, a setting left out is its default. gpu, cpu, memory and gpu_models
+        (GPUs per accelerator model, the node label nvidia.com/gpu.product) are the
+        nominal quota; cpu and memory are Kubernetes quantities ("8", "500m", "64Gi").
+
+        In a cohort (``cohort``), borrowing_limit bounds what the workspace borrows
+        beyond its nominal quota and lending_limit what the other members may use of it:
+        each a QuotaLimit or a mapping with the keys gpu, cpu, memory and gpu_models.
+        weight (1 to 1000) is the fair-sharing weight. reclaim_within_cohort is "Any",
+        "LowerPriority" or "Never"; preempt_within_workspace "Never" or "LowerPriority".
+        The server checks the values (InvalidSpecError naming each field)."""
         body: Dict[str, Any] = {}
         if gpu is not None:
             body["gpu"] = int(gpu)
@@ -775,7 +796,41 @@ class Quotas(_Kind):
             body["cpu"] = str(cpu)
         if memory is not None:
             body["memory"] = str(memory)
+        if gpu_models:
+            body["gpuModels"] = {str(k): int(v) for k, v in gpu_models.items()}
+        if cohort:
+            body["cohort"] = cohort
+        for arg, key, value in (("borrowing_limit", "borrowingLimit", borrowing_limit),
+                                ("lending_limit", "lendingLimit", lending_limit)):
+            if value is not None:
+                body[key] = _quota_limit(arg, value)
+        if weight is not None:
+            body["weight"] = int(weight)
+        preemption = {k: v for k, v in (("reclaimWithinCohort", reclaim_within_cohort),
+                                        ("withinWorkspace", preempt_within_workspace)) if v}
+        if preemption:
+            body["preemption"] = preemption
         return m.Quota.from_dict(self._c._call("PUT", self._c._wspath(workspace, "quota"), body=body) or {})
+
+    def set_job_priority(self, name: str, priority: int, workspace: Optional[str] = None) -> int:
+        """Change the priority (-1000 to 1000, higher first) of a job in the quota
+        pool, queued (it moves in the queue) or admitted (it orders preemption); the
+        same as ``jobs.set_priority``. ConflictError for a job the quota does not hold."""
+        return self._c.jobs.set_priority(name, priority, workspace)
+
+
+def _quota_limit(arg: str, value: Union[Mapping[str, Any], m.QuotaLimit]) -> Dict[str, Any]:
+    """A borrowing or lending limit as the API writes it; an unknown key is a
+    ValueError naming the argument."""
+    if isinstance(value, m.QuotaLimit):
+        return value.to_dict()
+    unknown = sorted(set(value) - {"gpu", "cpu", "memory", "gpu_models", "gpuModels"})
+    if unknown:
+        raise ValueError(f"{arg}: unknown resource(s) {', '.join(unknown)}: want gpu, cpu, memory or gpu_models")
+    gpu = value.get("gpu")
+    models = value.get("gpu_models", value.get("gpuModels")) or {}
+    return m.QuotaLimit(int(gpu) if gpu is not None else None, str(value.get("cpu") or ""), str(value.get("memory") or ""),
+                        {str(k): int(v) for k, v in models.items()}).to_dict()
 
 
 class Nodes(_Kind):

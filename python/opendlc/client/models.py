@@ -14,8 +14,9 @@ from typing import Any, Dict, Generic, Iterator, List, Mapping, Optional, TypeVa
 
 __all__ = [
     "parse_time", "JOB_TERMINAL", "EXPERIMENT_TERMINAL", "PIPELINE_TERMINAL",
-    "Identity", "Token", "CreatedToken", "Workspace", "Quota", "QuotaUsage", "QuotaJob",
-    "QuotaStatus", "ValidateResult", "ReplicaStatus", "JobStatus", "Job", "JobSummary",
+    "Identity", "Token", "CreatedToken", "Workspace", "Quota", "QuotaLimit", "QuotaPreemption", "QuotaUsage",
+    "QuotaPreemptionInfo", "QuotaJob", "CohortMember", "CohortStatus", "QuotaStatus", "ValidateResult",
+    "ReplicaStatus", "JobStatus", "Job", "JobSummary",
     "StopResult", "ScaleResult", "LogRecord", "Event", "TrialStatus", "ExperimentStatus",
     "Experiment", "ExperimentSummary", "ExperimentActionResult", "TrialList", "ScheduleRun",
     "ScheduleStatus", "Schedule", "ScheduleSummary", "StepStatus", "PipelineStatus",
@@ -132,19 +133,78 @@ class Workspace:
 
 # --- quota ----------------------------------------------------------------------------
 
+def _models(d: Mapping[str, Any]) -> Dict[str, int]:
+    return {str(k): int(v) for k, v in _dict(d, "gpuModels").items()}
+
+
+@dataclass(frozen=True)
+class QuotaLimit:
+    """A borrowing or lending limit: None (gpu) or "" (cpu, memory) for a resource it
+    does not bound; gpu_models bound the GPUs of each accelerator model."""
+    gpu: Optional[int]
+    cpu: str
+    memory: str
+    gpu_models: Dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "QuotaLimit":
+        gpu = d.get("gpu")
+        return cls(int(gpu) if gpu is not None else None, str(d.get("cpu", "")), str(d.get("memory", "")), _models(d))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The limit as the API writes it."""
+        out: Dict[str, Any] = {}
+        if self.gpu is not None:
+            out["gpu"] = int(self.gpu)
+        if self.cpu:
+            out["cpu"] = str(self.cpu)
+        if self.memory:
+            out["memory"] = str(self.memory)
+        if self.gpu_models:
+            out["gpuModels"] = {str(k): int(v) for k, v in self.gpu_models.items()}
+        return out
+
+
+@dataclass(frozen=True)
+class QuotaPreemption:
+    """What a workspace's queued jobs may preempt: reclaim_within_cohort is "Any",
+    "LowerPriority" or "Never" ("" for the default, Any); within_workspace is "Never" or
+    "LowerPriority" ("" for the default, Never)."""
+    reclaim_within_cohort: str
+    within_workspace: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "QuotaPreemption":
+        return cls(str(d.get("reclaimWithinCohort", "")), str(d.get("withinWorkspace", "")))
+
+
 @dataclass(frozen=True)
 class Quota:
     """A workspace's limits: None (gpu) or "" (cpu, memory) for unlimited. CPU and memory
-    are Kubernetes quantities as strings ("8", "500m", "64Gi")."""
+    are Kubernetes quantities as strings ("8", "500m", "64Gi"). gpu, cpu, memory and
+    gpu_models are the nominal quota; in a cohort (cohort != "") the workspace borrows
+    what the other members leave idle, within borrowing_limit, and lends its own, within
+    lending_limit. weight is 0 for the default, 1."""
     gpu: Optional[int]
     cpu: str
     memory: str
     raw: Dict[str, Any] = field(repr=False, compare=False)
+    gpu_models: Dict[str, int] = field(default_factory=dict)
+    cohort: str = ""
+    borrowing_limit: Optional[QuotaLimit] = None
+    lending_limit: Optional[QuotaLimit] = None
+    weight: int = 0
+    preemption: Optional[QuotaPreemption] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Quota":
         gpu = d.get("gpu")
-        return cls(int(gpu) if gpu is not None else None, str(d.get("cpu", "")), str(d.get("memory", "")), dict(d))
+        b, lend, p = d.get("borrowingLimit"), d.get("lendingLimit"), d.get("preemption")
+        return cls(int(gpu) if gpu is not None else None, str(d.get("cpu", "")), str(d.get("memory", "")), dict(d),
+                   _models(d), str(d.get("cohort", "")),
+                   QuotaLimit.from_dict(b) if isinstance(b, dict) else None,
+                   QuotaLimit.from_dict(lend) if isinstance(lend, dict) else None,
+                   int(d.get("weight", 0) or 0), QuotaPreemption.from_dict(p) if isinstance(p, dict) else None)
 
 
 @dataclass(frozen=True)
@@ -152,40 +212,113 @@ class QuotaUsage:
     gpu: int
     cpu: str
     memory: str
+    gpu_models: Dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "QuotaUsage":
-        return cls(int(d.get("gpu", 0) or 0), str(d.get("cpu", "0")), str(d.get("memory", "0")))
+        return cls(int(d.get("gpu", 0) or 0), str(d.get("cpu", "0") or "0"), str(d.get("memory", "0") or "0"), _models(d))
+
+
+@dataclass(frozen=True)
+class QuotaPreemptionInfo:
+    """Who takes a preempted job's capacity (job ``by`` of workspace ``workspace``) and
+    why: reason is "Reclaimed" or "PreemptedByPriority"."""
+    by: str
+    workspace: str
+    reason: str
+    since: Optional[datetime]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "QuotaPreemptionInfo":
+        return cls(str(d.get("by", "")), str(d.get("workspace", "")), str(d.get("reason", "")), parse_time(d.get("since")))
 
 
 @dataclass(frozen=True)
 class QuotaJob:
+    """A job admitted against, or queued for, the quota. borrowing: admitted beyond the
+    nominal quota on what the cohort's other members leave idle; preempting (admitted):
+    it is being preempted; waiting_for (queued): the jobs it preempts, admitted once they
+    have stopped."""
     job: str
     priority: int
     resources: QuotaUsage
     since: Optional[datetime]
+    borrowing: bool = False
+    preempting: Optional[QuotaPreemptionInfo] = None
+    waiting_for: List[str] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "QuotaJob":
+        p = d.get("preempting")
         return cls(d.get("job", ""), int(d.get("priority", 0) or 0), QuotaUsage.from_dict(_dict(d, "resources")),
-                   parse_time(d.get("since")))
+                   parse_time(d.get("since")), bool(d.get("borrowing")),
+                   QuotaPreemptionInfo.from_dict(p) if isinstance(p, dict) else None,
+                   [str(v) for v in _list(d, "waitingFor")])
+
+
+@dataclass(frozen=True)
+class CohortMember:
+    """One workspace's figures in its cohort; share is its weighted dominant share of
+    borrowed capacity (idle capacity goes to the lowest first)."""
+    workspace: str
+    nominal: QuotaUsage
+    used: QuotaUsage
+    borrowed: QuotaUsage
+    lent: QuotaUsage
+    weight: int
+    share: float
+    admitted: int
+    queued: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CohortMember":
+        return cls(str(d.get("workspace", "")), QuotaUsage.from_dict(_dict(d, "nominal")),
+                   QuotaUsage.from_dict(_dict(d, "used")),
+                   QuotaUsage.from_dict(_dict(d, "borrowed")), QuotaUsage.from_dict(_dict(d, "lent")),
+                   int(d.get("weight", 0) or 0), float(d.get("share", 0) or 0), int(d.get("admitted", 0) or 0),
+                   int(d.get("queued", 0) or 0))
+
+
+@dataclass(frozen=True)
+class CohortStatus:
+    """A cohort: pool is what its members lend, borrowed what they use of each
+    other's."""
+    name: str
+    pool: QuotaUsage
+    borrowed: QuotaUsage
+    members: List[CohortMember]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CohortStatus":
+        return cls(str(d.get("name", "")), QuotaUsage.from_dict(_dict(d, "pool")),
+                   QuotaUsage.from_dict(_dict(d, "borrowed")),
+                   [CohortMember.from_dict(m) for m in _list(d, "members")])
 
 
 @dataclass(frozen=True)
 class QuotaStatus:
-    """A workspace's quota, what its admitted jobs use, and the queue."""
+    """A workspace's quota, what its admitted jobs use, and the queue (in admission
+    order). borrowed is what the workspace uses beyond its nominal quota, lent what the
+    cohort's other members use of it (both zero outside a cohort); cohort is the
+    workspace's cohort with every member's figures, None outside one."""
     workspace: str
     limits: Quota
     used: QuotaUsage
     admitted: List[QuotaJob]
     queue: List[QuotaJob]
     raw: Dict[str, Any] = field(repr=False, compare=False)
+    borrowed: QuotaUsage = field(default_factory=lambda: QuotaUsage(0, "0", "0"))
+    lent: QuotaUsage = field(default_factory=lambda: QuotaUsage(0, "0", "0"))
+    cohort: Optional[CohortStatus] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "QuotaStatus":
+        c = d.get("cohort")
         return cls(d.get("workspace", ""), Quota.from_dict(_dict(d, "limits")), QuotaUsage.from_dict(_dict(d, "used")),
                    [QuotaJob.from_dict(j) for j in _list(d, "admitted")],
-                   [QuotaJob.from_dict(j) for j in _list(d, "queue")], dict(d))
+                   [QuotaJob.from_dict(j) for j in _list(d, "queue")], dict(d),
+                   QuotaUsage.from_dict(_dict(d, "borrowed")), QuotaUsage.from_dict(_dict(d, "lent")),
+                   CohortStatus.from_dict(c) if isinstance(c, dict) else None)
 
 
 @dataclass(frozen=True)
