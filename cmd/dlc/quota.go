@@ -365,7 +365,11 @@ func printQuota(w io.Writer, st *api.QuotaStatus) error {
 	for _, j := range st.Admitted {
 		preempting := "-"
 		if p := j.Preempting; p != nil {
-			preempting = fmt.Sprintf("by %s (workspace %s, %s)", p.By, p.Workspace, p.Reason)
+			by := "a job"
+			if p.By != "" {
+				by = p.By
+			}
+			preempting = fmt.Sprintf("by %s (workspace %s, %s)", by, p.Workspace, p.Reason)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", j.Job, j.Priority, j.Resources.GPU, j.Resources.CPU, j.Resources.Memory,
 			j.Since.Format("15:04:05"), yesNo(j.Borrowing), preempting)
