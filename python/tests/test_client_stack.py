@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from opendlc.client import (AlreadyExistsError, APIError, Client, FailedPreconditionError, InvalidRequestError,
+from opendlc.client import (AlreadyExistsError, APIError, Client, ConflictError, FailedPreconditionError, InvalidRequestError,
                             InvalidSpecError, NotFoundError, PermissionDeniedError, UnauthenticatedError,
                             WaitTimeout)
 from opendlc.client.transport import UrllibTransport, default_transport
@@ -465,6 +465,51 @@ def test_workspaces_tokens_quota_and_permissions(dlc, dlc_stack):
     dlc.workspaces.delete(ws)
     with pytest.raises(NotFoundError):
         dlc.workspaces.get(ws)
+
+
+def test_cohort_borrow_reclaim_and_priority(dlc):
+    """Two workspaces in a cohort on the local backend: one borrows the other's idle
+    core; when the lender needs it, the borrowing job is preempted (its process gets
+    SIGTERM), requeued rather than failed, and runs again once the core is back."""
+    borrower, lender, cohort = uniq("borrow"), uniq("lend"), uniq("cohort")
+    for ws in (borrower, lender):
+        dlc.workspaces.create(ws)
+    dlc.quota.set(borrower, cpu="0", cohort=cohort)
+    dlc.quota.set(lender, cpu="1", cohort=cohort)
+    # attempt 0 runs until preempted; the next attempt ends at once
+    dlc.jobs.submit(job_spec("long", 'test "$DLC_ATTEMPT" != 0 && exit 0; sleep 120', workspace=borrower))
+    deadline = time.monotonic() + 60
+    while dlc.jobs.get("long", workspace=borrower).status.phase != "Running":
+        assert time.monotonic() < deadline, "the borrowing job never ran"
+        time.sleep(0.3)
+    st = dlc.quota.get(borrower)
+    assert st.borrowed.cpu == "1" and st.cohort is not None and st.cohort.name == cohort
+    assert {m.workspace for m in st.cohort.members} == {borrower, lender}
+    assert dlc.quota.get(lender).lent.cpu == "1"
+
+    dlc.jobs.submit(job_spec("mine", "sleep 1", workspace=lender))
+    # queued behind "mine" in the lender's own queue: its priority can be changed there
+    dlc.jobs.submit(job_spec("later", "sleep 1", workspace=lender))
+    deadline = time.monotonic() + 60
+    while dlc.jobs.get("later", workspace=lender).status.phase != "Queued":
+        assert time.monotonic() < deadline, "the lender's second job never queued"
+        time.sleep(0.3)
+    assert dlc.jobs.set_priority("later", 5, workspace=lender) == 5
+    deadline = time.monotonic() + 30
+    while [j.priority for j in dlc.quota.get(lender).queue if j.job == "later"] not in ([5], []):
+        assert time.monotonic() < deadline, "the queue never showed the new priority"
+        time.sleep(0.3)
+    assert dlc.jobs.wait("mine", workspace=lender, timeout=90, progress=False).phase == "Succeeded"
+    long = dlc.jobs.wait("long", workspace=borrower, timeout=120, progress=False)
+    assert long.phase == "Succeeded"
+    job = dlc.jobs.get("long", workspace=borrower)
+    assert job.status.raw.get("preemptions") == 1 and job.status.restarts == 0
+    assert job.status.raw["attempts"][0]["class"] == "Preempted"
+    requeued = [e for e in job.status.raw["timeline"] if e.get("reason") == "QuotaPreempted"]
+    assert requeued and lender in requeued[0]["message"] and "mine" not in requeued[0]["message"]
+    assert dlc.jobs.wait("later", workspace=lender, timeout=90, progress=False).phase == "Succeeded"
+    with pytest.raises(ConflictError):  # an ended job has no place in the quota
+        dlc.jobs.set_priority("mine", 1, workspace=lender)
 
 
 def test_nodes_list_on_the_local_backend(dlc):
