@@ -12,7 +12,7 @@ import (
 	"github.com/opendlc/opendlc/api"
 )
 
-func i64(n int64) *int64 { return &n }
+func i64(n int64) *int64 { return new(n) }
 
 // cohortQuota is workspace a's quota in cohort research: one job borrows and is being
 // reclaimed, a queued job waits for two others to stop.

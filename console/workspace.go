@@ -167,12 +167,19 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// formPriority reads the priority form's value: a whole number from -1000 to 1000.
+func formPriority(v string) (int64, bool) {
+	p, err := strconv.ParseInt(v, 10, 32)
+	return p, err == nil && p >= -1000 && p <= 1000
+}
+
 // setJobPriority changes the priority of a job the quota holds (the queue's form),
 // then shows the workspace page again.
 func (c *Console) setJobPriority(w http.ResponseWriter, r *http.Request, k *call) error {
 	v := strings.TrimSpace(r.PostFormValue("priority"))
-	p, err := strconv.ParseInt(v, 10, 32)
-	if err != nil || p < -1000 || p > 1000 {
+	p, ok := formPriority(v)
+	if !ok {
+		// The form's mistake is answered with a page of its own, not as a failure.
 		c.errorPage(w, r, k.s, http.StatusUnprocessableEntity, fmt.Sprintf("priority %q: want a whole number from -1000 to 1000", v))
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,7 +164,7 @@ func describe(r string, n int64) string {
 	case r == resMemory:
 		return fmt.Sprintf("%d bytes", n)
 	}
-	return fmt.Sprint(n)
+	return strconv.FormatInt(n, 10)
 }
 
 // aloneMessage says that d of r does not fit a workspace quota outside any cohort.

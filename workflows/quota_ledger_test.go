@@ -20,8 +20,6 @@ func cohortOf(limits map[string]QuotaLimits) *ledger {
 	return l
 }
 
-func gpus(n int64) QuotaLimits { return QuotaLimits{GPU: new(n)} }
-
 var seq int64
 
 // ask queues a job of n GPUs (model, if given) in member ws.

@@ -201,7 +201,7 @@ func (a *attempt) watch(ctx workflow.Context) jobOutcome {
 			return out
 		}
 		a.notePlaced(ctx)
-		if w.takePreemption(ctx) {
+		if w.takePreemption() {
 			return a.ended(ctx, eventPreempted) // a notice that came before the watch
 		}
 		if w.status.Phase == schemas.JobRunning && w.boundReached(ctx) {

@@ -14,7 +14,7 @@ import (
 // leaves its cohort).
 const maxQuotaRedirects = 4
 
-// ReasonQuotaPreempted: the quota preempted the job (a cohort reclaimed what its
+// ReasonQuotaPreempted is the reason of a job the quota preempted (a cohort reclaimed what its
 // workspace borrowed, or a job of higher priority took its place); it is requeued.
 const ReasonQuotaPreempted = "QuotaPreempted"
 
@@ -122,7 +122,7 @@ func (w *jobWorkflow) releaseQuota(ctx workflow.Context) {
 
 // takePreemption reports, without blocking, whether a preemption notice is pending,
 // and keeps it.
-func (w *jobWorkflow) takePreemption(ctx workflow.Context) bool {
+func (w *jobWorkflow) takePreemption() bool {
 	var n QuotaPreemptNotice
 	if !w.preemptCh.ReceiveAsync(&n) {
 		return false

@@ -179,7 +179,7 @@ func limitFlag(flag string, values []string) (*api.QuotaLimit, error) {
 	l := &api.QuotaLimit{}
 	seen := map[string]bool{}
 	for _, v := range values {
-		for _, pair := range strings.Split(v, ",") {
+		for pair := range strings.SplitSeq(v, ",") {
 			key, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
 			if !ok || key == "" {
 				return nil, fmt.Errorf("%s %q: want gpu=N, cpu=Q, memory=Q or gpu/MODEL=N, comma-separated", flag, pair)

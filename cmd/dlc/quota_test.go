@@ -62,7 +62,7 @@ func dlcQuota(t *testing.T, f *quotaAPI, args ...string) (string, []string, [][]
 	return out.String(), calls, bodies, err
 }
 
-func i64(n int64) *int64 { return &n }
+func i64(n int64) *int64 { return new(n) }
 
 // Every flag of quota set lands in the PUT body, as the API spells it.
 func TestQuotaSetSendsEveryFlag(t *testing.T) {

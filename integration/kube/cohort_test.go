@@ -129,7 +129,7 @@ func TestCohortBorrowLendAndReclaim(t *testing.T) {
 	if c := condition(b1, "Admitted"); c == nil || !strings.Contains(c.Message, "preempting 1 job(s) of workspace "+a) || strings.Contains(c.Message, "a2") {
 		t.Errorf("b1's Admitted condition %+v: want it to count what it preempted in %s, without the job's name", c, a)
 	}
-	if a1 := waitJob(t, ctx, a, "a1", "still running", func(j *api.Job) bool { return true }); a1.Status.Phase != schemas.JobRunning || a1.Status.Preemptions != 0 {
+	if a1 := waitJob(t, ctx, a, "a1", "still running", func(*api.Job) bool { return true }); a1.Status.Phase != schemas.JobRunning || a1.Status.Preemptions != 0 {
 		t.Errorf("a1 (within its own quota): %s, %d preemptions; want it untouched", a1.Status.Phase, a1.Status.Preemptions)
 	}
 	st = quotaOf(t, ctx, a)
