@@ -36,12 +36,12 @@ func TestPreemptedJobResumesFromItsNoticeCheckpoint(t *testing.T) {
 	if err := env.api.SetQuota(ctx, lender, api.Quota{CPU: "1", Cohort: cohort}); err != nil {
 		t.Fatal(err)
 	}
-	const epochs = 40
+	const epochs = 16
 	uri := "s3://dlc/workspaces/" + borrower + "/checkpoints/" + name
 	submit(t, ctx, job(name, borrower, fmt.Sprintf(`
   framework: custom
   command: [%s]
-  args: [--epochs, "%d", --lr, "0.2", --epoch-sleep, 500ms, --checkpoint-every, "1000"]
+  args: [--epochs, "%d", --lr, "0.2", --epoch-sleep, 300ms, --checkpoint-every, "1000"]
   resources: {pool: quota}
   roles: {worker: {replicas: 1, resources: {cpu: 500m, memory: 256Mi}}}
   checkpoint: {uri: %s}
@@ -64,7 +64,7 @@ func TestPreemptedJobResumesFromItsNoticeCheckpoint(t *testing.T) {
 	// The lender needs its 1 core: the borrowing job is reclaimed.
 	submit(t, ctx, job("lender-job", lender, `
   framework: custom
-  command: [sh, -c, "sleep 2"]
+  command: [sh, -c, "sleep 1"]
   resources: {pool: quota}
   roles: {worker: {replicas: 1, resources: {cpu: "1"}}}
 `))
