@@ -556,7 +556,20 @@ func (l *ledger) preemptFor(m *QuotaMember, e *QuotaEntry, now time.Time) []pree
 		}
 		return a.e.Seq > b.e.Seq
 	})
+	// Jobs already stopping for an earlier preemptor are as good as gone: their
+	// capacity is promised to it, and its reservation counts that. Counting them as
+	// well would take victims twice for the same capacity.
 	excl := excluded{}
+	for _, k := range l.members {
+		for _, v := range k.Admitted {
+			if v.Evicting != nil {
+				excl[v.JobID] = true
+			}
+		}
+	}
+	if ok, _ := l.fits(m, d, excl, e.JobID); ok {
+		return nil // what is already stopping makes room: wait for it
+	}
 	var chosen []victim
 	fits := false
 	for _, v := range list {

@@ -289,3 +289,38 @@ func TestGPUModelQuota(t *testing.T) {
 		t.Errorf("3 A100s against a quota of 2: %+v, want rejected", d)
 	}
 }
+
+// Two members reclaiming in one pass do not take victims twice for the same capacity:
+// the jobs already stopping for the first are set aside when the second looks, and if
+// they make room for both, the second preempts nobody (found by the fair-sharing
+// scenario, docs/quota-benchmark.md).
+func TestReclaimDoesNotCountStoppingJobsTwice(t *testing.T) {
+	l := cohortOf(map[string]QuotaLimits{
+		"x": {GPU: new(int64(8)), Cohort: "c"}, "y": {GPU: new(int64(8)), Cohort: "c"}, "z": {GPU: new(int64(8)), Cohort: "c"},
+	})
+	for _, j := range []struct {
+		ws, id string
+		n      int64
+	}{{"y", "y1", 4}, {"y", "y2", 4}, {"y", "y3", 4}, {"y", "y4", 2}, {"x", "x1", 4}, {"z", "z1", 6}} {
+		l.ask(j.ws, j.id, j.n, 0)
+	}
+	l.admit(t0)
+	for i, id := range []string{"y1", "y2", "y3", "y4"} {
+		l.entry(id).Since = t0.Add(time.Duration(i) * time.Minute)
+	}
+	l.ask("x", "x2", 4, 0)
+	l.ask("z", "z3", 2, 0)
+	var victims []string
+	for _, p := range l.admit(t0.Add(time.Hour)).preempt {
+		victims = append(victims, p.victim)
+	}
+	if !slices.Equal(victims, []string{"y4", "y3"}) {
+		t.Fatalf("victims %v, want y4 and y3 only (y back at its nominal 8)", victims)
+	}
+	l.releaseJob("y4")
+	l.releaseJob("y3")
+	out := l.admit(t0.Add(2 * time.Hour))
+	if !out.decisions["x2"].Granted || !out.decisions["z3"].Granted {
+		t.Errorf("after the victims stopped: %+v, want x2 and z3 admitted", out.decisions)
+	}
+}
