@@ -274,6 +274,7 @@ var configFields = []configField{
 	{"run-as-user", "worker.kubernetes.pod.runAsUser", ""},
 	{"image-pull-grace", "worker.kubernetes.grace.imagePull", ""},
 	{"node-lost-grace", "worker.kubernetes.grace.nodeLost", ""},
+	{"stop-grace", "worker.kubernetes.grace.stop", ""},
 	{"pool-selector", "worker.kubernetes.pools.selector", ""},
 	{"pool-toleration", "worker.kubernetes.pools.toleration", ""},
 	{"pool-priority-class", "worker.kubernetes.pools.priorityClass", ""},
@@ -621,6 +622,9 @@ func (c *Config) Validate() schemas.ErrorList {
 	}
 	if k.Grace.NodeLost < 0 {
 		add("worker.kubernetes.grace.nodeLost", "%s is negative", time.Duration(k.Grace.NodeLost))
+	}
+	if k.Grace.Stop < 0 {
+		add("worker.kubernetes.grace.stop", "%s is negative", time.Duration(k.Grace.Stop))
 	}
 	if _, err := k.Pools.configs(); err != nil {
 		errs = append(errs, flagError(err))
