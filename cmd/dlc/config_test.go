@@ -125,7 +125,7 @@ worker:
     podAnnotations: {a: b}
     pools:
       selector: [spot=lifecycle=spot]
-    grace: {nodeLost: 90s}
+    grace: {nodeLost: 90s, stop: 2m}
 `), &c)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ worker:
 	if c.Temporal.Address != "temporal.internal:7233" || c.Temporal.Namespace != "default" || c.NATS.StreamReplicas != 3 ||
 		time.Duration(c.Storage.LogArchive.Retention) != 720*time.Hour || k.Kubeconfig != "in-cluster" ||
 		k.PodAnnotations["a"] != "b" || !slices.Equal(k.Pools.Selector, []string{"spot=lifecycle=spot"}) ||
-		time.Duration(k.Grace.NodeLost) != 90*time.Second || k.LaunchConcurrency != defaultConfig().Worker.Kubernetes.LaunchConcurrency {
+		time.Duration(k.Grace.NodeLost) != 90*time.Second || time.Duration(k.Grace.Stop) != 2*time.Minute || k.LaunchConcurrency != defaultConfig().Worker.Kubernetes.LaunchConcurrency {
 		t.Errorf("decoded %+v", c)
 	}
 	if errs := c.Validate(); len(errs) != 0 {
@@ -193,6 +193,7 @@ func TestConfigValidateNamesFields(t *testing.T) {
 		"worker.kubernetes.pod.shmSize: \"lots\"":               func(c *Config) { c.Worker.Kubernetes.Pod.ShmSize = "lots" },
 		"worker.kubernetes.grace.imagePull: -1s is negative":    func(c *Config) { c.Worker.Kubernetes.Grace.ImagePull = Duration(-time.Second) },
 		"worker.kubernetes.grace.nodeLost: -1s is negative":     func(c *Config) { c.Worker.Kubernetes.Grace.NodeLost = Duration(-time.Second) },
+		"worker.kubernetes.grace.stop: -1s is negative":         func(c *Config) { c.Worker.Kubernetes.Grace.Stop = Duration(-time.Second) },
 		"worker.kubernetes.pools.selector: \"cheap=a=b\": pool must be one of": func(c *Config) {
 			c.Worker.Kubernetes.Pools.Selector = []string{"cheap=a=b"}
 		},
