@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -521,7 +522,7 @@ func runConfig(t *testing.T, s fsScenario, cohort bool) fsConfig {
 	if cohort && (s.Teams[0].Weight != s.Teams[1].Weight || s.Teams[0].Weight != s.Teams[2].Weight) {
 		var w []string
 		for _, tm := range s.Teams {
-			w = append(w, fmt.Sprint(max(tm.Weight, 1)))
+			w = append(w, strconv.FormatInt(max(tm.Weight, 1), 10))
 		}
 		name += " " + strings.Join(w, ":")
 	}
