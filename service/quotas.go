@@ -147,6 +147,11 @@ func (s *Quotas) SetPriority(ctx context.Context, ws, name string, p api.JobPrio
 		return api.JobPriority{}, &Error{Kind: ErrConflict,
 			Message: fmt.Sprintf("job %s is neither queued nor admitted in workspace %s's quota (only a job of the quota pool that has not ended has a place there)", name, ws)}
 	}
+	// The job keeps it for when it asks again (after a preemption); the quota
+	// reorders its queue now.
+	if err := s.tc.SignalWorkflow(ctx, jobID, "", workflows.SignalJobPriority, p.Priority); err != nil {
+		return api.JobPriority{}, fmt.Errorf("set priority: %w", err)
+	}
 	if err := s.tc.SignalWorkflow(ctx, id, "", workflows.SignalQuotaPriority,
 		workflows.QuotaPriority{JobID: jobID, Priority: p.Priority}); err != nil {
 		return api.JobPriority{}, fmt.Errorf("set priority: %w", err)

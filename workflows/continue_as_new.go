@@ -72,8 +72,10 @@ type JobContinuation struct {
 	QuotaRequested bool `json:"quotaRequested,omitempty"`
 	// QuotaLedger is the quota workflow that admitted the job ("" the workspace's),
 	// and QuotaAsks how many admissions it asked.
-	QuotaLedger   string               `json:"quotaLedger,omitempty"`
-	QuotaAsks     int                  `json:"quotaAsks,omitempty"`
+	QuotaLedger string `json:"quotaLedger,omitempty"`
+	QuotaAsks   int    `json:"quotaAsks,omitempty"`
+	// QuotaPriority is the priority last set with `dlc job priority`, if any.
+	QuotaPriority *int32               `json:"quotaPriority,omitempty"`
 	SpotWaitSince *time.Time           `json:"spotWaitSince,omitempty"`
 	PodDefaults   *schemas.PodDefaults `json:"podDefaults,omitempty"`
 	// Clock is the time run and Queued so far (training_job_timeouts.go).
@@ -133,7 +135,7 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, a
 	c := JobContinuation{
 		UID: w.uid, Status: w.status, EventSeq: w.eventSeq, Ref: ref, Backoff: backoff,
 		PlacementTimeout: a.placementTimeout, QuotaRequested: w.quotaRequested,
-		QuotaLedger: w.quotaLedger, QuotaAsks: w.quotaAsks,
+		QuotaLedger: w.quotaLedger, QuotaAsks: w.quotaAsks, QuotaPriority: w.keptPriority(),
 		SpotWaitSince: w.spotWaitSince, PodDefaults: w.podDefaults,
 		Clock: ClockState{RunSince: w.clock.runSince, Ran: w.clock.ran, QueuedSince: w.clock.queuedSince, Queued: w.clock.queued},
 	}
@@ -157,7 +159,7 @@ func (w *jobWorkflow) continueAsNew(ctx workflow.Context, ref backend.GangRef, a
 func (w *jobWorkflow) resume(ctx workflow.Context, c JobContinuation) (TrainingJobResult, error) {
 	w.uid, w.status, w.eventSeq = c.UID, c.Status, c.EventSeq
 	w.quotaRequested, w.spotWaitSince, w.podDefaults = c.QuotaRequested, c.SpotWaitSince, c.PodDefaults
-	w.quotaLedger, w.quotaAsks = c.QuotaLedger, c.QuotaAsks
+	w.quotaLedger, w.quotaAsks, w.priority = c.QuotaLedger, c.QuotaAsks, c.QuotaPriority
 	w.clock = jobClock{runSince: c.Clock.RunSince, ran: c.Clock.Ran, queuedSince: c.Clock.QueuedSince, queued: c.Clock.Queued}
 	if w.status.Phase == schemas.JobQueued && w.clock.queuedSince != nil {
 		// The queue timer of the previous run went with it: start it again for what is

@@ -50,6 +50,9 @@ const (
 	SignalQuotaMember = "member"
 	// SignalQuotaPriority changes a job's priority (QuotaPriority).
 	SignalQuotaPriority = "priority"
+	// SignalJobPriority tells a job its new priority (int32), which it asks with
+	// when it asks for admission again (after a preemption).
+	SignalJobPriority = "quota-priority"
 	// CohortQuotaKind is the Kind search attribute of a cohort's quota workflow.
 	CohortQuotaKind = "CohortQuota"
 	// QueryQuota returns a QuotaView.

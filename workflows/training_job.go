@@ -134,6 +134,10 @@ type jobWorkflow struct {
 	// preempted is the one being acted on.
 	preemptCh workflow.ReceiveChannel
 	preempted *QuotaPreemptNotice
+	// priorityCh receives the priority set while the job is in the quota
+	// (SignalJobPriority); priority is the last one, if any.
+	priorityCh workflow.ReceiveChannel
+	priority   *int32
 	// podDefaults are the workspace's pod defaults, read when the job started.
 	podDefaults *schemas.PodDefaults
 	// clock adds up the time run and Queued, for spec.timeout and spec.queueTimeout.
@@ -164,6 +168,7 @@ func (w *jobWorkflow) setup(ctx workflow.Context) error {
 	}
 	w.events = newOutbox(ctx, "status events")
 	w.preemptCh = workflow.GetSignalChannel(ctx, SignalQuotaPreempt)
+	w.priorityCh = workflow.GetSignalChannel(ctx, SignalJobPriority)
 	return w.setupScale(ctx)
 }
 

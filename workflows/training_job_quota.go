@@ -48,7 +48,7 @@ func (w *jobWorkflow) admitToQuota(ctx workflow.Context) (jobOutcome, bool) {
 			UpdateName:   UpdateQuotaRequest,
 			UpdateID:     updateID,
 			Request: QuotaRequest{
-				JobID: info.WorkflowExecution.ID, Priority: job.Spec.Resources.Priority, Resources: jobDemand(job),
+				JobID: info.WorkflowExecution.ID, Priority: w.quotaPriority(), Resources: jobDemand(job),
 				Workspace: job.Metadata.Workspace,
 			},
 			InitialState: start.Input,
@@ -120,6 +120,20 @@ func (w *jobWorkflow) releaseQuota(ctx workflow.Context) {
 	w.quotaRequested = false
 }
 
+// quotaPriority is the priority the job asks with: its spec's, or the one last set
+// with `dlc job priority` (the SignalJobPriority signal), so that a job requeued after
+// a preemption keeps the priority it was given while it waited.
+func (w *jobWorkflow) quotaPriority() int32 {
+	var p int32
+	for w.priorityCh.ReceiveAsync(&p) {
+		w.priority = &p
+	}
+	if w.priority != nil {
+		return *w.priority
+	}
+	return w.in.Job.Spec.Resources.Priority
+}
+
 // takePreemption reports, without blocking, whether a preemption notice is pending,
 // and keeps it.
 func (w *jobWorkflow) takePreemption() bool {
@@ -170,4 +184,11 @@ func (w *jobWorkflow) requeue(ctx workflow.Context, a *attempt) (bool, jobOutcom
 		return false, out
 	}
 	return true, jobOutcome{}
+}
+
+// keptPriority is the priority set with `dlc job priority`, taken in, for
+// continue-as-new; nil when none was set.
+func (w *jobWorkflow) keptPriority() *int32 {
+	w.quotaPriority()
+	return w.priority
 }

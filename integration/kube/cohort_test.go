@@ -184,13 +184,28 @@ func TestPriorityPreemptionAndPriorityChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, itest.Left(ctx), "low ahead of mid after its priority is raised", func() bool {
-		return slices.Equal(jobNames(quotaOf(t, ctx, ws).Queue), []string{"low", "mid"})
+		st, err := env.api.GetQuota(ctx, ws)
+		return err == nil && slices.Equal(jobNames(st.Queue), []string{"low", "mid"})
+	}, itest.PollInterval)
+	// The job keeps the priority it was given: once admitted and preempted again, it
+	// asks with 8, not its spec's 0, and goes back ahead of mid.
+	if _, err := env.api.StopJob(ctx, ws, "urgent", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, ctx, ws, "low", "running again", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	submit(t, ctx, quotaJob("top", ws, 9, 1, 2, "1h", ""))
+	waitJob(t, ctx, ws, "low", "preempted a second time", func(j *api.Job) bool {
+		return j.Status.Phase == schemas.JobQueued && j.Status.Preemptions == 2
+	})
+	testutil.Eventually(t, itest.Left(ctx), "low, asking again with priority 8, ahead of mid", func() bool {
+		st, err := env.api.GetQuota(ctx, ws)
+		return err == nil && slices.Equal(jobNames(st.Queue), []string{"low", "mid"}) && st.Queue[0].Priority == 8
 	}, itest.PollInterval)
 	// A job the quota does not hold cannot be given a priority there.
 	if _, err := env.api.SetJobPriority(ctx, ws, "no-such-job", 1); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("priority of a job that does not exist: %v, want not found", err)
 	}
-	for _, name := range []string{"urgent", "low", "mid"} {
+	for _, name := range []string{"top", "low", "mid"} {
 		if _, err := env.api.StopJob(ctx, ws, name, ""); err != nil {
 			t.Fatal(err)
 		}
