@@ -455,3 +455,68 @@ func TestPyTorchExperimentASHAPrunes(t *testing.T) {
 	}
 	t.Logf("%d completed, %d pruned; best trial %d %v loss %.4f", st.Completed, st.Pruned, best.ID, best.Params, *st.BestValue)
 }
+
+// The DDP example takes a stop as a notice: every rank gets SIGTERM from the local
+// backend, the ranks agree on the step (one all-reduce), rank 0 prints the notice line,
+// saves that step and prints its checkpoint line, and the processes exit 143 within the
+// grace period, so the job is Stopped with a complete checkpoint of the step it reached.
+func TestPyTorchDDPCheckpointsOnNotice(t *testing.T) {
+	requireTorch(t)
+	ctx := itest.Context(t, 4*time.Minute)
+	ws := workspace(t)
+	uri := fmt.Sprintf("s3://dlc/%s/notice", ws)
+	spec := torchExample(t, "ddp/job.yaml",
+		"metadata: {name: torch-ddp, workspace: default,", fmt.Sprintf("metadata: {name: %s, workspace: %s,", "noticed", ws),
+		`--steps, "40"`, `--steps, "400", --step-sleep, "0.1", --checkpoint-every, "1000"`,
+		"s3://dlc/workspaces/default/checkpoints/torch-ddp", uri)
+	submit(t, ctx, spec)
+	testutil.Eventually(t, itest.Left(ctx), "rank 0 reporting step 5", func() bool {
+		for _, r := range jobLogs(t, ctx, ws, "noticed") {
+			if v, ok := events.ParseMetricLine(r.Line); ok && v["step"] >= 5 {
+				return true
+			}
+		}
+		return false
+	}, itest.PollInterval)
+	if _, err := env.api.StopJob(ctx, ws, "noticed", "a notice"); err != nil {
+		t.Fatal(err)
+	}
+	j := waitTerminal(t, ctx, ws, "noticed")
+	if j.Status.Phase != schemas.JobStopped {
+		t.Fatalf("%s (%s), want Stopped", j.Status.Phase, j.Status.Message)
+	}
+	noticeStep, ckptStep, lastReported := -1, -1, 0
+	codes := map[string]bool{}
+	for _, r := range jobLogs(t, ctx, ws, "noticed") {
+		if v, ok := strings.CutPrefix(r.Line, "dlc:notice signal=SIGTERM step="); ok {
+			noticeStep, _ = strconv.Atoi(v)
+		}
+		if rest, ok := strings.CutPrefix(r.Line, "dlc:checkpoint step="); ok {
+			if noticeStep < 0 {
+				t.Errorf("checkpoint line %q before the notice line (no periodic checkpoint was asked for)", r.Line)
+			}
+			ckptStep, _ = strconv.Atoi(strings.Fields(rest)[0])
+		}
+		if v, ok := events.ParseMetricLine(r.Line); ok {
+			lastReported = int(v["step"])
+		}
+	}
+	for _, rep := range j.Status.Replicas {
+		if rep.ExitCode != nil {
+			codes[fmt.Sprintf("%s=%d", rep.Name, *rep.ExitCode)] = true
+		}
+	}
+	if noticeStep < 5 || ckptStep != noticeStep || lastReported != noticeStep {
+		t.Fatalf("notice at step %d, checkpoint line at %d, last step reported %d: want one step, at least 5", noticeStep, ckptStep, lastReported)
+	}
+	latest, err := env.store.Latest(ctx, uri)
+	if err != nil || latest.Step != int64(noticeStep) {
+		t.Fatalf("newest complete checkpoint under %s: step %d (%v), want the notice step %d", uri, latest.Step, err, noticeStep)
+	}
+	for _, rep := range j.Status.Replicas {
+		if rep.ExitCode == nil || *rep.ExitCode != 143 {
+			t.Errorf("replica %s exit code %v, want 143 (SIGTERM taken, not SIGKILL): %v", rep.Name, rep.ExitCode, codes)
+		}
+	}
+	t.Logf("stopped at step %d with a checkpoint there (%s); exits %v", noticeStep, latest.Ref, codes)
+}
