@@ -23,11 +23,6 @@ depends only on the seed and the step, so a resumed run trains on exactly the ba
 uninterrupted one would have. When DLC_STOP_AT_STEP is set (a trial of an experiment
 with algorithm pbt) it stops after that step, with a checkpoint there.
 
-Preemption notice: on SIGTERM every rank finishes its step; the ranks agree on it
-(opendlc.torch.notice_agreed, one all-reduce per step), rank 0 prints
-``dlc:notice signal=SIGTERM step=N``, saves step N and prints
-``dlc:checkpoint step=N uri=REF``, and every rank exits 143.
-
 Run it from the repository root with PYTHONPATH=python (see job.yaml).
 """
 
@@ -125,10 +120,6 @@ def main() -> None:
         print(f"resumed from {manifest.ref} at step {start}", flush=True)
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
 
-    # SIGTERM (a stop, a preemption, a drained node) is a notice: every rank finishes the
-    # step it is in, rank 0 saves a final checkpoint there, and all exit 143
-    # (docs/training-programs.md, "Preemption notice").
-    notice = opendlc.on_notice()
     loss_fn = nn.MSELoss()
     loss_val = float("nan")
     # With an experiment's algorithm pbt, the trial's generation ends at DLC_STOP_AT_STEP.
@@ -151,15 +142,6 @@ def main() -> None:
                     "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
                     "rng": torch.get_rng_state(),
                 }, {"loss": loss_val})
-        if dlc_torch.notice_agreed(notice):
-            if rank == 0 and e.checkpoint_uri:
-                with torch.no_grad():
-                    loss_val = loss_fn(model(eval_x), eval_y).item()
-                dlc_torch.save_on_notice(notice, step, {
-                    "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "rng": torch.get_rng_state(),
-                }, {"loss": loss_val})
-            notice.exit()
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)
 
