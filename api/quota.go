@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // Quota is a workspace's resource quota, as set by `PUT /v1/workspaces/{ws}/quota`.
 // An omitted resource is unlimited. Jobs in the quota pool count against it; jobs in the
@@ -141,4 +145,24 @@ type CohortMember struct {
 type JobPriority struct {
 	// Priority orders queued jobs (higher first), -1000 to 1000.
 	Priority int32 `json:"priority"`
+}
+
+// GPUModelNames are the GPU models the status names anywhere (its limits, use,
+// borrowed and lent figures), sorted: the rows a quota table shows after gpu.
+func (st *QuotaStatus) GPUModelNames() []string {
+	l := st.Limits
+	models := map[string]bool{}
+	for _, m := range []map[string]int64{l.GPUModels, st.Used.GPUModels, st.Borrowed.GPUModels, st.Lent.GPUModels} {
+		for k := range m {
+			models[k] = true
+		}
+	}
+	for _, lim := range []*QuotaLimit{l.BorrowingLimit, l.LendingLimit} {
+		if lim != nil {
+			for k := range lim.GPUModels {
+				models[k] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(models))
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -99,19 +98,6 @@ type quotaRow struct {
 // or the figures name, then cpu and memory.
 func quotaRows(st *api.QuotaStatus) []quotaRow {
 	l := st.Limits
-	models := map[string]bool{}
-	for _, m := range []map[string]int64{l.GPUModels, st.Used.GPUModels, st.Borrowed.GPUModels, st.Lent.GPUModels} {
-		for k := range m {
-			models[k] = true
-		}
-	}
-	for _, lim := range []*api.QuotaLimit{l.BorrowingLimit, l.LendingLimit} {
-		if lim != nil {
-			for k := range lim.GPUModels {
-				models[k] = true
-			}
-		}
-	}
 	count := func(p *int64, none string) string {
 		if p == nil {
 			return none
@@ -129,12 +115,7 @@ func quotaRows(st *api.QuotaStatus) []quotaRow {
 		Borrowed: n(st.Borrowed.GPU), Lent: n(st.Lent.GPU),
 		BorrowingLimit: limit(l.BorrowingLimit, "unbounded", func(q *api.QuotaLimit) string { return count(q.GPU, "") }),
 		LendingLimit:   limit(l.LendingLimit, "all", func(q *api.QuotaLimit) string { return count(q.GPU, "") })}}
-	names := make([]string, 0, len(models))
-	for m := range models {
-		names = append(names, m)
-	}
-	sort.Strings(names)
-	for _, m := range names {
+	for _, m := range st.GPUModelNames() {
 		model := func(q *api.QuotaLimit) string {
 			if v, ok := q.GPUModels[m]; ok {
 				return n(v)

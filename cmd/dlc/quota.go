@@ -287,19 +287,6 @@ func printQuota(w io.Writer, st *api.QuotaStatus) error {
 	fmt.Fprintln(tw)
 
 	// The figures per resource: the GPU models named anywhere come after gpu.
-	models := map[string]bool{}
-	for _, m := range []map[string]int64{l.GPUModels, st.Used.GPUModels, st.Borrowed.GPUModels, st.Lent.GPUModels} {
-		for k := range m {
-			models[k] = true
-		}
-	}
-	for _, lim := range []*api.QuotaLimit{l.BorrowingLimit, l.LendingLimit} {
-		if lim != nil {
-			for k := range lim.GPUModels {
-				models[k] = true
-			}
-		}
-	}
 	type row struct {
 		name, nominal, used, borrowed, lent, borrowLimit, lendLimit string
 	}
@@ -328,7 +315,7 @@ func printQuota(w io.Writer, st *api.QuotaStatus) error {
 	rows := []row{{"gpu", gpuLimit(&api.QuotaLimit{GPU: l.GPU}, "unlimited"), strconv.FormatInt(st.Used.GPU, 10),
 		strconv.FormatInt(st.Borrowed.GPU, 10), strconv.FormatInt(st.Lent.GPU, 10),
 		gpuLimit(l.BorrowingLimit, unbounded), gpuLimit(l.LendingLimit, all)}}
-	for _, m := range sortedKeys(models) {
+	for _, m := range st.GPUModelNames() {
 		nominal := "unlimited"
 		if n, ok := l.GPUModels[m]; ok {
 			nominal = strconv.FormatInt(n, 10)
