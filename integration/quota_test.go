@@ -7,6 +7,7 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	"github.com/opendlc/opendlc/integration/itest"
+	"github.com/opendlc/opendlc/internal/testutil"
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/workflows"
 )
@@ -96,5 +97,56 @@ func TestLogPatternRuleFailsFast(t *testing.T) {
 	}
 	if a := j.Status.Attempts[0]; a.Action != "Fail" || !strings.Contains(j.Status.Message, "rule 0") {
 		t.Errorf("attempt %+v, message %q", a, j.Status.Message)
+	}
+}
+
+// A workspace changes cohort only while none of its jobs is admitted or queued: with a
+// job running in the cohort, moving is refused naming the field and changes nothing;
+// once the job has ended, the workspace leaves, and its next job is admitted by its own
+// quota again.
+func TestCohortChangeRefusedWhileJobsHeld(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ws := workspace(t)
+	cohort := ws + "-c"
+	if err := env.api.SetQuota(ctx, ws, api.Quota{CPU: "1", Cohort: cohort}); err != nil {
+		t.Fatal(err)
+	}
+	job := func(name, secs string) string {
+		return itest.JobDoc(name, ws, `
+  framework: custom
+  command: [sh, -c, "sleep `+secs+`"]
+  roles: {worker: {replicas: 1, resources: {cpu: "1"}}}
+`)
+	}
+	submit(t, ctx, job("held", "3"))
+	waitFor(t, ctx, ws, "held", "Running", func(j *api.Job) bool { return j.Status.Phase == schemas.JobRunning })
+	st, err := env.api.GetQuota(ctx, ws)
+	if err != nil || st.Cohort == nil || st.Cohort.Name != cohort || len(st.Admitted) != 1 {
+		t.Fatalf("quota in the cohort: %+v (%v), want held admitted by cohort %s", st, err, cohort)
+	}
+	err = env.api.SetQuota(ctx, ws, api.Quota{CPU: "1"})
+	if err == nil || !strings.Contains(err.Error(), "cohort") {
+		t.Fatalf("leaving the cohort with a job running: %v, want a refusal naming cohort", err)
+	}
+	if st, err := env.api.GetQuota(ctx, ws); err != nil || st.Limits.Cohort != cohort {
+		t.Fatalf("after the refusal: %+v (%v), want still in %s", st, err, cohort)
+	}
+	if j := waitTerminal(t, ctx, ws, "held"); j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("held: %s (%s)", j.Status.Phase, j.Status.Message)
+	}
+	// The release reaches the cohort's quota; then the move is allowed.
+	testutil.Eventually(t, itest.Left(ctx), "the workspace leaving its cohort", func() bool {
+		return env.api.SetQuota(ctx, ws, api.Quota{CPU: "1"}) == nil
+	}, itest.PollInterval)
+	submit(t, ctx, job("alone", "0"))
+	j := waitTerminal(t, ctx, ws, "alone")
+	if j.Status.Phase != schemas.JobSucceeded {
+		t.Fatalf("alone: %s (%s)", j.Status.Phase, j.Status.Message)
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == schemas.ConditionAdmitted && c.Message != "admitted by the workspace quota" {
+			t.Errorf("alone admitted with %q, want by the workspace's own quota", c.Message)
+		}
 	}
 }
