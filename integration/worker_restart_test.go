@@ -54,12 +54,19 @@ func startWorker(t *testing.T, e *embedded.Embedded, stateDir string) *workerPro
 // startWorkerEnv is startWorker with variables added to the worker's environment.
 func startWorkerEnv(t *testing.T, e *embedded.Embedded, stateDir string, extraEnv ...string) *workerProc {
 	t.Helper()
+	return startWorkerArgs(t, e, stateDir, extraEnv)
+}
+
+// startWorkerArgs is startWorker with variables added to the worker's environment and
+// arguments added to its command line (later ones override itest.WorkerArgs').
+func startWorkerArgs(t *testing.T, e *embedded.Embedded, stateDir string, extraEnv []string, extraArgs ...string) *workerProc {
+	t.Helper()
 	bin := dlcBinary(t)
 	logf, err := os.CreateTemp(t.TempDir(), "worker-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, itest.WorkerArgs(e, "--state-dir", stateDir, "--workdir", env.dir)...)
+	cmd := exec.Command(bin, itest.WorkerArgs(e, append([]string{"--state-dir", stateDir, "--workdir", env.dir}, extraArgs...)...)...)
 	cmd.Env = append(itest.WorkerEnv(e), extraEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

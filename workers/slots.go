@@ -3,6 +3,7 @@ package workers
 import (
 	"time"
 
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -42,6 +43,9 @@ func workerOptions(cfg Config) worker.Options {
 		MaxConcurrentActivityExecutionSize: activitySlots,
 		MaxConcurrentWorkflowTaskPollers:   taskPollers,
 		MaxConcurrentActivityTaskPollers:   taskPollers,
-		Interceptors:                       cfg.Interceptors,
+		// A stopping worker hands its job-long activities over at once and waits this
+		// long for the short ones (handoff.go).
+		WorkerStopTimeout: stopTimeout,
+		Interceptors:      append([]interceptor.WorkerInterceptor{&handoffInterceptor{}}, cfg.Interceptors...),
 	}
 }
