@@ -38,12 +38,15 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -279,7 +282,12 @@ worker:
 	waitWorkersReady(t, ctx, cluster, true)
 
 	// helm upgrade to the second tag while a job runs: the job finishes once, nothing lost.
-	itest.Submit(t, ctx, client, shellJob("during-upgrade", ws, b.busybox.Ref, "sleep 120; echo done"))
+	// The job runs until the test has seen the upgrade done (it polls a gate on the
+	// machine, exposed to the pods), so that it spans the whole upgrade without a fixed
+	// sleep that outlasts it.
+	gate := openGate(t, cluster)
+	itest.Submit(t, ctx, client, shellJob("during-upgrade", ws, b.busybox.Ref,
+		"until wget -q -O /dev/null http://"+gate.addr+"/open; do sleep 1; done; echo done"))
 	itest.WaitJob(t, ctx, client, ws, "during-upgrade", "Running", func(j *api.Job) bool { return j.Status.Phase == "Running" })
 	helm("upgrade", release, chart, "--values", valuesFile, "--set", "image.tag="+upgradeTag, "--wait", "--timeout", "8m")
 	checkPodsReady(t, ctx, cluster, 5, images.Domain+"/dlc:"+upgradeTag)
@@ -290,6 +298,12 @@ worker:
 	} else if j.Status.Phase.Terminal() {
 		t.Fatalf("job during-upgrade ended (%s) before the upgrade was done: it did not run across it", j.Status.Phase)
 	}
+	if n := gate.polls.Load(); n == 0 {
+		t.Fatal("the job never polled the gate: it was not running through the upgrade")
+	} else {
+		t.Logf("the job polled the gate %d times before and during the upgrade", n)
+	}
+	gate.open.Store(true)
 	j = waitTerminal(t, ctx, client, ws, "during-upgrade")
 	if j.Status.Phase != "Succeeded" {
 		t.Fatalf("job during-upgrade: %s (%s: %s)", j.Status.Phase, j.Status.Reason, j.Status.Message)
@@ -315,6 +329,36 @@ worker:
 	if got := k.adminToken(t, ctx); got != token {
 		t.Error("the admin token Secret changed across helm uninstall")
 	}
+}
+
+// gate is an HTTP endpoint on the machine that the pods reach (ExposeToPods): GET /open
+// answers 404 until open is set, then 200; polls counts the requests.
+type gate struct {
+	addr  string
+	open  atomic.Bool
+	polls atomic.Int64
+}
+
+func openGate(t *testing.T, cluster *kubestack.Cluster) *gate {
+	t.Helper()
+	g := &gate{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.polls.Add(1)
+		if r.URL.Path != "/open" || !g.open.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("open\n"))
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.addr, err = cluster.ExposeToPods(u.Host); err != nil {
+		t.Fatalf("expose the gate: %v", err)
+	}
+	return g
 }
 
 // shellJob is a custom 2-replica job on image running command with sh -c.
