@@ -204,14 +204,14 @@ func (a *JobActivities) WatchGang(ctx context.Context, in WatchGangInput) (Watch
 			decisive := decisiveChange(in.Known, st.Replicas)
 			if holdUntil.IsZero() {
 				holdUntil = now.Add(a.watchCoalesce())
-				if decisive && failedWithPeersLive(st.Replicas) {
+				if decisive && failureUnsettled(st.Replicas) {
 					// A replica failed while others run: their ends, caused by it
 					// (a collective broken by a killed peer), come within moments.
 					// Seen together, the workflow tells the cause from its echoes.
 					holdUntil = now.Add(failureSettle)
 				}
 			}
-			if !now.Before(holdUntil) || (decisive && !failedWithPeersLive(st.Replicas)) {
+			if !now.Before(holdUntil) || (decisive && !failureUnsettled(st.Replicas)) {
 				return WatchGangResult{Replicas: st.Replicas}, nil
 			}
 		}
@@ -240,11 +240,20 @@ const watchFallback = time.Second
 // notifies changes at once, the first failure seen may be a peer's echo of it).
 const failureSettle = 100 * time.Millisecond
 
-// failedWithPeersLive reports whether a replica failed while another has not ended.
-func failedWithPeersLive(reps []schemas.ReplicaStatus) bool {
+// failureUnsettled reports whether a replica failed while another has not ended and
+// no failed replica was ended from outside. A replica killed (a signal, the OOM
+// killer, an eviction, its node lost) is a cause that no echo displaces
+// (frameworks.Outcome prefers it), so WatchGang answers at once; a replica that only
+// exited with an error may be the echo of a peer's end that is not seen yet.
+func failureUnsettled(reps []schemas.ReplicaStatus) bool {
 	failed, live := false, false
 	for _, r := range reps {
-		failed = failed || r.Phase == schemas.ReplicaFailed
+		if r.Phase == schemas.ReplicaFailed {
+			if r.Reason.EndedFromOutside() {
+				return false
+			}
+			failed = true
+		}
 		live = live || !r.Phase.Terminal()
 	}
 	return failed && live

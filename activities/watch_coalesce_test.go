@@ -47,3 +47,28 @@ func TestDecisiveChange(t *testing.T) {
 		}
 	}
 }
+
+// A failure is held for its echoes only while it may itself be an echo: a replica that
+// exited with an error while a peer runs; a replica killed from outside settles it.
+func TestFailureUnsettled(t *testing.T) {
+	rep := func(p schemas.ReplicaPhase, reason schemas.FailureClass) schemas.ReplicaStatus {
+		return schemas.ReplicaStatus{Phase: p, Reason: reason}
+	}
+	ru := rep(schemas.ReplicaRunning, "")
+	for _, c := range []struct {
+		name string
+		reps []schemas.ReplicaStatus
+		want bool
+	}{
+		{"an error exit while a peer runs", []schemas.ReplicaStatus{rep(schemas.ReplicaFailed, schemas.FailureError), ru}, true},
+		{"a SIGKILL while a peer runs", []schemas.ReplicaStatus{rep(schemas.ReplicaFailed, schemas.FailureSignal), ru}, false},
+		{"an error exit, then the SIGKILLed peer", []schemas.ReplicaStatus{rep(schemas.ReplicaFailed, schemas.FailureError), rep(schemas.ReplicaFailed, schemas.FailureSignal), ru}, false},
+		{"out of memory while a peer runs", []schemas.ReplicaStatus{rep(schemas.ReplicaFailed, schemas.FailureOOMKilled), ru}, false},
+		{"an error exit, no peer left", []schemas.ReplicaStatus{rep(schemas.ReplicaFailed, schemas.FailureError), rep(schemas.ReplicaSucceeded, "")}, false},
+		{"no failure", []schemas.ReplicaStatus{ru, ru}, false},
+	} {
+		if got := failureUnsettled(c.reps); got != c.want {
+			t.Errorf("%s: failureUnsettled = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

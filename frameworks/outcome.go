@@ -110,12 +110,12 @@ func firstFailure(reps []schemas.ReplicaStatus) *schemas.ReplicaStatus {
 			first = r
 		}
 	}
-	if first == nil || first.FinishTime == nil || endedFromOutside(first.Reason) {
+	if first == nil || first.FinishTime == nil || first.Reason.EndedFromOutside() {
 		return first
 	}
 	for i := range reps {
 		r := &reps[i]
-		if r.Phase == schemas.ReplicaFailed && endedFromOutside(r.Reason) && r.FinishTime != nil &&
+		if r.Phase == schemas.ReplicaFailed && r.Reason.EndedFromOutside() && r.FinishTime != nil &&
 			r.FinishTime.Sub(*first.FinishTime) <= peerFailureWindow && (external == nil || finishedBefore(r, external)) {
 			external = r
 		}
@@ -124,17 +124,6 @@ func firstFailure(reps []schemas.ReplicaStatus) *schemas.ReplicaStatus {
 		return external
 	}
 	return first
-}
-
-// endedFromOutside: the replica did not end by itself but was ended (a signal, the
-// kernel's OOM killer, an eviction or preemption, its node or pod gone).
-func endedFromOutside(class schemas.FailureClass) bool {
-	switch class {
-	case schemas.FailureSignal, schemas.FailureOOMKilled, schemas.FailureEvicted, schemas.FailurePreempted,
-		schemas.FailureNodeLost, schemas.FailurePodDeleted:
-		return true
-	}
-	return false
 }
 
 // finishedBefore orders replicas by finish time (unknown last), then role and index, so

@@ -179,6 +179,17 @@ const (
 	FailureUnclassified FailureClass = "Unknown"
 )
 
+// EndedFromOutside reports whether a replica of this class did not end by itself but
+// was ended: a signal, the kernel's OOM killer, an eviction or preemption, its node or
+// pod gone. Such an end is a cause, never a peer's echo of another replica's failure.
+func (c FailureClass) EndedFromOutside() bool {
+	switch c {
+	case FailureSignal, FailureOOMKilled, FailureEvicted, FailurePreempted, FailureNodeLost, FailurePodDeleted:
+		return true
+	}
+	return false
+}
+
 // AttemptRecord is one attempt of a job: when it ran, how it ended and, for a failed
 // attempt, how the failure was classified and what the recovery did.
 type AttemptRecord struct {
