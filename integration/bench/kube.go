@@ -34,6 +34,7 @@ func runKube(sizes []int, runs int, defaultEviction bool, leaseRuns int, recover
 	// 4 sizes up to 256 replicas and 4 recovery measures, runs times each on both sides.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
+	defer printGoals()
 	dir, err := os.MkdirTemp("", "opendlc-bench-kube-")
 	if err != nil {
 		return err
@@ -114,6 +115,9 @@ func runKubeLaunch(ctx context.Context, cluster *kubestack.Cluster, cs kubernete
 		fmt.Printf("%-9d %-10s %10s %10s %10s\n", n, "client-go", minDur(plain), median(plain), maxDur(plain))
 		fmt.Printf("%-9s %-10s %10s %10s %10s %13.2fx   (load %s)\n", "", "OpenDLC", minDur(dlc), median(dlc), maxDur(dlc),
 			float64(median(dlc))/float64(median(plain)), loadAvg())
+		if n >= 64 {
+			atMostRatio(fmt.Sprintf("kube launch at %d replicas: OpenDLC over client-go (medians)", n), float64(median(dlc))/float64(median(plain)), 1.1)
+		}
 		if temporalAddr != "" {
 			printSteps("client-go", plainSteps)
 			printSteps("OpenDLC", dlcSteps)

@@ -249,6 +249,14 @@ func run(n int, dlcBin string, recoveries int) error {
 	fmt.Printf("HPO trial overhead, %d one-second trials one at a time: trial decided -> process started p50 %s, p99 %s (%.1f%% of a %ds trial at p50)\n",
 		len(trials), pct(trials, 50), pct(trials, 99), 100*pct(trials, 50).Seconds()/trialSeconds, trialSeconds)
 	fmt.Printf("\nworker peak memory (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
+	if len(toStart) > 1 {
+		atMostDur("local: submit -> process started, p50 of the jobs after the first", pct(toStart[1:], 50), 50*time.Millisecond)
+		atMostDur("local: submit -> process started, p99 of the jobs after the first", pct(toStart[1:], 99), 100*time.Millisecond)
+	}
+	atMostDur("local: process exiting -> job Succeeded, p50", pct(toDone, 50), 30*time.Millisecond)
+	atMostDur("HPO: trial decided -> process started, p50", pct(trials, 50), 30*time.Millisecond)
+	atLeastRatio("log forwarding: median lines/s over raw JetStream's", medianF(logRates)/medianF(rawRates), 0.9)
+	defer printGoals()
 
 	if recoveries > 0 {
 		trainer := filepath.Join(dir, "trainer")

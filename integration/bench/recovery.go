@@ -93,6 +93,8 @@ func runLocalRecovery(ctx context.Context, c *client.Client, store *checkpoint.S
 	row("kill -> attempt 1 Running (with the 1s backoff)", pick(func(r localRecovery) time.Duration { return r.running }), false)
 	row("kill -> first metric line of attempt 1 (with the 1s backoff)", metric, false)
 	row("kill -> first metric line of attempt 1, minus the 1s backoff", lessBackoff, true)
+	atMostDur("local: kill -> failure seen by the workflow (median)", median(pick(func(r localRecovery) time.Duration { return r.seen })), 10*time.Millisecond)
+	atMostRatio("local recovery: kill -> first metric line less backoff, over the floor", float64(median(lessBackoff))/float64(median(floor)), 1.5)
 	return nil
 }
 

@@ -253,8 +253,10 @@ func (s *scaleRun) run(ctx context.Context) error {
 			return err
 		}
 		runningTook = time.Since(start)
+		share := cpuShares(cpu0, childCPU(), processCPU()-self0, n-from)
+		fmt.Printf("  CPU per job, submit -> all Running: %s\n", share)
 		time.Sleep(5 * time.Second) // a settling pause before the measuring windows
-		s.res.points = append(s.res.points, pointResult{running: n, admission: rate, allRunning: runningTook, rates: s.measureRates(n)})
+		s.res.points = append(s.res.points, pointResult{running: n, admission: rate, allRunning: runningTook, cpu: share, rates: s.measureRates(n)})
 	}
 	fmt.Printf("\n## the last step: %d jobs (%d pods)\n\n", s.submitted, s.submitted*s.o.replicas)
 	last := admission[len(admission)-1]

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type pointResult struct {
 	admission float64
 	// allRunning is from the step's first submit to all its jobs listed Running.
 	allRunning time.Duration
+	// cpu is the CPU per job of each part of the stack over the step, from the first
+	// submit to all its jobs Running.
+	cpu cpuPerJob
 	// rates are the medians of the measuring windows.
 	rates rates
 }
@@ -50,7 +54,57 @@ func runScaleRepeated(o scaleOptions, runs int) error {
 	if runs > 1 {
 		printScaleSummary(results)
 	}
+	// The goal is on the last step (the most jobs running): the median over the runs.
+	ratios := make([]float64, len(results))
+	for i, r := range results {
+		ratios[i] = r.points[len(r.points)-1].cpu.ratio()
+	}
+	atMostRatio(fmt.Sprintf("scale: CPU per admitted job, OpenDLC+Temporal+NATS over Kubernetes (%d jobs)", results[0].points[len(results[0].points)-1].running),
+		medianF(ratios), 1.0/3)
+	printGoals()
 	return nil
+}
+
+// cpuPerJob is the CPU seconds per admitted job of each part of the stack.
+type cpuPerJob struct {
+	dlc, temporal, nats, kube float64
+}
+
+// ratio is OpenDLC's, Temporal's and NATS's CPU together over Kubernetes' own.
+func (c cpuPerJob) ratio() float64 {
+	if c.kube == 0 {
+		return 0
+	}
+	return (c.dlc + c.temporal + c.nats) / c.kube
+}
+
+func (c cpuPerJob) String() string {
+	return fmt.Sprintf("OpenDLC (the bench process: worker, API server and the bench's client) %.3f s, Temporal %.3f s, NATS %.3f s; Kubernetes (API server, etcd, scheduler, controller manager, kwok) %.3f s; ratio %.2f",
+		c.dlc, c.temporal, c.nats, c.kube, c.ratio())
+}
+
+// cpuShares groups the child processes' CPU between two childCPU readings by part of
+// the stack, with self the bench process's own, per job of jobs.
+func cpuShares(a, b map[string]time.Duration, self time.Duration, jobs int) cpuPerJob {
+	var c cpuPerJob
+	if jobs <= 0 {
+		return c
+	}
+	for name, d := range b {
+		v := (d - a[name]).Seconds()
+		switch {
+		case strings.HasPrefix(name, "temporal"):
+			c.temporal += v
+		case strings.HasPrefix(name, "nats"):
+			c.nats += v
+		case strings.HasPrefix(name, "kube-"), strings.HasPrefix(name, "etcd"), strings.HasPrefix(name, "kwok"):
+			c.kube += v
+		}
+	}
+	c.dlc = self.Seconds()
+	n := float64(jobs)
+	c.dlc, c.temporal, c.nats, c.kube = c.dlc/n, c.temporal/n, c.nats/n, c.kube/n
+	return c
 }
 
 // printScaleSummary prints min, median and max over the runs of every figure.
