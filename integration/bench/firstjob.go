@@ -79,7 +79,7 @@ func runFirstJob(dlcBin string, workspaces int) (firstJobTimes, error) {
 	for w := range workspaces {
 		ws := fmt.Sprintf("first-%d", w)
 		for k := range 3 {
-			toStart, _, _, err := oneJobIn(ctx, c, ws, job)
+			toStart, _, _, err := oneJobIn(ctx, c, nil, ws, job)
 			if err != nil {
 				return times, fmt.Errorf("job %d in %s: %w", job, ws, err)
 			}
