@@ -13,7 +13,8 @@ import (
 // of 16 floats. The first of the 50 starts with a sampler that has seen nothing, so
 // its full cost is in the mean; it is also reported alone (cold-ms), and the other 49,
 // which a warm sampler serves as in a running experiment, by their mean (warm-mean-ms)
-// and their largest (warm-max-ms, the one in a run that costs most, over all runs).
+// and their largest (warm-max-ms, the one in a run that costs most, over all runs); a
+// warm suggestion over 50 ms (issue 42's goal at 500 trials) is logged.
 func BenchmarkGPGrowingHistory(b *testing.B) {
 	const last = 50
 	space := benchSpace(16, false)
@@ -46,6 +47,9 @@ func BenchmarkGPGrowingHistory(b *testing.B) {
 					} else {
 						warm += c
 						warmMax = max(warmMax, c)
+						if c > 0.05 {
+							b.Logf("trials=%d: suggestion %d took %.1f ms of CPU", trials, id, c*1e3)
+						}
 					}
 					v := sphereValue(p)
 					h.Trials = append(h.Trials, Trial{ID: id, Params: p, State: TrialCompleted, Value: &v})

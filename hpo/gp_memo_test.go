@@ -73,7 +73,7 @@ func TestGPMemoChangesNoSuggestion(t *testing.T) {
 }
 
 // TestGPFitSize: every observation below 32, then refits 8 times per doubling, never
-// more observations than there are and never fewer than 7/8 of them.
+// more observations than there are and never fewer than 7/8 of them; gpUseSize.
 func TestGPFitSize(t *testing.T) {
 	for n, want := range map[int]int{0: 0, 10: 10, 31: 31, 32: 32, 35: 32, 36: 36, 64: 64, 71: 64, 72: 72, 100: 96, 255: 240, 256: 256, 500: 480, 1000: 960} {
 		if got := gpFitSize(n); got != want {
@@ -83,6 +83,18 @@ func TestGPFitSize(t *testing.T) {
 	for n := range 5000 {
 		if got := gpFitSize(n); got > n || 8*got < 7*n {
 			t.Fatalf("gpFitSize(%d) = %d", n, got)
+		}
+	}
+	// The hyper-parameters used: those of gpFitSize up to gpLagFrom, of the refit size
+	// before it past gpLagFrom; never fewer than 4/5 of the observations.
+	for n, want := range map[int]int{10: 10, 64: 64, 71: 64, 72: 64, 80: 72, 100: 88, 256: 240, 300: 256, 500: 448} {
+		if got := gpUseSize(n); got != want {
+			t.Errorf("gpUseSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+	for n := range 5000 {
+		if got := gpUseSize(n); got > gpFitSize(n) || gpFitSize(got) != got || 5*got < 4*n {
+			t.Fatalf("gpUseSize(%d) = %d", n, got)
 		}
 	}
 }
