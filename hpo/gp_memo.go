@@ -40,7 +40,10 @@ type gpMemo struct {
 	pending []gpFit // fits under way (advance), theta nil
 }
 
-const gpMemoFits = 8
+// gpMemoFits is how many fits the memo keeps: the ones in use and the ones done ahead
+// (advance), the objective's and each constraint's, so 2·(1 + constraints); 32 leaves
+// room for 15 constraints.
+const gpMemoFits = 32
 
 // gpFit is one fit: its data and the hyper-parameters it gave, or, while pending, the
 // BFGS under way.
