@@ -21,7 +21,11 @@ import (
 //     starting from fixed values, so the fit is a pure function of the data. They are
 //     fitted to the first gpFitSize(n) of the n modelled trials (refitted 8 times per
 //     doubling of the history) and remembered by the data they were fitted to (gpMemo),
-//     so most suggestions only condition the GP on the trials.
+//     so most suggestions only condition the GP on the trials. Past 64 trials a refit
+//     size's hyper-parameters are used from the next refit size on (gpUseSize), and a
+//     warm sampler spreads their fit over the suggestions in between (gpMemo.advance),
+//     so that no suggestion pays a whole fit; a sampler without the fit in memory (the
+//     first call of a new sampler) fits at once.
 //   - Expected improvement over the best observed score is maximised (in log form, which
 //     stays finite far from the data) over gpCandidates random points and gpMoves small
 //     moves around observed trials, then refined by a gradient ascent from the best few.
@@ -113,15 +117,22 @@ func (s *GPSampler) Suggest(h History, id int) (map[string]float64, error) {
 	for i := range dims {
 		cat[i] = dims[i].cat
 	}
-	nf := gpFitSize(len(ys))
-	fitKeep := gpSubset(ys[:nf])
-	fxs, fys, fcons := subset(xs[:nf], fitKeep), subset(ys[:nf], fitKeep), subset(cons[:nf], fitKeep)
+	nu, nf := gpUseSize(len(ys)), gpFitSize(len(ys))
+	fxs, fys, fvals := gpFitData(xs[:nu], ys[:nu], cons[:nu])
+	theta := memo.theta(cat, fxs, fys)
+	var cthetas [][]float64
+	for _, v := range fvals {
+		cthetas = append(cthetas, memo.theta(cat, fxs, v))
+	}
+	if nu < nf {
+		memo.advance(cat, xs[:nf], ys[:nf], cons[:nf])
+	}
 	keep := gpSubset(ys)
 	xs, ys, cons = subset(xs, keep), subset(ys, keep), subset(cons, keep)
-	fys, ys = gpWarp(fys), gpWarp(ys)
-	m := newGPModel(cat, xs, ys, memo.theta(cat, fxs, fys))
+	ys = gpWarp(ys)
+	m := newGPModel(cat, xs, ys, theta)
 	acq := m.logEI
-	if c := newGPConstraints(cat, xs, ys, cons, fxs, fcons, memo); c != nil {
+	if c := newGPConstraints(cat, xs, ys, cons, cthetas, memo); c != nil {
 		m.best = c.bestFeasible(m)
 		acq = func(x, g []float64) float64 { return c.logAcquisition(m, x, g) }
 	}
@@ -260,6 +271,14 @@ func gpStandardise(ys []float64) (y []float64, mean, sd float64) {
 // noise variance) to xs and the standardised ys: BFGS from a fixed start, so a pure
 // function of its arguments.
 func fitGPTheta(cat []bool, xs [][]float64, ys []float64) []float64 {
+	b := newGPFit(cat, xs, ys)
+	b.run(0)
+	return b.x
+}
+
+// newGPFit is fitGPTheta not yet run: BFGS from the fixed start on xs and the
+// standardised ys.
+func newGPFit(cat []bool, xs [][]float64, ys []float64) *bfgs {
 	d := len(cat)
 	y, _, _ := gpStandardise(ys)
 	theta := make([]float64, d+2)
@@ -268,7 +287,7 @@ func fitGPTheta(cat []bool, xs [][]float64, ys []float64) []float64 {
 	}
 	theta[d], theta[d+1] = 0, math.Log(1e-2)
 	data := newGPData(xs, cat)
-	return bfgsMinimise(func(th, g []float64) float64 { return data.negLogPost(y, th, g) }, theta, gpFitIterations)
+	return newBFGS(func(th, g []float64) float64 { return data.negLogPost(y, th, g) }, theta, gpFitIterations)
 }
 
 // newGPModel is the GP with hyper-parameters theta conditioned on xs and the
@@ -417,7 +436,7 @@ func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
 		}
 		k[i*n+i] = s2 + noise
 	}
-	if !cholesky(k, n, l) {
+	if !cholesky4(k, n, l) {
 		return math.Inf(1)
 	}
 	alpha := append([]float64(nil), y...)
@@ -437,22 +456,12 @@ func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
 		col := inv[j*n : j*n+n]
 		col[j] = 1 / l[j*n+j]
 		for i := j + 1; i < n; i++ {
-			sum := 0.0
-			row := l[i*n+j : i*n+i]
-			for q, v := range col[j:i] {
-				sum -= row[q] * v
-			}
-			col[i] = sum / l[i*n+i]
+			col[i] = -dot4(l[i*n+j:i*n+i], col[j:i]) / l[i*n+i]
 		}
 	}
 	// K⁻¹(a, b) for a ≥ b is Σ_{q ≥ a} L⁻¹(q, a)·L⁻¹(q, b).
 	kinv := func(a, b int) float64 {
-		sum := 0.0
-		ra, rb := inv[a*n+a:a*n+n], inv[b*n+a:b*n+n]
-		for q, v := range ra {
-			sum += v * rb[q]
-		}
-		return sum
+		return dot4(inv[a*n+a:a*n+n], inv[b*n+a:b*n+n])
 	}
 	// dNLL/dθ = -½ tr((ααᵀ − K⁻¹) dK/dθ)
 	p = 0
@@ -487,96 +496,168 @@ func (gd *gpData) negLogPost(y []float64, th, g []float64) float64 {
 	return nll
 }
 
-// bfgsMinimise minimises f (which fills its gradient) from x0 with BFGS and a
-// backtracking line search, for at most iters iterations.
-func bfgsMinimise(f func(x, g []float64) float64, x0 []float64, iters int) []float64 {
+// bfgs minimises f (which fills its gradient) from x0 with BFGS and a backtracking line
+// search, for at most iters iterations. It is a state that can stop after any
+// evaluation of f and go on later (run): the evaluations and the result are the same
+// however the run is split, so that a fit can be spread over several calls
+// (gpMemo.advance).
+type bfgs struct {
+	f               func(x, g []float64) float64
+	x0, x, g        []float64
+	hinv            []float64
+	dir, xn, gn     []float64
+	fx, fn          float64
+	slope, step     float64
+	iters, iter, ls int
+	phase           int // bfgsStart, bfgsIterate, bfgsSearch, bfgsUpdate, bfgsDone
+}
+
+const (
+	bfgsStart = iota
+	bfgsIterate
+	bfgsSearch
+	bfgsUpdate
+	bfgsDone
+)
+
+// newBFGS is the minimisation of f from x0, not yet run.
+func newBFGS(f func(x, g []float64) float64, x0 []float64, iters int) *bfgs {
 	p := len(x0)
-	x := append([]float64(nil), x0...)
-	g := make([]float64, p)
-	fx := f(x, g)
-	if !finite(fx) {
-		return x0
-	}
-	hinv := make([]float64, p*p)
-	for i := range p {
-		hinv[i*p+i] = 1
-	}
-	dir, xn, gn := make([]float64, p), make([]float64, p), make([]float64, p)
-	s, yv := make([]float64, p), make([]float64, p)
-	for range iters {
-		gnorm := 0.0
-		for i := range p {
-			dir[i] = 0
-			for j := range p {
-				dir[i] -= hinv[i*p+j] * g[j]
+	return &bfgs{f: f, x0: append([]float64(nil), x0...), x: append([]float64(nil), x0...), g: make([]float64, p),
+		hinv: make([]float64, p*p), dir: make([]float64, p), xn: make([]float64, p), gn: make([]float64, p), iters: iters}
+}
+
+// done reports whether the minimisation has ended; x is then its result.
+func (b *bfgs) done() bool { return b.phase == bfgsDone }
+
+// run goes on with the minimisation for at most maxEvals evaluations of f (0: until it
+// ends) and returns how many it made.
+func (b *bfgs) run(maxEvals int) int {
+	p := len(b.x)
+	used := 0
+	for {
+		switch b.phase {
+		case bfgsStart:
+			if maxEvals > 0 && used == maxEvals {
+				return used
 			}
-			gnorm += g[i] * g[i]
-		}
-		if gnorm < 1e-10 {
-			break
-		}
-		slope := 0.0
-		for i := range p {
-			slope += dir[i] * g[i]
-		}
-		if slope >= 0 { // not a descent direction: reset to steepest descent
+			b.fx = b.f(b.x, b.g)
+			used++
+			if !finite(b.fx) {
+				copy(b.x, b.x0)
+				b.phase = bfgsDone
+				continue
+			}
 			for i := range p {
+				b.hinv[i*p+i] = 1
+			}
+			b.phase = bfgsIterate
+		case bfgsIterate:
+			if b.iter == b.iters {
+				b.phase = bfgsDone
+				continue
+			}
+			hinv, dir, g := b.hinv, b.dir, b.g
+			gnorm := 0.0
+			for i := range p {
+				dir[i] = 0
 				for j := range p {
-					hinv[i*p+j] = 0
+					dir[i] -= hinv[i*p+j] * g[j]
 				}
-				hinv[i*p+i] = 1
-				dir[i] = -g[i]
+				gnorm += g[i] * g[i]
 			}
-			slope = -gnorm
-		}
-		step, fn := 1.0, math.Inf(1)
-		for range 30 {
+			if gnorm < 1e-10 {
+				b.phase = bfgsDone
+				continue
+			}
+			slope := 0.0
 			for i := range p {
-				xn[i] = x[i] + step*dir[i]
+				slope += dir[i] * g[i]
 			}
-			fn = f(xn, gn)
-			if finite(fn) && fn <= fx+1e-4*step*slope {
-				break
+			if slope >= 0 { // not a descent direction: reset to steepest descent
+				for i := range p {
+					for j := range p {
+						hinv[i*p+j] = 0
+					}
+					hinv[i*p+i] = 1
+					dir[i] = -g[i]
+				}
+				slope = -gnorm
 			}
-			step /= 2
-		}
-		if !finite(fn) || fn > fx {
-			break
-		}
-		sy := 0.0
-		for i := range p {
-			s[i], yv[i] = xn[i]-x[i], gn[i]-g[i]
-			sy += s[i] * yv[i]
-		}
-		copy(x, xn)
-		copy(g, gn)
-		done := fx-fn < 1e-9*math.Max(1, math.Abs(fx))
-		fx = fn
-		if done {
-			break
-		}
-		if sy <= 1e-12 {
-			continue
-		}
-		// H ← (I − ρ s yᵀ) H (I − ρ y sᵀ) + ρ s sᵀ
-		rho := 1 / sy
-		hy := make([]float64, p)
-		for i := range p {
-			for j := range p {
-				hy[i] += hinv[i*p+j] * yv[j]
+			b.slope, b.step, b.fn, b.ls = slope, 1, math.Inf(1), 0
+			b.phase = bfgsSearch
+		case bfgsSearch:
+			if b.ls == 30 {
+				b.phase = bfgsUpdate
+				continue
 			}
-		}
-		yhy := 0.0
-		for i := range p {
-			yhy += yv[i] * hy[i]
-		}
-		for i := range p {
-			for j := range p {
-				hinv[i*p+j] += -rho*(hy[i]*s[j]+s[i]*hy[j]) + (rho*rho*yhy+rho)*s[i]*s[j]
+			if maxEvals > 0 && used == maxEvals {
+				return used
 			}
+			for i := range p {
+				b.xn[i] = b.x[i] + b.step*b.dir[i]
+			}
+			b.fn = b.f(b.xn, b.gn)
+			used++
+			b.ls++
+			if finite(b.fn) && b.fn <= b.fx+1e-4*b.step*b.slope {
+				b.phase = bfgsUpdate
+				continue
+			}
+			b.step /= 2
+		case bfgsUpdate:
+			b.update()
+		case bfgsDone:
+			return used
 		}
 	}
-	return x
+}
+
+// update takes the line search's point and updates the inverse Hessian estimate.
+func (b *bfgs) update() {
+	p := len(b.x)
+	fx, fn := b.fx, b.fn
+	if !finite(fn) || fn > fx {
+		b.phase = bfgsDone
+		return
+	}
+	s, yv := make([]float64, p), make([]float64, p)
+	sy := 0.0
+	for i := range p {
+		s[i], yv[i] = b.xn[i]-b.x[i], b.gn[i]-b.g[i]
+		sy += s[i] * yv[i]
+	}
+	copy(b.x, b.xn)
+	copy(b.g, b.gn)
+	done := fx-fn < 1e-9*math.Max(1, math.Abs(fx))
+	b.fx = fn
+	b.iter++
+	b.phase = bfgsIterate
+	if done {
+		b.phase = bfgsDone
+		return
+	}
+	if sy <= 1e-12 {
+		return
+	}
+	// H ← (I − ρ s yᵀ) H (I − ρ y sᵀ) + ρ s sᵀ
+	hinv := b.hinv
+	rho := 1 / sy
+	hy := make([]float64, p)
+	for i := range p {
+		for j := range p {
+			hy[i] += hinv[i*p+j] * yv[j]
+		}
+	}
+	yhy := 0.0
+	for i := range p {
+		yhy += yv[i] * hy[i]
+	}
+	for i := range p {
+		for j := range p {
+			hinv[i*p+j] += -rho*(hy[i]*s[j]+s[i]*hy[j]) + (rho*rho*yhy+rho)*s[i]*s[j]
+		}
+	}
 }
 
 // predict returns the posterior mean and standard deviation (standardised) at x.

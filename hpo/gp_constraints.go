@@ -14,15 +14,15 @@ type gpConstraints struct {
 }
 
 // newGPConstraints models each constraint of the observations (xs, their scores ys and
-// constraint values cons) with a GP whose hyper-parameters are fitted to the same
-// constraint of the observations fxs, fcons (the objective's refit data, gpFitSize), or
-// returns nil when no observation carries constraints.
-func newGPConstraints(cat []bool, xs [][]float64, ys []float64, cons [][]float64, fxs [][]float64, fcons [][]float64, memo *gpMemo) *gpConstraints {
+// constraint values cons) with a GP whose hyper-parameters, thetas[j] for constraint j,
+// were fitted to the same constraint of the objective's refit data (gpMemo.thetas), or
+// returns nil when no observation carries constraints. A constraint that the refit data
+// lack (j ≥ len(thetas)) is fitted to the observations of now.
+func newGPConstraints(cat []bool, xs [][]float64, ys []float64, cons [][]float64, thetas [][]float64, memo *gpMemo) *gpConstraints {
 	vals := gpConstraintValues(cons)
 	if vals == nil {
 		return nil
 	}
-	fvals := gpConstraintValues(fcons)
 	n := len(xs)
 	g := &gpConstraints{feasible: make([]bool, n), ys: ys}
 	for i := range n {
@@ -32,8 +32,8 @@ func newGPConstraints(cat []bool, xs [][]float64, ys []float64, cons [][]float64
 	}
 	for j, v := range vals {
 		var theta []float64
-		if j < len(fvals) {
-			theta = memo.theta(cat, fxs, fvals[j])
+		if j < len(thetas) {
+			theta = thetas[j]
 		} else { // a constraint that the refit data lacks
 			theta = memo.theta(cat, xs, v)
 		}

@@ -9,7 +9,9 @@ import (
 // The memo changes no suggestion: a GP sampler that keeps its fits and one without a
 // memo suggest the same points, over a run with 3 trials in flight (so trials finish out
 // of ID order), Pruned and Failed trials, a constraint on some trials and, halfway, an
-// early trial's value rewritten (a history the memo has not seen).
+// early trial's value rewritten (a history the memo has not seen). The 120 trials take
+// the refit sizes past gpLagFrom, so fits spread over calls (gpMemo.advance) are
+// compared too.
 func TestGPMemoChangesNoSuggestion(t *testing.T) {
 	space := Space{
 		{Name: "x", Type: Float, Min: 0, Max: 1},
@@ -19,7 +21,7 @@ func TestGPMemoChangesNoSuggestion(t *testing.T) {
 	}
 	warm, _ := NewGP()
 	h := History{Space: space, Direction: Minimize, Seed: 3}
-	const trials = 90
+	const trials = 120
 	for id := range trials {
 		cold, _ := NewGP()
 		cold.memo = nil
@@ -71,7 +73,7 @@ func TestGPMemoChangesNoSuggestion(t *testing.T) {
 }
 
 // TestGPFitSize: every observation below 32, then refits 8 times per doubling, never
-// more observations than there are and never fewer than 7/8 of them.
+// more observations than there are and never fewer than 7/8 of them; gpUseSize.
 func TestGPFitSize(t *testing.T) {
 	for n, want := range map[int]int{0: 0, 10: 10, 31: 31, 32: 32, 35: 32, 36: 36, 64: 64, 71: 64, 72: 72, 100: 96, 255: 240, 256: 256, 500: 480, 1000: 960} {
 		if got := gpFitSize(n); got != want {
@@ -81,6 +83,18 @@ func TestGPFitSize(t *testing.T) {
 	for n := range 5000 {
 		if got := gpFitSize(n); got > n || 8*got < 7*n {
 			t.Fatalf("gpFitSize(%d) = %d", n, got)
+		}
+	}
+	// The hyper-parameters used: those of gpFitSize up to gpLagFrom, of the refit size
+	// before it past gpLagFrom; never fewer than 4/5 of the observations.
+	for n, want := range map[int]int{10: 10, 64: 64, 71: 64, 72: 64, 80: 72, 100: 88, 256: 240, 300: 256, 500: 448} {
+		if got := gpUseSize(n); got != want {
+			t.Errorf("gpUseSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+	for n := range 5000 {
+		if got := gpUseSize(n); got > gpFitSize(n) || gpFitSize(got) != got || 5*got < 4*n {
+			t.Fatalf("gpUseSize(%d) = %d", n, got)
 		}
 	}
 }
@@ -107,7 +121,7 @@ func TestGPAcquisitionGradient(t *testing.T) {
 		cons = append(cons, []float64{x[0] + x[1] - 1 + 0.1*r.norm()})
 	}
 	m := fitGP(dims, xs, ys)
-	c := newGPConstraints(cat, xs, ys, cons, xs, cons, nil)
+	c := newGPConstraints(cat, xs, ys, cons, [][]float64{fitGPTheta(cat, xs, gpConstraintValues(cons)[0])}, nil)
 	m.best = c.bestFeasible(m)
 	acqs := map[string]func(x, g []float64) float64{
 		"logEI":       m.logEI,
@@ -156,5 +170,55 @@ func TestGPWarp(t *testing.T) {
 				t.Errorf("gpWarp(%v) = %v", ys, gpWarp(ys))
 			}
 		}
+	}
+}
+
+// TestGPFitSpread: a fit spread over calls (bfgs.run with a budget, gpMemo.advance) ends
+// where a fit in one go does, bit for bit, whether advance finished it or theta did.
+func TestGPFitSpread(t *testing.T) {
+	r := newRNG(2, 0, 7)
+	cat := []bool{false, false, false, true}
+	var xs [][]float64
+	var ys []float64
+	var cons [][]float64
+	for range 80 {
+		x := []float64{r.float64(), r.float64(), r.float64(), float64(r.intn(3))}
+		xs = append(xs, x)
+		ys = append(ys, math.Sin(4*x[0])+x[1]*x[2]+0.2*x[3])
+		cons = append(cons, []float64{x[0] - 0.7})
+	}
+	fxs, fys, fvals := gpFitData(xs, ys, cons)
+	want := fitGPTheta(cat, fxs, fys)
+	b := newGPFit(cat, fxs, fys)
+	evals := 0
+	for !b.done() {
+		evals += b.run(3)
+	}
+	if !sameFloats(b.x, want) {
+		t.Fatalf("fit run 3 evaluations at a time: %v, in one go: %v", b.x, want)
+	}
+	if evals < 10 {
+		t.Fatalf("the fit took %d evaluations: too few to test its spreading", evals)
+	}
+	// advance once (not enough to finish), then theta finishes the objective's fit; the
+	// constraint's, never advanced, is fitted in one go.
+	m := &gpMemo{}
+	m.advance(cat, xs, ys, cons)
+	if len(m.pending) != 2 {
+		t.Fatalf("%d fits pending after one advance, want 2", len(m.pending))
+	}
+	if got := m.theta(cat, fxs, fys); !sameFloats(got, want) {
+		t.Fatalf("fit finished by theta: %v, in one go: %v", got, want)
+	}
+	if got, want := m.theta(cat, fxs, fvals[0]), fitGPTheta(cat, fxs, fvals[0]); !sameFloats(got, want) {
+		t.Fatalf("constraint fit: %v, in one go: %v", got, want)
+	}
+	// Advancing to the end leaves nothing pending and the fits remembered.
+	m = &gpMemo{}
+	for len(m.fits) < 2 {
+		m.advance(cat, xs, ys, cons)
+	}
+	if len(m.pending) != 0 || !sameFloats(m.fits[len(m.fits)-1].theta, want) {
+		t.Fatalf("advanced to the end: pending %d, objective's fit %v, want %v", len(m.pending), m.fits[len(m.fits)-1].theta, want)
 	}
 }

@@ -160,3 +160,45 @@ func (d *dim) unit(x float64) float64 { return (x - d.lo) / (d.hi - d.lo) }
 func (d *dim) fromUnit(u float64) float64 {
 	return d.value(d.lo + min(max(u, 0), 1)*(d.hi-d.lo))
 }
+
+// dot4 is the dot product of a and b[:len(a)] summed in four interleaved partial sums,
+// which lets the processor overlap the additions (about twice as fast as one running sum
+// on long vectors). Its rounding differs from a single sum's but it is deterministic.
+func dot4(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	for len(a) >= 4 && len(b) >= 4 {
+		s0 += a[0] * b[0]
+		s1 += a[1] * b[1]
+		s2 += a[2] * b[2]
+		s3 += a[3] * b[3]
+		a, b = a[4:], b[4:]
+	}
+	for i := range a {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// cholesky4 is cholesky with its inner products summed by dot4: the same factor up to
+// rounding, for the GP's marginal likelihood where most of a fit's time goes.
+func cholesky4(a []float64, n int, l []float64) bool {
+	for i := range n {
+		ri := l[i*n : i*n+i]
+		for j := 0; j <= i; j++ {
+			s := a[i*n+j] - dot4(ri[:j], l[j*n:j*n+j])
+			if i == j {
+				if !(s > 0) {
+					return false
+				}
+				l[i*n+i] = math.Sqrt(s)
+			} else {
+				l[i*n+j] = s / l[j*n+j]
+			}
+		}
+		for j := i + 1; j < n; j++ {
+			l[i*n+j] = 0
+		}
+	}
+	return true
+}

@@ -20,6 +20,8 @@ import (
 //	    -hpo.problems=Branin,Hartmann,Rosen -hpo.samplers=tpe,tpe-mv,gp \
 //	    -hpo.record=/tmp/after.json -hpo.compare=testdata/optuna_tpe_quality.json
 //
+// -hpo.trials sets the trials per run (100 by default).
+//
 // It prints, per problem and sampler, the median [quartiles] over the seeds and, for each
 // sampler of the -hpo.compare file on the same problem, the two-sided Mann-Whitney p.
 func BenchmarkQualityRecord(b *testing.B) {
@@ -45,7 +47,7 @@ func BenchmarkQualityRecord(b *testing.B) {
 				s := recordSampler(b, name)
 				var bests []float64
 				for seed := int64(1); seed <= int64(seeds); seed++ {
-					bests = append(bests, optimise(b, s, pr, seed, 100))
+					bests = append(bests, optimise(b, s, pr, seed, *recordTrials))
 				}
 				rec[pr.name][name] = bests
 				var line strings.Builder
@@ -72,6 +74,7 @@ var (
 	recordSamplers = flag.String("hpo.samplers", "tpe,tpe-mv,gp", "BenchmarkQualityRecord: comma-separated samplers (tpe, tpe-mv, tpe-density, tpe-mv-unscaled, tpe-mv-density, gp, cmaes, random, ...)")
 	recordOut      = flag.String("hpo.record", "", "BenchmarkQualityRecord: write every seed's best value to this JSON file")
 	recordCompare  = flag.String("hpo.compare", "", "BenchmarkQualityRecord: a JSON file of the same format to compare with (rank-sum p)")
+	recordTrials   = flag.Int("hpo.trials", 100, "BenchmarkQualityRecord: trials per run")
 )
 
 // qualityRecord is problem → sampler → best value per seed (seeds 1..N in order).
