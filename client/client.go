@@ -298,6 +298,10 @@ func streamJSONLines[T any](ctx context.Context, c *Client, path string, q url.V
 	for sc.Scan() {
 		var v T
 		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			if ctx.Err() != nil {
+				// The stream was cut short because ctx ended: a partial last line.
+				return ctx.Err()
+			}
 			return fmt.Errorf("client: decode %s: %w", what, err)
 		}
 		if err := fn(v); err != nil {

@@ -101,7 +101,10 @@ func (w *workerProc) kill() {
 // once, in order per replica.
 func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// 100,000 lines, a 15 s takeover and reading them all back: about a minute alone,
+	// over 4 on a machine loaded by the other packages (a CI run ran out of 4 minutes
+	// while reading the lines back).
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	// Its own stack, so that no other worker polls its task queue.
 	e, stateDir, first := workerStack(t, ctx)
