@@ -43,8 +43,9 @@ func workerOptions(cfg Config) worker.Options {
 		MaxConcurrentActivityExecutionSize: activitySlots,
 		MaxConcurrentWorkflowTaskPollers:   taskPollers,
 		MaxConcurrentActivityTaskPollers:   taskPollers,
-		// A stopping worker hands its job-long activities over at once and waits this
-		// long for the short ones (handoff.go).
+		// A stopping worker cancels its running activities, reports each as retryable
+		// so that another worker takes it at once, and waits this long for them to
+		// return (handoff.go).
 		WorkerStopTimeout: stopTimeout,
 		Interceptors:      append([]interceptor.WorkerInterceptor{&handoffInterceptor{}}, cfg.Interceptors...),
 	}
