@@ -13,14 +13,18 @@ import (
 
 // cholesky factors the symmetric positive-definite a (n×n) into the lower-triangular
 // l with l·lᵀ = a, writing into l. It reports false when a is not positive definite.
-func cholesky(a []float64, n int, l []float64) bool {
+func cholesky(a []float64, n int, l []float64) bool { return choleskyBy(a, n, l, subDot) }
+
+// cholesky4 is cholesky with its inner products summed by dot4: the same factor up to
+// rounding, for the GP's marginal likelihood where most of a fit's time goes.
+func cholesky4(a []float64, n int, l []float64) bool { return choleskyBy(a, n, l, subDot4) }
+
+// choleskyBy is the factorisation of cholesky with s − x·y computed by sub.
+func choleskyBy(a []float64, n int, l []float64, sub func(s float64, x, y []float64) float64) bool {
 	for i := range n {
+		ri := l[i*n : i*n+i]
 		for j := 0; j <= i; j++ {
-			s := a[i*n+j]
-			ri, rj := l[i*n:i*n+j], l[j*n:j*n+j]
-			for k := range ri {
-				s -= ri[k] * rj[k]
-			}
+			s := sub(a[i*n+j], ri[:j], l[j*n:j*n+j])
 			if i == j {
 				if !(s > 0) {
 					return false
@@ -36,6 +40,17 @@ func cholesky(a []float64, n int, l []float64) bool {
 	}
 	return true
 }
+
+// subDot is s − x·y, subtracting one product at a time.
+func subDot(s float64, x, y []float64) float64 {
+	for k := range x {
+		s -= x[k] * y[k]
+	}
+	return s
+}
+
+// subDot4 is s − dot4(x, y).
+func subDot4(s float64, x, y []float64) float64 { return s - dot4(x, y) }
 
 // solveLower solves l·x = b in place of b (l lower triangular).
 func solveLower(l []float64, n int, b []float64) {
@@ -178,27 +193,4 @@ func dot4(a, b []float64) float64 {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// cholesky4 is cholesky with its inner products summed by dot4: the same factor up to
-// rounding, for the GP's marginal likelihood where most of a fit's time goes.
-func cholesky4(a []float64, n int, l []float64) bool {
-	for i := range n {
-		ri := l[i*n : i*n+i]
-		for j := 0; j <= i; j++ {
-			s := a[i*n+j] - dot4(ri[:j], l[j*n:j*n+j])
-			if i == j {
-				if !(s > 0) {
-					return false
-				}
-				l[i*n+i] = math.Sqrt(s)
-			} else {
-				l[i*n+j] = s / l[j*n+j]
-			}
-		}
-		for j := i + 1; j < n; j++ {
-			l[i*n+j] = 0
-		}
-	}
-	return true
 }
