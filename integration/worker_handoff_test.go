@@ -14,7 +14,6 @@ import (
 
 	"github.com/opendlc/opendlc/api"
 	dlc "github.com/opendlc/opendlc/client"
-	"github.com/opendlc/opendlc/embedded"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/integration/itest"
 	"github.com/opendlc/opendlc/internal/testutil"
@@ -32,10 +31,8 @@ import (
 func TestWorkerStoppedWithSIGTERMHandsItsJobOver(t *testing.T) {
 	t.Parallel()
 	ctx := itest.Context(t, 3*time.Minute)
-	dir := t.TempDir()
-	e := itest.StartStack(t, ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), NoWorker: true, WorkDir: env.dir})
-	stateDir := filepath.Join(dir, "local")
-	first := startWorkerArgs(t, e, stateDir, nil, "--long-heartbeat-timeout", "10m")
+	longHeartbeat := []string{"--long-heartbeat-timeout", "10m"}
+	e, stateDir, first := workerStack(t, ctx, longHeartbeat...)
 	c := itest.AdminClient(t, e)
 
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -69,7 +66,7 @@ func TestWorkerStoppedWithSIGTERMHandsItsJobOver(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the worker did not exit within a minute of SIGTERM")
 	}
-	startWorkerArgs(t, e, stateDir, nil, "--long-heartbeat-timeout", "10m")
+	startWorkerArgs(t, e, stateDir, nil, longHeartbeat...)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

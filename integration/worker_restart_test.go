@@ -78,14 +78,15 @@ func startWorkerArgs(t *testing.T, e *embedded.Embedded, stateDir string, extraE
 }
 
 // workerStack starts a stack of the test's own with no worker in it, so that no other
-// worker polls its task queue, and a `dlc worker` process on it; the worker keeps its
-// local backend's state in stateDir, where the next worker started carries on.
-func workerStack(t *testing.T, ctx context.Context) (e *embedded.Embedded, stateDir string, first *workerProc) {
+// worker polls its task queue, and a `dlc worker` process on it with extraArgs; the
+// worker keeps its local backend's state in stateDir, where the next worker started
+// carries on.
+func workerStack(t *testing.T, ctx context.Context, extraArgs ...string) (e *embedded.Embedded, stateDir string, first *workerProc) {
 	t.Helper()
 	dir := t.TempDir()
 	e = itest.StartStack(t, ctx, embedded.Config{Dir: filepath.Join(dir, "stack"), NoWorker: true, WorkDir: env.dir})
 	stateDir = filepath.Join(dir, "local")
-	return e, stateDir, startWorker(t, e, stateDir)
+	return e, stateDir, startWorkerArgs(t, e, stateDir, nil, extraArgs...)
 }
 
 func (w *workerProc) kill() {
