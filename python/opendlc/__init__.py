@@ -23,12 +23,12 @@ from .checkpoint import (
     wait,
 )
 from .environment import DataSource, Env, Rendezvous, S3Config, env
-from .metrics import report
+from .metrics import print_line, report
 from .preemption import Notice, on_notice
 
 __all__ = [
     "Checkpoints", "CheckpointError", "CorruptCheckpoint", "DataSource", "Env", "FileEntry", "InvalidURI",
     "Manifest", "NoCheckpoint", "Notice", "Rendezvous", "S3Config", "env", "latest", "list", "load", "on_notice",
-    "parse_ref", "parse_uri", "prune", "ref_for", "report", "resume", "save", "save_async", "wait",
+    "parse_ref", "parse_uri", "print_line", "prune", "ref_for", "report", "resume", "save", "save_async", "wait",
 ]
 __version__ = "0.1.0"

@@ -59,9 +59,17 @@ def format_metric_line(step: int, metrics: dict[str, Number]) -> str:
 def report(step: int, /, **metrics: Number) -> str:
     """Prints `dlc:metric step=<step> name=value ...` to stdout as one line and flushes
     it, so that OpenDLC records the metrics. Returns the line (without its newline)."""
-    line = format_metric_line(step, metrics)
+    return print_line(format_metric_line(step, metrics))
+
+
+def print_line(line: str) -> str:
+    """Writes `line` and its newline to stdout in one write and flushes it; returns the
+    line. OpenDLC runs Python with PYTHONUNBUFFERED=1, under which `print()` writes the
+    text and the newline apart, so processes sharing a replica's stream (torchrun's
+    ranks on one node) could run their lines into each other; threads of one process
+    never interleave within a line either."""
     out = sys.stdout
-    with _lock:  # one write per line, so threads never interleave within a line
+    with _lock:
         out.write(line + "\n")
         out.flush()
     return line

@@ -36,7 +36,6 @@ complete checkpoint.
 from __future__ import annotations
 
 import signal as _signal
-import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -72,18 +71,10 @@ def format_checkpoint_line(m: _ckpt.Manifest) -> str:
     return f"{CHECKPOINT_PREFIX} step={m.step} uri={m.ref}"
 
 
-def _print_line(line: str) -> str:
-    out = sys.stdout
-    with _metrics._lock:  # the lock of opendlc.report: lines never interleave
-        out.write(line + "\n")
-        out.flush()
-    return line
-
-
 def report_checkpoint(m: _ckpt.Manifest) -> str:
     """Prints the dlc:checkpoint line of a complete checkpoint on stdout and flushes it.
     Returns the line."""
-    return _print_line(format_checkpoint_line(m))
+    return _metrics.print_line(format_checkpoint_line(m))
 
 
 class Notice:
@@ -201,7 +192,7 @@ class Notice:
         """Prints `dlc:notice signal=SIGTERM step=<step>` and flushes it; returns it."""
         if self._signum is None:
             raise RuntimeError("opendlc.preemption: no signal has come")
-        return _print_line(format_notice_line(self._signum, step))
+        return _metrics.print_line(format_notice_line(self._signum, step))
 
     def exit(self) -> NoReturn:
         """Raises SystemExit(exit_code): finally blocks and atexit handlers run, and the

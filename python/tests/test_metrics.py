@@ -1,9 +1,12 @@
 import math
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 
-from opendlc import report
+from opendlc import print_line, report
 from opendlc.metrics import format_metric_line
 
 
@@ -11,6 +14,29 @@ def test_report_prints_the_line_and_flushes(capsys):
     line = report(120, loss=0.41, accuracy=0.87)
     assert line == "dlc:metric step=120 loss=0.41 accuracy=0.87"
     assert capsys.readouterr().out == line + "\n"
+
+
+def test_print_line_writes_each_line_whole():
+    # Two processes share one pipe under PYTHONUNBUFFERED=1, as torchrun's ranks share a
+    # replica's stream, and print many lines at once: every line arrives whole.
+    prog = (
+        "import sys; sys.path.insert(0, sys.argv[2]); import opendlc\n"
+        "for i in range(2000): opendlc.print_line(f'{sys.argv[1]} line {i} ' + 'x' * 40)\n"
+    )
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    r, w = os.pipe()
+    procs = [subprocess.Popen([sys.executable, "-c", prog, name, pkg], stdout=w, env=env) for name in ("a", "b")]
+    os.close(w)
+    with os.fdopen(r) as out:
+        lines = out.read().splitlines()
+    for p in procs:
+        assert p.wait() == 0
+    assert len(lines) == 4000
+    for line in lines:
+        name, word, _, tail = line.split(" ")
+        assert name in ("a", "b") and word == "line" and tail == "x" * 40, line
+    assert print_line("plain") == "plain"
 
 
 def test_values_read_back_exactly():

@@ -29,7 +29,6 @@ Run it from the repository root with PYTHONPATH=python (see job.yaml).
 import argparse
 import hashlib
 import os
-import sys
 import time
 
 import torch
@@ -41,15 +40,6 @@ import opendlc
 from opendlc import torch as dlc_torch
 
 
-
-def say(line):
-    """Prints line and its newline in one write. OpenDLC runs Python with
-    PYTHONUNBUFFERED=1, under which print() writes the text and the newline apart; the
-    ranks that torchrun starts on one replica share its stream, and lines they print at
-    the same moment (after the first all-reduce, at the end) could run into each other.
-    """
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -107,8 +97,8 @@ def main() -> None:
     # The framework's own collective: every rank contributes rank+1.
     t = torch.tensor([float(rank + 1)], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    say(f"first all_reduce: rank={rank} world={world} sum={t.item():g} "
-        f"expected={world * (world + 1) // 2} backend={backend} unix_ns={time.time_ns()}")
+    opendlc.print_line(f"first all_reduce: rank={rank} world={world} sum={t.item():g} "
+                       f"expected={world * (world + 1) // 2} backend={backend} unix_ns={time.time_ns()}")
 
     torch.manual_seed(args.seed)
     x, y = dataset(args.seed)
@@ -159,7 +149,7 @@ def main() -> None:
     if rank == 0 and e.checkpoint_uri:
         opendlc.wait()  # every checkpoint is complete before the job may succeed
     dist.barrier()
-    say(f"params rank={rank} sha256={params_digest(model)}")
+    opendlc.print_line(f"params rank={rank} sha256={params_digest(model)}")
     if rank == 0:
         print(f"final step={last} loss={loss_val!r}", flush=True)
     dist.destroy_process_group()
