@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -40,34 +41,70 @@ const stopTimeout = 5 * time.Second
 // errWorkerStopping is the cause a handed-off activity's context is cancelled with.
 var errWorkerStopping = errors.New("the worker is stopping")
 
+// handoffInterceptor is one worker's: it holds the cancel functions of that worker's
+// running activities and one goroutine, started with the first activity, that waits
+// for the worker's stop channel and cancels them all (a goroutine per activity would
+// cost two per running job).
 type handoffInterceptor struct {
 	interceptor.WorkerInterceptorBase
+	watch   sync.Once
+	mu      sync.Mutex
+	stopped bool
+	next    int
+	cancels map[int]context.CancelCauseFunc
 }
 
-func (*handoffInterceptor) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	h := &handoffInbound{}
+func (w *handoffInterceptor) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	h := &handoffInbound{w: w}
 	h.Next = next
 	return h
 }
 
+// add registers an activity's cancel function; it cancels at once when the worker is
+// already stopping. The returned func unregisters it.
+func (w *handoffInterceptor) add(stopping <-chan struct{}, cancel context.CancelCauseFunc) func() {
+	w.watch.Do(func() {
+		go func() {
+			<-stopping
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.stopped = true
+			for _, c := range w.cancels {
+				c(errWorkerStopping)
+			}
+		}()
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		cancel(errWorkerStopping)
+		return func() {}
+	}
+	if w.cancels == nil {
+		w.cancels = map[int]context.CancelCauseFunc{}
+	}
+	id := w.next
+	w.next++
+	w.cancels[id] = cancel
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.cancels, id)
+	}
+}
+
 type handoffInbound struct {
 	interceptor.ActivityInboundInterceptorBase
+	w *handoffInterceptor
 }
 
 func (h *handoffInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	if activity.GetInfo(ctx).IsLocalActivity {
 		return h.Next.ExecuteActivity(ctx, in)
 	}
-	stopping := activity.GetWorkerStopChannel(ctx)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-stopping:
-			cancel(errWorkerStopping)
-		case <-ctx.Done():
-		}
-	}()
+	defer h.w.add(activity.GetWorkerStopChannel(ctx), cancel)()
 	res, err := h.Next.ExecuteActivity(ctx, in)
 	if err != nil && errors.Is(context.Cause(ctx), errWorkerStopping) {
 		return nil, temporal.NewApplicationErrorWithCause("the worker is stopping: the activity goes on on another worker", ErrTypeWorkerStopping, err)
