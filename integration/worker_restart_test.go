@@ -108,8 +108,10 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	// Its own stack, so that no other worker polls its task queue.
+	start := time.Now()
 	e, stateDir, first := workerStack(t, ctx)
 	c := itest.AdminClient(t, e)
+	t.Logf("wall time: stack and worker up in %s", time.Since(start).Round(time.Millisecond))
 
 	const perReplica = 25000
 	ws, name := "restart", "lines"
@@ -136,13 +138,15 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 		return last != nil
 	}, 20*time.Millisecond)
 	first.kill()
-	t.Logf("worker killed at %s", time.Now().Format(time.StampMilli))
+	killedAt := time.Now()
+	t.Logf("worker killed at %s, %s after the start", killedAt.Format(time.StampMilli), killedAt.Sub(start).Round(time.Millisecond))
 	startWorker(t, e, stateDir)
 
 	final := itest.WaitJob(t, ctx, c, ws, name, "terminal after the worker restart", func(j *api.Job) bool { return j.Status.Phase.Terminal() })
 	if final.Status.Phase != schemas.JobSucceeded {
 		t.Fatalf("job %s: %s", final.Status.Phase, final.Status.Message)
 	}
+	t.Logf("wall time: job succeeded %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 
 	// Exactly one event per transition, in order.
 	var phases []string
@@ -158,6 +162,7 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 	}
 
 	// Every line exactly once, in order per replica.
+	readStart := time.Now()
 	next := map[int]int{} // replica index → next expected line number
 	total := 0
 	err = c.Logs(ctx, ws, name, dlc.LogOptions{}, func(r events.LogRecord) error {
@@ -170,6 +175,7 @@ func TestWorkerKilledMidJobLosesAndDuplicatesNothing(t *testing.T) {
 		next[r.Index] = n
 		return nil
 	})
+	t.Logf("wall time: %d lines read back in %s", total, time.Since(readStart).Round(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

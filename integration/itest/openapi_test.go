@@ -30,6 +30,13 @@ func TestOpenAPITransport(t *testing.T) {
 		case "/v1/workspaces/alpha/events":
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			_, _ = io.WriteString(w, "{\"nope\":true}\n")
+		case "/v1/workspaces/alpha/jobs/j/logs":
+			// Two good lines, one whose time is no date-time, and one good line again.
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			for _, tm := range []string{"2026-01-01T00:00:00Z", "2026-01-01T00:00:01.5Z", "yesterday", "2026-01-01T00:00:02Z"} {
+				_, _ = io.WriteString(w, `{"workspace":"alpha","job":"j","uid":"u","attempt":1,"role":"worker","index":0,`+
+					`"replica":"j-worker-0","stream":"stdout","seq":1,"time":"`+tm+`","line":"hello"}`+"\n")
+			}
 		case "/v1/workspaces":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
@@ -45,6 +52,7 @@ func TestOpenAPITransport(t *testing.T) {
 		{"GET", "/v1/whoami", ""},
 		{"GET", "/v1/nodes", ""},
 		{"GET", "/v1/workspaces/alpha/events", ""},
+		{"GET", "/v1/workspaces/alpha/jobs/j/logs", ""},
 		{"POST", "/v1/workspaces", `{"name":"alpha","createdAt":"2026-01-01T00:00:00Z"}`},
 		{"GET", "/elsewhere/object", ""},
 	} {
@@ -62,7 +70,8 @@ func TestOpenAPITransport(t *testing.T) {
 	}
 	problems := strings.Join(v.Problems(), "\n")
 	for _, want := range []string{"whoami (GET /v1/whoami): answer 200", "listNodes (GET /v1/nodes): status 418 is not listed",
-		"workspaceEvents (GET /v1/workspaces/alpha/events): streamed line", "createWorkspace (POST /v1/workspaces): the server answered 201 to a request the document refuses"} {
+		"workspaceEvents (GET /v1/workspaces/alpha/events): streamed line",
+		`jobLogs (GET /v1/workspaces/alpha/jobs/j/logs): streamed line {"workspace":"alpha","job":"j","uid":"u","attempt":1,"role":"worker","index":0,"replica":"j-worker-0","stream":"stdout","seq":1,"time":"yesterday"`, "createWorkspace (POST /v1/workspaces): the server answered 201 to a request the document refuses"} {
 		if !strings.Contains(problems, want) {
 			t.Errorf("no problem %q in:\n%s", want, problems)
 		}
@@ -70,7 +79,7 @@ func TestOpenAPITransport(t *testing.T) {
 	if strings.Contains(problems, "health") || strings.Contains(problems, "elsewhere") {
 		t.Errorf("problems of valid or foreign calls:\n%s", problems)
 	}
-	if n := len(v.Problems()); n != 5 { // 418 also has no Content-Type
+	if n := len(v.Problems()); n != 6 { // 418 also has no Content-Type; one log line is bad
 		t.Errorf("%d problems:\n%s", n, problems)
 	}
 }

@@ -284,6 +284,8 @@ func checkReplicasCurrent(t *testing.T, ctx context.Context, js *jetstream.Clien
 	t.Helper()
 	for _, name := range []string{jetstream.EventsStream, jetstream.LogsStream} {
 		testutil.Eventually(t, itest.Left(ctx), fmt.Sprintf("server %d to hold a current replica of %s", victim, name), func() error {
+			ctx, cancel := context.WithTimeout(ctx, streamInfoTimeout)
+			defer cancel()
 			s, err := js.JetStream().Stream(ctx, name)
 			if err != nil {
 				return err
@@ -309,6 +311,9 @@ func checkReplicasCurrent(t *testing.T, ctx context.Context, js *jetstream.Clien
 func serverName(i int) string { return "opendlc-" + strconv.Itoa(i) }
 
 // streamLeader is the index of the server that leads stream.
+// streamInfoTimeout bounds one stream-info request of streamLeaderOrNone.
+const streamInfoTimeout = 3 * time.Second
+
 func streamLeader(t *testing.T, ctx context.Context, js *jetstream.Client, stream string) int {
 	t.Helper()
 	l := streamLeaderOrNone(ctx, js, stream)
@@ -318,7 +323,14 @@ func streamLeader(t *testing.T, ctx context.Context, js *jetstream.Client, strea
 	return l
 }
 
+// streamLeaderOrNone is the index of stream's leader, or -1 when the stream has none or
+// the question gets no answer. One question waits at most streamInfoTimeout: a request
+// sent while the cluster has no JetStream leader may never be answered, and under the
+// test's own context it would wait until the whole test is out of time (a CI run waited
+// 7.5 minutes on one question right after the leader was killed).
 func streamLeaderOrNone(ctx context.Context, js *jetstream.Client, stream string) int {
+	ctx, cancel := context.WithTimeout(ctx, streamInfoTimeout)
+	defer cancel()
 	s, err := js.JetStream().Stream(ctx, stream)
 	if err != nil || s.CachedInfo().Cluster == nil {
 		return -1
