@@ -71,7 +71,8 @@ func TestOpenAPITransport(t *testing.T) {
 	problems := strings.Join(v.Problems(), "\n")
 	for _, want := range []string{"whoami (GET /v1/whoami): answer 200", "listNodes (GET /v1/nodes): status 418 is not listed",
 		"workspaceEvents (GET /v1/workspaces/alpha/events): streamed line",
-		`jobLogs (GET /v1/workspaces/alpha/jobs/j/logs): streamed line {"workspace":"alpha","job":"j","uid":"u","attempt":1,"role":"worker","index":0,"replica":"j-worker-0","stream":"stdout","seq":1,"time":"yesterday"`, "createWorkspace (POST /v1/workspaces): the server answered 201 to a request the document refuses"} {
+		`jobLogs (GET /v1/workspaces/alpha/jobs/j/logs): streamed line {"workspace":"alpha","job":"j","uid":"u","attempt":1,"role":"worker","index":0,"replica":"j-worker-0","stream":"stdout","seq":1,"time":"yesterday"`,
+		`at '/time': 'yesterday' is not valid date-time`, "createWorkspace (POST /v1/workspaces): the server answered 201 to a request the document refuses"} {
 		if !strings.Contains(problems, want) {
 			t.Errorf("no problem %q in:\n%s", want, problems)
 		}
