@@ -26,8 +26,10 @@ import (
 // The API's integration tests check the server against its OpenAPI document
 // (docs/openapi.json, issue 37): the SDK clients Client makes (the shared client of
 // package integration among them) send through a validating transport, and Main fails
-// the package when any request or answer broke the document. A third-party validator judges: kin-openapi's
-// openapi3filter.
+// the package when any request or answer broke the document. Third-party validators
+// judge: kin-openapi's openapi3filter the requests, statuses and headers, and
+// santhosh-tekuri/jsonschema (what kin-openapi validates JSON Schema 2020 with) the
+// answers' bodies, with each schema compiled once (bodySchema).
 
 // ndjsonMedia is the media type of streamed answers, validated line by line.
 const ndjsonMedia = "application/x-ndjson"
