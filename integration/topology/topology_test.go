@@ -310,10 +310,11 @@ func checkReplicasCurrent(t *testing.T, ctx context.Context, js *jetstream.Clien
 
 func serverName(i int) string { return "opendlc-" + strconv.Itoa(i) }
 
-// streamLeader is the index of the server that leads stream.
-// streamInfoTimeout bounds one stream-info request of streamLeaderOrNone.
+// streamInfoTimeout bounds one stream-info request of streamLeaderOrNone and
+// checkReplicasCurrent.
 const streamInfoTimeout = 3 * time.Second
 
+// streamLeader is the index of the server that leads stream.
 func streamLeader(t *testing.T, ctx context.Context, js *jetstream.Client, stream string) int {
 	t.Helper()
 	l := streamLeaderOrNone(ctx, js, stream)
@@ -324,10 +325,11 @@ func streamLeader(t *testing.T, ctx context.Context, js *jetstream.Client, strea
 }
 
 // streamLeaderOrNone is the index of stream's leader, or -1 when the stream has none or
-// the question gets no answer. One question waits at most streamInfoTimeout: a request
-// sent while the cluster has no JetStream leader may never be answered, and under the
-// test's own context it would wait until the whole test is out of time (a CI run waited
-// 7.5 minutes on one question right after the leader was killed).
+// the question gets no answer. One question waits at most streamInfoTimeout: in a
+// cluster only the stream's leader answers stream info, and a follower that still
+// believes in a leader just killed stays silent (nats-server's jsStreamInfoRequest), so
+// under the test's own context one question could wait until the whole test is out of
+// time (the likely cause of a CI run's 7.5-minute wait here).
 func streamLeaderOrNone(ctx context.Context, js *jetstream.Client, stream string) int {
 	ctx, cancel := context.WithTimeout(ctx, streamInfoTimeout)
 	defer cancel()
