@@ -40,7 +40,6 @@ import opendlc
 from opendlc import torch as dlc_torch
 
 
-
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40, help="optimizer steps in all")
