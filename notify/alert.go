@@ -604,12 +604,14 @@ func (a *alerter) workspace(ctx context.Context, ws string) (*wsAlerts, error) {
 	}
 	w := &wsAlerts{jobs: map[string]*alertJob{}, states: map[alertKey]*alertState{}}
 	cons, err := a.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.JobStatusSubject(ws, "*")},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		FilterSubjects:    []string{events.JobStatusSubject(ws, "*")},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		InactiveThreshold: dlcjs.ReadInactive,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs' status of workspace %s: %w", ws, err)
 	}
+	defer dlcjs.ReleaseConsumer(a.js, a.stream.CachedInfo().Config.Name, cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs' status of workspace %s: %w", ws, err)

@@ -90,7 +90,8 @@ func (r *Redriver) Redrive(ctx context.Context, ws, name string, limit int, sinc
 	if subject == "" {
 		subject = schemas.DefaultDeadLetterSubject(ws)
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: dlcjs.ReadInactive}
 	if !since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
@@ -98,6 +99,7 @@ func (r *Redriver) Redrive(ctx context.Context, ws, name string, limit int, sinc
 	if err != nil {
 		return nil, fmt.Errorf("notify: read %s: %w", NotifyStream, err)
 	}
+	defer dlcjs.ReleaseConsumer(r.js, NotifyStream, cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("notify: read %s: %w", NotifyStream, err)

@@ -22,10 +22,12 @@ func (c *Client) DeleteWhere(ctx context.Context, stream, filter string, match f
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: ReadInactive,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: consumer on %s: %w", filter, err)
 	}
+	defer c.release(stream, cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: consumer info: %w", err)

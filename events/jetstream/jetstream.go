@@ -170,10 +170,12 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 	}
 	// No stream lookup otherwise: a workspace reader may not ask for stream info
 	// (WorkspacePermissions), only create a consumer filtered on its subjects.
+	cfg.InactiveThreshold = ReadInactive
 	cons, err := c.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer on %v: %w", cfg.FilterSubjects, err)
 	}
+	defer c.release(stream, cons) // after the iterator stops (defers run last first)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer info: %w", err)

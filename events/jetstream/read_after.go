@@ -30,13 +30,15 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 	// replica still catching up (see read), whose "nothing pending" comes early.
 	last := lastOnLeader(ctx, s, subject)
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    after + 1,
+		FilterSubjects:    []string{subject},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       after + 1,
+		InactiveThreshold: ReadInactive,
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer on %s: %w", subject, err)
 	}
+	defer c.release(stream, cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer info: %w", err)
