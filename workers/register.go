@@ -42,6 +42,7 @@ func RegisterActivities(r ActivityRegistry, a *activities.JobActivities) {
 		workflows.ActivityStopGang:           a.StopGang,
 		workflows.ActivityCleanupGang:        a.CleanupGang,
 		workflows.ActivityForwardLogs:        a.ForwardLogs,
+		workflows.ActivityLogProgress:        a.LogProgress,
 		workflows.ActivityLatestCheckpoint:   a.LatestCheckpoint,
 		workflows.ActivityPruneCheckpoints:   a.PruneCheckpoints,
 		workflows.ActivityCheckNodes:         a.CheckNodes,

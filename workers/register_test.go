@@ -35,7 +35,7 @@ func TestRegisteredNames(t *testing.T) {
 	wantWorkflows := []string{"Experiment", "NodeHealth", "Pipeline", "Schedule", "TrainingJob", "TriggerGate", "WorkspaceQuota"}
 	wantActivities := []string{
 		"BuildStepJob", "CheckNewData", "CheckNodes", "CleanupGang", "ClosedJobs", "ForwardLogs", "JobMetrics",
-		"LatestCheckpoint", "LaunchGang", "PruneCheckpoints", "PublishEvents", "ReadWarmStart", "RecheckQuarantined", "ReleaseNode", "ReplaceReplica", "RequestQuota", "ResolvePipelineTemplate", "ResolveWorkspace", "ScaleGang",
+		"LatestCheckpoint", "LaunchGang", "LogProgress", "PruneCheckpoints", "PublishEvents", "ReadWarmStart", "RecheckQuarantined", "ReleaseNode", "ReplaceReplica", "RequestQuota", "ResolvePipelineTemplate", "ResolveWorkspace", "ScaleGang",
 		"StopGang", "StopJob", "StopScheduledJob", "StopTrialJob", "WaitScheduledJob", "WatchGang", "WatchTrialMetrics",
 	}
 	if !slices.Equal(n.workflows, wantWorkflows) {

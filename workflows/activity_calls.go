@@ -91,6 +91,12 @@ func forwardLogs(ctx workflow.Context, in activities.ForwardLogsInput) future[ac
 	return future[activities.ForwardLogsResult]{workflow.ExecuteActivity(workflow.WithHeartbeatTimeout(withForwarderActivity(ctx), longHeartbeat()), ActivityForwardLogs, in)}
 }
 
+// logProgress reads how far an attempt's forwarded log has come (the log drain's
+// question whether its forwarder still sends); a few tries, as a wait hangs on it.
+func logProgress(ctx workflow.Context, in activities.LogProgressInput) (int64, error) {
+	return call[int64](withFewTries(withShortActivity(ctx)), ActivityLogProgress, in)
+}
+
 // latestCheckpoint is the newest complete checkpoint under a job's checkpoint URI.
 func latestCheckpoint(ctx workflow.Context, in activities.LatestCheckpointInput) (string, error) {
 	return call[string](withShortActivity(ctx), ActivityLatestCheckpoint, in)

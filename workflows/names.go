@@ -34,6 +34,7 @@ const (
 	ActivityForwardLogs      = "ForwardLogs"
 	ActivityLatestCheckpoint = "LatestCheckpoint"
 	ActivityResolveWorkspace = "ResolveWorkspace"
+	ActivityLogProgress      = "LogProgress"
 )
 
 // Search attributes the workflows set. They must be registered on the Temporal

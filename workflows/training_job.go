@@ -77,8 +77,12 @@ const (
 	// watchMaxWait bounds one WatchGang call, so history grows by one activity per
 	// watchMaxWait at most while nothing changes.
 	watchMaxWait = 10 * time.Minute
-	// logDrainTimeout bounds how long a finished job waits for its last log lines.
+	// logDrainTimeout is how long a finished job waits for its last log lines before it
+	// asks whether its forwarder still sends; it waits on, a logDrainTimeout at a time,
+	// while the forwarded log grows, at most logDrainMax in all (waitForwarder).
 	logDrainTimeout = 2 * time.Minute
+	// logDrainMax bounds the whole wait for a forwarder that keeps sending.
+	logDrainMax = time.Hour
 )
 
 // Gang placement retries.

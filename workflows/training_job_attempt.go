@@ -436,13 +436,11 @@ func (a *attempt) refreshReplicas(ctx workflow.Context) {
 	}
 }
 
-// waitLogs waits, for a bounded time, until the attempt's forwarder has forwarded every
-// log line, and keeps what it saw.
+// waitLogs waits until the attempt's forwarder has forwarded every log line, and keeps
+// what it saw; waitForwarder says how long.
 func (a *attempt) waitLogs(ctx workflow.Context) {
 	w, logs := a.w, *a.logs
-	timer := workflow.NewTimer(ctx, logDrainTimeout)
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(logs.Future, func(workflow.Future) {
+	a.waitForwarder(ctx, logs.Future, func() {
 		res, err := logs.get(ctx)
 		if err != nil {
 			w.logger.Warn("log forwarding failed", "error", err)
@@ -456,6 +454,51 @@ func (a *attempt) waitLogs(ctx workflow.Context) {
 			}
 		}
 	})
-	sel.AddFuture(timer, func(workflow.Future) { w.logger.Warn("log forwarding did not finish in time") })
-	sel.Select(ctx)
+}
+
+// waitForwarder waits for a log forwarder of the finished attempt (f) to end, and then
+// runs done. A forwarder ends once it has sent every replica's last line, but one whose
+// worker died is taken over by another worker only after its heartbeat timeout (a
+// minute by default), and the new one then sends the rest from where the log stream
+// stops, which may take minutes more for a talkative job. So the wait does not end at a
+// fixed time: each logDrainTimeout it reads how far the forwarded log has come
+// (LogProgress), and it gives up, leaving the rest of the lines unforwarded, only once
+// a whole logDrainTimeout passed without a line, or after logDrainMax in all.
+//
+// Histories from before the change (changeLogDrainProgress) gave up at the first
+// logDrainTimeout.
+func (a *attempt) waitForwarder(ctx workflow.Context, f workflow.Future, done func()) {
+	w := a.w
+	start := workflow.Now(ctx)
+	var last int64 = -1 // the first period is always followed by one more
+	for {
+		finished := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(f, func(workflow.Future) {
+			finished = true
+			done()
+		})
+		sel.AddFuture(workflow.NewTimer(ctx, logDrainTimeout), func(workflow.Future) {})
+		sel.Select(ctx)
+		if finished {
+			return
+		}
+		if workflow.GetVersion(ctx, changeLogDrainProgress, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			w.logger.Warn("log forwarding did not finish in time")
+			return
+		}
+		progress, err := logProgress(ctx, activities.LogProgressInput{Ref: a.ref, UID: w.uid, Replicas: w.status.Replicas})
+		switch {
+		case err != nil:
+			w.logger.Warn("log forwarding did not finish in time, and how far it came cannot be read", "error", err)
+			return
+		case progress == last:
+			w.logger.Warn("log forwarding did not finish: no line forwarded for a while", "quiet", logDrainTimeout, "lines", progress)
+			return
+		case workflow.Now(ctx).Sub(start) >= logDrainMax:
+			w.logger.Warn("log forwarding did not finish in time", "waited", logDrainMax, "lines", progress)
+			return
+		}
+		last = progress
+	}
 }

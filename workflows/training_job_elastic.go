@@ -285,17 +285,13 @@ func (a *attempt) waitExtraLogs(ctx workflow.Context) {
 	a.extraLogs = nil
 }
 
-// waitQuietly waits for one extra forwarder, at most logDrainTimeout; its result
-// (metrics, matches) adds nothing the attempt's forwarder does not have.
+// waitQuietly waits for one extra forwarder (waitForwarder); its result (metrics,
+// matches) adds nothing the attempt's forwarder does not have.
 func (a *attempt) waitQuietly(ctx workflow.Context, f future[activities.ForwardLogsResult]) {
 	w := a.w
-	timer := workflow.NewTimer(ctx, logDrainTimeout)
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(f.Future, func(workflow.Future) {
+	a.waitForwarder(ctx, f.Future, func() {
 		if _, err := f.get(ctx); err != nil {
 			w.logger.Warn("log forwarding failed", "error", err)
 		}
 	})
-	sel.AddFuture(timer, func(workflow.Future) {})
-	sel.Select(ctx)
 }

@@ -51,6 +51,8 @@ type harness struct {
 	ids    []string
 	// forwardLogs, when set, plays the log forwarder.
 	forwardLogs func(context.Context, activities.ForwardLogsInput) (activities.ForwardLogsResult, error)
+	// forwardLogsAfter, when set, is how long the forwarder takes on the workflow clock.
+	forwardLogsAfter time.Duration
 }
 
 func newHarness(t *testing.T) *harness {
@@ -79,7 +81,7 @@ func newHarness(t *testing.T) *harness {
 			return h.forwardLogs(ctx, in)
 		}
 		return activities.ForwardLogsResult{}, nil
-	})
+	}).AfterFn(func() time.Duration { return h.forwardLogsAfter })
 	returnActivityErr(h.env, jobActs.CleanupGang, nil)
 	returnActivity(h.env, jobActs.LatestCheckpoint, "s3://ckpt/wf/000000000010", nil)
 	return h

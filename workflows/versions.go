@@ -42,6 +42,9 @@ const (
 	// changeRunRecords: a job, an experiment and a pipeline run write their run record
 	// (package runs) when they end (runrecord.go).
 	changeRunRecords = "run-records"
+	// changeLogDrainProgress: a finished job waits for its log forwarder while the
+	// forwarded log grows, not a fixed logDrainTimeout (training_job_attempt.go).
+	changeLogDrainProgress = "log-drain-progress"
 )
 
 // versions lists every versioned change, oldest first.
@@ -56,6 +59,8 @@ var versions = []change{
 		what: "a schedule whose action names a stored pipeline template (pipelineTemplateRef) reads it with the ResolvePipelineTemplate activity at each fire and starts the run it returns, or records StartFailed (schedule_pipeline_template_ref.json; no older history takes this path)"},
 	{id: changeRunRecords, since: "2026-12-07",
 		what: "a job, an experiment and a pipeline run write their run record with the RecordRun activity when they end, before their last events are published (run_record_job.json; the older histories write none)"},
+	{id: changeLogDrainProgress, since: "2026-12-07",
+		what: "a finished job whose log forwarder has not ended after logDrainTimeout reads how far the forwarded log came (the LogProgress activity) and waits another logDrainTimeout while it grows, at most logDrainMax in all; the older histories gave up at the first (TestLogDrainWaitsWhileTheForwarderSends; no recorded history takes this path)"},
 }
 
 // retiredChangeIDs are the change ids whose branches are gone (folded into the first

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,6 +76,7 @@ func startTopology(t *testing.T, ctx context.Context) *topo {
 			os.RemoveAll(dir)
 		} else {
 			t.Logf("state and logs kept in %s", dir)
+			logWarnings(t, dir)
 		}
 	})
 
@@ -395,4 +397,29 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logWarnings logs the warnings and errors of the workers' logs in dir (at most
+// maxWarnings of them), so that a failure on a machine whose files are gone afterwards
+// (CI) still says what the workers saw.
+func logWarnings(t *testing.T, dir string) {
+	const maxWarnings = 60
+	logs, _ := filepath.Glob(filepath.Join(dir, "worker-*.log"))
+	n := 0
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+				continue
+			}
+			if n++; n > maxWarnings {
+				t.Logf("(more warnings in %s)", dir)
+				return
+			}
+			t.Logf("%s: %s", filepath.Base(path), line)
+		}
+	}
 }

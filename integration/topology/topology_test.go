@@ -367,19 +367,30 @@ func checkJob(t *testing.T, ctx context.Context, c *dlc.Client, js *jetstream.Cl
 		t.Fatal(err)
 	}
 	lost, doubled := 0, 0
+	var missing []string // per replica, the ranges of lines lost: where the loss lies
 	for rep := range 4 {
-		for i := 1; i <= linesPerReplica; i++ {
-			switch seen[[2]int{rep, i}] {
-			case 0:
-				lost++
-			case 1:
-			default:
-				doubled++
+		from := 0
+		for i := 1; i <= linesPerReplica+1; i++ {
+			c := seen[[2]int{rep, i}]
+			if i <= linesPerReplica {
+				switch {
+				case c == 0:
+					lost++
+				case c > 1:
+					doubled++
+				}
+			}
+			switch {
+			case c == 0 && i <= linesPerReplica && from == 0:
+				from = i
+			case (c != 0 || i > linesPerReplica) && from != 0:
+				missing = append(missing, fmt.Sprintf("replica %d lines %d-%d", rep, from, i-1))
+				from = 0
 			}
 		}
 	}
 	if lost != 0 || doubled != 0 || n != 4*linesPerReplica {
-		t.Errorf("log lines: %d read, %d lost, %d doubled; want each of %d once", n, lost, doubled, 4*linesPerReplica)
+		t.Errorf("log lines: %d read, %d lost, %d doubled; want each of %d once; lost: %v", n, lost, doubled, 4*linesPerReplica, missing)
 	}
 	var timeline []string
 	for _, e := range j.Status.Timeline {
