@@ -44,7 +44,7 @@ func Connect(url string, natsOpts ...nats.Option) (*Client, error) {
 // New wraps an existing connection. It does not take ownership of nc unless created
 // through Connect.
 func New(nc *nats.Conn) (*Client, error) {
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -76,12 +76,24 @@ func (c *Client) EnsureStreams(ctx context.Context, opts ...Option) error {
 	return EnsureStreams(ctx, c.js, opts...)
 }
 
-// Publish publishes msgs in order and waits for every acknowledgement. Messages with
-// an id already seen within the stream's duplicate window are acknowledged as
-// duplicates and not stored again, so a retried call is safe.
+// publishAckTimeout bounds the wait for each message's acknowledgement in Publish. A
+// message can be lost on its way without its publisher seeing a disconnect: sent through
+// a server that stays up, to a stream leader that dies. nats.go waits for such an
+// acknowledgement without end (asynchronous publishes) or for as long as the caller's
+// context lasts, and the log forwarder, whose context lasts as long as the job and which
+// heartbeats all the while, then stalled until the job's log drain gave up on it (CI lost
+// 6,500 lines of a job when the test killed the log stream's leader). Bounded, Publish
+// fails and its caller publishes again, which message ids make safe.
+var publishAckTimeout = 10 * time.Second // a variable for tests
+
+// Publish publishes msgs in order and waits for every acknowledgement, each at most
+// publishAckTimeout. Messages with an id already seen within the stream's duplicate
+// window are acknowledged as duplicates and not stored again, so a retried call is safe.
 func (c *Client) Publish(ctx context.Context, msgs ...events.Msg) error {
 	if len(msgs) == 1 {
 		m := msgs[0]
+		ctx, cancel := context.WithTimeout(ctx, publishAckTimeout)
+		defer cancel()
 		_, err := c.js.Publish(ctx, m.Subject, m.Data, jetstream.WithMsgID(m.ID))
 		if err != nil {
 			return fmt.Errorf("jetstream: publish %s: %w", m.Subject, err)
