@@ -14,6 +14,7 @@ import (
 
 	"github.com/opendlc/opendlc/schemas"
 	"github.com/opendlc/opendlc/service"
+	"github.com/opendlc/opendlc/workers"
 	"github.com/opendlc/opendlc/workflows"
 )
 
@@ -33,7 +34,9 @@ func (d *Dispatcher) startGateWorker() {
 	if d.tc == nil || d.gateWorker != nil || d.closed {
 		return
 	}
-	w := worker.New(d.tc, workflows.TriggerActivityQueue(d.taskQueue), worker.Options{})
+	// A dispatcher that stops hands a gate's running WaitRun to another at once, not
+	// after its minute of heartbeat timeout (workers.WithHandoff).
+	w := worker.New(d.tc, workflows.TriggerActivityQueue(d.taskQueue), workers.WithHandoff(worker.Options{}))
 	w.RegisterActivityWithOptions(d.gateStartRun, activity.RegisterOptions{Name: workflows.ActivityTriggerStartRun})
 	w.RegisterActivityWithOptions(d.gateWaitRun, activity.RegisterOptions{Name: workflows.ActivityTriggerWaitRun})
 	if err := w.Start(); err != nil {

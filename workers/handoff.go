@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 )
 
 // A worker that stops on purpose (SIGTERM: a rolling upgrade, a scale-down, `dlc worker`
@@ -37,6 +38,17 @@ const ErrTypeWorkerStopping = "WorkerStopping"
 // moments; the bound is for an activity that ignores its context, and stays well within
 // Kubernetes' default termination grace period of 30 s.
 const stopTimeout = 5 * time.Second
+
+// WithHandoff makes a worker with opts hand its running activities to the other workers
+// when it stops: the handoff interceptor first, and a WorkerStopTimeout of at least
+// stopTimeout, so that the handed-off activities' failures are reported before the
+// worker is gone. The job worker has it (workerOptions), and so has every other worker
+// the stack runs (the trigger gates' activities, package triggers).
+func WithHandoff(opts worker.Options) worker.Options {
+	opts.WorkerStopTimeout = max(opts.WorkerStopTimeout, stopTimeout)
+	opts.Interceptors = append([]interceptor.WorkerInterceptor{&handoffInterceptor{}}, opts.Interceptors...)
+	return opts
+}
 
 // errWorkerStopping is the cause a handed-off activity's context is cancelled with.
 var errWorkerStopping = errors.New("the worker is stopping")

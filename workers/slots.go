@@ -3,7 +3,6 @@ package workers
 import (
 	"time"
 
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -35,7 +34,7 @@ const (
 
 // workerOptions are the Temporal worker's options for cfg.
 func workerOptions(cfg Config) worker.Options {
-	return worker.Options{
+	return WithHandoff(worker.Options{
 		// A cancelled activity learns of it from a heartbeat response, and the SDK sends
 		// heartbeats at most once per throttle interval (by default 80% of the heartbeat
 		// timeout). A short interval makes `dlc job stop` take about a second, not 16.
@@ -43,10 +42,8 @@ func workerOptions(cfg Config) worker.Options {
 		MaxConcurrentActivityExecutionSize: activitySlots,
 		MaxConcurrentWorkflowTaskPollers:   taskPollers,
 		MaxConcurrentActivityTaskPollers:   taskPollers,
-		// A stopping worker cancels its running activities, reports each as retryable
-		// so that another worker takes it at once, and waits this long for them to
-		// return (handoff.go).
-		WorkerStopTimeout: stopTimeout,
-		Interceptors:      append([]interceptor.WorkerInterceptor{&handoffInterceptor{}}, cfg.Interceptors...),
-	}
+		// A stopping worker cancels its running activities and reports each as
+		// retryable, so that another worker takes it at once (WithHandoff).
+		Interceptors: cfg.Interceptors,
+	})
 }
