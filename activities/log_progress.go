@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/opendlc/opendlc/backend"
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/schemas"
@@ -24,7 +26,10 @@ type LogProgressInput struct {
 // grows (the job workflow's log drain).
 func (a *JobActivities) LogProgress(ctx context.Context, in LogProgressInput) (int64, error) {
 	var sum int64
-	for _, r := range in.Replicas {
+	for i, r := range in.Replicas {
+		if i%100 == 99 && activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, i) // one lookup per replica: a large gang takes a while
+		}
 		subject := events.JobLogSubject(in.Ref.Workspace, in.Ref.Job, r.Role, r.Index)
 		data, err := a.Publisher.LastMsg(ctx, a.LogStream, subject)
 		if err != nil {
