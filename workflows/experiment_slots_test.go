@@ -170,6 +170,18 @@ type slotUse struct {
 	jobBusy, held, makespan time.Duration
 	parallelism             int
 	prunedAt                map[int64]int
+	// filling is the experiment's start to the start of its last trial job: while
+	// trials were left to start, every freed slot should have been refilled at once.
+	// jobBusyFilling is the trial jobs' running time within it, summed.
+	filling, jobBusyFilling time.Duration
+}
+
+// fillingUtilisation is busy slot-seconds over parallelism × the time while trials were
+// left to start. The tail after the last start is left out: there fewer trials than
+// slots remain, however quickly the slots are refilled, and how long it lasts depends
+// on which trials the sampler and ASHA happen to leave running (it varies between runs).
+func (u slotUse) fillingUtilisation() float64 {
+	return u.jobBusyFilling.Seconds() / (float64(u.parallelism) * u.filling.Seconds())
 }
 
 func (u slotUse) utilisation(busy time.Duration) float64 {
@@ -189,12 +201,22 @@ func runSlotExperiment(t *testing.T) slotUse {
 		t.Errorf("%d trial jobs ran at once, parallelism is %d", sim.peak, exp.Spec.Parallelism)
 	}
 	u := slotUse{st: st, parallelism: int(exp.Spec.Parallelism), makespan: st.FinishTime.Sub(*st.StartTime), prunedAt: map[int64]int{}}
+	lastStart := *st.StartTime
+	for _, tr := range st.Trials {
+		if j := sim.jobs[tr.Job]; j != nil && j.start.After(lastStart) {
+			lastStart = j.start
+		}
+	}
+	u.filling = lastStart.Sub(*st.StartTime)
 	for _, tr := range st.Trials {
 		j := sim.jobs[tr.Job]
 		if j == nil || j.end.IsZero() {
 			t.Fatalf("trial %d: job %s never ran to its end", tr.ID, tr.Job)
 		}
 		u.jobBusy += j.end.Sub(j.start)
+		if from, to := maxTime(j.start, *st.StartTime), minTime(j.end, lastStart); to.After(from) {
+			u.jobBusyFilling += to.Sub(from)
+		}
 		u.held += tr.FinishTime.Sub(*tr.StartTime)
 		if tr.Phase == schemas.TrialPruned {
 			u.prunedAt[tr.Step]++
@@ -204,19 +226,39 @@ func runSlotExperiment(t *testing.T) slotUse {
 }
 
 // TestExperimentSlotUtilisation measures slot utilisation, busy slot-seconds over
-// parallelism × makespan, on 120 trials 4 at a time whose jobs take 1 to 10 s and are
-// pruned by ASHA at different rungs: a freed slot is refilled at once, and at least 95%
-// of the slot-seconds run a trial job.
+// parallelism × time, on 120 trials 4 at a time whose jobs take 1 to 10 s and are
+// pruned by ASHA at different rungs: a freed slot is refilled at once, so while trials
+// are left to start, at least 98% of the slot-seconds run a trial job. Over the whole
+// makespan (logged) the tail after the last start counts too: 94.8–99.3% in runs of the
+// same code, as the sampler's and ASHA's choices vary (CI failed once on an assertion of
+// 95% over the makespan); while trials were left to start it was 100.0% in 10 runs.
 func TestExperimentSlotUtilisation(t *testing.T) {
 	now := runSlotExperiment(t)
-	t.Logf("%d completed, %d pruned (at step: %v); makespan %s; job-busy utilisation %.1f%%; slot-held utilisation %.1f%%",
-		now.st.Completed, now.st.Pruned, now.prunedAt, now.makespan.Round(time.Millisecond),
-		100*now.utilisation(now.jobBusy), 100*now.utilisation(now.held))
-	if got := now.utilisation(now.jobBusy); got < 0.95 {
-		t.Errorf("job-busy utilisation %.1f%%, want at least 95%%", 100*got)
+	t.Logf("%d completed, %d pruned (at step: %v); makespan %s (last start at %s); job-busy utilisation %.1f%% while trials were left to start, %.1f%% over the makespan; slot-held utilisation %.1f%%",
+		now.st.Completed, now.st.Pruned, now.prunedAt, now.makespan.Round(time.Millisecond), now.filling.Round(time.Millisecond),
+		100*now.fillingUtilisation(), 100*now.utilisation(now.jobBusy), 100*now.utilisation(now.held))
+	if now.filling <= 0 {
+		t.Fatalf("the last trial job started %s after the experiment: nothing to measure", now.filling)
+	}
+	if got := now.fillingUtilisation(); got < 0.98 {
+		t.Errorf("job-busy utilisation while trials were left to start %.1f%%, want at least 98%%", 100*got)
 	}
 	// Trials were pruned at both rungs, and some ran to the end.
 	if now.prunedAt[1] == 0 || now.prunedAt[3] == 0 || now.st.Completed == 0 {
 		t.Errorf("pruned at %v, %d completed; want trials pruned at steps 1 and 3 and some completed", now.prunedAt, now.st.Completed)
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
