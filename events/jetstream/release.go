@@ -24,7 +24,7 @@ import (
 const ReadInactive = time.Minute
 
 // releaseTimeout bounds the request that deletes a read's consumer.
-const releaseTimeout = 2 * time.Second
+const releaseTimeout = 5 * time.Second
 
 // ReleaseConsumer deletes the server's consumer of an ordered consumer on stream that a
 // read is done with (its message iterator stopped). It is best effort: a consumer left

@@ -59,12 +59,21 @@ func TestReadsReleaseTheirConsumers(t *testing.T) {
 			n++
 		}
 	}
-	st, err := c.JetStream().Stream(ctx, jetstream.EventsStream)
-	if err != nil {
-		t.Fatal(err)
+	// nats.go deletes an ordered consumer's previous consumer in the background when it
+	// makes the next (each Next of DeleteWhere does): wait a moment for those.
+	left := -1
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, err := c.JetStream().Stream(ctx, jetstream.EventsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left = st.CachedInfo().State.Consumers; left == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if left := st.CachedInfo().State.Consumers; left != 0 {
-		t.Errorf("%d reads left %d consumers on %s, want none", n, left, jetstream.EventsStream)
+	if left != 0 {
+		t.Errorf("%d reads left %d consumers on %s after 10 s, want none", n, left, jetstream.EventsStream)
 	}
 	for _, d := range inactive {
 		if d != jetstream.ReadInactive {
@@ -74,5 +83,5 @@ func TestReadsReleaseTheirConsumers(t *testing.T) {
 	if len(inactive) == 0 {
 		t.Fatal("no read's consumer was seen")
 	}
-	t.Logf("%d reads, %d consumers left", n, st.CachedInfo().State.Consumers)
+	t.Logf("%d reads, %d consumers left", n, left)
 }
