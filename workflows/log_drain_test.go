@@ -14,7 +14,8 @@ import (
 // logDrainJob runs a job whose replicas both succeed at once and whose log forwarder
 // ends forwarderTakes after it started, on the workflow clock, answering a metric; each
 // LogProgress call answers the next of progress (the last one again once they run out).
-// It answers the job's status and how many times LogProgress was asked.
+// It checks that the job succeeded, and answers its status and how many times
+// LogProgress was asked.
 func logDrainJob(t *testing.T, forwarderTakes time.Duration, progress ...int64) (schemas.JobStatus, int) {
 	t.Helper()
 	h := newHarness(t)
@@ -34,7 +35,11 @@ func logDrainJob(t *testing.T, forwarderTakes time.Duration, progress ...int64) 
 		return p, nil
 	})
 	h.env.ExecuteWorkflow(workflows.TrainingJobWorkflowName, workflows.TrainingJobInput{Job: testJob()})
-	return h.result(t), asked
+	st := h.result(t)
+	if st.Phase != schemas.JobSucceeded {
+		t.Fatalf("phase %s, want Succeeded", st.Phase)
+	}
+	return st, asked
 }
 
 // A finished job waits for a log forwarder that is still sending after the first
@@ -43,9 +48,6 @@ func logDrainJob(t *testing.T, forwarderTakes time.Duration, progress ...int64) 
 // forwarder's result (its metrics) reaches the job's status.
 func TestLogDrainWaitsWhileTheForwarderSends(t *testing.T) {
 	st, asked := logDrainJob(t, 5*time.Minute, 1000, 2000)
-	if st.Phase != schemas.JobSucceeded {
-		t.Fatalf("phase %s, want Succeeded", st.Phase)
-	}
 	if asked != 2 {
 		t.Errorf("LogProgress asked %d times, want 2 (at 2 and 4 minutes; the forwarder ended at 5)", asked)
 	}
@@ -58,9 +60,6 @@ func TestLogDrainWaitsWhileTheForwarderSends(t *testing.T) {
 // without its result, after two periods (the first reading has nothing to compare with).
 func TestLogDrainGivesUpOnAForwarderThatSendsNothing(t *testing.T) {
 	st, asked := logDrainJob(t, time.Hour, 1000)
-	if st.Phase != schemas.JobSucceeded {
-		t.Fatalf("phase %s, want Succeeded", st.Phase)
-	}
 	if asked != 2 {
 		t.Errorf("LogProgress asked %d times, want 2", asked)
 	}
@@ -76,9 +75,6 @@ func TestLogDrainEndsAfterAnHour(t *testing.T) {
 		grows[i] = int64(i+1) * 10
 	}
 	st, asked := logDrainJob(t, 3*time.Hour, grows...)
-	if st.Phase != schemas.JobSucceeded {
-		t.Fatalf("phase %s, want Succeeded", st.Phase)
-	}
 	if asked != 30 {
 		t.Errorf("LogProgress asked %d times, want 30 (every 2 minutes for an hour)", asked)
 	}

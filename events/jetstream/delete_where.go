@@ -32,9 +32,19 @@ func (c *Client) DeleteWhere(ctx context.Context, stream, filter string, match f
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: consumer info: %w", err)
 	}
+	if info.NumPending == 0 {
+		return 0, nil
+	}
+	// One iterator, so one consumer for the whole read: each Next of an ordered consumer
+	// itself makes a new consumer (and deletes the last in the background).
+	it, err := cons.Messages()
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: messages of %s: %w", filter, err)
+	}
+	defer it.Stop() // before the consumer's release, deferred earlier
 	var seqs []uint64
 	for range info.NumPending {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		msg, err := it.Next(jetstream.NextMaxWait(5 * time.Second))
 		if err != nil {
 			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
 				break // the rest was dropped meanwhile

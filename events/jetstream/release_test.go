@@ -9,6 +9,7 @@ import (
 
 	"github.com/opendlc/opendlc/events"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // Every kind of read deletes its consumer when it ends, so a stack that reads more
@@ -60,21 +61,18 @@ func TestReadsReleaseTheirConsumers(t *testing.T) {
 		}
 	}
 	// nats.go deletes an ordered consumer's previous consumer in the background when it
-	// makes the next (each Next of DeleteWhere does): wait a moment for those.
+	// makes a new one (a Next on the consumer itself, or a reset): wait a moment for those.
 	left := -1
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("the consumers of %d reads on %s to be gone", n, jetstream.EventsStream), func() error {
 		st, err := c.JetStream().Stream(ctx, jetstream.EventsStream)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if left = st.CachedInfo().State.Consumers; left == 0 || time.Now().After(deadline) {
-			break
+		if left = st.CachedInfo().State.Consumers; left != 0 {
+			return fmt.Errorf("%d consumers left, want none", left)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if left != 0 {
-		t.Errorf("%d reads left %d consumers on %s after 10 s, want none", n, left, jetstream.EventsStream)
-	}
+		return nil
+	}, 50*time.Millisecond)
 	for _, d := range inactive {
 		if d != jetstream.ReadInactive {
 			t.Fatalf("a read's consumer has inactive threshold %s, want %s", d, jetstream.ReadInactive)
