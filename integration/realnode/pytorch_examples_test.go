@@ -39,7 +39,9 @@ func waitExperiment(t *testing.T, ws, name string, within time.Duration) *api.Ex
 // ASHA stopping the worse half at its rungs. Every trial's gang really ran (its first
 // all-reduce is right on all 3 ranks), a completed trial trained to step 20 with every
 // rank holding the same parameters, at least one trial was pruned at a rung, and the
-// best value is the loss the best trial's job printed at its end.
+// best value is the loss the best trial's job printed at its end. The example orders its
+// grid so that the last trial is the worst at both rungs (its comment gives the losses):
+// ASHA stops it whatever the order in which the first three trials' reports arrive.
 func TestPyTorchExperimentExampleInContainers(t *testing.T) {
 	ctx := itest.Context(t, 12*time.Minute)
 	const ws, name = "rn-torch-tune", "tune-torch-ddp"
@@ -51,8 +53,8 @@ func TestPyTorchExperimentExampleInContainers(t *testing.T) {
 		t.Fatalf("experiment %s (%s): %d trials, %d completed, %d pruned, %d failed", st.Phase, st.Message,
 			len(st.Trials), st.Completed, st.Pruned, st.Failed)
 	}
-	if st.Pruned < 1 {
-		t.Errorf("ASHA pruned no trial: %+v", st.Trials)
+	if st.Pruned < 1 || st.Trials[3].Phase != schemas.TrialPruned {
+		t.Errorf("ASHA pruned no trial: %+v (the last trial, the worst at both rungs, must be one)", st.Trials)
 	}
 	for _, tr := range st.Trials {
 		run := ddpRuns(jobLogs(t, ctx, ws, tr.Job))[0]
