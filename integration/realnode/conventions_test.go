@@ -43,6 +43,8 @@ func linesWith(t *testing.T, name, prefix string) map[string]string {
 // PAI-DLC's KUBERNETES_CONTAINER_RESOURCE_GPU (0 on a CPU replica).
 func TestFrameworkConventionsInsideContainers(t *testing.T) {
 	t.Parallel()
+	// 4 jobs of 2 pods at once.
+	reserve(t, "100m", "100m", "100m", "100m", "100m", "100m", "100m", "100m")
 	ctx := itest.Context(t, 8*time.Minute)
 	two := "    master: {replicas: 1, resources: {cpu: 100m, memory: 128Mi}}\n    worker: {replicas: 1, resources: {cpu: 100m, memory: 128Mi}}\n"
 	submit(t, ctx, conventionJob("ds", "deepspeed",

@@ -22,6 +22,8 @@ import (
 // found healthy, and the job then runs.
 func TestHealthProbeRunsOnTheRealNodes(t *testing.T) {
 	t.Parallel()
+	// The check pods ask for nothing.
+	reserve(t, "100m")
 	ctx := itest.Context(t, 5*time.Minute)
 	const ws, name = "rn-health", "checked"
 	// Watch the check pods: what the kubelet says of their containers before the

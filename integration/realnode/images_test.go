@@ -88,6 +88,7 @@ func createPullSecret(t *testing.T, ws string, r *kubestack.Registry) {
 // pull never left the machine (the image's registry is sent to a closed loopback port).
 func TestMissingImageFailsAsImagePull(t *testing.T) {
 	t.Parallel()
+	reserve(t, "100m")
 	ctx := itest.Context(t, 3*time.Minute)
 	const ws, name = "rn-missing", "missing"
 	submit(t, ctx, shellJob(name, ws, images.Domain+"/no-such-image:1", "true", ""))
@@ -115,6 +116,7 @@ func TestMissingImageFailsAsImagePull(t *testing.T) {
 // the registry having refused the anonymous pull.
 func TestPrivateRegistryNeedsItsPullSecret(t *testing.T) {
 	t.Parallel()
+	reserve(t, "100m", "100m")
 	r, ref := privateRegistry(t)
 	ctx := itest.Context(t, 4*time.Minute)
 	const ws = "rn-private"

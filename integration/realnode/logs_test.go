@@ -82,6 +82,7 @@ func TestLogsFollowAcrossAWorkerRestart(t *testing.T) {
 // attempt 1's containers; each once, and the same as the job's stored log.
 func TestLogsFollowAcrossAContainerKill(t *testing.T) {
 	t.Parallel()
+	reserve(t, "100m", "100m")
 	ctx := itest.Context(t, 6*time.Minute)
 	const ws, name, again = "rn-logs-kill", "killed", 30
 	// Attempt 0 would print for two minutes; attempt 1 prints 30 lines and ends.

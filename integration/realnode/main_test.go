@@ -9,12 +9,13 @@
 // reach the stack's S3 through kubestack.ExposeToPods (the machine's address on the pod
 // bridge).
 //
-// The tests whose gangs need a CPU or more per replica, and those that take a node, the
-// registry or the worker away, run one at a time; only the light ones (a tenth of a CPU
-// per pod) run in parallel, after them. Without a gang scheduler, gangs that together
-// ask for more than the nodes' four CPUs can each get some of their pods placed and
-// none all of them: seen here with three framework jobs at once, all stuck in Launching
-// until their placement timeout.
+// The tests that take a node, the registry or the worker away, and those whose pods ask
+// for more than half a CPU each or for most of the nodes, run one at a time. The others
+// run in parallel, after them, each admitted by reserve (capacity_test.go) only once
+// all its pods fit beside those of the tests already running. Without a gang scheduler,
+// gangs that together ask for more than the nodes' four CPUs can each get some of their
+// pods placed and none all of them: seen here with three framework jobs at once, all
+// stuck in Launching until their placement timeout.
 //
 // Needs root, like kubestack's real nodes. The training image's first build takes
 // several minutes (mmdebstrap); it is cached by the hash of its inputs.
@@ -23,12 +24,14 @@ package realnode
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,9 +59,21 @@ var env struct {
 	worker    *exec.Cmd
 	podS3     string // the S3 endpoint pods use, http://HostIP:port
 	workerKub string
+	capacity  *capacity // the parallel tests' admission to the nodes (capacity_test.go)
 }
 
+// parallelTests is how many of the parallel tests may run at once unless -parallel says:
+// reserve, not their number, bounds what they put on the nodes, and most of a test's
+// time is waiting on containers.
+const parallelTests = 8
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
 	os.Exit(itest.Main(m, "realnode", 40*time.Minute, func(ctx context.Context, dir string) (func(), error) {
 		return teardown, setup(ctx, dir)
 	}))
@@ -112,6 +127,9 @@ func setup(ctx context.Context, dir string) error {
 			if err := kubestack.ApplyManifest(ctx, env.cluster.Client, filepath.Join(itest.Root(), "deploy", m)); err != nil {
 				return err
 			}
+		}
+		if env.capacity, err = newCapacity(ctx); err != nil {
+			return err
 		}
 		env.workerKub, _, err = env.cluster.ServiceAccountKubeconfig(ctx, "opendlc-system", "opendlc-worker", time.Hour)
 		return err

@@ -77,6 +77,9 @@ type probe struct {
 // home, /dev/shm has the size spec.pod.shmSize asked for, and the emptyDir, ConfigMap,
 // Secret and PVC volumes and the service account token are mounted.
 func TestContainerSeesTheFrameworkContract(t *testing.T) {
+	t.Parallel()
+	// Its two jobs run one after the other.
+	reserve(t, "500m", "500m")
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws = "rn-env"
 	cs := env.cluster.Client

@@ -28,12 +28,15 @@ var (
 // last epoch), and exits; the job is requeued, not failed, and once the lender's job
 // has ended it resumes from that very checkpoint and finishes every epoch exactly once.
 func TestPreemptedJobResumesFromItsNoticeCheckpoint(t *testing.T) {
+	t.Parallel()
+	// The borrower's pod may still be ending when the lender's starts.
+	reserve(t, "500m", "500m")
 	ctx := itest.Context(t, 8*time.Minute)
 	const borrower, lender, cohort, name = "rn-borrower", "rn-lender", "rn-fair", "long-train"
 	if err := env.api.SetQuota(ctx, borrower, api.Quota{CPU: "0", Cohort: cohort}); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.api.SetQuota(ctx, lender, api.Quota{CPU: "1", Cohort: cohort}); err != nil {
+	if err := env.api.SetQuota(ctx, lender, api.Quota{CPU: "500m", Cohort: cohort}); err != nil {
 		t.Fatal(err)
 	}
 	// 60 epochs of at least 300 ms: the reclaim must land while attempt 0 still
@@ -63,12 +66,12 @@ func TestPreemptedJobResumesFromItsNoticeCheckpoint(t *testing.T) {
 		t.Fatalf("borrower's quota %+v (%v): want 500m borrowed", st, err)
 	}
 
-	// The lender needs its 1 core: the borrowing job is reclaimed.
+	// The lender needs its half core: the borrowing job is reclaimed.
 	submit(t, ctx, job("lender-job", lender, `
   framework: custom
   command: [sh, -c, "sleep 1"]
   resources: {pool: quota}
-  roles: {worker: {replicas: 1, resources: {cpu: "1"}}}
+  roles: {worker: {replicas: 1, resources: {cpu: 500m}}}
 `))
 	mustSucceed(t, ctx, lender, "lender-job")
 	final := mustSucceed(t, ctx, borrower, name)

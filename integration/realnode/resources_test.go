@@ -17,10 +17,12 @@ import (
 
 // Resource samples on Kubernetes: the worker (--node-stats, a sample every 2 s, as the
 // service account of deploy/rbac.yaml and deploy/rbac-node-stats.yaml) reads a
-// container that spins a core and holds 150 MiB from its node's kubelet statistics
-// summary; the samples name the real node and the container's 512 Mi limit, and the
-// succeeded job's status summarises them.
+// container that spins (up to its limit of half a core) and holds 150 MiB from its
+// node's kubelet statistics summary; the samples name the real node and the
+// container's 512 Mi limit, and the succeeded job's status summarises them.
 func TestResourceSamplesFromTheKubelet(t *testing.T) {
+	t.Parallel()
+	reserve(t, "500m")
 	ctx := itest.Context(t, 4*time.Minute)
 	const ws, name = "rn-resources", "busy"
 	submit(t, ctx, fmt.Sprintf(`
@@ -32,7 +34,7 @@ spec:
   image: %s
   command: [python3, -c, "import time\nheld = b'x' * (150 << 20)\nend = time.time() + 10\nwhile time.time() < end:\n    pass\n"]
   roles:
-    worker: {replicas: 1, resources: {cpu: "1", memory: 512Mi}}
+    worker: {replicas: 1, resources: {cpu: 500m, memory: 512Mi}}
   timeout: 3m
 `, name, ws, env.training.Root.Ref))
 	var samples []events.ResourceData
@@ -52,8 +54,8 @@ spec:
 	}
 	read()
 	for i, d := range samples {
-		// The container spins a core: some CPU at each sample, however loaded the
-		// machine. Not "at most its limit of one core": the kubelet's figure is a rate
+		// The container spins: some CPU at each sample, however loaded the machine.
+		// Not "at most its limit of half a core": the kubelet's figure is a rate
 		// over cAdvisor's last two readings, whose window is irregular on a loaded
 		// machine, and CFS lets a limited container run over its quota within a period
 		// (CI saw 1.39); never more than the machine's cores.

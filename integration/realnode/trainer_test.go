@@ -32,6 +32,13 @@ import (
 // runs `go run ./examples/trainer` from a checkout.
 var runTrainer = [2]string{"command: [go, run, ./examples/trainer]", fmt.Sprintf("command: [%s]", images.TrainerBinary)}
 
+// halfCPU is the replacement that asks half a CPU per replica of the trainer where an
+// example asks one: the tests of a single trainer job run in parallel with others
+// (reserve), and two replicas of a whole CPU each would leave them no room. A request
+// is only what the scheduler reserves; the program and its arguments are the
+// example's. The experiments (4 trials of one CPU at once) keep theirs and run alone.
+var halfCPU = [2]string{`resources: {cpu: "1", memory: 256Mi}`, `resources: {cpu: 500m, memory: 256Mi}`}
+
 // inContainers returns the example file examples/<path> as a user would submit it on
 // the real nodes, in workspace ws: every job (a TrainingJob's spec, a trial template, a
 // pipeline step's job) gets the training image, the workspace default (metadata and S3
@@ -95,9 +102,11 @@ func parseTrainer(lines []events.LogRecord) trainerRun {
 // processes with the same arguments: the data-parallel training is deterministic, so
 // every epoch's loss and accuracy must be the same, digit for digit.
 func TestTrainerExampleInContainers(t *testing.T) {
+	t.Parallel()
+	reserve(t, "500m", "500m")
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws, name = "rn-trainer", "logreg-ddp"
-	submit(t, ctx, inContainers(t, "trainer/job.yaml", ws, runTrainer))
+	submit(t, ctx, inContainers(t, "trainer/job.yaml", ws, runTrainer, halfCPU))
 	mustSucceed(t, ctx, ws, name)
 	got := parseTrainer(jobLogs(t, ctx, ws, name))
 	if len(got.metrics) != 10 || !got.ranks[0] || !got.ranks[1] {
@@ -167,9 +176,12 @@ func runTrainerLocally(t *testing.T, ctx context.Context, world int, args ...str
 // condition (accuracy above the parameter) and promote. Every step's job runs on the
 // real nodes; the outputs and metrics flow from step to step.
 func TestRetrainPipelineExampleInContainers(t *testing.T) {
+	t.Parallel()
+	// Its steps run one after the other; only train asks for CPU.
+	reserve(t, "500m", "500m")
 	ctx := itest.Context(t, 10*time.Minute)
 	const ws, name = "rn-pipeline", "retrain-nightly"
-	run, err := env.api.RunPipeline(ctx, []byte(inContainers(t, "pipeline/retrain.yaml", ws, runTrainer)), map[string]string{"currentAccuracy": "0.5"})
+	run, err := env.api.RunPipeline(ctx, []byte(inContainers(t, "pipeline/retrain.yaml", ws, runTrainer, halfCPU)), map[string]string{"currentAccuracy": "0.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +324,12 @@ func TestPBTExperimentExampleInContainers(t *testing.T) {
 // run resumes from the checkpoint the previous run's pod wrote (runOptions
 // resumeFromPreviousCheckpoint), and the trainer in its pod says so.
 func TestNightlyScheduleExampleInContainers(t *testing.T) {
+	t.Parallel()
+	// Its runs are triggered one after the other.
+	reserve(t, "500m", "500m")
 	ctx := itest.Context(t, 8*time.Minute)
 	const ws, name = "rn-nightly", "nightly"
-	if _, err := env.api.CreateSchedule(ctx, []byte(inContainers(t, "schedule/nightly.yaml", ws, runTrainer))); err != nil {
+	if _, err := env.api.CreateSchedule(ctx, []byte(inContainers(t, "schedule/nightly.yaml", ws, runTrainer, halfCPU))); err != nil {
 		t.Fatal(err)
 	}
 	s3c, bucket, prefix := itest.RawS3(t, env.stack, "s3://dlc/workspaces/"+ws+"/datasets/logreg/")
