@@ -92,7 +92,9 @@ type pipelineHarness struct {
 
 	mu      sync.Mutex
 	started []schemas.TrainingJob // in start order
-	stopped []string              // workflow ids
+	// startedAt is when each of started started, on the workflow clock.
+	startedAt []time.Time
+	stopped   []string // workflow ids
 	// running and maxRunning count the fake jobs running at once (pipeline_fanout_test.go).
 	running, maxRunning int
 	// onPublish receives the published events, when set.
@@ -139,6 +141,7 @@ func newPipelineHarness(t *testing.T, jobs map[string]fakeJob) *pipelineHarness 
 func (h *pipelineHarness) fakeTrainingJob(ctx workflow.Context, in workflows.TrainingJobInput) (workflows.TrainingJobResult, error) {
 	h.mu.Lock()
 	h.started = append(h.started, in.Job)
+	h.startedAt = append(h.startedAt, workflow.Now(ctx))
 	h.running++
 	h.maxRunning = max(h.maxRunning, h.running)
 	h.mu.Unlock()
@@ -201,10 +204,24 @@ func (h *pipelineHarness) startedJob(name string) *schemas.TrainingJob {
 	return nil
 }
 
+// startedNames is the names of the jobs started, in start order. Jobs started at the
+// same time on the workflow clock are in name order: the test environment starts the
+// children a workflow task started at once in goroutines of its own, so the order in
+// which their fakes run is not the workflow's.
 func (h *pipelineHarness) startedNames() []string {
-	var out []string
-	for _, j := range h.started {
-		out = append(out, j.Metadata.Name)
+	idx := make([]int, len(h.started))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := h.startedAt[a].Compare(h.startedAt[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(h.started[a].Metadata.Name, h.started[b].Metadata.Name)
+	})
+	out := make([]string, 0, len(idx))
+	for _, i := range idx {
+		out = append(out, h.started[i].Metadata.Name)
 	}
 	return out
 }

@@ -132,31 +132,42 @@ func (b *Backend) SampleResources(ctx context.Context, ref backend.GangRef, repl
 			}
 		}
 	}
+	var ok bool
+	if s.Time, s.CPUSeconds, s.MemoryBytes, ok = sum.container(pod.Namespace, pod.Name, ContainerName); !ok {
+		// A container the kubelet has not measured yet (it just started), or no longer
+		// (it has ended, and the pod's end has not reached the informer yet).
+		return backend.ResourceSample{}, fmt.Errorf("%w: the kubelet of %s has no statistics of a running %s", backend.ErrNotRunning, pod.Spec.NodeName, replica)
+	}
+	// The GPUs are best effort: an exporter that cannot be read leaves them out.
+	if s.GPUs, err = b.podGPUs(ctx, pod.Status.HostIP, pod.Namespace, pod.Name); err != nil {
+		b.logger.Warn("kube: GPUs not sampled", "replica", replica, "error", err)
+	}
+	return s, nil
+}
+
+// container reads a container's cumulative CPU time and working set from the summary,
+// and when the kubelet read them (now when it does not say). A container without a
+// working set is not running: a live container's cgroup always holds some memory, while
+// one that has ended can still be listed, its CPU time frozen and its working set 0 (a
+// sample of it would report an idle, empty container the job never had).
+func (sum *statsSummary) container(namespace, pod, name string) (at time.Time, cpuSeconds float64, memory int64, ok bool) {
 	for _, p := range sum.Pods {
-		if p.PodRef.Name != pod.Name || p.PodRef.Namespace != pod.Namespace {
+		if p.PodRef.Name != pod || p.PodRef.Namespace != namespace {
 			continue
 		}
 		for _, c := range p.Containers {
-			if c.Name != ContainerName || c.CPU == nil || c.CPU.UsageCoreNanoSeconds == nil {
+			if c.Name != name || c.CPU == nil || c.CPU.UsageCoreNanoSeconds == nil ||
+				c.Memory == nil || c.Memory.WorkingSetBytes == nil || *c.Memory.WorkingSetBytes == 0 {
 				continue
 			}
-			s.Time = c.CPU.Time
-			s.CPUSeconds = float64(*c.CPU.UsageCoreNanoSeconds) / 1e9
-			if c.Memory != nil && c.Memory.WorkingSetBytes != nil {
-				s.MemoryBytes = int64(*c.Memory.WorkingSetBytes)
+			at = c.CPU.Time
+			if at.IsZero() {
+				at = time.Now()
 			}
-			if s.Time.IsZero() {
-				s.Time = time.Now()
-			}
-			// The GPUs are best effort: an exporter that cannot be read leaves them out.
-			if s.GPUs, err = b.podGPUs(ctx, pod.Status.HostIP, pod.Namespace, pod.Name); err != nil {
-				b.logger.Warn("kube: GPUs not sampled", "replica", replica, "error", err)
-			}
-			return s, nil
+			return at, float64(*c.CPU.UsageCoreNanoSeconds) / 1e9, int64(*c.Memory.WorkingSetBytes), true
 		}
 	}
-	// A container the kubelet has not measured yet (it just started).
-	return backend.ResourceSample{}, fmt.Errorf("%w: the kubelet of %s has no statistics of %s yet", backend.ErrNotRunning, pod.Spec.NodeName, replica)
+	return time.Time{}, 0, 0, false
 }
 
 // nodeSummary is the kubelet's summary of node, at most nodeStatsMaxAge old.

@@ -162,8 +162,13 @@ func (c *Client) ReadSince(ctx context.Context, stream, filter string, since tim
 // NATS placed it.
 var consumerPlaced = func(*jetstream.ConsumerInfo) {}
 
-// leaderAskTimeout bounds leaderLast's two requests.
+// leaderAskTimeout bounds each try of leaderLast's requests.
 const leaderAskTimeout = 5 * time.Second
+
+// leaderAskFor bounds how long leaderLast asks again a leader that does not answer (as
+// right after a server of the cluster restarted, while the stream's leader is being
+// elected), and leaderAskEvery how often.
+var leaderAskFor, leaderAskEvery = 15 * time.Second, 100 * time.Millisecond
 
 // catchUpWait bounds how long a read waits, caught up with its consumer but short of the
 // newest message the stream's leader has, for the consumer's replica to catch up.
@@ -267,33 +272,61 @@ func (c *Client) read(ctx context.Context, stream string, cfg jetstream.OrderedC
 // leaderLast is the stream sequence of the newest message on filters (one subject
 // filter) as the stream's leader answers (not a direct get, which any replica answers),
 // or 0 when there is none, or the caller may not ask (a workspace reader: the Gate lets
-// it create consumers only), or the leader does not answer in leaderAskTimeout: the read
-// then ends on its consumer's word alone.
+// it create consumers only), or the leader did not answer for leaderAskFor: only then
+// does the read end on its consumer's word alone. (A read that gave up at the first
+// unanswered request, right after a server restarted, delivered nothing of a stream of
+// 10,000 messages: its consumer sat on the restarted replica, which had none yet.)
 func (c *Client) leaderLast(ctx context.Context, stream string, filters []string) uint64 {
 	if len(filters) != 1 || c.reader {
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(ctx, leaderAskTimeout)
-	defer cancel()
-	s, err := c.js.Stream(ctx, stream)
-	if err != nil {
-		return 0
+	return askLeader(ctx, func(ctx context.Context) (uint64, bool) {
+		s, err := c.js.Stream(ctx, stream)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			return 0, true
+		case err != nil:
+			return 0, false
+		}
+		return lastOnLeader(ctx, s, filters[0])
+	})
+}
+
+// askLeader calls ask, each time within leaderAskTimeout, until it answers (ok) or
+// leaderAskFor has passed, and returns its last answer (0 when it never answered).
+func askLeader(ctx context.Context, ask func(context.Context) (last uint64, ok bool)) uint64 {
+	deadline := time.Now().Add(leaderAskFor)
+	for {
+		actx, cancel := context.WithTimeout(ctx, leaderAskTimeout)
+		last, ok := ask(actx)
+		cancel()
+		if ok || !time.Now().Before(deadline) {
+			return last
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(leaderAskEvery):
+		}
 	}
-	return lastOnLeader(ctx, s, filters[0])
 }
 
 // lastOnLeader is the stream sequence of the newest message on subject as s's leader
-// answers, or 0 (none, no answer, or a stream that allows direct gets, which any
-// replica answers).
-func lastOnLeader(ctx context.Context, s jetstream.Stream, subject string) uint64 {
+// answers, or 0 when there is none or the stream allows direct gets (which any replica
+// answers, so the leader's word cannot be had); ok is false when the leader did not
+// answer.
+func lastOnLeader(ctx context.Context, s jetstream.Stream, subject string) (last uint64, ok bool) {
 	if s.CachedInfo().Config.AllowDirect {
-		return 0
+		return 0, true
 	}
 	m, err := s.GetLastMsgForSubject(ctx, subject)
-	if err != nil {
-		return 0
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, true
+	case err != nil:
+		return 0, false
 	}
-	return m.Sequence
+	return m.Sequence, true
 }
 
 // ErrStop is returned by a ReadUntil callback to end the read without error.

@@ -28,7 +28,7 @@ func (c *Client) ReadAfter(ctx context.Context, stream, subject string, after ui
 	}
 	// The newest message on subject as the leader has it: the consumer may sit on a
 	// replica still catching up (see read), whose "nothing pending" comes early.
-	last := lastOnLeader(ctx, s, subject)
+	last := askLeader(ctx, func(ctx context.Context) (uint64, bool) { return lastOnLeader(ctx, s, subject) })
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{subject},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,

@@ -92,14 +92,23 @@ func TestReadAfterARestartDeliversWhatTheLeaderHas(t *testing.T) {
 			}
 		}
 		// What the stream holds, as its leader says: a publish answered with an error
-		// while the stopped server's streams elected leaders is not in it.
-		st, err := c.JetStream().Stream(ctx, stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
+		// while the stopped server's streams elected leaders is not in it. A request
+		// can be lost while they elect (no answer ever comes), so each try has its own
+		// deadline.
+		var info *natsjs.StreamInfo
+		for info == nil {
+			ask, cancelAsk := context.WithTimeout(ctx, 5*time.Second)
+			st, err := c.JetStream().Stream(ask, stream)
+			if err == nil {
+				info, err = st.Info(ask)
+			}
+			cancelAsk()
+			if err != nil {
+				if ctx.Err() != nil {
+					t.Fatalf("round %d: the stream's state: %v", round, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 		mu.Lock()
 		total = int(info.State.Msgs)

@@ -125,8 +125,12 @@ func printJobHistory(ctx context.Context, temporalAddr, ws, job string, submit t
 			taskFailures = append(taskFailures, fmt.Sprintf("%d ms: workflow task timed out (%s)", at.Milliseconds(), ev.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType()))
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			fmt.Printf(" started %d;", at.Milliseconds())
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			fmt.Printf(" wft scheduled %d", at.Milliseconds())
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			fmt.Printf(" started %d", at.Milliseconds())
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			fmt.Printf(" wft %d;", at.Milliseconds())
+			fmt.Printf(" completed %d;", at.Milliseconds())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := &act{name: ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName(), scheduled: at, started: -1, ended: -1}
 			acts = append(acts, a)

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/opendlc/opendlc/api"
+	"github.com/opendlc/opendlc/app"
 	"github.com/opendlc/opendlc/backend/kube"
 	"github.com/opendlc/opendlc/checkpoint"
 	"github.com/opendlc/opendlc/client"
@@ -69,6 +70,7 @@ func main() {
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
 	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
 	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
+	flag.IntVar(&localTrace, "local-trace", 0, "without a mode, also print the Temporal history of the last N jobs, with their process's start and exit, in ms after the submit")
 	pprofAddr := flag.String("pprof-addr", "", "serve net/http/pprof of this process (the worker, with -kube and -scale) on this address, such as 127.0.0.1:6060")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -kube and -scale: the worker, API and informers) to this file")
 	flag.Parse()
@@ -204,6 +206,14 @@ func run(n int, dlcBin string, recoveries int) error {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
 		toStart, toDone, total = append(toStart, s), append(toDone, d), append(total, t)
+	}
+	for i := max(n-localTrace, 0); i < n; i++ {
+		tr := traced[i]
+		fmt.Printf("job bench-%d: process started %.1f ms, exited %.1f ms, Succeeded at %.1f ms after the submit\n", i,
+			ms(tr.started.Sub(tr.submit)), ms(tr.exited.Sub(tr.submit)), ms(tr.succeeded.Sub(tr.submit)))
+		if err := printJobHistory(ctx, e.AppConfig(app.Config{}).TemporalAddress, "bench", fmt.Sprintf("bench-%d", i), tr.submit); err != nil {
+			return err
+		}
 	}
 	var logRates, rawRates []float64
 	for r := range logRuns {
@@ -538,8 +548,23 @@ func oneJobIn(ctx context.Context, c *client.Client, ended *endWatch, ws string,
 		return 0, 0, 0, fmt.Errorf("probe output not found in logs (%d lines): %w", len(stamps), err)
 	}
 	done := j.Status.Timeline[len(j.Status.Timeline)-1].Time
+	if ws == "bench" && localTrace > 0 {
+		traced[i] = jobTrace{submit: t0, started: stamps[0], exited: stamps[1], succeeded: done}
+	}
 	return stamps[0].Sub(t0), done.Sub(stamps[1]), total, nil
 }
+
+// localTrace is -local-trace: how many of the last jobs' histories to print.
+var localTrace int
+
+// jobTrace is when a traced job was submitted, its process started and exited, and its
+// timeline says it succeeded.
+type jobTrace struct{ submit, started, exited, succeeded time.Time }
+
+// traced holds the jobs of the bench's workspace, by number, while -local-trace is on.
+var traced = map[int]jobTrace{}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func parseNanos(s string) (time.Time, error) {
 	ns, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
