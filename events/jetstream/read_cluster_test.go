@@ -13,6 +13,7 @@ import (
 
 	"github.com/opendlc/opendlc/devstack"
 	"github.com/opendlc/opendlc/events/jetstream"
+	"github.com/opendlc/opendlc/internal/testutil"
 )
 
 // A read right after a server of a three-server cluster restarted still delivers every
@@ -96,20 +97,15 @@ func TestReadAfterARestartDeliversWhatTheLeaderHas(t *testing.T) {
 		// can be lost while they elect (no answer ever comes), so each try has its own
 		// deadline.
 		var info *natsjs.StreamInfo
-		for info == nil {
+		testutil.Eventually(t, time.Minute, fmt.Sprintf("round %d: the stream's state", round), func() error {
 			ask, cancelAsk := context.WithTimeout(ctx, 5*time.Second)
+			defer cancelAsk()
 			st, err := c.JetStream().Stream(ask, stream)
 			if err == nil {
 				info, err = st.Info(ask)
 			}
-			cancelAsk()
-			if err != nil {
-				if ctx.Err() != nil {
-					t.Fatalf("round %d: the stream's state: %v", round, err)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+			return err
+		}, 100*time.Millisecond)
 		mu.Lock()
 		total = int(info.State.Msgs)
 		want := total

@@ -79,10 +79,11 @@ func runFirstJob(dlcBin string, workspaces int) (firstJobTimes, error) {
 	for w := range workspaces {
 		ws := fmt.Sprintf("first-%d", w)
 		for k := range 3 {
-			toStart, _, _, err := oneJobIn(ctx, c, nil, ws, job)
+			j, err := oneJobIn(ctx, c, nil, ws, job)
 			if err != nil {
 				return times, fmt.Errorf("job %d in %s: %w", job, ws, err)
 			}
+			toStart := j.toStart()
 			which := "later job of the workspace"
 			switch {
 			case job == 0:

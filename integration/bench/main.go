@@ -70,7 +70,7 @@ func main() {
 	kubeRecovery := flag.Bool("kube-recovery", true, "with -kube, also measure recovery (pod and node failures, lost heartbeats) after the launch")
 	flag.BoolVar(&kubeForwardLogs, "kube-logs", true, "with -kube, OpenDLC's jobs forward their pods' logs (false: spec.logs.forward false, as the baseline reads no log)")
 	launchTrace := flag.Bool("launch-trace", false, "with -kube, also print where each launch's time went (pods seen, Temporal activities)")
-	flag.IntVar(&localTrace, "local-trace", 0, "without a mode, also print the Temporal history of the last N jobs, with their process's start and exit, in ms after the submit")
+	localTrace := flag.Int("local-trace", 0, "without a mode, also print the Temporal history of the last N jobs, with their process's start and exit, in ms after the submit")
 	pprofAddr := flag.String("pprof-addr", "", "serve net/http/pprof of this process (the worker, with -kube and -scale) on this address, such as 127.0.0.1:6060")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -kube and -scale: the worker, API and informers) to this file")
 	flag.Parse()
@@ -129,7 +129,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*jobs, *dlcBin, *recoveries); err != nil {
+	if err := run(*jobs, *dlcBin, *recoveries, *localTrace); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -152,7 +152,7 @@ func parseSizes(s string) ([]int, error) {
 // as its last act before it exits.
 var probe = []string{"sh", "-c", "date +%s%N; date +%s%N"}
 
-func run(n int, dlcBin string, recoveries int) error {
+func run(n int, dlcBin string, recoveries, localTrace int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-bench-")
@@ -200,15 +200,17 @@ func run(n int, dlcBin string, recoveries int) error {
 	defer func() { _ = sub.Unsubscribe() }()
 
 	var toStart, toDone, total []time.Duration
+	var jobs []jobTimes
 	for i := range n {
-		s, d, t, err := oneJob(ctx, c, ended, i)
+		j, err := oneJob(ctx, c, ended, i)
 		if err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
-		toStart, toDone, total = append(toStart, s), append(toDone, d), append(total, t)
+		jobs = append(jobs, j)
+		toStart, toDone, total = append(toStart, j.toStart()), append(toDone, j.toDone()), append(total, j.total())
 	}
 	for i := max(n-localTrace, 0); i < n; i++ {
-		tr := traced[i]
+		tr := jobs[i]
 		fmt.Printf("job bench-%d: process started %.1f ms, exited %.1f ms, Succeeded at %.1f ms after the submit\n", i,
 			ms(tr.started.Sub(tr.submit)), ms(tr.exited.Sub(tr.submit)), ms(tr.succeeded.Sub(tr.submit)))
 		if err := printJobHistory(ctx, e.AppConfig(app.Config{}).TemporalAddress, "bench", fmt.Sprintf("bench-%d", i), tr.submit); err != nil {
@@ -457,9 +459,20 @@ func measureFloor(ctx context.Context, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func oneJob(ctx context.Context, c *client.Client, ended *endWatch, i int) (toStart, toDone, total time.Duration, err error) {
+func oneJob(ctx context.Context, c *client.Client, ended *endWatch, i int) (jobTimes, error) {
 	return oneJobIn(ctx, c, ended, "bench", i)
 }
+
+// jobTimes is when a bench job was submitted, its process started and exited (the
+// probe's stamps), its timeline says it succeeded, and the client saw it end.
+type jobTimes struct{ submit, started, exited, succeeded, seen time.Time }
+
+func (j jobTimes) toStart() time.Duration { return j.started.Sub(j.submit) }
+func (j jobTimes) toDone() time.Duration  { return j.succeeded.Sub(j.exited) }
+func (j jobTimes) total() time.Duration   { return j.seen.Sub(j.submit) }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // endWatch tells when a job's terminal status event reaches the bench, a live
 // subscriber of the status events: how a client learns of a job's end without asking.
@@ -502,28 +515,29 @@ func (w *endWatch) observe(ev events.Event) {
 // oneJobIn runs job bench-i in workspace ws (see oneJob). With ended, it waits for the
 // job's terminal status event before it reads the job; without, it asks for the job's
 // status every 5 ms.
-func oneJobIn(ctx context.Context, c *client.Client, ended *endWatch, ws string, i int) (toStart, toDone, total time.Duration, err error) {
+func oneJobIn(ctx context.Context, c *client.Client, ended *endWatch, ws string, i int) (jobTimes, error) {
 	name := fmt.Sprintf("bench-%d", i)
 	spec := fmt.Sprintf(`{"apiVersion":"opendlc.io/v1alpha1","kind":"TrainingJob","metadata":{"name":%q,"workspace":%q},
 "spec":{"framework":"custom","command":[%q,%q,%q],"roles":{"worker":{"replicas":1}}}}`, name, ws, probe[0], probe[1], probe[2])
 	t0 := time.Now()
 	if _, err := c.SubmitJob(ctx, []byte(spec)); err != nil {
-		return 0, 0, 0, err
+		return jobTimes{}, err
 	}
 	if ended != nil {
 		select {
 		case <-ended.ch(name):
 		case <-ctx.Done():
-			return 0, 0, 0, ctx.Err()
+			return jobTimes{}, ctx.Err()
 		}
 	}
 	var j *api.Job
+	var err error
 	for {
 		if j, err = c.GetJob(ctx, ws, name); err != nil {
 			// A query waits for the worker; on a loaded machine the API's query
 			// timeout can pass before the job's first workflow task. Ask again.
 			if ctx.Err() != nil {
-				return 0, 0, 0, err
+				return jobTimes{}, err
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue
@@ -533,9 +547,9 @@ func oneJobIn(ctx context.Context, c *client.Client, ended *endWatch, ws string,
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	total = time.Since(t0)
+	seen := time.Now()
 	if j.Status.Phase != schemas.JobSucceeded {
-		return 0, 0, 0, fmt.Errorf("job ended %s: %s", j.Status.Phase, j.Status.Message)
+		return jobTimes{}, fmt.Errorf("job ended %s: %s", j.Status.Phase, j.Status.Message)
 	}
 	// The probe's first line is its start, its last the moment before it exits.
 	var stamps []time.Time
@@ -545,26 +559,11 @@ func oneJobIn(ctx context.Context, c *client.Client, ended *endWatch, ws string,
 		return err
 	})
 	if err != nil || len(stamps) != 2 {
-		return 0, 0, 0, fmt.Errorf("probe output not found in logs (%d lines): %w", len(stamps), err)
+		return jobTimes{}, fmt.Errorf("probe output not found in logs (%d lines): %w", len(stamps), err)
 	}
-	done := j.Status.Timeline[len(j.Status.Timeline)-1].Time
-	if ws == "bench" && localTrace > 0 {
-		traced[i] = jobTrace{submit: t0, started: stamps[0], exited: stamps[1], succeeded: done}
-	}
-	return stamps[0].Sub(t0), done.Sub(stamps[1]), total, nil
+	return jobTimes{submit: t0, started: stamps[0], exited: stamps[1],
+		succeeded: j.Status.Timeline[len(j.Status.Timeline)-1].Time, seen: seen}, nil
 }
-
-// localTrace is -local-trace: how many of the last jobs' histories to print.
-var localTrace int
-
-// jobTrace is when a traced job was submitted, its process started and exited, and its
-// timeline says it succeeded.
-type jobTrace struct{ submit, started, exited, succeeded time.Time }
-
-// traced holds the jobs of the bench's workspace, by number, while -local-trace is on.
-var traced = map[int]jobTrace{}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func parseNanos(s string) (time.Time, error) {
 	ns, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)

@@ -40,7 +40,7 @@ import (
 // (openapi.go). Unless -parallel is given, up to Parallel tests that call
 // t.Parallel run at once (see Parallel).
 func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx context.Context, dir string) (teardown func(), err error)) int {
-	defaultParallel()
+	DefaultParallel(Parallel)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "opendlc-"+name+"-")
@@ -78,15 +78,17 @@ func Main(m *testing.M, name string, timeout time.Duration, setup func(ctx conte
 // changes a global setting stays serial and never overlaps them.
 const Parallel = 4
 
-// defaultParallel sets -test.parallel to Parallel unless the command line set it.
-func defaultParallel() {
+// DefaultParallel sets -test.parallel to n unless the command line set it. Main sets
+// Parallel; a package whose parallel tests are bounded otherwise calls it with its own n
+// before Main.
+func DefaultParallel(n int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set && flag.Lookup("test.parallel") != nil {
-		_ = flag.Set("test.parallel", strconv.Itoa(Parallel))
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }
 

@@ -24,14 +24,12 @@ package realnode
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,12 +66,7 @@ var env struct {
 const parallelTests = 8
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
-	}
+	itest.DefaultParallel(parallelTests)
 	os.Exit(itest.Main(m, "realnode", 40*time.Minute, func(ctx context.Context, dir string) (func(), error) {
 		return teardown, setup(ctx, dir)
 	}))
