@@ -17,8 +17,6 @@ import (
 // by their DNS names with the gang's ssh key pair (mounted at /root/.ssh). The ranks run
 // in the worker pods, and their allreduce of rank+1 is right.
 func TestMPIOverSSHInContainers(t *testing.T) {
-	t.Parallel()
-	reserve(t, "200m", "500m", "500m")
 	ctx := itest.Context(t, 6*time.Minute)
 	const ws, name = "rn-mpi", "mpi"
 	submit(t, ctx, job(name, ws, `  framework: mpi
@@ -43,8 +41,6 @@ func TestMPIOverSSHInContainers(t *testing.T) {
 // runs as the image's user on port 2222 with a host key of that user, and the gang's key
 // pair is mounted at that user's ~/.ssh (spec.pod.sshAuthMountPath).
 func TestMPIOverSSHNonRootInContainers(t *testing.T) {
-	t.Parallel()
-	reserve(t, "200m", "500m", "500m")
 	ctx := itest.Context(t, 6*time.Minute)
 	const ws, name = "rn-mpi-nonroot", "mpi"
 	submit(t, ctx, fmt.Sprintf(`
